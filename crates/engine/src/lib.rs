@@ -1,0 +1,1 @@
+//! pywebbench's load-generation engine. See docs/architecture.md.

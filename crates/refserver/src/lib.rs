@@ -1,0 +1,1 @@
+//! pywebbench's reference server. See docs/architecture.md.

@@ -1,0 +1,145 @@
+"""The types the catalogue is made of: interpreters, server adapters, frameworks, stacks.
+
+These are the contracts between the pipeline stages (see docs/architecture.md). Server
+adapters live one per module in :mod:`pywebbench.catalogue.servers`, frameworks one per module
+in :mod:`pywebbench.catalogue.frameworks`; app code that runs *inside* a stack's virtualenv
+lives in :mod:`pywebbench.apps` and must stay importable on Python 3.9 (PyPy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+# Application interfaces a server can host. Native servers ship their own framework, so a
+# native server and its native "framework" share one interface name.
+WSGI = "wsgi"
+ASGI = "asgi"
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """One Python interpreter found on this machine (or given by path)."""
+
+    name: str  # short id used in filters and reports: "cpython3.11", "pypy3.9"
+    implementation: str  # "cpython" | "pypy"
+    version: str  # full language version, "3.11.7"
+    path: str  # absolute path of the executable
+    build: str = ""  # one line: compiler/build date, or PyPy's own version ("PyPy 7.3.11")
+
+    @property
+    def minor(self) -> str:
+        """Language version as ``"3.11"``."""
+        return ".".join(self.version.split(".")[:2])
+
+    @property
+    def is_pypy(self) -> bool:
+        return self.implementation == "pypy"
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """Everything an adapter needs to build the command line of one server process."""
+
+    interpreter: Interpreter
+    venv: Path  # the stack's virtualenv; executables are in venv / "bin"
+    app_dir: Path  # directory put first on PYTHONPATH (pywebbench/apps, or the user's project)
+    app: str  # "module:callable" of the application (WSGI/ASGI), or the native app module
+    host: str  # always a loopback address
+    port: int
+    workers: int = 1
+    threads: int = 1
+    env: dict[str, str] = field(default_factory=dict)  # extra env for the app (service URLs...)
+
+    @property
+    def bin(self) -> Path:
+        return self.venv / "bin"
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """How to start one server: argv, extra environment, working directory."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+
+
+class ServerAdapter:
+    """A web server that can host apps of one interface. One subclass per module.
+
+    Subclasses set the class attributes and implement :meth:`command`. Everything a report
+    must show for fairness comes from :meth:`settings`.
+    """
+
+    name: ClassVar[str]  # "gunicorn-sync", "uvicorn-uvloop", ...
+    interface: ClassVar[str]  # WSGI, ASGI, or a native interface such as "tornado"
+    description: ClassVar[str] = ""
+    # Pitfalls the adapter handles or that a user must know; shown by `pywebbench stacks`.
+    notes: ClassVar[str] = ""
+    stop_timeout_s: ClassVar[float] = 5.0  # after SIGTERM, then SIGKILL to the process group
+
+    def requirements(self, interpreter: Interpreter) -> list[str]:
+        """Pinned requirement specifiers for this server on this interpreter."""
+        raise NotImplementedError
+
+    def unavailable(self, interpreter: Interpreter) -> str | None:
+        """Why this server cannot run on ``interpreter`` (declared, not discovered), or None."""
+        return None
+
+    def command(self, ctx: LaunchContext) -> LaunchCommand:
+        """The command that starts the server on ``ctx.host:ctx.port`` with logging off."""
+        raise NotImplementedError
+
+    def settings(self, ctx: LaunchContext) -> dict[str, object]:
+        """The fairness manifest: workers, threads, worker class, loop, parser, keep-alive,
+        access log, backlog... Values must be what the server really runs with."""
+        return {"workers": ctx.workers, "threads": ctx.threads, "access_log": False}
+
+
+class Framework:
+    """An application framework: the same workloads implemented once per framework."""
+
+    name: ClassVar[str]  # "flask", "raw-wsgi", "tornado" (native)...
+    interface: ClassVar[str]  # WSGI, ASGI or a native interface name
+    app: ClassVar[str]  # "module:callable" inside pywebbench/apps
+    workloads: ClassVar[frozenset[str]]  # names of the workloads it implements
+
+    def requirements(self, interpreter: Interpreter) -> list[str]:
+        """Pinned requirement specifiers for the framework (and what its workloads need)."""
+        raise NotImplementedError
+
+    def unavailable(self, interpreter: Interpreter) -> str | None:
+        return None
+
+
+@dataclass(frozen=True)
+class Stack:
+    """interpreter + server + framework (+ the exact requirements): one virtualenv."""
+
+    interpreter: Interpreter
+    server: ServerAdapter
+    framework: Framework
+    requirements: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.interpreter.name}/{self.server.name}/{self.framework.name}"
+
+    def env_key(self) -> str:
+        """Hash of what defines the virtualenv; the cache key of provisioning."""
+        blob = json.dumps(
+            {
+                "python": [self.interpreter.path, self.interpreter.version, self.interpreter.build],
+                "requirements": sorted(self.requirements),
+            },
+            sort_keys=True,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]

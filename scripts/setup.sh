@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Set up everything pywebbench and its tests need on a Debian bookworm machine, idempotently:
+#   1. Debian packages (PyPy, redis-server, PostgreSQL, nginx, wrk, chromium, libev-dev, ...)
+#   2. the project virtualenv .venv (CPython), with pywebbench built by maturin (Rust engine)
+# Re-running is cheap: each step is skipped when its inputs did not change.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+APT_PACKAGES=(pypy3 pypy3-venv pypy3-dev redis-server postgresql nginx wrk chromium libev-dev strace
+              build-essential python3-dev pkg-config curl)
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO="sudo"
+    log "installing Debian packages: ${missing[*]}"
+    # Services must not be started by the package scripts: pywebbench starts its own on loopback.
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+        $SUDO chmod +x /usr/sbin/policy-rc.d
+    fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY=${PYWEBBENCH_PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    log "creating .venv with $($PY --version 2>&1)"
+    "$PY" -m venv .venv
+fi
+# Rebuild when anything that defines the build is newer than the last successful build.
+if [ ! -f .pwb-setup-stamp ] || [ -n "$(find crates pyproject.toml Cargo.toml -newer .pwb-setup-stamp -type f 2>/dev/null | head -1)" ] \
+   || ! .venv/bin/python -c 'import pywebbench._engine' 2>/dev/null; then
+    log "installing Python dependencies and building the Rust engine (release)"
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q "maturin>=1.7,<2" uv
+    .venv/bin/python -m uv pip install -q --python .venv/bin/python -e ".[test]"
+    touch .pwb-setup-stamp
+fi
+[ -n "${PWB_SETUP_QUIET:-}" ] || log "ready: $ROOT/.venv/bin/pywebbench"

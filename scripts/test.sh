@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Run the whole test suite: set-up, Rust tests, lint, then pytest.
+# pytest exit status 5 (nothing collected) is a failure, not a pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+echo "== cargo test"
+cargo test --workspace --release --quiet
+echo "== lint"
+ruff check python tests benchmarks
+ruff format --check python tests benchmarks
+echo "== pytest"
+set +e
+python -m pytest -ra "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+    echo "pytest collected no tests: failing" >&2
+    exit 1
+fi
+exit "$rc"
