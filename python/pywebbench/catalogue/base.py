@@ -41,6 +41,18 @@ class Interpreter:
 
 
 @dataclass(frozen=True)
+class InstallStep:
+    """An extra ``uv pip install`` run after the main requirements of a stack.
+
+    For packages that need special treatment, e.g. meinheld on CPython 3.11 (``--no-deps
+    --no-build-isolation`` against a modern greenlet).
+    """
+
+    requirements: tuple[str, ...]
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class LaunchContext:
     """Everything an adapter needs to build the command line of one server process."""
 
@@ -85,10 +97,16 @@ class ServerAdapter:
     # Pitfalls the adapter handles or that a user must know; shown by `pywebbench stacks`.
     notes: ClassVar[str] = ""
     stop_timeout_s: ClassVar[float] = 5.0  # after SIGTERM, then SIGKILL to the process group
+    # Debian packages needed to build or run it (checked by provisioning, named in errors).
+    system_packages: ClassVar[tuple[str, ...]] = ()
 
     def requirements(self, interpreter: Interpreter) -> list[str]:
         """Pinned requirement specifiers for this server on this interpreter."""
         raise NotImplementedError
+
+    def extra_installs(self, interpreter: Interpreter) -> list[InstallStep]:
+        """Install steps run after the stack's requirements (rarely needed)."""
+        return []
 
     def unavailable(self, interpreter: Interpreter) -> str | None:
         """Why this server cannot run on ``interpreter`` (declared, not discovered), or None."""
@@ -111,10 +129,14 @@ class Framework:
     interface: ClassVar[str]  # WSGI, ASGI or a native interface name
     app: ClassVar[str]  # "module:callable" inside pywebbench/apps
     workloads: ClassVar[frozenset[str]]  # names of the workloads it implements
+    system_packages: ClassVar[tuple[str, ...]] = ()
 
     def requirements(self, interpreter: Interpreter) -> list[str]:
         """Pinned requirement specifiers for the framework (and what its workloads need)."""
         raise NotImplementedError
+
+    def extra_installs(self, interpreter: Interpreter) -> list[InstallStep]:
+        return []
 
     def unavailable(self, interpreter: Interpreter) -> str | None:
         return None
