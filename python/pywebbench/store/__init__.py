@@ -1,0 +1,51 @@
+"""The results store: a versioned SQLite schema, committed writes, a typed read API.
+
+>>> from pywebbench.store import Store
+>>> with Store("pywebbench-results/pywebbench.sqlite", create=False) as store:
+...     study = store.load_study()          # latest run; or load_study(["20261121-..."])
+...     for cell in study.cells: ...
+
+Schema: docs/store-schema.md. Row types: :mod:`pywebbench.store.model`.
+"""
+
+from pywebbench.store.db import (
+    DEFAULT_FILENAME,
+    Store,
+    StoreError,
+    dumps_study,
+    new_run_id,
+    study_from_dict,
+    study_to_dict,
+    utcnow,
+)
+from pywebbench.store.model import (
+    Cell,
+    Failure,
+    Iteration,
+    Replicate,
+    Run,
+    Sample,
+    StackRow,
+    Study,
+)
+from pywebbench.store.schema import SCHEMA_VERSION
+
+__all__ = [
+    "DEFAULT_FILENAME",
+    "SCHEMA_VERSION",
+    "Cell",
+    "Failure",
+    "Iteration",
+    "Replicate",
+    "Run",
+    "Sample",
+    "StackRow",
+    "Store",
+    "StoreError",
+    "Study",
+    "dumps_study",
+    "new_run_id",
+    "study_from_dict",
+    "study_to_dict",
+    "utcnow",
+]

@@ -1,0 +1,64 @@
+"""Export stored runs as JSON (every table, round-trips through import) or CSV."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from pywebbench.store.db import Store, dumps_study
+from pywebbench.store.model import TABLE_CLASSES, Study
+
+# Columns of the flat "iterations" CSV taken from the cell and the stack of each iteration.
+_CELL_COLS = ("workload", "load_model", "concurrency", "rate", "load_point", "status")
+_STACK_COLS = (
+    "name",
+    "interpreter",
+    "interpreter_version",
+    "server",
+    "framework",
+    "workers",
+    "threads",
+)
+CSV_TABLES = ("flat", *TABLE_CLASSES)
+
+
+def export_json(store: Store, run_ids: Sequence[str] = ()) -> str:
+    """The runs as one JSON document (``format: pywebbench-study``)."""
+    return dumps_study(store.load_study(run_ids))
+
+
+def flat_rows(study: Study) -> list[dict[str, Any]]:
+    """One row per iteration with its run, stack and cell columns; without result_json."""
+    rows = []
+    cells = {c.id: c for c in study.cells}
+    stacks = {s.id: s for s in study.stacks}
+    for it in study.iterations:
+        cell = cells[it.cell_id]
+        stack = stacks[cell.stack_id]
+        row: dict[str, Any] = {"run_id": cell.run_id}
+        row.update({f"stack_{c}" if c == "name" else c: getattr(stack, c) for c in _STACK_COLS})
+        row.update({f"cell_{c}" if c == "status" else c: getattr(cell, c) for c in _CELL_COLS})
+        row.update({k: v for k, v in dataclasses.asdict(it).items() if k != "result_json"})
+        rows.append(row)
+    return rows
+
+
+def export_csv(store: Store, run_ids: Sequence[str] = (), table: str = "flat") -> str:
+    """CSV text of one table of the runs; ``flat`` = iterations joined with stack and cell."""
+    if table not in CSV_TABLES:
+        raise ValueError(f"unknown table {table!r}; choose one of {', '.join(CSV_TABLES)}")
+    study = store.load_study(run_ids)
+    if table == "flat":
+        rows = flat_rows(study)
+        header = list(rows[0]) if rows else ["run_id"]
+    else:
+        rows = [dataclasses.asdict(r) for r in getattr(study, table)]
+        header = [f.name for f in dataclasses.fields(TABLE_CLASSES[table])]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=header, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()

@@ -1,0 +1,322 @@
+"""Typed rows of the results store (see docs/store-schema.md).
+
+Every dataclass here mirrors one SQLite table: its field names are the column names, in
+order. The writer (:class:`pywebbench.store.Store`) inserts them, the reader builds them
+back, and :class:`Study` gathers every row of one or more runs for the reports.
+
+Units: seconds (``*_s``), bytes (``*_bytes``), microseconds (``*_us``). Timestamps are ISO
+8601 UTC strings. ``*_json`` fields hold JSON text; each has a parsed property beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+# Cell / run statuses.
+RUN_STATUSES = ("running", "completed", "interrupted", "failed")
+CELL_STATUSES = ("pending", "running", "ok", "failed", "interrupted")
+# Phases a failure can be recorded in, in pipeline order.
+PHASES = ("services", "provision", "start", "verify", "warmup", "measure", "stop", "interrupted")
+ITERATION_KINDS = ("warmup", "measured")
+
+
+def _loads(text: str | None, default: Any) -> Any:
+    return json.loads(text) if text else default
+
+
+@dataclass
+class Run:
+    """One invocation of a study (``pywebbench run``), with the host it ran on."""
+
+    id: str  # "20261121-153012-1a2b"
+    created_at: str
+    finished_at: str | None
+    status: str  # RUN_STATUSES
+    profile: str | None
+    hostname: str
+    cpu_model: str
+    cpu_count: int
+    kernel: str
+    governor: str | None  # CPU frequency governor, None when the kernel exposes none
+    memory_bytes: int | None
+    os: str
+    pywebbench_version: str
+    orchestrator_python: str
+    server_cpus_json: str  # JSON list of core ids the servers were pinned to
+    generator_cpus_json: str  # JSON list of core ids the load generator used
+    config_json: str  # the resolved study config (see docs/config.md)
+    host_json: str = "{}"  # any further host facts
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return _loads(self.config_json, {})
+
+    @property
+    def server_cpus(self) -> list[int]:
+        return _loads(self.server_cpus_json, [])
+
+    @property
+    def generator_cpus(self) -> list[int]:
+        return _loads(self.generator_cpus_json, [])
+
+    @property
+    def host(self) -> dict[str, Any]:
+        return _loads(self.host_json, {})
+
+
+@dataclass
+class StackRow:
+    """interpreter + server (with workers/threads) + framework, as run in one run."""
+
+    id: int | None
+    run_id: str
+    key: str  # unique within the run: "cpython3.11/gunicorn-gthread/flask" (+ "@w2t4" if not 1/1)
+    name: str  # "cpython3.11/gunicorn-gthread/flask"
+    interpreter: str  # "cpython3.11"
+    interpreter_impl: str  # "cpython" | "pypy"
+    interpreter_version: str  # "3.11.7"
+    interpreter_build: str
+    interpreter_path: str
+    server: str
+    interface: str  # "wsgi" | "asgi" | native interface name
+    framework: str
+    workers: int
+    threads: int
+    env_key: str | None = None  # provisioning cache key (Stack.env_key())
+    requirements_json: str = "[]"  # requirement specifiers asked for
+    packages_json: str = "{}"  # exact installed versions {name: version}
+    settings_json: str = "{}"  # the server's fairness manifest (adapter settings())
+    provision_s: float | None = None
+    provision_cached: bool | None = None
+
+    @property
+    def requirements(self) -> list[str]:
+        return _loads(self.requirements_json, [])
+
+    @property
+    def packages(self) -> dict[str, str]:
+        return _loads(self.packages_json, {})
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return _loads(self.settings_json, {})
+
+
+@dataclass
+class Cell:
+    """One stack x workload x load point: the unit of work of the matrix."""
+
+    id: int | None
+    run_id: str
+    stack_id: int
+    key: str  # unique within the run, stable across --resume: "<stack key>|<workload>|c64"
+    ordinal: int  # position in the matrix order
+    workload: str
+    workload_params_json: str  # parameters of the workload request ({"n": 20})
+    load_model: str  # "closed" | "open"
+    concurrency: int  # connections
+    rate: float | None  # requests/s target (open loop), None for closed loop
+    load_point: str  # label: "c64" or "r1000"
+    status: str  # CELL_STATUSES
+    failure_phase: str | None = None
+    failure_reason: str | None = None
+    server_cpus_json: str = "[]"
+    generator_cpus_json: str = "[]"
+    started_at: str | None = None
+    finished_at: str | None = None
+    flags_json: str = "{}"  # {"memory_growth": true, "generator_bound": false, ...}
+
+    @property
+    def workload_params(self) -> dict[str, Any]:
+        return _loads(self.workload_params_json, {})
+
+    @property
+    def flags(self) -> dict[str, Any]:
+        return _loads(self.flags_json, {})
+
+    @property
+    def server_cpus(self) -> list[int]:
+        return _loads(self.server_cpus_json, [])
+
+    @property
+    def generator_cpus(self) -> list[int]:
+        return _loads(self.generator_cpus_json, [])
+
+
+@dataclass
+class Replicate:
+    """One fresh server process of a cell: cold start and idle memory."""
+
+    id: int | None
+    cell_id: int
+    replicate: int  # 0-based
+    status: str  # "running" | "ok" | "failed" | "interrupted"
+    started_at: str
+    pid: int | None = None
+    cold_start_s: float | None = None  # launch to first good response
+    idle_rss_bytes: int | None = None  # whole process tree, before any load
+    idle_uss_bytes: int | None = None
+    idle_pss_bytes: int | None = None
+    processes: int | None = None  # processes in the tree when idle (master + workers)
+    log_path: str | None = None
+    failure_phase: str | None = None
+    failure_reason: str | None = None
+    finished_at: str | None = None
+
+
+@dataclass
+class Iteration:
+    """One load iteration (warm-up or measured) against one server process.
+
+    The load columns summarise :class:`pywebbench.load.LoadResult`; ``result_json`` keeps the
+    whole result, including serialised histograms and the per-second series. The resource
+    columns summarise the samples of the server's process tree taken during the iteration.
+    """
+
+    id: int | None
+    cell_id: int
+    replicate: int
+    kind: str  # "warmup" | "measured"
+    idx: int  # 0-based position within (replicate, kind)
+    started_at: str
+    duration_s: float  # the measurement window actually run
+    requests: int  # completed responses (any status)
+    errors: int  # transport errors (connect, reset, timeout, malformed...)
+    non_2xx: int
+    timeouts: int
+    rps: float  # completed responses per second
+    latency_mean_us: float | None = None
+    latency_p50_us: float | None = None
+    latency_p90_us: float | None = None
+    latency_p99_us: float | None = None
+    latency_p999_us: float | None = None
+    latency_max_us: float | None = None
+    bytes_in: int | None = None
+    bytes_out: int | None = None
+    generator_cpu_s: float | None = None
+    generator_bound: bool = False
+    interrupted: bool = False  # stopped early by Ctrl-C: partial, excluded from statistics
+    server_alive: bool = True  # the server process was still running after the iteration
+    cpu_user_s: float | None = None  # server tree CPU during the iteration
+    cpu_sys_s: float | None = None
+    requests_per_cpu_s: float | None = None
+    rss_peak_bytes: int | None = None
+    rss_end_bytes: int | None = None
+    uss_peak_bytes: int | None = None
+    uss_end_bytes: int | None = None
+    pss_peak_bytes: int | None = None
+    pss_end_bytes: int | None = None
+    mem_per_worker_bytes: int | None = None  # USS (else RSS) at end / worker processes
+    threads_peak: int | None = None
+    fds_peak: int | None = None
+    processes_peak: int | None = None
+    ctx_voluntary: int | None = None  # context switches during the iteration
+    ctx_involuntary: int | None = None
+    result_json: str = "{}"
+
+    @property
+    def result(self) -> dict[str, Any]:
+        """The full LoadResult document as stored (see docs/load-engine.md)."""
+        return _loads(self.result_json, {})
+
+    @property
+    def cpu_s(self) -> float | None:
+        if self.cpu_user_s is None or self.cpu_sys_s is None:
+            return None
+        return self.cpu_user_s + self.cpu_sys_s
+
+
+@dataclass
+class Sample:
+    """One sample of the server process tree (about 4 per second during iterations)."""
+
+    iteration_id: int
+    t_s: float  # seconds since the iteration started
+    cpu_user_s: float  # cumulative over the tree, since the iteration started
+    cpu_sys_s: float
+    rss_bytes: int
+    uss_bytes: int | None
+    pss_bytes: int | None
+    threads: int
+    fds: int | None
+    processes: int
+    ctx_voluntary: int | None = None  # cumulative since the iteration started
+    ctx_involuntary: int | None = None
+
+
+@dataclass
+class Failure:
+    """Something that went wrong, with the pipeline phase it happened in."""
+
+    id: int | None
+    run_id: str
+    phase: str  # PHASES
+    reason: str  # one line
+    at: str
+    stack_id: int | None = None
+    cell_id: int | None = None
+    replicate: int | None = None
+    detail: str | None = None  # log tail, traceback...
+
+
+@dataclass
+class Study:
+    """Everything stored for a set of runs, loaded at once for reports and exports."""
+
+    runs: list[Run] = field(default_factory=list)
+    stacks: list[StackRow] = field(default_factory=list)
+    cells: list[Cell] = field(default_factory=list)
+    replicates: list[Replicate] = field(default_factory=list)
+    iterations: list[Iteration] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+
+    def stack(self, stack_id: int) -> StackRow:
+        """The stack row with this id."""
+        for s in self.stacks:
+            if s.id == stack_id:
+                return s
+        raise KeyError(stack_id)
+
+    def cell(self, cell_id: int) -> Cell:
+        """The cell row with this id."""
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        raise KeyError(cell_id)
+
+    def iterations_of(self, cell_id: int, kind: str | None = "measured") -> list[Iteration]:
+        """Iterations of a cell in order (replicate, kind, idx); ``kind=None`` for all."""
+        rows = [i for i in self.iterations if i.cell_id == cell_id and kind in (None, i.kind)]
+        return sorted(rows, key=lambda i: (i.replicate, i.kind != "warmup", i.idx))
+
+    def samples_of(self, iteration_id: int) -> list[Sample]:
+        """Resource samples of one iteration, in time order."""
+        return sorted(
+            (s for s in self.samples if s.iteration_id == iteration_id), key=lambda s: s.t_s
+        )
+
+    def replicates_of(self, cell_id: int) -> list[Replicate]:
+        return sorted(
+            (r for r in self.replicates if r.cell_id == cell_id), key=lambda r: r.replicate
+        )
+
+    def workloads(self) -> list[str]:
+        """Workload names in first-seen matrix order."""
+        seen: dict[str, None] = {}
+        for c in sorted(self.cells, key=lambda c: (c.run_id, c.ordinal)):
+            seen.setdefault(c.workload, None)
+        return list(seen)
+
+
+TABLE_CLASSES: dict[str, type] = {
+    "runs": Run,
+    "stacks": StackRow,
+    "cells": Cell,
+    "replicates": Replicate,
+    "iterations": Iteration,
+    "samples": Sample,
+    "failures": Failure,
+}

@@ -1,0 +1,185 @@
+"""The SQLite schema of the results store, versioned. Documented in docs/store-schema.md.
+
+``PRAGMA user_version`` holds :data:`SCHEMA_VERSION`. Changes are additive (new tables, new
+nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older store opens.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+DDL = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS runs (
+    id                   TEXT PRIMARY KEY,
+    created_at           TEXT NOT NULL,
+    finished_at          TEXT,
+    status               TEXT NOT NULL
+                         CHECK (status IN ('running', 'completed', 'interrupted', 'failed')),
+    profile              TEXT,
+    hostname             TEXT NOT NULL,
+    cpu_model            TEXT NOT NULL,
+    cpu_count            INTEGER NOT NULL,
+    kernel               TEXT NOT NULL,
+    governor             TEXT,
+    memory_bytes         INTEGER,
+    os                   TEXT NOT NULL,
+    pywebbench_version   TEXT NOT NULL,
+    orchestrator_python  TEXT NOT NULL,
+    server_cpus_json     TEXT NOT NULL,
+    generator_cpus_json  TEXT NOT NULL,
+    config_json          TEXT NOT NULL,
+    host_json            TEXT NOT NULL DEFAULT '{}'
+);
+
+CREATE TABLE IF NOT EXISTS stacks (
+    id                   INTEGER PRIMARY KEY,
+    run_id               TEXT NOT NULL REFERENCES runs(id),
+    key                  TEXT NOT NULL,
+    name                 TEXT NOT NULL,
+    interpreter          TEXT NOT NULL,
+    interpreter_impl     TEXT NOT NULL,
+    interpreter_version  TEXT NOT NULL,
+    interpreter_build    TEXT NOT NULL,
+    interpreter_path     TEXT NOT NULL,
+    server               TEXT NOT NULL,
+    interface            TEXT NOT NULL,
+    framework            TEXT NOT NULL,
+    workers              INTEGER NOT NULL,
+    threads              INTEGER NOT NULL,
+    env_key              TEXT,
+    requirements_json    TEXT NOT NULL DEFAULT '[]',
+    packages_json        TEXT NOT NULL DEFAULT '{}',
+    settings_json        TEXT NOT NULL DEFAULT '{}',
+    provision_s          REAL,
+    provision_cached     INTEGER,
+    UNIQUE (run_id, key)
+);
+
+CREATE TABLE IF NOT EXISTS cells (
+    id                   INTEGER PRIMARY KEY,
+    run_id               TEXT NOT NULL REFERENCES runs(id),
+    stack_id             INTEGER NOT NULL REFERENCES stacks(id),
+    key                  TEXT NOT NULL,
+    ordinal              INTEGER NOT NULL,
+    workload             TEXT NOT NULL,
+    workload_params_json TEXT NOT NULL DEFAULT '{}',
+    load_model           TEXT NOT NULL CHECK (load_model IN ('closed', 'open')),
+    concurrency          INTEGER NOT NULL,
+    rate                 REAL,
+    load_point           TEXT NOT NULL,
+    status               TEXT NOT NULL
+                         CHECK (status IN ('pending', 'running', 'ok', 'failed', 'interrupted')),
+    failure_phase        TEXT,
+    failure_reason       TEXT,
+    server_cpus_json     TEXT NOT NULL DEFAULT '[]',
+    generator_cpus_json  TEXT NOT NULL DEFAULT '[]',
+    started_at           TEXT,
+    finished_at          TEXT,
+    flags_json           TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (run_id, key)
+);
+
+CREATE TABLE IF NOT EXISTS replicates (
+    id                   INTEGER PRIMARY KEY,
+    cell_id              INTEGER NOT NULL REFERENCES cells(id),
+    replicate            INTEGER NOT NULL,
+    status               TEXT NOT NULL
+                         CHECK (status IN ('running', 'ok', 'failed', 'interrupted')),
+    started_at           TEXT NOT NULL,
+    pid                  INTEGER,
+    cold_start_s         REAL,
+    idle_rss_bytes       INTEGER,
+    idle_uss_bytes       INTEGER,
+    idle_pss_bytes       INTEGER,
+    processes            INTEGER,
+    log_path             TEXT,
+    failure_phase        TEXT,
+    failure_reason       TEXT,
+    finished_at          TEXT,
+    UNIQUE (cell_id, replicate)
+);
+
+CREATE TABLE IF NOT EXISTS iterations (
+    id                   INTEGER PRIMARY KEY,
+    cell_id              INTEGER NOT NULL REFERENCES cells(id),
+    replicate            INTEGER NOT NULL,
+    kind                 TEXT NOT NULL CHECK (kind IN ('warmup', 'measured')),
+    idx                  INTEGER NOT NULL,
+    started_at           TEXT NOT NULL,
+    duration_s           REAL NOT NULL,
+    requests             INTEGER NOT NULL,
+    errors               INTEGER NOT NULL,
+    non_2xx              INTEGER NOT NULL,
+    timeouts             INTEGER NOT NULL,
+    rps                  REAL NOT NULL,
+    latency_mean_us      REAL,
+    latency_p50_us       REAL,
+    latency_p90_us       REAL,
+    latency_p99_us       REAL,
+    latency_p999_us      REAL,
+    latency_max_us       REAL,
+    bytes_in             INTEGER,
+    bytes_out            INTEGER,
+    generator_cpu_s      REAL,
+    generator_bound      INTEGER NOT NULL DEFAULT 0,
+    interrupted          INTEGER NOT NULL DEFAULT 0,
+    server_alive         INTEGER NOT NULL DEFAULT 1,
+    cpu_user_s           REAL,
+    cpu_sys_s            REAL,
+    requests_per_cpu_s   REAL,
+    rss_peak_bytes       INTEGER,
+    rss_end_bytes        INTEGER,
+    uss_peak_bytes       INTEGER,
+    uss_end_bytes        INTEGER,
+    pss_peak_bytes       INTEGER,
+    pss_end_bytes        INTEGER,
+    mem_per_worker_bytes INTEGER,
+    threads_peak         INTEGER,
+    fds_peak             INTEGER,
+    processes_peak       INTEGER,
+    ctx_voluntary        INTEGER,
+    ctx_involuntary      INTEGER,
+    result_json          TEXT NOT NULL,
+    UNIQUE (cell_id, replicate, kind, idx)
+);
+
+CREATE TABLE IF NOT EXISTS samples (
+    iteration_id         INTEGER NOT NULL REFERENCES iterations(id),
+    t_s                  REAL NOT NULL,
+    cpu_user_s           REAL NOT NULL,
+    cpu_sys_s            REAL NOT NULL,
+    rss_bytes            INTEGER NOT NULL,
+    uss_bytes            INTEGER,
+    pss_bytes            INTEGER,
+    threads              INTEGER NOT NULL,
+    fds                  INTEGER,
+    processes            INTEGER NOT NULL,
+    ctx_voluntary        INTEGER,
+    ctx_involuntary      INTEGER
+);
+
+CREATE TABLE IF NOT EXISTS failures (
+    id                   INTEGER PRIMARY KEY,
+    run_id               TEXT NOT NULL REFERENCES runs(id),
+    phase                TEXT NOT NULL,
+    reason               TEXT NOT NULL,
+    at                   TEXT NOT NULL,
+    stack_id             INTEGER REFERENCES stacks(id),
+    cell_id              INTEGER REFERENCES cells(id),
+    replicate            INTEGER,
+    detail               TEXT
+);
+
+CREATE INDEX IF NOT EXISTS cells_by_run ON cells (run_id, ordinal);
+CREATE INDEX IF NOT EXISTS iterations_by_cell ON iterations (cell_id, replicate, kind, idx);
+CREATE INDEX IF NOT EXISTS samples_by_iteration ON samples (iteration_id, t_s);
+CREATE INDEX IF NOT EXISTS failures_by_run ON failures (run_id);
+"""
+
+# version -> SQL that brings a store from version-1 to version. Empty until version 2.
+MIGRATIONS: dict[int, str] = {}

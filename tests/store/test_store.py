@@ -1,0 +1,237 @@
+"""The results store: schema, committed writes, typed reads, export round-trips."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pywebbench.store import (
+    SCHEMA_VERSION,
+    Cell,
+    Failure,
+    Iteration,
+    Replicate,
+    Run,
+    Sample,
+    StackRow,
+    Store,
+    StoreError,
+    new_run_id,
+    study_from_dict,
+    utcnow,
+)
+from pywebbench.store.export import export_csv, export_json
+from pywebbench.store.model import TABLE_CLASSES
+
+
+def make_run(store: Store, run_id: str | None = None) -> str:
+    """Write a small but complete run: 1 stack, 2 cells, iterations with samples."""
+    rid = run_id or new_run_id()
+    store.create_run(
+        Run(
+            id=rid,
+            created_at=utcnow(),
+            finished_at=None,
+            status="running",
+            profile="quick",
+            hostname="h",
+            cpu_model="cpu <b>",
+            cpu_count=2,
+            kernel="6.1",
+            governor=None,
+            memory_bytes=1 << 30,
+            os="Debian",
+            pywebbench_version="0.1.0",
+            orchestrator_python="3.11.7",
+            server_cpus_json="[0]",
+            generator_cpus_json="[1]",
+            config_json=json.dumps({"profile": "quick"}),
+        )
+    )
+    sid = store.add_stack(
+        StackRow(
+            id=None,
+            run_id=rid,
+            key="cpython3.11/granian-wsgi/flask",
+            name="cpython3.11/granian-wsgi/flask",
+            interpreter="cpython3.11",
+            interpreter_impl="cpython",
+            interpreter_version="3.11.7",
+            interpreter_build="GCC 12",
+            interpreter_path="/usr/bin/python3.11",
+            server="granian-wsgi",
+            interface="wsgi",
+            framework="flask",
+            workers=1,
+            threads=1,
+            packages_json=json.dumps({"flask": "3.1.3"}),
+        )
+    )
+    for n, workload in enumerate(["hello", "json"]):
+        cid = store.add_cell(
+            Cell(
+                id=None,
+                run_id=rid,
+                stack_id=sid,
+                key=f"s|{workload}|c64",
+                ordinal=n,
+                workload=workload,
+                workload_params_json="{}",
+                load_model="closed",
+                concurrency=64,
+                rate=None,
+                load_point="c64",
+                status="running",
+            )
+        )
+        store.add_replicate(Replicate(None, cid, 0, "ok", utcnow(), pid=123, cold_start_s=0.5))
+        for kind, idx in [("warmup", 0), ("measured", 0), ("measured", 1)]:
+            store.add_iteration(
+                Iteration(
+                    id=None,
+                    cell_id=cid,
+                    replicate=0,
+                    kind=kind,
+                    idx=idx,
+                    started_at=utcnow(),
+                    duration_s=1.0,
+                    requests=1000 + idx,
+                    errors=0,
+                    non_2xx=0,
+                    timeouts=0,
+                    rps=1000.0 + idx,
+                    latency_p50_us=100.0,
+                    generator_bound=idx == 1,
+                    result_json=json.dumps({"requests": 1000, "histogram": "HISTFAAA"}),
+                ),
+                [
+                    Sample(0, t / 4, t * 0.1, 0.0, 10_000_000 + t, None, None, 3, 7, 1)
+                    for t in range(4)
+                ],
+            )
+        store.update_cell(cid, status="ok", finished_at=utcnow())
+    store.add_failure(Failure(None, rid, "verify", "bad body", utcnow(), stack_id=sid))
+    store.update_run(rid, status="completed", finished_at=utcnow())
+    return rid
+
+
+def test_tables_match_the_model(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        assert store.schema_version == SCHEMA_VERSION
+    db = sqlite3.connect(tmp_path / "s.sqlite")
+    for table, cls in TABLE_CLASSES.items():
+        cols = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+        assert cols == [f.name for f in dataclasses.fields(cls)], table
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_write_and_read_back(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        rid = make_run(store)
+        assert [r.id for r in store.runs()] == [rid]
+        assert store.run(rid[:10]).id == rid
+        study = store.load_study()
+    assert study.runs[0].status == "completed"
+    assert study.runs[0].server_cpus == [0]
+    assert len(study.cells) == 2 and study.workloads() == ["hello", "json"]
+    cell = study.cells[0]
+    measured = study.iterations_of(cell.id)
+    assert [i.idx for i in measured] == [0, 1]
+    assert measured[1].generator_bound is True and measured[0].generator_bound is False
+    assert measured[0].result["histogram"] == "HISTFAAA"
+    assert len(study.samples_of(measured[0].id)) == 4
+    assert study.stack(cell.stack_id).packages == {"flask": "3.1.3"}
+    assert study.failures[0].phase == "verify"
+
+
+def test_export_json_round_trips(tmp_path: Path) -> None:
+    with Store(tmp_path / "a.sqlite") as a:
+        rid = make_run(a)
+        make_run(a)  # another run that is not exported
+        original = a.load_study([rid])
+        doc = export_json(a, [rid])
+    with Store(tmp_path / "b.sqlite") as b:
+        make_run(b)  # the target already holds a run: ids get remapped
+        assert b.import_study(study_from_dict(json.loads(doc))) == [rid]
+        again = b.load_study([rid])
+        assert _same(original, again)
+        with pytest.raises(StoreError, match="already"):
+            b.import_study(study_from_dict(json.loads(doc)))
+
+
+def _same(a, b) -> bool:  # noqa: ANN001
+    """Equal apart from the integer ids, which an import re-assigns."""
+
+    def strip(study):  # noqa: ANN001, ANN202
+        out = {}
+        for table in TABLE_CLASSES:
+            rows = []
+            for row in getattr(study, table):
+                d = dataclasses.asdict(row)
+                for k in ("id", "stack_id", "cell_id", "iteration_id"):
+                    d.pop(k, None)
+                rows.append(d)
+            out[table] = rows
+        return out
+
+    assert strip(a) == strip(b)
+    return True
+
+
+def test_export_csv(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.sqlite") as store:
+        rid = make_run(store)
+        rows = list(csv.DictReader(io.StringIO(export_csv(store, [rid]))))
+        assert len(rows) == 6
+        assert rows[0]["stack_name"] == "cpython3.11/granian-wsgi/flask"
+        assert rows[0]["workload"] == "hello" and rows[0]["kind"] == "warmup"
+        samples = list(csv.DictReader(io.StringIO(export_csv(store, [rid], "samples"))))
+        assert len(samples) == 24
+        with pytest.raises(ValueError, match="unknown table"):
+            export_csv(store, [rid], "nope")
+
+
+def test_errors_name_the_problem(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no results store"):
+        Store(tmp_path / "missing.sqlite", create=False)
+    other = tmp_path / "other.sqlite"
+    sqlite3.connect(other).execute("CREATE TABLE x (y)").connection.commit()
+    with pytest.raises(StoreError, match="not a pywebbench store"):
+        Store(other)
+    with Store(tmp_path / "s.sqlite") as store:
+        with pytest.raises(StoreError, match="holds no runs"):
+            store.load_study()
+        with pytest.raises(StoreError, match="no run"):
+            store.run("nope")
+    db = sqlite3.connect(tmp_path / "s.sqlite")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.commit()
+    db.close()
+    with pytest.raises(StoreError, match="newer"):
+        Store(tmp_path / "s.sqlite")
+
+
+def test_a_crash_loses_nothing_committed(tmp_path: Path) -> None:
+    """A writer killed with os._exit mid-study leaves every committed row readable."""
+    path = tmp_path / "s.sqlite"
+    code = (
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_store import make_run\n"
+        "from pywebbench.store import Store\n"
+        f"s = Store({str(path)!r})\n"
+        "make_run(s, 'crashrun')\n"
+        "os._exit(9)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], timeout=60)
+    assert proc.returncode == 9
+    with Store(path, create=False) as store:
+        study = store.load_study(["crashrun"])
+    assert len(study.iterations) == 6 and len(study.samples) == 24
