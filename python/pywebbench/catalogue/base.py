@@ -19,6 +19,10 @@ from typing import ClassVar
 WSGI = "wsgi"
 ASGI = "asgi"
 
+# Packages that must come from a binary wheel on an implementation: their source builds fail
+# there (PyPy 3.9: PyO3 needs PyPy >= 3.11). Pinned in the main install as ``--only-binary``.
+BINARY_ONLY: dict[str, tuple[str, ...]] = {"pypy": ("pydantic-core", "cryptography")}
+
 
 @dataclass(frozen=True)
 class Interpreter:
@@ -155,12 +159,35 @@ class Stack:
     def name(self) -> str:
         return f"{self.interpreter.name}/{self.server.name}/{self.framework.name}"
 
+    def install_steps(self) -> list[InstallStep]:
+        """Extra ``uv pip install`` runs after the requirements: server's, then framework's."""
+        return list(self.server.extra_installs(self.interpreter)) + list(
+            self.framework.extra_installs(self.interpreter)
+        )
+
+    def install_flags(self) -> tuple[str, ...]:
+        """Flags for the main ``uv pip install`` (binary-only packages on this implementation)."""
+        flags: list[str] = []
+        for pkg in BINARY_ONLY.get(self.interpreter.implementation, ()):
+            flags += ["--only-binary", pkg]
+        return tuple(flags)
+
+    def system_packages(self) -> tuple[str, ...]:
+        """Debian packages the server and framework need (checked before provisioning)."""
+        return tuple(
+            dict.fromkeys(
+                tuple(self.server.system_packages) + tuple(self.framework.system_packages)
+            )
+        )
+
     def env_key(self) -> str:
         """Hash of what defines the virtualenv; the cache key of provisioning."""
         blob = json.dumps(
             {
                 "python": [self.interpreter.path, self.interpreter.version, self.interpreter.build],
                 "requirements": sorted(self.requirements),
+                "flags": list(self.install_flags()),
+                "steps": [[list(s.requirements), list(s.flags)] for s in self.install_steps()],
             },
             sort_keys=True,
         )

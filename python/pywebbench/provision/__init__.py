@@ -1,0 +1,1 @@
+"""Provisioning: uv virtualenvs per stack (:mod:`.venv`), loopback services (:mod:`.services`)."""

@@ -1,0 +1,80 @@
+"""Interpreter discovery on this machine: the running CPython, Debian's pypy3, pyenv versions."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+
+import pytest
+from pywebbench.catalogue import interpreters as I
+
+
+def test_discover_finds_running_cpython() -> None:
+    found = I.discover()
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    running = [i for i in found if i.path == base]
+    assert running, f"running interpreter {base} not in {[i.path for i in found]}"
+    me = running[0]
+    assert me.implementation == "cpython"
+    assert me.version == ".".join(str(x) for x in sys.version_info[:3])
+    assert me.name == f"cpython{sys.version_info[0]}.{sys.version_info[1]}"
+    assert "GCC" in me.build or "clang" in me.build.lower()
+
+
+def test_discover_finds_pypy() -> None:
+    assert shutil.which("pypy3"), "pypy3 must be installed (scripts/setup.sh)"
+    pypy = [i for i in I.discover() if i.is_pypy]
+    assert pypy, "Debian pypy3 not discovered"
+    p = pypy[0]
+    assert p.version.startswith("3.")
+    assert p.build.startswith("PyPy 7."), p.build
+    assert p.name == f"pypy{p.minor}"
+    assert I.find("pypy") == p
+    assert I.find(shutil.which("pypy3") or "") == p
+
+
+def test_default_interpreters_running_plus_pypy() -> None:
+    d = I.default_interpreters()
+    assert d[0].implementation == "cpython"
+    assert d[0].path == os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    assert any(i.is_pypy for i in d)
+
+
+def test_names_unique_and_old_versions_skipped_with_reason() -> None:
+    everything = I.discover_all()
+    names = [f.interpreter.name for f in everything]
+    assert len(names) == len(set(names))
+    for f in everything:
+        old = tuple(int(x) for x in f.interpreter.version.split(".")[:2]) < I.MIN_VERSION
+        assert (f.skipped is not None) == old, f
+    offered = I.discover()
+    assert all(tuple(int(x) for x in i.version.split(".")[:2]) >= (3, 9) for i in offered)
+
+
+def test_user_path_and_errors(tmp_path) -> None:
+    pypy = shutil.which("pypy3")
+    assert pypy
+    assert I.find(pypy).is_pypy
+    with pytest.raises(I.InterpreterError, match="no such file"):
+        I.find(str(tmp_path / "python9"))
+    notpy = tmp_path / "notpython"
+    notpy.write_text("#!/bin/sh\nexit 3\n")
+    notpy.chmod(0o755)
+    with pytest.raises(I.InterpreterError, match="not a working Python"):
+        I.find(str(notpy))
+    with pytest.raises(I.InterpreterError, match="choose from .*cpython"):
+        I.find("jython2.1")
+
+
+def test_probe_is_cached(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PWB_CACHE_DIR", str(tmp_path))
+    I.discover()
+    cache = json.loads((tmp_path / "interpreters.json").read_text())
+    assert any("pypy" in p for p in cache)
+    t = time.monotonic()
+    again = I.discover()
+    assert time.monotonic() - t < 0.5  # nothing is run: answered from the cache
+    assert again == I.discover()

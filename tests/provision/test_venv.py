@@ -1,0 +1,121 @@
+"""Provisioning real uv virtualenvs: cached, versions recorded, failures explained."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from pywebbench.catalogue import interpreters as I
+from pywebbench.catalogue.base import (
+    WSGI,
+    Framework,
+    InstallStep,
+    Interpreter,
+    ServerAdapter,
+    Stack,
+)
+from pywebbench.provision import venv as V
+
+
+class _Server(ServerAdapter):
+    """A server entry that only installs its requirements (enough to exercise provisioning)."""
+
+    name = "test-server"
+    interface = WSGI
+
+    def __init__(self, reqs: list[str], steps: list[InstallStep] = (), sys_pkgs=()) -> None:
+        self._reqs = reqs
+        self._steps = list(steps)
+        self.system_packages = tuple(sys_pkgs)
+
+    def requirements(self, interpreter: Interpreter) -> list[str]:
+        return self._reqs
+
+    def extra_installs(self, interpreter: Interpreter) -> list[InstallStep]:
+        return self._steps
+
+
+class _Framework(Framework):
+    name = "test-framework"
+    interface = WSGI
+    app = "x:app"
+    workloads = frozenset({"hello"})
+
+    def requirements(self, interpreter: Interpreter) -> list[str]:
+        return []
+
+
+def _stack(interp: Interpreter, reqs: list[str], **kw) -> Stack:
+    return Stack(interp, _Server(reqs, **kw), _Framework(), tuple(reqs))
+
+
+@pytest.fixture(scope="module")
+def pypy() -> Interpreter:
+    return I.find("pypy")
+
+
+def test_provision_is_cached_and_records_versions(pypy: Interpreter) -> None:
+    stack = _stack(
+        pypy,
+        ["bottle==0.13.4"],
+        steps=[InstallStep(("six==1.16.0",), ("--no-deps",))],
+    )
+    messages: list[str] = []
+    first = V.provision(stack, progress=messages.append)
+    assert first.packages["bottle"] == "0.13.4"
+    assert first.packages["six"] == "1.16.0"
+    assert first.venv.name == stack.env_key()
+    out = subprocess.run(
+        [
+            str(first.python),
+            "-c",
+            "import bottle, sys; print(bottle.__version__, sys.pypy_version_info)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.startswith("0.13.4")
+    second = V.provision(stack)
+    assert second.cached
+    assert second.venv == first.venv
+    assert second.packages == first.packages
+    assert second.seconds < 0.5
+    assert V.cached(stack) is not None
+    if not first.cached:
+        assert any("installing" in m for m in messages)
+
+
+def test_steps_change_the_key(pypy: Interpreter) -> None:
+    a = _stack(pypy, ["bottle==0.13.4"])
+    b = _stack(pypy, ["bottle==0.13.4"], steps=[InstallStep(("six",), ("--no-deps",))])
+    assert a.env_key() != b.env_key()
+    assert "--only-binary" in a.install_flags()  # PyPy: pydantic-core/cryptography wheels only
+
+
+def test_failing_install_reports_reason_and_leaves_nothing() -> None:
+    interp = I.default_interpreters()[0]
+    stack = _stack(interp, ["flask==99.0.0"])
+    with pytest.raises(V.ProvisionError) as info:
+        V.provision(stack)
+    err = info.value
+    assert "flask==99.0.0" in err.reason
+    assert "No solution" in err.reason or "no version" in err.reason
+    assert err.log_path is not None and err.log_path.exists()
+    assert not V.venv_path(stack).exists()
+    assert not list(V.venvs_dir().glob(f".tmp-{stack.env_key()}-*"))
+
+
+def test_missing_system_package_named() -> None:
+    assert shutil.which("dpkg-query"), "Debian's dpkg-query is expected on this machine"
+    interp = I.default_interpreters()[0]
+    stack = _stack(interp, ["bottle==0.13.4"], sys_pkgs=["libpwb-does-not-exist-dev"])
+    with pytest.raises(V.ProvisionError, match="apt-get install -y libpwb-does-not-exist-dev"):
+        V.provision(stack)
+
+
+def test_failure_reason_extraction() -> None:
+    out = "Using Python 3.11\nResolved\n  × Failed to build `x==1`\n  ├─▶ boom\n  help: y\n"
+    assert V.failure_reason(out).startswith("× Failed to build")
+    assert V.failure_reason("a\nb\n") == "a\nb"
