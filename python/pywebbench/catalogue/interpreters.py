@@ -337,3 +337,36 @@ def match(pattern: str, pool: Iterable[Interpreter]) -> list[Interpreter]:
         elif pattern == "pypy3" and i.is_pypy:
             out.append(i)
     return out
+
+
+def select(patterns: Sequence[str], flag: str = "--python") -> list[Interpreter]:
+    """Interpreters chosen by command-line values: names, globs, versions, paths, or ``all``.
+
+    Each value may be a comma list. No values: :func:`default_interpreters`. Raises
+    :class:`InterpreterError` naming ``flag`` and the valid names when a value matches nothing.
+    """
+    values = [v.strip() for raw in patterns for v in raw.split(",") if v.strip()]
+    if not values:
+        return default_interpreters()
+    pool = discover()
+    chosen: list[Interpreter] = []
+    for value in values:
+        if value == "all":
+            hits = pool
+        elif os.sep in value or value.startswith("~"):
+            try:
+                hits = [find(value)]
+            except InterpreterError as exc:
+                raise InterpreterError(str(exc).replace("--python", flag, 1)) from None
+        else:
+            hits = match(value, pool)
+            if not hits:
+                names = ", ".join(i.name for i in pool) or "none found"
+                raise InterpreterError(
+                    f"{flag} {value!r} matches no interpreter; choose from {names}, all, "
+                    "or give a path"
+                )
+        for i in hits:
+            if i not in chosen:
+                chosen.append(i)
+    return chosen

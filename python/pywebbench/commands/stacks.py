@@ -1,0 +1,184 @@
+"""``pywebbench stacks``: the catalogue, with availability per interpreter and the reasons."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from pywebbench.catalogue import interpreters as interp_mod
+from pywebbench.catalogue.base import Interpreter
+from pywebbench.catalogue.stacks import Candidate, plan
+
+
+def select_interpreters(values: Sequence[str]) -> list[Interpreter]:
+    """``--python`` values to interpreters; a bad one is a click usage error naming the flag."""
+    try:
+        return interp_mod.select(values)
+    except interp_mod.InterpreterError as exc:
+        msg = str(exc)
+        msg = msg[len("--python ") :] if msg.startswith("--python ") else msg
+        raise click.BadParameter(msg, param_hint="--python") from None
+
+
+def plan_or_usage_error(
+    interpreters: Sequence[Interpreter],
+    servers: Sequence[str] | None,
+    frameworks: Sequence | None,
+    workloads: Sequence[str] | None,
+) -> list[Candidate]:
+    """:func:`plan` with a bad filter value turned into a click usage error naming the flag."""
+    try:
+        return plan(interpreters, servers or None, frameworks or None, workloads or None)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def candidate_record(c: Candidate) -> dict[str, object]:
+    """A JSON-ready description of one candidate."""
+    from pywebbench.provision.venv import cached
+
+    rec: dict[str, object] = {
+        "name": c.name,
+        "interpreter": c.interpreter.name,
+        "interpreter_version": c.interpreter.version,
+        "implementation": c.interpreter.implementation,
+        "server": c.server.name,
+        "framework": c.framework.name,
+        "interface": c.server.interface,
+        "available": c.available,
+        "reason": c.unavailable,
+        "workloads": list(c.workloads),
+    }
+    if c.stack is not None:
+        rec["requirements"] = list(c.stack.requirements)
+        rec["env_key"] = c.stack.env_key()
+        env = cached(c.stack)
+        rec["provisioned"] = env is not None
+        if env is not None:
+            rec["packages"] = env.packages
+    return rec
+
+
+_HELP_EPILOG = """
+\b
+Examples:
+  pywebbench stacks                               default interpreters (this CPython + pypy3)
+  pywebbench stacks --python all                  every interpreter found (CPython >= 3.9, PyPy)
+  pywebbench stacks --server 'gunicorn-*' --framework flask,django
+  pywebbench stacks --python /opt/py/bin/python3 --json
+"""
+
+
+@click.command(name="stacks", epilog=_HELP_EPILOG)
+@click.option(
+    "--python",
+    "pythons",
+    multiple=True,
+    metavar="NAME|PATH",
+    help="Interpreter(s): name (cpython3.11, pypy3.9), glob, version (3.13), 'all', or a path "
+    "to an executable. Repeatable or comma-separated. Default: this CPython and pypy3.",
+)
+@click.option("--server", "servers", multiple=True, help="Server adapter name(s) or globs.")
+@click.option("--framework", "frameworks", multiple=True, help="Framework name(s) or globs.")
+@click.option("--workload", "workloads", multiple=True, help="Only frameworks implementing these.")
+@click.option("--available", "only_available", is_flag=True, help="Hide unavailable stacks.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def command(
+    pythons: tuple[str, ...],
+    servers: tuple[str, ...],
+    frameworks: tuple[str, ...],
+    workloads: tuple[str, ...],
+    only_available: bool,
+    as_json: bool,
+) -> None:
+    """What can run on this machine: interpreter x server x framework, and why not.
+
+    Nothing is installed: availability is what the catalogue declares (known
+    incompatibilities such as uvloop or orjson on PyPy 3.9). A stack that is already
+    provisioned shows its exact package versions in --json.
+    """
+    interpreters = select_interpreters(pythons)
+    candidates = plan_or_usage_error(interpreters, servers, frameworks, workloads)
+    if only_available:
+        candidates = [c for c in candidates if c.available]
+    if as_json:
+        doc = {
+            "interpreters": [
+                {
+                    "name": i.name,
+                    "implementation": i.implementation,
+                    "version": i.version,
+                    "build": i.build,
+                    "path": i.path,
+                }
+                for i in interpreters
+            ],
+            "stacks": [candidate_record(c) for c in candidates],
+        }
+        click.echo(json.dumps(doc, indent=2))
+        return
+    console = Console(soft_wrap=False, width=max(Console().width, 100))
+    _print_interpreters(console, interpreters, show_skipped=bool(pythons))
+    _print_table(console, interpreters, candidates)
+
+
+def _print_interpreters(
+    console: Console, interpreters: list[Interpreter], show_skipped: bool
+) -> None:
+    table = Table(title="Interpreters", title_justify="left", show_edge=False)
+    for col in ("name", "version", "build", "path"):
+        table.add_column(col)
+    for i in interpreters:
+        table.add_row(i.name, i.version, i.build, i.path)
+    console.print(table)
+    if show_skipped:
+        skipped = [f for f in interp_mod.discover_all() if f.skipped]
+        if skipped:
+            names = ", ".join(f.interpreter.name for f in skipped)
+            console.print(f"[dim]skipped: {names}: {skipped[0].skipped}[/dim]")
+    console.print()
+
+
+def _print_table(
+    console: Console, interpreters: list[Interpreter], candidates: list[Candidate]
+) -> None:
+    if not candidates:
+        console.print("No stack matches the filters.")
+        return
+    pairs: dict[tuple[str, str], dict[str, Candidate]] = {}
+    for c in candidates:
+        pairs.setdefault((c.server.name, c.framework.name), {})[c.interpreter.name] = c
+    reasons: dict[str, int] = {}
+    table = Table(title="Stacks", title_justify="left", show_edge=False)
+    table.add_column("server")
+    table.add_column("framework")
+    table.add_column("interface")
+    for i in interpreters:
+        table.add_column(i.name, justify="center")
+    for (server, framework), by_interp in pairs.items():
+        any_c = next(iter(by_interp.values()))
+        cells = []
+        for i in interpreters:
+            c = by_interp.get(i.name)
+            if c is None:
+                cells.append("")
+            elif c.available:
+                cells.append("[green]yes[/green]")
+            else:
+                n = reasons.setdefault(c.unavailable or "", len(reasons) + 1)
+                cells.append(f"[red]no[/red] [{n}]")
+        table.add_row(server, framework, any_c.server.interface, *cells)
+    console.print(table)
+    n_ok = sum(c.available for c in candidates)
+    console.print(f"\n{n_ok} of {len(candidates)} stacks available.")
+    if reasons:
+        console.print("\nWhy not:")
+        for reason, n in reasons.items():
+            console.print(f"  [{n}] {reason}", highlight=False, markup=False)
+    if not sys.stdout.isatty():
+        console.file.flush()
