@@ -1,0 +1,68 @@
+"""What the built-in frameworks share: pins per interpreter generation and the app contract.
+
+Two pin sets exist because PyPy on Debian bookworm is Python 3.9: ``py39`` holds the newest
+versions that install there (and on CPython 3.9), ``modern`` the current releases for Python
+3.10+. Every pin is exact, so a stack's virtualenv is reproducible (and so its cache key is).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pywebbench.catalogue.base import Framework, Interpreter
+from pywebbench.catalogue.workloads import ALL_WORKLOADS
+
+MIN_PYTHON = (3, 9)
+
+# Service clients every app may import lazily: redis-py (sync + redis.asyncio) and psycopg 3
+# (pure-Python implementation over the system libpq: sync and async APIs, works on PyPy).
+CLIENT_PINS: dict[str, tuple[str, ...]] = {
+    "modern": ("redis==8.1.0", "psycopg==3.3.9"),
+    "py39": ("redis==7.0.1", "psycopg==3.2.13"),
+}
+
+
+def generation(interpreter: Interpreter) -> str:
+    """``"py39"`` for Python 3.9 (PyPy included), ``"modern"`` for 3.10 and later."""
+    major, minor = (int(x) for x in interpreter.minor.split("."))
+    return "py39" if (major, minor) < (3, 10) else "modern"
+
+
+class AppFramework(Framework):
+    """A framework whose app module lives in ``pywebbench/apps`` (``pwb_<name>.py``).
+
+    Subclasses set ``pins`` (per generation) and the contract's class attributes.
+    ``only_binary`` names packages that must be installed from wheels only (provisioning
+    passes ``--only-binary <name>`` to ``uv pip install`` for each); on PyPy 3.9 a source
+    build of such packages fails (PyO3 needs PyPy >= 3.11).
+    """
+
+    description: ClassVar[str] = ""
+    notes: ClassVar[str] = ""
+    # What the io workload and the services use: "async" (event loop) or "blocking".
+    io_style: ClassVar[str] = "blocking"
+    pins: ClassVar[dict[str, tuple[str, ...]]] = {"modern": (), "py39": ()}
+    only_binary: ClassVar[tuple[str, ...]] = ()
+    workloads: ClassVar[frozenset[str]] = ALL_WORKLOADS
+    # psycopg's pure-Python implementation loads libpq at import (fortunes only).
+    system_packages: ClassVar[tuple[str, ...]] = ("libpq5",)
+
+    def requirements(self, interpreter: Interpreter) -> list[str]:
+        gen = generation(interpreter)
+        return [*self.pins[gen], *CLIENT_PINS[gen]]
+
+    def unavailable(self, interpreter: Interpreter) -> str | None:
+        major, minor = (int(x) for x in interpreter.minor.split("."))
+        if (major, minor) < MIN_PYTHON:
+            return (
+                f"the pywebbench apps need Python >= {MIN_PYTHON[0]}.{MIN_PYTHON[1]}, "
+                f"{interpreter.name} is {interpreter.version}"
+            )
+        return None
+
+    def install_flags(self, interpreter: Interpreter) -> list[str]:
+        """Extra ``uv pip install`` flags for the main requirements (``--only-binary``...)."""
+        flags: list[str] = []
+        for package in self.only_binary:
+            flags += ["--only-binary", package]
+        return flags

@@ -1,0 +1,25 @@
+"""The fastapi framework: app module ``pwb_fastapi``."""
+
+from __future__ import annotations
+
+from pywebbench.catalogue.base import ASGI
+from pywebbench.catalogue.frameworks._base import AppFramework
+
+
+class FastAPI(AppFramework):
+    """FastAPI with typed, validated query parameters; dicts serialised by FastAPI."""
+
+    name = "fastapi"
+    interface = ASGI
+    app = "pwb_fastapi:app"
+    io_style = "async"
+    description = "FastAPI with typed, validated query parameters; dicts serialised by FastAPI."
+    notes = (
+        "On PyPy 3.9 pydantic-core must come from its last pp39 wheel (2.33.2): a source "
+        "build needs PyPy >= 3.11, so it is installed with --only-binary pydantic-core."
+    )
+    pins = {
+        "modern": ("fastapi==0.165.0",),
+        "py39": ("fastapi==0.128.8", "pydantic==2.11.10", "pydantic-core==2.33.2"),
+    }
+    only_binary = ("pydantic-core",)

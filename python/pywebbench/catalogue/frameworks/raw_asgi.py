@@ -1,0 +1,17 @@
+"""The raw-asgi framework: app module ``pwb_raw_asgi``."""
+
+from __future__ import annotations
+
+from pywebbench.catalogue.base import ASGI
+from pywebbench.catalogue.frameworks._base import AppFramework
+
+
+class RawAsgi(AppFramework):
+    """A bare ASGI 3 callable (with lifespan): routing by scope['path'], no framework."""
+
+    name = "raw-asgi"
+    interface = ASGI
+    app = "pwb_raw_asgi:app"
+    io_style = "async"
+    description = "A bare ASGI 3 callable (with lifespan): routing by scope['path'], no framework."
+    pins = {"modern": (), "py39": ()}

@@ -1,0 +1,18 @@
+"""The starlette framework: app module ``pwb_starlette``."""
+
+from __future__ import annotations
+
+from pywebbench.catalogue.base import ASGI
+from pywebbench.catalogue.frameworks._base import AppFramework
+
+
+class Starlette(AppFramework):
+    """Starlette routes, Response and JSONResponse."""
+
+    name = "starlette"
+    interface = ASGI
+    app = "pwb_starlette:app"
+    io_style = "async"
+    description = "Starlette routes, Response and JSONResponse."
+    notes = "Starlette 1.x needs Python >= 3.10: Python 3.9 / PyPy get 0.49."
+    pins = {"modern": ("starlette==1.10.0",), "py39": ("starlette==0.49.3",)}
