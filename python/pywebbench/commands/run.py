@@ -1,0 +1,288 @@
+"""``pywebbench run``: run a whole study (the matrix), store every number, write the report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from pywebbench.run.config import (
+    DEFAULT_RESULTS_DIR,
+    PROFILES,
+    ConfigError,
+    StudyConfig,
+    check,
+    load_toml,
+    resolve,
+)
+
+DEFAULT_CONFIG = "pywebbench.toml"
+EXIT_CONFIG = 2
+EXIT_INTERRUPTED = 130
+
+
+def _csv(values: tuple[str, ...]) -> list[str]:
+    return [p.strip() for v in values for p in v.split(",") if p.strip()]
+
+
+def _numbers(flag: str, values: tuple[str, ...], kind: type) -> list[Any]:
+    out = []
+    for p in _csv(values):
+        try:
+            out.append(kind(p))
+        except ValueError:
+            raise ConfigError(f"{flag} {p!r}: not a number") from None
+    return out
+
+
+def _overrides(o: dict[str, Any]) -> dict[str, Any]:
+    """CLI options -> a nested dict shaped like pywebbench.toml."""
+    matrix: dict[str, Any] = {}
+    load: dict[str, Any] = {}
+    for key, flag in [
+        ("interpreters", "python"),
+        ("servers", "server"),
+        ("frameworks", "framework"),
+        ("workloads", "workload"),
+    ]:
+        if o[flag]:
+            matrix[key] = _csv(o[flag])
+    if o["workers"]:
+        matrix["workers"] = _numbers("--workers", o["workers"], int)
+        matrix["server_settings"] = {}
+    if o["threads"]:
+        matrix["threads"] = _numbers("--threads", o["threads"], int)
+        matrix["server_settings"] = {}
+    if o["concurrency"]:
+        load["concurrency"] = _numbers("--concurrency", o["concurrency"], int)
+    if o["rate"]:
+        load["rates"] = _numbers("--rate", o["rate"], float)
+        load["model"] = "open"
+    for key, flag in [
+        ("duration_s", "duration"),
+        ("warmup_duration_s", "warmup_duration"),
+        ("warmup_iterations", "warmup_iterations"),
+        ("iterations", "iterations"),
+        ("replicates", "replicates"),
+        ("timeout_s", "timeout"),
+    ]:
+        if o[flag] is not None:
+            load[key] = o[flag]
+    out: dict[str, Any] = {}
+    if matrix:
+        out["matrix"] = matrix
+    if load:
+        out["load"] = load
+    cpus: dict[str, Any] = {}
+    if o["server_cpus"]:
+        cpus["server"] = _numbers("--server-cpus", o["server_cpus"], int)
+    if o["generator_cpus"]:
+        cpus["generator"] = _numbers("--generator-cpus", o["generator_cpus"], int)
+    if cpus:
+        out["cpus"] = cpus
+    if o["results_dir"]:
+        out["results_dir"] = o["results_dir"]
+    if o["no_report"]:
+        out["report"] = False
+    if o["app"]:
+        app: dict[str, Any] = {"app": o["app"]}
+        for key in ("interface", "requirements", "project", "expect_status", "expect_body"):
+            if o[key] is not None:
+                app[key] = o[key]
+        if o["path"]:
+            app["paths"] = list(o["path"])
+        out["app"] = app
+    elif any(o[k] for k in ("interface", "requirements", "project", "path")):
+        raise ConfigError("--interface/--requirements/--project/--path need --app")
+    return out
+
+
+@click.command("run")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"Study file (default: ./{DEFAULT_CONFIG} if present). Reference: docs/config.md.",
+)
+@click.option(
+    "--profile",
+    type=click.Choice(PROFILES),
+    help="Built-in study to start from: quick (default, ~10 min), standard (~30 min), "
+    "full (hours).",
+)
+@click.option("--python", multiple=True, help="Interpreters: cpython3.11,pypy3.9 or paths.")
+@click.option("--server", multiple=True, help="Servers (comma list, globs): granian-*.")
+@click.option("--framework", multiple=True, help="Frameworks (comma list, globs).")
+@click.option("--workload", multiple=True, help="Workloads: hello,json,cpu,...")
+@click.option("--concurrency", "-c", multiple=True, help="Connections sweep: 1,16,64.")
+@click.option("--rate", multiple=True, help="Open loop: target requests/s sweep: 1000,5000.")
+@click.option("--duration", "-d", type=float, help="Seconds per measured iteration.")
+@click.option("--warmup-duration", type=float, help="Seconds per warm-up iteration.")
+@click.option("--warmup-iterations", type=int, help="Warm-up iterations per replicate.")
+@click.option("--iterations", type=int, help="Measured iterations per replicate.")
+@click.option("--replicates", type=int, help="Fresh server processes per cell.")
+@click.option("--timeout", type=float, help="Per-request timeout (s).")
+@click.option("--workers", multiple=True, help="Worker processes sweep: 1,2.")
+@click.option("--threads", multiple=True, help="Threads per worker sweep: 1,4.")
+@click.option("--server-cpus", multiple=True, help="Cores for servers (default 0).")
+@click.option("--generator-cpus", multiple=True, help="Cores for the load generator.")
+@click.option("--app", help="Your app instead of the frameworks: module:callable.")
+@click.option("--interface", type=click.Choice(["wsgi", "asgi"]), help="Your app's interface.")
+@click.option("--requirements", help="requirements.txt of your app.")
+@click.option("--project", help="Directory of your app (put on PYTHONPATH).")
+@click.option("--path", multiple=True, help="Path of your app to load (repeatable).")
+@click.option("--expect-status", type=int, help="Status your app must answer.")
+@click.option("--expect-body", help="Exact body your app must answer.")
+@click.option(
+    "--results-dir",
+    help=f"Where the store, reports and logs go (default ./{DEFAULT_RESULTS_DIR}).",
+)
+@click.option("--no-report", is_flag=True, help="Skip the HTML/Markdown report.")
+@click.option(
+    "--resume",
+    is_flag=False,
+    flag_value="latest",
+    default=None,
+    metavar="[RUN_ID]",
+    help="Continue an interrupted run (default: the latest); nothing is measured twice.",
+)
+@click.option("--dry-run", is_flag=True, help="Print the matrix and exit.")
+def command(**o: Any) -> None:
+    """Run a study: interpreters x servers x frameworks x workloads x load points.
+
+    \b
+    Each cell: provision (cached) -> start the server pinned to its cores -> verify ->
+    warm-up iterations -> measured iterations -> stop; each replicate is a fresh server.
+    Every iteration is stored at once in RESULTS_DIR/pywebbench.sqlite; failures are
+    recorded with their phase and the matrix carries on. Ctrl-C stops within seconds and
+    keeps everything measured: continue with `pywebbench run --resume`.
+
+    \b
+    Examples:
+      pywebbench run                                  the quick profile (~10 min)
+      pywebbench run --server granian-wsgi,gunicorn-gthread --framework flask \\
+                     --workload hello,json -c 1,16,64 -d 5
+      pywebbench run --app myapp:app --requirements requirements.txt --path / --path /api
+      pywebbench run --config pywebbench.toml --profile standard
+      pywebbench run --resume
+    """
+    console = Console(stderr=False, highlight=False)
+    try:
+        code = _main(o, console)
+    except ConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_CONFIG)
+    sys.exit(code)
+
+
+def _main(o: dict[str, Any], console: Console) -> int:
+    from pywebbench.run.matrix import expand
+    from pywebbench.store import DEFAULT_FILENAME, Store, StoreError
+
+    run_id: str | None = None
+    if o["resume"]:
+        results_dir = Path(o["results_dir"] or DEFAULT_RESULTS_DIR)
+        store_path = results_dir / DEFAULT_FILENAME
+        try:
+            with Store(store_path, create=False) as store:
+                run = store.latest_run() if o["resume"] == "latest" else store.run(o["resume"])
+        except StoreError as exc:
+            raise ConfigError(f"--resume: {exc}") from None
+        if run is None:
+            raise ConfigError(f"--resume: {store_path} holds no runs")
+        if run.status == "completed":
+            console.print(f"run {run.id} is already complete; nothing to resume.")
+            return 0
+        config = StudyConfig.model_validate(run.config)
+        config.results_dir = str(results_dir)
+        run_id = run.id
+        console.print(f"resuming run {run.id} ({run.status})")
+    else:
+        path = o["config_path"]
+        if path is None and Path(DEFAULT_CONFIG).exists():
+            path = Path(DEFAULT_CONFIG)
+        data = load_toml(path) if path is not None else {}
+        config = resolve(
+            data, _overrides(o), profile=o["profile"], source=str(path or DEFAULT_CONFIG)
+        )
+    check(config)
+    matrix = expand(config)
+    if not matrix.cells:
+        reasons = "; ".join(f"{n}: {r}" for n, r in matrix.unavailable[:5])
+        raise ConfigError(
+            "the selection has no runnable cell" + (f" ({reasons})" if reasons else "")
+        )
+    per_cell = config.load.replicates * (config.load.warmup_iterations + config.load.iterations)
+    window = config.load.replicates * (
+        config.load.warmup_iterations * config.load.warmup_duration_s
+        + config.load.iterations * config.load.duration_s
+    )
+    console.print(
+        f"[bold]{len(matrix.cells)} cells[/] ({len(matrix.variants)} stacks on "
+        f"{', '.join(i.name for i in matrix.interpreters)}), {per_cell} iterations each; "
+        f"load windows alone take ~{len(matrix.cells) * window / 60:.1f} min"
+    )
+    for name, reason in matrix.unavailable:
+        console.print(f"  [yellow]unavailable[/] {name}: {reason}")
+    if o["dry_run"]:
+        for cell in matrix.cells:
+            console.print(f"  {cell.label}")
+        return 0
+    return _execute(config, matrix, console, run_id)
+
+
+def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | None) -> int:
+    from pywebbench.report import generate
+    from pywebbench.run.console import LiveDisplay, summary_tables
+    from pywebbench.run.runner import run_study
+    from pywebbench.store import DEFAULT_FILENAME, Store
+
+    results_dir = Path(config.results_dir)
+    store_path = results_dir / DEFAULT_FILENAME
+    load = config.load
+    with Store(store_path) as store:
+        done = (
+            {c.key for c in store.cells(run_id) if c.status in ("ok", "failed")}
+            if run_id
+            else set()
+        )
+        total = sum(
+            load.replicates * (load.warmup_iterations + load.iterations)
+            for c in matrix.cells
+            if c.key not in done
+        )
+        with LiveDisplay(console, total) as live:
+            outcome = run_study(
+                config,
+                matrix,
+                store,
+                results_dir=results_dir,
+                events=live.events(),
+                run_id=run_id,
+            )
+        study = store.load_study([outcome.run_id])
+    for table in summary_tables(study):
+        console.print(table)
+    console.print(
+        f"run {outcome.run_id}: {outcome.status}; cells ok {outcome.cells_ok}, "
+        f"failed {outcome.cells_failed}"
+        + (f", already done {outcome.cells_skipped}" if outcome.cells_skipped else "")
+        + f"; wall {outcome.wall_s:.0f} s, load windows {outcome.measured_s:.0f} s"
+    )
+    console.print(f"store: {store_path}")
+    if outcome.status == "interrupted":
+        console.print(
+            f"[yellow]interrupted[/]: every completed iteration is stored. Continue with:\n"
+            f"  pywebbench run --resume {outcome.run_id}"
+            + (f" --results-dir {results_dir}" if str(results_dir) != DEFAULT_RESULTS_DIR else "")
+        )
+        return EXIT_INTERRUPTED
+    if config.report:
+        paths = generate(store_path, [outcome.run_id], results_dir / "reports")
+        console.print(f"report: {paths.html}\nsummary: {paths.markdown}")
+    if outcome.cells_ok == 0:
+        return 1
+    return 0

@@ -1,0 +1,60 @@
+"""``pywebbench runs``: list the runs in the results store."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from pywebbench.run.config import DEFAULT_RESULTS_DIR
+
+
+@click.command("runs")
+@click.option(
+    "--results-dir",
+    default=DEFAULT_RESULTS_DIR,
+    show_default=True,
+    help="Directory holding pywebbench.sqlite.",
+)
+@click.option("--store", "store_path", help="Path of the store file itself (overrides).")
+def command(results_dir: str, store_path: str | None) -> None:
+    """List stored runs: id, status, profile, cells ok/failed, iterations, host."""
+    from pywebbench.store import DEFAULT_FILENAME, Store, StoreError
+
+    path = Path(store_path) if store_path else Path(results_dir) / DEFAULT_FILENAME
+    try:
+        store = Store(path, create=False)
+    except StoreError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    with store:
+        runs = store.runs()
+        table = Table(title=f"runs in {path}", title_justify="left")
+        for col in (
+            "run id",
+            "started (UTC)",
+            "status",
+            "profile",
+            "cells ok/failed/all",
+            "iterations",
+            "host",
+        ):
+            table.add_column(col)
+        for run in runs:
+            cells = store.cells(run.id)
+            ok = sum(c.status == "ok" for c in cells)
+            failed = sum(c.status == "failed" for c in cells)
+            iterations = sum(len(store.iterations(c.id)) for c in cells)
+            table.add_row(
+                run.id,
+                run.created_at[:19].replace("T", " "),
+                run.status,
+                run.profile or "-",
+                f"{ok}/{failed}/{len(cells)}",
+                str(iterations),
+                f"{run.hostname} ({run.cpu_count} cpu)",
+            )
+    Console().print(table if runs else f"no runs in {path}")

@@ -1,0 +1,185 @@
+"""Terminal output of ``pywebbench run``: live progress, then ranked summary tables."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from pywebbench.run.matrix import CellPlan
+from pywebbench.run.runner import Events
+from pywebbench.stats import summarize
+from pywebbench.store import Study
+
+
+class LiveDisplay:
+    """A rich progress bar over the study's iterations, with the current cell and live rps.
+
+    Also logs one line per finished cell, so non-interactive output (CI logs) stays readable.
+    """
+
+    def __init__(self, console: Console, total_iterations: int) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("iterations"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self.matrix_task = self.progress.add_task("matrix", total=max(1, total_iterations))
+        self.cell_task = self.progress.add_task("", total=None, visible=False)
+        self._cell: CellPlan | None = None
+        self._left_in_cell = 0
+
+    def __enter__(self) -> LiveDisplay:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def events(self) -> Events:
+        return Events(
+            phase=self._phase,
+            cell_start=self._cell_start,
+            iteration_done=self._iteration_done,
+            cell_done=self._cell_done,
+            live_rps=self._live,
+        )
+
+    def _phase(self, msg: str) -> None:
+        self.progress.update(self.cell_task, description=msg, visible=True)
+
+    def _cell_start(self, cell: CellPlan, iterations: int) -> None:
+        self._cell = cell
+        self._left_in_cell = iterations
+        self.progress.update(self.cell_task, description=cell.label, visible=True)
+
+    def _iteration_done(self, cell: CellPlan, kind: str, rps: float) -> None:
+        self._left_in_cell = max(0, self._left_in_cell - 1)
+        self.progress.advance(self.matrix_task)
+        self.progress.update(
+            self.cell_task, description=f"{cell.label}: last {kind} {rps:,.0f} req/s"
+        )
+
+    def _cell_done(self, cell: CellPlan, status: str, why: str | None) -> None:
+        if self._left_in_cell:
+            self.progress.advance(self.matrix_task, self._left_in_cell)
+            self._left_in_cell = 0
+        if status == "ok":
+            self.console.log(f"[green]ok[/] {cell.label}")
+        else:
+            self.console.log(f"[red]failed[/] {cell.label}: {why}")
+
+    def _live(self, rps: float) -> None:
+        if self._cell is not None:
+            self.progress.update(
+                self.cell_task, description=f"{self._cell.label}: {rps:,.0f} req/s"
+            )
+
+
+def _fmt_us(us: float | None) -> str:
+    if us is None or (isinstance(us, float) and math.isnan(us)):
+        return "-"
+    if us >= 1_000_000:
+        return f"{us / 1e6:.2f} s"
+    if us >= 1000:
+        return f"{us / 1000:.2f} ms"
+    return f"{us:.0f} us"
+
+
+def _fmt_bytes(b: float | None) -> str:
+    if not b:
+        return "-"
+    return f"{b / (1024 * 1024):.0f} MB"
+
+
+def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
+    """Per workload (and load point), one row per ok cell ranked by median rps."""
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for cell in study.cells:
+        its = [i for i in study.iterations_of(cell.id) if not i.interrupted]
+        if cell.status != "ok" or not its:
+            continue
+        stack = study.stack(cell.stack_id)
+        rps = summarize([i.rps for i in its])
+        peak = max((i.rss_peak_bytes or 0) for i in its)
+        out[f"{cell.workload} @ {cell.load_point}"].append(
+            {
+                "stack": stack.key,
+                "rps": rps,
+                "p50_us": sorted(i.latency_p50_us or 0 for i in its)[len(its) // 2],
+                "p99_us": sorted(i.latency_p99_us or 0 for i in its)[len(its) // 2],
+                "peak_rss": peak,
+                "errors": sum(i.errors + i.non_2xx for i in its),
+                "flags": [k for k, v in cell.flags.items() if v is True],
+            }
+        )
+    for rows in out.values():
+        rows.sort(key=lambda r: -r["rps"].median)
+    return dict(out)
+
+
+def summary_tables(study: Study) -> list[Table]:
+    """Rich tables: per workload, stacks ranked by throughput, then failures."""
+    tables = []
+    for workload, rows in summary_rows(study).items():
+        t = Table(title=f"{workload}: ranked by requests/s (median, 95% CI)", title_justify="left")
+        for col, just in [
+            ("#", "right"),
+            ("stack", "left"),
+            ("req/s", "right"),
+            ("95% CI", "right"),
+            ("p50", "right"),
+            ("p99", "right"),
+            ("peak RSS", "right"),
+            ("errors", "right"),
+            ("flags", "left"),
+        ]:
+            t.add_column(col, justify=just)  # type: ignore[arg-type]
+        for n, r in enumerate(rows, 1):
+            s = r["rps"]
+            t.add_row(
+                str(n),
+                r["stack"],
+                f"{s.median:,.0f}",
+                f"{s.ci_low:,.0f}-{s.ci_high:,.0f}",
+                _fmt_us(r["p50_us"]),
+                _fmt_us(r["p99_us"]),
+                _fmt_bytes(r["peak_rss"]),
+                str(r["errors"]),
+                ", ".join(r["flags"]),
+            )
+        tables.append(t)
+    failed = [c for c in study.cells if c.status == "failed"]
+    if failed:
+        t = Table(title="failed cells", title_justify="left")
+        t.add_column("stack")
+        t.add_column("workload")
+        t.add_column("phase")
+        t.add_column("reason")
+        for c in failed:
+            t.add_row(
+                study.stack(c.stack_id).key,
+                f"{c.workload} @ {c.load_point}",
+                c.failure_phase or "",
+                c.failure_reason or "",
+            )
+        tables.append(t)
+    return tables

@@ -1,0 +1,173 @@
+"""The runner's side of the load engine contract: build a LoadSpec, read a LoadResult.
+
+Everything the runner knows about :mod:`pywebbench.load` is in this module, so the rest of
+``run/`` deals in plain values. Load goes through a load agent (``LocalAgent`` today), so
+nothing here assumes the generator runs on the server's host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from pywebbench.catalogue.workloads import HttpRequest
+
+
+class LoadAgent(Protocol):
+    """Runs a load spec somewhere and returns the result (``pywebbench.load.LocalAgent``)."""
+
+    def run(self, spec: Any, progress: Callable[[Any], None] | None = None) -> Any: ...
+
+
+def local_agent() -> LoadAgent:
+    """The in-process agent of :mod:`pywebbench.load`."""
+    from pywebbench.load import LocalAgent
+
+    return LocalAgent()
+
+
+def build_spec(
+    base_url: str,
+    request: HttpRequest,
+    *,
+    connections: int,
+    duration_s: float,
+    timeout_s: float,
+    cpus: Sequence[int],
+    rate: float | None = None,
+) -> Any:
+    """A :class:`pywebbench.load.LoadSpec` for one iteration of a cell."""
+    from pywebbench.load import LoadSpec
+
+    kwargs: dict[str, Any] = {
+        "url": base_url.rstrip("/") + request.path,
+        "method": request.method,
+        "headers": [tuple(h) for h in request.headers],
+        "connections": connections,
+        "threads": 1,
+        "duration_s": duration_s,
+        "timeout_s": timeout_s,
+        "cpus": list(cpus),
+    }
+    if request.body:
+        kwargs["body"] = request.body
+    if rate is not None:
+        kwargs["rate"] = rate
+    return LoadSpec(**kwargs)
+
+
+def result_dict(result: Any) -> dict[str, Any]:
+    """The LoadResult as a JSON-ready dict (what is stored in ``iterations.result_json``)."""
+    if isinstance(result, dict):
+        return result
+    for name in ("to_dict", "as_dict"):
+        fn = getattr(result, name, None)
+        if callable(fn):
+            return dict(fn())
+    to_json = getattr(result, "to_json", None)
+    if callable(to_json):
+        return dict(json.loads(to_json()))
+    if dataclasses.is_dataclass(result):
+        return dataclasses.asdict(result)  # type: ignore[arg-type]
+    raise TypeError(f"cannot serialise load result of type {type(result).__name__}")
+
+
+def _num(d: dict[str, Any], *names: str, default: float | None = None) -> Any:
+    for name in names:
+        node: Any = d
+        for part in name.split("."):
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            else:
+                node = None
+                break
+        if node is not None and not isinstance(node, dict | list):
+            return node
+    return default
+
+
+def _sum_counts(node: Any) -> int:
+    """Total of an error taxonomy: {"class": {"count": n, ...}} or {"class": n}."""
+    if isinstance(node, int | float):
+        return int(node)
+    if isinstance(node, dict):
+        if "count" in node and isinstance(node["count"], int | float):
+            return int(node["count"])
+        return sum(_sum_counts(v) for v in node.values())
+    if isinstance(node, list):
+        return sum(_sum_counts(v) for v in node)
+    return 0
+
+
+def columns(result: Any) -> dict[str, Any]:
+    """The summary columns of the ``iterations`` table from a LoadResult."""
+    d = result_dict(result)
+    duration = float(_num(d, "duration_s", "elapsed_s", default=0.0) or 0.0)
+    requests = int(_num(d, "requests", "completed", "responses", default=0) or 0)
+    rps = _num(d, "rps", "requests_per_s")
+    if rps is None:
+        rps = requests / duration if duration > 0 else 0.0
+    errors_node = d.get("errors")
+    errors = _sum_counts(errors_node) if errors_node is not None else 0
+    errors = int(_num(d, "errors_total", "error_count", default=errors) or 0)
+    status = d.get("status_counts") or d.get("statuses") or {}
+    non_2xx = _num(d, "non_2xx")
+    if non_2xx is None:
+        non_2xx = sum(int(v) for k, v in status.items() if not str(k).startswith("2"))
+    lat = d.get("latency") or {}
+    if isinstance(lat, dict) and "corrected" in lat and isinstance(lat["corrected"], dict):
+        lat = lat["corrected"]
+    summary = lat.get("summary", lat) if isinstance(lat, dict) else {}
+    pct = summary.get("percentiles") or {}
+
+    def p(*keys: str) -> float | None:
+        for k in keys:
+            if k in summary and summary[k] is not None:
+                return float(summary[k])
+            if k in pct and pct[k] is not None:
+                return float(pct[k])
+        return None
+
+    return {
+        "duration_s": duration,
+        "requests": requests,
+        "errors": errors,
+        "non_2xx": int(non_2xx),
+        "timeouts": int(_num(d, "timeouts", "censored", "errors.timeout.count", default=0) or 0),
+        "rps": float(rps),
+        "latency_mean_us": p("mean", "mean_us"),
+        "latency_p50_us": p("p50", "p50_us", "50", "50.0"),
+        "latency_p90_us": p("p90", "p90_us", "90", "90.0"),
+        "latency_p99_us": p("p99", "p99_us", "99", "99.0"),
+        "latency_p999_us": p("p999", "p99_9", "p999_us", "99.9"),
+        "latency_max_us": p("max", "max_us"),
+        "bytes_in": _num(d, "bytes_in", "bytes_read"),
+        "bytes_out": _num(d, "bytes_out", "bytes_written"),
+        "generator_cpu_s": _num(d, "generator.cpu_s", "generator_cpu_s"),
+        "generator_bound": bool(
+            _num(d, "generator.generator_bound", "generator_bound", default=False)
+        ),
+        "interrupted": bool(d.get("interrupted", False)),
+    }
+
+
+def live_rps(snapshot: Any) -> float | None:
+    """Requests/s of the last interval from a progress snapshot (dict or JSON text)."""
+    if isinstance(snapshot, str):
+        try:
+            snapshot = json.loads(snapshot)
+        except ValueError:
+            return None
+    if not isinstance(snapshot, dict):
+        snapshot = getattr(snapshot, "__dict__", {})
+    value = _num(snapshot, "rps", "interval_rps", "current_rps", "requests_per_s")
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v

@@ -1,0 +1,211 @@
+"""Matrix expansion: a :class:`StudyConfig` -> stack variants and cells, in run order.
+
+A cell is one stack variant (stack + workers/threads) x workload x load point. Each cell has a
+key that is stable for a given config, so ``--resume`` finds what is already measured.
+Cells are independent units (own port, own cores) so they could be scheduled elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from pywebbench.catalogue.base import Framework, Interpreter, Stack
+from pywebbench.catalogue.workloads import HttpRequest, Workload
+from pywebbench.run.config import ConfigError, StudyConfig
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A stack with its worker/thread settings: one row of the ``stacks`` table."""
+
+    stack: Stack
+    workers: int
+    threads: int
+    key: str
+
+    @property
+    def name(self) -> str:
+        return self.stack.name
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """One unit of work of the matrix."""
+
+    key: str
+    ordinal: int
+    variant: Variant
+    workload: Workload
+    params: dict[str, int]
+    load_model: str  # "closed" | "open"
+    concurrency: int
+    rate: float | None
+
+    @property
+    def load_point(self) -> str:
+        return f"r{self.rate:g}" if self.rate is not None else f"c{self.concurrency}"
+
+    @property
+    def request(self) -> HttpRequest:
+        return self.workload.request(**self.params)
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant.key} {self.workload.name} {self.load_point}"
+
+
+@dataclass
+class Matrix:
+    """Everything a study will run, plus what it cannot and why."""
+
+    variants: list[Variant] = field(default_factory=list)
+    cells: list[CellPlan] = field(default_factory=list)
+    unavailable: list[tuple[str, str]] = field(default_factory=list)  # (stack name, reason)
+    interpreters: list[Interpreter] = field(default_factory=list)
+
+    @property
+    def services(self) -> set[str]:
+        """Services (redis, postgres) needed by the selected workloads."""
+        return {s for c in self.cells for s in c.workload.services}
+
+    def cells_of(self, variant: Variant) -> list[CellPlan]:
+        return [c for c in self.cells if c.variant is variant]
+
+
+def _interpreters(config: StudyConfig) -> list[Interpreter]:
+    from pywebbench.catalogue import interpreters as interp
+
+    if not config.matrix.interpreters:
+        found = interp.default_interpreters()
+        if not found:
+            raise ConfigError("no Python interpreter found (matrix.interpreters / --python)")
+        return found
+    pool = interp.discover()
+    out: list[Interpreter] = []
+    for name in config.matrix.interpreters:
+        try:
+            chosen = interp.find(name, pool) if "/" not in name else interp.find(name)
+        except ValueError as exc:
+            raise ConfigError(f"matrix.interpreters: {exc}") from None
+        if chosen not in out:
+            out.append(chosen)
+    return out
+
+
+def byo_workloads(app_paths: Sequence[str]) -> list[Workload]:
+    """One GET workload per path of a user's app, named by the path."""
+    return [
+        Workload(
+            name=path,
+            description=f"GET {path} of your app",
+            params=MappingProxyType({}),
+            _build=lambda _p, path=path: HttpRequest("GET", path),
+        )
+        for path in app_paths
+    ]
+
+
+def _user_framework(config: StudyConfig) -> Framework:
+    from pywebbench.catalogue.byo import user_framework
+
+    app = config.app
+    assert app is not None
+    try:
+        return user_framework(
+            app.app,
+            app.interface,
+            Path(app.requirements) if app.requirements else None,
+            Path(app.project) if app.project else None,
+            list(app.paths),
+            app.expect_status,
+            app.expect_body,
+        )
+    except (ValueError, FileNotFoundError) as exc:
+        raise ConfigError(f"app: {exc}") from None
+
+
+def expand(config: StudyConfig) -> Matrix:
+    """Resolve interpreters, pair servers and frameworks, and list the cells in run order.
+
+    Order: variant by variant (so each server is provisioned and started close to its
+    cells), within a variant workload by workload, then load point.
+    """
+    from pywebbench.catalogue import stacks as stacks_mod
+    from pywebbench.catalogue.workloads import WORKLOADS
+
+    m = config.matrix
+    interpreters = _interpreters(config)
+    servers = m.servers or None
+    workload_names = m.workloads or None
+    byo: list[Workload] = []
+    if config.app is not None:
+        frameworks: list[Any] | None = [_user_framework(config)]
+        byo = byo_workloads(config.app.paths)
+        workload_names = None
+    else:
+        frameworks = m.frameworks or None
+    try:
+        candidates = stacks_mod.plan(
+            interpreters,
+            servers=servers,
+            frameworks=frameworks,
+            workloads=workload_names,
+        )
+    except (ValueError, KeyError) as exc:
+        raise ConfigError(str(exc)) from None
+
+    for name, params in m.workload_params.items():
+        if name not in WORKLOADS:
+            raise ConfigError(f"matrix.workload_params.{name}: unknown workload")
+        try:
+            WORKLOADS[name].resolve(**params)
+        except ValueError as exc:
+            raise ConfigError(f"matrix.workload_params.{name}: {exc}") from None
+
+    out = Matrix(interpreters=interpreters)
+    if config.load.model == "open":
+        points: list[tuple[int, float | None]] = [
+            (c, r) for r in config.load.rates for c in config.load.concurrency
+        ]
+    else:
+        points = [(c, None) for c in config.load.concurrency]
+    ordinal = 0
+    for cand in candidates:
+        if cand.stack is None:
+            out.unavailable.append((cand.name, cand.unavailable or "unavailable"))
+            continue
+        settings = config.workers_threads(cand.server.name)
+        for workers, threads in settings:
+            key = cand.stack.name
+            if len(settings) > 1 or (workers, threads) != (1, 1):
+                key += f"@w{workers}t{threads}"
+            variant = Variant(cand.stack, workers, threads, key)
+            out.variants.append(variant)
+            workloads = byo if byo else [WORKLOADS[w] for w in cand.workloads]
+            for wl in workloads:
+                params = wl.resolve(**m.workload_params.get(wl.name, {}))
+                for conc, rate in points:
+                    cell = CellPlan(
+                        key="",
+                        ordinal=ordinal,
+                        variant=variant,
+                        workload=wl,
+                        params=params,
+                        load_model=config.load.model,
+                        concurrency=conc,
+                        rate=rate,
+                    )
+                    params_tag = json.dumps(params, sort_keys=True) if params else ""
+                    key_cell = f"{variant.key}|{wl.name}{params_tag}|{cell.load_point}"
+                    out.cells.append(
+                        CellPlan(
+                            key_cell, ordinal, variant, wl, params, cell.load_model, conc, rate
+                        )
+                    )
+                    ordinal += 1
+    return out

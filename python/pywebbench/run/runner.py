@@ -1,0 +1,679 @@
+"""The cell runner: drives provision -> start -> verify -> warm-up -> measure -> stop over a matrix.
+
+Every iteration is committed to the store as soon as it ends. A stack that fails in any phase
+is recorded with the phase and reason and the matrix carries on. Ctrl-C stops the engine
+within a fraction of a second (it returns a partial result), the partial iteration is kept
+flagged ``interrupted``, every server is stopped, and the run is marked interrupted so
+``pywebbench run --resume`` can continue it without measuring anything twice.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pywebbench import __version__
+from pywebbench.meter import Sampler, snapshot
+from pywebbench.run import loadio
+from pywebbench.run.config import StudyConfig
+from pywebbench.run.host import facts, split_cpus
+from pywebbench.run.matrix import CellPlan, Matrix, Variant
+from pywebbench.stats import memory_growth
+from pywebbench.store import (
+    Cell,
+    Failure,
+    Iteration,
+    Replicate,
+    Run,
+    StackRow,
+    Store,
+    new_run_id,
+    utcnow,
+)
+
+
+class CellFailed(Exception):
+    """A cell cannot go on: ``phase`` and a one-line ``reason`` (``detail``: log tail...)."""
+
+    def __init__(self, phase: str, reason: str, detail: str | None = None) -> None:
+        super().__init__(f"{phase}: {reason}")
+        self.phase = phase
+        self.reason = reason
+        self.detail = detail
+
+
+class Interrupted(Exception):
+    """Ctrl-C arrived; the partial state is stored, the run must stop."""
+
+
+@dataclass
+class Events:
+    """Callbacks the terminal display hooks into (all optional)."""
+
+    phase: Callable[[str], None] = lambda _msg: None  # "provisioning ...", "starting ..."
+    cell_start: Callable[[CellPlan, int], None] = lambda _cell, _iterations: None
+    iteration_done: Callable[[CellPlan, str, float], None] = lambda _c, _kind, _rps: None
+    cell_done: Callable[[CellPlan, str, str | None], None] = lambda _c, _status, _why: None
+    live_rps: Callable[[float], None] = lambda _rps: None
+
+
+@dataclass
+class Outcome:
+    """How a study ended."""
+
+    run_id: str
+    status: str  # completed | interrupted | failed
+    cells_ok: int = 0
+    cells_failed: int = 0
+    cells_skipped: int = 0  # already done before --resume
+    wall_s: float = 0.0
+    measured_s: float = 0.0  # sum of the load windows (warm-up + measured)
+    failures: list[tuple[str, str, str]] = field(default_factory=list)  # (what, phase, reason)
+
+
+@contextmanager
+def _no_sigint() -> Iterator[None]:
+    """Ignore Ctrl-C for the duration (cleanup must finish: no process left behind)."""
+    try:
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def stack_row(run_id: str, variant: Variant) -> StackRow:
+    """The ``stacks`` row of a variant (packages and settings are filled in later)."""
+    st = variant.stack
+    i = st.interpreter
+    return StackRow(
+        id=None,
+        run_id=run_id,
+        key=variant.key,
+        name=st.name,
+        interpreter=i.name,
+        interpreter_impl=i.implementation,
+        interpreter_version=i.version,
+        interpreter_build=i.build,
+        interpreter_path=i.path,
+        server=st.server.name,
+        interface=st.server.interface,
+        framework=st.framework.name,
+        workers=variant.workers,
+        threads=variant.threads,
+        env_key=st.env_key(),
+        requirements_json=json.dumps(list(st.requirements)),
+    )
+
+
+def growth_series(rss_by_iteration: list[list[int]]) -> list[float]:
+    """RSS points for memory-growth detection over one server process.
+
+    All samples of the replicate's iterations in time order, the first quarter dropped
+    (allocation while warming up), then bucketed into at most 8 points (bucket maximum).
+    """
+    flat = [v for series in rss_by_iteration for v in series]
+    flat = flat[len(flat) // 4 :]
+    if len(flat) <= 8:
+        return [float(v) for v in flat]
+    size = len(flat) / 8
+    return [float(max(flat[int(k * size) : int((k + 1) * size)] or [0])) for k in range(8)]
+
+
+class StudyRunner:
+    """Runs the cells of a :class:`Matrix` into a store, one after the other."""
+
+    def __init__(
+        self,
+        config: StudyConfig,
+        matrix: Matrix,
+        store: Store,
+        *,
+        results_dir: Path,
+        agent: loadio.LoadAgent | None = None,
+        events: Events | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.config = config
+        self.matrix = matrix
+        self.store = store
+        self.results_dir = Path(results_dir)
+        self.agent = agent or loadio.local_agent()
+        self.events = events or Events()
+        self.resume = run_id is not None
+        self.run_id = run_id or new_run_id()
+        self.server_cpus, self.generator_cpus = split_cpus(
+            config.cpus.server, config.cpus.generator
+        )
+        self.log_dir = self.results_dir / "logs" / self.run_id
+        self._stack_ids: dict[str, int] = {}
+        self._envs: dict[str, Any] = {}  # variant key -> ProvisionedEnv
+        self._provision_failed: dict[str, CellFailed] = {}
+        self._settings_recorded: set[str] = set()
+        self._services_env: dict[str, str] = {}
+        self._services_failed: CellFailed | None = None
+        self.outcome = Outcome(run_id=self.run_id, status="running")
+
+    # -- the study -------------------------------------------------------------------------
+
+    def _create_or_reopen_run(self) -> None:
+        if self.resume:
+            self.store.update_run(self.run_id, status="running", finished_at=None)
+            return
+        host = facts()
+        self.store.create_run(
+            Run(
+                id=self.run_id,
+                created_at=utcnow(),
+                finished_at=None,
+                status="running",
+                profile=self.config.profile,
+                hostname=host["hostname"],
+                cpu_model=host["cpu_model"],
+                cpu_count=host["cpu_count"],
+                kernel=host["kernel"],
+                governor=host["governor"],
+                memory_bytes=host["memory_bytes"],
+                os=host["os"],
+                pywebbench_version=__version__,
+                orchestrator_python=sys.version.split()[0],
+                server_cpus_json=json.dumps(self.server_cpus),
+                generator_cpus_json=json.dumps(self.generator_cpus),
+                config_json=json.dumps(self.config.model_dump(mode="json")),
+                host_json=json.dumps(host["extra"]),
+            )
+        )
+
+    def _register(self) -> None:
+        """Insert (or find again, on resume) every stack and cell row; mark stale rows."""
+        for variant in self.matrix.variants:
+            self._stack_ids[variant.key] = self.store.add_stack(stack_row(self.run_id, variant))
+        for name, reason in self.matrix.unavailable:
+            if not self.resume:
+                self.store.add_failure(
+                    Failure(None, self.run_id, "provision", f"{name}: {reason}", utcnow())
+                )
+        for cell in self.matrix.cells:
+            self.store.add_cell(self._cell_row(cell))
+        if self.resume:  # a crash or Ctrl-C may have left rows "running"
+            for cell in self.store.cells(self.run_id):
+                if cell.status == "running":
+                    self.store.update_cell(cell.id, status="interrupted")
+                for rep in self.store.replicates(cell.id):
+                    if rep.status == "running":
+                        self.store.update_replicate(rep.id, status="interrupted")
+
+    def _cell_row(self, cell: CellPlan) -> Cell:
+        return Cell(
+            id=None,
+            run_id=self.run_id,
+            stack_id=self._stack_ids[cell.variant.key],
+            key=cell.key,
+            ordinal=cell.ordinal,
+            workload=cell.workload.name,
+            workload_params_json=json.dumps(cell.params, sort_keys=True),
+            load_model=cell.load_model,
+            concurrency=cell.concurrency,
+            rate=cell.rate,
+            load_point=cell.load_point,
+            status="pending",
+            server_cpus_json=json.dumps(self.server_cpus),
+            generator_cpus_json=json.dumps(self.generator_cpus),
+        )
+
+    def run(self) -> Outcome:
+        """Run the whole study. Returns its :class:`Outcome`; never raises on Ctrl-C."""
+        t0 = time.monotonic()
+        self._create_or_reopen_run()
+        status = "failed"
+        try:
+            self._register()
+            self._provision_all()
+            with self._services():
+                for cell in self.matrix.cells:
+                    self._run_cell(cell)
+            status = "completed"
+        except (KeyboardInterrupt, Interrupted):
+            status = "interrupted"
+        except BaseException:
+            with _no_sigint():
+                self.store.add_failure(
+                    Failure(
+                        None,
+                        self.run_id,
+                        "interrupted",
+                        "pywebbench failed: " + _one_line(str(sys.exc_info()[1])),
+                        utcnow(),
+                        detail=traceback.format_exc(),
+                    )
+                )
+                self.store.update_run(self.run_id, status="failed", finished_at=utcnow())
+            raise
+        finally:
+            self.outcome.wall_s = time.monotonic() - t0
+        with _no_sigint():
+            self.store.update_run(self.run_id, status=status, finished_at=utcnow())
+        self.outcome.status = status
+        return self.outcome
+
+    # -- provisioning and services ---------------------------------------------------------
+
+    def _provision_all(self) -> None:
+        from pywebbench.provision import venv as venv_mod
+
+        if hasattr(venv_mod, "UV_TIMEOUT_S"):
+            venv_mod.UV_TIMEOUT_S = self.config.timeouts.provision_s
+        todo = [v for v in self.matrix.variants if self._needs_work(v)]
+        for variant in todo:
+            if variant.key in self._envs or variant.key in self._provision_failed:
+                continue
+            self.events.phase(f"provisioning {variant.stack.name}")
+            t0 = time.monotonic()
+            try:
+                env = venv_mod.provision(variant.stack, progress=self.events.phase)
+            except venv_mod.ProvisionError as exc:
+                detail = None
+                if exc.log_path and Path(exc.log_path).exists():
+                    detail = Path(exc.log_path).read_text(errors="replace")[-4000:]
+                self._provision_failed[variant.key] = CellFailed(
+                    "provision", _one_line(exc.reason), detail
+                )
+                self.store.update_stack(
+                    self._stack_ids[variant.key], provision_s=time.monotonic() - t0
+                )
+                continue
+            self._envs[variant.key] = env
+            self.store.update_stack(
+                self._stack_ids[variant.key],
+                packages_json=json.dumps(dict(env.packages), sort_keys=True),
+                provision_s=float(getattr(env, "seconds", time.monotonic() - t0)),
+                provision_cached=bool(getattr(env, "cached", False)),
+            )
+
+    def _needs_work(self, variant: Variant) -> bool:
+        done = self._done_cells()
+        return any(c.key not in done for c in self.matrix.cells_of(variant))
+
+    def _done_cells(self) -> set[str]:
+        if not hasattr(self, "_done_cache"):
+            self._done_cache = {
+                c.key for c in self.store.cells(self.run_id) if c.status in ("ok", "failed")
+            }
+        return self._done_cache
+
+    @contextmanager
+    def _services(self) -> Iterator[None]:
+        pending = [c for c in self.matrix.cells if c.key not in self._done_cells()]
+        needed = sorted({s for c in pending for s in c.workload.services})
+        if not needed:
+            yield
+            return
+        from pywebbench.provision.services import start_services
+
+        self.events.phase(f"starting services: {', '.join(needed)}")
+        workdir = self.results_dir / "services" / self.run_id
+        workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            cm = start_services(needed, workdir)
+            env = cm.__enter__()
+        except Exception as exc:  # noqa: BLE001 - recorded, the cells needing it fail
+            self._services_failed = CellFailed("services", _one_line(str(exc)))
+            yield
+            return
+        self._services_env = dict(env)
+        try:
+            yield
+        finally:
+            with _no_sigint():
+                cm.__exit__(None, None, None)
+
+    # -- one cell --------------------------------------------------------------------------
+
+    def _run_cell(self, cell: CellPlan) -> None:
+        if cell.key in self._done_cells():
+            self.outcome.cells_skipped += 1
+            return
+        cell_id = self.store.add_cell(self._cell_row(cell))
+        cfg = self.config.load
+        previous = self.store.replicates(cell_id)
+        ok = sum(1 for r in previous if r.status == "ok")
+        next_rep = max((r.replicate for r in previous), default=-1) + 1
+        per_rep = cfg.warmup_iterations + cfg.iterations
+        self.events.cell_start(cell, (cfg.replicates - ok) * per_rep)
+        self.store.update_cell(cell_id, status="running", started_at=utcnow())
+        failure: CellFailed | None = self._provision_failed.get(cell.variant.key)
+        if failure is None and self._services_failed and cell.workload.services:
+            failure = self._services_failed
+        rss_series: list[list[float]] = []
+        try:
+            while failure is None and ok < cfg.replicates:
+                try:
+                    rss_series.append(self._run_replicate(cell, cell_id, next_rep))
+                    ok += 1
+                except CellFailed as exc:
+                    failure = exc
+                next_rep += 1
+        except (KeyboardInterrupt, Interrupted):
+            with _no_sigint():
+                self.store.update_cell(cell_id, status="interrupted")
+            raise
+        with _no_sigint():
+            flags = self._flags(cell_id, rss_series)
+            if failure is not None:
+                self.store.update_cell(
+                    cell_id,
+                    status="failed",
+                    failure_phase=failure.phase,
+                    failure_reason=failure.reason,
+                    finished_at=utcnow(),
+                    flags_json=json.dumps(flags),
+                )
+                self.store.add_failure(
+                    Failure(
+                        None,
+                        self.run_id,
+                        failure.phase,
+                        failure.reason,
+                        utcnow(),
+                        stack_id=self._stack_ids[cell.variant.key],
+                        cell_id=cell_id,
+                        detail=failure.detail,
+                    )
+                )
+                self.outcome.cells_failed += 1
+                self.outcome.failures.append((cell.label, failure.phase, failure.reason))
+                self.events.cell_done(cell, "failed", f"{failure.phase}: {failure.reason}")
+            else:
+                self.store.update_cell(
+                    cell_id, status="ok", finished_at=utcnow(), flags_json=json.dumps(flags)
+                )
+                self.outcome.cells_ok += 1
+                self.events.cell_done(cell, "ok", None)
+
+    def _flags(self, cell_id: int, rss_series: list[list[float]]) -> dict[str, Any]:
+        its = self.store.iterations(cell_id)
+        growing = [memory_growth(s) for s in rss_series]
+        flags: dict[str, Any] = {
+            "memory_growth": any(g.growing for g in growing),
+            "generator_bound": any(i.generator_bound for i in its if i.kind == "measured"),
+            "errors": any(i.errors > 0 for i in its if i.kind == "measured"),
+        }
+        if flags["memory_growth"]:
+            worst = max(growing, key=lambda g: g.relative)
+            flags["memory_growth_relative"] = round(worst.relative, 3)
+            flags["memory_growth_last_bytes"] = int(worst.last)
+        return flags
+
+    def _run_replicate(self, cell: CellPlan, cell_id: int, replicate: int) -> list[float]:
+        """One fresh server process: start, verify, warm-up and measured iterations, stop.
+
+        Returns the RSS series used for memory-growth detection. Raises :class:`CellFailed`.
+        """
+        from pywebbench.launch import LaunchError, start_server
+
+        variant = cell.variant
+        env = self._envs[variant.key]
+        timeouts = self.config.timeouts
+        rep_id = self.store.add_replicate(Replicate(None, cell_id, replicate, "running", utcnow()))
+        self.events.phase(f"starting {variant.key} (replicate {replicate + 1})")
+        request = cell.request
+        fw = variant.stack.framework
+        try:
+            server = start_server(
+                variant.stack,
+                env,
+                cpus=self.server_cpus,
+                workers=variant.workers,
+                threads=variant.threads,
+                app_env=self._services_env,
+                app_dir=getattr(fw, "app_dir", None),
+                log_dir=self.log_dir,
+                ready_path=request.path if request.method == "GET" else "/",
+                start_timeout_s=timeouts.start_s,
+            )
+        except LaunchError as exc:
+            with _no_sigint():
+                self.store.update_replicate(
+                    rep_id,
+                    status="failed",
+                    failure_phase="start",
+                    failure_reason=_one_line(exc.reason),
+                    finished_at=utcnow(),
+                    log_path=str(exc.log_path) if exc.log_path else None,
+                )
+            raise CellFailed("start", _one_line(exc.reason), exc.log_tail) from None
+        status = "interrupted"
+        fail: CellFailed | None = None
+        rss: list[list[float]] = []
+        try:
+            self._record_start(variant, rep_id, server)
+            fail = self._verify(cell, server)
+            if fail is None:
+                fail = self._iterations(cell, cell_id, replicate, server, rss)
+            status = "failed" if fail else "ok"
+        except CellFailed as exc:
+            fail, status = exc, "failed"
+        finally:
+            with _no_sigint():
+                stop_t0 = time.monotonic()
+                server.stop()
+                if time.monotonic() - stop_t0 > timeouts.stop_s:
+                    self.store.add_failure(
+                        Failure(
+                            None,
+                            self.run_id,
+                            "stop",
+                            f"stopping took {time.monotonic() - stop_t0:.1f} s",
+                            utcnow(),
+                            cell_id=cell_id,
+                            replicate=replicate,
+                        )
+                    )
+                self.store.update_replicate(
+                    rep_id,
+                    status=status,
+                    finished_at=utcnow(),
+                    failure_phase=fail.phase if fail else None,
+                    failure_reason=fail.reason if fail else None,
+                )
+        if fail is not None:
+            raise fail
+        return growth_series(rss)  # type: ignore[arg-type]
+
+    def _record_start(self, variant: Variant, rep_id: int, server: Any) -> None:
+        time.sleep(0.2)  # let workers finish booting before reading idle memory
+        idle = snapshot(server.pid)
+        self.store.update_replicate(
+            rep_id,
+            pid=server.pid,
+            cold_start_s=server.cold_start_s,
+            idle_rss_bytes=idle.rss_bytes,
+            idle_uss_bytes=idle.uss_bytes,
+            idle_pss_bytes=idle.pss_bytes,
+            processes=idle.processes,
+            log_path=str(server.log_path),
+        )
+        if variant.key not in self._settings_recorded:
+            self._settings_recorded.add(variant.key)
+            self.store.update_stack(
+                self._stack_ids[variant.key],
+                settings_json=json.dumps(server.settings, sort_keys=True, default=str),
+            )
+
+    def _verify(self, cell: CellPlan, server: Any) -> CellFailed | None:
+        self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
+        if self.config.app is not None:
+            return _verify_byo(server.base_url, cell, self.config, self.config.timeouts.verify_s)
+        from pywebbench.verify import verify
+
+        try:
+            report = verify(server.base_url, cell.workload, **cell.params)
+        except Exception as exc:  # noqa: BLE001 - a verification crash is a verify failure
+            return CellFailed("verify", _one_line(f"verification raised {exc!r}"))
+        if not report.ok:
+            detail = "\n".join(report.problems)
+            return CellFailed("verify", _one_line("; ".join(report.problems)), detail)
+        return None
+
+    def _iterations(
+        self, cell: CellPlan, cell_id: int, replicate: int, server: Any, rss: list[list[float]]
+    ) -> CellFailed | None:
+        cfg = self.config.load
+        plan = [("warmup", i, cfg.warmup_duration_s) for i in range(cfg.warmup_iterations)]
+        plan += [("measured", i, cfg.duration_s) for i in range(cfg.iterations)]
+        for kind, idx, duration in plan:
+            if cfg.pause_s:
+                time.sleep(cfg.pause_s)
+            spec = loadio.build_spec(
+                server.base_url,
+                cell.request,
+                connections=cell.concurrency,
+                duration_s=duration,
+                timeout_s=cfg.timeout_s,
+                cpus=self.generator_cpus,
+                rate=cell.rate,
+            )
+            started = utcnow()
+            sampler = Sampler(server.pid).start()
+            interrupted = False
+            try:
+                result = self.agent.run(spec, progress=self._progress)
+            except KeyboardInterrupt:
+                with _no_sigint():
+                    sampler.stop()
+                raise
+            meter = sampler.stop()
+            with _no_sigint():
+                cols = loadio.columns(result)
+                interrupted = cols["interrupted"]
+                alive = server.alive() and meter.alive_at_end
+                cpu = meter.cpu_s
+                workers = max(1, cell.variant.workers)
+                mem_end = meter.uss_end_bytes or meter.rss_end_bytes
+                it = Iteration(
+                    id=None,
+                    cell_id=cell_id,
+                    replicate=replicate,
+                    kind=kind,
+                    idx=idx,
+                    started_at=started,
+                    server_alive=alive,
+                    cpu_user_s=meter.cpu_user_s,
+                    cpu_sys_s=meter.cpu_sys_s,
+                    requests_per_cpu_s=(cols["requests"] / cpu) if cpu else None,
+                    rss_peak_bytes=meter.rss_peak_bytes,
+                    rss_end_bytes=meter.rss_end_bytes,
+                    uss_peak_bytes=meter.uss_peak_bytes,
+                    uss_end_bytes=meter.uss_end_bytes,
+                    pss_peak_bytes=meter.pss_peak_bytes,
+                    pss_end_bytes=meter.pss_end_bytes,
+                    mem_per_worker_bytes=int(mem_end / workers) if mem_end else None,
+                    threads_peak=meter.threads_peak,
+                    fds_peak=meter.fds_peak,
+                    processes_peak=meter.processes_peak,
+                    ctx_voluntary=meter.ctx_voluntary,
+                    ctx_involuntary=meter.ctx_involuntary,
+                    result_json=json.dumps(loadio.result_dict(result)),
+                    **{k: v for k, v in cols.items() if k != "interrupted"},
+                    interrupted=interrupted,
+                )
+                self.store.add_iteration(it, meter.samples)
+                self.outcome.measured_s += float(cols["duration_s"] or 0.0)
+                rss.append([float(s.rss_bytes) for s in meter.samples])
+            if interrupted:
+                raise Interrupted()
+            self.events.iteration_done(cell, kind, float(cols["rps"]))
+            if not alive:
+                code = server.group.poll() if hasattr(server, "group") else None
+                how = f" (exit status {code})" if code is not None else ""
+                return CellFailed(
+                    "warmup" if kind == "warmup" else "measure",
+                    f"server process exited during load{how}",
+                    _log_tail(server),
+                )
+            if cols["requests"] == 0:
+                what = "no responses"
+                if cols["timeouts"] or cols["errors"]:
+                    what += f" ({cols['errors']} errors, {cols['timeouts']} timeouts)"
+                return CellFailed(
+                    "warmup" if kind == "warmup" else "measure",
+                    f"{what} within {duration:g} s: the server hangs or refuses connections",
+                    _log_tail(server),
+                )
+        return None
+
+    def _progress(self, snap: Any) -> None:
+        rps = loadio.live_rps(snap)
+        if rps is not None:
+            self.events.live_rps(rps)
+
+
+def _log_tail(server: Any, limit: int = 4000) -> str | None:
+    try:
+        return Path(server.log_path).read_text(errors="replace")[-limit:]
+    except (OSError, TypeError):
+        return None
+
+
+def _verify_byo(
+    base_url: str, cell: CellPlan, config: StudyConfig, timeout_s: float
+) -> CellFailed | None:
+    """Check one response of a user's app: expected status (default 2xx) and body."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    app = config.app
+    assert app is not None
+    u = urlsplit(base_url)
+    req = cell.request
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout_s)
+    try:
+        conn.request(req.method, req.path, body=req.body or None, headers=dict(req.headers))
+        resp = conn.getresponse()
+        body = resp.read()
+    except (OSError, http.client.HTTPException) as exc:
+        return CellFailed("verify", f"GET {req.path}: {exc!r}")
+    finally:
+        conn.close()
+    if app.expect_status is not None and resp.status != app.expect_status:
+        return CellFailed(
+            "verify", f"{req.path}: status {resp.status}, expected {app.expect_status}"
+        )
+    if app.expect_status is None and not 200 <= resp.status < 300:
+        return CellFailed("verify", f"{req.path}: status {resp.status}, expected 2xx")
+    if app.expect_body is not None and body.decode(errors="replace") != app.expect_body:
+        return CellFailed("verify", f"{req.path}: body {body[:80]!r} differs from expect_body")
+    return None
+
+
+def run_study(
+    config: StudyConfig,
+    matrix: Matrix,
+    store: Store,
+    *,
+    results_dir: Path,
+    agent: loadio.LoadAgent | None = None,
+    events: Events | None = None,
+    run_id: str | None = None,
+) -> Outcome:
+    """Run (or, with ``run_id``, resume) a study; see :class:`StudyRunner`."""
+    runner = StudyRunner(
+        config, matrix, store, results_dir=results_dir, agent=agent, events=events, run_id=run_id
+    )
+    return runner.run()
