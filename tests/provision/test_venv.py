@@ -119,3 +119,54 @@ def test_failure_reason_extraction() -> None:
     out = "Using Python 3.11\nResolved\n  × Failed to build `x==1`\n  ├─▶ boom\n  help: y\n"
     assert V.failure_reason(out).startswith("× Failed to build")
     assert V.failure_reason("a\nb\n") == "a\nb"
+
+
+_CONCURRENT = r"""
+import json, sys
+from pywebbench.catalogue.base import WSGI, Framework, Interpreter, ServerAdapter, Stack
+from pywebbench.provision.venv import provision
+
+class S(ServerAdapter):
+    name = "s"
+    interface = WSGI
+    def requirements(self, i):
+        return ["bottle==0.13.4"]
+
+class F(Framework):
+    name = "f"
+    interface = WSGI
+    app = "x:app"
+    workloads = frozenset({"hello"})
+    def requirements(self, i):
+        return []
+
+interp = Interpreter(**json.loads(sys.argv[1]))
+env = provision(Stack(interp, S(), F(), ("bottle==0.13.4",)))
+print(json.dumps({"venv": str(env.venv), "cached": env.cached}))
+"""
+
+
+def test_two_processes_build_once(tmp_path) -> None:
+    import dataclasses
+    import json
+    import os
+    import sys
+
+    env = {**os.environ, "PWB_CACHE_DIR": str(tmp_path)}
+    interp = json.dumps(dataclasses.asdict(I.default_interpreters()[0]))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CONCURRENT, interp], stdout=subprocess.PIPE, text=True, env=env
+        )
+        for _ in range(2)
+    ]
+    outs = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    assert outs[0]["venv"] == outs[1]["venv"]
+    assert sorted(o["cached"] for o in outs) == [False, True]
+    assert [p.name for p in (tmp_path / "venvs").iterdir() if not p.name.startswith(".")] == [
+        os.path.basename(outs[0]["venv"])
+    ]
