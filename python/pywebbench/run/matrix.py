@@ -8,10 +8,8 @@ Cells are independent units (own port, own cores) so they could be scheduled els
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from pywebbench.catalogue.base import Framework, Interpreter, Stack
@@ -97,20 +95,7 @@ def _interpreters(config: StudyConfig) -> list[Interpreter]:
     return out
 
 
-def byo_workloads(app_paths: Sequence[str]) -> list[Workload]:
-    """One GET workload per path of a user's app, named by the path."""
-    return [
-        Workload(
-            name=path,
-            description=f"GET {path} of your app",
-            params=MappingProxyType({}),
-            _build=lambda _p, path=path: HttpRequest("GET", path),
-        )
-        for path in app_paths
-    ]
-
-
-def _user_framework(config: StudyConfig) -> Framework:
+def _user_framework(config: StudyConfig, interpreter: Interpreter) -> Framework:
     from pywebbench.catalogue.byo import user_framework
 
     app = config.app
@@ -124,6 +109,7 @@ def _user_framework(config: StudyConfig) -> Framework:
             list(app.paths),
             app.expect_status,
             app.expect_body,
+            interpreter=interpreter,
         )
     except (ValueError, FileNotFoundError) as exc:
         raise ConfigError(f"app: {exc}") from None
@@ -142,10 +128,11 @@ def expand(config: StudyConfig) -> Matrix:
     interpreters = _interpreters(config)
     servers = m.servers or None
     workload_names = m.workloads or None
-    byo: list[Workload] = []
+    byo: dict[str, Workload] = {}
     if config.app is not None:
-        frameworks: list[Any] | None = [_user_framework(config)]
-        byo = byo_workloads(config.app.paths)
+        user_fw = _user_framework(config, interpreters[0])
+        frameworks: list[Any] | None = [user_fw]
+        byo = dict(getattr(user_fw, "user_workloads", {}))
         workload_names = None
     else:
         frameworks = m.frameworks or None
@@ -186,7 +173,7 @@ def expand(config: StudyConfig) -> Matrix:
                 key += f"@w{workers}t{threads}"
             variant = Variant(cand.stack, workers, threads, key)
             out.variants.append(variant)
-            workloads = byo if byo else [WORKLOADS[w] for w in cand.workloads]
+            workloads = [byo[w] if byo else WORKLOADS[w] for w in cand.workloads]
             for wl in workloads:
                 params = wl.resolve(**m.workload_params.get(wl.name, {}))
                 for conc, rate in points:

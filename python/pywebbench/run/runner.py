@@ -518,12 +518,17 @@ class StudyRunner:
 
     def _verify(self, cell: CellPlan, server: Any) -> CellFailed | None:
         self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
-        if self.config.app is not None:
-            return _verify_byo(server.base_url, cell, self.config, self.config.timeouts.verify_s)
-        from pywebbench.verify import verify
-
         try:
-            report = verify(server.base_url, cell.workload, **cell.params)
+            if self.config.app is not None:
+                from pywebbench.catalogue.byo import check_path
+
+                report = check_path(
+                    server.base_url, cell.workload, timeout_s=self.config.timeouts.verify_s
+                )
+            else:
+                from pywebbench.verify import verify
+
+                report = verify(server.base_url, cell.workload, **cell.params)
         except Exception as exc:  # noqa: BLE001 - a verification crash is a verify failure
             return CellFailed("verify", _one_line(f"verification raised {exc!r}"))
         if not report.ok:
@@ -629,37 +634,6 @@ def _log_tail(server: Any, limit: int = 4000) -> str | None:
         return Path(server.log_path).read_text(errors="replace")[-limit:]
     except (OSError, TypeError):
         return None
-
-
-def _verify_byo(
-    base_url: str, cell: CellPlan, config: StudyConfig, timeout_s: float
-) -> CellFailed | None:
-    """Check one response of a user's app: expected status (default 2xx) and body."""
-    import http.client
-    from urllib.parse import urlsplit
-
-    app = config.app
-    assert app is not None
-    u = urlsplit(base_url)
-    req = cell.request
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout_s)
-    try:
-        conn.request(req.method, req.path, body=req.body or None, headers=dict(req.headers))
-        resp = conn.getresponse()
-        body = resp.read()
-    except (OSError, http.client.HTTPException) as exc:
-        return CellFailed("verify", f"GET {req.path}: {exc!r}")
-    finally:
-        conn.close()
-    if app.expect_status is not None and resp.status != app.expect_status:
-        return CellFailed(
-            "verify", f"{req.path}: status {resp.status}, expected {app.expect_status}"
-        )
-    if app.expect_status is None and not 200 <= resp.status < 300:
-        return CellFailed("verify", f"{req.path}: status {resp.status}, expected 2xx")
-    if app.expect_body is not None and body.decode(errors="replace") != app.expect_body:
-        return CellFailed("verify", f"{req.path}: body {body[:80]!r} differs from expect_body")
-    return None
 
 
 def run_study(

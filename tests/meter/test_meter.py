@@ -1,0 +1,66 @@
+"""Metering of a real process tree (a parent with two busy children)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+from pywebbench.meter import Sampler, snapshot
+
+TREE = r"""
+import os, sys, time
+kids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        junk = bytearray(30 * 1024 * 1024)  # touched: resident
+        for i in range(0, len(junk), 4096):
+            junk[i] = 1
+        end = time.time() + 30
+        while time.time() < end:
+            pass
+        os._exit(0)
+    kids.append(pid)
+print("ready", flush=True)
+for k in kids:
+    os.waitpid(k, 0)
+"""
+
+
+def test_sampler_covers_the_whole_tree() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TREE], stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+        time.sleep(0.3)
+        idle = snapshot(proc.pid)
+        assert idle.processes == 3 and idle.alive
+        assert idle.rss_bytes > 60 * 1024 * 1024
+        procs = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children()]
+        before = sum(sum(p.cpu_times()[:2]) for p in procs)
+        with Sampler(proc.pid, interval_s=0.1) as sampler:
+            time.sleep(1.0)
+        after = sum(sum(p.cpu_times()[:2]) for p in procs)
+        m = sampler.summary
+        # two children spinning: the tree's CPU over the window, as psutil sees it directly
+        assert m.cpu_s is not None and m.cpu_s > 0.2
+        assert abs(m.cpu_s - (after - before)) < 0.15
+        assert m.processes_peak == 3
+        assert m.rss_peak_bytes and m.rss_peak_bytes >= m.rss_end_bytes * 0.9
+        assert m.uss_end_bytes is None or m.uss_end_bytes > 60 * 1024 * 1024
+        assert m.pss_end_bytes is None or m.pss_end_bytes > 0
+        assert m.threads_peak and m.threads_peak >= 3
+        assert m.fds_peak and m.fds_peak > 0
+        assert 5 <= len(m.samples) <= 15
+        assert [s.t_s for s in m.samples] == sorted(s.t_s for s in m.samples)
+        assert m.alive_at_end
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    gone = snapshot(proc.pid)
+    assert not gone.alive and gone.processes == 0

@@ -1,0 +1,91 @@
+"""Study configuration: profiles, TOML validation naming the key, CLI exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pywebbench.run.config import PROFILES, ConfigError, json_schema, load_toml, resolve
+
+PYWEBBENCH = [str(Path(sys.executable).parent / "pywebbench")]
+
+
+def test_profiles_resolve() -> None:
+    for name in PROFILES:
+        cfg = resolve(profile=name)
+        assert cfg.profile == name
+    quick = resolve()
+    assert quick.profile == "quick"
+    assert len(quick.matrix.servers) >= 4 and len(quick.matrix.frameworks) >= 3
+    assert len(quick.matrix.workloads) >= 3
+    assert quick.workers_threads("gunicorn-gthread") == [(1, 4)]
+    assert quick.workers_threads("granian-wsgi") == [(1, 1)]
+
+
+def test_file_then_overrides() -> None:
+    cfg = resolve(
+        {"load": {"duration_s": 7, "concurrency": [1, 16]}, "matrix": {"servers": ["a"]}},
+        {"load": {"concurrency": [64]}},
+    )
+    assert cfg.load.duration_s == 7
+    assert cfg.load.concurrency == [64]
+    assert cfg.matrix.servers == ["a"]
+    assert cfg.load.replicates == 2  # from the quick profile
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"load": {"concurency": [1]}}, "load.concurency: unknown key"),
+        ({"load": {"concurrency": [0]}}, "load.concurrency"),
+        ({"load": {"duration_s": "long"}}, "load.duration_s"),
+        ({"matrix": {"server_settings": {"x": {"workers": [0]}}}}, "server_settings.x.workers"),
+        ({"app": {"app": "nocolon"}}, "app.app"),
+        ({"bogus": 1}, "bogus: unknown key"),
+        ({"cpus": {"server": [0], "generator": [0]}}, "disjoint"),
+        ({"load": {"model": "open"}}, "load.rates"),
+    ],
+)
+def test_errors_name_the_key(data: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        resolve(data)
+
+
+def test_bad_toml_file(tmp_path: Path) -> None:
+    bad = tmp_path / "pywebbench.toml"
+    bad.write_text("[load\nx=")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_toml(bad)
+    with pytest.raises(ConfigError, match="no such file"):
+        load_toml(tmp_path / "missing.toml")
+
+
+def test_schema_in_docs_is_current() -> None:
+    doc = Path(__file__).parents[2] / "docs" / "pywebbench.schema.json"
+    assert json.loads(doc.read_text()) == json_schema(), (
+        "regenerate: python -m pywebbench.run.config --schema > docs/pywebbench.schema.json"
+    )
+
+
+def test_cli_unknown_key_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "pywebbench.toml").write_text("[load]\nduraton_s = 3\n")
+    proc = subprocess.run(
+        [*PYWEBBENCH, "run", "--results-dir", str(tmp_path / "res")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "load.duraton_s: unknown key" in proc.stderr
+    assert not (tmp_path / "res").exists()
+    proc = subprocess.run(
+        [*PYWEBBENCH, "run", "-c", "many", "--results-dir", str(tmp_path / "res")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and "--concurrency 'many'" in proc.stderr
