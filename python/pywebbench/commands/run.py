@@ -135,7 +135,7 @@ def _overrides(o: dict[str, Any]) -> dict[str, Any]:
 @click.option("--project", help="Directory of your app (put on PYTHONPATH).")
 @click.option("--path", multiple=True, help="Path of your app to load (repeatable).")
 @click.option("--expect-status", type=int, help="Status your app must answer.")
-@click.option("--expect-body", help="Exact body your app must answer.")
+@click.option("--expect-body", help="A substring the body of your app must contain.")
 @click.option(
     "--results-dir",
     help=f"Where the store, reports and logs go (default ./{DEFAULT_RESULTS_DIR}).",

@@ -146,7 +146,7 @@ class AppConfig(_Model):
     )
     paths: list[str] = Field(default=["/"], min_length=1, description="Paths to load.")
     expect_status: int | None = Field(None, description="Expected status (default: any 2xx).")
-    expect_body: str | None = Field(None, description="Expected exact body.")
+    expect_body: str | None = Field(None, description="A substring the body must contain.")
 
     @field_validator("app")
     @classmethod
