@@ -1,0 +1,79 @@
+"""``pywebbench report``: write the HTML report and Markdown summary of stored runs."""
+
+from __future__ import annotations
+
+import sys
+import webbrowser
+from pathlib import Path
+
+import click
+
+DEFAULT_STORE = Path("pywebbench-results") / "pywebbench.sqlite"
+
+
+@click.command("report")
+@click.argument("runs", nargs=-1, metavar="[RUN]...")
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_STORE,
+    show_default=True,
+    help="The results store (SQLite file written by `pywebbench run`).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory for report-<run>.html and .md [default: the store's directory].",
+)
+@click.option("--title", default=None, help="Title of the report [default: profile and date].")
+@click.option("--open", "open_browser", is_flag=True, help="Open the HTML report in a browser.")
+def command(
+    runs: tuple[str, ...],
+    store_path: Path,
+    out_dir: Path | None,
+    title: str | None,
+    open_browser: bool,
+) -> None:
+    """Write the report of RUN... (ids or unique prefixes; default: the latest run).
+
+    \b
+    Two files, both offline-ready:
+      report-<run>.html  one self-contained page (charts embedded, no network needed):
+                         per workload the fastest stack and by how much, the ranking with
+                         95% CIs, latency spectra, warm-up, requests/s against concurrency,
+                         per-cell time series, failures and the fairness manifest
+      report-<run>.md    ranking tables ready to paste into a README or a post
+
+    \b
+    Examples:
+      pywebbench report                       latest run in ./pywebbench-results
+      pywebbench report 20261121-1530 --open  one run, then open it in a browser
+      pywebbench report RUN1 RUN2 -o out/     two runs (e.g. CPython and PyPy) in one report
+
+    `pywebbench runs` lists the stored runs.
+    """
+    from pywebbench.report import ReportRenderError, generate
+    from pywebbench.store import StoreError
+
+    if not store_path.exists():
+        raise click.BadParameter(
+            f"no results store at {store_path} (run `pywebbench run` first, or point --store "
+            "at a pywebbench.sqlite file)",
+            param_hint="--store",
+        )
+    try:
+        paths = generate(store_path, list(runs), out_dir, title=title)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    except ReportRenderError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"HTML report:      {paths.html}")
+    click.echo(f"Markdown summary: {paths.markdown}")
+    if open_browser:
+        if not webbrowser.open(paths.html.resolve().as_uri()):
+            click.echo("could not open a browser; open the HTML file by hand", err=True)
+    sys.stdout.flush()

@@ -1,0 +1,416 @@
+"""Build the report's view model from a stored study.
+
+Aggregation rules (also in docs/report.md):
+
+- A *point* is one stack x workload x load point. Cells of several runs with the same stack
+  key, workload and load point are pooled (their replicates add up).
+- Throughput: median of the requests/s of every measured, non-interrupted iteration of every
+  replicate, with a percentile-bootstrap 95% CI (:func:`pywebbench.stats.summarize`).
+- Latency: quantiles of the merged HdrHistogram of those iterations (the engine's own
+  histogram code: ``_engine.hist_merge`` / ``hist_quantiles``).
+- Peak memory: the highest RSS of the server's process tree over all iterations (warm-up too).
+- Requests per CPU-second: measured requests / server CPU seconds (user + system).
+- Error rate: (transport errors + non-2xx responses) / (responses + transport errors).
+- A ranking at "peak" takes each stack at its load point with the highest median requests/s.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from pywebbench import __version__, stats
+from pywebbench.report import figures
+from pywebbench.report.series import iteration_histogram, per_second_rps
+from pywebbench.report.view import (
+    CellSeriesView,
+    Estimate,
+    FailureView,
+    IterationSeries,
+    PointView,
+    Ranking,
+    RankingRow,
+    ReportView,
+    RunView,
+    StackView,
+    WorkloadView,
+)
+from pywebbench.store.model import Cell, Iteration, Replicate, Run, Sample, StackRow, Study
+
+MIB = 1024 * 1024
+
+
+def stack_label(row: StackRow) -> str:
+    """What people read for a stack: "cpython3.11 · gunicorn-sync · flask" (+ "· 2w×4t")."""
+    label = f"{row.interpreter} · {row.server} · {row.framework}"
+    if (row.workers, row.threads) != (1, 1):
+        label += f" · {row.workers}w×{row.threads}t"
+    return label
+
+
+def _stack_view(row: StackRow) -> StackView:
+    return StackView(
+        key=row.key,
+        label=stack_label(row),
+        interpreter=row.interpreter,
+        interpreter_version=row.interpreter_version,
+        interpreter_build=row.interpreter_build,
+        server=row.server,
+        interface=row.interface,
+        framework=row.framework,
+        workers=row.workers,
+        threads=row.threads,
+        packages=row.packages,
+        settings=row.settings,
+        run_ids=[row.run_id],
+    )
+
+
+def _human_bytes(n: int | None) -> str:
+    if not n:
+        return "–"
+    return f"{n / 2**30:.1f} GiB"
+
+
+def _run_view(run: Run) -> RunView:
+    host: list[tuple[str, str]] = [
+        ("CPU", f"{run.cpu_model} ({run.cpu_count} cores)"),
+        ("host", run.hostname),
+        ("memory", _human_bytes(run.memory_bytes)),
+        ("kernel", run.kernel),
+        ("OS", run.os),
+        ("CPU governor", run.governor or "not exposed"),
+        ("server cores", ", ".join(map(str, run.server_cpus)) or "–"),
+        ("generator cores", ", ".join(map(str, run.generator_cpus)) or "–"),
+        ("pywebbench", run.pywebbench_version),
+        ("orchestrator Python", run.orchestrator_python),
+    ]
+    for k, v in sorted(run.host.items()):
+        host.append((str(k), v if isinstance(v, str) else str(v)))
+    return RunView(
+        id=run.id,
+        created_at=run.created_at,
+        finished_at=run.finished_at,
+        status=run.status,
+        profile=run.profile,
+        host=host,
+        config=run.config,
+    )
+
+
+class _Index:
+    """Rows of a study grouped by parent id (the Study helpers scan every row per call)."""
+
+    def __init__(self, study: Study) -> None:
+        self.iterations: dict[int, list[Iteration]] = defaultdict(list)
+        self.samples: dict[int, list[Sample]] = defaultdict(list)
+        self.replicates: dict[int, list[Replicate]] = defaultdict(list)
+        for it in study.iterations:
+            self.iterations[it.cell_id].append(it)
+        for rows in self.iterations.values():
+            rows.sort(key=lambda i: (i.replicate, i.kind != "warmup", i.idx))
+        for smp in study.samples:
+            self.samples[smp.iteration_id].append(smp)
+        for rows in self.samples.values():
+            rows.sort(key=lambda s: s.t_s)
+        for rep in study.replicates:
+            self.replicates[rep.cell_id].append(rep)
+
+    def iterations_of(self, cell_id: int | None) -> list[Iteration]:
+        return self.iterations.get(cell_id, []) if cell_id is not None else []
+
+    def samples_of(self, iteration_id: int | None) -> list[Sample]:
+        return self.samples.get(iteration_id, []) if iteration_id is not None else []
+
+
+def _median(values: Sequence[float]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return stats.median(vals) if vals else None
+
+
+def _point(
+    index: _Index,
+    stack_key: str,
+    cells: list[Cell],
+    failures_by_cell: dict[int, list[FailureView]],
+) -> PointView:
+    first = cells[0]
+    point = PointView(
+        stack_key=stack_key,
+        workload=first.workload,
+        load_point=first.load_point,
+        load_model=first.load_model,
+        concurrency=first.concurrency,
+        rate=first.rate,
+    )
+    measured: list[Iteration] = []
+    every: list[Iteration] = []
+    rps_by_replicate: list[list[float]] = []
+    warm = 0
+    for cell in cells:
+        assert cell.id is not None
+        its = [i for i in index.iterations_of(cell.id) if not i.interrupted]
+        every += its
+        measured += [i for i in its if i.kind == "measured"]
+        by_rep: dict[int, list[Iteration]] = defaultdict(list)
+        for it in its:
+            by_rep[it.replicate].append(it)
+        for rep in sorted(by_rep):
+            seq = by_rep[rep]  # already ordered: warm-up by idx, then measured by idx
+            rps_by_replicate.append([i.rps for i in seq])
+            warm = max(warm, sum(1 for i in seq if i.kind == "warmup"))
+        flags = cell.flags
+        point.generator_bound |= bool(flags.get("generator_bound"))
+        point.memory_growth |= bool(flags.get("memory_growth"))
+        rob = flags.get("robustness")
+        if isinstance(rob, int | float) and not isinstance(rob, bool):
+            point.robustness = float(rob)
+    point.iteration_rps = rps_by_replicate
+    point.warmup_iterations = warm
+    reps = [r for c in cells for r in index.replicates.get(c.id or -1, [])]
+    point.cold_start_s = _median([r.cold_start_s for r in reps if r.cold_start_s is not None])
+    idle = _median([r.idle_rss_bytes for r in reps if r.idle_rss_bytes is not None])
+    point.idle_rss_mib = idle / MIB if idle is not None else None
+    peaks = [i.rss_peak_bytes for i in every if i.rss_peak_bytes]
+    point.peak_rss_mib = max(peaks) / MIB if peaks else None
+
+    if not measured:
+        for cell in cells:
+            fails = failures_by_cell.get(cell.id or -1, [])
+            if fails:
+                point.failure = fails[-1]
+                break
+            if cell.failure_phase:
+                point.failure = FailureView(
+                    phase=cell.failure_phase,
+                    reason=cell.failure_reason or "",
+                    at=cell.finished_at or "",
+                    run_id=cell.run_id,
+                    stack_key=stack_key,
+                    workload=cell.workload,
+                    load_point=cell.load_point,
+                )
+                break
+        if point.failure is None:
+            status = ", ".join(sorted({c.status for c in cells}))
+            point.failure = FailureView(
+                phase="measure",
+                reason=f"no measured iteration stored (cell {status})",
+                at="",
+                run_id=first.run_id,
+                stack_key=stack_key,
+                workload=first.workload,
+                load_point=first.load_point,
+            )
+        return point
+
+    summary = stats.summarize([i.rps for i in measured])
+    point.rps = Estimate(summary.median, summary.ci_low, summary.ci_high, summary.n)
+    point.replicates = len({(i.cell_id, i.replicate) for i in measured})
+    point.generator_bound |= any(i.generator_bound for i in measured)
+    point.requests = sum(i.requests for i in measured)
+    errors = sum(i.errors + i.non_2xx for i in measured)
+    attempts = point.requests + sum(i.errors for i in measured)
+    point.error_rate = errors / attempts if attempts else None
+    cpu = [(i.requests, i.cpu_s) for i in measured if i.cpu_s is not None]
+    cpu_s = sum(c for _, c in cpu)
+    if cpu and cpu_s > 0:
+        point.rps_per_cpu_s = sum(r for r, _ in cpu) / cpu_s
+
+    hists = [h for h in (iteration_histogram(i) for i in measured) if h]
+    if hists:
+        from pywebbench import _engine
+
+        merged = _engine.hist_merge(hists) if len(hists) > 1 else hists[0]
+        qs = [0.5, 0.9, 0.99, 0.999]
+        spectrum_q = figures.SPECTRUM_QUANTILES
+        values = _engine.hist_quantiles(merged, qs + spectrum_q)
+        ms = [v / 1000.0 for v in values]
+        point.p50_ms, point.p90_ms, point.p99_ms, point.p999_ms = ms[:4]
+        point.spectrum = list(zip(spectrum_q, ms[4:], strict=True))
+    else:
+        # No stored histogram (e.g. an external result): the per-iteration summaries' median.
+        def med_ms(attr: str) -> float | None:
+            v = _median([getattr(i, attr) for i in measured if getattr(i, attr) is not None])
+            return v / 1000.0 if v is not None else None
+
+        point.p50_ms = med_ms("latency_p50_us")
+        point.p90_ms = med_ms("latency_p90_us")
+        point.p99_ms = med_ms("latency_p99_us")
+        point.p999_ms = med_ms("latency_p999_us")
+    return point
+
+
+def _rank(workload: str, selection: str, points: list[tuple[StackView, PointView]]) -> Ranking:
+    ok = sorted(
+        ((s, p) for s, p in points if p.rps is not None),
+        key=lambda sp: (-sp[1].rps.median, sp[0].label),  # type: ignore[union-attr]
+    )
+    failed = sorted(((s, p) for s, p in points if p.rps is None), key=lambda sp: sp[0].label)
+    ranking = Ranking(workload, selection)
+    if ok:
+        best = ok[0][1].rps
+        worst = ok[-1][1].rps
+        assert best is not None and worst is not None
+        for i, (s, p) in enumerate(ok):
+            assert p.rps is not None
+            ranking.rows.append(
+                RankingRow(
+                    rank=i + 1,
+                    stack=s,
+                    point=p,
+                    vs_best=p.rps.median / best.median if best.median > 0 else None,
+                    vs_worst=p.rps.median / worst.median if worst.median > 0 else None,
+                    tied_with_best=i > 0 and p.rps.high >= best.low,
+                )
+            )
+    for s, p in failed:
+        ranking.rows.append(RankingRow(rank=None, stack=s, point=p))
+    return ranking
+
+
+def _series(index: _Index, cell: Cell, stack_key: str) -> list[CellSeriesView]:
+    by_rep: dict[int, list[Iteration]] = defaultdict(list)
+    for it in index.iterations_of(cell.id):
+        by_rep[it.replicate].append(it)
+    out = []
+    for rep in sorted(by_rep):
+        t0 = 0.0
+        iters = []
+        for it in by_rep[rep]:
+            t, rps = per_second_rps(it)
+            samples = index.samples_of(it.id)
+            cpu_pct: list[float] = []
+            prev = None
+            for smp in samples:
+                total = smp.cpu_user_s + smp.cpu_sys_s
+                if prev is None:
+                    cpu_pct.append(100.0 * total / smp.t_s if smp.t_s > 0 else 0.0)
+                else:
+                    dt = smp.t_s - prev[0]
+                    cpu_pct.append(100.0 * (total - prev[1]) / dt if dt > 0 else 0.0)
+                prev = (smp.t_s, total)
+            iters.append(
+                IterationSeries(
+                    kind=it.kind,
+                    idx=it.idx,
+                    t0_s=t0,
+                    duration_s=it.duration_s,
+                    rps_t=t,
+                    rps=rps,
+                    mem_t=[s.t_s for s in samples],
+                    rss_mib=[s.rss_bytes / MIB for s in samples],
+                    cpu_pct=cpu_pct,
+                )
+            )
+            t0 += it.duration_s
+        out.append(
+            CellSeriesView(
+                id=f"{cell.id}-r{rep}",
+                stack_key=stack_key,
+                workload=cell.workload,
+                load_point=cell.load_point,
+                replicate=rep,
+                iterations=iters,
+            )
+        )
+    return out
+
+
+def _title(runs: list[Run]) -> str:
+    if not runs:
+        return "pywebbench report"
+    first = runs[0]
+    when = first.created_at[:16].replace("T", " ")
+    profile = f"{first.profile} study" if first.profile else "study"
+    if len(runs) == 1:
+        return f"pywebbench {profile} · {when} UTC"
+    return f"pywebbench · {len(runs)} runs from {when} UTC"
+
+
+def build_view(study: Study, *, title: str | None = None) -> ReportView:
+    """Every number and series the report shows, from the rows of ``study``."""
+    index = _Index(study)
+    stacks: dict[str, StackView] = {}
+    key_of: dict[int, str] = {}
+    for row in study.stacks:
+        assert row.id is not None
+        key_of[row.id] = row.key
+        if row.key in stacks:
+            if row.run_id not in stacks[row.key].run_ids:
+                stacks[row.key].run_ids.append(row.run_id)
+        else:
+            stacks[row.key] = _stack_view(row)
+
+    cell_by_id = {c.id: c for c in study.cells}
+    failures: list[FailureView] = []
+    failures_by_cell: dict[int, list[FailureView]] = defaultdict(list)
+    for f in study.failures:
+        cell = cell_by_id.get(f.cell_id) if f.cell_id is not None else None
+        stack_key = key_of.get(f.stack_id) if f.stack_id is not None else None
+        if stack_key is None and cell is not None:
+            stack_key = key_of.get(cell.stack_id)
+        fv = FailureView(
+            phase=f.phase,
+            reason=f.reason,
+            at=f.at,
+            run_id=f.run_id,
+            stack_key=stack_key,
+            workload=cell.workload if cell else None,
+            load_point=cell.load_point if cell else None,
+            replicate=f.replicate,
+            detail=f.detail,
+        )
+        failures.append(fv)
+        if f.cell_id is not None:
+            failures_by_cell[f.cell_id].append(fv)
+
+    groups: dict[tuple[str, str, str], list[Cell]] = defaultdict(list)
+    ordered = sorted(study.cells, key=lambda c: (c.run_id, c.ordinal))
+    for c in ordered:
+        groups[(key_of[c.stack_id], c.workload, c.load_point)].append(c)
+
+    workloads: list[WorkloadView] = []
+    for name in study.workloads():
+        wv = WorkloadView(name=name)
+        for (skey, wname, _), cells in groups.items():
+            if wname != name:
+                continue
+            if not wv.params:
+                wv.params = cells[0].workload_params
+            wv.points.append(_point(index, skey, cells, failures_by_cell))
+        wv.points.sort(key=lambda p: (p.load_sort, stacks[p.stack_key].label))
+        by_stack: dict[str, list[PointView]] = defaultdict(list)
+        for p in wv.points:
+            by_stack[p.stack_key].append(p)
+        peak = []
+        for skey, pts in by_stack.items():
+            ok = [p for p in pts if p.rps is not None]
+            best = max(ok, key=lambda p: p.rps.median) if ok else pts[0]  # type: ignore[union-attr]
+            peak.append((stacks[skey], best))
+        wv.rankings.append(_rank(name, "peak", peak))
+        loads = wv.load_points
+        if len(loads) > 1:
+            for lp in loads:
+                at = [(stacks[p.stack_key], p) for p in wv.points if p.load_point == lp]
+                wv.rankings.append(_rank(name, lp, at))
+        workloads.append(wv)
+
+    cells_series: list[CellSeriesView] = []
+    for (skey, _, _), cells in groups.items():
+        for c in cells:
+            cells_series += _series(index, c, skey)
+    cells_series = [c for c in cells_series if c.iterations]
+
+    runs = sorted(study.runs, key=lambda r: (r.created_at, r.id))
+    return ReportView(
+        title=title or _title(runs),
+        generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        pywebbench_version=__version__,
+        runs=[_run_view(r) for r in runs],
+        stacks=stacks,
+        workloads=workloads,
+        cells=cells_series,
+        failures=failures,
+    )

@@ -1,0 +1,196 @@
+"""The HTML report: one self-contained file that works offline.
+
+Layout is a Jinja2 template with autoescaping (every study string is shown as text). The
+figures are Plotly specifications from :mod:`pywebbench.report.figures`, embedded as one JSON
+document in a ``<script type="application/json">`` element with ``<``, ``>`` and ``&``
+escaped as ``\\u003c``..., so no string in the study can close the script element. Plotly's
+own JavaScript comes from the ``plotly`` Python package and is embedded too: no CDN.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from pywebbench.report import figures, tables
+from pywebbench.report.view import ReportView, StackView
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+class ReportRenderError(RuntimeError):
+    """The report cannot be rendered (e.g. Plotly's JavaScript is missing)."""
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> str:
+    """The minified plotly.js bundled with the ``plotly`` Python package."""
+    try:
+        path = resources.files("plotly") / "package_data" / "plotly.min.js"
+        js = path.read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        raise ReportRenderError(
+            "plotly.min.js not found: install the 'plotly' Python package (pip install plotly)"
+        ) from exc
+    if re.search(r"</script", js, re.IGNORECASE):
+        # Cannot happen with the published bundles; refuse rather than emit a broken page.
+        raise ReportRenderError("plotly.min.js contains '</script' and cannot be inlined")
+    return js
+
+
+def safe_json(obj: Any) -> str:
+    """JSON for a ``<script type="application/json">`` element: no '<', '>' or '&' inside.
+
+    The escapes are valid JSON string escapes, so ``JSON.parse`` returns the original text.
+    """
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def _slug(s: str) -> str:
+    """An HTML id fragment for a name (names may hold any character)."""
+    slug = re.sub(r"[^a-zA-Z0-9_-]+", "-", s).strip("-") or "x"
+    return slug
+
+
+def _selection_label(sel: str) -> str:
+    return "best load point per stack" if sel == "peak" else sel
+
+
+def _environment_rows(stack: StackView) -> dict[str, str]:
+    settings = ", ".join(f"{k}={v}" for k, v in sorted(stack.settings.items()))
+    packages = ", ".join(f"{k}=={v}" for k, v in sorted(stack.packages.items()))
+    return {"settings": settings, "packages": packages}
+
+
+def build_context(view: ReportView) -> dict[str, Any]:
+    """Everything the template needs: tables, headlines and figure ids per workload."""
+    figs: dict[str, Any] = {}
+    all_keys = [w_p.stack_key for w in view.workloads for w_p in w.points]
+    line_keys = sorted(
+        {f"{view.stacks[k].interpreter} · {view.stacks[k].framework}" for k in all_keys}
+    )
+    colours = figures.Colours([view.stacks[k].label for k in dict.fromkeys(all_keys)])
+    line_colours = figures.Colours(line_keys)
+    used_slugs: set[str] = set()
+    workloads = []
+    for w in view.workloads:
+        slug = _slug(w.name)
+        while slug in used_slugs:
+            slug += "-x"
+        used_slugs.add(slug)
+        selections = []
+        for ranking in w.rankings:
+            sel_slug = _slug(ranking.selection)
+            fig_ids: dict[str, str | None] = {"ranking": None, "spectrum": None, "warmup": None}
+            for kind, fig in (
+                ("ranking", figures.ranking_figure(view, ranking) if ranking.ranked else None),
+                ("spectrum", figures.spectrum_figure(view, ranking, colours)),
+                ("warmup", figures.warmup_figure(view, ranking, colours)),
+            ):
+                if fig is not None:
+                    fid = f"{kind}-{slug}-{sel_slug}"
+                    figs[fid] = fig
+                    fig_ids[kind] = fid
+            selections.append(
+                {
+                    "value": sel_slug,
+                    "label": _selection_label(ranking.selection),
+                    "table": tables.ranking_table(ranking, robustness=view.has_robustness),
+                    "headline": tables.headline(ranking),
+                    "figs": fig_ids,
+                    "ranked": len(ranking.ranked),
+                    "total": len(ranking.rows),
+                }
+            )
+        sweep = figures.sweep_figure(view, w, line_colours)
+        sweep_id = None
+        if sweep is not None and len(w.load_points) > 1:
+            sweep_id = f"sweep-{slug}"
+            figs[sweep_id] = sweep
+        workloads.append(
+            {
+                "view": w,
+                "slug": slug,
+                "params": ", ".join(f"{k}={v}" for k, v in sorted(w.params.items())),
+                "selections": selections,
+                "sweep": sweep_id,
+                "single_load": w.load_points[0] if len(w.load_points) == 1 else None,
+            }
+        )
+    cells = []
+    for c in view.cells:
+        fid = f"cell-{c.id}"
+        figs[fid] = figures.cell_figure(view, c)
+        stack = view.stacks[c.stack_key]
+        cells.append(
+            {
+                "fig": fid,
+                "stack": stack.label,
+                "label": f"{stack.label} — {c.workload} @ {c.load_point} — replicate "
+                f"{c.replicate + 1}",
+            }
+        )
+    stacks_env = [(s, _environment_rows(s)) for s in view.stacks.values()]
+    failures = tables.failures_table(view)
+    return {
+        "view": view,
+        "workloads": workloads,
+        "cells": cells,
+        "failures": failures,
+        "stacks_env": stacks_env,
+        "gen_bound": view.generator_bound_points,
+        "data_json": safe_json({"figures": figs}),
+    }
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["fmt_rps"] = tables.fmt_rps
+    env.filters["fmt_ms"] = tables.fmt_ms
+    env.filters["fmt_mib"] = tables.fmt_mib
+    env.filters["fmt_s"] = tables.fmt_s
+    env.filters["fmt_pct"] = tables.fmt_pct
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
+    return env
+
+
+def render_html(view: ReportView) -> str:
+    """The whole report page as a string."""
+    env = _environment()
+    template = env.get_template("report.html.j2")
+    css = (TEMPLATES / "report.css").read_text(encoding="utf-8")
+    js = (TEMPLATES / "report.js").read_text(encoding="utf-8")
+    return template.render(
+        **build_context(view),
+        css=css,
+        app_js=js,
+        plotly_js=plotly_js(),
+    )
+
+
+def write_html(view: ReportView, path: str | Path) -> Path:
+    """Render the report and write it to ``path`` (parent directories are created)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_html(view), encoding="utf-8")
+    return out

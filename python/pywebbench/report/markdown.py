@@ -1,0 +1,102 @@
+"""The Markdown summary: per-workload rankings as tables ready to paste into a README or post.
+
+Numbers come from the same :class:`pywebbench.report.tables.Table` objects as the HTML report,
+with the same rounding rules (docs/report.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pywebbench.report import tables
+from pywebbench.report.view import ReportView
+
+# Columns of the ranking in the Markdown table (the HTML adds "vs slowest").
+MD_COLUMNS = [
+    "rank",
+    "stack",
+    "load",
+    "rps",
+    "ci",
+    "vs_best",
+    "p50",
+    "p99",
+    "rss",
+    "per_cpu",
+    "errors",
+]
+
+
+def md_text(s: str) -> str:
+    """Text safe inside a Markdown table cell: pipes escaped, HTML shown literally."""
+    return (
+        s.replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("\r", " ")
+        .replace("\n", " ")
+    )
+
+
+def _table(table: tables.Table, keys: list[str]) -> list[str]:
+    cols = [c for c in table.columns if c.key in keys]
+    lines = [
+        "| " + " | ".join(md_text(c.label) for c in cols) + " |",
+        "|" + "|".join("---:" if c.numeric else "---" for c in cols) + "|",
+    ]
+    for row in table.rows:
+        lines.append("| " + " | ".join(md_text(row.cells[c.key].text) for c in cols) + " |")
+    return lines
+
+
+def render_markdown(view: ReportView) -> str:
+    """The whole Markdown summary as a string."""
+    out = [f"# {md_text(view.title)}", ""]
+    if view.runs:
+        run = view.runs[0]
+        host = "; ".join(f"{k}: {v}" for k, v in run.host[:4])
+        ids = ", ".join(f"`{r.id}`" for r in view.runs)
+        out += [f"Runs {ids}. {md_text(host)}.", ""]
+    for w in view.workloads:
+        ranking = w.ranking("peak")
+        out += [f"## {md_text(w.name)}", ""]
+        h = tables.headline(ranking)
+        if h:
+            line = f"**{md_text(h['best'])}** is fastest: **{h['rps']} req/s** at {h['load']}"
+            if "second" in h:
+                line += (
+                    f", {h['vs_second']} the runner-up ({md_text(h['second'])})"
+                    f" and {h['vs_worst']} the slowest ({md_text(h['worst'])})"
+                )
+            out += [line + ".", ""]
+        keys = list(MD_COLUMNS)
+        if view.has_robustness:
+            keys.append("robustness")
+        keys.append("notes")
+        out += _table(tables.ranking_table(ranking, robustness=view.has_robustness), keys)
+        out.append("")
+    if view.failures:
+        out += ["## Failures", ""]
+        out += _table(
+            tables.failures_table(view),
+            ["phase", "stack", "workload", "load", "replicate", "reason"],
+        )
+        out.append("")
+    out += [
+        "Req/s: median over measured iterations of all replicates, 95% bootstrap CI; each stack at"
+        " its best load point. Latency (ms) from merged HdrHistograms. Peak RSS (MiB) over the"
+        " server's whole process tree. Rounding rules: docs/report.md.",
+        "",
+        f"_Generated {view.generated_at} by pywebbench {view.pywebbench_version}._",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def write_markdown(view: ReportView, path: str | Path) -> Path:
+    """Render the summary and write it to ``path``."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_markdown(view), encoding="utf-8")
+    return out

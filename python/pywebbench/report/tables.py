@@ -1,0 +1,249 @@
+"""Number formatting and the tables shared by the HTML and Markdown reports.
+
+Both formats render the same :class:`Table` objects, so a number reads the same everywhere.
+The rounding rules (documented in docs/report.md):
+
+- requests/s and requests per CPU-second: whole numbers with thousands separators from 100
+  up ("12,345"), one decimal below 100 ("42.5");
+- latency in milliseconds: three significant digits ("0.123", "1.23", "12.3", "123"), whole
+  numbers with separators from 1,000 ms up;
+- memory in MiB (2^20 bytes): whole numbers from 100 up, one decimal below;
+- ratios: two decimals and "×" ("1.83×");
+- error rate: a percentage with two significant digits ("0.012%", "1.5%", "100%"), exactly
+  "0%" when there was no error.
+
+Rounding is Python's (round half to even on the binary value). A missing value is "–".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from pywebbench.report.view import Ranking, RankingRow, ReportView, StackView
+
+MISSING = "–"
+
+
+def _sig(x: float, digits: int) -> str:
+    """``x`` with ``digits`` significant digits, never in exponent notation."""
+    if x == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    text = f"{x:.{decimals}f}"
+    # Rounding may carry into a new digit (9.995 -> "10.00"): redo with the new magnitude.
+    if decimals and len(text.replace("-", "").replace(".", "").lstrip("0")) > digits:
+        text = f"{x:.{decimals - 1}f}"
+    return text
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """``a / b``, or None when either is missing or ``b`` is not positive."""
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def fmt_rps(x: float | None) -> str:
+    """Requests per second (or per CPU-second)."""
+    if x is None or math.isnan(x):
+        return MISSING
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}"
+
+
+def fmt_ms(x: float | None) -> str:
+    """A latency in milliseconds."""
+    if x is None or math.isnan(x):
+        return MISSING
+    return f"{x:,.0f}" if abs(x) >= 1000 else _sig(x, 3)
+
+
+def fmt_mib(x: float | None) -> str:
+    """A memory size in MiB."""
+    if x is None or math.isnan(x):
+        return MISSING
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}"
+
+
+def fmt_ratio(x: float | None) -> str:
+    """A ratio such as "1.83×"."""
+    if x is None or math.isnan(x):
+        return MISSING
+    return f"{x:.2f}×"
+
+
+def fmt_pct(fraction: float | None) -> str:
+    """A fraction (0..1) as a percentage with two significant digits."""
+    if fraction is None or math.isnan(fraction):
+        return MISSING
+    if fraction == 0:
+        return "0%"
+    return _sig(fraction * 100, 2) + "%"
+
+
+def fmt_s(x: float | None) -> str:
+    """A duration in seconds, three significant digits."""
+    if x is None or math.isnan(x):
+        return MISSING
+    return _sig(x, 3) + " s"
+
+
+@dataclass
+class Column:
+    """A table column: ``key`` (stable id), ``label`` (header), ``numeric`` (right-aligned)."""
+
+    key: str
+    label: str
+    numeric: bool = False
+    help: str = ""
+
+
+@dataclass
+class TCell:
+    """One table cell: the shown text and the value it sorts by."""
+
+    text: str
+    sort: float | str | None = None
+    cls: str = ""
+
+
+@dataclass
+class Row:
+    """A table row; ``stack`` lets the HTML add details and the filter box match rows."""
+
+    cells: dict[str, TCell]
+    stack: StackView | None = None
+    cls: str = ""
+    notes: list[str] = field(default_factory=list)
+    detail: str | None = None  # long text (a log tail) shown folded under the row
+
+
+@dataclass
+class Table:
+    columns: list[Column]
+    rows: list[Row]
+
+
+def _num(text: str, value: float | None) -> TCell:
+    return TCell(text, value if value is not None else None)
+
+
+def ranking_table(ranking: Ranking, *, robustness: bool = False) -> Table:
+    """The ranking of one workload: rank, stack, throughput with CI, ratios, latency, memory."""
+    columns = [
+        Column("rank", "#", True),
+        Column("stack", "Stack"),
+        Column("load", "Load", help="load point: cN = N connections (closed loop), rN = N req/s"),
+        Column("rps", "Req/s", True, "median requests/s over measured iterations"),
+        Column("ci", "95% CI", True, "bootstrap confidence interval of the median"),
+        Column("vs_best", "vs best", True, "requests/s relative to the fastest stack"),
+        Column("vs_worst", "vs slowest", True, "requests/s relative to the slowest stack"),
+        Column("p50", "p50 ms", True, "median latency, merged histogram"),
+        Column("p99", "p99 ms", True, "99th percentile latency, merged histogram"),
+        Column("rss", "Peak RSS MiB", True, "peak RSS of the server's whole process tree"),
+        Column("per_cpu", "Req/CPU-s", True, "requests per second of server CPU time"),
+        Column("errors", "Errors", True, "transport errors and non-2xx responses"),
+    ]
+    if robustness:
+        columns.append(Column("robustness", "Robustness", True, "robustness score (issue 6)"))
+    columns.append(Column("notes", "Notes"))
+    rows = [_ranking_row(r, robustness) for r in ranking.rows]
+    return Table(columns, rows)
+
+
+def _ranking_row(r: RankingRow, robustness: bool) -> Row:
+    p = r.point
+    notes: list[str] = []
+    if p.generator_bound:
+        notes.append("generator-bound")
+    if p.memory_growth:
+        notes.append("memory grows")
+    if r.tied_with_best and r.rank and r.rank > 1:
+        notes.append("tied with best (CIs overlap)")
+    if p.failure is not None:
+        notes.append(f"failed in {p.failure.phase}: {p.failure.reason}")
+    rps = p.rps
+    cells = {
+        "rank": TCell(str(r.rank) if r.rank else MISSING, r.rank if r.rank else 1e9),
+        "stack": TCell(r.stack.label, r.stack.label),
+        "load": TCell(p.load_point, p.load_sort),
+        "rps": _num(fmt_rps(rps.median) if rps else MISSING, rps.median if rps else None),
+        "ci": TCell(
+            f"{fmt_rps(rps.low)}–{fmt_rps(rps.high)}" if rps else MISSING,
+            (rps.high - rps.low) if rps else None,
+        ),
+        "vs_best": _num(fmt_ratio(r.vs_best), r.vs_best),
+        "vs_worst": _num(fmt_ratio(r.vs_worst), r.vs_worst),
+        "p50": _num(fmt_ms(p.p50_ms), p.p50_ms),
+        "p99": _num(fmt_ms(p.p99_ms), p.p99_ms),
+        "rss": _num(fmt_mib(p.peak_rss_mib), p.peak_rss_mib),
+        "per_cpu": _num(fmt_rps(p.rps_per_cpu_s), p.rps_per_cpu_s),
+        "errors": _num(fmt_pct(p.error_rate), p.error_rate),
+        "notes": TCell("; ".join(notes), "; ".join(notes)),
+    }
+    if robustness:
+        cells["robustness"] = _num(
+            MISSING if p.robustness is None else f"{p.robustness:.2f}", p.robustness
+        )
+    cls = "failed" if r.rank is None else ("best" if r.rank == 1 else "")
+    return Row(cells, r.stack, cls, notes)
+
+
+def failures_table(view: ReportView) -> Table:
+    """Every recorded failure with its phase and reason."""
+    columns = [
+        Column("phase", "Phase"),
+        Column("stack", "Stack"),
+        Column("workload", "Workload"),
+        Column("load", "Load"),
+        Column("replicate", "Rep.", True),
+        Column("reason", "Reason"),
+    ]
+    rows = []
+    for f in view.failures:
+        stack = view.stacks.get(f.stack_key) if f.stack_key else None
+        rows.append(
+            Row(
+                {
+                    "phase": TCell(f.phase, f.phase),
+                    "stack": TCell(stack.label if stack else MISSING, stack.label if stack else ""),
+                    "workload": TCell(f.workload or MISSING, f.workload or ""),
+                    "load": TCell(f.load_point or MISSING, f.load_point or ""),
+                    "replicate": TCell(
+                        MISSING if f.replicate is None else str(f.replicate + 1),
+                        -1 if f.replicate is None else f.replicate,
+                    ),
+                    "reason": TCell(f.reason, f.reason),
+                },
+                stack,
+                detail=f.detail,
+            )
+        )
+    return Table(columns, rows)
+
+
+def headline(ranking: Ranking) -> dict[str, str] | None:
+    """The first-screen answer for a workload: who is fastest, and by how much.
+
+    Returns the parts as plain text (the renderers escape them), or None when nothing ran.
+    """
+    ranked = ranking.ranked
+    if not ranked:
+        return None
+    best = ranked[0]
+    assert best.point.rps is not None
+    parts = {
+        "best": best.stack.label,
+        "rps": fmt_rps(best.point.rps.median),
+        "load": best.point.load_point,
+        "p99": fmt_ms(best.point.p99_ms),
+    }
+    if len(ranked) > 1:
+        second, worst = ranked[1], ranked[-1]
+        assert second.point.rps is not None and worst.point.rps is not None
+        parts["second"] = second.stack.label
+        parts["vs_second"] = fmt_ratio(ratio(best.point.rps.median, second.point.rps.median))
+        parts["worst"] = worst.stack.label
+        parts["vs_worst"] = fmt_ratio(ratio(best.point.rps.median, worst.point.rps.median))
+        parts["tied"] = "yes" if second.tied_with_best else ""
+    return parts

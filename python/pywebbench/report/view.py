@@ -1,0 +1,216 @@
+"""The report's view model: every number a report shows, computed once from a stored study.
+
+:func:`pywebbench.report.build.build_view` fills these dataclasses from a
+:class:`pywebbench.store.model.Study`; the HTML and Markdown renderers only lay them out, so
+both formats show the same numbers (formatted by :mod:`pywebbench.report.tables`).
+
+Units here are the ones people read: requests/s, milliseconds, MiB, seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A median with its confidence interval (``low``..``high``) over ``n`` samples."""
+
+    median: float
+    low: float
+    high: float
+    n: int
+
+
+@dataclass
+class StackView:
+    """One stack as run: identity, versions and its fairness manifest."""
+
+    key: str  # "cpython3.11/gunicorn-gthread/flask" (+ "@w2t4"): unique over the report
+    label: str  # what people read: "cpython3.11 · gunicorn-gthread · flask"
+    interpreter: str
+    interpreter_version: str
+    interpreter_build: str
+    server: str
+    interface: str
+    framework: str
+    workers: int
+    threads: int
+    packages: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    run_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PointView:
+    """One stack x workload x load point, aggregated over replicates and measured iterations.
+
+    ``rps`` is None when no measured iteration completed (the point failed); ``failure``
+    then says where and why.
+    """
+
+    stack_key: str
+    workload: str
+    load_point: str  # "c64", "r1000"
+    load_model: str  # "closed" | "open"
+    concurrency: int
+    rate: float | None
+    rps: Estimate | None = None
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    p99_ms: float | None = None
+    p999_ms: float | None = None
+    peak_rss_mib: float | None = None
+    rps_per_cpu_s: float | None = None
+    error_rate: float | None = None  # fraction, 0..1
+    requests: int = 0
+    replicates: int = 0  # replicates with at least one measured iteration
+    generator_bound: bool = False
+    memory_growth: bool = False
+    robustness: float | None = None  # filled by robustness studies (issue 6) when stored
+    cold_start_s: float | None = None  # median over replicates
+    idle_rss_mib: float | None = None  # median over replicates
+    # Latency spectrum of the merged histogram: (quantile 0..1, latency ms).
+    spectrum: list[tuple[float, float]] = field(default_factory=list)
+    # Warm-up + measured requests/s by iteration, one list per replicate, and how many of
+    # the leading entries are warm-up iterations.
+    iteration_rps: list[list[float]] = field(default_factory=list)
+    warmup_iterations: int = 0
+    failure: FailureView | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the point has a throughput estimate."""
+        return self.rps is not None
+
+    @property
+    def load_sort(self) -> float:
+        """Sort key of the load point: concurrency (closed loop) or rate (open loop)."""
+        return float(self.rate if self.rate is not None else self.concurrency)
+
+
+@dataclass
+class RankingRow:
+    """A stack's place in one workload's ranking."""
+
+    rank: int | None  # None for stacks without a result (failed)
+    stack: StackView
+    point: PointView
+    vs_best: float | None = None  # rps / best rps (1.0 for the best)
+    vs_worst: float | None = None  # rps / worst rps (1.0 for the slowest)
+    tied_with_best: bool = False  # CI overlaps the best's CI
+
+
+@dataclass
+class Ranking:
+    """One workload's ranking at one load selection ("peak" or a load point label)."""
+
+    workload: str
+    selection: str  # "peak" or a load point label ("c64")
+    rows: list[RankingRow] = field(default_factory=list)
+
+    @property
+    def ranked(self) -> list[RankingRow]:
+        return [r for r in self.rows if r.rank is not None]
+
+
+@dataclass
+class WorkloadView:
+    """Everything the report shows about one workload."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    points: list[PointView] = field(default_factory=list)
+    rankings: list[Ranking] = field(default_factory=list)  # "peak" first, then by load
+
+    @property
+    def load_points(self) -> list[str]:
+        seen: dict[str, float] = {}
+        for p in self.points:
+            seen.setdefault(p.load_point, p.load_sort)
+        return sorted(seen, key=lambda k: seen[k])
+
+    def ranking(self, selection: str = "peak") -> Ranking:
+        for r in self.rankings:
+            if r.selection == selection:
+                return r
+        raise KeyError(selection)
+
+
+@dataclass
+class IterationSeries:
+    """Per-second series of one iteration, placed on the cell's timeline."""
+
+    kind: str  # "warmup" | "measured"
+    idx: int
+    t0_s: float  # start on the replicate's timeline (iterations laid end to end)
+    duration_s: float
+    rps_t: list[float] = field(default_factory=list)  # second marks, relative to t0
+    rps: list[float] = field(default_factory=list)
+    mem_t: list[float] = field(default_factory=list)
+    rss_mib: list[float] = field(default_factory=list)
+    cpu_pct: list[float] = field(default_factory=list)  # server tree CPU % between samples
+
+
+@dataclass
+class CellSeriesView:
+    """Time series of one replicate of one cell (one fresh server process)."""
+
+    id: str  # unique, safe for HTML ids: "cell-12-r0"
+    stack_key: str
+    workload: str
+    load_point: str
+    replicate: int
+    iterations: list[IterationSeries] = field(default_factory=list)
+
+
+@dataclass
+class FailureView:
+    """A recorded failure: where in the pipeline it happened and why."""
+
+    phase: str
+    reason: str
+    at: str
+    run_id: str
+    stack_key: str | None = None
+    workload: str | None = None
+    load_point: str | None = None
+    replicate: int | None = None
+    detail: str | None = None
+
+
+@dataclass
+class RunView:
+    """One stored run and the host it ran on."""
+
+    id: str
+    created_at: str
+    finished_at: str | None
+    status: str
+    profile: str | None
+    host: list[tuple[str, str]] = field(default_factory=list)  # ordered facts
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ReportView:
+    """A whole report."""
+
+    title: str
+    generated_at: str
+    pywebbench_version: str
+    runs: list[RunView] = field(default_factory=list)
+    stacks: dict[str, StackView] = field(default_factory=dict)
+    workloads: list[WorkloadView] = field(default_factory=list)
+    cells: list[CellSeriesView] = field(default_factory=list)
+    failures: list[FailureView] = field(default_factory=list)
+
+    @property
+    def has_robustness(self) -> bool:
+        """True when any point carries a robustness score (then the column is shown)."""
+        return any(p.robustness is not None for w in self.workloads for p in w.points)
+
+    @property
+    def generator_bound_points(self) -> list[PointView]:
+        return [p for w in self.workloads for p in w.points if p.generator_bound]
