@@ -154,6 +154,24 @@ def columns(result: Any) -> dict[str, Any]:
     }
 
 
+def stalled_tail_s(result: Any) -> float:
+    """Seconds at the end of the run's per-second series with no completed response.
+
+    A server that answers for a while and then hangs shows up here even though the
+    iteration as a whole has requests. The last, partial second is not counted.
+    """
+    d = result_dict(result)
+    series = d.get("per_second") or []
+    duration = float(d.get("duration_s") or 0.0)
+    full = [s for s in series if float(s.get("t", 0)) + 1 <= duration + 1e-6]
+    stalled = 0
+    for sec in reversed(full):
+        if int(sec.get("completed", 0)) > 0:
+            break
+        stalled += 1
+    return float(stalled)
+
+
 def live_rps(snapshot: Any) -> float | None:
     """Requests/s of the last interval from a progress snapshot (dict or JSON text)."""
     if isinstance(snapshot, str):

@@ -7,6 +7,7 @@ Cells are independent units (own port, own cores) so they could be scheduled els
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +71,24 @@ class Matrix:
     def services(self) -> set[str]:
         """Services (redis, postgres) needed by the selected workloads."""
         return {s for c in self.cells for s in c.workload.services}
+
+    @classmethod
+    def combine(cls, *matrices: Matrix) -> Matrix:
+        """One matrix running the cells of several, in order (e.g. built-in stacks and a
+        user's app). Cell keys stay unique: they name their variant, which names its stack."""
+        out = cls()
+        for m in matrices:
+            for i in m.interpreters:
+                if i not in out.interpreters:
+                    out.interpreters.append(i)
+            out.variants += [v for v in m.variants if v.key not in {x.key for x in out.variants}]
+            out.unavailable += m.unavailable
+            for c in m.cells:
+                out.cells.append(dataclasses.replace(c, ordinal=len(out.cells)))
+        keys = [c.key for c in out.cells]
+        if len(keys) != len(set(keys)):
+            raise ValueError("combined matrices repeat a cell")
+        return out
 
     def cells_of(self, variant: Variant) -> list[CellPlan]:
         return [c for c in self.cells if c.variant is variant]

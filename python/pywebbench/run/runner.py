@@ -519,7 +519,7 @@ class StudyRunner:
     def _verify(self, cell: CellPlan, server: Any) -> CellFailed | None:
         self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
         try:
-            if self.config.app is not None:
+            if hasattr(cell.workload, "expect_status"):  # a path of the user's app
                 from pywebbench.catalogue.byo import check_path
 
                 report = check_path(
@@ -612,7 +612,15 @@ class StudyRunner:
                     f"server process exited during load{how}",
                     _log_tail(server),
                 )
-            if cols["requests"] == 0:
+            stalled = loadio.stalled_tail_s(result)
+            if cols["requests"] == 0 or stalled >= max(1.0, 0.3 * duration):
+                if cols["requests"]:
+                    return CellFailed(
+                        "warmup" if kind == "warmup" else "measure",
+                        f"server stopped responding: no response in the last {stalled:g} s "
+                        f"of the {duration:g} s iteration ({cols['timeouts']} timeouts)",
+                        _log_tail(server),
+                    )
                 what = "no responses"
                 if cols["timeouts"] or cols["errors"]:
                     what += f" ({cols['errors']} errors, {cols['timeouts']} timeouts)"
