@@ -1,0 +1,311 @@
+//! Fault clients against small in-process loopback servers with known behaviour.
+use super::*;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::AtomicU64;
+
+#[derive(Clone, Copy)]
+enum Mode {
+    /// Answers 200 to every request head it finds, ignoring bodies (a lax parser).
+    Lenient,
+    /// Answers 400 and closes.
+    Strict,
+    /// Reads and never answers.
+    Silent,
+    /// Answers the first head with a 16 MiB body.
+    Big,
+}
+
+struct TestServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    accepted: Arc<AtomicU64>,
+}
+
+impl TestServer {
+    fn start(mode: Mode) -> Self {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let (s2, a2) = (stop.clone(), accepted.clone());
+        std::thread::spawn(move || {
+            while !s2.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((c, _)) => {
+                        a2.fetch_add(1, Ordering::Relaxed);
+                        let s3 = s2.clone();
+                        std::thread::spawn(move || serve(c, mode, s3));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        TestServer {
+            addr,
+            stop,
+            accepted,
+        }
+    }
+
+    fn target(&self) -> FaultTarget {
+        FaultTarget {
+            addr: self.addr,
+            host: self.addr.to_string(),
+            path: "/hello".into(),
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn serve(mut c: TcpStream, mode: Mode, stop: Arc<AtomicBool>) {
+    c.set_nonblocking(false).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 65536];
+    let mut answered = false;
+    while !stop.load(Ordering::Relaxed) {
+        match c.read(&mut tmp) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                continue
+            }
+            Err(_) => return,
+        }
+        match mode {
+            Mode::Silent => buf.clear(),
+            Mode::Strict => {
+                let _ = c.write_all(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+                return;
+            }
+            Mode::Lenient => {
+                while let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    buf.drain(..p + 4);
+                    let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                }
+            }
+            Mode::Big => {
+                if !answered && buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    answered = true;
+                    let total = 16 * 1024 * 1024;
+                    let _ = c.write_all(
+                        format!("HTTP/1.1 200 OK\r\nContent-Length: {total}\r\n\r\n").as_bytes(),
+                    );
+                    let chunk = vec![b'z'; 65536];
+                    for _ in 0..total / chunk.len() {
+                        if c.write_all(&chunk).is_err() {
+                            return;
+                        }
+                    }
+                }
+                buf.clear();
+            }
+        }
+    }
+}
+
+fn spec(kind: FaultKind) -> FaultSpec {
+    let mut s = FaultSpec::new(kind);
+    if kind.is_held() {
+        s.connections = Some(3);
+    } else {
+        s.count = Some(2);
+    }
+    s
+}
+
+fn run_for(t: &FaultTarget, specs: &[FaultSpec], d: Duration) -> FaultReport {
+    for s in specs {
+        s.validate().unwrap();
+    }
+    run_faults(
+        t,
+        specs,
+        Arc::new(AtomicBool::new(false)),
+        Instant::now() + d,
+    )
+}
+
+const MALFORMED: [FaultKind; 6] = [
+    FaultKind::BadRequestLine,
+    FaultKind::OversizedHeaders,
+    FaultKind::InvalidHeaderBytes,
+    FaultKind::ClTeConflict,
+    FaultKind::MalformedChunked,
+    FaultKind::Smuggle,
+];
+
+#[test]
+fn strict_server_rejects_every_malformed_request() {
+    let srv = TestServer::start(Mode::Strict);
+    let specs: Vec<_> = MALFORMED.iter().map(|k| spec(*k)).collect();
+    let r = run_for(&srv.target(), &specs, Duration::from_secs(10));
+    assert!(!r.stopped);
+    assert!(r.duration_s < 5.0, "count-only runs end by themselves");
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+    for k in MALFORMED {
+        let kr = &r.kinds[k.name()];
+        assert_eq!(kr.attempts, 2, "{}", k.name());
+        let m = kr.malformed.as_ref().unwrap();
+        // A 400 arrives (or, if the server closed while the request was still being
+        // written, the connection shows as closed): never accepted, never timed out.
+        assert_eq!(m.rejected + m.closed, 2, "{}: {m:?}", k.name());
+        assert_eq!(m.accepted, 0);
+        assert_eq!(m.timed_out, 0);
+    }
+    let bad = &r.kinds["bad-request-line"];
+    assert_eq!(bad.status_counts.get(&400), Some(&2));
+}
+
+#[test]
+fn lenient_server_accepts_and_is_listed() {
+    let srv = TestServer::start(Mode::Lenient);
+    let specs: Vec<_> = MALFORMED.iter().map(|k| spec(*k)).collect();
+    let r = run_for(&srv.target(), &specs, Duration::from_secs(10));
+    let bad = &r.kinds["bad-request-line"];
+    assert_eq!(bad.malformed.as_ref().unwrap().accepted, 2);
+    assert!(r
+        .findings
+        .iter()
+        .any(|f| f.kind == FaultKind::BadRequestLine
+            && f.what == "accepted"
+            && f.count == 2
+            && f.status == 200
+            && f.request.contains("extra-part")));
+    let smuggle = &r.kinds["smuggle"];
+    assert!(smuggle.extra_responses >= 2, "{smuggle:?}");
+    assert!(r
+        .findings
+        .iter()
+        .any(|f| f.kind == FaultKind::Smuggle && f.what == "smuggled-request-answered"));
+    let json = report_to_json(&r);
+    let back: FaultReport = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, r);
+}
+
+#[test]
+fn held_connections_stay_open_and_stop_is_prompt() {
+    let srv = TestServer::start(Mode::Silent);
+    let mut slow = spec(FaultKind::SlowHeaders);
+    slow.interval_ms = Some(100);
+    let specs = vec![slow, spec(FaultKind::Idle), spec(FaultKind::SlowBody)];
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let t = srv.target();
+    let h = std::thread::spawn(move || {
+        run_faults(&t, &specs, s2, Instant::now() + Duration::from_secs(30))
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    let t0 = Instant::now();
+    stop.store(true, Ordering::SeqCst);
+    let r = h.join().unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_millis(150),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(r.stopped);
+    for k in ["slow-headers", "idle", "slow-body"] {
+        let kr = &r.kinds[k];
+        assert_eq!(kr.attempts, 3, "{k}: {kr:?}");
+        assert_eq!(kr.outcomes.get("open_at_end"), Some(&3), "{k}");
+        assert!(kr.held.min_ms >= 500.0, "{k}: {:?}", kr.held);
+    }
+    // Request line + host + UA, then one header line per 100 ms.
+    assert!(r.kinds["slow-headers"].bytes_sent > 3 * 100);
+    assert_eq!(srv.accepted.load(Ordering::Relaxed), 9);
+}
+
+#[test]
+fn reset_mid_response_survives_a_huge_body() {
+    let srv = TestServer::start(Mode::Big);
+    let mut s = FaultSpec::new(FaultKind::ResetMidResponse);
+    s.rate = Some(20.0);
+    let mut half = FaultSpec::new(FaultKind::ResetMidRequest);
+    half.count = Some(3);
+    let r = run_for(&srv.target(), &[s, half], Duration::from_millis(1000));
+    let kr = &r.kinds["reset-mid-response"];
+    assert!(kr.attempts >= 15, "{kr:?}");
+    let aborted = kr.outcomes.get("aborted_by_client").copied().unwrap_or(0);
+    assert!(aborted + 2 >= kr.attempts, "{kr:?}");
+    assert!(kr.bytes_received < kr.attempts * 4 * 1024 * 1024);
+    assert_eq!(
+        r.kinds["reset-mid-request"]
+            .outcomes
+            .get("aborted_by_client"),
+        Some(&3)
+    );
+}
+
+#[test]
+fn unreachable_target_is_connect_failed() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    drop(l);
+    let t = FaultTarget {
+        addr,
+        host: addr.to_string(),
+        path: "/".into(),
+    };
+    let mut s = FaultSpec::new(FaultKind::Churn);
+    s.count = Some(2);
+    let r = run_for(&t, &[s], Duration::from_secs(3));
+    let kr = &r.kinds["churn"];
+    assert_eq!(kr.outcomes.get("connect_failed"), Some(&2));
+    assert!(kr.first_error.as_deref().unwrap_or("").contains("refused"));
+}
+
+#[test]
+fn validation_names_the_problem() {
+    let mut s = FaultSpec::new(FaultKind::SlowHeaders);
+    s.rate = Some(5.0);
+    assert!(s.validate().unwrap_err().contains("connections"));
+    let mut s = FaultSpec::new(FaultKind::Churn);
+    s.connections = Some(5);
+    assert!(s.validate().unwrap_err().contains("rate"));
+    let s = FaultSpec::new(FaultKind::Churn);
+    assert!(s.validate().unwrap_err().contains("exactly one"));
+    let e = FaultSession::start_json(
+        r#"{"target": "127.0.0.1:1", "faults": [{"kind": "nope", "count": 1}]}"#,
+    )
+    .err()
+    .unwrap();
+    assert!(e.contains("nope"), "{e}");
+}
+
+#[test]
+fn session_json_roundtrip() {
+    let srv = TestServer::start(Mode::Strict);
+    let doc = format!(
+        r#"{{"target": "{}", "path": "/hello", "max_duration_s": 5,
+             "faults": [{{"kind": "churn", "rate": 50}}, {{"kind": "half-close", "count": 1}}]}}"#,
+        srv.addr
+    );
+    let mut s = FaultSession::start_json(&doc).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(s.is_running());
+    let r = s.stop();
+    assert!(r.stopped);
+    let churn = &r.kinds["churn"];
+    assert!(churn.attempts >= 15, "{churn:?}");
+    // Every churn attempt got its 400, except one still in flight when the session stopped.
+    let open = churn.outcomes.get("open_at_end").copied().unwrap_or(0);
+    assert!(open <= 1, "{churn:?}");
+    assert_eq!(
+        churn.status_counts.get(&400).copied(),
+        Some(churn.attempts - open)
+    );
+    assert_eq!(r.kinds["half-close"].status_counts.get(&400), Some(&1));
+}
