@@ -1,0 +1,104 @@
+"""A minimal HTTP/1.1 client for verification: ``http.client`` plus what the rules need.
+
+Keeps the raw framing facts (Content-Length, Transfer-Encoding) and the elapsed time, and
+reuses one keep-alive connection for consecutive requests (so a wrong Content-Length shows up
+as a broken second response).
+"""
+
+from __future__ import annotations
+
+import http.client
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from pywebbench.catalogue.workloads import HttpRequest
+
+
+@dataclass
+class Response:
+    """One HTTP response as the rules see it."""
+
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    body: bytes
+    elapsed_s: float
+    version: int = 11  # 10 or 11, from the status line
+    will_close: bool = False
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (case-insensitive), or None."""
+        lname = name.lower()
+        for key, value in self.headers:
+            if key.lower() == lname:
+                return value
+        return None
+
+    def header_all(self, name: str) -> list[str]:
+        lname = name.lower()
+        return [v for k, v in self.headers if k.lower() == lname]
+
+
+@dataclass
+class Client:
+    """Sends requests to ``base_url`` over one keep-alive connection (reopened if closed)."""
+
+    base_url: str
+    timeout_s: float = 10.0
+    _conn: http.client.HTTPConnection | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.base_url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"base_url must be http://host:port, got {self.base_url!r}")
+        self.host = parts.hostname
+        self.port = parts.port or 80
+        self.prefix = parts.path.rstrip("/")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, request: HttpRequest) -> Response:
+        """Send ``request``; raises OSError / http.client.HTTPException on transport errors."""
+        if self._conn is None:
+            self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+        conn = self._conn
+        headers = {"Host": f"{self.host}:{self.port}", "User-Agent": "pywebbench-verify"}
+        headers.update(dict(request.headers))
+        if request.body or request.method in ("POST", "PUT", "PATCH"):
+            headers["Content-Length"] = str(len(request.body))
+        start = time.perf_counter()
+        try:
+            conn.request(
+                request.method,
+                self.prefix + request.path,
+                body=request.body or None,
+                headers=headers,
+            )
+            resp = conn.getresponse()
+            body = resp.read()
+        except Exception:
+            self.close()
+            raise
+        elapsed = time.perf_counter() - start
+        out = Response(
+            status=resp.status,
+            reason=resp.reason,
+            headers=list(resp.getheaders()),
+            body=body,
+            elapsed_s=elapsed,
+            version=resp.version,
+            will_close=bool(resp.will_close),
+        )
+        if resp.will_close:
+            self.close()
+        return out
