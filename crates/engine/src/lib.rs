@@ -1,1 +1,27 @@
-//! pywebbench's load-generation engine. See docs/architecture.md.
+//! pywebbench's load-generation engine: an HTTP/1.1 load generator on mio (epoll) with
+//! httparse and HdrHistogram. No Python inside; see docs/load-engine.md.
+//!
+//! ```no_run
+//! let spec = pywebbench_engine::LoadSpec {
+//!     url: "http://127.0.0.1:8080/".into(),
+//!     duration_s: Some(2.0),
+//!     ..Default::default()
+//! };
+//! let result = pywebbench_engine::run(&spec).unwrap();
+//! println!("{} requests/s, p99 {} us", result.rps, result.latency.summary.p99);
+//! ```
+
+pub mod engine;
+pub mod errors;
+pub mod faults;
+pub mod hist;
+pub mod http;
+pub mod result;
+pub mod spec;
+pub mod sys;
+mod worker;
+
+pub use engine::{run, start, Progress, RunningLoad};
+pub use errors::{ErrorClass, ErrorEntry};
+pub use result::{merge, LoadResult};
+pub use spec::{Arrival, LoadSpec, Mode};

@@ -1,0 +1,242 @@
+//! Starting, watching, stopping and collecting a run.
+
+use crate::result::{self, LoadResult, RunInfo, Tally};
+use crate::spec::{LoadSpec, Plan};
+use crate::sys;
+use crate::worker::{Shared, ThreadOut, ThreadPlan, ThreadProgress, Worker};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A live snapshot of a run, for progress bars.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Progress {
+    /// Seconds since the run started (warm-up included).
+    pub elapsed_s: f64,
+    /// "warmup", "measure" or "done".
+    pub phase: String,
+    pub warmup_s: f64,
+    /// Planned measured duration (None when bounded by max_requests only).
+    pub duration_s: Option<f64>,
+    pub max_requests: Option<u64>,
+    /// Completed responses in the measured phase so far.
+    pub requests: u64,
+    pub errors: u64,
+    pub timeouts: u64,
+    pub warmup_requests: u64,
+}
+
+/// A run in progress. Dropping it stops the run and waits for its threads.
+pub struct RunningLoad {
+    plan: Arc<Plan>,
+    shared: Arc<Shared>,
+    handles: Vec<JoinHandle<ThreadOut>>,
+    nofile: u64,
+    started: Instant,
+}
+
+fn split(total: u64, parts: usize, i: usize) -> u64 {
+    let base = total / parts as u64;
+    base + u64::from((i as u64) < total % parts as u64)
+}
+
+fn cpu_count() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    if n > 0 {
+        n as usize
+    } else {
+        1
+    }
+}
+
+/// Validate the spec, raise the open-file limit, and start the generator threads.
+pub fn start(spec: &LoadSpec) -> Result<RunningLoad, String> {
+    let plan = spec.plan()?;
+    let ncpu = cpu_count();
+    if let Some(&c) = spec.cpus.iter().find(|&&c| c >= ncpu) {
+        return Err(format!(
+            "cpus: CPU {c} does not exist (this machine has CPUs 0-{})",
+            ncpu - 1
+        ));
+    }
+    let nofile = sys::ensure_nofile(spec.fds_needed())?;
+    let threads = spec.threads as usize;
+    let shared = Arc::new(Shared {
+        stop: Default::default(),
+        progress: (0..threads).map(|_| ThreadProgress::default()).collect(),
+        t0: sys::now_ns(),
+    });
+    let plan = Arc::new(plan);
+    let mut workers = Vec::with_capacity(threads);
+    for i in 0..threads {
+        let conns = split(spec.connections as u64, threads, i) as usize;
+        let tp = ThreadPlan {
+            id: i,
+            connections: conns,
+            cpu: if spec.cpus.is_empty() {
+                None
+            } else {
+                Some(spec.cpus[i % spec.cpus.len()])
+            },
+            rate: spec.rate.unwrap_or(0.0) * conns as f64 / spec.connections as f64,
+            budget: spec.max_requests.map(|m| split(m, threads, i)),
+        };
+        let w = Worker::new(plan.clone(), shared.clone(), tp)
+            .map_err(|e| format!("cannot create the event loop: {e}"))?;
+        workers.push(w);
+    }
+    let mut handles = Vec::with_capacity(threads);
+    for (i, w) in workers.into_iter().enumerate() {
+        let h = std::thread::Builder::new()
+            .name(format!("pwb-load-{i}"))
+            .spawn(move || w.run())
+            .map_err(|e| format!("cannot start generator thread: {e}"))?;
+        handles.push(h);
+    }
+    Ok(RunningLoad {
+        plan,
+        shared,
+        handles,
+        nofile,
+        started: Instant::now(),
+    })
+}
+
+/// Run to completion (blocking).
+pub fn run(spec: &LoadSpec) -> Result<LoadResult, String> {
+    Ok(start(spec)?.join(false))
+}
+
+impl RunningLoad {
+    /// Ask every thread to stop (they notice within ~50 ms).
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Relaxed);
+    }
+
+    /// True when every thread has finished.
+    pub fn is_finished(&self) -> bool {
+        self.handles.iter().all(|h| h.is_finished())
+    }
+
+    /// Wait up to `d` for the run to finish; true if it did.
+    pub fn wait_timeout(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        loop {
+            if self.is_finished() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            std::thread::sleep((until - now).min(Duration::from_millis(5)));
+        }
+    }
+
+    /// A snapshot of the live counters.
+    pub fn progress(&self) -> Progress {
+        let mut p = Progress {
+            elapsed_s: self.started.elapsed().as_secs_f64(),
+            phase: String::new(),
+            warmup_s: self.plan.spec.warmup_s,
+            duration_s: self.plan.spec.duration_s.or_else(|| {
+                self.plan
+                    .spec
+                    .max_requests
+                    .is_none()
+                    .then_some(crate::spec::DEFAULT_DURATION_S)
+            }),
+            max_requests: self.plan.spec.max_requests,
+            requests: 0,
+            errors: 0,
+            timeouts: 0,
+            warmup_requests: 0,
+        };
+        let mut min_phase = 2;
+        for tp in &self.shared.progress {
+            let phase = tp.phase.load(Relaxed);
+            min_phase = min_phase.min(phase);
+            p.warmup_requests += tp.warmup_requests.load(Relaxed);
+            if phase >= 1 || self.plan.warmup_ns == 0 {
+                p.requests += tp.requests.load(Relaxed);
+                p.errors += tp.errors.load(Relaxed);
+                p.timeouts += tp.timeouts.load(Relaxed);
+            } else {
+                p.warmup_requests += tp.requests.load(Relaxed);
+            }
+        }
+        let min_phase = if self.plan.warmup_ns == 0 {
+            min_phase.max(1)
+        } else {
+            min_phase
+        };
+        p.phase = match min_phase {
+            0 => "warmup",
+            1 => "measure",
+            _ => "done",
+        }
+        .into();
+        p
+    }
+
+    /// Wait for the threads and build the result. `interrupted` marks a run stopped early.
+    pub fn join(mut self, interrupted: bool) -> LoadResult {
+        let outs: Vec<ThreadOut> = self
+            .handles
+            .drain(..)
+            .map(|h| h.join().expect("generator thread panicked"))
+            .collect();
+        let mut total = Tally::new();
+        let mut warm_total: Option<Tally> = None;
+        let mut threads = Vec::new();
+        let mut warnings = Vec::new();
+        let t0 = self.shared.t0;
+        let measure_start = outs.iter().map(|o| o.measure_start).min().unwrap_or(t0);
+        let finished = outs.iter().map(|o| o.finished_at).max().unwrap_or(t0);
+        for o in &outs {
+            total.merge(&o.tally);
+            if let Some(w) = &o.warm {
+                warm_total.get_or_insert_with(Tally::new).merge(w);
+            }
+            threads.push(o.stats.clone());
+            warnings.extend(o.warnings.iter().cloned());
+        }
+        let warm_s = (measure_start.saturating_sub(t0)) as f64 / 1e9;
+        let warmup = if self.plan.warmup_ns > 0 {
+            Some(warm_total.unwrap_or_default().warmup_stats(warm_s))
+        } else {
+            None
+        };
+        let now_unix = sys::unix_time_s();
+        let started_at = now_unix - (sys::now_ns().saturating_sub(measure_start)) as f64 / 1e9;
+        let stopped_early = self.shared.stop.load(Relaxed);
+        let mut r = result::assemble(
+            &total,
+            RunInfo {
+                spec: self.plan.spec.clone(),
+                mode: self.plan.mode,
+                interrupted: interrupted || stopped_early,
+                started_at,
+                duration_s: finished.saturating_sub(measure_start) as f64 / 1e9,
+                threads,
+                warmup,
+                nofile_limit: self.nofile,
+                queue_limit: self.plan.queue_limit,
+            },
+        );
+        r.warnings.extend(warnings);
+        r
+    }
+}
+
+impl Drop for RunningLoad {
+    fn drop(&mut self) {
+        self.stop();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}

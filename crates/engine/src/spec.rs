@@ -1,0 +1,522 @@
+//! The load spec (JSON in) and its validated, prepared form (`Plan`).
+
+use serde::{Deserialize, Serialize};
+use std::net::{SocketAddr, ToSocketAddrs};
+
+/// How open-loop arrivals are spaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrival {
+    /// Evenly spaced sends at `rate` per second.
+    #[default]
+    Constant,
+    /// Exponentially distributed gaps (a Poisson process) with mean `1/rate`, seeded.
+    Poisson,
+}
+
+/// What to run. Field documentation: docs/load-engine.md.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoadSpec {
+    pub url: String,
+    pub method: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+    pub connections: u32,
+    pub threads: u32,
+    pub duration_s: Option<f64>,
+    pub max_requests: Option<u64>,
+    pub warmup_s: f64,
+    pub timeout_s: f64,
+    pub connect_timeout_s: Option<f64>,
+    pub keepalive: bool,
+    pub pipeline: u32,
+    pub rate: Option<f64>,
+    pub arrival: Arrival,
+    pub seed: u64,
+    pub queue_limit: Option<u64>,
+    pub cpus: Vec<usize>,
+    pub expect_status: Vec<u16>,
+    pub expect_body: Option<String>,
+}
+
+impl Default for LoadSpec {
+    fn default() -> Self {
+        LoadSpec {
+            url: String::new(),
+            method: "GET".into(),
+            headers: Vec::new(),
+            body: String::new(),
+            connections: 64,
+            threads: 1,
+            duration_s: None,
+            max_requests: None,
+            warmup_s: 0.0,
+            timeout_s: 5.0,
+            connect_timeout_s: None,
+            keepalive: true,
+            pipeline: 1,
+            rate: None,
+            arrival: Arrival::Constant,
+            seed: 1,
+            queue_limit: None,
+            cpus: Vec::new(),
+            expect_status: Vec::new(),
+            expect_body: None,
+        }
+    }
+}
+
+/// Load model of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// N keep-alive connections, `pipeline` requests in flight on each.
+    Closed,
+    /// A new connection for every request (no keep-alive).
+    ConnectionPerRequest,
+    /// Sends at a target rate over a bounded pool, with a bounded queue.
+    Open,
+}
+
+/// Default duration when neither `duration_s` nor `max_requests` is given.
+pub const DEFAULT_DURATION_S: f64 = 10.0;
+/// Hard upper bound on any run, so the engine always stops by itself.
+pub const MAX_DURATION_S: f64 = 24.0 * 3600.0;
+
+/// A validated spec with its target resolved and its request serialised.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub spec: LoadSpec,
+    pub mode: Mode,
+    pub addr: SocketAddr,
+    /// One serialised request (head and body).
+    pub request: Vec<u8>,
+    pub is_head: bool,
+    pub duration_ns: u64,
+    pub warmup_ns: u64,
+    pub timeout_ns: u64,
+    pub connect_timeout_ns: u64,
+    pub queue_limit: u64,
+    pub expect_body: Option<Vec<u8>>,
+}
+
+fn bad(field: &str, msg: impl std::fmt::Display) -> String {
+    format!("{field}: {msg}")
+}
+
+fn secs_to_ns(s: f64) -> u64 {
+    (s * 1e9).round() as u64
+}
+
+/// Split `http://host[:port][/path]` into (host, port, path-and-query).
+pub fn parse_url(url: &str) -> Result<(String, u16, String), String> {
+    let rest = if let Some(r) = url.strip_prefix("http://") {
+        r
+    } else if url.starts_with("https://") {
+        return Err(bad("url", "https is not supported (plain HTTP/1.1 only)"));
+    } else {
+        return Err(bad("url", format!("{url:?} must start with http://")));
+    };
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
+        Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
+        None => (rest, "/".to_string()),
+    };
+    if authority.is_empty() {
+        return Err(bad("url", format!("{url:?} has no host")));
+    }
+    if authority.contains('@') {
+        return Err(bad("url", "user info in the URL is not supported"));
+    }
+    let (host, port) = if let Some(stripped) = authority.strip_prefix('[') {
+        let end = stripped
+            .find(']')
+            .ok_or_else(|| bad("url", format!("{url:?}: unclosed '[' in host")))?;
+        let host = &stripped[..end];
+        let after = &stripped[end + 1..];
+        let port = match after.strip_prefix(':') {
+            Some(p) => p
+                .parse::<u16>()
+                .map_err(|_| bad("url", format!("bad port {p:?}")))?,
+            None if after.is_empty() => 80,
+            None => return Err(bad("url", format!("{url:?}: junk after ']'"))),
+        };
+        (host.to_string(), port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => {
+                let port = p
+                    .parse::<u16>()
+                    .map_err(|_| bad("url", format!("bad port {p:?}")))?;
+                (h.to_string(), port)
+            }
+            None => (authority.to_string(), 80),
+        }
+    };
+    if port == 0 {
+        return Err(bad("url", "port 0 is not a valid target"));
+    }
+    if path.contains(' ') || path.contains('\r') || path.contains('\n') {
+        return Err(bad(
+            "url",
+            "the path must not contain spaces or line breaks",
+        ));
+    }
+    Ok((host, port, path))
+}
+
+fn valid_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+impl LoadSpec {
+    /// Which load model this spec selects.
+    pub fn mode(&self) -> Mode {
+        if self.rate.is_some() {
+            Mode::Open
+        } else if !self.keepalive {
+            Mode::ConnectionPerRequest
+        } else {
+            Mode::Closed
+        }
+    }
+
+    /// Validate every field and prepare the run. Errors name the field: `"connections: must be >= 1"`.
+    pub fn plan(&self) -> Result<Plan, String> {
+        let (host, port, path) = parse_url(&self.url)?;
+        if !valid_token(&self.method) {
+            return Err(bad(
+                "method",
+                format!("{:?} is not a valid HTTP method", self.method),
+            ));
+        }
+        if self.connections == 0 {
+            return Err(bad("connections", "must be >= 1"));
+        }
+        if self.connections > 1_000_000 {
+            return Err(bad("connections", "must be <= 1000000"));
+        }
+        if self.threads == 0 {
+            return Err(bad("threads", "must be >= 1"));
+        }
+        if self.threads > 1024 {
+            return Err(bad("threads", "must be <= 1024"));
+        }
+        if self.threads > self.connections {
+            return Err(bad(
+                "threads",
+                format!(
+                    "{} threads for {} connections: each thread needs at least one connection",
+                    self.threads, self.connections
+                ),
+            ));
+        }
+        if self.pipeline == 0 || self.pipeline > 1024 {
+            return Err(bad("pipeline", "must be between 1 and 1024"));
+        }
+        let mode = self.mode();
+        if self.pipeline > 1 && mode != Mode::Closed {
+            return Err(bad(
+                "pipeline",
+                "pipelining needs keep-alive connections in a closed loop (no rate, keepalive on)",
+            ));
+        }
+        let finite_pos = |v: f64| v.is_finite() && v > 0.0;
+        if let Some(d) = self.duration_s {
+            if !finite_pos(d) || d > MAX_DURATION_S {
+                return Err(bad(
+                    "duration_s",
+                    format!("must be > 0 and <= {MAX_DURATION_S} s"),
+                ));
+            }
+        }
+        if let Some(0) = self.max_requests {
+            return Err(bad("max_requests", "must be >= 1"));
+        }
+        if !(self.warmup_s.is_finite() && self.warmup_s >= 0.0 && self.warmup_s <= 3600.0) {
+            return Err(bad("warmup_s", "must be between 0 and 3600 s"));
+        }
+        if !finite_pos(self.timeout_s) || self.timeout_s > 3600.0 {
+            return Err(bad("timeout_s", "must be > 0 and <= 3600 s"));
+        }
+        let connect_timeout = self.connect_timeout_s.unwrap_or(self.timeout_s);
+        if !finite_pos(connect_timeout) || connect_timeout > 3600.0 {
+            return Err(bad("connect_timeout_s", "must be > 0 and <= 3600 s"));
+        }
+        if let Some(r) = self.rate {
+            if !finite_pos(r) || r > 10_000_000.0 {
+                return Err(bad("rate", "must be > 0 and <= 10000000 requests/s"));
+            }
+        }
+        if self.queue_limit.is_some() && self.rate.is_none() {
+            return Err(bad("queue_limit", "only applies to open loop (set rate)"));
+        }
+        if let Some(&c) = self.cpus.iter().find(|&&c| c >= libc::CPU_SETSIZE as usize) {
+            return Err(bad("cpus", format!("cpu {c} is out of range")));
+        }
+        for &s in &self.expect_status {
+            if !(100..=999).contains(&s) {
+                return Err(bad(
+                    "expect_status",
+                    format!("{s} is not an HTTP status code"),
+                ));
+            }
+        }
+        let mut has_host = false;
+        let mut head = format!("{} {} HTTP/1.1\r\n", self.method, path);
+        for (name, value) in &self.headers {
+            if !valid_token(name) {
+                return Err(bad(
+                    "headers",
+                    format!("{name:?} is not a valid header name"),
+                ));
+            }
+            if value.contains('\r') || value.contains('\n') {
+                return Err(bad(
+                    "headers",
+                    format!("value of {name:?} contains a line break"),
+                ));
+            }
+            let lname = name.to_ascii_lowercase();
+            if lname == "content-length" || lname == "transfer-encoding" {
+                return Err(bad(
+                    "headers",
+                    format!("{name} is set by the engine from the body; do not pass it"),
+                ));
+            }
+            if lname == "connection" {
+                return Err(bad(
+                    "headers",
+                    "Connection is set by the engine (use keepalive)",
+                ));
+            }
+            has_host |= lname == "host";
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if !has_host {
+            let h = if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host.clone()
+            };
+            let h = if port == 80 { h } else { format!("{h}:{port}") };
+            head.push_str(&format!("Host: {h}\r\n"));
+        }
+        let method_has_body = matches!(self.method.as_str(), "POST" | "PUT" | "PATCH");
+        if !self.body.is_empty() || method_has_body {
+            head.push_str(&format!("Content-Length: {}\r\n", self.body.len()));
+        }
+        if !self.keepalive {
+            head.push_str("Connection: close\r\n");
+        }
+        head.push_str("\r\n");
+        let mut request = head.into_bytes();
+        request.extend_from_slice(self.body.as_bytes());
+
+        let addr = (host.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|e| bad("url", format!("cannot resolve {host:?}: {e}")))?
+            .next()
+            .ok_or_else(|| bad("url", format!("{host:?} resolves to no address")))?;
+
+        let duration_s = match (self.duration_s, self.max_requests) {
+            (Some(d), _) => d,
+            (None, Some(_)) => MAX_DURATION_S,
+            (None, None) => DEFAULT_DURATION_S,
+        };
+        let queue_limit = match self.rate {
+            Some(r) => self.queue_limit.unwrap_or_else(|| {
+                // Default: one timeout's worth of arrivals, at least 1000.
+                ((r * self.timeout_s) as u64).max(1000)
+            }),
+            None => 0,
+        };
+        Ok(Plan {
+            spec: self.clone(),
+            mode,
+            addr,
+            request,
+            is_head: self.method == "HEAD",
+            duration_ns: secs_to_ns(duration_s),
+            warmup_ns: secs_to_ns(self.warmup_s),
+            timeout_ns: secs_to_ns(self.timeout_s),
+            connect_timeout_ns: secs_to_ns(connect_timeout),
+            queue_limit,
+            expect_body: self.expect_body.as_ref().map(|b| b.as_bytes().to_vec()),
+        })
+    }
+
+    /// Number of file descriptors the run needs (sockets, pollers, timers, margin).
+    pub fn fds_needed(&self) -> u64 {
+        self.connections as u64 + 3 * self.threads as u64 + 64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(url: &str) -> LoadSpec {
+        LoadSpec {
+            url: url.into(),
+            ..LoadSpec::default()
+        }
+    }
+
+    #[test]
+    fn urls_parse() {
+        assert_eq!(
+            parse_url("http://127.0.0.1:8080/a?b=1").unwrap(),
+            ("127.0.0.1".into(), 8080, "/a?b=1".into())
+        );
+        assert_eq!(
+            parse_url("http://localhost").unwrap(),
+            ("localhost".into(), 80, "/".into())
+        );
+        assert_eq!(
+            parse_url("http://[::1]:81/x").unwrap(),
+            ("::1".into(), 81, "/x".into())
+        );
+        assert_eq!(
+            parse_url("http://h:1?q").unwrap(),
+            ("h".into(), 1, "/?q".into())
+        );
+        assert!(parse_url("https://x/").unwrap_err().contains("https"));
+        assert!(parse_url("ftp://x/").unwrap_err().starts_with("url:"));
+        assert!(parse_url("http://x:99999/").is_err());
+    }
+
+    #[test]
+    fn request_is_serialised_once() {
+        let mut s = spec("http://127.0.0.1:8080/p");
+        s.method = "POST".into();
+        s.body = "abc".into();
+        s.headers = vec![("X-A".into(), "1".into())];
+        let p = s.plan().unwrap();
+        let r = String::from_utf8(p.request).unwrap();
+        assert_eq!(
+            r,
+            "POST /p HTTP/1.1\r\nX-A: 1\r\nHost: 127.0.0.1:8080\r\nContent-Length: 3\r\n\r\nabc"
+        );
+        s.keepalive = false;
+        s.body.clear();
+        s.method = "GET".into();
+        let r = String::from_utf8(s.plan().unwrap().request).unwrap();
+        assert!(r.ends_with("Connection: close\r\n\r\n"));
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let base = spec("http://127.0.0.1:1/");
+        let cases: Vec<(LoadSpec, &str)> = vec![
+            (
+                LoadSpec {
+                    connections: 0,
+                    ..base.clone()
+                },
+                "connections:",
+            ),
+            (
+                LoadSpec {
+                    threads: 0,
+                    ..base.clone()
+                },
+                "threads:",
+            ),
+            (
+                LoadSpec {
+                    threads: 65,
+                    ..base.clone()
+                },
+                "threads:",
+            ),
+            (
+                LoadSpec {
+                    pipeline: 0,
+                    ..base.clone()
+                },
+                "pipeline:",
+            ),
+            (
+                LoadSpec {
+                    pipeline: 4,
+                    keepalive: false,
+                    ..base.clone()
+                },
+                "pipeline:",
+            ),
+            (
+                LoadSpec {
+                    duration_s: Some(-1.0),
+                    ..base.clone()
+                },
+                "duration_s:",
+            ),
+            (
+                LoadSpec {
+                    timeout_s: 0.0,
+                    ..base.clone()
+                },
+                "timeout_s:",
+            ),
+            (
+                LoadSpec {
+                    rate: Some(0.0),
+                    ..base.clone()
+                },
+                "rate:",
+            ),
+            (
+                LoadSpec {
+                    method: "G T".into(),
+                    ..base.clone()
+                },
+                "method:",
+            ),
+            (
+                LoadSpec {
+                    expect_status: vec![42],
+                    ..base.clone()
+                },
+                "expect_status:",
+            ),
+            (
+                LoadSpec {
+                    headers: vec![("Content-Length".into(), "1".into())],
+                    ..base.clone()
+                },
+                "headers:",
+            ),
+            (
+                LoadSpec {
+                    queue_limit: Some(5),
+                    ..base.clone()
+                },
+                "queue_limit:",
+            ),
+        ];
+        for (s, prefix) in cases {
+            let e = s.plan().unwrap_err();
+            assert!(e.starts_with(prefix), "{e} should start with {prefix}");
+        }
+    }
+
+    #[test]
+    fn modes_and_defaults() {
+        let mut s = spec("http://127.0.0.1:1/");
+        assert_eq!(s.mode(), Mode::Closed);
+        assert_eq!(s.plan().unwrap().duration_ns, 10_000_000_000);
+        s.keepalive = false;
+        assert_eq!(s.mode(), Mode::ConnectionPerRequest);
+        s.rate = Some(100.0);
+        assert_eq!(s.mode(), Mode::Open);
+        assert_eq!(s.plan().unwrap().queue_limit, 1000);
+        let j: LoadSpec =
+            serde_json::from_str(r#"{"url": "http://x:1/", "arrival": "poisson"}"#).unwrap();
+        assert_eq!(j.arrival, Arrival::Poisson);
+        assert!(serde_json::from_str::<LoadSpec>(r#"{"url": "x", "conections": 1}"#).is_err());
+    }
+}

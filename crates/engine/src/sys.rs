@@ -1,0 +1,214 @@
+//! Thin wrappers over the few OS calls the engine needs (Linux).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+fn clock(id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer; the clock ids used are always supported on Linux.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (vDSO, no syscall).
+#[inline]
+pub fn now_ns() -> u64 {
+    clock(libc::CLOCK_MONOTONIC)
+}
+
+/// CPU time consumed by the calling thread, in nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    clock(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// Wall-clock time as Unix seconds.
+pub fn unix_time_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Make sure the process may open `need` file descriptors: raise the soft RLIMIT_NOFILE
+/// (and, if allowed, the hard one). Returns the resulting soft limit, or a clear error.
+pub fn ensure_nofile(need: u64) -> Result<u64, String> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(format!(
+            "getrlimit(RLIMIT_NOFILE) failed: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    if lim.rlim_cur >= need {
+        return Ok(lim.rlim_cur);
+    }
+    let want = libc::rlimit {
+        rlim_cur: need,
+        rlim_max: lim.rlim_max.max(need),
+    };
+    // SAFETY: valid pointer to an initialised rlimit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
+        return Ok(need);
+    }
+    if lim.rlim_max >= need {
+        let soft = libc::rlimit {
+            rlim_cur: need,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &soft) } == 0 {
+            return Ok(need);
+        }
+    }
+    Err(format!(
+        "need {need} file descriptors (connections + margin), limit is {} (hard {}); \
+         raise it with `ulimit -n {need}` or use fewer connections",
+        lim.rlim_cur, lim.rlim_max
+    ))
+}
+
+/// Pin the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET bounds are checked by the spec validation.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Ask for precise timer wake-ups for the calling thread (default slack is 50 us).
+pub fn set_timer_slack_ns(ns: u64) {
+    // SAFETY: PR_SET_TIMERSLACK takes an unsigned long; no pointers involved.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+/// A one-shot CLOCK_MONOTONIC timerfd, armed at absolute times (nanosecond precision,
+/// unlike epoll_wait's millisecond timeout).
+pub struct TimerFd {
+    fd: OwnedFd,
+    armed_at: u64,
+}
+
+impl TimerFd {
+    /// Create a non-blocking timerfd.
+    pub fn new() -> io::Result<TimerFd> {
+        // SAFETY: plain syscall; the returned fd is owned below.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        Ok(TimerFd {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            armed_at: 0,
+        })
+    }
+
+    /// Fire once at the absolute monotonic time `at_ns` (no-op if already armed for it).
+    pub fn arm_at(&mut self, at_ns: u64) {
+        if self.armed_at == at_ns {
+            return;
+        }
+        self.armed_at = at_ns;
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (at_ns / 1_000_000_000) as libc::time_t,
+                tv_nsec: (at_ns % 1_000_000_000).max(1) as libc::c_long,
+            },
+        };
+        // SAFETY: valid fd and pointers.
+        unsafe {
+            libc::timerfd_settime(
+                self.fd.as_raw_fd(),
+                libc::TFD_TIMER_ABSTIME,
+                &spec,
+                std::ptr::null_mut(),
+            );
+        }
+    }
+
+    /// Drain the expiration counter (keeps the fd from staying readable).
+    pub fn drain(&mut self) {
+        let mut buf = [0u8; 8];
+        // SAFETY: reading 8 bytes into a valid buffer.
+        unsafe {
+            libc::read(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                8,
+            );
+        }
+        self.armed_at = 0;
+    }
+
+    /// The raw descriptor (for registration with the poller).
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Resident set size of this process, in bytes (from /proc/self/statm).
+pub fn rss_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = s
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    pages * page
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clocks_advance() {
+        let a = now_ns();
+        let c = thread_cpu_ns();
+        let mut x = 0u64;
+        for i in 0..1_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        assert!(x > 0);
+        assert!(now_ns() > a);
+        assert!(thread_cpu_ns() > c);
+    }
+
+    #[test]
+    fn nofile_is_raised_or_explained() {
+        assert!(ensure_nofile(64).unwrap() >= 64);
+        let err = ensure_nofile(u64::MAX / 2).unwrap_err();
+        assert!(err.contains("ulimit -n"), "{err}");
+    }
+
+    #[test]
+    fn rss_is_reported() {
+        assert!(rss_bytes() > 0);
+    }
+}
