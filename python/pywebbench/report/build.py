@@ -369,10 +369,14 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
     groups: dict[tuple[str, str, str], list[Cell]] = defaultdict(list)
     ordered = sorted(study.cells, key=lambda c: (c.run_id, c.ordinal))
     for c in ordered:
+        if c.status == "pending" and not index.iterations_of(c.id):
+            continue  # not run yet (a study still running, or interrupted before it)
         groups[(key_of[c.stack_id], c.workload, c.load_point)].append(c)
 
     workloads: list[WorkloadView] = []
     for name in study.workloads():
+        if not any(w == name for _, w, _ in groups):
+            continue
         wv = WorkloadView(name=name)
         for (skey, wname, _), cells in groups.items():
             if wname != name:

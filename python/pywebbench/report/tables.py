@@ -55,7 +55,7 @@ def fmt_ms(x: float | None) -> str:
     """A latency in milliseconds."""
     if x is None or math.isnan(x):
         return MISSING
-    return f"{x:,.0f}" if abs(x) >= 1000 else _sig(x, 3)
+    return f"{x:,.0f}" if abs(x) >= 999.5 else _sig(x, 3)
 
 
 def fmt_mib(x: float | None) -> str:
