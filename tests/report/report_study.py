@@ -1,0 +1,232 @@
+"""Write a small but real study into a store, for the report tests.
+
+Each "stack" of the study is the Rust reference server (``pywebbench.refserver``) with its own
+service delay, so stacks really differ in throughput and latency; every iteration is a real
+engine run (``pywebbench.load``) with the server's process tree metered by
+``pywebbench.meter.Sampler``, stored through the store's write API exactly as the runner
+stores it. Names and failure texts can carry markup, to test that reports show it as text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pywebbench.meter import Sampler
+from pywebbench.run import loadio
+from pywebbench.store import (
+    Cell,
+    Failure,
+    Iteration,
+    Replicate,
+    Run,
+    StackRow,
+    Store,
+    new_run_id,
+    utcnow,
+)
+
+SERVER_CPUS = [0]
+GENERATOR_CPUS = [1]
+
+
+@dataclass
+class FakeStack:
+    """A stack of the study: names as a report shows them, served by a delayed refserver."""
+
+    interpreter: str
+    server: str
+    framework: str
+    delay_ms: float = 0.0
+    impl: str = "cpython"
+    # Workloads where this stack "fails to verify" (a recorded failure, no iterations).
+    fails_on: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.interpreter}/{self.server}/{self.framework}"
+
+
+@dataclass
+class StudyPlan:
+    stacks: list[FakeStack]
+    loads: dict[str, list[int]]  # workload -> concurrencies
+    replicates: int = 2
+    warmup: int = 1
+    measured: int = 2
+    duration_s: float = 0.3
+    provision_failures: list[str] = field(default_factory=list)
+
+
+def _run_row(run_id: str) -> Run:
+    return Run(
+        id=run_id,
+        created_at=utcnow(),
+        finished_at=None,
+        status="running",
+        profile="quick",
+        hostname="test-host",
+        cpu_model="Test CPU <b>bold</b>",
+        cpu_count=2,
+        kernel="6.1.0",
+        governor=None,
+        memory_bytes=8 << 30,
+        os="Debian GNU/Linux 12",
+        pywebbench_version="0.1.0",
+        orchestrator_python="3.11",
+        server_cpus_json=json.dumps(SERVER_CPUS),
+        generator_cpus_json=json.dumps(GENERATOR_CPUS),
+        config_json=json.dumps({"profile": "quick", "note": "</script><script>alert(9)</script>"}),
+        host_json=json.dumps({"virtualisation": "container"}),
+    )
+
+
+def _stack_row(run_id: str, s: FakeStack) -> StackRow:
+    return StackRow(
+        id=None,
+        run_id=run_id,
+        key=s.key,
+        name=s.key,
+        interpreter=s.interpreter,
+        interpreter_impl=s.impl,
+        interpreter_version="3.11.2" if s.impl == "cpython" else "3.9.16",
+        interpreter_build="",
+        interpreter_path="/usr/bin/python3",
+        server=s.server,
+        interface="wsgi",
+        framework=s.framework,
+        workers=1,
+        threads=1,
+        packages_json=json.dumps({"refserver": "0.1.0", s.framework: "1.0"}),
+        settings_json=json.dumps({"delay_ms": s.delay_ms, "access_log": False, "workers": 1}),
+    )
+
+
+def _iteration(
+    store: Store,
+    cell_id: int,
+    at: tuple[int, str, int],
+    url: str,
+    pid: int,
+    conns: int,
+    duration_s: float,
+) -> None:
+    """One real engine run against the server, metered, stored like the runner stores it."""
+    from pywebbench.load import LoadSpec, run_load
+
+    replicate, kind, idx = at
+    spec = LoadSpec(
+        url=url, connections=conns, threads=1, duration_s=duration_s, cpus=GENERATOR_CPUS
+    )
+    started = utcnow()
+    with Sampler(pid, interval_s=0.05) as sampler:
+        result = run_load(spec)
+    meter = sampler.summary
+    cols = loadio.columns(result)
+    cpu = meter.cpu_s
+    it = Iteration(
+        id=None,
+        cell_id=cell_id,
+        replicate=replicate,
+        kind=kind,
+        idx=idx,
+        started_at=started,
+        cpu_user_s=meter.cpu_user_s,
+        cpu_sys_s=meter.cpu_sys_s,
+        requests_per_cpu_s=(cols["requests"] / cpu) if cpu else None,
+        rss_peak_bytes=meter.rss_peak_bytes,
+        rss_end_bytes=meter.rss_end_bytes,
+        threads_peak=meter.threads_peak,
+        processes_peak=meter.processes_peak,
+        result_json=json.dumps(loadio.result_dict(result)),
+        **cols,
+    )
+    store.add_iteration(it, meter.samples)
+
+
+def record_study(path: Path, plan: StudyPlan) -> str:
+    """Run ``plan`` for real and store it; returns the run id."""
+    from pywebbench.refserver import RefServer
+
+    run_id = new_run_id()
+    with Store(path) as store:
+        store.create_run(_run_row(run_id))
+        for reason in plan.provision_failures:
+            store.add_failure(Failure(None, run_id, "provision", reason, utcnow()))
+        ordinal = 0
+        for s in plan.stacks:
+            sid = store.add_stack(_stack_row(run_id, s))
+            for workload, conns in plan.loads.items():
+                for c in conns:
+                    ordinal += 1
+                    cell_id = store.add_cell(
+                        Cell(
+                            id=None,
+                            run_id=run_id,
+                            stack_id=sid,
+                            key=f"{s.key}|{workload}|c{c}",
+                            ordinal=ordinal,
+                            workload=workload,
+                            workload_params_json="{}",
+                            load_model="closed",
+                            concurrency=c,
+                            rate=None,
+                            load_point=f"c{c}",
+                            status="running",
+                            server_cpus_json=json.dumps(SERVER_CPUS),
+                            generator_cpus_json=json.dumps(GENERATOR_CPUS),
+                            started_at=utcnow(),
+                        )
+                    )
+                    if workload in s.fails_on:
+                        body = s.fails_on[workload]
+                        reason = f"/{workload}: body {body!r} is not the expected one"
+                        store.add_failure(
+                            Failure(
+                                None,
+                                run_id,
+                                "verify",
+                                reason,
+                                utcnow(),
+                                stack_id=sid,
+                                cell_id=cell_id,
+                                replicate=0,
+                                detail=f"HTTP/1.1 200 OK\ncontent-type: text/html\n\n{body}",
+                            )
+                        )
+                        store.update_cell(
+                            cell_id,
+                            status="failed",
+                            failure_phase="verify",
+                            failure_reason=reason,
+                            finished_at=utcnow(),
+                        )
+                        continue
+                    for rep in range(plan.replicates):
+                        with RefServer(delay_ms=s.delay_ms, cpus=SERVER_CPUS) as srv:
+                            store.add_replicate(
+                                Replicate(
+                                    id=None,
+                                    cell_id=cell_id,
+                                    replicate=rep,
+                                    status="running",
+                                    started_at=utcnow(),
+                                    pid=srv.pid,
+                                )
+                            )
+                            url = srv.url.rstrip("/") + "/" + workload
+                            for kind, n in (("warmup", plan.warmup), ("measured", plan.measured)):
+                                for idx in range(n):
+                                    _iteration(
+                                        store,
+                                        cell_id,
+                                        (rep, kind, idx),
+                                        url,
+                                        srv.pid,
+                                        c,
+                                        plan.duration_s,
+                                    )
+                    store.update_cell(cell_id, status="ok", finished_at=utcnow())
+        store.update_run(run_id, status="completed", finished_at=utcnow())
+    return run_id

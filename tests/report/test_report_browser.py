@@ -1,0 +1,306 @@
+"""Reports of a real stored study, checked in headless Debian Chromium and against the store.
+
+The study (tests/report/report_study.py) is three "stacks" served by the Rust reference server with
+different service delays, loaded by the real engine, metered and stored through the store's
+API; one stack's names carry markup and quotes, and its failure holds a response body with a
+``<script>``. The report must draw every plot without a console error or a network request,
+show the markup as text, and its Markdown numbers must equal the store's.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pywebbench.report import ReportPaths, generate
+from pywebbench.store import Store
+from report_browser import open_report, screenshot
+from report_study import FakeStack, StudyPlan, record_study
+
+EVIL_SERVER = "ref\"server'<b>x</b>"
+EVIL_FW = '<script>alert("fw")</script>\'q"'
+EVIL_BODY = "<script>alert('body')</script>\"quoted\""
+EVIL_PROVISION = "pypy3.9/meinheld/<img src=x onerror=alert(1)>: does not build on PyPy"
+
+PLAN = StudyPlan(
+    stacks=[
+        FakeStack("cpython3.11", "refserver", "fast", delay_ms=0.0),
+        FakeStack("pypy3.9", "refserver", "slow", delay_ms=1.0, impl="pypy"),
+        FakeStack("cpython3.11", EVIL_SERVER, EVIL_FW, delay_ms=0.3, fails_on={"json": EVIL_BODY}),
+    ],
+    loads={"hello": [1, 8], "json": [8]},
+    replicates=2,
+    warmup=1,
+    measured=2,
+    duration_s=0.3,
+    provision_failures=[EVIL_PROVISION],
+)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, ReportPaths]:
+    """The stored study and its report (written once for the module)."""
+    root = tmp_path_factory.mktemp("report")
+    store_path = root / "pywebbench.sqlite"
+    run_id = record_study(store_path, PLAN)
+    paths = generate(store_path, [run_id], root / "out")
+    return store_path, run_id, paths
+
+
+def _drawn(page: Any) -> dict[str, dict[str, int]]:
+    """Per visible plot: how many Plotly SVG layers, traces and non-empty paths it holds."""
+    return page.evaluate(
+        """() => {
+        const out = {};
+        document.querySelectorAll('.plot[data-figure]').forEach(el => {
+          if (el.offsetParent === null) return;
+          const paths = Array.from(el.querySelectorAll('path'))
+            .filter(p => (p.getAttribute('d') || '').length > 4).length;
+          out[el.getAttribute('data-figure')] = {
+            svg: el.querySelectorAll('svg.main-svg').length,
+            traces: el.querySelectorAll('g.trace').length,
+            paths: paths,
+          };
+        });
+        return out;
+      }"""
+    )
+
+
+def test_every_plot_is_drawn_offline_without_errors(browser: Any, study: Any) -> None:
+    _, _, paths = study
+    page, events = open_report(browser, paths.html)
+    try:
+        screenshot(page, "report-first-screen")
+        expected = set(
+            page.evaluate(
+                "Object.keys(JSON.parse(document.getElementById('pwb-data').textContent).figures)"
+            )
+        )
+        assert expected, "the report embeds no figure"
+        seen: dict[str, dict[str, int]] = {}
+        tabs = page.locator("button.tab")
+        assert tabs.count() == len(PLAN.loads)
+        for i in range(tabs.count()):
+            tabs.nth(i).click()
+            section = page.locator("section.workload.active")
+            select = section.locator("select.load-select")
+            options = (
+                select.locator("option").evaluate_all("os => os.map(o => o.value)")
+                if select.count()
+                else [None]
+            )
+            for value in options:
+                if value is not None:
+                    select.select_option(value)
+                page.wait_for_timeout(50)
+                seen.update(_drawn(page))
+        cell_select = page.locator("#cell-select")
+        page.locator("#cells").scroll_into_view_if_needed()
+        for value in cell_select.locator("option").evaluate_all("os => os.map(o => o.value)"):
+            cell_select.select_option(value)
+            seen.update(_drawn(page))
+        screenshot(page, "report-cells")
+        assert set(seen) == expected, f"never drawn: {sorted(expected - set(seen))}"
+        for fid, d in seen.items():
+            assert d["svg"] >= 1 and d["traces"] >= 1 and d["paths"] >= 1, (fid, d)
+        # The per-workload plots are all there: ranking, spectrum, warm-up, sweep.
+        for kind in (
+            "ranking-hello-peak",
+            "spectrum-hello-peak",
+            "warmup-hello-peak",
+            "sweep-hello",
+        ):
+            assert kind in seen
+        assert events.console_errors == [] and events.page_errors == []
+        assert events.dialogs == []
+        assert events.requests == [], "the report must not touch the network"
+    finally:
+        page.close()
+
+
+def test_markup_in_names_and_bodies_is_shown_as_text(browser: Any, study: Any) -> None:
+    _, _, paths = study
+    page, events = open_report(browser, paths.html)
+    try:
+        # Exactly the page's own three scripts; nothing injected.
+        assert page.locator("script").count() == 3
+        assert page.locator("img, iframe, object, embed, b").count() == 0
+        assert page.evaluate("document.querySelectorAll('[onerror]').length") == 0
+        body = page.inner_text("body")
+        assert EVIL_FW in body  # in the ranking table and the environment
+        page.click("a[href='#failures']")
+        failures = page.inner_text("#failures")
+        assert EVIL_BODY in failures and EVIL_PROVISION in failures
+        assert EVIL_SERVER in page.inner_text("#environment")
+        # Plot labels (SVG text) show the characters too.
+        ticks = page.locator("section.workload.active .plot text.ytick").all_inner_texts()
+        assert any(EVIL_FW in t for t in ticks), ticks
+        assert events.dialogs == [] and events.page_errors == [] and events.console_errors == []
+    finally:
+        page.close()
+
+
+def test_filter_box_and_sorting(browser: Any, study: Any) -> None:
+    _, _, paths = study
+    page, events = open_report(browser, paths.html)
+    try:
+        rows = "section.workload.active .sel.active table.ranking tbody tr"
+        page.fill("#filter", "pypy")
+        page.wait_for_timeout(400)
+        visible = [r for r in page.locator(rows).all() if r.is_visible()]
+        assert visible and all("pypy" in r.inner_text() for r in visible)
+        ticks = page.locator(
+            "section.workload.active .sel.active .plot text.ytick"
+        ).all_inner_texts()
+        assert ticks and all("pypy" in t for t in ticks)
+        page.fill("#filter", "")
+        page.wait_for_timeout(400)
+        page.click("section.workload.active .sel.active table.ranking th.col-rps")
+        values = [
+            float(v)
+            for v in page.locator(f"{rows} td.col-rps").evaluate_all(
+                "tds => tds.map(td => td.getAttribute('data-v')).filter(v => v !== '')"
+            )
+        ]
+        assert len(values) >= 2 and values == sorted(values)
+        assert events.console_errors == [] and events.page_errors == []
+    finally:
+        page.close()
+
+
+def _parse(text: str) -> float | None:
+    text = text.strip().replace(",", "").rstrip("×%")
+    return None if text in ("–", "") else float(text)
+
+
+def _close(shown: float, exact: float, text: str) -> bool:
+    """True when ``shown`` is ``exact`` rounded to the digits of ``text``."""
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    return math.isclose(shown, exact, abs_tol=0.5 * 10**-decimals + 1e-9)
+
+
+def _markdown_tables(md: str) -> dict[str, list[dict[str, str]]]:
+    tables: dict[str, list[dict[str, str]]] = {}
+    current = None
+    header: list[str] = []
+    for line in md.splitlines():
+        if line.startswith("## "):
+            current, header = line[3:].strip(), []
+            tables[current] = []
+        elif line.startswith("| ") and current:
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            if not header:
+                header = cells
+            else:
+                tables[current].append(dict(zip(header, cells, strict=True)))
+    return tables
+
+
+def test_markdown_numbers_match_the_store(study: Any) -> None:
+    from pywebbench import _engine
+
+    store_path, run_id, paths = study
+    md = paths.markdown.read_text(encoding="utf-8")
+    tables = _markdown_tables(md)
+    with Store(store_path, create=False) as store:
+        st = store.load_study([run_id])
+    labels = {
+        s.id: f"{s.interpreter} · {s.server} · {s.framework}".replace("<", "&lt;").replace(
+            ">", "&gt;"
+        )
+        for s in st.stacks
+    }
+    checked = 0
+    for workload in PLAN.loads:
+        rows = {r["Stack"].replace("\\|", "|"): r for r in tables[workload]}
+        for s in st.stacks:
+            cells = [c for c in st.cells if c.stack_id == s.id and c.workload == workload]
+            measured = {c.load_point: st.iterations_of(c.id, "measured") for c in cells}
+            measured = {k: v for k, v in measured.items() if v}
+            row = rows[labels[s.id]]
+            if not measured:
+                assert row["Req/s"] == "–" and "failed in verify" in row["Notes"]
+                continue
+            medians = {k: statistics.median(i.rps for i in v) for k, v in measured.items()}
+            best = max(medians, key=lambda k: medians[k])
+            its = measured[best]
+            assert row["Load"] == best
+            assert _close(_parse(row["Req/s"]), medians[best], row["Req/s"])
+            merged = _engine.hist_merge([i.result["latency"]["hist"] for i in its])
+            p50, p99 = (v / 1000 for v in _engine.hist_quantiles(merged, [0.5, 0.99]))
+            for col, exact in (("p50 ms", p50), ("p99 ms", p99)):
+                shown = _parse(row[col])
+                assert shown is not None and _close(shown, exact, row[col]), (col, row, exact)
+            every = [i for c in cells for i in st.iterations_of(c.id, None)]
+            if any(c.load_point == best for c in cells):
+                cell_its = [
+                    i for c in cells if c.load_point == best for i in st.iterations_of(c.id, None)
+                ]
+                peak = max(i.rss_peak_bytes for i in cell_its) / 2**20
+                assert _close(_parse(row["Peak RSS MiB"]), peak, row["Peak RSS MiB"])
+            assert every
+            requests = sum(i.requests for i in its)
+            errors = sum(i.errors + i.non_2xx for i in its)
+            rate = errors / (requests + sum(i.errors for i in its))
+            assert (row["Errors"] == "0%") == (rate == 0)
+            cpu = sum(i.cpu_s for i in its)
+            assert _close(_parse(row["Req/CPU-s"]), requests / cpu, row["Req/CPU-s"])
+            checked += 1
+    assert checked >= 5
+    # The fastest stack is named first, with its numbers.
+    assert re.search(r"\*\*cpython3\.11 · refserver · fast\*\* is fastest", md)
+
+
+def test_html_and_markdown_show_the_same_numbers(browser: Any, study: Any) -> None:
+    _, _, paths = study
+    tables = _markdown_tables(paths.markdown.read_text(encoding="utf-8"))
+    page, _ = open_report(browser, paths.html)
+    try:
+        for workload in PLAN.loads:
+            page.click(f"button.tab:text-is('{workload}')")
+            html_rows = page.locator(
+                "section.workload.active .sel.active table.ranking tbody tr"
+            ).evaluate_all(
+                """trs => trs.map(tr => ({
+                    stack: tr.getAttribute('data-stack'),
+                    rps: tr.querySelector('td.col-rps').innerText.trim(),
+                    p99: tr.querySelector('td.col-p99').innerText.trim(),
+                    errors: tr.querySelector('td.col-errors').innerText.trim(),
+                }))"""
+            )
+            md_rows = tables[workload]
+            assert len(html_rows) == len(md_rows)
+            for h, m in zip(html_rows, md_rows, strict=True):
+                assert (h["rps"], h["p99"], h["errors"]) == (m["Req/s"], m["p99 ms"], m["Errors"])
+    finally:
+        page.close()
+
+
+def test_report_command(study: Any, tmp_path: Path) -> None:
+    store_path, run_id, _ = study
+    exe = [sys.executable, "-c", "from pywebbench.cli import main; main()", "report"]
+    ok = subprocess.run(
+        [*exe, "--store", str(store_path), run_id[:15], "-o", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / f"report-{run_id}.html").exists()
+    assert (tmp_path / f"report-{run_id}.md").exists()
+    assert "HTML report:" in ok.stdout
+    missing = subprocess.run(
+        [*exe, "--store", str(tmp_path / "nope.sqlite")], capture_output=True, text=True
+    )
+    assert missing.returncode == 2 and "--store" in missing.stderr
+    unknown = subprocess.run(
+        [*exe, "--store", str(store_path), "19990101-000000"], capture_output=True, text=True
+    )
+    assert unknown.returncode == 1 and "no run '19990101-000000'" in unknown.stderr
