@@ -73,6 +73,11 @@ def _human_bytes(n: int | None) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
+def _when(iso: str) -> str:
+    """``2026-11-21T15:30:12.345+00:00`` as ``2026-11-21 15:30:12 UTC``."""
+    return iso[:19].replace("T", " ") + " UTC" if len(iso) >= 19 else iso
+
+
 def _run_view(run: Run) -> RunView:
     host: list[tuple[str, str]] = [
         ("CPU", f"{run.cpu_model} ({run.cpu_count} cores)"),
@@ -90,8 +95,8 @@ def _run_view(run: Run) -> RunView:
         host.append((str(k), v if isinstance(v, str) else str(v)))
     return RunView(
         id=run.id,
-        created_at=run.created_at,
-        finished_at=run.finished_at,
+        created_at=_when(run.created_at),
+        finished_at=_when(run.finished_at) if run.finished_at else None,
         status=run.status,
         profile=run.profile,
         host=host,
@@ -400,6 +405,17 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
                 at = [(stacks[p.stack_key], p) for p in wv.points if p.load_point == lp]
                 wv.rankings.append(_rank(name, lp, at))
         workloads.append(wv)
+
+    for skey, stack in stacks.items():
+        reps = [
+            r
+            for c in study.cells
+            if key_of.get(c.stack_id) == skey
+            for r in index.replicates.get(c.id or -1, [])
+        ]
+        stack.cold_start_s = _median([r.cold_start_s for r in reps if r.cold_start_s is not None])
+        idle = _median([r.idle_rss_bytes for r in reps if r.idle_rss_bytes is not None])
+        stack.idle_rss_mib = idle / MIB if idle is not None else None
 
     cells_series: list[CellSeriesView] = []
     for (skey, _, _), cells in groups.items():

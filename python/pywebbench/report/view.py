@@ -40,6 +40,8 @@ class StackView:
     packages: dict[str, str] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     run_ids: list[str] = field(default_factory=list)
+    cold_start_s: float | None = None  # median over every replicate of the stack
+    idle_rss_mib: float | None = None  # median over every replicate of the stack
 
 
 @dataclass
