@@ -1,0 +1,158 @@
+"""The robustness of one stack: the same load measured clean and under a fault mix.
+
+The score (0-100, higher is better; documented in docs/faults.md)::
+
+    retained   = min(1, rps_faulted / rps_clean)
+    latency    = min(1, p99_clean / p99_faulted)
+    errors     = max(0, 1 - 10 * error_rate_faulted)     # 10 % failed good requests -> 0
+    malformed  = mean over malformed kinds run of 1 (rejected or closed), 0.5 (5xx or no
+                 answer), 0 (accepted, or a smuggled request answered); 1 if none ran
+    score      = 100 * (0.5 retained + 0.2 latency + 0.15 errors + 0.15 malformed)
+                 * (1 if it answered normally after the fault phase else 0.5)
+                 * (1 if the server process survived else 0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from pywebbench.faults.session import FaultReport
+
+__all__ = ["Measure", "Robustness", "measure_of", "robustness"]
+
+W_RETAINED, W_LATENCY, W_ERRORS, W_MALFORMED = 0.5, 0.2, 0.15, 0.15
+ERROR_RATE_FOR_ZERO = 0.10
+
+
+@dataclasses.dataclass(frozen=True)
+class Measure:
+    """The numbers the score needs from one load run of the good clients."""
+
+    rps: float
+    p99_us: float | None
+    requests: int
+    #: transport errors plus non-2xx responses seen by the good clients.
+    errors: int
+
+    @property
+    def error_rate(self) -> float:
+        """Failed good requests over all good requests attempted."""
+        total = self.requests + self.errors
+        return self.errors / total if total else 0.0
+
+
+def _as_dict(result: Any) -> dict[str, Any]:
+    if isinstance(result, dict):
+        return result
+    for name in ("to_dict", "as_dict"):
+        fn = getattr(result, name, None)
+        if callable(fn):
+            return dict(fn())
+    fn = getattr(result, "to_json", None)
+    if callable(fn):
+        return dict(json.loads(fn()))
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        return dataclasses.asdict(result)
+    raise TypeError(f"cannot read a load result of type {type(result).__name__}")
+
+
+def measure_of(result: Any) -> Measure:
+    """A :class:`Measure` from a ``pywebbench.load.LoadResult`` (or its JSON dict)."""
+    d = _as_dict(result)
+    lat = d.get("latency") or {}
+    summary = lat.get("summary") if isinstance(lat, dict) else None
+    p99 = (summary or {}).get("p99") if isinstance(summary, dict) else None
+    status = d.get("status_counts") or {}
+    non_2xx = sum(int(n) for code, n in status.items() if not str(code).startswith("2"))
+    requests = int(d.get("requests", 0) or 0)
+    return Measure(
+        rps=float(d.get("rps", 0.0) or 0.0),
+        p99_us=float(p99) if p99 else None,
+        requests=requests - non_2xx,
+        errors=int(d.get("errors", 0) or 0) + non_2xx,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Robustness:
+    """Per stack: how the good clients fared under the fault mix, and the score."""
+
+    retained_pct: float
+    p99_clean_ms: float | None
+    p99_faulted_ms: float | None
+    good_errors: int
+    good_error_rate: float
+    survived: bool
+    answered_after: bool
+    #: malformed kind -> worst class (rejected, closed, timed_out, server_error, accepted).
+    malformed: dict[str, str]
+    #: malformed kinds accepted as valid, and "smuggle" if a hidden request got an answer.
+    malformed_accepted: list[str]
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dataclasses.asdict(self)
+
+
+def _kind_points(cls: str | None) -> float:
+    return {"rejected": 1.0, "closed": 1.0, "server_error": 0.5, "timed_out": 0.5}.get(
+        cls or "", 0.0
+    )
+
+
+def robustness(
+    clean: Measure,
+    faulted: Measure,
+    report: FaultReport | None,
+    *,
+    survived: bool,
+    answered_after: bool,
+) -> Robustness:
+    """The robustness of one stack (see the module docstring for the formula)."""
+    retained = min(1.0, faulted.rps / clean.rps) if clean.rps > 0 else 0.0
+    if clean.p99_us and faulted.p99_us:
+        latency = min(1.0, clean.p99_us / faulted.p99_us)
+    else:
+        latency = 0.0 if faulted.requests == 0 else 1.0
+    errors = max(0.0, 1.0 - faulted.error_rate / ERROR_RATE_FOR_ZERO)
+    malformed: dict[str, str] = {}
+    accepted: list[str] = []
+    points: list[float] = []
+    if report is not None:
+        smuggled = any(f.what == "smuggled-request-answered" for f in report.findings)
+        for name, k in report.kinds.items():
+            cls = k.classification()
+            if cls is None:
+                continue
+            if k.kind == "smuggle" and smuggled:
+                cls = "accepted"
+            malformed[name] = cls
+            points.append(_kind_points(cls))
+            if cls == "accepted":
+                accepted.append(name)
+    malformed_factor = sum(points) / len(points) if points else 1.0
+    score = 100.0 * (
+        W_RETAINED * retained
+        + W_LATENCY * latency
+        + W_ERRORS * errors
+        + W_MALFORMED * malformed_factor
+    )
+    if not answered_after:
+        score *= 0.5
+    if not survived:
+        score = 0.0
+    return Robustness(
+        retained_pct=round(100.0 * (faulted.rps / clean.rps if clean.rps > 0 else 0.0), 1),
+        p99_clean_ms=clean.p99_us / 1000.0 if clean.p99_us else None,
+        p99_faulted_ms=faulted.p99_us / 1000.0 if faulted.p99_us else None,
+        good_errors=faulted.errors,
+        good_error_rate=faulted.error_rate,
+        survived=survived,
+        answered_after=answered_after,
+        malformed=malformed,
+        malformed_accepted=sorted(accepted),
+        score=round(score, 1),
+    )
