@@ -169,7 +169,9 @@ def command(**o: Any) -> None:
       pywebbench run --config pywebbench.toml --profile standard
       pywebbench run --resume
     """
-    console = Console(stderr=False, highlight=False)
+    console = Console(highlight=False)
+    if not console.is_terminal:  # logs and pipes: wide enough for the summary tables
+        console = Console(highlight=False, width=160)
     try:
         code = _main(o, console)
     except ConfigError as exc:

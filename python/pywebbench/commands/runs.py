@@ -42,7 +42,7 @@ def command(results_dir: str, store_path: str | None) -> None:
             "iterations",
             "host",
         ):
-            table.add_column(col)
+            table.add_column(col, no_wrap=True)
         for run in runs:
             cells = store.cells(run.id)
             ok = sum(c.status == "ok" for c in cells)
@@ -57,4 +57,7 @@ def command(results_dir: str, store_path: str | None) -> None:
                 str(iterations),
                 f"{run.hostname} ({run.cpu_count} cpu)",
             )
-    Console().print(table if runs else f"no runs in {path}")
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    console.print(table if runs else f"no runs in {path}")

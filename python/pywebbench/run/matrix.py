@@ -8,7 +8,6 @@ Cells are independent units (own port, own cores) so they could be scheduled els
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,7 +205,7 @@ def expand(config: StudyConfig) -> Matrix:
                         concurrency=conc,
                         rate=rate,
                     )
-                    params_tag = json.dumps(params, sort_keys=True) if params else ""
+                    params_tag = "".join(f",{k}={v}" for k, v in sorted(params.items()))
                     key_cell = f"{variant.key}|{wl.name}{params_tag}|{cell.load_point}"
                     out.cells.append(
                         CellPlan(

@@ -447,6 +447,10 @@ class StudyRunner:
                 ready_path=request.path if request.method == "GET" else "/",
                 start_timeout_s=timeouts.start_s,
             )
+        except KeyboardInterrupt:
+            with _no_sigint():
+                self.store.update_replicate(rep_id, status="interrupted", finished_at=utcnow())
+            raise
         except LaunchError as exc:
             with _no_sigint():
                 self.store.update_replicate(

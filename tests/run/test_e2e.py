@@ -1,0 +1,268 @@
+"""End-to-end: `pywebbench run` on small real matrices (real servers, real engine).
+
+Covers a clean matrix (store, export round-trip, report), a matrix where one stack fails to
+install, one crashes mid-load and one hangs while the rest completes, and Ctrl-C followed by
+``--resume`` with nothing measured twice. Every test ends with a census: no process started
+by it may remain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+from conftest import PYWEBBENCH, marked_processes
+from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.run.config import resolve
+from pywebbench.run.matrix import Matrix, expand
+from pywebbench.run.runner import run_study
+from pywebbench.store import Store, study_from_dict
+from pywebbench.store.export import export_json
+
+WSGI_SERVER = "granian-wsgi"
+ASGI_SERVER = "uvicorn-h11"
+CPYTHON = default_interpreters()[0].name  # the running CPython only: tests stay fast
+FAST = ["-d", "1", "--warmup-duration", "0.5", "-c", "16", "--python", CPYTHON]
+
+
+def pwb(*args: str, results: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYWEBBENCH, *args, "--results-dir", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_small_matrix(tmp_path: Path, census: str) -> None:
+    results = tmp_path / "res"
+    proc = pwb(
+        "run",
+        "--server",
+        f"{WSGI_SERVER},{ASGI_SERVER}",
+        "--framework",
+        "raw-wsgi,raw-asgi",
+        "--workload",
+        "hello,json",
+        "--replicates",
+        "2",
+        *FAST,
+        results=results,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ranked by requests/s" in proc.stdout
+    assert "report:" in proc.stdout
+    with Store(results / "pywebbench.sqlite", create=False) as store:
+        study = store.load_study()
+        doc = export_json(store)
+    run = study.runs[0]
+    assert run.status == "completed" and run.finished_at
+    assert run.server_cpus and run.generator_cpus
+    assert not set(run.server_cpus) & set(run.generator_cpus) or run.cpu_count == 1
+    assert len(study.cells) >= 4 and all(c.status == "ok" for c in study.cells), [
+        (c.key, c.failure_reason) for c in study.cells
+    ]
+    for cell in study.cells:
+        its = study.iterations_of(cell.id, kind=None)
+        kinds = Counter((i.replicate, i.kind) for i in its)
+        assert kinds == {(0, "warmup"): 1, (0, "measured"): 1, (1, "warmup"): 1, (1, "measured"): 1}
+        for it in its:
+            assert it.requests > 0 and it.rps > 0 and it.latency_p99_us
+            assert it.cpu_user_s is not None and it.rss_peak_bytes and it.requests_per_cpu_s
+            assert it.result["per_second"] and it.result["latency"]["hist"]
+            assert study.samples_of(it.id), "no resource samples"
+        reps = study.replicates_of(cell.id)
+        assert [r.status for r in reps] == ["ok", "ok"]
+        assert all(r.cold_start_s and r.idle_rss_bytes for r in reps)
+        assert len({r.pid for r in reps}) == 2  # a fresh server per replicate
+    for stack in study.stacks:
+        assert stack.packages and stack.settings
+    # the export round-trips into another store
+    with Store(tmp_path / "copy.sqlite") as copy:
+        copy.import_study(study_from_dict(json.loads(doc)))
+        again = copy.load_study()
+    assert len(again.iterations) == len(study.iterations)
+    assert [i.result_json for i in again.iterations] == [i.result_json for i in study.iterations]
+    # runs and export commands
+    listing = pwb("runs", results=results)
+    assert listing.returncode == 0 and run.id in listing.stdout
+    out = tmp_path / "flat.csv"
+    exp = pwb("export", "--format", "csv", "-o", str(out), results=results)
+    assert exp.returncode == 0
+    assert len(out.read_text().splitlines()) == len(study.iterations) + 1
+    reports = list((results / "reports").glob("*.html"))
+    assert reports, "no HTML report written"
+
+
+CRASH_APP = """
+import os, time
+N = int(os.environ.get("PWB_MISBEHAVE_AFTER", "300"))
+count = 0
+
+async def app(scope, receive, send):
+    global count
+    if scope["type"] == "lifespan":
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    count += 1
+    if count > N:
+        MISBEHAVE()
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+"""
+
+
+def _app_project(root: Path, name: str, misbehave: str) -> Path:
+    project = root / name
+    project.mkdir()
+    (project / f"{name}.py").write_text(CRASH_APP.replace("MISBEHAVE()", misbehave))
+    return project
+
+
+def test_failures_are_recorded_and_the_rest_completes(tmp_path: Path, census: str) -> None:
+    bad_reqs = tmp_path / "requirements.txt"
+    bad_reqs.write_text("pwb-no-such-package-for-tests-7c1f==0.0.1\n")
+    crash = _app_project(tmp_path, "crashapp", "os._exit(3)")
+    hang = _app_project(tmp_path, "hangapp", "time.sleep(3600)")
+    load = {
+        "duration_s": 1.5,
+        "warmup_duration_s": 1.0,
+        "warmup_iterations": 1,
+        "iterations": 1,
+        "replicates": 1,
+        "concurrency": [8],
+        "timeout_s": 2.0,
+    }
+    matrix_base = {"servers": [ASGI_SERVER], "interpreters": [CPYTHON]}
+    base = {"matrix": matrix_base, "load": load, "report": False}
+    good = resolve(
+        {**base, "matrix": {**matrix_base, "frameworks": ["raw-asgi"], "workloads": ["hello"]}}
+    )
+
+    def byo(project: Path | None, requirements: Path | None, name: str) -> dict:
+        app = {"app": f"{name}:app", "interface": "asgi", "paths": ["/"]}
+        if project:
+            app["project"] = str(project)
+        if requirements:
+            app["requirements"] = str(requirements)
+        return {**base, "app": app}
+
+    matrix = Matrix.combine(
+        expand(good),
+        expand(resolve(byo(None, bad_reqs, "noinstall"))),
+        expand(resolve(byo(crash, None, "crashapp"))),
+        expand(resolve(byo(hang, None, "hangapp"))),
+    )
+    assert len(matrix.cells) == 4
+    t0 = time.monotonic()
+    with Store(tmp_path / "s.sqlite") as store:
+        outcome = run_study(good, matrix, store, results_dir=tmp_path)
+        study = store.load_study([outcome.run_id])
+    assert time.monotonic() - t0 < 150
+    assert outcome.status == "completed"
+    by_fw = {study.stack(c.stack_id).framework: c for c in study.cells}
+    assert by_fw["raw-asgi"].status == "ok"
+    install = by_fw["app-noinstall.app"]
+    assert (install.status, install.failure_phase) == ("failed", "provision")
+    assert "pwb-no-such-package-for-tests-7c1f" in (install.failure_reason or "")
+    crashed = by_fw["app-crashapp.app"]
+    assert (crashed.status, crashed.failure_phase) == ("failed", "warmup"), crashed
+    assert "exited" in (crashed.failure_reason or "")
+    hung = by_fw["app-hangapp.app"]
+    assert hung.status == "failed" and hung.failure_phase in ("warmup", "measure"), hung
+    assert "respond" in (hung.failure_reason or "") or "no responses" in (hung.failure_reason or "")
+    # the iterations leading up to the failures are kept, flagged
+    crash_its = study.iterations_of(crashed.id, kind=None)
+    assert crash_its and crash_its[-1].server_alive is False
+    phases = {f.phase for f in study.failures}
+    assert {"provision", "warmup"} <= phases
+
+
+def _iterations(db: Path) -> list[tuple]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(
+            "SELECT i.id, c.key, i.replicate, i.kind, i.idx, i.interrupted FROM iterations i "
+            "JOIN cells c ON c.id = i.cell_id ORDER BY i.id"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def test_ctrl_c_then_resume(tmp_path: Path, census: str) -> None:
+    results = tmp_path / "res"
+    db = results / "pywebbench.sqlite"
+    args = [
+        "run",
+        "--server",
+        WSGI_SERVER,
+        "--framework",
+        "raw-wsgi",
+        "--workload",
+        "hello,json,cpu",
+        "--replicates",
+        "2",
+        "--no-report",
+        *FAST,
+        "--results-dir",
+        str(results),
+    ]
+    proc = subprocess.Popen(
+        [PYWEBBENCH, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if db.exists() and len(_iterations(db)) >= 5:
+                break
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.2)
+        time.sleep(0.4)  # land inside an iteration, usually
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+        stopped_in = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out
+    assert stopped_in < 8, f"took {stopped_in:.1f} s to stop"
+    assert "--resume" in out
+    assert not marked_processes(census), "servers left after Ctrl-C"
+    before = _iterations(db)
+    with Store(db, create=False) as store:
+        run = store.latest_run()
+        assert run is not None and run.status == "interrupted"
+        run_id = run.id
+        done_before = {c.key for c in store.cells(run_id) if c.status == "ok"}
+    resumed = pwb("run", "--resume", results=results)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    after = _iterations(db)
+    assert after[: len(before)] == before  # nothing rewritten
+    new = after[len(before) :]
+    assert new, "resume measured nothing"
+    assert not {k for _, k, *_ in new} & done_before  # finished cells not measured again
+    slots = Counter((k, r, kind, idx) for _, k, r, kind, idx, _ in after)
+    assert max(slots.values()) == 1
+    with Store(db, create=False) as store:
+        run = store.run(run_id)
+        assert run.status == "completed"
+        cells = store.cells(run_id)
+        assert len(cells) == 3 and all(c.status == "ok" for c in cells)
+        for cell in cells:
+            reps = [r for r in store.replicates(cell.id) if r.status == "ok"]
+            assert len(reps) == 2
+    assert os.path.exists(db)
