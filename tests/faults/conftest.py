@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 import pywebbench
 from pywebbench.catalogue.base import WSGI, Framework, Interpreter, ServerAdapter, Stack
 from pywebbench.catalogue.interpreters import default_interpreters

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from pywebbench import _engine
 from pywebbench.faults import (
     DEFAULT_MIX,
@@ -81,17 +80,13 @@ def test_bad_mixes_name_the_problem(text: str, needle: str) -> None:
 def test_engine_rejects_what_python_rejects() -> None:
     # The engine validates again (for JSON that did not come through parse_mix).
     with pytest.raises(ValueError, match="connections"):
-        _engine.faults_start(
-            '{"target": "127.0.0.1:9", "faults": [{"kind": "idle", "rate": 3}]}'
-        )
+        _engine.faults_start('{"target": "127.0.0.1:9", "faults": [{"kind": "idle", "rate": 3}]}')
     with pytest.raises(ValueError, match="unknown field"):
         _engine.faults_start('{"target": "127.0.0.1:9", "faults": [], "colour": 1}')
 
 
 def _report(malformed: dict[str, dict[str, int]], smuggled: bool = False) -> FaultReport:
-    kinds = {
-        name: {"attempts": sum(m.values()), "malformed": m} for name, m in malformed.items()
-    }
+    kinds = {name: {"attempts": sum(m.values()), "malformed": m} for name, m in malformed.items()}
     findings = []
     if smuggled:
         findings.append(
