@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -236,6 +237,10 @@ def _main(o: dict[str, Any], console: Console) -> int:
     return _execute(config, matrix, console, run_id)
 
 
+def _as_keyboard_interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | None) -> int:
     from pywebbench.report import generate
     from pywebbench.run.console import LiveDisplay, summary_tables
@@ -245,6 +250,9 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
     results_dir = Path(config.results_dir)
     store_path = results_dir / DEFAULT_FILENAME
     load = config.load
+    # SIGTERM/SIGHUP end the study like Ctrl-C: servers stopped, run marked interrupted.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _as_keyboard_interrupt)
     with Store(store_path) as store:
         done = (
             {c.key for c in store.cells(run_id) if c.status in ("ok", "failed")}

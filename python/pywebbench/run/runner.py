@@ -79,18 +79,23 @@ class Outcome:
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # (what, phase, reason)
 
 
+_SHIELDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
 def _no_sigint() -> Iterator[None]:
-    """Ignore Ctrl-C for the duration (cleanup must finish: no process left behind)."""
+    """Ignore Ctrl-C (and SIGTERM/SIGHUP) for the duration: cleanup and store writes must
+    finish, so no process is left behind and no row is half written."""
     try:
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _SHIELDED}
     except ValueError:  # not the main thread
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def _one_line(text: str, limit: int = 300) -> str:
