@@ -328,7 +328,8 @@ def check_path(base_url: str, workload: UserWorkload, timeout_s: float = 10.0) -
     if workload.expect_body is not None:
         text = body.decode("utf-8", "replace")
         if workload.expect_body not in text:
-            shown = text[:120] + ("..." if len(text) > 120 else "")
+            flat = " ".join(text.split())
+            shown = flat[:80] + ("..." if len(flat) > 80 else "")
             report.problems.append(
                 f"GET {workload.path}: body does not contain {workload.expect_body!r} "
                 f"(got {shown!r})"

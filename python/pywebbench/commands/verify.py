@@ -202,6 +202,9 @@ def run_verification(
 
     outcomes: list[Outcome] = []
     runnable = [c for c in candidates if c.available]
+    console.print(
+        f"{len(runnable)} stack(s) to verify, {len(candidates) - len(runnable)} unavailable"
+    )
     for c in candidates:
         if not c.available:
             o = Outcome(c.name, None, "unavailable", c.unavailable or "", phase="plan")
