@@ -172,20 +172,33 @@ def stalled_tail_s(result: Any) -> float:
     return float(stalled)
 
 
-def live_rps(snapshot: Any) -> float | None:
-    """Requests/s of the last interval from a progress snapshot (dict or JSON text)."""
-    if isinstance(snapshot, str):
-        try:
-            snapshot = json.loads(snapshot)
-        except ValueError:
+class LiveRate:
+    """Requests/s over the last progress interval, from cumulative progress snapshots.
+
+    Snapshots (JSON text, dicts or objects) carry ``elapsed_s`` and ``requests`` (measured
+    phase) or ``warmup_requests``; a snapshot that already has ``rps`` is used as is.
+    """
+
+    def __init__(self) -> None:
+        self._last: tuple[float, int] | None = None
+
+    def update(self, snapshot: Any) -> float | None:
+        if isinstance(snapshot, str):
+            try:
+                snapshot = json.loads(snapshot)
+            except ValueError:
+                return None
+        if not isinstance(snapshot, dict):
+            snapshot = {k: getattr(snapshot, k) for k in dir(snapshot) if not k.startswith("_")}
+        direct = _num(snapshot, "rps", "interval_rps")
+        if isinstance(direct, int | float) and not math.isnan(direct):
+            return float(direct)
+        elapsed = _num(snapshot, "elapsed_s")
+        done = _num(snapshot, "requests", default=0) or 0
+        done += _num(snapshot, "warmup_requests", default=0) or 0
+        if not isinstance(elapsed, int | float):
             return None
-    if not isinstance(snapshot, dict):
-        snapshot = getattr(snapshot, "__dict__", {})
-    value = _num(snapshot, "rps", "interval_rps", "current_rps", "requests_per_s")
-    if value is None:
-        return None
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(v) else v
+        last, self._last = self._last, (float(elapsed), int(done))
+        if last is None or elapsed <= last[0]:
+            return None
+        return max(0.0, (done - last[1]) / (elapsed - last[0]))

@@ -174,6 +174,7 @@ class StudyRunner:
         self._services_env: dict[str, str] = {}
         self._services_failed: CellFailed | None = None
         self.outcome = Outcome(run_id=self.run_id, status="running")
+        self._rate = loadio.LiveRate()
 
     # -- the study -------------------------------------------------------------------------
 
@@ -564,6 +565,7 @@ class StudyRunner:
                 rate=cell.rate,
             )
             started = utcnow()
+            self._rate = loadio.LiveRate()
             sampler = Sampler(server.pid).start()
             interrupted = False
             try:
@@ -641,9 +643,17 @@ class StudyRunner:
         return None
 
     def _progress(self, snap: Any) -> None:
-        rps = loadio.live_rps(snap)
-        if rps is not None:
-            self.events.live_rps(rps)
+        """Engine progress callback: must never raise (an exception stops the engine)."""
+        try:
+            rps = self._rate.update(snap)
+            if rps is not None:
+                self.events.live_rps(rps)
+        except KeyboardInterrupt:
+            # Ctrl-C landed in this callback: deliver it again so the engine sees it at its
+            # next check and returns the partial result (raising here would lose it).
+            signal.raise_signal(signal.SIGINT)
+        except Exception:  # noqa: BLE001 - display only
+            pass
 
 
 def _log_tail(server: Any, limit: int = 4000) -> str | None:
