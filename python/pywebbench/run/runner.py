@@ -648,11 +648,7 @@ class StudyRunner:
             rps = self._rate.update(snap)
             if rps is not None:
                 self.events.live_rps(rps)
-        except KeyboardInterrupt:
-            # Ctrl-C landed in this callback: deliver it again so the engine sees it at its
-            # next check and returns the partial result (raising here would lose it).
-            signal.raise_signal(signal.SIGINT)
-        except Exception:  # noqa: BLE001 - display only
+        except Exception:  # noqa: BLE001 - display only; KeyboardInterrupt stops the engine
             pass
 
 
