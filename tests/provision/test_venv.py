@@ -170,3 +170,13 @@ def test_two_processes_build_once(tmp_path) -> None:
     assert [p.name for p in (tmp_path / "venvs").iterdir() if not p.name.startswith(".")] == [
         os.path.basename(outs[0]["venv"])
     ]
+
+
+def test_failure_is_recorded_until_built() -> None:
+    interp = I.default_interpreters()[0]
+    stack = _stack(interp, ["bottle==0.0.99"])
+    with pytest.raises(V.ProvisionError):
+        V.provision(stack)
+    failure = V.last_failure(stack)
+    assert failure is not None and "bottle==0.0.99" in failure["reason"]
+    assert failure["log"].endswith(".log")

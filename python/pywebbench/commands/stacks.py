@@ -13,6 +13,7 @@ from rich.table import Table
 from pywebbench.catalogue import interpreters as interp_mod
 from pywebbench.catalogue.base import Interpreter
 from pywebbench.catalogue.stacks import Candidate, plan
+from pywebbench.provision.venv import cached, last_failure
 
 
 def select_interpreters(values: Sequence[str]) -> list[Interpreter]:
@@ -40,7 +41,6 @@ def plan_or_usage_error(
 
 def candidate_record(c: Candidate) -> dict[str, object]:
     """A JSON-ready description of one candidate."""
-    from pywebbench.provision.venv import cached
 
     rec: dict[str, object] = {
         "name": c.name,
@@ -61,6 +61,10 @@ def candidate_record(c: Candidate) -> dict[str, object]:
         rec["provisioned"] = env is not None
         if env is not None:
             rec["packages"] = env.packages
+        else:
+            failure = last_failure(c.stack)
+            if failure:
+                rec["last_provision_failure"] = failure
     return rec
 
 
@@ -123,7 +127,7 @@ def command(
         click.echo(json.dumps(doc, indent=2))
         return
     console = Console(soft_wrap=False, width=max(Console().width, 100))
-    _print_interpreters(console, interpreters, show_skipped=bool(pythons))
+    _print_interpreters(console, interpreters, show_skipped=True)
     _print_table(console, interpreters, candidates)
 
 
@@ -167,15 +171,26 @@ def _print_table(
             c = by_interp.get(i.name)
             if c is None:
                 cells.append("")
-            elif c.available:
-                cells.append("[green]yes[/green]")
+            elif c.available and c.stack is not None:
+                failure = None if cached(c.stack) else last_failure(c.stack)
+                if failure:
+                    why = f"provisioning failed ({failure['time']}): {failure['reason']}"
+                    n = reasons.setdefault(why, len(reasons) + 1)
+                    cells.append(f"[yellow]failed[/yellow] [{n}]")
+                else:
+                    cells.append(
+                        "[green]ready[/green]" if cached(c.stack) else "[green]yes[/green]"
+                    )
             else:
                 n = reasons.setdefault(c.unavailable or "", len(reasons) + 1)
                 cells.append(f"[red]no[/red] [{n}]")
         table.add_row(server, framework, any_c.server.interface, *cells)
     console.print(table)
     n_ok = sum(c.available for c in candidates)
-    console.print(f"\n{n_ok} of {len(candidates)} stacks available.")
+    console.print(
+        f"\n{n_ok} of {len(candidates)} stacks available "
+        "(ready: virtualenv already built; yes: built on first use)."
+    )
     if reasons:
         console.print("\nWhy not:")
         for reason, n in reasons.items():

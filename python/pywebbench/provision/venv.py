@@ -453,13 +453,36 @@ def _build(
         os.rename(tmp, venv)
     except _CommandFailed as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        _record_failure(stack, key, exc.reason, log_path)
         raise ProvisionError(stack, exc.reason, log_path) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    (venvs_dir() / ".failed" / f"{key}.json").unlink(missing_ok=True)
     if progress:
         progress(f"virtualenv ready: {venv}")
     return _env_from_marker(stack, venv, manifest, cached=False, started=started)
+
+
+def _record_failure(stack: Stack, key: str, reason: str, log_path: Path) -> None:
+    failed = venvs_dir() / ".failed"
+    failed.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "stack": stack.name,
+        "reason": reason,
+        "log": str(log_path),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    (failed / f"{key}.json").write_text(json.dumps(doc, indent=1))
+
+
+def last_failure(stack: Stack) -> dict | None:
+    """The last failed build of this exact stack (``reason``, ``log``, ``time``), if the venv
+    has not been built since. :func:`provision` always tries again; this is for reports."""
+    try:
+        return json.loads((venvs_dir() / ".failed" / f"{stack.env_key()}.json").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def remove(stack: Stack) -> bool:
