@@ -52,17 +52,36 @@ fn cpu_count() -> usize {
     }
 }
 
+/// Why a run could not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartError {
+    /// The spec is invalid; the message starts with the field name.
+    Invalid(String),
+    /// The system refused (file-descriptor limit, threads, poller).
+    System(String),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Invalid(m) | StartError::System(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
 /// Validate the spec, raise the open-file limit, and start the generator threads.
-pub fn start(spec: &LoadSpec) -> Result<RunningLoad, String> {
-    let plan = spec.plan()?;
+pub fn start(spec: &LoadSpec) -> Result<RunningLoad, StartError> {
+    let plan = spec.plan().map_err(StartError::Invalid)?;
     let ncpu = cpu_count();
     if let Some(&c) = spec.cpus.iter().find(|&&c| c >= ncpu) {
-        return Err(format!(
+        return Err(StartError::Invalid(format!(
             "cpus: CPU {c} does not exist (this machine has CPUs 0-{})",
             ncpu - 1
-        ));
+        )));
     }
-    let nofile = sys::ensure_nofile(spec.fds_needed())?;
+    let nofile = sys::ensure_nofile(spec.fds_needed()).map_err(StartError::System)?;
     let threads = spec.threads as usize;
     let shared = Arc::new(Shared {
         stop: Default::default(),
@@ -85,7 +104,7 @@ pub fn start(spec: &LoadSpec) -> Result<RunningLoad, String> {
             budget: spec.max_requests.map(|m| split(m, threads, i)),
         };
         let w = Worker::new(plan.clone(), shared.clone(), tp)
-            .map_err(|e| format!("cannot create the event loop: {e}"))?;
+            .map_err(|e| StartError::System(format!("cannot create the event loop: {e}")))?;
         workers.push(w);
     }
     let mut handles = Vec::with_capacity(threads);
@@ -93,7 +112,7 @@ pub fn start(spec: &LoadSpec) -> Result<RunningLoad, String> {
         let h = std::thread::Builder::new()
             .name(format!("pwb-load-{i}"))
             .spawn(move || w.run())
-            .map_err(|e| format!("cannot start generator thread: {e}"))?;
+            .map_err(|e| StartError::System(format!("cannot start generator thread: {e}")))?;
         handles.push(h);
     }
     Ok(RunningLoad {
@@ -106,7 +125,7 @@ pub fn start(spec: &LoadSpec) -> Result<RunningLoad, String> {
 }
 
 /// Run to completion (blocking).
-pub fn run(spec: &LoadSpec) -> Result<LoadResult, String> {
+pub fn run(spec: &LoadSpec) -> Result<LoadResult, StartError> {
     Ok(start(spec)?.join(false))
 }
 

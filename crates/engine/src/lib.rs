@@ -21,7 +21,7 @@ pub mod spec;
 pub mod sys;
 mod worker;
 
-pub use engine::{run, start, Progress, RunningLoad};
+pub use engine::{run, start, Progress, RunningLoad, StartError};
 pub use errors::{ErrorClass, ErrorEntry};
 pub use result::{merge, LoadResult};
 pub use spec::{Arrival, LoadSpec, Mode};

@@ -359,6 +359,7 @@ impl Worker {
         }
         let finished_at = sys::now_ns();
         let cpu_ns = sys::thread_cpu_ns() - cpu_mark;
+        let n_conns = self.conns.len() as u64;
         self.finish();
         let (cpu_ns, wall_ns) = if self.measuring {
             (cpu_ns, finished_at.saturating_sub(self.measure_start))
@@ -377,7 +378,7 @@ impl Worker {
                 0.0
             },
             requests: self.tally.requests,
-            connections: self.conns.len() as u64,
+            connections: n_conns,
         };
         let measure_start = if self.measuring {
             self.measure_start
