@@ -48,22 +48,15 @@ def httpbin_req(tmp_path_factory) -> Path:
     return path
 
 
+def _httpbin(req: Path, log_dir: Path, *more: str):
+    """verify httpbin (a Flask app from PyPI, not part of this repo) on the WSGI server."""
+    base = f"--app httpbin:app --requirements {req} --server {WSGI_SERVER} --log-dir {log_dir}"
+    return _verify(*base.split(), *more)
+
+
 def test_verify_byo_app_from_pypi(httpbin_req: Path, tmp_path: Path) -> None:
-    res = _verify(
-        "--app",
-        "httpbin:app",
-        "--requirements",
-        str(httpbin_req),
-        "--server",
-        WSGI_SERVER,
-        "--path",
-        "/get",
-        "--path",
-        "/headers",
-        "--expect-body",
-        '"Host"',
-        "--log-dir",
-        str(tmp_path),
+    res = _httpbin(
+        httpbin_req, tmp_path, "--path", "/get", "--path", "/headers", "--expect-body", '"Host"'
     )
     assert res.exit_code == 0, res.output
     assert "app httpbin:app: WSGI" in res.output
@@ -71,20 +64,7 @@ def test_verify_byo_app_from_pypi(httpbin_req: Path, tmp_path: Path) -> None:
 
 
 def test_verify_failure_names_the_reason(httpbin_req: Path, tmp_path: Path) -> None:
-    res = _verify(
-        "--app",
-        "httpbin:app",
-        "--requirements",
-        str(httpbin_req),
-        "--server",
-        WSGI_SERVER,
-        "--path",
-        "/get",
-        "--expect-status",
-        "418",
-        "--log-dir",
-        str(tmp_path),
-    )
+    res = _httpbin(httpbin_req, tmp_path, "--path", "/get", "--expect-status", "418")
     assert res.exit_code == 1, res.output
     assert "FAIL" in res.output
     assert "status 200, expected 418" in res.output

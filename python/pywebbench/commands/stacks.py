@@ -78,18 +78,29 @@ Examples:
 """
 
 
+def filter_options(f):
+    """The --python/--server/--framework/--workload options shared by stacks and verify."""
+    options = [
+        click.option(
+            "--python",
+            "pythons",
+            multiple=True,
+            metavar="NAME|PATH",
+            help="Interpreter(s): name (cpython3.11, pypy3.9), glob, version (3.13), 'all', or "
+            "a path to an executable. Repeatable or comma-separated. Default: this CPython and "
+            "pypy3.",
+        ),
+        click.option("--server", "servers", multiple=True, help="Server adapter name(s)/globs."),
+        click.option("--framework", "frameworks", multiple=True, help="Framework name(s)/globs."),
+        click.option("--workload", "workloads", multiple=True, help="Workload name(s)/globs."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
 @click.command(name="stacks", epilog=_HELP_EPILOG)
-@click.option(
-    "--python",
-    "pythons",
-    multiple=True,
-    metavar="NAME|PATH",
-    help="Interpreter(s): name (cpython3.11, pypy3.9), glob, version (3.13), 'all', or a path "
-    "to an executable. Repeatable or comma-separated. Default: this CPython and pypy3.",
-)
-@click.option("--server", "servers", multiple=True, help="Server adapter name(s) or globs.")
-@click.option("--framework", "frameworks", multiple=True, help="Framework name(s) or globs.")
-@click.option("--workload", "workloads", multiple=True, help="Only frameworks implementing these.")
+@filter_options
 @click.option("--available", "only_available", is_flag=True, help="Hide unavailable stacks.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def command(

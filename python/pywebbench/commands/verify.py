@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pywebbench.catalogue.stacks import Candidate
-from pywebbench.commands.stacks import plan_or_usage_error, select_interpreters
+from pywebbench.commands.stacks import filter_options, plan_or_usage_error, select_interpreters
 
 
 @dataclass
@@ -47,16 +47,7 @@ Exit status: 0 all passed, 1 a verification/provision/launch failed or nothing c
 
 
 @click.command(name="verify", epilog=_EPILOG)
-@click.option(
-    "--python",
-    "pythons",
-    multiple=True,
-    metavar="NAME|PATH",
-    help="Interpreter(s): name, glob, version, 'all' or a path. Default: this CPython and pypy3.",
-)
-@click.option("--server", "servers", multiple=True, help="Server adapter name(s)/globs.")
-@click.option("--framework", "frameworks", multiple=True, help="Framework name(s)/globs.")
-@click.option("--workload", "workloads", multiple=True, help="Workload name(s); default: all.")
+@filter_options
 @click.option("--app", metavar="MODULE:CALLABLE", help="Verify your own WSGI/ASGI app instead.")
 @click.option(
     "--interface",

@@ -392,37 +392,11 @@ def _build(
                 progress,
                 f"creating virtualenv with {interp.name} ({interp.path})",
             )
-            if stack.requirements:
-                _run(
-                    [
-                        *_uv(),
-                        "pip",
-                        "install",
-                        "--python",
-                        str(python),
-                        *stack.install_flags(),
-                        *stack.requirements,
-                    ],
-                    log,
-                    progress,
-                    f"installing {len(stack.requirements)} requirement(s): "
-                    + " ".join(stack.requirements),
-                )
-            for step in stack.install_steps():
-                _run(
-                    [
-                        *_uv(),
-                        "pip",
-                        "install",
-                        "--python",
-                        str(python),
-                        *step.flags,
-                        *step.requirements,
-                    ],
-                    log,
-                    progress,
-                    "installing " + " ".join([*step.flags, *step.requirements]),
-                )
+            installs = [(stack.install_flags(), stack.requirements)] if stack.requirements else []
+            installs += [(s.flags, s.requirements) for s in stack.install_steps()]
+            for flags, reqs in installs:
+                argv = [*_uv(), "pip", "install", "--python", str(python), *flags, *reqs]
+                _run(argv, log, progress, "installing " + " ".join(reqs or flags))
             packages = _packages(python, log, progress)
             build_seconds = time.monotonic() - started
             manifest = {
