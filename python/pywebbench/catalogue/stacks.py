@@ -142,7 +142,7 @@ def plan(
             for fw in framework_list:
                 if server.interface != fw.interface:
                     continue
-                names = sorted(fw.workloads) if wanted is None else wanted
+                names = _workload_order(fw) if wanted is None else wanted
                 wl = tuple(w for w in names if w in fw.workloads)
                 reason = _why_not(interp, server, fw)
                 if reason is None and not wl:
@@ -150,6 +150,15 @@ def plan(
                 stack = make_stack(interp, server, fw) if reason is None else None
                 out.append(Candidate(interp, server, fw, stack, reason, wl))
     return out
+
+
+def _workload_order(fw: Framework) -> list[str]:
+    """The framework's workloads in the registry's order (hello first), a user's in its own."""
+    user = list(getattr(fw, "user_workloads", {}))
+    if user:
+        return user
+    known = [w for w in _workloads() if w in fw.workloads]
+    return known + sorted(set(fw.workloads) - set(known))
 
 
 def select_names(patterns: Sequence[str], registry: Iterable[str], flag: str) -> list[str]:

@@ -292,7 +292,7 @@ def _verify_one(
             f"  [dim]{c.server.name} up in {server.cold_start_s:.2f} s at {server.base_url}[/dim]"
         )
         for workload in runnable:
-            yield _check(server, workload, is_byo, check_path)
+            yield _check(server, c.server, workload, is_byo, check_path)
         if not server.alive():
             yield Outcome(
                 c.name,
@@ -304,7 +304,7 @@ def _verify_one(
             )
 
 
-def _check(server, workload, is_byo: bool, check_path) -> Outcome:
+def _check(server, adapter, workload, is_byo: bool, check_path) -> Outcome:
     name = server.name
     try:
         if is_byo:
@@ -312,7 +312,12 @@ def _check(server, workload, is_byo: bool, check_path) -> Outcome:
         else:
             from pywebbench.verify import verify
 
-            report = verify(server.base_url, workload)
+            report = verify(
+                server.base_url,
+                workload,
+                expect_server_header=getattr(adapter, "sends_server_header", True),
+                expect_date_header=getattr(adapter, "sends_date_header", True),
+            )
     except Exception as exc:  # noqa: BLE001 - a checker crash is a failure with its reason
         return Outcome(name, workload.name, "fail", f"{type(exc).__name__}: {exc}", phase="verify")
     warnings = list(getattr(report, "warnings", []) or [])
