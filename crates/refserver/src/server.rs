@@ -1,0 +1,303 @@
+//! `RefServer`: binds the listeners, runs one event-loop thread each, stops them.
+
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use mio::{Poll, Waker};
+
+use crate::config::{ConfigError, RefServerConfig};
+use crate::stats::ThreadStats;
+use crate::worker::{Shared, Worker, WAKER};
+
+/// Why a server could not start.
+#[derive(Debug)]
+pub enum Error {
+    /// A configuration field is invalid.
+    Config(ConfigError),
+    /// A system call failed (bind, listen, poll, thread spawn).
+    Io { context: String, source: io::Error },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Config(e) => write!(f, "invalid refserver config: {e}"),
+            Error::Io { context, source } => write!(f, "{context}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Error {
+        Error::Config(e)
+    }
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+    let context = context.into();
+    move |source| Error::Io { context, source }
+}
+
+fn setopt(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: setsockopt with a pointer to a live c_int and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// A non-blocking listener with `SO_REUSEADDR` and `SO_REUSEPORT`, so each thread can have
+/// its own socket on the same port and the kernel spreads connections between them.
+fn bind_reuseport(addr: SocketAddr, backlog: i32) -> io::Result<std::net::TcpListener> {
+    let domain = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: plain syscall; the fd is owned right after.
+    let fd = unsafe {
+        libc::socket(
+            domain,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is fresh and owned by nothing else.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    setopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    setopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    let r = match addr {
+        SocketAddr::V4(a) => {
+            let sa = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: a valid sockaddr_in and its size.
+            unsafe {
+                libc::bind(
+                    fd,
+                    (&sa as *const libc::sockaddr_in).cast(),
+                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                )
+            }
+        }
+        SocketAddr::V6(a) => {
+            setopt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
+            let sa = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: 0,
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: 0,
+            };
+            // SAFETY: a valid sockaddr_in6 and its size.
+            unsafe {
+                libc::bind(
+                    fd,
+                    (&sa as *const libc::sockaddr_in6).cast(),
+                    std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+                )
+            }
+        }
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a bound socket fd.
+    if unsafe { libc::listen(fd, backlog) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(std::net::TcpListener::from(owned))
+}
+
+/// Raises the soft open-file limit to the hard limit (10,000+ connections need it).
+/// Returns the resulting soft limit.
+pub fn raise_nofile_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+    }
+    #[allow(clippy::unnecessary_cast)]
+    let cur = lim.rlim_cur as u64;
+    cur
+}
+
+fn pin_current_thread(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays in bounds for cpu < 1024.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu < 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+}
+
+/// A running reference server. Dropping it stops it.
+pub struct RefServer {
+    shared: Arc<Shared>,
+    wakers: Vec<Waker>,
+    threads: Vec<JoinHandle<()>>,
+    addr: SocketAddr,
+}
+
+impl RefServer {
+    /// Validates the config, binds, and starts the event-loop threads. When this returns
+    /// the port accepts connections.
+    pub fn start(config: &RefServerConfig) -> Result<RefServer, Error> {
+        let settings = config.settings()?;
+        raise_nofile_limit();
+        let mut listeners = Vec::with_capacity(settings.threads);
+        let first = bind_reuseport(
+            SocketAddr::new(settings.ip, settings.port),
+            settings.backlog,
+        )
+        .map_err(io_err(format!(
+            "cannot listen on {}",
+            SocketAddr::new(settings.ip, settings.port)
+        )))?;
+        let addr = first.local_addr().map_err(io_err("getsockname"))?;
+        listeners.push(first);
+        for _ in 1..settings.threads {
+            listeners.push(
+                bind_reuseport(addr, settings.backlog)
+                    .map_err(io_err(format!("cannot listen on {addr} (SO_REUSEPORT)")))?,
+            );
+        }
+        let shared = Arc::new(Shared {
+            stats: (0..settings.threads)
+                .map(|_| Arc::new(ThreadStats::new()))
+                .collect(),
+            settings,
+            start: Instant::now(),
+            stop: AtomicBool::new(false),
+            open: AtomicUsize::new(0),
+            port: addr.port(),
+        });
+        let mut workers = Vec::new();
+        let mut wakers = Vec::new();
+        for (id, l) in listeners.into_iter().enumerate() {
+            let poll = Poll::new().map_err(io_err("epoll_create"))?;
+            wakers.push(Waker::new(poll.registry(), WAKER).map_err(io_err("eventfd"))?);
+            workers.push(Worker::new(id, shared.clone(), l, poll).map_err(io_err("poll setup"))?);
+        }
+        let mut server = RefServer {
+            shared: shared.clone(),
+            wakers,
+            threads: Vec::new(),
+            addr,
+        };
+        for w in workers {
+            let cpus = shared.settings.cpus.clone();
+            let id = w.id;
+            let handle = std::thread::Builder::new()
+                .name(format!("refserver-{id}"))
+                .spawn(move || {
+                    if !cpus.is_empty() {
+                        pin_current_thread(cpus[id % cpus.len()]);
+                    }
+                    // Timer slack of 1 ns: a 1 ms delay fires at 1 ms, not 1.05 ms.
+                    // SAFETY: prctl with integer arguments only.
+                    unsafe {
+                        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+                    }
+                    w.run();
+                })
+                .map_err(io_err("spawning an event-loop thread"))?;
+            server.threads.push(handle);
+        }
+        Ok(server)
+    }
+
+    /// The bound port.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT` (IPv6 in brackets).
+    pub fn url(&self) -> String {
+        match self.addr.ip() {
+            IpAddr::V4(ip) => format!("http://{ip}:{}", self.addr.port()),
+            IpAddr::V6(ip) => format!("http://[{ip}]:{}", self.addr.port()),
+        }
+    }
+
+    /// The same document `GET /__stats` returns.
+    pub fn stats(&self) -> serde_json::Value {
+        self.shared.stats_json()
+    }
+
+    /// True while every event-loop thread is alive.
+    pub fn is_running(&self) -> bool {
+        !self.threads.is_empty() && self.threads.iter().all(|t| !t.is_finished())
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        for w in &self.wakers {
+            let _ = w.wake();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+
+    /// Stops every thread (closing all connections) and returns the final counters.
+    pub fn stop(mut self) -> serde_json::Value {
+        self.shutdown();
+        self.shared.stats_json()
+    }
+}
+
+impl Drop for RefServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

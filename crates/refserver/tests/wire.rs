@@ -1,0 +1,442 @@
+//! Wire-level tests of the reference server: raw TCP sockets, no HTTP client library, so
+//! we see exactly the bytes (and FIN/RST) the server sends.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::time::{Duration, Instant};
+
+use pywebbench_refserver::{Mode, RefServer, RefServerConfig};
+
+fn start(cfg: RefServerConfig) -> RefServer {
+    RefServer::start(&cfg).expect("server starts")
+}
+
+fn connect(s: &RefServer) -> TcpStream {
+    let c = TcpStream::connect(s.local_addr()).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.set_nodelay(true).unwrap();
+    c
+}
+
+/// Reads one response framed by Content-Length; returns (head, body).
+fn read_response(c: &mut TcpStream, buf: &mut Vec<u8>) -> (String, Vec<u8>) {
+    loop {
+        if let Some(end) = find(buf, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                read_more(c, buf);
+            }
+            let body = buf[end + 4..end + 4 + len].to_vec();
+            buf.drain(..end + 4 + len);
+            return (head, body);
+        }
+        read_more(c, buf);
+    }
+}
+
+fn read_more(c: &mut TcpStream, buf: &mut Vec<u8>) {
+    let mut tmp = [0u8; 65536];
+    let n = c.read(&mut tmp).expect("read");
+    assert!(
+        n > 0,
+        "unexpected EOF; have {:?}",
+        String::from_utf8_lossy(buf)
+    );
+    buf.extend_from_slice(&tmp[..n]);
+}
+
+/// Reads until EOF (or error); returns the bytes and whether it ended with a reset.
+fn read_to_end(c: &mut TcpStream) -> (Vec<u8>, bool) {
+    let mut out = Vec::new();
+    let mut tmp = [0u8; 65536];
+    loop {
+        match c.read(&mut tmp) {
+            Ok(0) => return (out, false),
+            Ok(n) => out.extend_from_slice(&tmp[..n]),
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return (out, true),
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+fn get(c: &mut TcpStream, target: &str) {
+    c.write_all(format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .unwrap();
+}
+
+#[test]
+fn hello_keepalive_headers_and_pipelining_in_order() {
+    let s = start(RefServerConfig::default());
+    let mut c = connect(&s);
+    let mut buf = Vec::new();
+    get(&mut c, "/");
+    let (head, body) = read_response(&mut c, &mut buf);
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert!(head.contains("\r\nServer: pywebbench-refserver"));
+    assert!(head.contains("\r\nDate: ") && head.contains(" GMT"));
+    assert!(head.contains("Content-Type: text/plain"));
+    assert_eq!(body, b"Hello, World!");
+    // Pipelined: the slow first request must still come back first.
+    c.write_all(
+        b"GET /hello?delay_ms=80&size=3 HTTP/1.1\r\n\r\nGET /hello?size=5 HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\n",
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    assert_eq!(read_response(&mut c, &mut buf).1, b"abc");
+    assert!(t0.elapsed() >= Duration::from_millis(75));
+    assert_eq!(read_response(&mut c, &mut buf).1, b"abcde");
+    let (head, _) = read_response(&mut c, &mut buf);
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    let st = s.stop();
+    assert_eq!(st["requests"], 4);
+    assert_eq!(st["modes"]["normal"], 4);
+    assert_eq!(st["statuses"]["4xx"], 1);
+}
+
+#[test]
+fn delays_are_timers_not_sleeps() {
+    let s = start(RefServerConfig {
+        delay_ms: 50.0,
+        ..Default::default()
+    });
+    let mut slow = connect(&s);
+    let mut fast = connect(&s);
+    let (mut b1, mut b2) = (Vec::new(), Vec::new());
+    let t0 = Instant::now();
+    get(&mut slow, "/?delay_ms=400");
+    get(&mut fast, "/");
+    read_response(&mut fast, &mut b2);
+    let fast_t = t0.elapsed();
+    read_response(&mut slow, &mut b1);
+    let slow_t = t0.elapsed();
+    assert!(
+        fast_t >= Duration::from_millis(49) && fast_t < Duration::from_millis(200),
+        "{fast_t:?}"
+    );
+    assert!(slow_t >= Duration::from_millis(399), "{slow_t:?}");
+    // A 1 ms delay is 1 ms, not a poll tick later.
+    let mut samples = Vec::new();
+    for _ in 0..30 {
+        let t = Instant::now();
+        get(&mut fast, "/?delay_ms=1");
+        read_response(&mut fast, &mut b2);
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    let p50 = samples[samples.len() / 2];
+    assert!(
+        p50 >= Duration::from_micros(1000) && p50 < Duration::from_micros(1300),
+        "p50 of a 1 ms delay: {p50:?}"
+    );
+}
+
+#[test]
+fn stall_holds_responses_until_it_ends() {
+    let s = start(RefServerConfig {
+        stall_ms: 300.0,
+        stall_every_s: 0.6,
+        ..Default::default()
+    });
+    let mut c = connect(&s);
+    let mut buf = Vec::new();
+    // Stall windows: [0.6, 0.9), [1.2, 1.5), ... after start. Ask at 0.65 s.
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_millis(650));
+    get(&mut c, "/");
+    read_response(&mut c, &mut buf);
+    let answered = started.elapsed();
+    assert!(
+        answered >= Duration::from_millis(890) && answered < Duration::from_millis(1100),
+        "answered at {answered:?}"
+    );
+    // Outside a stall: immediate.
+    let t = Instant::now();
+    get(&mut c, "/");
+    read_response(&mut c, &mut buf);
+    assert!(t.elapsed() < Duration::from_millis(100));
+}
+
+#[test]
+fn request_bodies_content_length_and_chunked() {
+    let s = start(RefServerConfig::default());
+    let mut c = connect(&s);
+    let mut buf = Vec::new();
+    c.write_all(b"POST /hello HTTP/1.1\r\nContent-Length: 11\r\n\r\nhello world")
+        .unwrap();
+    assert_eq!(read_response(&mut c, &mut buf).1, b"11");
+    // Chunked, sent in awkward pieces, with an extension and a trailer.
+    for piece in [
+        &b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n4;ext=1\r"[..],
+        b"\nabcd\r\n1",
+        b"0\r\n0123456789abcdef\r\n0\r\nX-Trailer: 1\r\n\r\n",
+    ] {
+        c.write_all(piece).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(read_response(&mut c, &mut buf).1, b"20");
+    let st = s.stop();
+    assert_eq!(st["request_bodies"], 2);
+    assert_eq!(st["request_body_bytes"], 31);
+}
+
+fn expect_error_and_close(s: &RefServer, raw: &[u8], status: &str) {
+    let mut c = connect(s);
+    c.write_all(raw).unwrap();
+    let (out, _) = read_to_end(&mut c);
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.starts_with(&format!("HTTP/1.1 {status}")),
+        "for {:?}: {text}",
+        String::from_utf8_lossy(raw)
+    );
+    assert!(text.contains("Connection: close"));
+}
+
+#[test]
+fn malformed_requests_get_400_and_close() {
+    let s = start(RefServerConfig::default());
+    let cases: &[&[u8]] = &[
+        b"GET\x01 / HTTP/1.1\r\n\r\n",
+        b"GET / HTTP/9.9\r\n\r\n",
+        b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n",
+        b"GET / HTTP/1.1\r\nX: a\x00b\r\n\r\n",
+        b"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nContent-Length: 1x\r\n\r\n",
+        b"POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc",
+        b"GET /?status=abc HTTP/1.1\r\n\r\n",
+    ];
+    for raw in cases {
+        expect_error_and_close(&s, raw, "400");
+    }
+    let mut big = b"GET / HTTP/1.1\r\n".to_vec();
+    while big.len() < 20_000 {
+        big.extend_from_slice(b"X-Filler: 0123456789012345678901234567890123456789\r\n");
+    }
+    big.extend_from_slice(b"\r\n");
+    expect_error_and_close(&s, &big, "431");
+    let st = s.stop();
+    assert_eq!(st["bad_requests"], cases.len() as u64);
+    assert_eq!(st["headers_too_large"], 1);
+    assert_eq!(st["requests"], 0);
+}
+
+#[test]
+fn slow_headers_time_out_with_408() {
+    let s = start(RefServerConfig {
+        header_timeout_ms: 200.0,
+        ..Default::default()
+    });
+    let mut c = connect(&s);
+    let t0 = Instant::now();
+    c.write_all(b"GET / HTTP/1.1\r\nX-Slow: ").unwrap();
+    let (out, _) = read_to_end(&mut c);
+    let waited = t0.elapsed();
+    assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 408"));
+    assert!(
+        waited >= Duration::from_millis(190) && waited < Duration::from_millis(700),
+        "{waited:?}"
+    );
+    // An idle connection with no partial request is not timed out by the header timeout.
+    let mut idle = connect(&s);
+    std::thread::sleep(Duration::from_millis(400));
+    let mut buf = Vec::new();
+    get(&mut idle, "/");
+    assert_eq!(read_response(&mut idle, &mut buf).1, b"Hello, World!");
+    assert_eq!(s.stats()["header_timeouts"], 1);
+}
+
+#[test]
+fn misbehaviours_on_the_wire() {
+    let s = start(RefServerConfig {
+        drip_interval_ms: 2.0,
+        ..Default::default()
+    });
+    let run = |path: &str| {
+        let mut c = connect(&s);
+        get(&mut c, path);
+        read_to_end(&mut c)
+    };
+    let (out, rst) = run("/misbehave/close-mid-response");
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains("Content-Length: 1000") && !rst);
+    assert_eq!(out.len() - find(&out, b"\r\n\r\n").unwrap() - 4, 500);
+
+    let (out, rst) = run("/misbehave/garbage-status");
+    assert!(out.starts_with(b"HTTP/1.1 TWO-HUNDRED") && !rst);
+
+    let (out, rst) = run("/misbehave/reset");
+    assert!(out.is_empty() && rst, "reset: {out:?} rst={rst}");
+
+    let (out, rst) = run("/misbehave/close-before-response");
+    assert!(out.is_empty() && !rst);
+
+    let (out, _) = run("/misbehave/bad-chunked");
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains("Transfer-Encoding: chunked") && text.contains("\r\n\r\nzz\r\n"));
+
+    // chunked is valid and keeps the connection.
+    let mut c = connect(&s);
+    get(&mut c, "/misbehave/chunked?size=40000");
+    let mut got = Vec::new();
+    while find(&got, b"\r\n0\r\n\r\n").is_none() {
+        read_more(&mut c, &mut got);
+    }
+    let body_start = find(&got, b"\r\n\r\n").unwrap() + 4;
+    let mut body = Vec::new();
+    let mut rest = &got[body_start..];
+    loop {
+        let nl = find(rest, b"\r\n").unwrap();
+        let n = usize::from_str_radix(std::str::from_utf8(&rest[..nl]).unwrap(), 16).unwrap();
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&rest[nl + 2..nl + 2 + n]);
+        rest = &rest[nl + 2 + n + 2..];
+    }
+    assert_eq!(body.len(), 40000);
+    assert!(body
+        .iter()
+        .enumerate()
+        .all(|(i, b)| *b == b'a' + (i % 26) as u8));
+
+    // drip: one byte at a time, paced.
+    let mut c = connect(&s);
+    let t0 = Instant::now();
+    get(&mut c, "/misbehave/drip?interval_ms=3");
+    let mut buf = Vec::new();
+    let mut reads = 0;
+    while !buf.ends_with(b"Hello, World!") {
+        read_more(&mut c, &mut buf);
+        reads += 1;
+    }
+    assert!(
+        reads > buf.len() / 2,
+        "{reads} reads for {} bytes",
+        buf.len()
+    );
+    assert!(t0.elapsed() >= Duration::from_millis(3 * (buf.len() as u64 - 1)));
+
+    // endless-headers: keeps coming, never a blank line.
+    let mut c = connect(&s);
+    get(&mut c, "/misbehave/endless-headers?interval_ms=1");
+    let mut buf = Vec::new();
+    while buf.len() < 64 * 1024 {
+        read_more(&mut c, &mut buf);
+    }
+    assert!(find(&buf, b"\r\n\r\n").is_none());
+
+    // huge-body: 10 GB announced, streamed; we read 8 MB and hang up.
+    let mut c = connect(&s);
+    get(&mut c, "/misbehave/huge-body");
+    let mut buf = Vec::new();
+    while buf.len() < 8 << 20 {
+        read_more(&mut c, &mut buf);
+    }
+    assert!(String::from_utf8_lossy(&buf[..300]).contains("Content-Length: 10000000000"));
+    drop(c);
+
+    // no-response: nothing, and the socket stays open.
+    let mut c = connect(&s);
+    c.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    get(&mut c, "/misbehave/no-response");
+    let mut tmp = [0u8; 16];
+    let e = c.read(&mut tmp).unwrap_err();
+    assert!(matches!(
+        e.kind(),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut
+    ));
+    c.shutdown(Shutdown::Write).unwrap();
+
+    let st = s.stats();
+    for m in Mode::ALL {
+        if m != Mode::Normal {
+            assert_eq!(st["modes"][m.name()], 1, "mode {m}");
+        }
+    }
+}
+
+#[test]
+fn server_wide_mode_and_http10() {
+    let s = start(RefServerConfig {
+        mode: Mode::CloseBeforeResponse,
+        ..Default::default()
+    });
+    let mut c = connect(&s);
+    get(&mut c, "/anything");
+    assert_eq!(read_to_end(&mut c), (Vec::new(), false));
+    // /__stats is exempt from the server-wide mode.
+    let mut c = connect(&s);
+    c.write_all(b"GET /__stats HTTP/1.0\r\n\r\n").unwrap();
+    let (out, _) = read_to_end(&mut c);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains("\"close-before-response\":1"), "{text}");
+    drop(s);
+
+    let s = start(RefServerConfig::default());
+    let mut c = connect(&s);
+    c.write_all(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
+    let mut buf = Vec::new();
+    let (head, _) = read_response(&mut c, &mut buf);
+    assert!(head.contains("Connection: keep-alive"));
+    c.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    let (out, _) = read_to_end(&mut c);
+    assert!(String::from_utf8_lossy(&out).contains("Connection: close"));
+}
+
+#[test]
+fn config_validation_names_the_field() {
+    let bad = |cfg: RefServerConfig| RefServer::start(&cfg).err().expect("refused").to_string();
+    assert!(bad(RefServerConfig {
+        host: "0.0.0.0".into(),
+        ..Default::default()
+    })
+    .contains("host"));
+    assert!(bad(RefServerConfig {
+        host: "10.1.2.3".into(),
+        ..Default::default()
+    })
+    .contains("loopback"));
+    assert!(bad(RefServerConfig {
+        stall_ms: 100.0,
+        ..Default::default()
+    })
+    .contains("stall"));
+    assert!(bad(RefServerConfig {
+        delay_ms: -1.0,
+        ..Default::default()
+    })
+    .contains("delay_ms"));
+    assert!(RefServerConfig::from_json(r#"{"delay_msec": 1}"#)
+        .unwrap_err()
+        .to_string()
+        .contains("delay_msec"));
+    let cfg = RefServerConfig::from_json(r#"{"mode": "drip", "delay_ms": 1.5}"#).unwrap();
+    assert_eq!(cfg.mode, Mode::Drip);
+    // IPv6 loopback works.
+    let s = start(RefServerConfig {
+        host: "::1".into(),
+        threads: 2,
+        ..Default::default()
+    });
+    assert!(s.url().starts_with("http://[::1]:"));
+    let mut c = connect(&s);
+    let mut buf = Vec::new();
+    get(&mut c, "/");
+    assert_eq!(read_response(&mut c, &mut buf).1, b"Hello, World!");
+}

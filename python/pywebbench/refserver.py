@@ -1,0 +1,372 @@
+"""The reference HTTP/1.1 server (Rust), started as a separate, pinned process.
+
+The server itself lives in ``crates/refserver``; this module gives it a Python face:
+
+- :class:`RefServerConfig`: the configuration (the same fields as the Rust struct).
+- :class:`RefServer`: a context manager that launches ``python -m pywebbench.refserver`` in
+  its own process group (optionally pinned to CPUs), waits until it listens, exposes
+  ``.url``, ``.port`` and ``.stats()``, and on exit terminates the whole group (SIGTERM,
+  then SIGKILL after a timeout). The child also exits by itself if this process dies.
+- :func:`serve`: run the server in the calling process until SIGINT/SIGTERM.
+
+``python -m pywebbench.refserver --help`` lists the flags (the same as
+``pywebbench refserver``).
+
+Example::
+
+    with RefServer(delay_ms=1.0, cpus=[0]) as srv:
+        ...  # drive load at srv.url
+        assert srv.stats()["requests"] > 0
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import http.client
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "MODES",
+    "RefServer",
+    "RefServerConfig",
+    "RefServerError",
+    "serve",
+]
+
+#: Misbehaviour modes, in the order of ``/__stats`` ``modes`` (checked against the Rust list).
+MODES: tuple[str, ...] = (
+    "normal",
+    "chunked",
+    "close-mid-response",
+    "garbage-status",
+    "endless-headers",
+    "huge-body",
+    "drip",
+    "reset",
+    "bad-chunked",
+    "no-response",
+    "close-before-response",
+)
+
+READY_PREFIX = "listening on "
+
+
+class RefServerError(RuntimeError):
+    """The reference server could not be started or stopped."""
+
+
+@dataclass
+class RefServerConfig:
+    """Configuration of the reference server; mirrors the Rust ``RefServerConfig``.
+
+    Times are in milliseconds (fractions allowed) unless the name says ``_s``.
+    ``threads=None`` means one event-loop thread per pinned CPU (one if not pinned).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    threads: int | None = None
+    cpus: list[int] = field(default_factory=list)
+    delay_ms: float = 0.0
+    delay_jitter_ms: float = 0.0
+    stall_ms: float = 0.0
+    stall_every_s: float = 0.0
+    header_timeout_ms: float = 10_000.0
+    body_timeout_ms: float = 60_000.0
+    idle_timeout_ms: float = 0.0
+    write_timeout_ms: float = 60_000.0
+    mode: str = "normal"
+    drip_interval_ms: float = 10.0
+    max_connections: int = 0
+    backlog: int = 4096
+    seed: int = 0
+
+    def resolved_threads(self) -> int:
+        """The thread count actually used."""
+        if self.threads is not None:
+            return self.threads
+        return max(1, len(self.cpus))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form the Rust side takes."""
+        d = dataclasses.asdict(self)
+        d["threads"] = self.resolved_threads()
+        d["cpus"] = list(self.cpus)
+        return d
+
+    def to_json(self) -> str:
+        """The config as the JSON document ``_engine.refserver_serve`` takes."""
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> RefServerConfig:
+        """Parses a JSON config (missing fields take their defaults)."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("refserver config: expected a JSON object")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"refserver config: unknown field(s) {', '.join(unknown)}")
+        return cls(**data)
+
+    def validate(self) -> None:
+        """Raises ``ValueError`` (``"<field>: <why>"``) if the Rust side would refuse it."""
+        from pywebbench import _engine
+
+        _engine.refserver_validate(self.to_json())
+
+
+def _install_exit_handlers(exit_with_stdin: bool) -> None:
+    """SIGTERM behaves like Ctrl-C; optionally exit when stdin reaches EOF (parent died)."""
+
+    def _on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _on_term)
+    if exit_with_stdin:
+
+        def _watch() -> None:
+            with contextlib.suppress(Exception):
+                while sys.stdin.buffer.read(4096):
+                    pass
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=_watch, name="refserver-parent-watch", daemon=True).start()
+
+
+def serve(config: RefServerConfig, *, exit_with_stdin: bool = False, quiet: bool = False) -> None:
+    """Runs the server in this process until SIGINT or SIGTERM.
+
+    Prints ``listening on HOST:PORT`` on stdout (flushed) once the port accepts connections,
+    unless ``quiet``. With ``exit_with_stdin``, the server also stops when stdin reaches EOF
+    (how :class:`RefServer` makes sure its child never outlives it).
+    """
+    from pywebbench import _engine
+
+    if config.cpus:
+        os.sched_setaffinity(0, config.cpus)
+    _install_exit_handlers(exit_with_stdin)
+    host = f"[{config.host}]" if ":" in config.host else config.host
+
+    def ready(port: int) -> None:
+        if not quiet:
+            print(f"{READY_PREFIX}{host}:{port}", flush=True)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        _engine.refserver_serve(config.to_json(), ready)
+
+
+class RefServer:
+    """The reference server in a separate process group, as a context manager.
+
+    ``RefServer(config)`` or ``RefServer(delay_ms=1, cpus=[0], ...)`` (keyword arguments
+    are :class:`RefServerConfig` fields). The port is 0 (a free one) by default.
+    """
+
+    def __init__(
+        self,
+        config: RefServerConfig | None = None,
+        *,
+        startup_timeout: float = 15.0,
+        stop_timeout: float = 5.0,
+        python: str | None = None,
+        **fields: Any,
+    ) -> None:
+        if config is None:
+            config = RefServerConfig(**fields)
+        elif fields:
+            config = dataclasses.replace(config, **fields)
+        self.config = config
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self.python = python or sys.executable
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr: Any = None
+        self._port: int | None = None
+        self._host = config.host
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> RefServer:
+        """Launches the server and waits until it accepts connections."""
+        if self._proc is not None:
+            raise RefServerError("RefServer already started")
+        self.config.validate()
+        self._stderr = tempfile.TemporaryFile()
+        cmd = [
+            self.python,
+            "-m",
+            "pywebbench.refserver",
+            "--config-json",
+            self.config.to_json(),
+            "--exit-with-stdin",
+        ]
+        env = dict(os.environ)
+        # The child must import this very pywebbench, wherever it is installed.
+        pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = os.pathsep.join(
+            [pkg_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        )
+        self._proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            start_new_session=True,
+            env=env,
+        )
+        atexit.register(self.stop)
+        try:
+            self._port = self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _stderr_text(self) -> str:
+        if self._stderr is None:
+            return ""
+        with contextlib.suppress(Exception):
+            self._stderr.seek(0)
+            return self._stderr.read().decode(errors="replace").strip()
+        return ""
+
+    def _wait_ready(self) -> int:
+        assert self._proc is not None and self._proc.stdout is not None
+        deadline = time.monotonic() + self.startup_timeout
+        sel = selectors.DefaultSelector()
+        sel.register(self._proc.stdout, selectors.EVENT_READ)
+        buf = b""
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RefServerError(
+                        f"refserver did not report readiness within {self.startup_timeout} s"
+                        f"; stderr: {self._stderr_text() or '(empty)'}"
+                    )
+                if not sel.select(timeout=min(left, 0.2)):
+                    if self._proc.poll() is not None:
+                        break
+                    continue
+                chunk = os.read(self._proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    text = line.decode(errors="replace").strip()
+                    if text.startswith(READY_PREFIX):
+                        return int(text.rsplit(":", 1)[1])
+        finally:
+            sel.close()
+        code = self._proc.wait(timeout=5)
+        raise RefServerError(
+            f"refserver exited with status {code} before listening; "
+            f"stderr: {self._stderr_text() or '(empty)'}"
+        )
+
+    def stop(self) -> None:
+        """Terminates the process group: SIGTERM, then SIGKILL after ``stop_timeout``."""
+        proc = self._proc
+        if proc is None:
+            return
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.stop)
+        pgid = proc.pid  # start_new_session: the child leads its own group
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        # Anything left in the group (the leader or not) gets SIGKILL.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=self.stop_timeout)
+        for f in (proc.stdin, proc.stdout):
+            with contextlib.suppress(Exception):
+                if f is not None:
+                    f.close()
+        if self._stderr is not None:
+            with contextlib.suppress(Exception):
+                self._stderr.close()
+            self._stderr = None
+        self._proc = None
+
+    def __enter__(self) -> RefServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- accessors -------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        if self._port is None:
+            raise RefServerError("RefServer is not started")
+        return self._port
+
+    @property
+    def host(self) -> str:
+        """The bound host (a loopback address)."""
+        return self._host
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT`` (IPv6 hosts in brackets)."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        """PID of the server process (also its process-group id)."""
+        if self._proc is None:
+            raise RefServerError("RefServer is not started")
+        return self._proc.pid
+
+    @property
+    def running(self) -> bool:
+        """True while the server process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def stats(self, timeout: float = 5.0) -> dict[str, Any]:
+        """The server's counters (``GET /__stats``): requests, per-mode counts, 400s, ..."""
+        conn = http.client.HTTPConnection(self._host, self.port, timeout=timeout)
+        try:
+            conn.request("GET", "/__stats", headers={"Connection": "close"})
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.status != 200:
+                raise RefServerError(f"/__stats answered {resp.status}")
+            return json.loads(body)
+        finally:
+            conn.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m pywebbench.refserver``: the same flags as ``pywebbench refserver``."""
+    from pywebbench.commands.refserver import command
+
+    command.main(args=argv, prog_name="python -m pywebbench.refserver")
+
+
+if __name__ == "__main__":
+    main()
