@@ -135,3 +135,9 @@ def serve(env: ProvisionedEnv, name: str, log_dir: Path) -> Iterator[Served]:
         else:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def start_server_for_faults():
+    """The :func:`serve` context manager, for tests (conftest modules are not importable)."""
+    return serve

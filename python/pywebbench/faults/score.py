@@ -5,6 +5,7 @@ The score (0-100, higher is better; documented in docs/faults.md)::
     retained   = min(1, rps_faulted / rps_clean)
     latency    = min(1, p99_clean / p99_faulted)
     errors     = max(0, 1 - 10 * error_rate_faulted)     # 10 % failed good requests -> 0
+                 (0 when no good request completed under faults)
     malformed  = mean over malformed kinds run of 1 (rejected or closed), 0.5 (5xx or no
                  answer), 0 (accepted, or a smuggled request answered); 1 if none ran
     score      = 100 * (0.5 retained + 0.2 latency + 0.15 errors + 0.15 malformed)
@@ -117,7 +118,10 @@ def robustness(
         latency = min(1.0, clean.p99_us / faulted.p99_us)
     else:
         latency = 0.0 if faulted.requests == 0 else 1.0
-    errors = max(0.0, 1.0 - faulted.error_rate / ERROR_RATE_FOR_ZERO)
+    # No good request completed at all: the good clients saw nothing but failure.
+    errors = (
+        0.0 if faulted.requests == 0 else max(0.0, 1.0 - faulted.error_rate / ERROR_RATE_FOR_ZERO)
+    )
     malformed: dict[str, str] = {}
     accepted: list[str] = []
     points: list[float] = []

@@ -1,0 +1,163 @@
+"""Fault clients against the reference server and real Python servers.
+
+The good clients are the engine (``_engine.run_load``, the JSON contract of
+docs/architecture.md); the fault clients run beside them on their own thread.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pywebbench import _engine
+from pywebbench.faults import (
+    KINDS,
+    FaultSession,
+    FaultSpec,
+    measure_of,
+    measure_robustness,
+    parse_mix,
+)
+from pywebbench.refserver import RefServer
+
+MALFORMED = [k for k, info in KINDS.items() if info.malformed]
+
+
+def good_load(url: str, seconds: float = 2.0, connections: int = 16) -> dict[str, Any]:
+    """The well-behaved clients: a closed loop on CPU 1 for ``seconds``."""
+    spec = {
+        "url": url,
+        "connections": connections,
+        "duration_s": seconds,
+        "timeout_s": 2.0,
+        "cpus": [1],
+    }
+    return json.loads(_engine.run_load(json.dumps(spec)))
+
+
+def test_refserver_rejects_every_malformed_kind_and_times_out_slowloris() -> None:
+    specs = [FaultSpec(k, count=2) for k in MALFORMED] + [
+        FaultSpec("slow-headers", connections=4, interval_ms=200),
+        FaultSpec("idle", connections=4),
+    ]
+    with RefServer(header_timeout_ms=600, idle_timeout_ms=800, cpus=[0]) as srv:
+        with FaultSession(srv.url + "/hello", specs) as fs:
+            time.sleep(2.0)
+        report = fs.report
+        stats = srv.stats()
+    assert report is not None and report.stopped
+    assert report.findings == []
+    for k in MALFORMED:
+        kr = report.kinds[k]
+        assert kr.attempts == 2, k
+        assert kr.classification() == "rejected", (k, kr)
+        assert all(400 <= s < 500 for s in kr.status_counts), (k, kr.status_counts)
+    assert report.kinds["oversized-headers"].status_counts == {431: 2}
+    # The header timeout (600 ms) ends each slowloris connection with a 408; it reopens.
+    slow = report.kinds["slow-headers"]
+    assert slow.status_counts.get(408, 0) >= 4, slow
+    assert 500 <= slow.held.p50_ms <= 1500, slow.held
+    assert slow.attempts >= 8
+    assert stats["header_timeouts"] >= 4
+    idle = report.kinds["idle"]
+    assert idle.attempts >= 8, idle  # closed by the idle timeout, reopened
+    assert idle.outcomes.get("closed_by_server", 0) + idle.outcomes.get("response", 0) >= 4
+
+
+def test_resets_mid_response_do_not_hurt_the_generator() -> None:
+    with RefServer(mode="huge-body", cpus=[0]) as srv:
+        mix = parse_mix("reset-mid-response=50/s,reset-mid-request=50/s,half-close=20/s")
+        with FaultSession(srv.url + "/", mix) as fs:
+            time.sleep(1.5)
+        rep = fs.report
+        assert rep is not None
+        rmr = rep.kinds["reset-mid-response"]
+        assert rmr.attempts >= 50
+        assert rmr.outcomes.get("aborted_by_client", 0) >= rmr.attempts - 2, rmr
+        # Aborted at the first bytes: far less than one huge body per attempt.
+        assert rmr.bytes_received < rmr.attempts * 1024 * 1024
+        assert rep.kinds["reset-mid-request"].outcomes.get("aborted_by_client", 0) >= 50
+        stats = srv.stats()
+        assert stats["connections_accepted"] >= 100
+    # The generator process is fine and the good clients keep working afterwards.
+    with RefServer(cpus=[0]) as srv:
+        with FaultSession(srv.url + "/", parse_mix("reset-mid-response=100/s")) as fs:
+            result = good_load(srv.url + "/", seconds=1.0)
+        assert result["errors"] == 0 and result["requests"] > 100
+        assert fs.report is not None and fs.report.kinds["reset-mid-response"].attempts >= 80
+
+
+@pytest.fixture(scope="module")
+def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fault-servers")
+
+
+@pytest.mark.parametrize(
+    ("server", "mix", "cut"),
+    [
+        # One sync worker reads one request at a time: 8 slowloris connections hold it.
+        ("gunicorn-sync-1", "slowloris=8", True),
+        # waitress buffers whole requests in its event loop, so threads are never held, but it
+        # accepts at most 100 connections (connection_limit): 120 slowloris connections.
+        ("waitress-2", "slowloris=120", True),
+        # An event loop serves the good clients beside 120 slowloris connections.
+        ("uvicorn", "slowloris=120", False),
+    ],
+)
+def test_slowloris_cuts_threaded_servers_but_not_an_event_loop(
+    fault_env: Any,
+    start_server_for_faults: Any,
+    log_dir: Path,
+    server: str,
+    mix: str,
+    cut: bool,
+) -> None:
+    with start_server_for_faults(fault_env, server, log_dir) as srv:
+        run = measure_robustness(
+            srv.url + "/hello",
+            parse_mix(mix + ":interval=1s"),
+            lambda: good_load(srv.url + "/hello", seconds=2.0),
+            alive=srv.alive,
+            settle_s=0.5,
+        )
+        rob = run.robustness
+        clean, faulted = measure_of(run.clean), measure_of(run.faulted)
+        print(f"{server} {mix}: clean {clean.rps:.0f} rps, faulted {faulted.rps:.0f} rps, {rob}")
+        assert clean.rps > 100, clean
+        held = run.report.kinds["slow-headers"]
+        assert held.attempts >= held.spec["connections"]  # type: ignore[index]
+        assert rob.survived and rob.answered_after, rob
+        if cut:
+            assert rob.retained_pct < 20.0, rob
+            assert rob.score < 60.0, rob
+        else:
+            assert rob.retained_pct > 50.0, rob
+            assert rob.score > 60.0, rob
+
+
+@pytest.mark.parametrize("server", ["gunicorn-sync-1", "uvicorn"])
+def test_real_servers_classify_every_malformed_request(
+    fault_env: Any, start_server_for_faults: Any, log_dir: Path, server: str
+) -> None:
+    specs = [FaultSpec(k, count=1, timeout_ms=2000) for k in MALFORMED]
+    with start_server_for_faults(fault_env, server, log_dir) as srv:
+        with FaultSession(srv.url + "/hello", specs) as fs:
+            deadline = time.monotonic() + 20
+            while fs.running and time.monotonic() < deadline:
+                time.sleep(0.05)
+        report = fs.report
+        assert report is not None and not report.stopped, "count-only mix ends by itself"
+        assert srv.alive()
+    classes = report.malformed_summary()
+    print(server, classes, [(f.kind, f.what, f.status) for f in report.findings])
+    assert set(classes) == set(MALFORMED)
+    for kind, cls in classes.items():
+        assert cls in {"rejected", "closed", "server_error", "timed_out", "accepted"}, kind
+        if cls == "accepted":
+            assert any(f.kind == kind for f in report.findings), kind
+    # Both parse request lines strictly.
+    assert classes["bad-request-line"] in {"rejected", "closed"}
