@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from pywebbench import _engine
 from pywebbench.faults import (
     KINDS,
