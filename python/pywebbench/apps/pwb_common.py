@@ -1,13 +1,16 @@
 """Shared helpers for the pywebbench framework apps (runs INSIDE a stack's virtualenv).
 
 Must import on Python 3.9 (PyPy) with only the standard library; the redis and PostgreSQL
-clients (``redis``, ``psycopg``) are imported lazily, so a hello-only run needs neither the
+clients (``redis``, ``pg8000``, ``psycopg``) are imported lazily, so a hello-only run needs neither the
 packages' services nor their configuration. Never imports pywebbench.
 
 Services come from the environment:
 - ``PWB_REDIS_URL``: ``redis://127.0.0.1:PORT/0``
 - ``PWB_DATABASE_URL``: ``postgresql://user@127.0.0.1:PORT/db`` or ``sqlite:////abs/path.db``
 - ``PWB_DB_POOL``: connections per event loop for async PostgreSQL access (default 8)
+
+PostgreSQL clients: pg8000 (pure Python) for synchronous code on every interpreter; psycopg 3's
+async client for async code where it works (CPython), else pg8000 in the loop's thread pool.
 
 Every framework renders the same bytes for hello, cpu, io, redis and fortunes through these
 helpers; json and upload go through each framework's own JSON serialiser (verified by schema).
@@ -285,20 +288,34 @@ def _connect_sync(url):
         import sqlite3
 
         return sqlite3.connect(_sqlite_path(url), check_same_thread=False)
-    import psycopg
+    from urllib.parse import unquote, urlsplit
 
-    return psycopg.connect(url, autocommit=True)
+    import pg8000.native
+
+    parts = urlsplit(url)
+    return pg8000.native.Connection(
+        user=unquote(parts.username or "postgres"),
+        password=unquote(parts.password) if parts.password else None,
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 5432,
+        database=parts.path.lstrip("/") or None,
+    )
 
 
 def fortune_rows():
-    """The fortune rows with a synchronous client (one connection per thread)."""
+    """The fortune rows with a synchronous client: pg8000 (pure Python) or sqlite3.
+
+    One connection per thread (greenlet, under gevent/eventlet monkey-patching).
+    """
     url = _db_url()
     conn = getattr(_local, "db", None)
     if conn is None:
         conn = _connect_sync(url)
         _local.db = conn
     try:
-        return conn.execute(FORTUNE_SQL).fetchall()
+        if url.startswith("sqlite:"):
+            return conn.execute(FORTUNE_SQL).fetchall()
+        return conn.run(FORTUNE_SQL)
     except Exception:
         _local.db = None
         try:
@@ -351,12 +368,34 @@ class _AsyncPool:
 _async_pools = weakref.WeakKeyDictionary()
 
 
+def async_pg_driver():
+    """How async apps reach PostgreSQL: ``"psycopg"`` (async client) or ``"pg8000-thread"``.
+
+    psycopg 3's async client is used where it is installed (CPython); on PyPy its ctypes libpq
+    binding fails, so the sync pg8000 client runs in the event loop's thread pool instead.
+    ``PWB_PG_ASYNC_DRIVER`` forces one of the two.
+    """
+    forced = os.environ.get("PWB_PG_ASYNC_DRIVER")
+    if forced in ("psycopg", "pg8000-thread"):
+        return forced
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "pg8000-thread"
+    return "psycopg"
+
+
 async def fortune_rows_async():
-    """The fortune rows with psycopg's async client (PostgreSQL) or sqlite3 (blocking)."""
+    """The fortune rows from async code: psycopg async, pg8000 in a thread, or sqlite3.
+
+    SQLite (the fallback) is read with a short blocking call: the stdlib has no async driver.
+    """
     url = _db_url()
     if url.startswith("sqlite:"):
-        return fortune_rows()  # SQLite has no async driver in the stdlib: a short blocking read
+        return fortune_rows()
     loop = asyncio.get_running_loop()
+    if async_pg_driver() == "pg8000-thread":
+        return await loop.run_in_executor(None, fortune_rows)
     pool = _async_pools.get(loop)
     if pool is None:
         pool = _AsyncPool(url, int(os.environ.get("PWB_DB_POOL", "8")))

@@ -14,11 +14,18 @@ from pywebbench.catalogue.workloads import ALL_WORKLOADS
 
 MIN_PYTHON = (3, 9)
 
-# Service clients every app may import lazily: redis-py (sync + redis.asyncio) and psycopg 3
-# (pure-Python implementation over the system libpq: sync and async APIs, works on PyPy).
+# Service clients every app may import lazily: redis-py (sync + redis.asyncio) and pg8000
+# (pure-Python PostgreSQL client, works on CPython and PyPy; used by synchronous code).
 CLIENT_PINS: dict[str, tuple[str, ...]] = {
-    "modern": ("redis==8.1.0", "psycopg==3.3.9"),
-    "py39": ("redis==7.0.1", "psycopg==3.2.13"),
+    "modern": ("redis==8.1.0", "pg8000==1.31.6"),
+    "py39": ("redis==7.0.1", "pg8000==1.31.5"),
+}
+# psycopg 3 (pure-Python implementation over the system libpq) gives async code a real async
+# PostgreSQL client. Not on PyPy: its ctypes binding fails there ("cannot create weak
+# reference to 'weakref' object"), so async apps on PyPy run pg8000 in a thread pool.
+ASYNC_PG_PINS: dict[str, tuple[str, ...]] = {
+    "modern": ("psycopg==3.3.9",),
+    "py39": ("psycopg==3.2.13",),
 }
 
 
@@ -44,12 +51,14 @@ class AppFramework(Framework):
     pins: ClassVar[dict[str, tuple[str, ...]]] = {"modern": (), "py39": ()}
     only_binary: ClassVar[tuple[str, ...]] = ()
     workloads: ClassVar[frozenset[str]] = ALL_WORKLOADS
-    # psycopg's pure-Python implementation loads libpq at import (fortunes only).
-    system_packages: ClassVar[tuple[str, ...]] = ("libpq5",)
+    system_packages: ClassVar[tuple[str, ...]] = ()
 
     def requirements(self, interpreter: Interpreter) -> list[str]:
         gen = generation(interpreter)
-        return [*self.pins[gen], *CLIENT_PINS[gen]]
+        reqs = [*self.pins[gen], *CLIENT_PINS[gen]]
+        if self.io_style == "async" and not interpreter.is_pypy:
+            reqs += ASYNC_PG_PINS[gen]
+        return reqs
 
     def unavailable(self, interpreter: Interpreter) -> str | None:
         major, minor = (int(x) for x in interpreter.minor.split("."))

@@ -13,6 +13,7 @@ class FastAPI(AppFramework):
     interface = ASGI
     app = "pwb_fastapi:app"
     io_style = "async"
+    system_packages = ("libpq5",)  # psycopg (async PostgreSQL client) loads libpq
     description = "FastAPI with typed, validated query parameters; dicts serialised by FastAPI."
     notes = (
         "On PyPy 3.9 pydantic-core must come from its last pp39 wheel (2.33.2): a source "

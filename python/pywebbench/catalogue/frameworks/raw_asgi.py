@@ -13,5 +13,6 @@ class RawAsgi(AppFramework):
     interface = ASGI
     app = "pwb_raw_asgi:app"
     io_style = "async"
+    system_packages = ("libpq5",)  # psycopg (async PostgreSQL client) loads libpq
     description = "A bare ASGI 3 callable (with lifespan): routing by scope['path'], no framework."
     pins = {"modern": (), "py39": ()}

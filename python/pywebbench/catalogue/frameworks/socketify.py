@@ -12,6 +12,7 @@ class Socketify(AppFramework):
     interface = "socketify"
     app = "pwb_native_socketify"
     io_style = "async"
+    system_packages = ("libpq5",)  # psycopg (async PostgreSQL client) loads libpq
     description = (
         "Native socketify (uWebSockets via cffi) app; coroutine handlers on its asyncio loop."
     )

@@ -13,6 +13,7 @@ class Starlette(AppFramework):
     interface = ASGI
     app = "pwb_starlette:app"
     io_style = "async"
+    system_packages = ("libpq5",)  # psycopg (async PostgreSQL client) loads libpq
     description = "Starlette routes, Response and JSONResponse."
     notes = "Starlette 1.x needs Python >= 3.10: Python 3.9 / PyPy get 0.49."
     pins = {"modern": ("starlette==1.10.0",), "py39": ("starlette==0.49.3",)}
