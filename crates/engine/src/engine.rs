@@ -35,6 +35,8 @@ pub struct RunningLoad {
     handles: Vec<JoinHandle<ThreadOut>>,
     nofile: u64,
     started: Instant,
+    /// Fault clients beside the load (docs/faults.md), stopped in `join`.
+    faults: Option<crate::faults::FaultSession>,
 }
 
 fn split(total: u64, parts: usize, i: usize) -> u64 {
@@ -115,12 +117,22 @@ pub fn start(spec: &LoadSpec) -> Result<RunningLoad, StartError> {
             .map_err(|e| StartError::System(format!("cannot start generator thread: {e}")))?;
         handles.push(h);
     }
+    // Fault clients (docs/faults.md): from the start of the warm-up until `join`.
+    let run_ns = plan.warmup_ns + plan.duration_ns;
+    let max = Duration::from_nanos(if plan.duration_ns > 0 {
+        run_ns
+    } else {
+        3_600_000_000_000
+    }) + Duration::from_secs(60);
+    let faults = crate::faults::start_beside(&plan.spec.url, plan.addr, &plan.spec.faults, max)
+        .map_err(StartError::System)?;
     Ok(RunningLoad {
         plan,
         shared,
         handles,
         nofile,
         started: Instant::now(),
+        faults,
     })
 }
 
@@ -247,6 +259,7 @@ impl RunningLoad {
             },
         );
         r.warnings.extend(warnings);
+        r.faults = self.faults.take().map(|mut f| f.stop());
         r
     }
 }

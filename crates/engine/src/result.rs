@@ -145,6 +145,9 @@ pub struct LoadResult {
     pub warmup: Option<WarmupStats>,
     pub generator: GeneratorStats,
     pub warnings: Vec<String>,
+    /// What the fault clients saw, when the spec had `faults` (docs/faults.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults: Option<crate::faults::FaultReport>,
 }
 
 /// Raw counters and histograms of one phase of one thread (or of a whole result, for merging).
@@ -371,6 +374,7 @@ pub fn assemble(t: &Tally, info: RunInfo) -> LoadResult {
             generator_bound: false,
         },
         warnings: Vec::new(),
+        faults: None,
         spec: info.spec,
     };
     self_check(&mut r);

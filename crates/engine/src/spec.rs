@@ -38,6 +38,10 @@ pub struct LoadSpec {
     pub cpus: Vec<usize>,
     pub expect_status: Vec<u16>,
     pub expect_body: Option<String>,
+    /// Fault clients run beside the load, from the start of the warm-up to the end
+    /// (docs/faults.md). Empty: none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<crate::faults::FaultSpec>,
 }
 
 impl Default for LoadSpec {
@@ -63,6 +67,7 @@ impl Default for LoadSpec {
             cpus: Vec::new(),
             expect_status: Vec::new(),
             expect_body: None,
+            faults: Vec::new(),
         }
     }
 }
@@ -334,6 +339,9 @@ impl LoadSpec {
             }),
             None => 0,
         };
+        for f in &self.faults {
+            f.validate().map_err(|e| bad("faults", e))?;
+        }
         Ok(Plan {
             spec: self.clone(),
             mode,
@@ -351,7 +359,10 @@ impl LoadSpec {
 
     /// Number of file descriptors the run needs (sockets, pollers, timers, margin).
     pub fn fds_needed(&self) -> u64 {
-        self.connections as u64 + 3 * self.threads as u64 + 64
+        self.connections as u64
+            + 3 * self.threads as u64
+            + 64
+            + crate::faults::fds_needed(&self.faults)
     }
 }
 

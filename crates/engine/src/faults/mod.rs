@@ -505,6 +505,47 @@ impl Drop for FaultSession {
     }
 }
 
+/// Starts fault clients beside a load run on `url` (already resolved to `addr`), or nothing
+/// when `specs` is empty. They run until stopped, at most `max`.
+pub fn start_beside(
+    url: &str,
+    addr: SocketAddr,
+    specs: &[FaultSpec],
+    max: Duration,
+) -> Result<Option<FaultSession>, String> {
+    if specs.is_empty() {
+        return Ok(None);
+    }
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let target = FaultTarget {
+        addr,
+        host: authority.to_string(),
+        path: path.to_string(),
+    };
+    FaultSession::start(target, specs.to_vec(), max)
+        .map(Some)
+        .map_err(|e| format!("faults: {e}"))
+}
+
+/// File descriptors the fault clients of `specs` may hold at once.
+pub fn fds_needed(specs: &[FaultSpec]) -> u64 {
+    let per = |s: &FaultSpec| -> u64 {
+        if let Some(n) = s.connections {
+            return u64::from(n);
+        }
+        match s.rate {
+            Some(r) => ((r * s.timeout().as_secs_f64()).ceil() as u64 + 1)
+                .min(u64::from(MAX_INFLIGHT_EVENTS)),
+            None => 1,
+        }
+    };
+    specs.iter().map(per).sum::<u64>() + if specs.is_empty() { 0 } else { 2 }
+}
+
 /// JSON of a report (stable field names; see docs/faults.md).
 pub fn report_to_json(report: &FaultReport) -> String {
     serde_json::to_string(report).unwrap_or_else(|_| "{}".into())

@@ -309,3 +309,32 @@ fn session_json_roundtrip() {
     );
     assert_eq!(r.kinds["half-close"].status_counts.get(&400), Some(&1));
 }
+
+#[test]
+fn load_spec_faults_run_beside_the_load() {
+    let srv = TestServer::start(Mode::Lenient);
+    let mut churn = FaultSpec::new(FaultKind::Churn);
+    churn.rate = Some(40.0);
+    let spec = crate::LoadSpec {
+        url: format!("http://{}/hello", srv.addr),
+        connections: 2,
+        duration_s: Some(0.5),
+        faults: vec![churn, spec(FaultKind::Idle)],
+        ..Default::default()
+    };
+    let r = crate::run(&spec).unwrap();
+    assert!(r.requests > 10, "{}", r.requests);
+    let f = r.faults.as_ref().expect("a fault report");
+    assert!(f.stopped);
+    assert!(f.kinds["churn"].attempts >= 10, "{:?}", f.kinds["churn"]);
+    assert_eq!(f.kinds["idle"].outcomes.get("open_at_end"), Some(&3));
+    // The result JSON carries the report; a spec with a bad fault is refused.
+    assert!(serde_json::to_string(&r).unwrap().contains("\"faults\""));
+    let mut bad = spec.clone();
+    bad.faults = vec![FaultSpec::new(FaultKind::Idle)];
+    assert!(crate::start(&bad)
+        .err()
+        .unwrap()
+        .to_string()
+        .starts_with("faults:"));
+}
