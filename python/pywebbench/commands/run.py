@@ -69,6 +69,7 @@ def _overrides(o: dict[str, Any]) -> dict[str, Any]:
         ("iterations", "iterations"),
         ("replicates", "replicates"),
         ("timeout_s", "timeout"),
+        ("faults", "faults"),
     ]:
         if o[flag] is not None:
             load[key] = o[flag]
@@ -126,6 +127,11 @@ def _overrides(o: dict[str, Any]) -> dict[str, Any]:
 @click.option("--iterations", type=int, help="Measured iterations per replicate.")
 @click.option("--replicates", type=int, help="Fresh server processes per cell.")
 @click.option("--timeout", type=float, help="Per-request timeout (s).")
+@click.option(
+    "--faults",
+    help="Also measure every cell under this fault mix and score its robustness: 'default', "
+    "'slowloris=50,reset-mid-response=10/s', ... (docs/faults.md).",
+)
 @click.option("--workers", multiple=True, help="Worker processes sweep: 1,2.")
 @click.option("--threads", multiple=True, help="Threads per worker sweep: 1,4.")
 @click.option("--server-cpus", multiple=True, help="Cores for servers (default 0).")

@@ -99,6 +99,22 @@ class LoadConfig(_Model):
     )
     timeout_s: float = Field(5.0, gt=0, le=600, description="Per-request timeout of the engine.")
     pause_s: float = Field(0.0, ge=0, le=60, description="Pause between iterations.")
+    faults: str | None = Field(
+        None,
+        description=(
+            "Fault mix (docs/faults.md), e.g. 'default' or 'slowloris=50,churn=100/s': each "
+            "replicate is measured again under it and the cell gets a robustness score."
+        ),
+    )
+
+    @field_validator("faults")
+    @classmethod
+    def _faults(cls, v: str | None) -> str | None:
+        if v is not None:
+            from pywebbench.faults import parse_mix
+
+            parse_mix(v)  # FaultMixError (a ValueError) names the bad item
+        return v
 
     @field_validator("concurrency")
     @classmethod

@@ -173,6 +173,7 @@ class StudyRunner:
         self._settings_recorded: set[str] = set()
         self._services_env: dict[str, str] = {}
         self._services_failed: CellFailed | None = None
+        self._robustness: dict[int, dict[str, Any]] = {}  # cell id -> last fault phase
         self.outcome = Outcome(run_id=self.run_id, status="running")
         self._rate = loadio.LiveRate()
 
@@ -420,6 +421,8 @@ class StudyRunner:
             "generator_bound": any(i.generator_bound for i in its if i.kind == "measured"),
             "errors": any(i.errors > 0 for i in its if i.kind == "measured"),
         }
+        if cell_id in self._robustness:
+            flags["robustness"] = self._robustness.pop(cell_id)
         if flags["memory_growth"]:
             worst = max(growing, key=lambda g: g.relative)
             flags["memory_growth_relative"] = round(worst.relative, 3)
@@ -640,7 +643,41 @@ class StudyRunner:
                     f"{what} within {duration:g} s: the server hangs or refuses connections",
                     _log_tail(server),
                 )
+        if cfg.faults and cfg.iterations:
+            self._robustness[cell_id] = self._fault_phase(cell, server, result)
         return None
+
+    def _fault_phase(self, cell: CellPlan, server: Any, clean_result: Any) -> dict[str, Any]:
+        """The last measured iteration again, under the fault mix (docs/faults.md)."""
+        from pywebbench.faults import measure_of, measure_robustness, parse_mix
+
+        cfg = self.config.load
+        assert cfg.faults is not None
+        self.events.phase(f"faults {cell.variant.key}: {cfg.faults}")
+        spec = loadio.build_spec(
+            server.base_url,
+            cell.request,
+            connections=cell.concurrency,
+            duration_s=cfg.duration_s,
+            timeout_s=cfg.timeout_s,
+            cpus=self.generator_cpus,
+            rate=cell.rate,
+        )
+        run = measure_robustness(
+            server.base_url.rstrip("/") + cell.request.path,
+            parse_mix(cfg.faults),
+            lambda: self.agent.run(spec, progress=self._progress),
+            alive=server.alive,
+            clean_result=clean_result,
+        )
+        return {
+            "mix": cfg.faults,
+            **run.robustness.to_dict(),
+            "clean_rps": measure_of(run.clean).rps,
+            "faulted_rps": measure_of(run.faulted).rps,
+            "recovery_s": run.recovery_s,
+            "report": run.report.to_dict(),
+        }
 
     def _progress(self, snap: Any) -> None:
         """Engine progress callback: must never raise (an exception stops the engine)."""
