@@ -139,8 +139,10 @@ def _install_exit_handlers(exit_with_stdin: bool) -> None:
     if exit_with_stdin:
 
         def _watch() -> None:
-            with contextlib.suppress(Exception):
-                while sys.stdin.buffer.read(4096):
+            # os.read on fd 0, not sys.stdin: a daemon thread blocked inside a buffered
+            # reader would abort the interpreter at shutdown.
+            with contextlib.suppress(OSError):
+                while os.read(0, 4096):
                     pass
             os.kill(os.getpid(), signal.SIGTERM)
 
@@ -197,6 +199,9 @@ class RefServer:
         self._stderr: Any = None
         self._port: int | None = None
         self._host = config.host
+        #: Exit status of the server process once stopped (0 = it stopped on SIGTERM itself;
+        #: -9 = it had to be killed).
+        self.returncode: int | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -299,6 +304,7 @@ class RefServer:
             os.killpg(pgid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=self.stop_timeout)
+        self.returncode = proc.returncode
         for f in (proc.stdin, proc.stdout):
             with contextlib.suppress(Exception):
                 if f is not None:

@@ -64,9 +64,13 @@ fn setopt(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> {
     }
 }
 
-/// A non-blocking listener with `SO_REUSEADDR` and `SO_REUSEPORT`, so each thread can have
-/// its own socket on the same port and the kernel spreads connections between them.
-fn bind_reuseport(addr: SocketAddr, backlog: i32) -> io::Result<std::net::TcpListener> {
+/// A non-blocking listener with `SO_REUSEADDR` and, if `reuseport`, `SO_REUSEPORT` (so each
+/// thread can have its own socket on the same port and the kernel spreads connections).
+fn bind_listener(
+    addr: SocketAddr,
+    backlog: i32,
+    reuseport: bool,
+) -> io::Result<std::net::TcpListener> {
     let domain = if addr.is_ipv4() {
         libc::AF_INET
     } else {
@@ -86,7 +90,9 @@ fn bind_reuseport(addr: SocketAddr, backlog: i32) -> io::Result<std::net::TcpLis
     // SAFETY: fd is fresh and owned by nothing else.
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     setopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-    setopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    if reuseport {
+        setopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    }
     let r = match addr {
         SocketAddr::V4(a) => {
             let sa = libc::sockaddr_in {
@@ -190,21 +196,23 @@ impl RefServer {
         let settings = config.settings()?;
         raise_nofile_limit();
         let mut listeners = Vec::with_capacity(settings.threads);
-        let first = bind_reuseport(
-            SocketAddr::new(settings.ip, settings.port),
-            settings.backlog,
-        )
-        .map_err(io_err(format!(
-            "cannot listen on {}",
-            SocketAddr::new(settings.ip, settings.port)
-        )))?;
+        let wanted = SocketAddr::new(settings.ip, settings.port);
+        let cannot = || io_err(format!("cannot listen on {wanted}"));
+        // Bind once without SO_REUSEPORT: this both picks the port (for port 0) and proves
+        // nobody else listens there (SO_REUSEPORT alone would silently share the port with
+        // another server of the same user).
+        let first = bind_listener(wanted, settings.backlog, false).map_err(cannot())?;
         let addr = first.local_addr().map_err(io_err("getsockname"))?;
-        listeners.push(first);
-        for _ in 1..settings.threads {
-            listeners.push(
-                bind_reuseport(addr, settings.backlog)
-                    .map_err(io_err(format!("cannot listen on {addr} (SO_REUSEPORT)")))?,
-            );
+        if settings.threads == 1 {
+            listeners.push(first);
+        } else {
+            drop(first);
+            for _ in 0..settings.threads {
+                listeners.push(
+                    bind_listener(addr, settings.backlog, true)
+                        .map_err(io_err(format!("cannot listen on {addr} (SO_REUSEPORT)")))?,
+                );
+            }
         }
         let shared = Arc::new(Shared {
             stats: (0..settings.threads)

@@ -1,0 +1,190 @@
+"""`RefServer` as a process: readiness, pinning, clean stop with no orphan (even when its
+parent dies), 5,000 idle keep-alive connections, the CLI and the Python/Rust contract."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pywebbench import _engine
+from pywebbench.cli import cli
+from pywebbench.refserver import MODES, RefServer, RefServerConfig, RefServerError
+from refserver_wire import connect, get, read_response
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes (its parent reaps it).
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def _group_members(pgid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().split(")")[-1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(d.name))
+    return out
+
+
+def test_python_config_mirrors_rust() -> None:
+    rust = json.loads(_engine.refserver_config_defaults())
+    py = RefServerConfig().to_dict()
+    assert py == rust, "RefServerConfig defaults drifted from the Rust struct"
+    assert tuple(_engine.refserver_modes()) == MODES
+    with pytest.raises(ValueError, match="host"):
+        RefServerConfig(host="192.0.2.1").validate()
+    with pytest.raises(ValueError, match="stall_every_s"):
+        RefServerConfig(stall_ms=10).validate()
+
+
+def test_context_manager_pins_serves_and_leaves_nothing_behind() -> None:
+    with RefServer(cpus=[0]) as srv:
+        pid = srv.pid
+        assert srv.url == f"http://127.0.0.1:{srv.port}"
+        assert get(srv.port, "/")[1] == b"Hello, World!"
+        allowed = [
+            line.split(":", 1)[1].strip()
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if line.startswith("Cpus_allowed_list")
+        ]
+        assert allowed == ["0"]
+        assert os.getpgid(pid) == pid  # its own process group
+        assert srv.stats()["threads"] == 1
+    assert not _alive(pid)
+    assert _group_members(pid) == []
+    assert srv.returncode == 0  # it exited on SIGTERM by itself, not by SIGKILL
+
+
+def test_start_failure_is_reported_and_cleaned_up() -> None:
+    with RefServer() as first:
+        with pytest.raises(RefServerError, match="Address already in use"):
+            RefServer(port=first.port).start()
+    with pytest.raises(ValueError, match="delay_ms"):
+        RefServer(delay_ms=-1).start()
+
+
+def test_child_exits_when_its_parent_dies() -> None:
+    code = (
+        "import os, sys\n"
+        "from pywebbench.refserver import RefServer\n"
+        "s = RefServer().start()\n"
+        "print(s.pid, flush=True)\n"
+        "os._exit(0)\n"  # no clean-up: like a crash or SIGKILL
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
+    )
+    child = int(out.stdout.strip())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = _alive(child)
+    if alive:
+        os.killpg(child, signal.SIGKILL)
+    assert not alive, "the refserver outlived its parent"
+
+
+def test_holds_5000_idle_keepalive_connections() -> None:
+    n = 5000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1000), hard))
+    socks = []
+    with RefServer(cpus=[0]) as srv:
+        try:
+            for _ in range(n):
+                socks.append(connect(srv.port, timeout=10))
+            # Every connection is used once, then left idle.
+            for s in socks:
+                s.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            buf = bytearray()
+            for s in socks:
+                buf.clear()
+                assert read_response(s, buf)[1] == b"Hello, World!"
+            time.sleep(0.3)
+            st = srv.stats()
+            assert st["connections_open"] == n + 1
+            assert st["requests"] == n
+            rss_kb = int(
+                next(
+                    line.split()[1]
+                    for line in Path(f"/proc/{srv.pid}/status").read_text().splitlines()
+                    if line.startswith("VmRSS")
+                )
+            )
+            assert rss_kb < 120_000, f"refserver RSS {rss_kb} kB with {n} idle connections"
+            # Still alive and served, idle ones included.
+            for s in socks[:: n // 10]:
+                s.sendall(b"GET /hello HTTP/1.1\r\n\r\n")
+                assert read_response(s, bytearray())[1] == b"Hello, World!"
+        finally:
+            for s in socks:
+                s.close()
+
+
+def test_cli_help_teaches_and_bad_flags_fail_clearly() -> None:
+    runner = CliRunner()
+    res = runner.invoke(cli, ["refserver", "--help"])
+    assert res.exit_code == 0
+    for needle in ("--delay-ms", "--stall-every-s", "/misbehave/MODE", "generator ceiling", "load"):
+        assert needle in res.output, needle
+    res = runner.invoke(cli, ["refserver", "--host", "8.8.8.8"])
+    assert res.exit_code != 0 and "--host" in res.output and "loopback" in res.output
+    res = runner.invoke(cli, ["refserver", "--stall-ms", "100"])
+    assert res.exit_code != 0 and "--stall-" in res.output
+    res = runner.invoke(cli, ["refserver", "--mode", "explode"])
+    assert res.exit_code != 0 and "--mode" in res.output
+    res = runner.invoke(cli, ["refserver", "--cpus", "x"])
+    assert res.exit_code != 0 and "--cpus" in res.output
+
+
+def test_module_entry_prints_port_and_stops_on_sigint() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pywebbench.refserver", "--port", "0", "--delay-ms", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("listening on 127.0.0.1:"), line
+        port = int(line.rsplit(":", 1)[1])
+        assert get(port, "/")[1] == b"Hello, World!"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=5) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_config_replace_and_json_round_trip() -> None:
+    cfg = RefServerConfig(delay_ms=1.5, mode="drip", cpus=[0, 1])
+    assert cfg.resolved_threads() == 2
+    again = RefServerConfig.from_json(cfg.to_json())
+    assert dataclasses.replace(again, threads=None) == cfg
+    with pytest.raises(ValueError, match="delay_msec"):
+        RefServerConfig.from_json('{"delay_msec": 1}')
