@@ -53,7 +53,9 @@ def build_spec(
         "cpus": list(cpus),
     }
     if request.body:
-        kwargs["body"] = request.body
+        # LoadSpec.body is text; bytes go through latin-1 so each byte stays one character
+        # (exact for ASCII bodies; see the note in docs/config.md on binary uploads).
+        kwargs["body"] = request.body.decode("latin-1")
     if rate is not None:
         kwargs["rate"] = rate
     return LoadSpec(**kwargs)
