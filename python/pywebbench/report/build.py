@@ -169,6 +169,8 @@ def _point(
         point.generator_bound |= bool(flags.get("generator_bound"))
         point.memory_growth |= bool(flags.get("memory_growth"))
         rob = flags.get("robustness")
+        if isinstance(rob, dict):  # the runner's fault phase (docs/faults.md): score 0-100
+            rob = rob.get("score")
         if isinstance(rob, int | float) and not isinstance(rob, bool):
             point.robustness = float(rob)
     point.iteration_rps = rps_by_replicate
