@@ -49,8 +49,9 @@ Examples:
 The generator ceiling (what this machine's load generator can do at most),
 server on core 0, generator on core 1:
   pywebbench refserver --port 8080 --cpus 0 &
-  taskset -c 1 pywebbench load http://127.0.0.1:8080/hello -c 64 -d 10
+  pywebbench load http://127.0.0.1:8080/hello -c 64 -d 10 --cpus 1
   kill %1
+(or from Python: `with RefServer(cpus=[0]) as srv: ...` from pywebbench.refserver)
 """
 
 
