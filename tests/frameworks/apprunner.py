@@ -36,6 +36,27 @@ RUNNER_PINS = {
 }
 
 
+class Url(str):
+    """A base URL that also carries the server's process group id."""
+
+    pgid: int
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of group ``pgid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            rest = stat[stat.rfind(")") + 2 :].split()
+            if rest[2] == str(pgid) and rest[0] not in ("Z", "X"):
+                out.append(int(entry))
+    return out
+
+
 class TestRunners(ServerAdapter):
     """Not a catalogue adapter: installs waitress + uvicorn for these tests."""
 
@@ -92,11 +113,7 @@ def server_argv(env: ProvisionedEnv, framework: Framework, port: int) -> list[st
 
 
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    return bool(group_members(pgid))
 
 
 @contextlib.contextmanager
@@ -106,7 +123,7 @@ def run_app(
     log_dir: Path,
     app_env: Mapping[str, str] = {},  # noqa: B006 - read only
     extra_args: list[str] | None = None,
-) -> Iterator[str]:
+) -> Iterator[Url]:
     """Serve ``framework``'s app on a free loopback port; yield its base URL; stop the group."""
     port = free_port()
     argv = server_argv(env, framework, port) + (extra_args or [])
@@ -120,7 +137,8 @@ def run_app(
         )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
-        url = f"http://127.0.0.1:{port}"
+        url = Url(f"http://127.0.0.1:{port}")
+        url.pgid = proc.pid
         while True:
             if proc.poll() is not None:
                 raise AssertionError(f"{framework.name} exited: {log_path.read_text()[-2000:]}")

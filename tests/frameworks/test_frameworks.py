@@ -7,7 +7,7 @@ under waitress (WSGI), uvicorn (ASGI) or their own server (tornado, aiohttp, soc
 from __future__ import annotations
 
 import pytest
-from apprunner import interpreters, run_app
+from apprunner import group_members, interpreters, run_app
 from pywebbench.catalogue.frameworks import FRAMEWORKS
 from pywebbench.catalogue.workloads import WORKLOADS
 from pywebbench.verify import verify
@@ -55,3 +55,27 @@ def test_hello_needs_no_services(framework_env, tmp_path) -> None:
             report = verify(url, WORKLOADS["redis"])
             assert not report.ok
             assert any("status 503" in p and "PWB_REDIS_URL" in p for p in report.problems)
+
+
+@pytest.mark.parametrize("name", ["tornado", "aiohttp", "socketify"])
+def test_native_workers(name, framework_env, tmp_path) -> None:
+    """``--workers 2`` forks in the server's process group; all of it stops with the group."""
+    interp = INTERPRETERS[0]
+    with run_app(framework_env(interp), FRAMEWORKS[name], tmp_path, {}, ["--workers", "2"]) as url:
+        assert len(group_members(url.pgid)) >= 2
+        for _ in range(4):
+            assert verify(url, WORKLOADS["hello"]).ok
+    assert not group_members(url.pgid)
+
+
+def test_native_rejects_non_loopback_host(framework_env) -> None:
+    import subprocess
+
+    from apprunner import APPS
+
+    env = framework_env(INTERPRETERS[0])
+    done = subprocess.run(
+        [str(env.python), str(APPS / "pwb_native_aiohttp.py"), "--host", "0.0.0.0", "--port", "1"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and "loopback" in done.stderr

@@ -115,7 +115,9 @@ def main(argv=None):
             ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
         except Exception:
             pass
-    web.run_app(make_app(), sock=sock, access_log=None, print=None, handle_signals=True)
+    web.run_app(
+        make_app(), sock=sock, backlog=1024, access_log=None, print=None, handle_signals=True
+    )
     return 0
 
 
