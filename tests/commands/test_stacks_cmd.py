@@ -44,3 +44,10 @@ def test_stacks_bad_filter_names_flag_and_choices() -> None:
     res = CliRunner().invoke(cli, ["stacks", "--python", "jython"])
     assert res.exit_code == 2
     assert "--python" in res.output and "cpython" in res.output
+
+
+def test_stacks_all_interpreters_lists_skipped_ones() -> None:
+    res = _run("--python", "all", "--server", "waitress", "--framework", "raw-wsgi")
+    assert res.exit_code == 0, res.output
+    assert "cpython3.13" in res.output and "pypy3.9" in res.output
+    assert "skipped:" in res.output and "Python < 3.9" in res.output
