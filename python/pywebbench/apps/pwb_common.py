@@ -1,8 +1,8 @@
 """Shared helpers for the pywebbench framework apps (runs INSIDE a stack's virtualenv).
 
 Must import on Python 3.9 (PyPy) with only the standard library; the redis and PostgreSQL
-clients (``redis``, ``pg8000``, ``psycopg``) are imported lazily, so a hello-only run needs neither the
-packages' services nor their configuration. Never imports pywebbench.
+clients (``redis``, ``pg8000``, ``psycopg``) are imported lazily, so a hello-only run needs
+neither the services nor their configuration. Never imports pywebbench.
 
 Services come from the environment:
 - ``PWB_REDIS_URL``: ``redis://127.0.0.1:PORT/0``
@@ -167,9 +167,8 @@ def render_environ(kind, mapping):
     esc = html.escape
     rows = []
     for key in sorted(mapping, key=str):
-        rows.append(
-            "<tr><th>%s</th><td><code>%s</code></td></tr>" % (esc(str(key)), esc(_short(mapping[key])))
-        )
+        value = esc(_short(mapping[key]))
+        rows.append("<tr><th>%s</th><td><code>%s</code></td></tr>" % (esc(str(key)), value))
     paths = "".join("<li>%s</li>" % esc(p) for p in sys.path if p)
     parts = [
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pywebbench environ</title>",
