@@ -146,7 +146,11 @@ def _iteration(
 
 
 def record_study(path: Path, plan: StudyPlan) -> str:
-    """Run ``plan`` for real and store it; returns the run id."""
+    """Run ``plan`` for real and store it; returns the run id.
+
+    Each replicate of a stack is a fresh reference-server process, shared by the stack's
+    cells (workloads x load points) to keep the test short.
+    """
     from pywebbench.refserver import RefServer
 
     run_id = new_run_id()
@@ -157,6 +161,7 @@ def record_study(path: Path, plan: StudyPlan) -> str:
         ordinal = 0
         for s in plan.stacks:
             sid = store.add_stack(_stack_row(run_id, s))
+            cells: list[tuple[int, str, int]] = []
             for workload, conns in plan.loads.items():
                 for c in conns:
                     ordinal += 1
@@ -180,53 +185,62 @@ def record_study(path: Path, plan: StudyPlan) -> str:
                         )
                     )
                     if workload in s.fails_on:
-                        body = s.fails_on[workload]
-                        reason = f"/{workload}: body {body!r} is not the expected one"
-                        store.add_failure(
-                            Failure(
-                                None,
-                                run_id,
-                                "verify",
-                                reason,
-                                utcnow(),
-                                stack_id=sid,
+                        _fail_verify(store, run_id, sid, cell_id, workload, s.fails_on[workload])
+                    else:
+                        cells.append((cell_id, workload, c))
+            for rep in range(plan.replicates):
+                with RefServer(delay_ms=s.delay_ms, cpus=SERVER_CPUS) as srv:
+                    for cell_id, workload, c in cells:
+                        store.add_replicate(
+                            Replicate(
+                                id=None,
                                 cell_id=cell_id,
-                                replicate=0,
-                                detail=f"HTTP/1.1 200 OK\ncontent-type: text/html\n\n{body}",
+                                replicate=rep,
+                                status="ok",
+                                started_at=utcnow(),
+                                pid=srv.pid,
                             )
                         )
-                        store.update_cell(
-                            cell_id,
-                            status="failed",
-                            failure_phase="verify",
-                            failure_reason=reason,
-                            finished_at=utcnow(),
-                        )
-                        continue
-                    for rep in range(plan.replicates):
-                        with RefServer(delay_ms=s.delay_ms, cpus=SERVER_CPUS) as srv:
-                            store.add_replicate(
-                                Replicate(
-                                    id=None,
-                                    cell_id=cell_id,
-                                    replicate=rep,
-                                    status="running",
-                                    started_at=utcnow(),
-                                    pid=srv.pid,
+                        url = srv.url.rstrip("/") + "/" + workload
+                        for kind, n in (("warmup", plan.warmup), ("measured", plan.measured)):
+                            for idx in range(n):
+                                _iteration(
+                                    store,
+                                    cell_id,
+                                    (rep, kind, idx),
+                                    url,
+                                    srv.pid,
+                                    c,
+                                    plan.duration_s,
                                 )
-                            )
-                            url = srv.url.rstrip("/") + "/" + workload
-                            for kind, n in (("warmup", plan.warmup), ("measured", plan.measured)):
-                                for idx in range(n):
-                                    _iteration(
-                                        store,
-                                        cell_id,
-                                        (rep, kind, idx),
-                                        url,
-                                        srv.pid,
-                                        c,
-                                        plan.duration_s,
-                                    )
-                    store.update_cell(cell_id, status="ok", finished_at=utcnow())
+            for cell_id, _, _ in cells:
+                store.update_cell(cell_id, status="ok", finished_at=utcnow())
         store.update_run(run_id, status="completed", finished_at=utcnow())
     return run_id
+
+
+def _fail_verify(
+    store: Store, run_id: str, stack_id: int, cell_id: int, workload: str, body: str
+) -> None:
+    """Record a verification failure whose reason and detail quote the response body."""
+    reason = f"/{workload}: unexpected body {body}"
+    store.add_failure(
+        Failure(
+            None,
+            run_id,
+            "verify",
+            reason,
+            utcnow(),
+            stack_id=stack_id,
+            cell_id=cell_id,
+            replicate=0,
+            detail=f"HTTP/1.1 200 OK\ncontent-type: text/html\n\n{body}",
+        )
+    )
+    store.update_cell(
+        cell_id,
+        status="failed",
+        failure_phase="verify",
+        failure_reason=reason,
+        finished_at=utcnow(),
+    )

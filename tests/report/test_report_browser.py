@@ -9,6 +9,7 @@ show the markup as text, and its Markdown numbers must equal the store's.
 
 from __future__ import annotations
 
+import html
 import math
 import re
 import statistics
@@ -38,7 +39,7 @@ PLAN = StudyPlan(
     replicates=2,
     warmup=1,
     measured=2,
-    duration_s=0.3,
+    duration_s=0.25,
     provision_failures=[EVIL_PROVISION],
 )
 
@@ -51,6 +52,27 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, ReportPa
     run_id = record_study(store_path, PLAN)
     paths = generate(store_path, [run_id], root / "out")
     return store_path, run_id, paths
+
+
+@pytest.fixture(scope="module")
+def report_page(browser: Any, study: Any) -> Any:
+    """The study's HTML report open in one page for the module (opening one costs seconds)."""
+    page, events = open_report(browser, study[2].html)
+    yield page, events
+    page.close()
+
+
+def _reset(page: Any) -> None:
+    """Back to the first screen: no filter, first tab, "peak" rankings, top of the page."""
+    page.fill("#filter", "")
+    page.locator("button.tab").first.click()
+    page.evaluate(
+        """() => document.querySelectorAll('select.load-select').forEach(s => {
+            s.selectedIndex = 0; s.dispatchEvent(new Event('change'));
+        })"""
+    )
+    page.wait_for_timeout(300)
+    page.evaluate("window.scrollTo(0, 0)")
 
 
 def _drawn(page: Any) -> dict[str, dict[str, int]]:
@@ -73,106 +95,102 @@ def _drawn(page: Any) -> dict[str, dict[str, int]]:
     )
 
 
-def test_every_plot_is_drawn_offline_without_errors(browser: Any, study: Any) -> None:
-    _, _, paths = study
-    page, events = open_report(browser, paths.html)
-    try:
-        screenshot(page, "report-first-screen")
-        expected = set(
-            page.evaluate(
-                "Object.keys(JSON.parse(document.getElementById('pwb-data').textContent).figures)"
-            )
+def test_every_plot_is_drawn_offline_without_errors(report_page: Any) -> None:
+    page, events = report_page
+    _reset(page)
+    screenshot(page, "report-first-screen")
+    expected = set(
+        page.evaluate(
+            "Object.keys(JSON.parse(document.getElementById('pwb-data').textContent).figures)"
         )
-        assert expected, "the report embeds no figure"
-        seen: dict[str, dict[str, int]] = {}
-        tabs = page.locator("button.tab")
-        assert tabs.count() == len(PLAN.loads)
-        for i in range(tabs.count()):
-            tabs.nth(i).click()
-            section = page.locator("section.workload.active")
-            select = section.locator("select.load-select")
-            options = (
-                select.locator("option").evaluate_all("os => os.map(o => o.value)")
-                if select.count()
-                else [None]
-            )
-            for value in options:
-                if value is not None:
-                    select.select_option(value)
-                page.wait_for_timeout(50)
-                seen.update(_drawn(page))
-        cell_select = page.locator("#cell-select")
-        page.locator("#cells").scroll_into_view_if_needed()
-        for value in cell_select.locator("option").evaluate_all("os => os.map(o => o.value)"):
-            cell_select.select_option(value)
+    )
+    assert expected, "the report embeds no figure"
+    seen: dict[str, dict[str, int]] = {}
+    tabs = page.locator("button.tab")
+    assert tabs.count() == len(PLAN.loads)
+    for i in range(tabs.count()):
+        tabs.nth(i).click()
+        section = page.locator("section.workload.active")
+        select = section.locator("select.load-select")
+        options = (
+            select.locator("option").evaluate_all("os => os.map(o => o.value)")
+            if select.count()
+            else [None]
+        )
+        for value in options:
+            if value is not None:
+                select.select_option(value)
+            page.wait_for_timeout(50)
             seen.update(_drawn(page))
-        screenshot(page, "report-cells")
-        assert set(seen) == expected, f"never drawn: {sorted(expected - set(seen))}"
-        for fid, d in seen.items():
-            assert d["svg"] >= 1 and d["traces"] >= 1 and d["paths"] >= 1, (fid, d)
-        # The per-workload plots are all there: ranking, spectrum, warm-up, sweep.
-        for kind in (
-            "ranking-hello-peak",
-            "spectrum-hello-peak",
-            "warmup-hello-peak",
-            "sweep-hello",
-        ):
-            assert kind in seen
-        assert events.console_errors == [] and events.page_errors == []
-        assert events.dialogs == []
-        assert events.requests == [], "the report must not touch the network"
-    finally:
-        page.close()
+    cell_select = page.locator("#cell-select")
+    page.locator("#cells").scroll_into_view_if_needed()
+    for value in cell_select.locator("option").evaluate_all("os => os.map(o => o.value)"):
+        cell_select.select_option(value)
+        seen.update(_drawn(page))
+    screenshot(page, "report-cells")
+    assert set(seen) == expected, f"never drawn: {sorted(expected - set(seen))}"
+    for fid, d in seen.items():
+        assert d["svg"] >= 1 and d["traces"] >= 1 and d["paths"] >= 1, (fid, d)
+    # The per-workload plots are all there: ranking, spectrum, warm-up, sweep.
+    for kind in (
+        "ranking-hello-peak",
+        "spectrum-hello-peak",
+        "warmup-hello-peak",
+        "sweep-hello",
+    ):
+        assert kind in seen
+    assert events.console_errors == [] and events.page_errors == []
+    assert events.dialogs == []
+    assert events.requests == [], "the report must not touch the network"
+    assert events.console_errors == [] and events.page_errors == [] and events.dialogs == []
 
 
-def test_markup_in_names_and_bodies_is_shown_as_text(browser: Any, study: Any) -> None:
-    _, _, paths = study
-    page, events = open_report(browser, paths.html)
-    try:
-        # Exactly the page's own three scripts; nothing injected.
-        assert page.locator("script").count() == 3
-        assert page.locator("img, iframe, object, embed, b").count() == 0
-        assert page.evaluate("document.querySelectorAll('[onerror]').length") == 0
-        body = page.inner_text("body")
-        assert EVIL_FW in body  # in the ranking table and the environment
-        page.click("a[href='#failures']")
-        failures = page.inner_text("#failures")
-        assert EVIL_BODY in failures and EVIL_PROVISION in failures
-        assert EVIL_SERVER in page.inner_text("#environment")
-        # Plot labels (SVG text) show the characters too.
-        ticks = page.locator("section.workload.active .plot text.ytick").all_inner_texts()
-        assert any(EVIL_FW in t for t in ticks), ticks
-        assert events.dialogs == [] and events.page_errors == [] and events.console_errors == []
-    finally:
-        page.close()
+def test_markup_in_names_and_bodies_is_shown_as_text(report_page: Any) -> None:
+    page, events = report_page
+    _reset(page)
+    # Exactly the page's own three scripts; nothing injected.
+    assert page.locator("script").count() == 3
+    assert page.locator("img, iframe, object, embed, b").count() == 0
+    assert page.evaluate("document.querySelectorAll('[onerror]').length") == 0
+    body = page.inner_text("body")
+    assert EVIL_FW in body  # in the ranking table and the environment
+    page.click("a[href='#failures']")
+    failures = page.inner_text("#failures")
+    assert EVIL_BODY in failures and EVIL_PROVISION in failures
+    details = page.locator("#failures details pre").all_text_contents()
+    assert any(EVIL_BODY in d for d in details), details
+    assert EVIL_SERVER in page.inner_text("#environment")
+    # Plot labels (SVG text) show the characters too.
+    ticks = page.locator("section.workload.active .plot g.ytick text").all_text_contents()
+    assert any(EVIL_FW in t for t in ticks), ticks
+    assert events.dialogs == [] and events.page_errors == [] and events.console_errors == []
+    assert events.console_errors == [] and events.page_errors == [] and events.dialogs == []
 
 
-def test_filter_box_and_sorting(browser: Any, study: Any) -> None:
-    _, _, paths = study
-    page, events = open_report(browser, paths.html)
-    try:
-        rows = "section.workload.active .sel.active table.ranking tbody tr"
-        page.fill("#filter", "pypy")
-        page.wait_for_timeout(400)
-        visible = [r for r in page.locator(rows).all() if r.is_visible()]
-        assert visible and all("pypy" in r.inner_text() for r in visible)
-        ticks = page.locator(
-            "section.workload.active .sel.active .plot text.ytick"
-        ).all_inner_texts()
-        assert ticks and all("pypy" in t for t in ticks)
-        page.fill("#filter", "")
-        page.wait_for_timeout(400)
-        page.click("section.workload.active .sel.active table.ranking th.col-rps")
-        values = [
-            float(v)
-            for v in page.locator(f"{rows} td.col-rps").evaluate_all(
-                "tds => tds.map(td => td.getAttribute('data-v')).filter(v => v !== '')"
-            )
-        ]
-        assert len(values) >= 2 and values == sorted(values)
-        assert events.console_errors == [] and events.page_errors == []
-    finally:
-        page.close()
+def test_filter_box_and_sorting(report_page: Any) -> None:
+    page, events = report_page
+    _reset(page)
+    rows = "section.workload.active .sel.active table.ranking tbody tr"
+    page.fill("#filter", "pypy")
+    page.wait_for_timeout(400)
+    visible = [r for r in page.locator(rows).all() if r.is_visible()]
+    assert visible and all("pypy" in r.inner_text() for r in visible)
+    ticks = page.locator(
+        "section.workload.active .sel.active .plot[data-figure^='ranking-'] g.ytick text"
+    ).all_text_contents()
+    assert ticks and all("pypy" in t for t in ticks)
+    page.fill("#filter", "")
+    page.wait_for_timeout(400)
+    page.click("section.workload.active .sel.active table.ranking th.col-rps")
+    values = [
+        float(v)
+        for v in page.locator(f"{rows} td.col-rps").evaluate_all(
+            "tds => tds.map(td => td.getAttribute('data-v')).filter(v => v !== '')"
+        )
+    ]
+    assert len(values) >= 2 and values == sorted(values)
+    assert events.console_errors == [] and events.page_errors == []
+    assert events.console_errors == [] and events.page_errors == [] and events.dialogs == []
 
 
 def _parse(text: str) -> float | None:
@@ -258,29 +276,30 @@ def test_markdown_numbers_match_the_store(study: Any) -> None:
     assert re.search(r"\*\*cpython3\.11 · refserver · fast\*\* is fastest", md)
 
 
-def test_html_and_markdown_show_the_same_numbers(browser: Any, study: Any) -> None:
+def test_html_and_markdown_show_the_same_numbers(report_page: Any, study: Any) -> None:
     _, _, paths = study
     tables = _markdown_tables(paths.markdown.read_text(encoding="utf-8"))
-    page, _ = open_report(browser, paths.html)
-    try:
-        for workload in PLAN.loads:
-            page.click(f"button.tab:text-is('{workload}')")
-            html_rows = page.locator(
-                "section.workload.active .sel.active table.ranking tbody tr"
-            ).evaluate_all(
-                """trs => trs.map(tr => ({
-                    stack: tr.getAttribute('data-stack'),
-                    rps: tr.querySelector('td.col-rps').innerText.trim(),
-                    p99: tr.querySelector('td.col-p99').innerText.trim(),
-                    errors: tr.querySelector('td.col-errors').innerText.trim(),
-                }))"""
-            )
-            md_rows = tables[workload]
-            assert len(html_rows) == len(md_rows)
-            for h, m in zip(html_rows, md_rows, strict=True):
-                assert (h["rps"], h["p99"], h["errors"]) == (m["Req/s"], m["p99 ms"], m["Errors"])
-    finally:
-        page.close()
+    page, events = report_page
+    _reset(page)
+    for workload in PLAN.loads:
+        page.click(f"button.tab:text-is('{workload}')")
+        html_rows = page.locator(
+            "section.workload.active .sel.active table.ranking tbody tr"
+        ).evaluate_all(
+            """trs => trs.map(tr => ({
+                stack: tr.getAttribute('data-stack'),
+                rps: tr.querySelector('td.col-rps').innerText.trim(),
+                p99: tr.querySelector('td.col-p99').innerText.trim(),
+                errors: tr.querySelector('td.col-errors').innerText.trim(),
+            }))"""
+        )
+        md = {
+            html.unescape(m["Stack"].replace("\\|", "|")): (m["Req/s"], m["p99 ms"], m["Errors"])
+            for m in tables[workload]
+        }
+        shown = {h["stack"]: (h["rps"], h["p99"], h["errors"]) for h in html_rows}
+        assert shown == md
+    assert events.console_errors == [] and events.page_errors == [] and events.dialogs == []
 
 
 def test_report_command(study: Any, tmp_path: Path) -> None:

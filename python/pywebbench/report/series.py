@@ -51,7 +51,7 @@ def per_second_rps(it: Iteration) -> tuple[list[float], list[float]]:
         length = 1.0
         if it.duration_s and t + 1 > it.duration_s:
             length = max(it.duration_s - t, 0.0)
-            if length < 0.2:  # a sliver of a second says nothing about the rate
+            if length < 0.1:  # a sliver of a second says nothing about the rate
                 continue
         ts.append(t + length / 2)
         rps.append(completed / length)
