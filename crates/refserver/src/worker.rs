@@ -96,6 +96,8 @@ struct Req {
     keep_alive: bool,
     http10: bool,
     has_body: bool,
+    /// `Expect: 100-continue`.
+    expect_continue: bool,
 }
 
 #[derive(Debug)]
@@ -339,6 +341,7 @@ fn parse_head(buf: &[u8]) -> HeadResult {
     let mut te_seen = false;
     let mut conn_close = false;
     let mut conn_ka = false;
+    let mut expect_continue = false;
     for h in r.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
             let Some(v) = parse_content_length(h.value) else {
@@ -360,6 +363,8 @@ fn parse_head(buf: &[u8]) -> HeadResult {
                 );
             }
             chunked = true;
+        } else if h.name.eq_ignore_ascii_case("expect") {
+            expect_continue = h.value.trim_ascii().eq_ignore_ascii_case(b"100-continue");
         } else if h.name.eq_ignore_ascii_case("connection") {
             for tok in h.value.split(|b| *b == b',') {
                 let tok = tok.trim_ascii();
@@ -401,6 +406,7 @@ fn parse_head(buf: &[u8]) -> HeadResult {
         keep_alive,
         http10,
         has_body: !matches!(framing, Framing::None),
+        expect_continue: expect_continue && version == 1,
     };
     HeadResult::Complete(n, req, framing)
 }
@@ -471,6 +477,16 @@ impl Conn {
                     }
                     HeadResult::Complete(n, req, framing) => {
                         pos += n;
+                        // Interim 100 only when nothing is ahead of it on the wire.
+                        if req.expect_continue
+                            && !matches!(framing, Framing::None | Framing::Length(0))
+                            && self.pending.is_empty()
+                            && matches!(self.active, Active::None)
+                            && pos == data.len()
+                        {
+                            self.wbuf
+                                .extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                        }
                         match framing {
                             Framing::None => self.dispatch(env, req, 0, now),
                             Framing::Length(0) => self.dispatch(env, req, 0, now),

@@ -186,9 +186,19 @@ fn request_bodies_content_length_and_chunked() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(read_response(&mut c, &mut buf).1, b"20");
+    // Expect: 100-continue gets the interim response before the body is sent.
+    c.write_all(b"POST / HTTP/1.1\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
+        .unwrap();
+    while find(&buf, b"\r\n\r\n").is_none() {
+        read_more(&mut c, &mut buf);
+    }
+    assert!(buf.starts_with(b"HTTP/1.1 100 Continue\r\n\r\n"));
+    buf.drain(..25);
+    c.write_all(b"abcd").unwrap();
+    assert_eq!(read_response(&mut c, &mut buf).1, b"4");
     let st = s.stop();
-    assert_eq!(st["request_bodies"], 2);
-    assert_eq!(st["request_body_bytes"], 31);
+    assert_eq!(st["request_bodies"], 3);
+    assert_eq!(st["request_body_bytes"], 35);
 }
 
 fn expect_error_and_close(s: &RefServer, raw: &[u8], status: &str) {
