@@ -150,17 +150,9 @@ impl TimerFd {
         }
     }
 
-    /// Drain the expiration counter (keeps the fd from staying readable).
-    pub fn drain(&mut self) {
-        let mut buf = [0u8; 8];
-        // SAFETY: reading 8 bytes into a valid buffer.
-        unsafe {
-            libc::read(
-                self.fd.as_raw_fd(),
-                buf.as_mut_ptr() as *mut libc::c_void,
-                8,
-            );
-        }
+    /// Note that the timer fired. Re-arming resets the expiration counter and edge-triggered
+    /// epoll reports every expiration, so the counter is never read (no syscall).
+    pub fn fired(&mut self) {
         self.armed_at = 0;
     }
 

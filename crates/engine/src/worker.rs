@@ -296,6 +296,10 @@ impl Worker {
             now = sys::now_ns();
             if !self.measuring && now >= self.warm_end {
                 let warm = std::mem::take(&mut self.tally);
+                // Connection counters span the whole run; the rest starts afresh.
+                self.tally.attempts = warm.attempts;
+                self.tally.established = warm.established;
+                self.tally.reopened = warm.reopened;
                 self.shared.progress[self.id]
                     .warmup_requests
                     .store(warm.requests, Relaxed);
@@ -345,7 +349,7 @@ impl Worker {
                 let tok = ev.token();
                 if tok == TIMER_TOKEN {
                     if let Some(t) = self.timer.as_mut() {
-                        t.drain();
+                        t.fired();
                     }
                     continue;
                 }

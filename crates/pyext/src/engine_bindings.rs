@@ -1,5 +1,5 @@
 //! Binding of the load engine: `run_load` and the histogram helpers.
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use pywebbench_engine::{hist, LoadSpec, StartError};
@@ -14,9 +14,9 @@ const STOP_WAIT: Duration = Duration::from_secs(5);
 ///
 /// The engine runs on its own threads; this thread waits with the GIL released, waking every
 /// 50 ms to check for signals and, every `interval_s`, to call `progress(snapshot_json)`.
-/// On KeyboardInterrupt (or any exception raised by `progress`) the engine is stopped and the
-/// partial result is returned with `"interrupted": true`; an exception from `progress` is
-/// re-raised after the engine stopped.
+/// On KeyboardInterrupt (a signal, or raised inside `progress`) the engine is stopped within
+/// ~50 ms and the partial result is returned with `"interrupted": true`. Any other exception
+/// raised by `progress` stops the engine and is re-raised.
 #[pyfunction]
 #[pyo3(signature = (spec_json, progress=None, interval_s=0.25))]
 fn run_load(
@@ -53,7 +53,10 @@ fn run_load(
                 next_progress += interval;
                 let snap = serde_json::to_string(&running.progress()).unwrap_or_default();
                 if let Err(e) = cb.call1(py, (snap,)) {
-                    callback_error = Some(e);
+                    // Ctrl-C landing inside the callback is an interrupt like any other.
+                    if !e.is_instance_of::<PyKeyboardInterrupt>(py) {
+                        callback_error = Some(e);
+                    }
                     interrupted = true;
                     break;
                 }

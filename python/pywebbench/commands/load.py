@@ -1,0 +1,495 @@
+"""``pywebbench load URL``: a wrk-style load test of any HTTP/1.1 server, with a truthful report."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from pywebbench.load import LoadProgress, LoadResult, LoadSpec, run_load
+
+EPILOG = """\b
+Load models:
+  closed loop (default)   -c keep-alive connections, one request in flight each
+                          (--pipeline N: N in flight, each timed from its own send)
+  --no-keepalive          a new connection for every request (latency includes connect)
+  --rate R                open loop: R requests/s (--arrival constant|poisson) over a pool
+                          of -c connections; latency is measured from the intended send time
+                          (coordinated omission corrected) and from the actual write
+
+\b
+Examples:
+  pywebbench load http://127.0.0.1:8080/ -c 64 -d 10
+  pywebbench load http://127.0.0.1:8080/ -c 64 -d 30s --warmup 5s --cpus 1 --json out.json
+  pywebbench load http://127.0.0.1:8080/ --rate 5000 --arrival poisson -c 256 -d 1m
+  pywebbench load http://127.0.0.1:8080/upload -m POST --body-file data.bin -H 'X-Key: 1'
+  pywebbench load http://127.0.0.1:8080/hello --expect-status 200 --expect-body 'Hello, World!'
+
+\b
+Exit status: 0 when at least one request succeeded (2xx/3xx, or passed --expect-*),
+1 when none did, 2 on bad input, 130 when interrupted by Ctrl-C (the partial result is
+still printed and written).
+"""
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+# Spec field -> the flag a user typed, for error messages.
+_FLAGS = {
+    "url": "URL",
+    "method": "--method",
+    "headers": "--header",
+    "body": "--body",
+    "connections": "--connections",
+    "threads": "--threads",
+    "duration_s": "--duration",
+    "max_requests": "--max-requests",
+    "warmup_s": "--warmup",
+    "timeout_s": "--timeout",
+    "connect_timeout_s": "--connect-timeout",
+    "pipeline": "--pipeline",
+    "rate": "--rate",
+    "arrival": "--arrival",
+    "queue_limit": "--queue-limit",
+    "cpus": "--cpus",
+    "expect_status": "--expect-status",
+    "expect_body": "--expect-body",
+}
+
+
+class Seconds(click.ParamType):
+    """A duration: ``10``, ``10s``, ``500ms``, ``1.5m``, ``1h``."""
+
+    name = "DURATION"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        m = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*", str(value))
+        if not m:
+            self.fail(f"expected a duration like 10, 10s, 500ms, 1m; got {value!r}", param, ctx)
+        return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def parse_cpus(value: str) -> list[int]:
+    """``"1"``, ``"0,2"``, ``"0-3"`` -> CPU numbers."""
+    out: list[int] = []
+    for part in value.split(","):
+        part = part.strip()
+        if "-" in part:
+            lo, hi = (int(x) for x in part.split("-", 1))
+            if hi < lo:
+                raise ValueError(part)
+            out.extend(range(lo, hi + 1))
+        else:
+            out.append(int(part))
+    return out
+
+
+def _cpus_cb(ctx: click.Context, param: click.Parameter, value: str | None) -> list[int]:
+    if not value:
+        return []
+    try:
+        return parse_cpus(value)
+    except ValueError:
+        raise click.BadParameter(f"expected CPUs like 1, 0,2 or 0-3; got {value!r}") from None
+
+
+def _headers_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list:
+    out = []
+    for h in value:
+        name, sep, v = h.partition(":")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"expected 'Name: value', got {h!r}")
+        out.append((name.strip(), v.strip()))
+    return out
+
+
+def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[int]:
+    out = []
+    for item in value:
+        for s in item.split(","):
+            if not s.strip().isdigit():
+                raise click.BadParameter(f"expected status codes like 200 or 200,204; got {item!r}")
+            out.append(int(s))
+    return out
+
+
+# ---- formatting ------------------------------------------------------------------------------
+
+
+def fmt_us(us: float) -> str:
+    """Microseconds, human-readable: ``850us``, ``1.25ms``, ``2.50s``."""
+    if us < 1000:
+        return f"{us:.0f}us"
+    if us < 1_000_000:
+        return f"{us / 1000:.2f}ms"
+    return f"{us / 1e6:.2f}s"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024
+    return f"{n:.1f}GB"
+
+
+def _lat_line(label: str, s: Any) -> str:
+    if s.count == 0:
+        return f"  {label:<13} (no samples)"
+    return (
+        f"  {label:<13} p50 {fmt_us(s.p50):>8}  p90 {fmt_us(s.p90):>8}  p99 {fmt_us(s.p99):>8}  "
+        f"p99.9 {fmt_us(s.p999):>8}  max {fmt_us(s.max):>8}  "
+        f"(mean {fmt_us(s.mean)}, stdev {fmt_us(s.stdev)})"
+    )
+
+
+def render_summary(r: LoadResult) -> str:
+    """The text report of a result (what ``pywebbench load`` prints)."""
+    sp = r.spec
+    if r.mode == "open":
+        model = f"open loop, {sp.rate or 0:,.0f} req/s {sp.arrival}"
+    elif r.mode == "connection_per_request":
+        model = "connection per request"
+    else:
+        model = "closed loop" + (f", pipeline {sp.pipeline}" if sp.pipeline > 1 else "")
+    lines = [
+        f"pywebbench load {sp.method} {sp.url}",
+        f"  {model}; {sp.connections} connections, {sp.threads} thread(s), "
+        f"{r.duration_s:.2f} s measured"
+        + (f" after {sp.warmup_s:g} s warm-up" if sp.warmup_s else ""),
+    ]
+    if r.interrupted:
+        lines.append("  INTERRUPTED: partial results")
+    lines.append(
+        f"  {'Requests':<13} {r.requests:,} in {r.duration_s:.2f} s = {r.rps:,.0f} req/s"
+        f"   ({r.ok_requests:,} 2xx)"
+    )
+    d = r.duration_s or 1.0
+    lines.append(
+        f"  {'Transfer':<13} in {fmt_bytes(r.bytes_in)} ({fmt_bytes(r.bytes_in / d)}/s), "
+        f"out {fmt_bytes(r.bytes_out)}"
+    )
+    if r.mode == "open":
+        lines.append(
+            _lat_line("Latency", r.latency.summary) + "  <- corrected (from intended send)"
+        )
+        if r.service_time is not None:
+            lines.append(
+                _lat_line("Service time", r.service_time.summary) + "  <- from actual write"
+            )
+        if r.schedule_lag is not None:
+            lag = r.schedule_lag.summary
+            lines.append(
+                f"  {'Schedule lag':<13} p50 {fmt_us(lag.p50)}  p99 {fmt_us(lag.p99)}  "
+                f"max {fmt_us(lag.max)}"
+            )
+        if r.open_loop is not None:
+            ol = r.open_loop
+            lines.append(
+                f"  {'Rate':<13} offered {ol.offered_rate:,.0f}/s, "
+                f"achieved {ol.achieved_rate:,.0f}/s; "
+                f"{ol.queued:,} sends waited for a connection (deepest queue {ol.queue_max:,}, "
+                f"limit {ol.queue_limit:,}); {ol.unsent_at_end:,} unsent at the end"
+            )
+    else:
+        lines.append(_lat_line("Latency", r.latency.summary))
+    if r.timeouts:
+        lines.append(
+            f"  {'Timeouts':<13} {r.timeouts:,} (>= {sp.timeout_s:g} s, kept in the percentiles)"
+        )
+    status = "  ".join(f"{k}: {v:,}" for k, v in sorted(r.status_counts.items())) or "none"
+    lines.append(f"  {'Status':<13} {status}")
+    if r.error_classes:
+        lines.append(f"  {'Errors':<13} {r.errors:,}")
+        for name, e in sorted(r.error_classes.items(), key=lambda kv: -kv[1].count):
+            lines.append(f"    {name:<22} {e.count:>9,}  e.g. {e.example}")
+    else:
+        lines.append(f"  {'Errors':<13} none")
+    c = r.connections
+    rpc = c.requests_per_connection
+    lines.append(
+        f"  {'Connections':<13} {c.targeted:,} targeted, {c.established:,} established, "
+        f"{c.reopened:,} reopened; requests per connection p50 {rpc.p50:,} (max {rpc.max:,})"
+    )
+    g = r.generator
+    busy = ", ".join(f"{t.busy * 100:.0f}%" for t in g.threads)
+    lines.append(
+        f"  {'Generator':<13} {g.cpu_us_per_request:.2f} CPU-us/request; "
+        f"{g.cpu_s:.2f} CPU-s; thread busy {busy}"
+    )
+    if r.warmup is not None:
+        w = r.warmup
+        lines.append(
+            f"  {'Warm-up':<13} {w.requests:,} requests ({w.rps:,.0f} req/s), {w.errors:,} errors, "
+            f"p50 {fmt_us(w.p50_us)}, p99 {fmt_us(w.p99_us)} (not in the figures above)"
+        )
+    if g.generator_bound:
+        lines.append("")
+        lines.append("  !!! GENERATOR-BOUND: the load generator may have been the bottleneck !!!")
+    for w in r.warnings:
+        lines.append(f"  warning: {w}")
+    return "\n".join(lines)
+
+
+def succeeded(r: LoadResult) -> int:
+    """Requests that count as a success (see the exit status in ``--help``)."""
+    if r.spec.expect_status or r.spec.expect_body is not None:
+        failed = r.error_classes.get("check_failed")
+        return r.requests - (failed.count if failed else 0)
+    return sum(n for code, n in r.status_counts.items() if code[0] in "23")
+
+
+# ---- command ---------------------------------------------------------------------------------
+
+
+@click.command(name="load", epilog=EPILOG)
+@click.argument("url")
+@click.option(
+    "-c",
+    "--connections",
+    type=int,
+    default=64,
+    show_default=True,
+    help="Connections (closed loop) or pool size (open loop).",
+)
+@click.option(
+    "-t",
+    "--threads",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Generator threads (connections are split between them).",
+)
+@click.option(
+    "-d",
+    "--duration",
+    type=Seconds(),
+    default=None,
+    help="Measured duration: 10, 10s, 500ms, 1m.  [default: 10s]",
+)
+@click.option(
+    "-n",
+    "--max-requests",
+    type=int,
+    default=None,
+    help="Stop after this many requests (with or without --duration).",
+)
+@click.option(
+    "--warmup",
+    type=Seconds(),
+    default=0.0,
+    show_default=True,
+    help="Load before measuring; reported apart.",
+)
+@click.option("-m", "--method", default="GET", show_default=True)
+@click.option(
+    "-H",
+    "--header",
+    "headers",
+    multiple=True,
+    callback=_headers_cb,
+    help="'Name: value', repeatable.",
+)
+@click.option("--body", default=None, help="Request body (text).")
+@click.option(
+    "--body-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Request body from a file (UTF-8 text).",
+)
+@click.option(
+    "--timeout",
+    type=Seconds(),
+    default=5.0,
+    show_default=True,
+    help="Response timeout; slower responses count as timeouts (censored, >= timeout).",
+)
+@click.option(
+    "--connect-timeout", type=Seconds(), default=None, help="Connect timeout.  [default: --timeout]"
+)
+@click.option(
+    "--pipeline",
+    type=int,
+    default=1,
+    show_default=True,
+    help="HTTP/1.1 pipelining depth (closed loop).",
+)
+@click.option("--no-keepalive", is_flag=True, help="A new connection for every request.")
+@click.option("--rate", type=float, default=None, help="Open loop: target requests/s.")
+@click.option(
+    "--arrival",
+    type=click.Choice(["constant", "poisson"]),
+    default="constant",
+    show_default=True,
+    help="Open loop: spacing of sends.",
+)
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of Poisson arrivals.")
+@click.option(
+    "--queue-limit",
+    type=int,
+    default=None,
+    help="Open loop: sends allowed to wait for a free connection; beyond it they "
+    "count as queue_overflow errors.  [default: rate x timeout, at least 1000]",
+)
+@click.option(
+    "--cpus",
+    callback=_cpus_cb,
+    default=None,
+    help="Pin generator threads: thread i on CPU i mod len, e.g. 1 or 0-1.",
+)
+@click.option(
+    "--expect-status",
+    multiple=True,
+    callback=_status_cb,
+    help="Allowed status codes (repeatable or comma-separated); others are check_failed.",
+)
+@click.option("--expect-body", default=None, help="Expected response body (exact).")
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    metavar="FILE|-",
+    help="Write the full result JSON to FILE, or to stdout with '-'.",
+)
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+def command(
+    url: str,
+    connections: int,
+    threads: int,
+    duration: float | None,
+    max_requests: int | None,
+    warmup: float,
+    method: str,
+    headers: list,
+    body: str | None,
+    body_file: Path | None,
+    timeout: float,
+    connect_timeout: float | None,
+    pipeline: int,
+    no_keepalive: bool,
+    rate: float | None,
+    arrival: str,
+    seed: int,
+    queue_limit: int | None,
+    cpus: list[int],
+    expect_status: list[int],
+    expect_body: str | None,
+    json_out: str | None,
+    quiet: bool,
+) -> None:
+    """Load-test an HTTP/1.1 server at URL and report throughput, latency and errors.
+
+    Like wrk, but the latency percentiles keep timeouts (as censored values), errors are
+    classified (connect_refused, reset_mid_body, malformed_headers, ...), the open loop
+    (--rate) corrects coordinated omission, and the generator checks itself (CPU per request,
+    a loud warning when it was the bottleneck).
+    """
+    if body is not None and body_file is not None:
+        raise click.UsageError("--body and --body-file: give only one")
+    if body_file is not None:
+        try:
+            body = body_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise click.BadParameter(
+                f"cannot read {body_file}: {e}", param_hint="--body-file"
+            ) from e
+    if duration is None and max_requests is None:
+        duration = 10.0
+    try:
+        spec = LoadSpec(
+            url=url, method=method, headers=headers, body=body or "",
+            connections=connections, threads=threads, duration_s=duration,
+            max_requests=max_requests, warmup_s=warmup, timeout_s=timeout,
+            connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,
+            rate=rate, arrival=arrival, seed=seed, queue_limit=queue_limit, cpus=cpus,
+            expect_status=expect_status, expect_body=expect_body,
+        )  # fmt: skip
+    except ValueError as e:
+        raise _usage(e) from None
+
+    to_stdout = json_out == "-"
+    out = Console(stderr=to_stdout, highlight=False, soft_wrap=True)
+    err = Console(stderr=True, highlight=False)
+    show_bar = not quiet and err.is_terminal
+    try:
+        result = _run(spec, err if show_bar else None)
+    except ValueError as e:
+        raise _usage(e) from None
+    except OSError as e:
+        err.print(f"[red]error:[/red] {e}")
+        sys.exit(1)
+    out.print(render_summary(result), markup=False)
+    if json_out:
+        text = result.to_json(indent=1)
+        if to_stdout:
+            click.echo(text)
+        else:
+            try:
+                Path(json_out).write_text(text + "\n")
+            except OSError as e:
+                err.print(f"[red]error:[/red] cannot write --json {json_out}: {e}")
+                sys.exit(1)
+    if result.interrupted:
+        sys.exit(130)
+    if succeeded(result) == 0:
+        err.print("[red]error:[/red] no request succeeded")
+        sys.exit(1)
+
+
+def _usage(e: ValueError) -> click.UsageError:
+    msg = str(e)
+    field, sep, rest = msg.partition(":")
+    if sep and field in _FLAGS:
+        return click.UsageError(f"{_FLAGS[field]}: {rest.strip()}")
+    return click.UsageError(msg)
+
+
+def _run(spec: LoadSpec, console: Console | None) -> LoadResult:
+    if console is None:
+        return run_load(spec)
+    total = spec.duration_s if spec.duration_s is not None else None
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn(
+            "{task.fields[rps]:>12} req/s  {task.fields[done]:>12} done  {task.fields[errs]}"
+        ),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(
+            "warm-up" if spec.warmup_s else "load",
+            total=total or spec.max_requests,
+            rps="",
+            done="",
+            errs="",
+        )
+
+        def on_progress(p: LoadProgress) -> None:
+            measured = p.elapsed_s - p.warmup_s
+            if p.phase == "warmup":
+                completed = p.elapsed_s / p.warmup_s * (total or 1) if p.warmup_s else 0
+                desc = "warm-up"
+            else:
+                completed = measured if total else p.requests
+                desc = "load"
+            errs = f"[red]{p.errors:,} errors[/red]" if p.errors else ""
+            bar.update(
+                task,
+                completed=completed,
+                description=desc,
+                rps=f"{p.rps:,.0f}",
+                done=f"{p.requests + p.warmup_requests:,}",
+                errs=errs,
+            )
+
+        return run_load(spec, on_progress)

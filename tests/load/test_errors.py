@@ -1,0 +1,65 @@
+"""Each misbehaviour of the reference server lands in its error class, with bounded memory."""
+
+from __future__ import annotations
+
+import pytest
+from pywebbench.load import ERROR_CLASSES, LoadSpec, run_load
+
+CASES = [
+    ("close-mid-response", "eof_mid_body"),
+    ("garbage-status", "malformed_status_line"),
+    ("endless-headers?interval_ms=1", "malformed_headers"),
+    ("reset", "reset_before_response"),
+    ("bad-chunked", "malformed_chunked"),
+    ("close-before-response", "eof_before_headers"),
+    ("no-response", "header_timeout"),
+    ("huge-body", "body_timeout"),
+]
+
+
+@pytest.mark.parametrize(("mode", "cls"), CASES)
+def test_misbehaviour_is_classified(refserver, mode: str, cls: str) -> None:
+    r = run_load(
+        LoadSpec(
+            url=f"{refserver.url}/misbehave/{mode}", connections=2, duration_s=0.8, timeout_s=0.3
+        )
+    )
+    assert cls in ERROR_CLASSES
+    assert set(r.error_classes) == {cls}, r.error_classes
+    entry = r.error_classes[cls]
+    assert entry.count > 0 and entry.example
+    assert r.errors == entry.count
+    if cls.endswith("_timeout"):
+        # Timeouts are censored values >= the timeout, never dropped from the percentiles.
+        assert r.timeouts == entry.count
+        assert r.latency.summary.count == r.requests + r.timeouts
+        assert r.latency.summary.max >= 300_000
+    if mode == "huge-body":
+        assert r.bytes_in > 10_000_000  # streamed through, not buffered
+
+
+def test_drip_completes_slowly_and_correctly(refserver) -> None:
+    r = run_load(
+        LoadSpec(
+            url=f"{refserver.url}/misbehave/drip?interval_ms=1",
+            connections=2,
+            duration_s=1.0,
+            timeout_s=5.0,
+            expect_status=[200],
+        )
+    )
+    assert r.errors == 0, r.error_classes
+    assert r.requests > 0
+    assert r.latency.summary.p50 > 20_000  # one byte per ms
+
+
+def test_connect_refused(closed_port: int) -> None:
+    r = run_load(LoadSpec(url=f"http://127.0.0.1:{closed_port}/", connections=2, duration_s=0.3))
+    assert set(r.error_classes) == {"connect_refused"}
+    assert r.requests == 0
+    assert "no response completed" in r.warnings
+
+
+def test_connect_refused_with_only_max_requests_still_ends(closed_port: int) -> None:
+    r = run_load(LoadSpec(url=f"http://127.0.0.1:{closed_port}/", connections=2, max_requests=20))
+    assert r.error_classes["connect_refused"].count >= 20

@@ -1,0 +1,78 @@
+"""Open loop: rate accuracy, coordinated-omission correction, queueing, overflow."""
+
+from __future__ import annotations
+
+from conftest import GEN_CPUS
+from pywebbench.load import LoadSpec, run_load
+
+
+def test_constant_rate_is_met(refserver) -> None:
+    r = run_load(
+        LoadSpec(
+            url=refserver.url + "/hello", rate=2000, connections=16, duration_s=1.5, cpus=GEN_CPUS
+        )
+    )
+    assert r.mode == "open" and r.errors == 0, r.error_classes
+    ol = r.open_loop
+    assert ol is not None and ol.arrival == "constant"
+    assert 2900 <= ol.offered <= 3001
+    assert abs(ol.achieved_rate - 2000) / 2000 < 0.05
+    assert r.service_time is not None and r.schedule_lag is not None
+    assert r.schedule_lag.summary.count == ol.offered
+    # Corrected latency can only be >= service time.
+    assert r.latency.summary.p50 >= r.service_time.summary.p50
+
+
+def test_poisson_is_seeded(refserver) -> None:
+    spec = dict(url=refserver.url + "/hello", rate=1000, arrival="poisson", connections=8)
+    a = run_load(LoadSpec(**spec, max_requests=500, seed=7))
+    b = run_load(LoadSpec(**spec, max_requests=500, seed=7))
+    assert a.requests == b.requests == 500
+    assert a.open_loop.arrival == "poisson"
+    # Same seed, same schedule: the run lengths agree closely (~0.5 s each).
+    assert abs(a.duration_s - b.duration_s) < 0.05
+    assert 0.3 < a.duration_s < 0.8
+
+
+def test_stall_shows_in_corrected_latency_only(refserver_stall) -> None:
+    """300 ms stall every 2 s at a constant rate: corrected p99 shows it, service time not.
+
+    The pool is bounded (4 connections), so while the server is frozen the scheduled sends
+    wait in the queue; their wait counts in the corrected latency only.
+    """
+    r = run_load(
+        LoadSpec(
+            url=refserver_stall.url + "/hello",
+            rate=1000,
+            connections=4,
+            duration_s=4.0,
+            timeout_s=2.0,
+            cpus=GEN_CPUS,
+        )
+    )
+    assert r.errors == 0, r.error_classes
+    corrected = r.latency.summary
+    service = r.service_time.summary
+    assert corrected.p99 >= 100_000, corrected  # >= 100 ms: the stall is visible
+    assert corrected.max >= 250_000, corrected
+    assert service.p99 < 50_000, service  # the 4 stalled requests are < 1% of ~4000
+    assert r.open_loop.queue_max >= 100  # sends waited while the server was frozen
+
+
+def test_queue_overflow_is_counted_not_dropped(refserver_stall) -> None:
+    r = run_load(
+        LoadSpec(
+            url=refserver_stall.url + "/hello?delay_ms=50",
+            rate=2000,
+            connections=2,
+            queue_limit=10,
+            duration_s=0.5,
+        )
+    )
+    ol = r.open_loop
+    overflow = r.error_classes["queue_overflow"].count
+    assert overflow > 0
+    # Every scheduled send is accounted for: completed, failed, in flight or still queued.
+    assert (
+        r.requests + r.errors + r.connections.in_flight_at_end + ol.unsent_at_end >= ol.offered - 2
+    )
