@@ -284,10 +284,33 @@ impl Env {
 }
 
 fn set_wake(c: &mut Conn, env: &mut Env, t: Instant) {
-    if c.wake_at.is_none_or(|w| t < w) {
-        c.wake_at = Some(t);
-        env.push_timer(t, c.idx);
+    wake_at(env, &mut c.wake_at, c.idx, t);
+}
+
+/// Registers a wake-up of connection `idx` at `t` unless an earlier one is registered.
+fn wake_at(env: &mut Env, wake: &mut Option<Instant>, idx: usize, t: Instant) {
+    if wake.is_none_or(|w| t < w) {
+        *wake = Some(t);
+        env.push_timer(t, idx);
     }
+}
+
+/// Whether a paced stream must wait (a stall, or its next tick is ahead); if so the wake-up
+/// is registered.
+fn hold(
+    env: &mut Env,
+    wake: &mut Option<Instant>,
+    idx: usize,
+    now: Instant,
+    next: Instant,
+) -> bool {
+    let until = match env.shared.stall_end(now) {
+        Some(end) => end,
+        None if now < next => next,
+        None => return false,
+    };
+    wake_at(env, wake, idx, until);
+    true
 }
 
 enum HeadResult {
@@ -1050,13 +1073,7 @@ impl Conn {
                     interval,
                     next,
                 } => {
-                    if let Some(end) = env.shared.stall_end(now) {
-                        set_wake(self, env, end);
-                        return true;
-                    }
-                    if now < *next {
-                        let t = *next;
-                        set_wake(self, env, t);
+                    if hold(env, &mut self.wake_at, self.idx, now, *next) {
                         return true;
                     }
                     self.wbuf.push(data[*pos]);
@@ -1067,13 +1084,7 @@ impl Conn {
                     }
                 }
                 Active::Endless { interval, next, n } => {
-                    if let Some(end) = env.shared.stall_end(now) {
-                        set_wake(self, env, end);
-                        return true;
-                    }
-                    if now < *next {
-                        let t = *next;
-                        set_wake(self, env, t);
+                    if hold(env, &mut self.wake_at, self.idx, now, *next) {
                         return true;
                     }
                     while self.wbuf.len() < ENDLESS_BATCH {
