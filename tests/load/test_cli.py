@@ -1,0 +1,146 @@
+"""`pywebbench load`: flags, output, JSON, exit status, Ctrl-C, bounded memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+from pywebbench.commands.load import Seconds, command, parse_cpus
+from pywebbench.load import LoadResult
+
+
+def _cli(*args: str) -> subprocess.Popen:
+    code = "from pywebbench.cli import main; main()"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "load", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for_load_thread(pid: int, timeout: float = 30.0) -> None:
+    """Wait until the process runs a generator thread (the interpreter start can be slow)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            names = [
+                open(f"/proc/{pid}/task/{t}/comm").read().strip()
+                for t in os.listdir(f"/proc/{pid}/task")
+            ]
+        except OSError:
+            names = []
+        if any(n.startswith("pwb-load") for n in names):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the load never started")
+
+
+def test_durations_and_cpus_parse() -> None:
+    s = Seconds()
+    assert s.convert("10", None, None) == 10.0
+    assert s.convert("10s", None, None) == 10.0
+    assert s.convert("500ms", None, None) == 0.5
+    assert s.convert("1.5m", None, None) == 90.0
+    assert parse_cpus("0-2,5") == [0, 1, 2, 5]
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["-c", "0"], "--connections"),
+        (["-d", "ten"], "--duration"),
+        (["--pipeline", "4", "--no-keepalive"], "--pipeline"),
+        (["-H", "NoColon"], "--header"),
+        (["--cpus", "a-b"], "--cpus"),
+        (["--rate", "-1"], "--rate"),
+        (["--expect-status", "abc"], "--expect-status"),
+        (["--arrival", "bursty"], "--arrival"),
+    ],
+)
+def test_bad_input_names_the_flag(args: list[str], flag: str) -> None:
+    res = CliRunner().invoke(command, ["http://127.0.0.1:9/", *args])
+    assert res.exit_code == 2, res.output
+    assert flag in res.output
+
+
+def test_bad_url_is_a_usage_error() -> None:
+    res = CliRunner().invoke(command, ["https://127.0.0.1/"])
+    assert res.exit_code == 2 and "URL" in res.output and "https" in res.output
+
+
+def test_summary_and_json_file(refserver, tmp_path) -> None:
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(
+        command,
+        [f"{refserver.url}/hello", "-c", "4", "-d", "0.5", "--warmup", "0.2", "--json", str(out)],
+    )
+    assert res.exit_code == 0, res.output
+    for word in ("req/s", "Latency", "p99.9", "Status", "200:", "Errors", "none", "Connections"):
+        assert word in res.output
+    assert "CPU-us/request" in res.output and "Warm-up" in res.output
+    r = LoadResult.from_json(out.read_text())
+    assert r.requests > 0 and r.warmup is not None
+
+
+def test_json_to_stdout_is_pure_json(refserver) -> None:
+    p = _cli(f"{refserver.url}/hello", "-c", "2", "-d", "0.3", "--json", "-")
+    stdout, stderr = p.communicate(timeout=30)
+    assert p.returncode == 0, stderr
+    d = json.loads(stdout)
+    assert d["requests"] > 0
+    assert "req/s" in stderr  # the text summary goes to stderr then
+
+
+def test_open_loop_summary(refserver) -> None:
+    res = CliRunner().invoke(command, [f"{refserver.url}/hello", "--rate", "500", "-d", "0.5"])
+    assert res.exit_code == 0, res.output
+    for word in ("open loop", "corrected", "Service time", "Schedule lag", "offered"):
+        assert word in res.output
+
+
+def test_nothing_succeeded_exits_1(closed_port: int) -> None:
+    res = CliRunner().invoke(command, [f"http://127.0.0.1:{closed_port}/", "-d", "0.3"])
+    assert res.exit_code == 1
+    assert "connect_refused" in res.output
+
+
+def test_ctrl_c_prints_partial_results(refserver) -> None:
+    p = _cli(f"{refserver.url}/hello", "-c", "4", "-d", "30", "--json", "-")
+    _wait_for_load_thread(p.pid)
+    time.sleep(1.0)
+    t = time.monotonic()
+    os.kill(p.pid, signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=10)
+    assert time.monotonic() - t < 2.0  # stops within a fraction of a second (+ interpreter exit)
+    assert p.returncode == 130, stderr
+    d = json.loads(stdout)
+    assert d["interrupted"] is True
+    assert d["requests"] > 0
+    assert 0.5 < d["duration_s"] < 5
+    assert "INTERRUPTED" in stderr
+
+
+def test_memory_stays_bounded_against_a_huge_body(refserver) -> None:
+    """A 10 GB body is streamed and dropped: the generator's peak RSS stays small."""
+    p = _cli(
+        f"{refserver.url}/misbehave/huge-body", "-c", "8", "-d", "2", "--timeout", "1", "-q",
+        "--json", "-",
+    )  # fmt: skip
+    _, status, usage = os.wait4(p.pid, 0)
+    stdout = p.stdout.read()
+    p.stdout.close()
+    p.stderr.close()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    d = json.loads(stdout)
+    assert d["bytes_in"] > 100_000_000, d["bytes_in"]  # >= 100 MB went through
+    assert d["error_classes"].keys() == {"body_timeout"}
+    peak_mb = usage.ru_maxrss / 1024
+    assert peak_mb < 120, peak_mb  # the Python interpreter and rich included
