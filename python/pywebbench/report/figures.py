@@ -111,6 +111,19 @@ def _axis(title: str, **extra: Any) -> dict[str, Any]:
     return axis
 
 
+def _legend_below() -> dict[str, Any]:
+    """A legend under the plot, one entry per line (long stack labels stay readable)."""
+    return {
+        "orientation": "h",
+        "x": 0,
+        "y": -0.18,
+        "yanchor": "top",
+        "font": {"size": 11},
+        "entrywidthmode": "fraction",
+        "entrywidth": 1.0,
+    }
+
+
 class Colours:
     """Stable colours: the same stack (or line key) has the same colour in every figure."""
 
@@ -372,9 +385,9 @@ def spectrum_figure(view: ReportView, ranking: Ranking, colours: Colours) -> Fig
     return {
         "data": data,
         "layout": base_layout(
-            height=380,
-            legend={"orientation": "v", "x": 1.02, "y": 1, "font": {"size": 11}},
-            margin={"l": 64, "r": 16, "t": 16, "b": 48},
+            height=360 + 18 * len(data),
+            legend=_legend_below(),
+            margin={"l": 64, "r": 36, "t": 16, "b": 40},
             xaxis=_axis(
                 "percentile",
                 type="log",
@@ -391,12 +404,14 @@ def warmup_figure(view: ReportView, ranking: Ranking, colours: Colours) -> Figur
     """Requests/s by iteration (warm-up then measured), median over replicates, per stack."""
     data = []
     warm = 0
+    n_max = 1
     for row in ranking.ranked:
         p = row.point
         if not p.iteration_rps:
             continue
         warm = max(warm, p.warmup_iterations)
         n = max(len(r) for r in p.iteration_rps)
+        n_max = max(n_max, n)
         ys = []
         for i in range(n):
             vals = sorted(r[i] for r in p.iteration_rps if i < len(r))
@@ -454,12 +469,12 @@ def warmup_figure(view: ReportView, ranking: Ranking, colours: Colours) -> Figur
     return {
         "data": data,
         "layout": base_layout(
-            height=340,
+            height=340 + 18 * len(data),
             shapes=shapes,
             annotations=annotations,
-            legend={"orientation": "v", "x": 1.02, "y": 1, "font": {"size": 11}},
+            legend=_legend_below(),
             margin={"l": 64, "r": 16, "t": 24, "b": 48},
-            xaxis=_axis("iteration", dtick=1, rangemode="tozero"),
+            xaxis=_axis("iteration", dtick=1, range=[0.5, n_max + 0.5]),
             yaxis=_axis("requests/s (median over replicates)", rangemode="tozero", tickformat="~s"),
         ),
     }
@@ -498,11 +513,12 @@ def cell_figure(view: ReportView, cell: CellSeriesView) -> Figure:
     data = [
         {
             "type": "scatter",
-            "mode": "lines",
             "name": "requests/s",
             "x": rps_x,
             "y": rps_y,
-            "line": {"color": PALETTE[0], "width": 2, "shape": "hv"},
+            "mode": "lines+markers",
+            "marker": {"size": 5},
+            "line": {"color": PALETTE[0], "width": 2},
             "hovertemplate": "t=%{x:.1f} s: %{y:,.0f} req/s<extra></extra>",
             "meta": {"stack": label},
         },
