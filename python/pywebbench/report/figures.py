@@ -111,6 +111,17 @@ def _axis(title: str, **extra: Any) -> dict[str, Any]:
     return axis
 
 
+def ci_bars(estimates: list[Any], **style: Any) -> dict[str, Any]:
+    """Plotly error bars from each estimate's median to its CI bounds."""
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": [_round(e.high - e.median) for e in estimates],
+        "arrayminus": [_round(e.median - e.low) for e in estimates],
+        **style,
+    }
+
+
 def _legend_below() -> dict[str, Any]:
     """A legend under the plot, one entry per line (long stack labels stay readable)."""
     return {
@@ -166,15 +177,7 @@ def ranking_figure(view: ReportView, ranking: Ranking) -> Figure:
                 "name": text(interp),
                 "y": [text(r.stack.label) for r in rows],
                 "x": [_round(e.median, 6) for e in est],
-                "error_x": {
-                    "type": "data",
-                    "symmetric": False,
-                    "array": [_round(e.high - e.median) for e in est],
-                    "arrayminus": [_round(e.median - e.low) for e in est],
-                    "color": "#3e4c59",
-                    "thickness": 1.2,
-                    "width": 3,
-                },
+                "error_x": ci_bars(est, color="#3e4c59", thickness=1.2, width=3),
                 "marker": {
                     "color": family_colour(rows[0].stack),
                     "pattern": {
@@ -311,14 +314,7 @@ def sweep_figure(view: ReportView, workload: WorkloadView, colours: Colours) -> 
                     "yaxis": f"y{suffix}",
                     "x": [p.load_sort for p, _ in pts],
                     "y": [_round(e.median, 6) for e in est],
-                    "error_y": {
-                        "type": "data",
-                        "symmetric": False,
-                        "array": [_round(e.high - e.median) for e in est],
-                        "arrayminus": [_round(e.median - e.low) for e in est],
-                        "thickness": 1,
-                        "width": 2,
-                    },
+                    "error_y": ci_bars(est, thickness=1, width=2),
                     "line": {"color": colours.colour(key), "dash": colours.dash(key), "width": 2},
                     "marker": {
                         "size": [11 if p.generator_bound else 6 for p, _ in pts],
