@@ -1,0 +1,151 @@
+"""What the built-in server adapters share: pins per interpreter generation, launcher scripts,
+the fairness manifest.
+
+Two pin sets, as for frameworks: ``py39`` holds the newest versions that install on Python 3.9
+(Debian's PyPy 3.9 and CPython 3.9), ``modern`` the current releases for Python 3.10+. A
+``pypy`` set, where present, replaces ``py39`` on PyPy. Every pin is exact so a stack's
+virtualenv (and its cache key) is reproducible. Versions are the ones measured installing
+and running here (docs/servers.md).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import ClassVar
+
+from pywebbench.catalogue.base import Interpreter, LaunchContext, ServerAdapter
+
+MIN_PYTHON = (3, 9)
+#: Listen backlog asked of every server that lets us set it (capped by net.core.somaxconn).
+BACKLOG = 2048
+#: Keep-alive idle timeout (seconds) set on servers that let us choose it.
+KEEPALIVE_S = 5
+
+
+def generation(interpreter: Interpreter) -> str:
+    """``"py39"`` for Python 3.9 (PyPy included), ``"modern"`` for 3.10 and later."""
+    major, minor = (int(x) for x in interpreter.minor.split(".")[:2])
+    return "py39" if (major, minor) < (3, 10) else "modern"
+
+
+@functools.lru_cache(maxsize=1)
+def somaxconn() -> int:
+    """The kernel's cap on listen backlogs (``net.core.somaxconn``), 4096 if unreadable."""
+    try:
+        return int(Path("/proc/sys/net/core/somaxconn").read_text().strip())
+    except (OSError, ValueError):
+        return 4096
+
+
+def backlog() -> int:
+    """The backlog we ask for: :data:`BACKLOG`, capped by somaxconn (uWSGI refuses more)."""
+    return min(BACKLOG, somaxconn())
+
+
+def apps_dir() -> Path:
+    """``pywebbench/apps``: where the launcher scripts live (whatever the app dir is)."""
+    return Path(__file__).resolve().parents[2] / "apps"
+
+
+def hostport(host: str, port: int) -> str:
+    """``host:port`` with IPv6 hosts in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class BaseAdapter(ServerAdapter):
+    """Pins per generation, the Python floor, PyPy availability, the manifest helper.
+
+    Class attributes beyond the contract (read with ``getattr`` by other stages):
+
+    - ``max_workers``: None, or the most worker processes the server can run;
+    - ``sends_server_header`` / ``sends_date_header``: whether the server adds those headers
+      to an app's response itself (measured here); verification warns instead of failing
+      when a server cannot add them;
+    - ``pypy_unavailable``: the reason it cannot run on PyPy, or None.
+    """
+
+    pins: ClassVar[dict[str, tuple[str, ...]]] = {"modern": (), "py39": ()}
+    pypy_unavailable: ClassVar[str | None] = None
+    max_workers: ClassVar[int | None] = None
+    sends_server_header: ClassVar[bool] = True
+    sends_date_header: ClassVar[bool] = True
+
+    def requirements(self, interpreter: Interpreter) -> list[str]:
+        if interpreter.is_pypy and "pypy" in self.pins:
+            return list(self.pins["pypy"])
+        return list(self.pins[generation(interpreter)])
+
+    def unavailable(self, interpreter: Interpreter) -> str | None:
+        major, minor = (int(x) for x in interpreter.minor.split(".")[:2])
+        if (major, minor) < MIN_PYTHON:
+            return (
+                f"pywebbench's server pins need Python >= {MIN_PYTHON[0]}.{MIN_PYTHON[1]}, "
+                f"{interpreter.name} is {interpreter.version}"
+            )
+        if interpreter.is_pypy and self.pypy_unavailable:
+            return self.pypy_unavailable
+        return None
+
+    # -- helpers for subclasses ------------------------------------------------------------
+
+    def manifest(
+        self,
+        ctx: LaunchContext,
+        *,
+        worker_class: str,
+        threads_used: bool,
+        event_loop: str | None,
+        http_parser: str,
+        keep_alive: str,
+        backlog: int | None,
+        **extra: object,
+    ) -> dict[str, object]:
+        """The fairness manifest. ``threads_used`` False means the server serves each
+        worker's requests on one thread (event loop, greenlets, or one request at a time):
+        the requested threads are ignored and that is recorded."""
+        threads = ctx.threads if threads_used else 1
+        if threads_used:
+            model = f"{ctx.workers} process(es) x {threads} thread(s)"
+        else:
+            model = f"{ctx.workers} process(es), one request-serving thread each"
+        out: dict[str, object] = {
+            "server": self.name,
+            "interface": self.interface,
+            "workers": ctx.workers,
+            "threads": threads,
+            "threads_requested": ctx.threads,
+            "threads_ignored": (not threads_used) and ctx.threads > 1,
+            "concurrency": model,
+            "worker_class": worker_class,
+            "event_loop": event_loop,
+            "http_parser": http_parser,
+            "keep_alive": keep_alive,
+            "access_log": False,
+            "backlog": backlog,
+        }
+        out.update(extra)
+        return out
+
+    def launcher(self, script: str, ctx: LaunchContext, *extra: str) -> list[str]:
+        """argv of a launcher script of ``pywebbench/apps`` run by the venv's Python."""
+        return [
+            str(ctx.python),
+            str(apps_dir() / script),
+            "--app",
+            ctx.app,
+            "--host",
+            ctx.host,
+            "--port",
+            str(ctx.port),
+            "--workers",
+            str(ctx.workers),
+            "--threads",
+            str(ctx.threads),
+            "--backlog",
+            str(backlog()),
+            *extra,
+        ]
+
+    def settings(self, ctx: LaunchContext) -> dict[str, object]:
+        raise NotImplementedError

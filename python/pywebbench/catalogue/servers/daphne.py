@@ -1,0 +1,37 @@
+"""daphne (Django Channels' ASGI server, Twisted on the asyncio reactor)."""
+
+from __future__ import annotations
+
+from pywebbench.catalogue.base import ASGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.servers._base import BaseAdapter, backlog
+
+
+class Daphne(BaseAdapter):
+    name = "daphne"
+    interface = ASGI
+    description = "daphne: Twisted's HTTP server on the asyncio reactor"
+    notes = (
+        "daphne has no worker processes: launch_daphne.py binds the socket and forks "
+        "--workers daphne processes on it (daphne --fd). Threads are ignored. On PyPy "
+        "cryptography must come from a wheel (43.0.3, binary-only) and twisted is pinned to "
+        "25.5.0, else the resolver backtracks to daphne 2.3.0 or builds cryptography (fails)."
+    )
+    pins = {
+        "modern": ("daphne==4.2.3",),
+        "py39": ("daphne==4.2.3", "twisted==25.5.0", "cryptography==43.0.3"),
+    }
+
+    def command(self, ctx: LaunchContext) -> LaunchCommand:
+        return LaunchCommand(self.launcher("launch_daphne.py", ctx))
+
+    def settings(self, ctx: LaunchContext) -> dict[str, object]:
+        return self.manifest(
+            ctx,
+            worker_class="daphne (pre-forked by the launcher)",
+            threads_used=False,
+            event_loop="twisted asyncioreactor",
+            http_parser="twisted.web.http (pure Python)",
+            keep_alive="on (twisted default)",
+            backlog=backlog(),
+            tcp_nodelay=True,
+        )

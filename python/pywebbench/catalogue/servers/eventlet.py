@@ -1,0 +1,38 @@
+"""eventlet.wsgi (pure-Python WSGI server on eventlet's hub, green threads)."""
+
+from __future__ import annotations
+
+from pywebbench.catalogue.base import WSGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.servers._base import BaseAdapter, backlog
+
+MAX_GREENTHREADS = 1024  # launch_eventlet.py
+
+
+class Eventlet(BaseAdapter):
+    name = "eventlet"
+    interface = WSGI
+    description = "eventlet.wsgi.server, monkey-patched stdlib, a green thread per connection"
+    notes = (
+        "Threads are ignored (green threads, at most 1024 per process). eventlet is in "
+        "maintenance mode and prints a deprecation warning at start. eventlet.wsgi sends no "
+        "Server header."
+    )
+    sends_server_header = False
+    pins = {"modern": ("eventlet==0.41.3",), "py39": ("eventlet==0.40.4",)}
+
+    def command(self, ctx: LaunchContext) -> LaunchCommand:
+        return LaunchCommand(self.launcher("launch_eventlet.py", ctx))
+
+    def settings(self, ctx: LaunchContext) -> dict[str, object]:
+        return self.manifest(
+            ctx,
+            worker_class="eventlet.wsgi (pre-forked by the launcher)",
+            threads_used=False,
+            event_loop="eventlet hub (epolls)",
+            http_parser="eventlet.wsgi (pure Python)",
+            keep_alive="on",
+            backlog=backlog(),
+            monkey_patched=True,
+            max_greenthreads=MAX_GREENTHREADS,
+            tcp_nodelay=True,
+        )

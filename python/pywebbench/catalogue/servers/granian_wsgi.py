@@ -1,0 +1,77 @@
+"""granian (Rust HTTP server, hyper + tokio) hosting a WSGI app on blocking threads."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pywebbench.catalogue.base import WSGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.servers._base import BaseAdapter, backlog
+
+GRANIAN_PINS = {"modern": ("granian==2.8.7",), "py39": ("granian==2.5.7",)}
+
+
+class GranianBase(BaseAdapter):
+    """granian's CLI: HTTP/1.1 only, websockets off, one Rust runtime thread per worker,
+    access log off. ``--blocking-threads`` is the number of Python threads running the app."""
+
+    granian_interface: ClassVar[str]
+
+    def uses_threads(self) -> bool:
+        return self.granian_interface == "wsgi"
+
+    def loop(self, ctx: LaunchContext) -> str:
+        return "asyncio"
+
+    def command(self, ctx: LaunchContext) -> LaunchCommand:
+        return LaunchCommand(
+            [
+                str(ctx.bin / "granian"),
+                "--interface",
+                self.granian_interface,
+                "--host",
+                ctx.host,
+                "--port",
+                str(ctx.port),
+                "--workers",
+                str(ctx.workers),
+                "--blocking-threads",
+                str(ctx.threads if self.uses_threads() else 1),
+                "--runtime-threads",
+                "1",
+                "--loop",
+                self.loop(ctx),
+                "--http",
+                "1",
+                "--no-ws",
+                "--backlog",
+                str(backlog()),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+                ctx.app,
+            ]
+        )
+
+    def settings(self, ctx: LaunchContext) -> dict[str, object]:
+        return self.manifest(
+            ctx,
+            worker_class=f"granian {self.granian_interface} (Rust hyper/tokio)",
+            threads_used=self.uses_threads(),
+            event_loop=self.loop(ctx) if not self.uses_threads() else "tokio (Rust) for I/O",
+            http_parser="hyper (Rust), HTTP/1.1 only",
+            keep_alive="on (granian default)",
+            backlog=backlog(),
+            runtime_threads=1,
+        )
+
+
+class GranianWSGI(GranianBase):
+    name = "granian-wsgi"
+    interface = WSGI
+    granian_interface = "wsgi"
+    description = "granian, WSGI interface: Rust I/O, the app on --threads blocking threads"
+    notes = (
+        "On PyPy (granian 2.5.7, cpyext) memory grows quickly under load (over 1 GB in 15 s "
+        "measured here) and throughput drops run after run."
+    )
+    pins = GRANIAN_PINS

@@ -1,0 +1,53 @@
+"""hypercorn (ASGI, h11/h2 parsers in pure Python) on asyncio."""
+
+from __future__ import annotations
+
+from pywebbench.catalogue.base import ASGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.servers._base import KEEPALIVE_S, BaseAdapter, backlog, hostport
+
+
+class Hypercorn(BaseAdapter):
+    name = "hypercorn"
+    interface = ASGI
+    description = "hypercorn with its asyncio worker (h11 for HTTP/1.1)"
+    notes = (
+        "Threads are ignored (one event loop per worker). The asyncio worker on every "
+        "interpreter (its uvloop worker adds little and does not run on PyPy). hypercorn's "
+        "default backlog is 100; we set 2048 like everywhere else."
+    )
+    pins = {"modern": ("hypercorn==0.18.0",), "py39": ("hypercorn==0.17.3",)}
+
+    def command(self, ctx: LaunchContext) -> LaunchCommand:
+        return LaunchCommand(
+            [
+                str(ctx.bin / "hypercorn"),
+                "--bind",
+                hostport(ctx.host, ctx.port),
+                "--workers",
+                str(ctx.workers),
+                "--worker-class",
+                "asyncio",
+                "--backlog",
+                str(backlog()),
+                "--keep-alive",
+                str(KEEPALIVE_S),
+                "--graceful-timeout",
+                "3",
+                "--log-level",
+                "warning",
+                "--error-logfile",
+                "-",
+                ctx.app,
+            ]
+        )
+
+    def settings(self, ctx: LaunchContext) -> dict[str, object]:
+        return self.manifest(
+            ctx,
+            worker_class="asyncio",
+            threads_used=False,
+            event_loop="asyncio",
+            http_parser="h11 (pure Python)",
+            keep_alive=f"on, {KEEPALIVE_S} s idle timeout",
+            backlog=backlog(),
+        )

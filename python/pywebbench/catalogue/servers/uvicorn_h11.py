@@ -1,0 +1,16 @@
+"""uvicorn with the stdlib asyncio loop and the pure-Python h11 parser."""
+
+from __future__ import annotations
+
+from pywebbench.catalogue.base import ASGI
+from pywebbench.catalogue.servers.uvicorn_uvloop import UvicornBase
+
+
+class UvicornH11(UvicornBase):
+    name = "uvicorn-h11"
+    interface = ASGI
+    loop = "asyncio"
+    http = "h11"
+    description = "uvicorn with asyncio and h11 (pure Python; runs everywhere)"
+    notes = "Threads are ignored (one event loop per process)."
+    pins = {"modern": ("uvicorn==0.54.0",), "py39": ("uvicorn==0.39.0",)}

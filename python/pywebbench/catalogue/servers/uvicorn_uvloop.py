@@ -1,0 +1,73 @@
+"""uvicorn with uvloop and httptools (the fast configuration); CPython only."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pywebbench.catalogue.base import ASGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.servers._base import KEEPALIVE_S, BaseAdapter, backlog
+
+
+class UvicornBase(BaseAdapter):
+    """uvicorn's CLI with an explicit loop and HTTP implementation; access log off."""
+
+    loop: ClassVar[str]
+    http: ClassVar[str]
+
+    def command(self, ctx: LaunchContext) -> LaunchCommand:
+        return LaunchCommand(
+            [
+                str(ctx.bin / "uvicorn"),
+                ctx.app,
+                "--host",
+                ctx.host,
+                "--port",
+                str(ctx.port),
+                "--workers",
+                str(ctx.workers),
+                "--loop",
+                self.loop,
+                "--http",
+                self.http,
+                "--no-access-log",
+                "--log-level",
+                "warning",
+                "--backlog",
+                str(backlog()),
+                "--timeout-keep-alive",
+                str(KEEPALIVE_S),
+                "--lifespan",
+                "auto",
+            ]
+        )
+
+    def settings(self, ctx: LaunchContext) -> dict[str, object]:
+        return self.manifest(
+            ctx,
+            worker_class="uvicorn (multiprocess supervisor)" if ctx.workers > 1 else "uvicorn",
+            threads_used=False,
+            event_loop=self.loop,
+            http_parser=self.http,
+            keep_alive=f"on, {KEEPALIVE_S} s idle timeout",
+            backlog=backlog(),
+        )
+
+
+class UvicornUvloop(UvicornBase):
+    name = "uvicorn-uvloop"
+    interface = ASGI
+    loop = "uvloop"
+    http = "httptools"
+    description = "uvicorn with uvloop and httptools"
+    notes = (
+        "Threads are ignored (one event loop per process). Not on PyPy: uvloop builds there "
+        "but fails to import (undefined symbol PyContext_CopyCurrent)."
+    )
+    pypy_unavailable = (
+        "uvloop builds on PyPy but fails to import (undefined symbol PyContext_CopyCurrent); "
+        "use uvicorn-h11 or gunicorn-uvicorn (asyncio + httptools) there"
+    )
+    pins = {
+        "modern": ("uvicorn==0.54.0", "uvloop==0.23.0", "httptools==0.9.0"),
+        "py39": ("uvicorn==0.39.0", "uvloop==0.22.1", "httptools==0.9.0"),
+    }

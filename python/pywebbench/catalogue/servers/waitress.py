@@ -1,0 +1,37 @@
+"""waitress (pure-Python WSGI server: one I/O loop thread + a pool of worker threads)."""
+
+from __future__ import annotations
+
+from pywebbench.catalogue.base import WSGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.servers._base import BaseAdapter, backlog
+
+CONNECTION_LIMIT = 1000  # launch_waitress.py; waitress's default is 100
+
+
+class Waitress(BaseAdapter):
+    name = "waitress"
+    interface = WSGI
+    description = "waitress: asyncore-style I/O loop plus --threads worker threads"
+    notes = (
+        "waitress floods stderr with 'Task queue depth' warnings under load (even with "
+        "_quiet): the launcher silences the waitress.queue logger. connection_limit raised "
+        "from 100 to 1000 so high-concurrency runs are not throttled by accept. Workers are "
+        "processes forked by the launcher on one socket."
+    )
+    pins = {"modern": ("waitress==3.0.2",), "py39": ("waitress==3.0.2",)}
+
+    def command(self, ctx: LaunchContext) -> LaunchCommand:
+        return LaunchCommand(self.launcher("launch_waitress.py", ctx))
+
+    def settings(self, ctx: LaunchContext) -> dict[str, object]:
+        return self.manifest(
+            ctx,
+            worker_class="waitress (pre-forked by the launcher)",
+            threads_used=True,
+            event_loop="waitress wasyncore (select/poll)",
+            http_parser="waitress (pure Python)",
+            keep_alive="on",
+            backlog=backlog(),
+            connection_limit=CONNECTION_LIMIT,
+            queue_warnings="silenced",
+        )

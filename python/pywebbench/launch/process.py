@@ -1,0 +1,218 @@
+"""Process groups: start a command in its own session, pinned to cores, logging to a file;
+find every member of its group in ``/proc``; stop the whole group (SIGTERM, then SIGKILL) and reap.
+
+Reused by the server launcher, the services (redis-server, PostgreSQL) and the reference server.
+A child's output always goes to a file, never to a pipe: a chatty server cannot block on a full
+pipe nobody reads.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal as _signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+__all__ = ["ProcessGroup", "group_members", "tail"]
+
+
+def _stat_fields(pid: int) -> tuple[str, int] | None:
+    """(state, pgid) of a process from ``/proc/<pid>/stat``, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    # The command name is in parentheses and may itself contain spaces or parentheses.
+    rest = data[data.rfind(")") + 2 :].split()
+    # rest[0] = state, rest[1] = ppid, rest[2] = pgrp
+    try:
+        return rest[0], int(rest[2])
+    except (IndexError, ValueError):
+        return None
+
+
+def group_members(pgid: int, *, include_zombies: bool = False) -> list[int]:
+    """PIDs of every process whose process group is ``pgid`` (zombies excluded by default).
+
+    A zombie has already exited and holds no resources but its PID; it disappears when its
+    parent reaps it.
+    """
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat_fields(int(entry))
+        if fields is None or fields[1] != pgid:
+            continue
+        if fields[0] in ("Z", "X") and not include_zombies:
+            continue
+        members.append(int(entry))
+    return sorted(members)
+
+
+def tail(path: Path, max_bytes: int = 4000) -> str:
+    """The last ``max_bytes`` of a log file as text ("" if it does not exist)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _affinity_preexec(cpus: Sequence[int]):  # pragma: no cover - runs in the child
+    cpu_set = set(cpus)
+
+    def pin() -> None:
+        os.sched_setaffinity(0, cpu_set)
+
+    return pin
+
+
+class ProcessGroup:
+    """A command running as the leader of its own session and process group.
+
+    Every process it forks (workers, helper threads' processes) stays in the group unless it
+    calls ``setsid`` itself, so :meth:`stop` reaches all of them with one ``killpg``.
+    """
+
+    def __init__(self, popen: subprocess.Popen[bytes], log_path: Path | None, argv: list[str]):
+        self.popen = popen
+        self.pid = popen.pid
+        self.pgid = popen.pid  # start_new_session: the child leads a new group
+        self.log_path = log_path
+        self.argv = argv
+        self.started_at = time.monotonic()
+        self._stopped = False
+
+    @classmethod
+    def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        log_path: Path | None,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        cpus: Sequence[int] | None = None,
+        user: str | None = None,
+    ) -> ProcessGroup:
+        """Start ``argv`` in a new session, stdout+stderr appended to ``log_path``.
+
+        ``cpus`` pins the process (and, by inheritance, everything it forks) to those cores;
+        ``taskset`` does it when present, so no Python code runs between fork and exec.
+        ``user`` runs it as another system user via ``runuser`` (e.g. PostgreSQL as postgres).
+        Raises ``FileNotFoundError``/``PermissionError`` if the executable cannot be run.
+        """
+        argv = [str(a) for a in argv]
+        preexec = None
+        if user:
+            runuser = shutil.which("runuser")
+            if runuser is None:
+                raise FileNotFoundError("runuser (util-linux) is needed to run as another user")
+            argv = [runuser, "-u", user, "--", *argv]
+        if cpus:
+            cpus = sorted(set(int(c) for c in cpus))
+            available = os.sched_getaffinity(0)
+            missing = [c for c in cpus if c not in available]
+            if missing:
+                raise ValueError(
+                    f"cpus {missing} are not available to this process (allowed: "
+                    f"{sorted(available)})"
+                )
+            taskset = shutil.which("taskset")
+            if taskset:
+                argv = [taskset, "-c", ",".join(str(c) for c in cpus), *argv]
+            else:
+                preexec = _affinity_preexec(cpus)
+        if log_path is not None:
+            log_path = Path(log_path)
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            out = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+        else:
+            out = open(os.devnull, "wb")  # noqa: SIM115
+        try:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=dict(env) if env is not None else None,
+                cwd=str(cwd) if cwd else None,
+                start_new_session=True,
+                preexec_fn=preexec,  # noqa: PLW1509 - only when taskset is missing
+                close_fds=True,
+            )
+        finally:
+            out.close()
+        return cls(popen, log_path, argv)
+
+    # -- state ---------------------------------------------------------------------------
+
+    def members(self) -> list[int]:
+        """Live (non-zombie) PIDs of the group, the leader included while it runs."""
+        self.poll()
+        return group_members(self.pgid)
+
+    def poll(self) -> int | None:
+        """The leader's exit code, or None while it runs (reaps it when it has exited)."""
+        return self.popen.poll()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.returncode
+
+    def alive(self) -> bool:
+        """True while the leader runs."""
+        return self.poll() is None
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the whole group (no error if it is already gone)."""
+        try:
+            os.killpg(self.pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _wait_empty(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not self.members():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+    def stop(self, timeout_s: float = 5.0, sig: int = _signal.SIGTERM) -> int | None:
+        """Stop the whole group: ``sig`` (SIGTERM), wait up to ``timeout_s`` for every member
+        to exit, then SIGKILL the group and wait for it; reap the leader. Idempotent.
+
+        Returns the leader's exit code. Raises ``RuntimeError`` if members survive SIGKILL
+        (e.g. stuck in uninterruptible sleep) for 10 s.
+        """
+        if not self._stopped:
+            self._stopped = True
+            if self.members():
+                self.signal(sig)
+                if not self._wait_empty(timeout_s):
+                    self.signal(_signal.SIGKILL)
+                    if not self._wait_empty(10.0):
+                        raise RuntimeError(
+                            f"process group {self.pgid} survived SIGKILL: {self.members()}"
+                        )
+        try:
+            self.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - leader killed above
+            self.popen.kill()
+            self.popen.wait()
+        return self.popen.returncode
+
+    def __enter__(self) -> ProcessGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

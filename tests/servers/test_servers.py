@@ -1,0 +1,142 @@
+"""Every server adapter, started for real: CPython, and PyPy for every adapter declared
+compatible. Each stack is provisioned with :func:`pywebbench.provision.venv.provision` (cached
+under ``$PWB_CACHE_DIR``: the same venvs ``pywebbench verify`` uses), started with
+:func:`pywebbench.launch.start_server` with 2 workers x 2 threads pinned to CPU 0, asked for
+``/hello`` over one keep-alive connection, stopped, and its process group checked empty in
+``/proc``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+from pywebbench.catalogue.base import ASGI, WSGI, Interpreter
+from pywebbench.catalogue.frameworks import FRAMEWORKS
+from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.catalogue.servers import ADAPTERS
+from pywebbench.catalogue.stacks import make_stack
+from pywebbench.launch import LaunchError, group_members, start_server
+from pywebbench.provision.venv import ProvisionedEnv, ProvisionError, provision
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+HELLO = b"Hello, World!"
+WORKERS, THREADS = 2, 2
+
+
+def _interpreters() -> list[Interpreter]:
+    found = default_interpreters()
+    if IN_CI and not any(i.is_pypy for i in found):
+        raise AssertionError("CI: pypy3 is missing (Debian package pypy3)")
+    return found
+
+
+INTERPRETERS = _interpreters()
+
+
+def framework_for(interface: str):
+    """The built-in hello-capable framework of an interface: raw WSGI/ASGI, or the native
+    framework sharing a native server's interface."""
+    if interface == WSGI:
+        return FRAMEWORKS["raw-wsgi"]
+    if interface == ASGI:
+        return FRAMEWORKS["raw-asgi"]
+    matches = [f for f in FRAMEWORKS.values() if f.interface == interface]
+    assert len(matches) == 1, f"one native framework expected for {interface}: {matches}"
+    return matches[0]
+
+
+CASES = [
+    pytest.param(interp, adapter, id=f"{interp.name}-{adapter.name}")
+    for interp in INTERPRETERS
+    for adapter in ADAPTERS.values()
+    if adapter.unavailable(interp) is None
+]
+
+_ENVS: dict[str, ProvisionedEnv] = {}
+
+
+def env_for(stack) -> ProvisionedEnv:
+    """Provision (or reuse) a stack's venv; a failure fails the test with uv's reason."""
+    key = stack.env_key()
+    if key not in _ENVS:
+        try:
+            _ENVS[key] = provision(stack)
+        except ProvisionError as exc:
+            pytest.fail(f"provisioning {stack.name} failed: {exc.reason} (log: {exc.log_path})")
+    return _ENVS[key]
+
+
+def affinity(pid: int) -> str | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Cpus_allowed_list:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+def get_hello(host: str, port: int, n: int) -> tuple[list[http.client.HTTPResponse], list[float]]:
+    """``n`` GET /hello on one connection (http.client reconnects if the server closes)."""
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    responses, times = [], []
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            conn.request("GET", "/hello")
+            resp = conn.getresponse()
+            resp.body = resp.read()  # type: ignore[attr-defined]
+            times.append(time.perf_counter() - t0)
+            responses.append(resp)
+            if resp.will_close:
+                conn.close()
+    finally:
+        conn.close()
+    return responses, times
+
+
+@pytest.mark.parametrize(("interp", "adapter"), CASES)
+def test_hello(interp: Interpreter, adapter, tmp_path: Path) -> None:
+    stack = make_stack(interp, adapter, framework_for(adapter.interface))
+    env = env_for(stack)
+    try:
+        server = start_server(
+            stack, env, cpus=[0], workers=WORKERS, threads=THREADS, log_dir=tmp_path
+        )
+    except LaunchError as exc:
+        pytest.fail(str(exc))
+    pgid = server.pgid
+    try:
+        members = server.members()
+        assert len(members) >= WORKERS, f"expected >= {WORKERS} processes, got {members}"
+        assert {affinity(p) for p in members} <= {"0", None}, "not pinned to CPU 0"
+        responses, times = get_hello(server.host, server.port, 30)
+        first = responses[0]
+        assert first.status == 200, (first.status, first.body)
+        assert first.body == HELLO
+        assert all(r.status == 200 and r.body == HELLO for r in responses)
+        # No Nagle/delayed-ACK stall (~40 ms per request) on keep-alive connections.
+        assert statistics.median(times[5:]) < 0.030, f"median latency {statistics.median(times)}"
+        # The adapter's header flags are what the server really does (verify relies on them).
+        assert (first.getheader("Server") is not None) == adapter.sends_server_header, dict(
+            first.getheaders()
+        )
+        assert (first.getheader("Date") is not None) == adapter.sends_date_header, dict(
+            first.getheaders()
+        )
+        settings = server.settings
+        assert settings["workers"] == WORKERS and settings["access_log"] is False
+        assert settings["threads"] in (1, THREADS)
+        assert settings["threads_ignored"] == (settings["threads"] == 1)
+        assert server.alive()
+    finally:
+        server.stop()
+    assert not server.alive()
+    assert group_members(pgid) == [], f"processes of group {pgid} left after stop"
+    log = server.log_path.read_bytes()
+    assert len(log) < 200_000, f"server log grew to {len(log)} bytes (access log on?)"
