@@ -14,16 +14,17 @@ fn parse_config(config_json: &str) -> PyResult<RefServerConfig> {
 /// KeyboardInterrupt, or whatever a SIGTERM handler raises).
 ///
 /// The GIL is released while serving; signals are checked every 50 ms. `ready(port)` is
-/// called once the port accepts connections. Returns the final `/__stats` JSON only if the
-/// server stopped on its own (an event-loop thread died); when a signal handler raises,
-/// the server is stopped and the exception propagates.
+/// called once the port accepts connections. It never returns normally: when a signal
+/// handler raises, the server is stopped (all connections closed) and the exception
+/// propagates; if an event-loop thread dies, RuntimeError carries the final counters.
+/// A bad config raises ValueError naming the field; a failed bind raises OSError.
 #[pyfunction]
 #[pyo3(signature = (config_json, ready=None))]
 fn refserver_serve(
     py: Python<'_>,
     config_json: &str,
     ready: Option<Bound<'_, PyAny>>,
-) -> PyResult<String> {
+) -> PyResult<()> {
     let config = parse_config(config_json)?;
     let server = py
         .detach(|| RefServer::start(&config))
