@@ -1,0 +1,214 @@
+"""pywebbench's load generator against wrk, on the same nginx, on the same core.
+
+nginx (1 worker, ``return 200 "Hello, World!"``, access_log off) runs pinned to core 0 from
+its own temporary prefix on a free loopback port. wrk (``-t1 -c64``) and ``pywebbench load``
+(1 thread, 64 connections) run alternately pinned to core 1, ``--rounds`` rounds each. For
+each run it prints requests/s and the generator's CPU-microseconds per request (CPU time of
+the generator process from ``wait4()``, user + system), and at the end the medians as a
+ratio to wrk's. Target: requests/s >= 1.0x wrk, CPU per request <= 0.9x wrk.
+
+    python benchmarks/loadgen_vs_wrk.py                # 10 s x 3 rounds
+    python benchmarks/loadgen_vs_wrk.py -d 3 -r 2      # quicker
+
+wrk is installed from Debian (apt-get install wrk) when missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+NGINX_CONF = """\
+worker_processes 1;
+daemon off;
+error_log {prefix}/error.log warn;
+pid {prefix}/nginx.pid;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    keepalive_requests 10000000;
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ return 200 "Hello, World!"; }}
+    }}
+}}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_wrk() -> str:
+    wrk = shutil.which("wrk")
+    if wrk:
+        return wrk
+    print("wrk not found: installing it from Debian (apt-get install -y wrk)", flush=True)
+    subprocess.run(["apt-get", "install", "-y", "-q", "wrk"], check=True)
+    wrk = shutil.which("wrk")
+    if not wrk:
+        sys.exit("wrk is still missing after apt-get install")
+    return wrk
+
+
+def start_nginx(prefix: Path, port: int, cpu: int) -> subprocess.Popen:
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).exists():
+        sys.exit("nginx is missing: apt-get install nginx (or run scripts/setup.sh)")
+    conf = prefix / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port))
+    p = subprocess.Popen(
+        ["taskset", "-c", str(cpu), nginx, "-p", str(prefix), "-c", str(conf)],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return p
+        except OSError:
+            time.sleep(0.05)
+    stop(p)
+    sys.exit(f"nginx did not listen on port {port}; see {prefix}/error.log")
+
+
+def stop(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def run_child(argv: list[str]) -> tuple[str, str, float, int]:
+    """Run argv to completion; (stdout, stderr, CPU seconds, exit status) via wait4."""
+    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+        p = subprocess.Popen(argv, stdout=fo, stderr=fe)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        fo.seek(0)
+        fe.seek(0)
+        return (
+            fo.read().decode(errors="replace"),
+            fe.read().decode(errors="replace"),
+            ru.ru_utime + ru.ru_stime,
+            p.returncode,
+        )
+
+
+def run_wrk(wrk: str, url: str, cpu: int, conns: int, duration: float) -> tuple[float, float]:
+    argv = ["taskset", "-c", str(cpu), wrk, "-t1", f"-c{conns}", f"-d{duration:g}s", url]
+    out, err, cpu_s, rc = run_child(argv)
+    m = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    n = re.search(r"(\d+) requests in", out)
+    if rc != 0 or not m or not n:
+        sys.exit(f"wrk failed ({rc}):\n{out}\n{err}")
+    return float(m.group(1)), cpu_s * 1e6 / int(n.group(1))
+
+
+def run_pwb(
+    url: str, cpu: int, conns: int, duration: float | None, startup_cpu_s: float = 0.0
+) -> tuple[float, float, dict]:
+    """One ``pywebbench load`` run; (rps, process CPU-us per request, result).
+
+    The process CPU (wait4) minus ``startup_cpu_s`` (what the same command costs for a single
+    request: interpreter start-up and imports), divided by the requests.
+    """
+    # The `pywebbench load` command itself, without importing every other subcommand.
+    code = "from pywebbench.commands.load import command; command()"
+    bound = ["-d", str(duration)] if duration else ["-n", "1"]
+    argv = [
+        "taskset", "-c", str(cpu), sys.executable, "-c", code, url,
+        "-t", "1", "-c", str(conns), *bound, "--cpus", str(cpu), "-q", "--json", "-",
+    ]  # fmt: skip
+    out, err, cpu_s, rc = run_child(argv)
+    if rc != 0:
+        sys.exit(f"pywebbench load failed ({rc}):\n{err}")
+    d = json.loads(out)
+    d["process_cpu_s"] = cpu_s
+    return d["rps"], max(0.0, cpu_s - startup_cpu_s) * 1e6 / max(1, d["requests"]), d
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-d", "--duration", type=float, default=10.0, help="seconds per run (10)")
+    ap.add_argument("-r", "--rounds", type=int, default=3, help="rounds of each tool (3)")
+    ap.add_argument("-c", "--connections", type=int, default=64, help="connections (64)")
+    ap.add_argument("--server-cpu", type=int, default=0)
+    ap.add_argument("--generator-cpu", type=int, default=1)
+    args = ap.parse_args(argv)
+    if args.duration <= 0 or args.rounds < 1:
+        ap.error("--duration must be > 0 and --rounds >= 1")
+    wrk = ensure_wrk()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    with tempfile.TemporaryDirectory(prefix="pwb-nginx-") as tmp:
+        nginx = start_nginx(Path(tmp), port, args.server_cpu)
+        try:
+            print(
+                f"nginx on core {args.server_cpu} at {url}; generators on core "
+                f"{args.generator_cpu}, {args.connections} connections, {args.duration:g} s"
+            )
+            # Short warm-up of nginx itself; start-up CPU of `pywebbench load` (1 request).
+            run_wrk(wrk, url, args.generator_cpu, args.connections, 1)
+            startups = [
+                run_pwb(url, args.generator_cpu, 1, None)[2]["process_cpu_s"] for _ in range(3)
+            ]
+            startup = min(startups)
+            print(f"pywebbench start-up CPU (1 request, subtracted): {startup * 1000:.0f} ms")
+            rows: dict[str, list[tuple[float, float]]] = {"wrk": [], "pywebbench": []}
+            for i in range(args.rounds):
+                rps, cpr = run_wrk(wrk, url, args.generator_cpu, args.connections, args.duration)
+                rows["wrk"].append((rps, cpr))
+                print(f"round {i + 1}  wrk         {rps:>10,.0f} req/s  {cpr:6.2f} CPU-us/req",
+                      flush=True)  # fmt: skip
+                rps, cpr, d = run_pwb(
+                    url, args.generator_cpu, args.connections, args.duration, startup
+                )
+                rows["pywebbench"].append((rps, cpr))
+                eng = d["generator"]["cpu_us_per_request"]
+                bound = " GENERATOR-BOUND" if d["generator"]["generator_bound"] else ""
+                busy = d["generator"]["threads"][0]["busy"]
+                print(
+                    f"round {i + 1}  pywebbench  {rps:>10,.0f} req/s  {cpr:6.2f} CPU-us/req "
+                    f"(engine thread {eng:.2f}, busy {busy:.0%}; errors {d['errors']}){bound}",
+                    flush=True,
+                )
+        finally:
+            stop(nginx)
+    med = {k: (statistics.median(r for r, _ in v), statistics.median(c for _, c in v))
+           for k, v in rows.items()}  # fmt: skip
+    rps_ratio = med["pywebbench"][0] / med["wrk"][0]
+    cpu_ratio = med["pywebbench"][1] / med["wrk"][1]
+    print()
+    print(f"median wrk         {med['wrk'][0]:>10,.0f} req/s  {med['wrk'][1]:6.2f} CPU-us/req")
+    print(f"median pywebbench  {med['pywebbench'][0]:>10,.0f} req/s  "
+          f"{med['pywebbench'][1]:6.2f} CPU-us/req")  # fmt: skip
+    ok_rps = "ok" if rps_ratio >= 1.0 else "BELOW TARGET"
+    ok_cpu = "ok" if cpu_ratio <= 0.9 else "ABOVE TARGET"
+    print(f"ratio to wrk: requests/s {rps_ratio:.2f}x (target >= 1.0: {ok_rps}), "
+          f"CPU per request {cpu_ratio:.2f}x (target <= 0.9: {ok_cpu})")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
