@@ -1,0 +1,80 @@
+"""`pywebbench runs` / `export` / `run --dry-run`: listings, formats and clear errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import PYWEBBENCH
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "store"))
+from pywebbench.store import Store  # noqa: E402
+from test_store import make_run  # noqa: E402
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PYWEBBENCH, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_runs_and_export(tmp_path: Path) -> None:
+    res = tmp_path / "res"
+    with Store(res / "pywebbench.sqlite") as store:
+        first = make_run(store)
+        second = make_run(store)
+    out = cli("runs", "--results-dir", str(res))
+    assert out.returncode == 0 and first in out.stdout and second in out.stdout
+    assert "2/0/2" in out.stdout  # cells ok/failed/all
+    doc = json.loads(cli("export", first[:18], "--results-dir", str(res)).stdout)
+    assert [r["id"] for r in doc["runs"]] == [first]
+    latest = json.loads(cli("export", "--results-dir", str(res)).stdout)
+    assert [r["id"] for r in latest["runs"]] == [second]
+    target = tmp_path / "cells.csv"
+    out = cli(
+        "export",
+        first,
+        second,
+        "--format",
+        "csv",
+        "--table",
+        "cells",
+        "-o",
+        str(target),
+        "--results-dir",
+        str(res),
+    )
+    assert out.returncode == 0
+    rows = list(csv.DictReader(io.StringIO(target.read_text())))
+    assert len(rows) == 4 and {r["run_id"] for r in rows} == {first, second}
+
+
+def test_clear_errors(tmp_path: Path) -> None:
+    out = cli("runs", "--results-dir", str(tmp_path / "none"))
+    assert out.returncode == 2 and "no results store" in out.stderr
+    out = cli("export", "nope", "--results-dir", str(tmp_path / "none"))
+    assert out.returncode == 2 and "no results store" in out.stderr
+    with Store(tmp_path / "res" / "pywebbench.sqlite") as store:
+        make_run(store)
+    out = cli("export", "nope", "--results-dir", str(tmp_path / "res"))
+    assert out.returncode == 2 and "no run 'nope'" in out.stderr
+    out = cli("run", "--resume", "--results-dir", str(tmp_path / "empty"))
+    assert out.returncode == 2 and "--resume" in out.stderr
+    out = cli("run", "--server", "no-such-server", "--dry-run", "--results-dir", str(tmp_path))
+    assert out.returncode == 2 and "--server 'no-such-server' matches nothing" in out.stderr
+    out = cli("run", "--path", "/x", "--dry-run")
+    assert out.returncode == 2 and "need --app" in out.stderr
+
+
+def test_dry_run_lists_the_quick_matrix(tmp_path: Path) -> None:
+    out = cli("run", "--dry-run", "--results-dir", str(tmp_path / "res"))
+    assert out.returncode == 0, out.stderr
+    lines = [ln.strip() for ln in out.stdout.splitlines() if ln.startswith("  ")]
+    cells = [ln for ln in lines if ln.endswith(" c64")]
+    servers = {c.split("/")[1].split(" ")[0] for c in cells}
+    frameworks = {c.split("/")[2].split("@")[0].split(" ")[0] for c in cells}
+    workloads = {c.split(" ")[1] for c in cells}
+    assert len(servers) >= 4 and len(frameworks) >= 3 and len(workloads) >= 3
+    assert not (tmp_path / "res").exists()  # a dry run writes nothing
