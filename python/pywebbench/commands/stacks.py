@@ -147,7 +147,7 @@ def _print_interpreters(
 ) -> None:
     table = Table(title="Interpreters", title_justify="left", show_edge=False)
     for col in ("name", "version", "build", "path"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for i in interpreters:
         table.add_row(i.name, i.version, i.build, i.path)
     console.print(table)
