@@ -8,6 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 from click.testing import CliRunner
+from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.cli import cli
 
 WSGI_SERVER = "waitress"
@@ -21,7 +22,8 @@ def no_orphans():
 
 
 def _verify(*args: str):
-    return CliRunner().invoke(cli, ["verify", "--python", "cpython3.11", *args])
+    this_cpython = default_interpreters()[0].name  # the CPython running the tests
+    return CliRunner().invoke(cli, ["verify", "--python", this_cpython, *args])
 
 
 def test_verify_builtin_framework_passes(tmp_path: Path) -> None:

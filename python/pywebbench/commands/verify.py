@@ -138,7 +138,7 @@ def command(
                 )
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
-        console.print(f"app {app}: {fw.interface.upper()}, paths {', '.join(sorted(fw.workloads))}")
+        console.print(f"app {app}: {fw.interface.upper()}, paths {', '.join(fw.user_workloads)}")
         fw_filter = [fw]
     candidates = plan_or_usage_error(interpreters, servers, fw_filter, workloads)
     if not candidates:
