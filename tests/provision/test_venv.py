@@ -180,3 +180,20 @@ def test_failure_is_recorded_until_built() -> None:
     failure = V.last_failure(stack)
     assert failure is not None and "bottle==0.0.99" in failure["reason"]
     assert failure["log"].endswith(".log")
+
+
+def test_crashed_build_leftovers_are_removed(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PWB_CACHE_DIR", str(tmp_path))
+    interp = I.default_interpreters()[0]
+    stack = _stack(interp, ["bottle==0.13.4"])
+    key = stack.env_key()
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that no longer runs: its temp dir is a crashed build's
+    leftover = V.venvs_dir() / f".tmp-{key}-{dead.pid}"
+    (leftover / "bin").mkdir(parents=True)
+    half = V.venv_path(stack)
+    (half / "bin").mkdir(parents=True)  # a venv dir without its marker is never used
+    env = V.provision(stack)
+    assert not env.cached and env.packages["bottle"] == "0.13.4"
+    assert not leftover.exists()
+    assert (half / V.MARKER).exists()
