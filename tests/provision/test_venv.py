@@ -183,8 +183,8 @@ def test_failure_is_recorded_until_built() -> None:
 
 
 def test_crashed_build_leftovers_are_removed(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("PWB_CACHE_DIR", str(tmp_path))
     interp = I.default_interpreters()[0]
+    monkeypatch.setenv("PWB_CACHE_DIR", str(tmp_path))
     stack = _stack(interp, ["bottle==0.13.4"])
     key = stack.env_key()
     dead = subprocess.Popen(["true"])
