@@ -253,10 +253,11 @@ def sweep_figure(view: ReportView, workload: WorkloadView, colours: Colours) -> 
     width = (1 - gap_x * (ncols - 1)) / ncols
     height_frac = (1 - gap_y * (nrows - 1)) / nrows
     closed = all(p.rate is None for p in points)
+    ticks = sorted({p.load_sort for p in points})
     layout = base_layout(
-        height=90 + 260 * nrows,
-        margin={"l": 64, "r": 16, "t": 36, "b": 40},
-        legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 11}},
+        height=100 + 260 * nrows,
+        margin={"l": 64, "r": 16, "t": 56, "b": 40},
+        legend={"orientation": "h", "x": 0, "y": 1.03, "yanchor": "bottom", "font": {"size": 11}},
     )
     annotations = []
     data = []
@@ -274,6 +275,8 @@ def sweep_figure(view: ReportView, workload: WorkloadView, colours: Colours) -> 
             type="log",
             domain=[x0, x0 + width],
             anchor=f"y{suffix}",
+            tickvals=ticks,
+            ticktext=[f"{v:g}" for v in ticks],
         )
         layout[f"yaxis{suffix}"] = _axis(
             "requests/s" if col == 0 else "",
