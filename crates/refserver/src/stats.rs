@@ -32,6 +32,9 @@ pub(crate) enum C {
     Status4xx,
     Status5xx,
     Status1xx,
+    DelayedResponses,
+    DelayLateNs,
+    DelayLateMaxNs,
     /// First of `Mode::ALL.len()` per-mode counters.
     Mode0,
 }
@@ -56,6 +59,15 @@ impl ThreadStats {
     pub fn add(&self, c: C, n: u64) {
         let a = &self.c[c as usize];
         a.store(a.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    /// Raises a counter to `v` if it is below. Only the owning thread may call this.
+    #[inline]
+    pub fn max(&self, c: C, v: u64) {
+        let a = &self.c[c as usize];
+        if v > a.load(Ordering::Relaxed) {
+            a.store(v, Ordering::Relaxed);
+        }
     }
 
     #[inline]
@@ -93,6 +105,12 @@ pub(crate) fn snapshot(
         modes.insert(m.name().to_string(), json!(sum(C::Mode0 as usize + i)));
     }
     let accepted = g(C::ConnAccepted);
+    let delayed = g(C::DelayedResponses);
+    let late_max = threads
+        .iter()
+        .map(|t| t.get(C::DelayLateMaxNs as usize))
+        .max()
+        .unwrap_or(0);
     let closed = g(C::ConnClosed);
     let mut v = json!({
         "requests": g(C::Requests),
@@ -120,6 +138,9 @@ pub(crate) fn snapshot(
         "accept_errors": g(C::AcceptErrors),
         "bytes_read": g(C::BytesRead),
         "bytes_written": g(C::BytesWritten),
+        "delayed_responses": delayed,
+        "delay_late_us_mean": if delayed == 0 { 0.0 } else { g(C::DelayLateNs) as f64 / delayed as f64 / 1e3 },
+        "delay_late_us_max": late_max as f64 / 1e3,
     });
     if let Value::Object(o) = &mut v {
         o.extend(extra);

@@ -168,6 +168,8 @@ enum Plan {
 struct Pending {
     due: Instant,
     plan: Plan,
+    /// Held back by a service delay (its lateness is recorded).
+    delayed: bool,
 }
 
 /// The output stream in progress, after `wbuf` is flushed.
@@ -473,6 +475,7 @@ impl Conn {
         self.pending.push_back(Pending {
             due: now,
             plan: Plan::Error { status, msg },
+            delayed: false,
         });
     }
 
@@ -662,6 +665,7 @@ impl Conn {
                     close,
                     ka10,
                 },
+                delayed: false,
             });
             return;
         }
@@ -723,6 +727,7 @@ impl Conn {
         self.pending.push_back(Pending {
             due: now + delay,
             plan,
+            delayed: !delay.is_zero(),
         });
     }
 
@@ -971,6 +976,12 @@ impl Conn {
                     }
                 }
                 let p = self.pending.pop_front().expect("front exists");
+                if p.delayed {
+                    let late = now.saturating_duration_since(p.due).as_nanos() as u64;
+                    env.stats.add(C::DelayedResponses, 1);
+                    env.stats.add(C::DelayLateNs, late);
+                    env.stats.max(C::DelayLateMaxNs, late);
+                }
                 if self.wpos >= self.wbuf.len() {
                     self.last_write = now;
                 }

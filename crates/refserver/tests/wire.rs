@@ -140,6 +140,11 @@ fn delays_are_timers_not_sleeps() {
         p50 >= Duration::from_micros(1000) && p50 < Duration::from_micros(1300),
         "p50 of a 1 ms delay: {p50:?}"
     );
+    // The server's own account of how late its delayed responses went out.
+    let st = s.stats();
+    assert_eq!(st["delayed_responses"], 32);
+    let late = st["delay_late_us_mean"].as_f64().unwrap();
+    assert!(late < 1000.0, "mean lateness {late} us");
 }
 
 #[test]
