@@ -14,8 +14,10 @@ class Daphne(BaseAdapter):
         "daphne has no worker processes: launch_daphne.py binds the socket and forks "
         "--workers daphne processes on it (daphne --fd). Threads are ignored. On PyPy "
         "cryptography must come from a wheel (43.0.3, binary-only) and twisted is pinned to "
-        "25.5.0, else the resolver backtracks to daphne 2.3.0 or builds cryptography (fails)."
+        "25.5.0, else the resolver backtracks to daphne 2.3.0 or builds cryptography (fails). "
+        "daphne sends no Date header."
     )
+    sends_date_header = False
     pins = {
         "modern": ("daphne==4.2.3",),
         "py39": ("daphne==4.2.3", "twisted==25.5.0", "cryptography==43.0.3"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pywebbench.catalogue.base import WSGI, LaunchContext
 from pywebbench.catalogue.servers._base import KEEPALIVE_S, backlog
-from pywebbench.catalogue.servers._gunicorn import GUNICORN_PINS, GunicornBase
+from pywebbench.catalogue.servers._gunicorn import GunicornBase
 
 WORKER_CONNECTIONS = 1000
 
@@ -20,8 +20,9 @@ class GunicornGevent(GunicornBase):
         "from source on PyPy (about a minute, once)."
     )
     pins = {
-        "modern": (*GUNICORN_PINS["modern"], "gevent==26.9.0"),
-        "py39": (*GUNICORN_PINS["py39"], "gevent==26.7.0"),
+        # The [gevent] extra brings what gunicorn's gevent worker imports (packaging on 27).
+        "modern": ("gunicorn[gevent]==27.0.1", "gevent==26.9.0"),
+        "py39": ("gunicorn[gevent]==23.0.0", "gevent==26.7.0"),
     }
 
     def gunicorn_args(self, ctx: LaunchContext) -> list[str]:

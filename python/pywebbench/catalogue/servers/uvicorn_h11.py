@@ -12,5 +12,9 @@ class UvicornH11(UvicornBase):
     loop = "asyncio"
     http = "h11"
     description = "uvicorn with asyncio and h11 (pure Python; runs everywhere)"
-    notes = "Threads are ignored (one event loop per process)."
+    notes = (
+        "Threads are ignored (one event loop per process). With --workers > 1 uvicorn's own "
+        "socket leaves Nagle on (40 ms stalls per keep-alive response): launch_uvicorn.py "
+        "sets TCP_NODELAY on it."
+    )
     pins = {"modern": ("uvicorn==0.54.0",), "py39": ("uvicorn==0.39.0",)}

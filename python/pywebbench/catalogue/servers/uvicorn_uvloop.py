@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 from pywebbench.catalogue.base import ASGI, LaunchCommand, LaunchContext
-from pywebbench.catalogue.servers._base import KEEPALIVE_S, BaseAdapter, backlog
+from pywebbench.catalogue.servers._base import KEEPALIVE_S, BaseAdapter, apps_dir, backlog
 
 
 class UvicornBase(BaseAdapter):
-    """uvicorn's CLI with an explicit loop and HTTP implementation; access log off."""
+    """uvicorn's CLI (through launch_uvicorn.py, which sets TCP_NODELAY on the listening
+    socket) with an explicit loop and HTTP implementation; access log off."""
 
     loop: ClassVar[str]
     http: ClassVar[str]
@@ -17,7 +18,8 @@ class UvicornBase(BaseAdapter):
     def command(self, ctx: LaunchContext) -> LaunchCommand:
         return LaunchCommand(
             [
-                str(ctx.bin / "uvicorn"),
+                str(ctx.python),
+                str(apps_dir() / "launch_uvicorn.py"),
                 ctx.app,
                 "--host",
                 ctx.host,
@@ -50,6 +52,7 @@ class UvicornBase(BaseAdapter):
             http_parser=self.http,
             keep_alive=f"on, {KEEPALIVE_S} s idle timeout",
             backlog=backlog(),
+            tcp_nodelay="on the listening socket (uvicorn's multi-worker socket lacks it)",
         )
 
 
@@ -60,7 +63,9 @@ class UvicornUvloop(UvicornBase):
     http = "httptools"
     description = "uvicorn with uvloop and httptools"
     notes = (
-        "Threads are ignored (one event loop per process). Not on PyPy: uvloop builds there "
+        "Threads are ignored (one event loop per process). With --workers > 1 uvicorn's own "
+        "socket leaves Nagle on (40 ms stalls per keep-alive response): launch_uvicorn.py "
+        "sets TCP_NODELAY on it. Not on PyPy: uvloop builds there "
         "but fails to import (undefined symbol PyContext_CopyCurrent)."
     )
     pypy_unavailable = (
