@@ -2,13 +2,19 @@
 
 Pitfall handled: ``listen(port)`` binds 0.0.0.0; we pass AppListenOptions with the host.
 Workers are socketify's own forks (``run(workers=N)``), each listening with SO_REUSEPORT.
+Pitfall handled: socketify sometimes fails to bind ("Failed to listen on port N") and then
+runs without a socket; the launcher exits with status 3 instead.
 """
 
+import os
 import sys
+import threading
 
 from socketify import ASGI, WSGI, AppListenOptions
 
 from launch_common import load_app, parse_args
+
+LISTEN_TIMEOUT_S = 15
 
 
 def main():
@@ -22,10 +28,24 @@ def main():
     app = load_app(args.app)
     server_cls = {"wsgi": WSGI, "asgi": ASGI}[interface]
 
+    listening = threading.Event()
+
     def on_listen(config):
-        if config is None or getattr(config, "port", 0) in (0, None):
-            print("socketify: failed to listen on %s:%s" % (args.host, args.port), flush=True)
-            sys.exit(3)
+        listening.set()
+
+    def watchdog():
+        # When the bind fails, socketify raises inside its own listen callback (the error is
+        # printed and ignored by cffi) and keeps running without a socket: exit instead, so
+        # the launch fails at once and can be retried on another port.
+        if not listening.wait(LISTEN_TIMEOUT_S):
+            print(
+                "socketify: failed to listen on %s:%s within %d s"
+                % (args.host, args.port, LISTEN_TIMEOUT_S),
+                flush=True,
+            )
+            os._exit(3)
+
+    threading.Thread(target=watchdog, daemon=True).start()
 
     server = server_cls(app)
     server.listen(AppListenOptions(port=args.port, host=args.host), on_listen)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import random
 import re
 import socket
 import time
@@ -62,9 +63,32 @@ class LaunchError(RuntimeError):
         super().__init__(msg)
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now (the kernel picks it)."""
+    """A TCP port that is free on ``host`` right now.
+
+    Chosen below the kernel's ephemeral range when possible: a port from that range can be
+    the local port of a client connection (the load generator's) in TIME_WAIT, which a
+    server that binds without SO_REUSEADDR (socketify) then fails to bind.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    lo, _hi = _ephemeral_range()
+    if lo > 20_000:
+        for _ in range(50):
+            port = random.randrange(15_000, lo)
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])

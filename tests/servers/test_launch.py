@@ -1,0 +1,225 @@
+"""pywebbench.launch with small real programs (no venv needed): readiness, failures with the
+log tail, servers that ignore SIGTERM, pinning, and that no process of a group survives."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from pywebbench.catalogue.base import (
+    WSGI,
+    Framework,
+    Interpreter,
+    LaunchCommand,
+    LaunchContext,
+    ServerAdapter,
+    Stack,
+)
+from pywebbench.catalogue.servers import ADAPTERS
+from pywebbench.launch import LaunchError, free_port, group_members, start_server
+from pywebbench.launch.process import ProcessGroup
+
+PY = sys.executable
+# A tiny HTTP server: argv = port, then flags. "ignore-term" ignores SIGTERM; "fork" starts a
+# child process in the same group; "exit" exits at once with a message; "silent" never listens.
+SERVER = textwrap.dedent(
+    """
+    import http.server, os, signal, sys, time
+    port, flags = int(sys.argv[1]), sys.argv[2:]
+    if "exit" in flags:
+        print("boom: cannot start", flush=True)
+        sys.exit(7)
+    if "ignore-term" in flags:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if "fork" in flags and os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(600)
+        os._exit(0)
+    if "silent" in flags:
+        time.sleep(600)
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"Hello, World!"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        def log_message(self, *a):
+            pass
+    http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+    """
+)
+
+
+class Scripted(ServerAdapter):
+    """A test adapter running SERVER with flags."""
+
+    __test__ = False
+    interface = WSGI
+
+    def __init__(self, script: Path, *flags: str, stop_timeout_s: float = 5.0):
+        self.name = "scripted-" + "-".join(flags or ("plain",))
+        self.script = script
+        self.flags = flags
+        self.stop_timeout_s = stop_timeout_s
+
+    def requirements(self, interpreter: Interpreter) -> list[str]:
+        return []
+
+    def command(self, ctx: LaunchContext) -> LaunchCommand:
+        return LaunchCommand([PY, str(self.script), str(ctx.port), *self.flags])
+
+    def settings(self, ctx: LaunchContext) -> dict[str, object]:
+        return {"workers": ctx.workers, "threads": ctx.threads, "access_log": False}
+
+
+class NoFramework(Framework):
+    name = "none"
+    interface = WSGI
+    app = "none:app"
+    workloads = frozenset({"hello"})
+
+    def requirements(self, interpreter: Interpreter) -> list[str]:
+        return []
+
+
+INTERP = Interpreter("cpython-test", "cpython", "3.11.0", PY)
+ENV = SimpleNamespace(venv=Path(sys.prefix), python=Path(PY))
+
+
+@pytest.fixture(scope="module")
+def script(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("scripted") / "server.py"
+    path.write_text(SERVER)
+    return path
+
+
+def stack(adapter: ServerAdapter) -> Stack:
+    return Stack(INTERP, adapter, NoFramework(), ())
+
+
+def test_ready_and_stop(script: Path, tmp_path: Path) -> None:
+    srv = start_server(stack(Scripted(script)), ENV, cpus=[0], log_dir=tmp_path)
+    with srv:
+        assert srv.alive() and srv.cold_start_s < 30
+        assert srv.base_url == f"http://127.0.0.1:{srv.port}"
+        assert srv.settings["cpus"] == [0]
+        status = Path(f"/proc/{srv.pid}/status").read_text()
+        assert "Cpus_allowed_list:\t0\n" in status
+        assert srv.log_path.exists() and "# pywebbench:" in srv.log_path.read_text()
+    assert group_members(srv.pgid) == []
+    srv.stop()  # idempotent
+
+
+def test_sigterm_ignorer_is_killed(script: Path, tmp_path: Path) -> None:
+    adapter = Scripted(script, "ignore-term", "fork", stop_timeout_s=0.5)
+    srv = start_server(stack(adapter), ENV, log_dir=tmp_path)
+    assert len(srv.members()) == 2  # the server and its forked child
+    t0 = time.monotonic()
+    srv.stop()
+    assert 0.4 < time.monotonic() - t0 < 5, "SIGTERM wait then SIGKILL"
+    assert group_members(srv.pgid) == []
+    assert srv.group.returncode == -signal.SIGKILL
+
+
+def test_exit_at_start_reports_log_tail(script: Path, tmp_path: Path) -> None:
+    port = free_port()
+    with pytest.raises(LaunchError) as err:
+        start_server(stack(Scripted(script, "exit")), ENV, port=port, log_dir=tmp_path)
+    assert err.value.phase == "start"
+    assert "exited with code 7" in err.value.reason
+    assert "boom: cannot start" in err.value.log_tail
+    assert "boom" in str(err.value)
+
+
+def test_never_ready_times_out_and_cleans_up(script: Path, tmp_path: Path) -> None:
+    with pytest.raises(LaunchError) as err:
+        start_server(
+            stack(Scripted(script, "silent", "fork", stop_timeout_s=0.2)),
+            ENV,
+            log_dir=tmp_path,
+            start_timeout_s=1.5,
+        )
+    assert err.value.phase == "ready"
+    assert "did not answer within 1.5 s" in err.value.reason
+    assert silent_servers() == [], "the server and its child must be gone"
+
+
+def silent_servers() -> list[int]:
+    """PIDs of live processes running this module's script with the "silent" flag."""
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"server.py" in cmd and b"silent" in cmd:
+                found.append(int(entry))
+    return found
+
+
+def test_config_errors(script: Path, tmp_path: Path) -> None:
+    with pytest.raises(LaunchError, match="not a loopback"):
+        start_server(stack(Scripted(script)), ENV, host="0.0.0.0", log_dir=tmp_path)
+    with pytest.raises(LaunchError, match="must be >= 1"):
+        start_server(stack(Scripted(script)), ENV, workers=0, log_dir=tmp_path)
+    with pytest.raises(LaunchError) as err:
+        start_server(stack(Scripted(script)), ENV, cpus=[4096], log_dir=tmp_path)
+    assert err.value.phase == "spawn"
+
+
+def test_process_group_log_goes_to_file(tmp_path: Path) -> None:
+    """A chatty child writes megabytes without blocking (file, not pipe)."""
+    log = tmp_path / "chatty.log"
+    code = "import sys\nfor i in range(200000): print('x' * 30)\n"
+    with ProcessGroup.start([PY, "-c", code], log_path=log) as group:
+        group.popen.wait(timeout=30)
+    assert log.stat().st_size > 6_000_000
+    assert group_members(group.pgid) == []
+
+
+def test_free_port_is_bindable() -> None:
+    import socket
+
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+def test_registry_contract() -> None:
+    """Every adapter: exact pins, notes, a manifest with the fairness fields, loopback only."""
+    from pywebbench.catalogue.interpreters import default_interpreters
+
+    required = {"workers", "threads", "threads_ignored", "worker_class", "event_loop"}
+    required |= {"http_parser", "keep_alive", "access_log", "backlog", "concurrency"}
+    for interp in default_interpreters():
+        for name, adapter in ADAPTERS.items():
+            assert adapter.name == name and adapter.notes and adapter.description
+            if adapter.unavailable(interp):
+                continue
+            reqs = adapter.requirements(interp)
+            assert reqs and all("==" in r for r in reqs), (name, reqs)
+            ctx = LaunchContext(
+                interpreter=interp,
+                venv=Path("/nonexistent/venv"),
+                app_dir=Path("/nonexistent/apps"),
+                app="mod:app",
+                host="127.0.0.1",
+                port=12345,
+                workers=3,
+                threads=4,
+            )
+            settings = adapter.settings(ctx)
+            assert required <= settings.keys(), (name, required - settings.keys())
+            assert settings["access_log"] is False and settings["workers"] == 3
+            argv = adapter.command(ctx).argv
+            joined = " ".join(argv)
+            assert "12345" in joined and "0.0.0.0" not in joined, (name, argv)
