@@ -455,3 +455,48 @@ fn config_validation_names_the_field() {
     get(&mut c, "/");
     assert_eq!(read_response(&mut c, &mut buf).1, b"Hello, World!");
 }
+
+#[test]
+fn idle_write_timeouts_and_connection_limit() {
+    let s = start(RefServerConfig {
+        idle_timeout_ms: 200.0,
+        write_timeout_ms: 300.0,
+        ..Default::default()
+    });
+    // Idle: used once, then silent: closed cleanly after ~200 ms.
+    let mut idle = connect(&s);
+    let mut buf = Vec::new();
+    get(&mut idle, "/");
+    read_response(&mut idle, &mut buf);
+    let t0 = Instant::now();
+    assert_eq!(read_to_end(&mut idle), (Vec::new(), false));
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_millis(190) && waited < Duration::from_millis(700),
+        "{waited:?}"
+    );
+    // A reader that never reads a huge body: dropped once the output stops moving.
+    let mut stuck = connect(&s);
+    get(&mut stuck, "/misbehave/huge-body");
+    let t0 = Instant::now();
+    while s.stats()["write_timeouts"] == 0 && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(s.stats()["write_timeouts"], 1);
+    drop(stuck);
+    assert_eq!(s.stop()["idle_timeouts"], 1);
+
+    // Connection limit: the 4th concurrent connection is refused (closed at once).
+    let s = start(RefServerConfig {
+        max_connections: 3,
+        ..Default::default()
+    });
+    let held: Vec<TcpStream> = (0..3).map(|_| connect(&s)).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut extra = connect(&s);
+    get(&mut extra, "/");
+    let (out, _) = read_to_end(&mut extra);
+    assert!(out.is_empty());
+    assert!(s.stats()["connections_rejected"].as_u64().unwrap() >= 1);
+    drop(held);
+}
