@@ -500,3 +500,60 @@ fn idle_write_timeouts_and_connection_limit() {
     assert!(s.stats()["connections_rejected"].as_u64().unwrap() >= 1);
     drop(held);
 }
+
+#[test]
+fn random_garbage_never_takes_it_down() {
+    let s = start(RefServerConfig {
+        header_timeout_ms: 300.0,
+        ..Default::default()
+    });
+    let pieces: &[&[u8]] = &[
+        b"GET / HTTP/1.1\r\n",
+        b"POST /?size=3 HTTP/1.1\r\n",
+        b"Content-Length: 5\r\n",
+        b"Transfer-Encoding: chunked\r\n",
+        b"\r\n",
+        b"5\r\nhello\r\n",
+        b"0\r\n\r\n",
+        b"ffffffffffffffffff\r\n",
+        b"\x00\xff\x80",
+        b"GET /misbehave/drip?interval_ms=0.1 HTTP/1.1\r\n\r\n",
+        b"GET /misbehave/reset HTTP/1.1\r\n\r\n",
+        b"HEAD /?size=99999999 HTTP/1.1\r\n\r\n",
+        b"Connection: close\r\n",
+    ];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..200 {
+        let mut c = connect(&s);
+        c.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let mut msg = Vec::new();
+        for _ in 0..(next() % 8 + 1) {
+            if next() % 4 == 0 {
+                msg.extend((0..next() % 64).map(|_| next() as u8));
+            } else {
+                msg.extend_from_slice(pieces[(next() % pieces.len() as u64) as usize]);
+            }
+        }
+        let _ = c.write_all(&msg);
+        let mut tmp = [0u8; 4096];
+        let _ = c.read(&mut tmp);
+    }
+    assert!(s.is_running());
+    let mut c = connect(&s);
+    let mut buf = Vec::new();
+    get(&mut c, "/");
+    assert_eq!(read_response(&mut c, &mut buf).1, b"Hello, World!");
+    // Every abandoned connection is eventually closed (timeouts, EOF, lingering).
+    drop(c);
+    let t0 = Instant::now();
+    while s.stats()["connections_open"] != 0 && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(s.stats()["connections_open"], 0);
+}
