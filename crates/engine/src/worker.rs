@@ -282,8 +282,7 @@ impl Worker {
         let mut events = Events::with_capacity(1024);
         let mut now = sys::now_ns();
         let mut cpu_mark = sys::thread_cpu_ns();
-        let mut warm_cpu = 0u64;
-        if !(self.open && !self.keepalive) {
+        if !self.open || self.keepalive {
             for i in 0..self.conns.len() {
                 self.start_connect(i, now);
             }
@@ -306,9 +305,7 @@ impl Worker {
                 self.warm = Some(warm);
                 self.measuring = true;
                 self.measure_start = now;
-                let c = sys::thread_cpu_ns();
-                warm_cpu = c - cpu_mark;
-                cpu_mark = c;
+                cpu_mark = sys::thread_cpu_ns();
                 self.shared.progress[self.id].phase.store(1, Relaxed);
             }
             if now >= self.end || self.shared.stop.load(Relaxed) || self.done() {
@@ -370,7 +367,6 @@ impl Worker {
         } else {
             (0, 0)
         };
-        let _ = warm_cpu;
         self.shared.progress[self.id].phase.store(2, Relaxed);
         let stats = ThreadStats {
             cpu: self.cpu,

@@ -163,6 +163,8 @@ class LoadResult:
     warmup: WarmupStats | None
     generator: GeneratorStats
     warnings: list[str] = field(default_factory=list)
+    #: What the fault clients saw, when the spec had ``faults`` (docs/faults.md), as a dict.
+    faults: dict[str, Any] | None = None
 
     @property
     def ok_requests(self) -> int:
@@ -210,6 +212,7 @@ class LoadResult:
             warmup=opt("warmup", lambda v: WarmupStats(**_pick(WarmupStats, v))),
             generator=GeneratorStats.from_dict(d["generator"]),
             warnings=list(d.get("warnings", [])),
+            faults=d.get("faults"),
         )
 
     @classmethod
@@ -221,6 +224,8 @@ class LoadResult:
         """The result as the engine's JSON document (a plain dict)."""
         d = dataclasses.asdict(self)
         d["spec"] = self.spec.to_dict()
+        if self.faults is None:
+            del d["faults"]  # as the engine writes it
         return d
 
     def to_json(self, indent: int | None = None) -> str:

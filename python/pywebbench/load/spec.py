@@ -55,6 +55,8 @@ class LoadSpec:
     cpus: list[int] = field(default_factory=list)
     expect_status: list[int] = field(default_factory=list)
     expect_body: str | None = None
+    #: Fault clients run beside the load (docs/faults.md); passed to the engine as is.
+    faults: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.headers = [(str(k), str(v)) for k, v in self.headers]
@@ -144,6 +146,8 @@ class LoadSpec:
         """The spec as the engine's JSON document (a plain dict)."""
         d = dataclasses.asdict(self)
         d["headers"] = [list(h) for h in self.headers]
+        if not self.faults:
+            del d["faults"]  # as the engine writes it
         return d
 
     def to_json(self) -> str:

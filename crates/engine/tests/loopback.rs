@@ -1,0 +1,213 @@
+//! End-to-end tests of the engine against tiny in-process servers on loopback.
+
+use pywebbench_engine::{merge, run, LoadSpec, Mode};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::thread;
+
+/// A keep-alive server answering every request with `response` (one thread per connection).
+/// Requests are recognised by their blank line (no bodies). With `close_after = Some((n,
+/// last))` it answers the n-th request on a connection with `last` and closes. Returns the port.
+fn serve(response: &'static [u8], close_after: Option<(usize, &'static [u8])>) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                let mut pending = Vec::new();
+                let mut served = 0usize;
+                loop {
+                    let n = match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    pending.extend_from_slice(&buf[..n]);
+                    let mut out = Vec::new();
+                    while let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..i + 4);
+                        served += 1;
+                        if let Some((n, last)) = close_after {
+                            if served == n {
+                                out.extend_from_slice(last);
+                                let _ = s.write_all(&out);
+                                return;
+                            }
+                        }
+                        out.extend_from_slice(response);
+                    }
+                    if s.write_all(&out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+const HELLO: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHello, World!";
+const CHUNKED: &[u8] =
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nHello\r\n8\r\n, World!\r\n0\r\n\r\n";
+
+fn spec(port: u16) -> LoadSpec {
+    LoadSpec {
+        url: format!("http://127.0.0.1:{port}/"),
+        ..LoadSpec::default()
+    }
+}
+
+#[test]
+fn closed_loop_exact_budget() {
+    let port = serve(HELLO, None);
+    let r = run(&LoadSpec {
+        connections: 4,
+        max_requests: Some(2000),
+        ..spec(port)
+    })
+    .unwrap();
+    assert_eq!(r.mode, Mode::Closed);
+    assert_eq!(r.requests, 2000);
+    assert_eq!(r.errors, 0);
+    assert_eq!(r.status_counts["200"], 2000);
+    assert_eq!(r.latency.summary.count, 2000);
+    assert_eq!(r.per_second.iter().map(|s| s.completed).sum::<u64>(), 2000);
+    assert_eq!(r.connections.established, 4);
+    assert!(r.bytes_in >= 2000 * HELLO.len() as u64);
+}
+
+#[test]
+fn pipelined_chunked_with_body_check() {
+    let port = serve(CHUNKED, None);
+    let r = run(&LoadSpec {
+        connections: 2,
+        pipeline: 16,
+        max_requests: Some(3200),
+        expect_status: vec![200],
+        expect_body: Some("Hello, World!".into()),
+        ..spec(port)
+    })
+    .unwrap();
+    assert_eq!(r.requests, 3200);
+    assert_eq!(r.errors, 0, "{:?}", r.error_classes);
+}
+
+#[test]
+fn server_closing_connections_is_followed() {
+    // Like nginx's keepalive_requests: the third response says `Connection: close`. Pipelined
+    // requests written after it are sent again on a new connection, not lost, not errors.
+    const LAST: &[u8] =
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 13\r\n\r\nHello, World!";
+    let port = serve(HELLO, Some((3, LAST)));
+    let r = run(&LoadSpec {
+        connections: 2,
+        pipeline: 4,
+        max_requests: Some(600),
+        ..spec(port)
+    })
+    .unwrap();
+    assert_eq!(r.requests, 600);
+    assert_eq!(r.errors, 0, "{:?}", r.error_classes);
+    assert!(r.connections.reopened >= 190, "{:?}", r.connections);
+    assert!(r.connections.pipeline_resent > 0);
+    assert_eq!(r.connections.requests_per_connection.max, 3);
+
+    // An abrupt close (no header) fails the requests written after it: counted, not lost.
+    // Each costs one request of the budget, so completions + errors = the budget.
+    let port = serve(HELLO, Some((3, HELLO)));
+    let r = run(&LoadSpec {
+        connections: 2,
+        pipeline: 4,
+        max_requests: Some(600),
+        ..spec(port)
+    })
+    .unwrap();
+    // (EOF, or a reset when the server closed with our next requests unread.)
+    let allowed = ["eof_before_headers", "reset_before_response"];
+    assert!(r.errors > 0);
+    assert!(
+        r.error_classes
+            .keys()
+            .all(|k| allowed.contains(&k.as_str())),
+        "{:?}",
+        r.error_classes
+    );
+    assert_eq!(r.requests + r.errors, 600);
+}
+
+#[test]
+fn connection_per_request_and_open_loop() {
+    let port = serve(HELLO, None);
+    let r = run(&LoadSpec {
+        connections: 2,
+        keepalive: false,
+        max_requests: Some(300),
+        ..spec(port)
+    })
+    .unwrap();
+    assert_eq!(r.mode, Mode::ConnectionPerRequest);
+    assert_eq!(r.requests, 300);
+    assert!(r.connections.established >= 300);
+
+    let r = run(&LoadSpec {
+        connections: 4,
+        rate: Some(1000.0),
+        duration_s: Some(0.5),
+        ..spec(port)
+    })
+    .unwrap();
+    assert_eq!(r.mode, Mode::Open);
+    let ol = r.open_loop.as_ref().unwrap();
+    assert!((480..=501).contains(&ol.offered), "{ol:?}");
+    assert!(
+        r.requests >= 470 && r.errors == 0,
+        "{} {:?}",
+        r.requests,
+        r.error_classes
+    );
+    assert_eq!(r.schedule_lag.as_ref().unwrap().summary.count, ol.offered);
+}
+
+#[test]
+fn results_merge() {
+    let port = serve(HELLO, None);
+    let a = run(&LoadSpec {
+        connections: 2,
+        max_requests: Some(500),
+        ..spec(port)
+    })
+    .unwrap();
+    let b = run(&LoadSpec {
+        connections: 3,
+        max_requests: Some(700),
+        ..spec(port)
+    })
+    .unwrap();
+    let m = merge(&[a.clone(), b]).unwrap();
+    assert_eq!(m.requests, 1200);
+    assert_eq!(m.latency.summary.count, 1200);
+    assert_eq!(m.spec.connections, 5);
+    assert_eq!(m.generator.threads.len(), 2);
+    let json = m.to_json();
+    assert_eq!(pywebbench_engine::LoadResult::from_json(&json).unwrap(), m);
+    assert!(merge(&[]).is_err());
+    let _ = a;
+}
+
+#[test]
+fn refused_connections_end_a_budgeted_run() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let r = run(&LoadSpec {
+        connections: 2,
+        max_requests: Some(10),
+        ..spec(port)
+    })
+    .unwrap();
+    assert_eq!(r.requests, 0);
+    assert!(r.error_classes["connect_refused"].count >= 10);
+    let _ = TcpStream::connect(("127.0.0.1", port)).is_err();
+}
