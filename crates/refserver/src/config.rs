@@ -296,7 +296,7 @@ impl RefServerConfig {
                 } else {
                     "stall_every_s"
                 },
-                "stall_ms and stall_every_s go together: set both (or neither)",
+                "a stall needs both a length (stall_ms) and a period (stall_every_s): set both or neither",
             );
         }
         if !stall.is_zero() && stall >= stall_every {
