@@ -188,3 +188,20 @@ def test_config_replace_and_json_round_trip() -> None:
     assert dataclasses.replace(again, threads=None) == cfg
     with pytest.raises(ValueError, match="delay_msec"):
         RefServerConfig.from_json('{"delay_msec": 1}')
+
+
+def test_two_threads_pinned_one_per_cpu() -> None:
+    with RefServer(cpus=[0, 1]) as srv:
+        for _ in range(20):
+            assert get(srv.port, "/")[1] == b"Hello, World!"
+        st = srv.stats()
+        assert st["threads"] == 2 and st["requests"] == 20
+        pins = {}
+        for task in Path(f"/proc/{srv.pid}/task").iterdir():
+            name = (task / "comm").read_text().strip()
+            if name.startswith("refserver-"):
+                status = (task / "status").read_text().splitlines()
+                pins[name] = next(
+                    s.split(":", 1)[1].strip() for s in status if s.startswith("Cpus_allowed_list")
+                )
+        assert pins == {"refserver-0": "0", "refserver-1": "1"}
