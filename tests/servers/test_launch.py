@@ -42,6 +42,11 @@ SERVER = textwrap.dedent(
         os._exit(0)
     if "silent" in flags:
         time.sleep(600)
+    marker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clashed")
+    if "clash-once" in flags and not os.path.exists(marker):
+        open(marker, "w").close()
+        print("RuntimeError: Failed to listen on port %d" % port, flush=True)
+        time.sleep(600)
     class H(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             body = b"Hello, World!"
@@ -164,6 +169,18 @@ def silent_servers() -> list[int]:
             if b"server.py" in cmd and b"silent" in cmd:
                 found.append(int(entry))
     return found
+
+
+def test_port_clash_is_retried_on_another_port(script: Path, tmp_path: Path) -> None:
+    """A server that logs a bind failure but keeps running (socketify) is stopped at once and
+    started again on another free port."""
+    t0 = time.monotonic()
+    adapter = Scripted(script, "clash-once", stop_timeout_s=0.2)
+    with start_server(stack(adapter), ENV, log_dir=tmp_path) as srv:
+        assert srv.alive()
+    assert time.monotonic() - t0 < 20
+    logs = sorted(tmp_path.glob("server-*.log"))
+    assert len(logs) == 2 and any("Failed to listen" in p.read_text() for p in logs)
 
 
 def test_config_errors(script: Path, tmp_path: Path) -> None:

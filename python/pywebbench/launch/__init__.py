@@ -285,6 +285,8 @@ def _start_once(
         raise LaunchError("spawn", f"cannot run {cmd.argv[0]}: {exc}", "", log_path) from exc
     deadline = t0 + start_timeout_s
     why = "no attempt"
+    polls = 0
+    fatal_patterns = tuple(getattr(adapter, "fatal_log_patterns", ()))
     try:
         while True:
             code = group.poll()
@@ -295,6 +297,21 @@ def _start_once(
             why = _probe(ctx.host, ctx.port, ready_path, timeout=2.0)
             if why is None:
                 break
+            polls += 1
+            if polls % 10 == 0:  # every ~0.5 s: did it log a failure while still running?
+                log_tail = tail(log_path)
+                fatal = [p for p in fatal_patterns if p in log_tail]
+                if _PORT_CLASH.search(log_tail) and why.startswith("connect"):
+                    raise LaunchError(
+                        "start",
+                        f"{adapter.name} could not bind port {ctx.port}",
+                        log_tail,
+                        log_path,
+                    )
+                if fatal:
+                    raise LaunchError(
+                        "start", f"{adapter.name} failed to start: {fatal[0]!r}", log_tail, log_path
+                    )
             if time.monotonic() >= deadline:
                 raise LaunchError(
                     "ready",

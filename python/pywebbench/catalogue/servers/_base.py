@@ -62,12 +62,15 @@ class BaseAdapter(ServerAdapter):
     - ``sends_server_header`` / ``sends_date_header``: whether the server adds those headers
       to an app's response itself (measured here); verification warns instead of failing
       when a server cannot add them;
-    - ``pypy_unavailable``: the reason it cannot run on PyPy, or None.
+    - ``pypy_unavailable``: the reason it cannot run on PyPy, or None;
+    - ``fatal_log_patterns``: log lines meaning the start failed although the process runs
+      (the launcher then stops waiting for readiness).
     """
 
     pins: ClassVar[dict[str, tuple[str, ...]]] = {"modern": (), "py39": ()}
     pypy_unavailable: ClassVar[str | None] = None
     max_workers: ClassVar[int | None] = None
+    fatal_log_patterns: ClassVar[tuple[str, ...]] = ()
     sends_server_header: ClassVar[bool] = True
     sends_date_header: ClassVar[bool] = True
 

@@ -27,7 +27,7 @@ class GunicornUvicorn(GunicornBase):
         ),
         "py39": (
             *GUNICORN_PINS["py39"],
-            "uvicorn-worker==0.3.0",
+            "uvicorn-worker==0.4.0",
             "uvicorn==0.39.0",
             "httptools==0.9.0",
         ),

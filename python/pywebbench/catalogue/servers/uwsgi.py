@@ -33,6 +33,8 @@ class UWSGI(BaseAdapter):
         "PyPy plugin loads libpypy (Debian: /usr/lib/x86_64-linux-gnu/libpypy3.9-c.so). "
         "uWSGI sends neither Server nor Date headers."
     )
+    # The PyPy plugin logs an app import error and keeps running without an app.
+    fatal_log_patterns = ("Exception ignored from cffi callback <function uwsgi_pypy_loader",)
     sends_server_header = False
     sends_date_header = False
     pins = {"modern": ("uwsgi==2.0.31",), "py39": ("uwsgi==2.0.31",)}
@@ -69,6 +71,9 @@ class UWSGI(BaseAdapter):
                 str(ctx.app_dir),
                 "--module",
                 ctx.app,
+                # Exit when the app does not import (the PyPy plugin registers no app in
+                # uWSGI's table, so --need-app would always fail there).
+                "--need-app",
             ]
         argv += [
             "--http11-socket",
@@ -80,7 +85,6 @@ class UWSGI(BaseAdapter):
             str(ctx.threads),
             "--listen",
             str(backlog()),
-            "--need-app",
             "--disable-logging",
             "--die-on-term",
             "--ignore-sigpipe",
