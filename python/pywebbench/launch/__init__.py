@@ -113,7 +113,6 @@ def launch_env(venv: Path, app_dir: Path, extra: Mapping[str, str] = ()) -> dict
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
     env["PYTHONPATH"] = str(app_dir)
     env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(dict(extra))
     return env
 
