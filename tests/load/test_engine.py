@@ -10,7 +10,7 @@ import time
 
 import pytest
 from conftest import GEN_CPUS
-from pywebbench.load import LoadProgress, LoadSpec, LocalAgent, run_load
+from pywebbench.load import LoadInterrupted, LoadProgress, LoadSpec, LocalAgent, run_load
 
 
 def test_closed_loop_counts_everything(refserver) -> None:
@@ -183,3 +183,29 @@ def test_many_connections_need_fds_and_get_them(refserver) -> None:
     assert r.connections.established == 2000
     assert r.generator.nofile_limit >= 2000
     assert r.errors == 0, r.error_classes
+
+
+def test_interrupt_from_progress_returns_partial_result(refserver) -> None:
+    def stop_soon(p: LoadProgress) -> None:
+        if p.elapsed_s > 0.3:
+            raise KeyboardInterrupt
+
+    spec = LoadSpec(url=refserver.url + "/hello", connections=2, duration_s=30)
+    t = time.monotonic()
+    r = run_load(spec, progress=stop_soon, interval_s=0.05)
+    assert time.monotonic() - t < 2
+    assert r.interrupted and r.requests > 0
+    assert "interrupted: partial results" in r.warnings
+    with pytest.raises(LoadInterrupted) as info:
+        run_load(spec, progress=stop_soon, interval_s=0.05, raise_on_interrupt=True)
+    assert info.value.result.interrupted and info.value.result.requests > 0
+
+
+def test_other_progress_errors_stop_the_run_and_propagate(refserver) -> None:
+    def boom(p: LoadProgress) -> None:
+        raise RuntimeError("boom")
+
+    t = time.monotonic()
+    with pytest.raises(RuntimeError, match="boom"):
+        run_load(LoadSpec(url=refserver.url + "/hello", duration_s=30), progress=boom)
+    assert time.monotonic() - t < 2
