@@ -266,3 +266,39 @@ def test_ctrl_c_then_resume(tmp_path: Path, census: str) -> None:
             reps = [r for r in store.replicates(cell.id) if r.status == "ok"]
             assert len(reps) == 2
     assert os.path.exists(db)
+
+
+def test_stack_scope_shares_one_server_per_replicate(tmp_path: Path, census: str) -> None:
+    """server_scope = "stack": each round one fresh server serves the stack's cells."""
+    config = resolve(
+        {
+            "matrix": {
+                "interpreters": [CPYTHON],
+                "servers": [ASGI_SERVER],
+                "frameworks": ["raw-asgi"],
+                "workloads": ["hello", "json"],
+            },
+            "load": {
+                "duration_s": 0.5,
+                "warmup_duration_s": 0.3,
+                "replicates": 2,
+                "concurrency": [8],
+                "server_scope": "stack",
+            },
+            "report": False,
+        }
+    )
+    with Store(tmp_path / "s.sqlite") as store:
+        outcome = run_study(config, expand(config), store, results_dir=tmp_path)
+        study = store.load_study([outcome.run_id])
+    assert outcome.status == "completed" and outcome.cells_ok == 2
+    pids: dict[int, set[int]] = {}
+    for rep in study.replicates:
+        assert rep.status == "ok" and rep.pid
+        pids.setdefault(rep.replicate, set()).add(rep.pid)
+    assert sorted(pids) == [0, 1]
+    assert all(len(p) == 1 for p in pids.values())  # both cells on one server per round
+    assert pids[0] != pids[1]  # a fresh server per replicate
+    for cell in study.cells:
+        kinds = Counter(i.kind for i in study.iterations_of(cell.id, kind=None))
+        assert kinds == {"warmup": 2, "measured": 2}

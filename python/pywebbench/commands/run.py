@@ -69,6 +69,7 @@ def _overrides(o: dict[str, Any]) -> dict[str, Any]:
         ("iterations", "iterations"),
         ("replicates", "replicates"),
         ("timeout_s", "timeout"),
+        ("server_scope", "server_scope"),
         ("faults", "faults"),
     ]:
         if o[flag] is not None:
@@ -131,6 +132,12 @@ def _overrides(o: dict[str, Any]) -> dict[str, Any]:
     "--faults",
     help="Also measure every cell under this fault mix and score its robustness: 'default', "
     "'slowloris=50,reset-mid-response=10/s', ... (docs/faults.md).",
+)
+@click.option(
+    "--server-scope",
+    type=click.Choice(["cell", "stack"]),
+    help="cell: a fresh server for every replicate of every cell; stack: one fresh server "
+    "per replicate serves all of a stack's workloads in turn (fewer starts, less overhead).",
 )
 @click.option("--workers", multiple=True, help="Worker processes sweep: 1,2.")
 @click.option("--threads", multiple=True, help="Threads per worker sweep: 1,4.")

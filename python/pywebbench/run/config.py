@@ -95,10 +95,15 @@ class LoadConfig(_Model):
     warmup_iterations: int = Field(1, ge=0, le=100, description="Warm-up iterations per replicate.")
     iterations: int = Field(1, ge=1, le=100, description="Measured iterations per replicate.")
     replicates: int = Field(
-        2, ge=1, le=100, description="Fresh server processes per cell (one after the other)."
+        3, ge=1, le=100, description="Fresh server processes per cell (one after the other)."
     )
     timeout_s: float = Field(5.0, gt=0, le=600, description="Per-request timeout of the engine.")
     pause_s: float = Field(0.0, ge=0, le=60, description="Pause between iterations.")
+    server_scope: Literal["cell", "stack"] = Field(
+        "cell",
+        description="cell: a fresh server process for every replicate of every cell; stack: "
+        "one fresh server per replicate serves all the stack's cells in turn (fewer starts).",
+    )
     faults: str | None = Field(
         None,
         description=(
@@ -221,11 +226,14 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
         },
         "load": {
             "concurrency": [64],
-            "duration_s": 2.0,
+            "duration_s": 3.0,
             "warmup_duration_s": 1.0,
             "warmup_iterations": 1,
             "iterations": 1,
             "replicates": 2,
+            # one server per stack replicate serves its 3 workloads: 3x fewer cold starts,
+            # which keeps the wall time near the sum of the load windows (runner_overhead.py)
+            "server_scope": "stack",
         },
     },
     # About half an hour: more servers and frameworks, a concurrency sweep, longer windows.

@@ -45,7 +45,7 @@ class LiveDisplay:
         self.matrix_task = self.progress.add_task("matrix", total=max(1, total_iterations))
         self.cell_task = self.progress.add_task("", total=None, visible=False)
         self._cell: CellPlan | None = None
-        self._left_in_cell = 0
+        self._left: dict[str, int] = {}  # cell key -> iterations still expected
 
     def __enter__(self) -> LiveDisplay:
         self.progress.start()
@@ -58,6 +58,7 @@ class LiveDisplay:
         return Events(
             phase=self._phase,
             cell_start=self._cell_start,
+            iteration_start=self._iteration_start,
             iteration_done=self._iteration_done,
             cell_done=self._cell_done,
             live_rps=self._live,
@@ -65,23 +66,27 @@ class LiveDisplay:
 
     def _phase(self, msg: str) -> None:
         self.progress.update(self.cell_task, description=msg, visible=True)
+        self._cell = None
 
     def _cell_start(self, cell: CellPlan, iterations: int) -> None:
+        self._left[cell.key] = iterations
+
+    def _iteration_start(self, cell: CellPlan, kind: str) -> None:
         self._cell = cell
-        self._left_in_cell = iterations
-        self.progress.update(self.cell_task, description=cell.label, visible=True)
+        self.progress.update(self.cell_task, description=f"{cell.label}: {kind}")
 
     def _iteration_done(self, cell: CellPlan, kind: str, rps: float) -> None:
-        self._left_in_cell = max(0, self._left_in_cell - 1)
+        self._cell = cell
+        self._left[cell.key] = max(0, self._left.get(cell.key, 0) - 1)
         self.progress.advance(self.matrix_task)
         self.progress.update(
             self.cell_task, description=f"{cell.label}: last {kind} {rps:,.0f} req/s"
         )
 
     def _cell_done(self, cell: CellPlan, status: str, why: str | None) -> None:
-        if self._left_in_cell:
-            self.progress.advance(self.matrix_task, self._left_in_cell)
-            self._left_in_cell = 0
+        left = self._left.pop(cell.key, 0)
+        if left:
+            self.progress.advance(self.matrix_task, left)
         if status == "ok":
             self.console.log(f"[green]ok[/] {cell.label}")
         else:

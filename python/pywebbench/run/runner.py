@@ -60,9 +60,22 @@ class Events:
 
     phase: Callable[[str], None] = lambda _msg: None  # "provisioning ...", "starting ..."
     cell_start: Callable[[CellPlan, int], None] = lambda _cell, _iterations: None
+    iteration_start: Callable[[CellPlan, str], None] = lambda _c, _kind: None
     iteration_done: Callable[[CellPlan, str, float], None] = lambda _c, _kind, _rps: None
     cell_done: Callable[[CellPlan, str, str | None], None] = lambda _c, _status, _why: None
     live_rps: Callable[[float], None] = lambda _rps: None
+
+
+@dataclass
+class _CellState:
+    """Progress of one cell while its group runs."""
+
+    cell: CellPlan
+    cell_id: int
+    ok: int  # replicates completed (this run and before a --resume)
+    next_rep: int  # number of the next replicate
+    failure: CellFailed | None = None
+    rss: list[list[float]] = field(default_factory=list)
 
 
 @dataclass
@@ -253,8 +266,8 @@ class StudyRunner:
             self._register()
             self._provision_all()
             with self._services():
-                for cell in self.matrix.cells:
-                    self._run_cell(cell)
+                for group in self._groups():
+                    self._run_group(group)
             status = "completed"
         except (KeyboardInterrupt, Interrupted):
             status = "interrupted"
@@ -352,36 +365,84 @@ class StudyRunner:
 
     # -- one cell --------------------------------------------------------------------------
 
-    def _run_cell(self, cell: CellPlan) -> None:
-        if cell.key in self._done_cells():
-            self.outcome.cells_skipped += 1
-            return
-        cell_id = self.store.add_cell(self._cell_row(cell))
+    def _groups(self) -> list[list[CellPlan]]:
+        """Cells that share server processes: one cell each (``server_scope = "cell"``), or
+        all cells of a stack variant (``"stack"``: one server per replicate serves them)."""
+        if self.config.load.server_scope == "cell":
+            return [[c] for c in self.matrix.cells]
+        groups: dict[str, list[CellPlan]] = {}
+        for c in self.matrix.cells:
+            groups.setdefault(c.variant.key, []).append(c)
+        return list(groups.values())
+
+    def _open_cell(self, cell: CellPlan) -> _CellState:
         cfg = self.config.load
+        cell_id = self.store.add_cell(self._cell_row(cell))
         previous = self.store.replicates(cell_id)
-        ok = sum(1 for r in previous if r.status == "ok")
-        next_rep = max((r.replicate for r in previous), default=-1) + 1
+        state = _CellState(
+            cell=cell,
+            cell_id=cell_id,
+            ok=sum(1 for r in previous if r.status == "ok"),
+            next_rep=max((r.replicate for r in previous), default=-1) + 1,
+            failure=self._provision_failed.get(cell.variant.key),
+        )
+        if state.failure is None and self._services_failed and cell.workload.services:
+            state.failure = self._services_failed
         per_rep = cfg.warmup_iterations + cfg.iterations
-        self.events.cell_start(cell, (cfg.replicates - ok) * per_rep)
+        self.events.cell_start(cell, (cfg.replicates - state.ok) * per_rep)
         self.store.update_cell(cell_id, status="running", started_at=utcnow())
-        failure: CellFailed | None = self._provision_failed.get(cell.variant.key)
-        if failure is None and self._services_failed and cell.workload.services:
-            failure = self._services_failed
-        rss_series: list[list[float]] = []
+        return state
+
+    def _run_group(self, cells: list[CellPlan]) -> None:
+        """Run the replicates of a group of cells, round by round.
+
+        Each round starts one fresh server process and runs every cell of the group that
+        still needs a replicate on it (a server that died is started again for the next cell).
+        """
+        done = self._done_cells()
+        self.outcome.cells_skipped += sum(1 for c in cells if c.key in done)
+        states = [self._open_cell(c) for c in cells if c.key not in done]
+        replicates = self.config.load.replicates
         try:
-            while failure is None and ok < cfg.replicates:
+            while True:
+                active = [st for st in states if st.failure is None and st.ok < replicates]
+                if not active:
+                    break
+                server: Any = None
                 try:
-                    rss_series.append(self._run_replicate(cell, cell_id, next_rep))
-                    ok += 1
-                except CellFailed as exc:
-                    failure = exc
-                next_rep += 1
+                    for st in active:
+                        if st.failure is not None:  # the server failed to start this round
+                            continue
+                        if server is not None and not server.alive():
+                            self._stop_server(server, st)
+                            server = None
+                        try:
+                            if server is None:
+                                server = self._start_server(st)
+                            st.rss.append(self._replicate_on(server, st))
+                            st.ok += 1
+                        except CellFailed as exc:
+                            st.failure = exc
+                            if exc.phase == "start":  # same stack: no point starting again
+                                for other in active:
+                                    if other.failure is None and other.ok < replicates:
+                                        other.failure = exc
+                        st.next_rep += 1
+                finally:
+                    if server is not None:
+                        self._stop_server(server, active[-1])
         except (KeyboardInterrupt, Interrupted):
             with _no_sigint():
-                self.store.update_cell(cell_id, status="interrupted")
+                for st in states:
+                    self.store.update_cell(st.cell_id, status="interrupted")
             raise
+        for st in states:
+            self._finish_cell(st)
+
+    def _finish_cell(self, st: _CellState) -> None:
+        cell, cell_id, failure = st.cell, st.cell_id, st.failure
         with _no_sigint():
-            flags = self._flags(cell_id, rss_series)
+            flags = self._flags(cell_id, st.rss)
             if failure is not None:
                 self.store.update_cell(
                     cell_id,
@@ -429,24 +490,19 @@ class StudyRunner:
             flags["memory_growth_last_bytes"] = int(worst.last)
         return flags
 
-    def _run_replicate(self, cell: CellPlan, cell_id: int, replicate: int) -> list[float]:
-        """One fresh server process: start, verify, warm-up and measured iterations, stop.
-
-        Returns the RSS series used for memory-growth detection. Raises :class:`CellFailed`.
-        """
+    def _start_server(self, st: _CellState) -> Any:
+        """A fresh server for ``st``'s stack; a failure is recorded on ``st``'s replicate."""
         from pywebbench.launch import LaunchError, start_server
 
+        cell = st.cell
         variant = cell.variant
-        env = self._envs[variant.key]
-        timeouts = self.config.timeouts
-        rep_id = self.store.add_replicate(Replicate(None, cell_id, replicate, "running", utcnow()))
-        self.events.phase(f"starting {variant.key} (replicate {replicate + 1})")
+        self.events.phase(f"starting {variant.key} (replicate {st.ok + 1})")
         request = cell.request
         fw = variant.stack.framework
         try:
-            server = start_server(
+            return start_server(
                 variant.stack,
-                env,
+                self._envs[variant.key],
                 cpus=self.server_cpus,
                 workers=variant.workers,
                 threads=variant.threads,
@@ -454,28 +510,53 @@ class StudyRunner:
                 app_dir=getattr(fw, "app_dir", None),
                 log_dir=self.log_dir,
                 ready_path=request.path if request.method == "GET" else "/",
-                start_timeout_s=timeouts.start_s,
+                start_timeout_s=self.config.timeouts.start_s,
             )
-        except KeyboardInterrupt:
-            with _no_sigint():
-                self.store.update_replicate(rep_id, status="interrupted", finished_at=utcnow())
-            raise
         except LaunchError as exc:
             with _no_sigint():
-                self.store.update_replicate(
-                    rep_id,
-                    status="failed",
-                    failure_phase="start",
-                    failure_reason=_one_line(exc.reason),
-                    finished_at=utcnow(),
-                    log_path=str(exc.log_path) if exc.log_path else None,
+                self.store.add_replicate(
+                    Replicate(
+                        None,
+                        st.cell_id,
+                        st.next_rep,
+                        "failed",
+                        utcnow(),
+                        failure_phase="start",
+                        failure_reason=_one_line(exc.reason),
+                        finished_at=utcnow(),
+                        log_path=str(exc.log_path) if exc.log_path else None,
+                    )
                 )
             raise CellFailed("start", _one_line(exc.reason), exc.log_tail) from None
+
+    def _stop_server(self, server: Any, st: _CellState) -> None:
+        """Stop the server's process group (shielded from Ctrl-C); a slow stop is recorded."""
+        with _no_sigint():
+            t0 = time.monotonic()
+            server.stop()
+            took = time.monotonic() - t0
+            if took > self.config.timeouts.stop_s:
+                self.store.add_failure(
+                    Failure(
+                        None,
+                        self.run_id,
+                        "stop",
+                        f"stopping {st.cell.variant.key} took {took:.1f} s",
+                        utcnow(),
+                        stack_id=self._stack_ids[st.cell.variant.key],
+                    )
+                )
+
+    def _replicate_on(self, server: Any, st: _CellState) -> list[float]:
+        """One replicate of a cell on a running server: verify, warm-up and measured
+        iterations. Returns the RSS series for memory-growth detection; raises CellFailed."""
+        cell, cell_id, replicate = st.cell, st.cell_id, st.next_rep
+        rep_id = self.store.add_replicate(Replicate(None, cell_id, replicate, "running", utcnow()))
         status = "interrupted"
         fail: CellFailed | None = None
         rss: list[list[float]] = []
         try:
-            self._record_start(variant, rep_id, server)
+            self._record_start(cell.variant, rep_id, server)
             fail = self._verify(cell, server)
             if fail is None:
                 fail = self._iterations(cell, cell_id, replicate, server, rss)
@@ -484,20 +565,6 @@ class StudyRunner:
             fail, status = exc, "failed"
         finally:
             with _no_sigint():
-                stop_t0 = time.monotonic()
-                server.stop()
-                if time.monotonic() - stop_t0 > timeouts.stop_s:
-                    self.store.add_failure(
-                        Failure(
-                            None,
-                            self.run_id,
-                            "stop",
-                            f"stopping took {time.monotonic() - stop_t0:.1f} s",
-                            utcnow(),
-                            cell_id=cell_id,
-                            replicate=replicate,
-                        )
-                    )
                 self.store.update_replicate(
                     rep_id,
                     status=status,
@@ -510,8 +577,7 @@ class StudyRunner:
         return growth_series(rss)  # type: ignore[arg-type]
 
     def _record_start(self, variant: Variant, rep_id: int, server: Any) -> None:
-        time.sleep(0.2)  # let workers finish booting before reading idle memory
-        idle = snapshot(server.pid)
+        idle = snapshot(server.pid)  # the server answered: booted, no load yet
         self.store.update_replicate(
             rep_id,
             pid=server.pid,
@@ -569,6 +635,7 @@ class StudyRunner:
             )
             started = utcnow()
             self._rate = loadio.LiveRate()
+            self.events.iteration_start(cell, kind)
             sampler = Sampler(server.pid).start()
             interrupted = False
             try:
