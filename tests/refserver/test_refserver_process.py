@@ -205,3 +205,34 @@ def test_two_threads_pinned_one_per_cpu() -> None:
                     s.split(":", 1)[1].strip() for s in status if s.startswith("Cpus_allowed_list")
                 )
         assert pins == {"refserver-0": "0", "refserver-1": "1"}
+
+
+def _rss_kb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return int(next(s.split()[1] for s in status if s.startswith("VmRSS")))
+
+
+def test_memory_stays_bounded_against_clients_that_never_read() -> None:
+    """Pipelined floods (responses of 16 KB each) from 40 clients that never read."""
+    flood = b"GET /?size=16000 HTTP/1.1\r\n\r\n" * 2000
+    with RefServer(cpus=[0]) as srv:
+        base = _rss_kb(srv.pid)
+        socks = [connect(srv.port) for _ in range(40)]
+        try:
+            for s in socks:
+                s.setblocking(False)
+            sent = 0
+            t_end = time.monotonic() + 1.5
+            while time.monotonic() < t_end:
+                for s in socks:
+                    try:
+                        sent += s.send(flood)
+                    except BlockingIOError:
+                        pass
+            grown = _rss_kb(srv.pid) - base
+            assert sent > 20 << 20, sent  # the clients pushed tens of MB
+            assert grown < 20_000, f"RSS grew {grown} kB"  # ~0.5 MB per client at most
+            assert srv.stats()["requests"] > 0
+        finally:
+            for s in socks:
+                s.close()

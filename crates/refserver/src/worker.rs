@@ -35,7 +35,7 @@ pub(crate) const TIMER: Token = Token(usize::MAX - 3);
 /// Requests parsed ahead of their responses (pipelining) before we stop reading.
 const MAX_PENDING: usize = 128;
 /// Output buffered per connection before we stop producing more.
-const MAX_OUT: usize = 256 * 1024;
+const MAX_OUT: usize = 64 * 1024;
 /// How long a closing connection may keep sending us bytes we discard.
 const LINGER: Duration = Duration::from_secs(2);
 const READ_BUF: usize = 64 * 1024;
