@@ -460,14 +460,14 @@ impl Worker {
         c.parser.reset();
         c.writing = 0;
         c.woff = 0;
-        let mut n = 1;
-        if self.open {
-            // The request waiting for this connection failed with it.
-            n = (c.inflight.len() as u64).max(1);
-            self.inflight_total -= c.inflight.len() as u64;
-            c.inflight.clear();
-            c.unsent = 0;
-        } else if self.budget.is_some() {
+        // Requests waiting for this connection (open loop, connection per request, pipelined
+        // requests to resend) failed with it.
+        let waiting = c.inflight.len() as u64;
+        self.inflight_total -= waiting;
+        c.inflight.clear();
+        c.unsent = 0;
+        let n = waiting.max(1);
+        if waiting == 0 && !self.open && self.budget.is_some() {
             // Count the attempt against the budget so an unreachable server still ends the run.
             self.issued += 1;
         }

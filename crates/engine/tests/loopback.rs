@@ -211,3 +211,30 @@ fn refused_connections_end_a_budgeted_run() {
     assert!(r.error_classes["connect_refused"].count >= 10);
     let _ = TcpStream::connect(("127.0.0.1", port)).is_err();
 }
+
+#[test]
+fn server_that_goes_away_still_ends_a_budgeted_run() {
+    // Answers one request on each of two connections, closes them abruptly, and is gone.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for _ in 0..2 {
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(HELLO);
+        }
+    });
+    let t = std::time::Instant::now();
+    let r = run(&LoadSpec {
+        connections: 2,
+        pipeline: 4,
+        max_requests: Some(100),
+        ..spec(port)
+    })
+    .unwrap();
+    assert!(t.elapsed().as_secs() < 10, "{:?}", t.elapsed());
+    assert!(r.requests >= 1 && r.requests <= 2, "{}", r.requests);
+    assert!(r.errors >= 98 - r.requests, "{:?}", r.error_classes);
+    assert!(r.error_classes.contains_key("connect_refused"));
+}
