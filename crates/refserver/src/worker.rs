@@ -223,6 +223,8 @@ struct Conn {
     read_more: bool,
     /// The last write hit WouldBlock: wait for a writable event.
     want_write: bool,
+    /// epoll reported the peer's FIN: read to EOF even after a short read.
+    peer_fin: bool,
 }
 
 /// Per-thread context the connections use.
@@ -455,6 +457,7 @@ impl Conn {
             read_closed: false,
             read_more: true,
             want_write: false,
+            peer_fin: false,
         }
     }
 
@@ -1282,6 +1285,9 @@ impl Worker {
                             if readable {
                                 c.read_more = true;
                             }
+                            if ev.is_read_closed() || ev.is_error() {
+                                c.peer_fin = true;
+                            }
                             self.step(i, now);
                         }
                     }
@@ -1430,8 +1436,9 @@ impl Worker {
             };
             env.stats.add(C::BytesRead, n as u64);
             c.last_active = now;
-            if n < scratch.len() {
-                // A short read drained the socket; epoll will report new data.
+            if n < scratch.len() && !c.peer_fin {
+                // A short read drained the socket; epoll will report new data. (Not after
+                // the peer's FIN: that was already reported, so read on to see the EOF.)
                 c.read_more = false;
             }
             if matches!(c.parse, Parse::Done) {

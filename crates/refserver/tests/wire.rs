@@ -557,3 +557,22 @@ fn random_garbage_never_takes_it_down() {
     }
     assert_eq!(s.stats()["connections_open"], 0);
 }
+
+#[test]
+fn request_then_immediate_half_close_is_not_leaked() {
+    let s = start(RefServerConfig::default());
+    for path in ["/misbehave/no-response", "/", "/?delay_ms=50"] {
+        let mut c = connect(&s);
+        c.write_all(format!("GET {path} HTTP/1.1\r\n\r\n").as_bytes())
+            .unwrap();
+        c.shutdown(Shutdown::Write).unwrap();
+        // The answer (if any) still comes, then the server closes its side too.
+        let (out, _) = read_to_end(&mut c);
+        assert_eq!(out.is_empty(), path.contains("no-response"), "{path}");
+    }
+    let t0 = Instant::now();
+    while s.stats()["connections_open"] != 0 && t0.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(s.stats()["connections_open"], 0);
+}
