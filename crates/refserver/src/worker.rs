@@ -988,6 +988,8 @@ impl Conn {
                 if self.wpos >= self.wbuf.len() {
                     self.last_write = now;
                 }
+                // The idle clock restarts when a response goes out, not when it was asked.
+                self.last_active = now;
                 self.materialize(env, p.plan, now);
             }
             // 2. Flush the buffer.
