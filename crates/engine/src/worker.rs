@@ -622,7 +622,7 @@ impl Worker {
             self.issued += 1;
             if self.measuring {
                 self.tally.offered += 1;
-                hist::record(&mut self.tally.lag, (now - intended) / 1000);
+                hist::record(&mut self.tally.lag, now.saturating_sub(intended) / 1000);
             }
             if let Some(i) = self.pop_free() {
                 self.assign(i, intended, now);
@@ -808,7 +808,7 @@ impl Worker {
         self.tally.requests += 1;
         self.tally.status[(status as usize).min(999)] += 1;
         if self.measuring {
-            let t = ((now - self.measure_start) / 1_000_000_000) as usize;
+            let t = (now.saturating_sub(self.measure_start) / 1_000_000_000) as usize;
             let s = self.tally.second(t);
             s.0 += 1;
             let _ = s.2.record(lat_us.max(1));
@@ -861,9 +861,12 @@ impl Worker {
                 }
                 let k = c.unsent.min(self.depth);
                 let start = c.inflight.len() - c.unsent as usize;
-                let base = if self.cpr { c.opened_at } else { now };
+                // A fresh timestamp: the send time is taken right before the write, not when
+                // the event that led to it was picked up (that would overstate latency).
+                let t = sys::now_ns().max(now);
+                let base = if self.cpr { c.opened_at } else { t };
                 for s in c.inflight.range_mut(start..start + k as usize) {
-                    s.sent = now;
+                    s.sent = t;
                     if s.intended == 0 {
                         s.intended = base;
                     }
@@ -897,7 +900,9 @@ impl Worker {
     fn scan(&mut self, now: u64) {
         for i in 0..self.conns.len() {
             match self.conns[i].state {
-                CState::Connecting(since) if now - since >= self.plan.connect_timeout_ns => {
+                CState::Connecting(since)
+                    if now.saturating_sub(since) >= self.plan.connect_timeout_ns =>
+                {
                     let e = io::Error::from_raw_os_error(libc::ETIMEDOUT);
                     self.connect_failed(i, &e, now);
                 }
@@ -909,7 +914,7 @@ impl Worker {
                     let c = &self.conns[i];
                     if c.written() > 0 {
                         let front = c.inflight[0];
-                        if now - front.sent >= self.plan.timeout_ns {
+                        if now.saturating_sub(front.sent) >= self.plan.timeout_ns {
                             self.on_timeout(i, now);
                         }
                     }
