@@ -1,7 +1,9 @@
 """Command-line entry point: ``pywebbench <command>``.
 
-Each command lives in its own module under :mod:`pywebbench.commands` and exposes a
-``click`` command named ``command``; this module only assembles them.
+Each command lives in its own module under :mod:`pywebbench.commands` (module ``load``
+defines the command ``load``) and exposes a ``click`` command named ``command``. Modules are
+imported only when their command runs, so ``pywebbench load`` starts without importing the
+runner, the report renderer and the rest.
 """
 
 from __future__ import annotations
@@ -14,7 +16,30 @@ import click
 from pywebbench import __version__
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        import pywebbench.commands as pkg
+
+        return sorted(
+            info.name.replace("_", "-")
+            for info in pkgutil.iter_modules(pkg.__path__)
+            if not info.name.startswith("_")
+        )
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.list_commands(ctx):
+            return None
+        module = importlib.import_module(f"pywebbench.commands.{cmd_name.replace('-', '_')}")
+        command = getattr(module, "command", None)
+        return command if isinstance(command, click.Command) else None
+
+
+@click.group(
+    cls=_LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="pywebbench")
 def cli() -> None:
     """Benchmark Python web stacks: interpreters x servers x frameworks x workloads.
@@ -25,19 +50,6 @@ def cli() -> None:
       pywebbench load URL -c 64 -d 10   a wrk-style load test of any HTTP/1.1 server
       pywebbench stacks                 what can run on this machine, and why not
     """
-
-
-def _register_commands() -> None:
-    import pywebbench.commands as pkg
-
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
-        command = getattr(module, "command", None)
-        if isinstance(command, click.Command):
-            cli.add_command(command)
-
-
-_register_commands()
 
 
 def main() -> None:
