@@ -302,3 +302,35 @@ def test_stack_scope_shares_one_server_per_replicate(tmp_path: Path, census: str
     for cell in study.cells:
         kinds = Counter(i.kind for i in study.iterations_of(cell.id, kind=None))
         assert kinds == {"warmup": 2, "measured": 2}
+
+
+def test_services_started_once_for_the_workloads_that_need_them(
+    tmp_path: Path, census: str
+) -> None:
+    """redis and fortunes cells get real redis-server / PostgreSQL, started once per study."""
+    config = resolve(
+        {
+            "matrix": {
+                "interpreters": [CPYTHON],
+                "servers": [ASGI_SERVER],
+                "frameworks": ["raw-asgi"],
+                "workloads": ["redis", "fortunes"],
+            },
+            "load": {
+                "duration_s": 0.5,
+                "warmup_duration_s": 0.3,
+                "replicates": 1,
+                "concurrency": [4],
+            },
+            "report": False,
+        }
+    )
+    matrix = expand(config)
+    assert matrix.services == {"redis", "postgres"}
+    with Store(tmp_path / "s.sqlite") as store:
+        outcome = run_study(config, matrix, store, results_dir=tmp_path)
+        study = store.load_study([outcome.run_id])
+    assert outcome.cells_ok == 2, [(c.workload, c.failure_reason) for c in study.cells]
+    for cell in study.cells:
+        for it in study.iterations_of(cell.id, kind=None):
+            assert it.requests > 0 and it.errors == 0 and it.non_2xx == 0
