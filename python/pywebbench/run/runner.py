@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pywebbench import __version__
-from pywebbench.meter import Sampler, snapshot
+from pywebbench.meter import MeterSummary, Sampler, snapshot
 from pywebbench.run import loadio
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.host import facts, split_cpus
@@ -152,6 +152,51 @@ def growth_series(rss_by_iteration: list[list[int]]) -> list[float]:
         return [float(v) for v in flat]
     size = len(flat) / 8
     return [float(max(flat[int(k * size) : int((k + 1) * size)] or [0])) for k in range(8)]
+
+
+def iteration_row(
+    result: Any,
+    meter: MeterSummary,
+    *,
+    cell_id: int,
+    replicate: int,
+    kind: str,
+    idx: int,
+    started_at: str,
+    workers: int = 1,
+    server_alive: bool = True,
+) -> Iteration:
+    """The ``iterations`` row of one load result and the metering of the server meanwhile
+    (also used by tools that record studies outside the runner, e.g. report tests)."""
+    cols = loadio.columns(result)
+    cpu = meter.cpu_s
+    mem_end = meter.uss_end_bytes or meter.rss_end_bytes
+    return Iteration(
+        id=None,
+        cell_id=cell_id,
+        replicate=replicate,
+        kind=kind,
+        idx=idx,
+        started_at=started_at,
+        server_alive=server_alive,
+        cpu_user_s=meter.cpu_user_s,
+        cpu_sys_s=meter.cpu_sys_s,
+        requests_per_cpu_s=(cols["requests"] / cpu) if cpu else None,
+        rss_peak_bytes=meter.rss_peak_bytes,
+        rss_end_bytes=meter.rss_end_bytes,
+        uss_peak_bytes=meter.uss_peak_bytes,
+        uss_end_bytes=meter.uss_end_bytes,
+        pss_peak_bytes=meter.pss_peak_bytes,
+        pss_end_bytes=meter.pss_end_bytes,
+        mem_per_worker_bytes=int(mem_end / max(1, workers)) if mem_end else None,
+        threads_peak=meter.threads_peak,
+        fds_peak=meter.fds_peak,
+        processes_peak=meter.processes_peak,
+        ctx_voluntary=meter.ctx_voluntary,
+        ctx_involuntary=meter.ctx_involuntary,
+        result_json=json.dumps(loadio.result_dict(result)),
+        **cols,
+    )
 
 
 class StudyRunner:
@@ -649,35 +694,16 @@ class StudyRunner:
                 cols = loadio.columns(result)
                 interrupted = cols["interrupted"]
                 alive = server.alive() and meter.alive_at_end
-                cpu = meter.cpu_s
-                workers = max(1, cell.variant.workers)
-                mem_end = meter.uss_end_bytes or meter.rss_end_bytes
-                it = Iteration(
-                    id=None,
+                it = iteration_row(
+                    result,
+                    meter,
                     cell_id=cell_id,
                     replicate=replicate,
                     kind=kind,
                     idx=idx,
                     started_at=started,
+                    workers=cell.variant.workers,
                     server_alive=alive,
-                    cpu_user_s=meter.cpu_user_s,
-                    cpu_sys_s=meter.cpu_sys_s,
-                    requests_per_cpu_s=(cols["requests"] / cpu) if cpu else None,
-                    rss_peak_bytes=meter.rss_peak_bytes,
-                    rss_end_bytes=meter.rss_end_bytes,
-                    uss_peak_bytes=meter.uss_peak_bytes,
-                    uss_end_bytes=meter.uss_end_bytes,
-                    pss_peak_bytes=meter.pss_peak_bytes,
-                    pss_end_bytes=meter.pss_end_bytes,
-                    mem_per_worker_bytes=int(mem_end / workers) if mem_end else None,
-                    threads_peak=meter.threads_peak,
-                    fds_peak=meter.fds_peak,
-                    processes_peak=meter.processes_peak,
-                    ctx_voluntary=meter.ctx_voluntary,
-                    ctx_involuntary=meter.ctx_involuntary,
-                    result_json=json.dumps(loadio.result_dict(result)),
-                    **{k: v for k, v in cols.items() if k != "interrupted"},
-                    interrupted=interrupted,
                 )
                 self.store.add_iteration(it, meter.samples)
                 self.outcome.measured_s += float(cols["duration_s"] or 0.0)
