@@ -201,6 +201,14 @@ def _iterations(db: Path) -> list[tuple]:
         con.close()
 
 
+def _count(db: Path) -> int:
+    """Iterations stored so far (0 while the store is still being created)."""
+    try:
+        return len(_iterations(db))
+    except sqlite3.OperationalError:
+        return 0
+
+
 def test_ctrl_c_then_resume(tmp_path: Path, census: str) -> None:
     results = tmp_path / "res"
     db = results / "pywebbench.sqlite"
@@ -225,7 +233,7 @@ def test_ctrl_c_then_resume(tmp_path: Path, census: str) -> None:
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if db.exists() and len(_iterations(db)) >= 5:
+            if db.exists() and _count(db) >= 5:
                 break
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             time.sleep(0.2)
