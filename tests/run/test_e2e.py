@@ -342,3 +342,38 @@ def test_services_started_once_for_the_workloads_that_need_them(
     for cell in study.cells:
         for it in study.iterations_of(cell.id, kind=None):
             assert it.requests > 0 and it.errors == 0 and it.non_2xx == 0
+
+
+def test_killed_pywebbench_leaves_a_readable_store_and_resume_cleans_up(
+    tmp_path: Path, census: str
+) -> None:
+    """SIGKILL (no cleanup at all): the store stays readable, --resume stops the orphaned
+    server it recorded and completes the study."""
+    results = tmp_path / "res"
+    db = results / "pywebbench.sqlite"
+    args = ["run", "--server", ASGI_SERVER, "--framework", "raw-asgi", "--workload",
+            "hello,json", "--replicates", "1", "--no-report", *FAST,
+            "--results-dir", str(results)]  # fmt: skip
+    proc = subprocess.Popen(
+        [PYWEBBENCH, *args], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and _count(db) < 1:
+            assert proc.poll() is None
+            time.sleep(0.1)
+        proc.kill()
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with Store(db, create=False) as store:
+        study = store.load_study()
+        assert study.runs[0].status == "running" and study.iterations
+    resumed = pwb("run", "--resume", results=results)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    with Store(db, create=False) as store:
+        run = store.latest_run()
+        assert run is not None and run.status == "completed"
+        assert all(c.status == "ok" for c in store.cells(run.id))

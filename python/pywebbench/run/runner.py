@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -277,12 +278,14 @@ class StudyRunner:
         for cell in self.matrix.cells:
             self.store.add_cell(self._cell_row(cell))
         if self.resume:  # a crash or Ctrl-C may have left rows "running"
+            stacks = {s.id: s for s in self.store.stacks(self.run_id)}
             for cell in self.store.cells(self.run_id):
                 if cell.status == "running":
                     self.store.update_cell(cell.id, status="interrupted")
                 for rep in self.store.replicates(cell.id):
                     if rep.status == "running":
                         self.store.update_replicate(rep.id, status="interrupted")
+                        _reap_orphan(rep, stacks.get(cell.stack_id))
 
     def _cell_row(self, cell: CellPlan) -> Cell:
         return Cell(
@@ -780,6 +783,30 @@ class StudyRunner:
                 self.events.live_rps(rps)
         except Exception:  # noqa: BLE001 - display only; KeyboardInterrupt stops the engine
             pass
+
+
+def _reap_orphan(rep: Replicate, stack: StackRow | None) -> None:
+    """Stop the server of a replicate left "running" by a pywebbench that was killed.
+
+    Only a process that is still the one recorded: same pid, started before the replicate
+    row, leading its own process group, and running from the stack's virtualenv.
+    """
+    import os
+
+    import psutil
+
+    if not rep.pid or stack is None or not stack.env_key:
+        return
+    try:
+        proc = psutil.Process(rep.pid)
+        started = datetime.fromisoformat(rep.started_at).timestamp()
+        if proc.create_time() > started + 1 or os.getpgid(rep.pid) != rep.pid:
+            return
+        if not any(stack.env_key in part for part in proc.cmdline() + [proc.exe()]):
+            return
+        os.killpg(rep.pid, signal.SIGKILL)
+    except (psutil.Error, OSError, ValueError):
+        return
 
 
 def _log_tail(server: Any, limit: int = 4000) -> str | None:
