@@ -62,6 +62,8 @@ def test_clear_errors(tmp_path: Path) -> None:
     assert out.returncode == 2 and "no run 'nope'" in out.stderr
     out = cli("run", "--resume", "--results-dir", str(tmp_path / "empty"))
     assert out.returncode == 2 and "--resume" in out.stderr
+    out = cli("run", "--resume", "-c", "4", "--results-dir", str(tmp_path / "res"))
+    assert out.returncode == 2 and "drop the other study options" in out.stderr
     out = cli("run", "--server", "no-such-server", "--dry-run", "--results-dir", str(tmp_path))
     assert out.returncode == 2 and "--server 'no-such-server' matches nothing" in out.stderr
     out = cli("run", "--path", "/x", "--dry-run")

@@ -200,6 +200,12 @@ def _main(o: dict[str, Any], console: Console) -> int:
 
     run_id: str | None = None
     if o["resume"]:
+        extra = set(_overrides(o)) - {"results_dir", "report"}
+        if extra or o["config_path"] or o["profile"]:
+            raise ConfigError(
+                "--resume continues a run with its own stored configuration; drop the other "
+                "study options (" + ", ".join(sorted(extra) or ["--config/--profile"]) + ")"
+            )
         results_dir = Path(o["results_dir"] or DEFAULT_RESULTS_DIR)
         store_path = results_dir / DEFAULT_FILENAME
         try:
@@ -214,6 +220,8 @@ def _main(o: dict[str, Any], console: Console) -> int:
             return 0
         config = StudyConfig.model_validate(run.config)
         config.results_dir = str(results_dir)
+        if o["no_report"]:
+            config.report = False
         run_id = run.id
         console.print(f"resuming run {run.id} ({run.status})")
     else:
