@@ -52,6 +52,8 @@ def test_small_matrix(tmp_path: Path, census: str) -> None:
         "hello,json",
         "--replicates",
         "2",
+        "--server-scope",
+        "cell",
         *FAST,
         results=results,
     )
@@ -81,6 +83,8 @@ def test_small_matrix(tmp_path: Path, census: str) -> None:
         assert [r.status for r in reps] == ["ok", "ok"]
         assert all(r.cold_start_s and r.idle_rss_bytes for r in reps)
         assert len({r.pid for r in reps}) == 2  # a fresh server per replicate
+    pids = [r.pid for r in study.replicates]
+    assert len(set(pids)) == len(pids)  # server_scope=cell: a fresh server every time
     for stack in study.stacks:
         assert stack.packages and stack.settings
     # the export round-trips into another store
