@@ -27,7 +27,8 @@ Examples:
   pywebbench load http://127.0.0.1:8080/ -c 64 -d 10
   pywebbench load http://127.0.0.1:8080/ -c 64 -d 30s --warmup 5s --cpus 1 --json out.json
   pywebbench load http://127.0.0.1:8080/ --rate 5000 --arrival poisson -c 256 -d 1m
-  pywebbench load http://127.0.0.1:8080/upload -m POST --body-file data.json -H 'Content-Type: application/json'
+  pywebbench load http://127.0.0.1:8080/upload -m POST --body-file data.json \
+      -H 'Content-Type: application/json'
   pywebbench load http://127.0.0.1:8080/hello --expect-status 200 --expect-body 'Hello, World!'
 
 \b
