@@ -117,7 +117,9 @@ def test_ready_and_stop(script: Path, tmp_path: Path) -> None:
         status = Path(f"/proc/{srv.pid}/status").read_text()
         assert "Cpus_allowed_list:\t0\n" in status
         assert srv.log_path.exists() and "# pywebbench:" in srv.log_path.read_text()
+        assert srv.group.watchdog is not None and srv.group.watchdog.poll() is None
     assert group_members(srv.pgid) == []
+    assert srv.group.watchdog.returncode == 0, "stop() disarms the watchdog"
     srv.stop()  # idempotent
 
 
@@ -201,6 +203,61 @@ def test_process_group_log_goes_to_file(tmp_path: Path) -> None:
         group.popen.wait(timeout=30)
     assert log.stat().st_size > 6_000_000
     assert group_members(group.pgid) == []
+
+
+# Starts SERVER (argv[1], ignoring SIGTERM, with a forked child) from a thread that ends at
+# once, prints the group id, then lives until killed.
+ORPHAN_PARENT = textwrap.dedent(
+    """
+    import sys, threading, time
+    from pywebbench.launch.process import ProcessGroup
+    out = {}
+    def start():
+        out["g"] = ProcessGroup.start(
+            [sys.executable, sys.argv[1], sys.argv[2], "ignore-term", "fork"],
+            log_path=None, orphan_grace_s=0.5,
+        )
+    t = threading.Thread(target=start)
+    t.start()
+    t.join()
+    print(out["g"].pgid, flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def test_group_dies_with_a_sigkilled_parent(script: Path) -> None:
+    """A pywebbench killed by SIGKILL leaves no server behind, even one started from a thread
+    that has since ended, that ignores SIGTERM and that has forked a child."""
+    import os
+    import subprocess
+
+    parent = subprocess.Popen(
+        [PY, "-c", ORPHAN_PARENT, str(script), str(free_port())],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    pgid = 0
+    try:
+        pgid = int(parent.stdout.readline())
+        deadline = time.monotonic() + 20
+        while len(group_members(pgid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # the starting thread is long gone: the group must still run
+        assert len(group_members(pgid)) == 2
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        t0 = time.monotonic()
+        while group_members(pgid) and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        assert group_members(pgid) == [], "the server group outlived its parent"
+        assert time.monotonic() - t0 < 5, "0.5 s grace, then SIGKILL"
+    finally:
+        parent.kill()
+        parent.wait()
+        parent.stdout.close()
+        if pgid and group_members(pgid):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 def test_free_port_is_bindable() -> None:

@@ -7,7 +7,8 @@ The server runs in its own session (``setsid``) pinned to ``cpus`` (inherited by
 with stdout+stderr appended to a log file. Readiness is a TCP connect and then an HTTP GET of
 ``ready_path`` that gets any HTTP response. Stopping sends SIGTERM to the group, waits the
 adapter's ``stop_timeout_s``, then SIGKILLs the group and reaps it (servers that ignore
-SIGTERM, like robyn, are handled by the second step).
+SIGTERM, like robyn, are handled by the second step). If this process dies without stopping
+it (even by SIGKILL), a watchdog process does the same (see :mod:`pywebbench.launch.process`).
 """
 
 from __future__ import annotations
@@ -278,7 +279,12 @@ def _start_once(
     t0 = time.monotonic()
     try:
         group = ProcessGroup.start(
-            cmd.argv, log_path=log_path, env=env, cwd=cmd.cwd or ctx.app_dir, cpus=cpus
+            cmd.argv,
+            log_path=log_path,
+            env=env,
+            cwd=cmd.cwd or ctx.app_dir,
+            cpus=cpus,
+            orphan_grace_s=adapter.stop_timeout_s,
         )
     except (OSError, ValueError) as exc:
         raise LaunchError("spawn", f"cannot run {cmd.argv[0]}: {exc}", "", log_path) from exc

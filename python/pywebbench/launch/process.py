@@ -1,9 +1,14 @@
 """Process groups: start a command in its own session, pinned to cores, logging to a file;
 find every member of its group in ``/proc``; stop the whole group (SIGTERM, then SIGKILL) and reap.
 
-Reused by the server launcher, the services (redis-server, PostgreSQL) and the reference server.
+Reused by the server launcher and the services (redis-server, PostgreSQL).
 A child's output always goes to a file, never to a pipe: a chatty server cannot block on a full
 pipe nobody reads.
+
+A group never outlives the process that started it: a watchdog process
+(:mod:`pywebbench.launch.watchdog`) holds the read end of a pipe whose write end only the
+starter has; when the starter dies, even by SIGKILL, the watchdog sees end of file and stops the
+group (stop signal, grace, SIGKILL). :meth:`ProcessGroup.stop` disarms it.
 """
 
 from __future__ import annotations
@@ -12,11 +17,14 @@ import os
 import shutil
 import signal as _signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 __all__ = ["ProcessGroup", "group_members", "tail"]
+
+_WATCHDOG = Path(__file__).resolve().with_name("watchdog.py")
 
 
 def _stat_fields(pid: int) -> tuple[str, int] | None:
@@ -90,6 +98,45 @@ class ProcessGroup:
         self.argv = argv
         self.started_at = time.monotonic()
         self._stopped = False
+        self.watchdog: subprocess.Popen[bytes] | None = None
+        self._watchdog_fd: int | None = None
+
+    def _arm_watchdog(self, sig: int, grace_s: float) -> None:
+        """Start the watchdog that stops this group if this process dies (see module doc)."""
+        read_fd, write_fd = os.pipe()  # both non-inheritable; stdin= hands read_fd over
+        try:
+            self.watchdog = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(_WATCHDOG), str(self.pgid), str(int(sig)),
+                 f"{grace_s:g}"],
+                stdin=read_fd,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # no terminal signals; not a member of the group
+                close_fds=True,
+            )  # fmt: skip
+        except BaseException:
+            os.close(write_fd)
+            raise
+        finally:
+            os.close(read_fd)
+        self._watchdog_fd = write_fd
+
+    def _disarm_watchdog(self) -> None:
+        fd, self._watchdog_fd = self._watchdog_fd, None
+        if fd is None:
+            return
+        try:
+            os.write(fd, b"x")
+        except OSError:  # pragma: no cover - the watchdog died
+            pass
+        finally:
+            os.close(fd)
+        if self.watchdog is not None:
+            try:
+                self.watchdog.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                self.watchdog.kill()
+                self.watchdog.wait()
 
     @classmethod
     def start(
@@ -101,21 +148,28 @@ class ProcessGroup:
         cwd: Path | None = None,
         cpus: Sequence[int] | None = None,
         user: str | None = None,
+        stop_signal: int = _signal.SIGTERM,
+        orphan_grace_s: float | None = 5.0,
     ) -> ProcessGroup:
         """Start ``argv`` in a new session, stdout+stderr appended to ``log_path``.
 
         ``cpus`` pins the process (and, by inheritance, everything it forks) to those cores;
         ``taskset`` does it when present, so no Python code runs between fork and exec.
-        ``user`` runs it as another system user via ``runuser`` (e.g. PostgreSQL as postgres).
-        Raises ``FileNotFoundError``/``PermissionError`` if the executable cannot be run.
+        ``user`` runs it as another system user (e.g. PostgreSQL as postgres; needs root): its
+        uid, primary group and no supplementary groups, set by ``subprocess`` before exec.
+        ``orphan_grace_s``: if this process dies without stopping the group, a watchdog sends
+        ``stop_signal`` to the group, waits that long, then SIGKILLs it (None: no watchdog).
+        Raises ``FileNotFoundError``/``PermissionError`` if the executable cannot be run,
+        ``KeyError`` for an unknown ``user``.
         """
         argv = [str(a) for a in argv]
         preexec = None
+        creds: dict[str, object] = {}
         if user:
-            runuser = shutil.which("runuser")
-            if runuser is None:
-                raise FileNotFoundError("runuser (util-linux) is needed to run as another user")
-            argv = [runuser, "-u", user, "--", *argv]
+            import pwd
+
+            entry = pwd.getpwnam(user)
+            creds = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
         if cpus:
             cpus = sorted(set(int(c) for c in cpus))
             available = os.sched_getaffinity(0)
@@ -147,10 +201,18 @@ class ProcessGroup:
                 start_new_session=True,
                 preexec_fn=preexec,  # noqa: PLW1509 - only when taskset is missing
                 close_fds=True,
+                **creds,  # type: ignore[arg-type]
             )
         finally:
             out.close()
-        return cls(popen, log_path, argv)
+        group = cls(popen, log_path, argv)
+        if orphan_grace_s is not None:
+            try:
+                group._arm_watchdog(stop_signal, orphan_grace_s)
+            except BaseException:
+                group.stop(orphan_grace_s, stop_signal)
+                raise
+        return group
 
     # -- state ---------------------------------------------------------------------------
 
@@ -209,6 +271,7 @@ class ProcessGroup:
         except subprocess.TimeoutExpired:  # pragma: no cover - leader killed above
             self.popen.kill()
             self.popen.wait()
+        self._disarm_watchdog()
         return self.popen.returncode
 
     def __enter__(self) -> ProcessGroup:
