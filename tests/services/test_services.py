@@ -134,3 +134,45 @@ def test_bad_input(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="database must be"):
         with start_services(["postgres"], tmp_path, database="oracle"):
             pass
+
+
+# Starts the services in a temporary directory (argv[1]), prints their process groups as JSON,
+# then lives until killed.
+ORPHAN_PARENT = """
+import json, sys, time
+from pywebbench.provision.services import start_services
+with start_services(["redis", "postgres"], sys.argv[1]) as env:
+    print(json.dumps(env.pids), flush=True)
+    time.sleep(120)
+"""
+
+
+def test_services_die_with_a_sigkilled_parent(tmp_path: Path) -> None:
+    """A pywebbench killed by SIGKILL leaves no redis-server or PostgreSQL behind (PostgreSQL
+    runs as another user when we are root)."""
+    import json
+    import signal
+    import sys
+    import time
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN_PARENT, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    pgids: dict[str, int] = {}
+    try:
+        pgids = json.loads(parent.stdout.readline() or "{}")
+        assert set(pgids) == {"redis", "postgres"}
+        assert all(_group_alive(p) for p in pgids.values())
+        parent.kill()
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while any(_group_alive(p) for p in pgids.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_group_alive(p) for p in pgids.values()), "services outlived the parent"
+    finally:
+        parent.kill()
+        parent.wait()
+        parent.stdout.close()
+        for pgid in pgids.values():
+            if _group_alive(pgid):
+                os.killpg(pgid, signal.SIGKILL)

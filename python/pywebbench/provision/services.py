@@ -3,7 +3,8 @@
 :func:`start_services` starts what the selected workloads need, each in its own process group
 on a free 127.0.0.1 port with its files in a fresh temporary directory, seeds it, yields the
 environment for the apps (``PWB_REDIS_URL``, ``PWB_DATABASE_URL``) and tears everything down on
-exit, on exceptions and at interpreter exit (SIGTERM/SIGINT to the group, then SIGKILL).
+exit and on exceptions (SIGTERM/SIGINT to the group, then SIGKILL); if this process dies
+without doing so, even by SIGKILL, the watchdog of :mod:`pywebbench.launch.process` does it.
 
 - redis: ``redis-server --bind 127.0.0.1 --port P --save '' --appendonly no``; seeded with the
   2,000-character value and a zeroed click counter.
@@ -16,7 +17,6 @@ exit, on exceptions and at interpreter exit (SIGTERM/SIGINT to the group, then S
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import glob
 import os
@@ -29,7 +29,6 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pywebbench.catalogue.workloads import (
@@ -40,6 +39,8 @@ from pywebbench.catalogue.workloads import (
     REDIS_VALUE,
     REDIS_VALUE_KEY,
 )
+from pywebbench.launch import free_port
+from pywebbench.launch.process import ProcessGroup, tail
 
 SERVICE_NAMES = (REDIS, POSTGRES)
 PG_USER = "pwb"
@@ -49,6 +50,7 @@ STOP_TIMEOUT_S = 10.0
 
 __all__ = [
     "SERVICE_NAMES",
+    "free_port",
     "ServiceEnv",
     "ServiceError",
     "find_postgres_bin",
@@ -103,15 +105,13 @@ def find_postgres_bin() -> Path | None:
     return None
 
 
-def _postgres_user() -> tuple[int, int] | None:
-    """(uid, gid) to run PostgreSQL as: the ``postgres`` user when we are root, else None."""
+def _postgres_user() -> str | None:
+    """The user to run PostgreSQL as: ``postgres`` when we are root (PostgreSQL refuses root),
+    else None (run as ourselves). Raises ``KeyError`` if root and there is no such user."""
     if os.geteuid() != 0:
         return None
-    try:
-        entry = pwd.getpwnam("postgres")
-    except KeyError:
-        return (-1, -1)
-    return entry.pw_uid, entry.pw_gid
+    pwd.getpwnam("postgres")
+    return "postgres"
 
 
 def services_available() -> dict[str, str | None]:
@@ -130,10 +130,14 @@ def services_available() -> dict[str, str | None]:
         out[POSTGRES] = (
             "PostgreSQL is not installed (Debian package postgresql); fortunes fall back to SQLite"
         )
-    elif _postgres_user() == (-1, -1):
-        out[POSTGRES] = "running as root but there is no 'postgres' system user to run PostgreSQL"
     else:
-        out[POSTGRES] = None
+        try:
+            _postgres_user()
+            out[POSTGRES] = None
+        except KeyError:
+            out[POSTGRES] = (
+                "running as root but there is no 'postgres' system user to run PostgreSQL"
+            )
     out["sqlite"] = None
     return out
 
@@ -141,122 +145,41 @@ def services_available() -> dict[str, str | None]:
 # ---------------------------------------------------------------- processes
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class _Proc:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log_path: Path
-    stop_signal: int = signal.SIGTERM
-    stopped: bool = field(default=False)
-
-    @property
-    def pgid(self) -> int:
-        return self.popen.pid  # started with start_new_session: pid == pgid
-
-    def log_tail(self, max_bytes: int = 2000) -> str:
-        try:
-            data = self.log_path.read_bytes()
-        except OSError:
-            return ""
-        return data[-max_bytes:].decode("utf-8", "replace")
-
-    def stop(self) -> None:
-        """Signal the whole group, wait, SIGKILL what is left; idempotent."""
-        if self.stopped:
-            return
-        self.stopped = True
-        _signal_group(self.pgid, self.stop_signal)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.popen.poll() is not None and not _group_alive(self.pgid):
-                break
-            time.sleep(0.05)
-        if _group_alive(self.pgid) or self.popen.poll() is None:
-            _signal_group(self.pgid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(timeout=5)
-            deadline = time.monotonic() + 5
-            while _group_alive(self.pgid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _group_alive(pgid: int) -> bool:
-    """True while a live (non-zombie) process is in group ``pgid``."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                data = fh.read().decode("utf-8", "replace")
-        except OSError:
-            continue
-        rest = data[data.rfind(")") + 2 :].split()
-        if len(rest) > 2 and rest[2] == str(pgid) and rest[0] not in ("Z", "X"):
-            return True
-    return False
-
-
-_LIVE: list[_Proc] = []
-
-
-@atexit.register
-def _stop_leftovers() -> None:  # pragma: no cover - only when a caller forgot its context
-    for proc in list(_LIVE):
-        proc.stop()
-
-
 def _spawn(
     name: str,
     argv: list[str],
     log_path: Path,
     *,
-    user: tuple[int, int] | None = None,
+    user: str | None = None,
     cwd: Path | None = None,
     stop_signal: int = signal.SIGTERM,
-) -> _Proc:
-    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
+    started: list[tuple[ProcessGroup, int]],
+) -> ProcessGroup:
+    """Start a service in its own process group and add it to ``started`` (with the signal
+    that stops it) at once, so a failure later in its start-up still stops it. The launch
+    watchdog stops it too if this process dies."""
     try:
-        kwargs: dict[str, object] = {}
-        if user is not None:
-            kwargs.update(user=user[0], group=user[1], extra_groups=[])
-        popen = subprocess.Popen(
+        group = ProcessGroup.start(
             argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            start_new_session=True,
+            log_path=log_path,
             env=_child_env(user),
-            **kwargs,  # type: ignore[arg-type]
+            cwd=cwd,
+            user=user,
+            stop_signal=stop_signal,
+            orphan_grace_s=STOP_TIMEOUT_S,
         )
-    except OSError as exc:
+    except (OSError, KeyError) as exc:
         raise ServiceError(name, f"cannot start {argv[0]}: {exc}", log_path) from exc
-    finally:
-        log.close()
-    proc = _Proc(name, popen, log_path, stop_signal)
-    _LIVE.append(proc)
-    return proc
+    started.append((group, stop_signal))
+    return group
 
 
-def _child_env(user: tuple[int, int] | None) -> dict[str, str]:
+def _child_env(user: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
     env["LC_ALL"] = "C.UTF-8"
     env["LANG"] = "C.UTF-8"
     if user is not None:
-        home = pwd.getpwuid(user[0]).pw_dir
-        env.update(HOME=home, USER="postgres", LOGNAME="postgres")
+        env.update(HOME=pwd.getpwnam(user).pw_dir, USER=user, LOGNAME=user)
     return env
 
 
@@ -265,13 +188,13 @@ def _run(
     argv: list[str],
     log_path: Path,
     *,
-    user: tuple[int, int] | None = None,
+    user: str | None = None,
     timeout: float = 60.0,
 ) -> None:
     with open(log_path, "ab") as log:
         kwargs: dict[str, object] = {}
         if user is not None:
-            kwargs.update(user=user[0], group=user[1], extra_groups=[])
+            kwargs.update(user=user, group=pwd.getpwnam(user).pw_gid, extra_groups=[])
         try:
             done = subprocess.run(
                 argv,
@@ -287,9 +210,10 @@ def _run(
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ServiceError(service, f"{Path(argv[0]).name} failed: {exc}", log_path) from exc
     if done.returncode != 0:
-        tail = log_path.read_bytes()[-1500:].decode("utf-8", "replace").strip()
         raise ServiceError(
-            service, f"{Path(argv[0]).name} exited with {done.returncode}: {tail}", log_path
+            service,
+            f"{Path(argv[0]).name} exited with {done.returncode}: {tail(log_path, 1500).strip()}",
+            log_path,
         )
 
 
@@ -317,7 +241,9 @@ def _redis_command(port: int, *args: str, timeout: float = 2.0) -> bytes:
     return reply.strip()
 
 
-def _start_redis(tmp: Path, log_dir: Path) -> tuple[_Proc, str]:
+def _start_redis(
+    tmp: Path, log_dir: Path, started: list[tuple[ProcessGroup, int]]
+) -> tuple[ProcessGroup, str]:
     exe = shutil.which("redis-server")
     if exe is None:
         raise ServiceError(REDIS, "redis-server is not installed (Debian package redis-server)")
@@ -344,11 +270,11 @@ def _start_redis(tmp: Path, log_dir: Path) -> tuple[_Proc, str]:
         "--loglevel",
         "warning",
     ]
-    proc = _spawn(REDIS, argv, log_path)
+    proc = _spawn(REDIS, argv, log_path, started=started)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
-        if proc.popen.poll() is not None:
-            raise ServiceError(REDIS, f"redis-server exited: {proc.log_tail()}", log_path)
+        if proc.poll() is not None:
+            raise ServiceError(REDIS, f"redis-server exited: {tail(log_path, 2000)}", log_path)
         try:
             if _redis_command(port, "PING") == b"+PONG":
                 break
@@ -379,13 +305,18 @@ def _seed_sql() -> str:
     )
 
 
-def _start_postgres(log_dir: Path, cleanup: list[Path]) -> tuple[_Proc, str]:
+def _start_postgres(
+    log_dir: Path, cleanup: list[Path], started: list[tuple[ProcessGroup, int]]
+) -> tuple[ProcessGroup, str]:
     bindir = find_postgres_bin()
     if bindir is None:
         raise ServiceError(POSTGRES, "PostgreSQL is not installed (Debian package postgresql)")
-    user = _postgres_user()
-    if user == (-1, -1):
-        raise ServiceError(POSTGRES, "running as root but there is no 'postgres' system user")
+    try:
+        user = _postgres_user()
+    except KeyError:
+        raise ServiceError(
+            POSTGRES, "running as root but there is no 'postgres' system user"
+        ) from None
     # The data directory must be owned by the server's user and reachable through its parents,
     # so it lives in its own temp dir under the system's (the caller's workdir may be 0700).
     root = Path(tempfile.mkdtemp(prefix="pwb-pg-"))
@@ -396,7 +327,8 @@ def _start_postgres(log_dir: Path, cleanup: list[Path]) -> tuple[_Proc, str]:
     for d in (data, sock):
         d.mkdir(mode=0o700)
         if user is not None:
-            os.chown(d, user[0], user[1])
+            entry = pwd.getpwnam(user)
+            os.chown(d, entry.pw_uid, entry.pw_gid)
     log_path = log_dir / "postgresql.log"
     _run(
         POSTGRES,
@@ -443,13 +375,15 @@ def _start_postgres(log_dir: Path, cleanup: list[Path]) -> tuple[_Proc, str]:
         "logging_collector=off",
     ]
     # SIGINT = "fast shutdown": disconnect clients, stop now (SIGTERM waits for clients).
-    proc = _spawn(POSTGRES, argv, log_path, user=user, cwd=root, stop_signal=signal.SIGINT)
+    proc = _spawn(
+        POSTGRES, argv, log_path, user=user, cwd=root, stop_signal=signal.SIGINT, started=started
+    )
     psql = str(bindir / "psql")
     base = [psql, "-X", "-q", "-h", "127.0.0.1", "-p", str(port), "-U", PG_USER]
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
-        if proc.popen.poll() is not None:
-            raise ServiceError(POSTGRES, f"postgres exited: {proc.log_tail()}", log_path)
+        if proc.poll() is not None:
+            raise ServiceError(POSTGRES, f"postgres exited: {tail(log_path, 2000)}", log_path)
         ready = subprocess.run(
             [str(bindir / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(port)],
             check=False,
@@ -507,11 +441,10 @@ def start_services(
     cleanup = [tmp]
     env = ServiceEnv()
     env.notes, env.pids, env.database = [], {}, ""
-    procs: list[_Proc] = []
+    started: list[tuple[ProcessGroup, int]] = []
     try:
         if REDIS in wanted:
-            proc, url = _start_redis(tmp, workdir)
-            procs.append(proc)
+            proc, url = _start_redis(tmp, workdir, started)
             env["PWB_REDIS_URL"] = url
             env.pids[REDIS] = proc.pgid
         if POSTGRES in wanted:
@@ -519,8 +452,7 @@ def start_services(
                 database == "auto" and find_postgres_bin() is not None
             )
             if use_pg:
-                proc, url = _start_postgres(workdir, cleanup)
-                procs.append(proc)
+                proc, url = _start_postgres(workdir, cleanup, started)
                 env.pids[POSTGRES] = proc.pgid
                 env.database = "postgres"
             else:
@@ -535,9 +467,8 @@ def start_services(
             env["PWB_DATABASE_URL"] = url
         yield env
     finally:
-        for proc in reversed(procs):
-            proc.stop()
-            with contextlib.suppress(ValueError):
-                _LIVE.remove(proc)
+        for group, stop_signal in reversed(started):
+            with contextlib.suppress(RuntimeError):  # a member survived SIGKILL: nothing to do
+                group.stop(STOP_TIMEOUT_S, stop_signal)
         for path in cleanup:
             shutil.rmtree(path, ignore_errors=True)
