@@ -21,7 +21,13 @@ pub struct LoadSpec {
     pub url: String,
     pub method: String,
     pub headers: Vec<(String, String)>,
+    /// Request body as UTF-8 text (compatibility form; `body_b64` carries any bytes).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub body: String,
+    /// Request body as base64 (standard alphabet, padded): any bytes. At most one of
+    /// `body` and `body_b64` may be non-empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub body_b64: String,
     pub connections: u32,
     pub threads: u32,
     pub duration_s: Option<f64>,
@@ -51,6 +57,7 @@ impl Default for LoadSpec {
             method: "GET".into(),
             headers: Vec::new(),
             body: String::new(),
+            body_b64: String::new(),
             connections: 64,
             threads: 1,
             duration_s: None,
@@ -310,16 +317,17 @@ impl LoadSpec {
             let h = if port == 80 { h } else { format!("{h}:{port}") };
             head.push_str(&format!("Host: {h}\r\n"));
         }
+        let body = self.body_bytes()?;
         let method_has_body = matches!(self.method.as_str(), "POST" | "PUT" | "PATCH");
-        if !self.body.is_empty() || method_has_body {
-            head.push_str(&format!("Content-Length: {}\r\n", self.body.len()));
+        if !body.is_empty() || method_has_body {
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
         }
         if !self.keepalive {
             head.push_str("Connection: close\r\n");
         }
         head.push_str("\r\n");
         let mut request = head.into_bytes();
-        request.extend_from_slice(self.body.as_bytes());
+        request.extend_from_slice(&body);
 
         let addr = (host.as_str(), port)
             .to_socket_addrs()
@@ -355,6 +363,21 @@ impl LoadSpec {
             queue_limit,
             expect_body: self.expect_body.as_ref().map(|b| b.as_bytes().to_vec()),
         })
+    }
+
+    /// The request body as bytes: `body_b64` decoded, or `body` as UTF-8.
+    pub fn body_bytes(&self) -> Result<Vec<u8>, String> {
+        use base64::Engine as _;
+        match (self.body.is_empty(), self.body_b64.is_empty()) {
+            (_, true) => Ok(self.body.as_bytes().to_vec()),
+            (true, false) => base64::engine::general_purpose::STANDARD
+                .decode(self.body_b64.trim())
+                .map_err(|e| bad("body_b64", format!("not valid base64: {e}"))),
+            (false, false) => Err(bad(
+                "body_b64",
+                "give the body either as text (body) or as base64 (body_b64), not both",
+            )),
+        }
     }
 
     /// Number of file descriptors the run needs (sockets, pollers, timers, margin).
@@ -417,6 +440,28 @@ mod tests {
         s.method = "GET".into();
         let r = String::from_utf8(s.plan().unwrap().request).unwrap();
         assert!(r.ends_with("Connection: close\r\n\r\n"));
+    }
+
+    #[test]
+    fn binary_body_from_base64() {
+        use base64::Engine as _;
+        let all: Vec<u8> = (0..=255u8).collect();
+        let mut s = spec("http://127.0.0.1:8080/p");
+        s.method = "POST".into();
+        s.body_b64 = base64::engine::general_purpose::STANDARD.encode(&all);
+        let p = s.plan().unwrap();
+        let head = b"POST /p HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Length: 256\r\n\r\n";
+        assert_eq!(&p.request[..head.len()], head);
+        assert_eq!(&p.request[head.len()..], &all[..]);
+        // The spec round-trips through JSON with the base64 form only.
+        let j = serde_json::to_string(&s).unwrap();
+        assert!(j.contains("\"body_b64\"") && !j.contains("\"body\""), "{j}");
+        assert_eq!(serde_json::from_str::<LoadSpec>(&j).unwrap(), s);
+        s.body = "x".into();
+        assert!(s.plan().unwrap_err().starts_with("body_b64:"));
+        s.body.clear();
+        s.body_b64 = "not base64!".into();
+        assert!(s.plan().unwrap_err().starts_with("body_b64: not valid base64"));
     }
 
     #[test]

@@ -45,6 +45,7 @@ _FLAGS = {
     "method": "--method",
     "headers": "--header",
     "body": "--body",
+    "body_b64": "--body-file",
     "connections": "--connections",
     "threads": "--threads",
     "duration_s": "--duration",
@@ -304,7 +305,7 @@ def succeeded(r: LoadResult) -> int:
     "--body-file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="Request body from a file (UTF-8 text).",
+    help="Request body from a file, sent byte for byte (binary is fine).",
 )
 @click.option(
     "--timeout",
@@ -370,7 +371,7 @@ def command(
     warmup: float,
     method: str,
     headers: list,
-    body: str | None,
+    body: str | bytes | None,
     body_file: Path | None,
     timeout: float,
     connect_timeout: float | None,
@@ -397,8 +398,8 @@ def command(
         raise click.UsageError("--body and --body-file: give only one")
     if body_file is not None:
         try:
-            body = body_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+            body = body_file.read_bytes()
+        except OSError as e:
             raise click.BadParameter(
                 f"cannot read {body_file}: {e}", param_hint="--body-file"
             ) from e
@@ -406,7 +407,7 @@ def command(
         duration = 10.0
     try:
         spec = LoadSpec(
-            url=url, method=method, headers=headers, body=body or "",
+            url=url, method=method, headers=headers, body=body or b"",
             connections=connections, threads=threads, duration_s=duration,
             max_requests=max_requests, warmup_s=warmup, timeout_s=timeout,
             connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,

@@ -6,6 +6,8 @@ the Rust engine (and, later, to remote load agents).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import json
 import math
@@ -38,7 +40,9 @@ class LoadSpec:
     url: str
     method: str = "GET"
     headers: list[tuple[str, str]] = field(default_factory=list)
-    body: str = ""
+    #: Request body, sent byte for byte. ``str`` is encoded as UTF-8 and ``None`` means no
+    #: body; after construction it is always ``bytes``. JSON carries it as ``body_b64``.
+    body: bytes | str | None = b""
     connections: int = 64
     threads: int = 1
     duration_s: float | None = None
@@ -59,6 +63,14 @@ class LoadSpec:
     faults: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        if self.body is None:
+            self.body = b""
+        elif isinstance(self.body, str):
+            self.body = self.body.encode("utf-8")
+        elif isinstance(self.body, bytes | bytearray | memoryview):
+            self.body = bytes(self.body)
+        else:
+            raise ValueError(f"body: must be bytes or str, got {type(self.body).__name__}")
         self.headers = [(str(k), str(v)) for k, v in self.headers]
         self.cpus = [int(c) for c in self.cpus]
         self.expect_status = [int(s) for s in self.expect_status]
@@ -143,9 +155,15 @@ class LoadSpec:
             raise bad("keepalive", "must be true or false")
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as the engine's JSON document (a plain dict)."""
+        """The spec as the engine's JSON document (a plain dict).
+
+        The body travels as ``body_b64`` (base64), present only when there is a body.
+        """
         d = dataclasses.asdict(self)
         d["headers"] = [list(h) for h in self.headers]
+        del d["body"]
+        if self.body:
+            d["body_b64"] = base64.b64encode(self.body_bytes).decode("ascii")
         if not self.faults:
             del d["faults"]  # as the engine writes it
         return d
@@ -154,15 +172,35 @@ class LoadSpec:
         """The spec as JSON text."""
         return json.dumps(self.to_dict())
 
+    @property
+    def body_bytes(self) -> bytes:
+        """The body as bytes (``body`` is normalised to bytes on construction)."""
+        body = self.body
+        return body.encode("utf-8") if isinstance(body, str) else bytes(body or b"")
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LoadSpec:
-        """Build from a dict (as found in a result document); unknown keys are an error."""
-        names = {f.name for f in dataclasses.fields(cls)}
+        """Build from a dict (as found in a result document); unknown keys are an error.
+
+        The body may be given as ``body_b64`` (base64, any bytes) or as ``body`` (text, the
+        older form), not both.
+        """
+        names = {f.name for f in dataclasses.fields(cls)} | {"body_b64"}
         unknown = sorted(set(d) - names)
         if unknown:
             raise ValueError(f"{unknown[0]}: unknown load spec field")
         kw = dict(d)
         kw["headers"] = [tuple(h) for h in kw.get("headers", [])]
+        b64 = kw.pop("body_b64", None)
+        if b64:
+            if kw.get("body"):
+                raise ValueError("body_b64: give the body either as body or as body_b64, not both")
+            if not isinstance(b64, str):
+                raise ValueError("body_b64: must be a base64 string")
+            try:
+                kw["body"] = base64.b64decode(b64, validate=True)
+            except (binascii.Error, ValueError) as e:
+                raise ValueError(f"body_b64: not valid base64: {e}") from None
         return cls(**kw)
 
     @classmethod

@@ -53,9 +53,7 @@ def build_spec(
         "cpus": list(cpus),
     }
     if request.body:
-        # LoadSpec.body is text; bytes go through latin-1 so each byte stays one character
-        # (exact for ASCII bodies; see the note in docs/config.md on binary uploads).
-        kwargs["body"] = request.body.decode("latin-1")
+        kwargs["body"] = bytes(request.body)  # sent byte for byte (base64 in the JSON spec)
     if rate is not None:
         kwargs["rate"] = rate
     return LoadSpec(**kwargs)
