@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pywebbench.meter import Sampler
-from pywebbench.run import loadio
+from pywebbench.run.runner import iteration_row
 from pywebbench.store import (
     Cell,
     Failure,
-    Iteration,
     Replicate,
     Run,
     StackRow,
@@ -123,24 +122,8 @@ def _iteration(
     with Sampler(pid, interval_s=0.05) as sampler:
         result = run_load(spec)
     meter = sampler.summary
-    cols = loadio.columns(result)
-    cpu = meter.cpu_s
-    it = Iteration(
-        id=None,
-        cell_id=cell_id,
-        replicate=replicate,
-        kind=kind,
-        idx=idx,
-        started_at=started,
-        cpu_user_s=meter.cpu_user_s,
-        cpu_sys_s=meter.cpu_sys_s,
-        requests_per_cpu_s=(cols["requests"] / cpu) if cpu else None,
-        rss_peak_bytes=meter.rss_peak_bytes,
-        rss_end_bytes=meter.rss_end_bytes,
-        threads_peak=meter.threads_peak,
-        processes_peak=meter.processes_peak,
-        result_json=json.dumps(loadio.result_dict(result)),
-        **cols,
+    it = iteration_row(
+        result, meter, cell_id=cell_id, replicate=replicate, kind=kind, idx=idx, started_at=started
     )
     store.add_iteration(it, meter.samples)
 
