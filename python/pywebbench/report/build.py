@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import Any
 
 from pywebbench import __version__, stats
 from pywebbench.report import figures
@@ -27,11 +28,13 @@ from pywebbench.report.view import (
     CellSeriesView,
     Estimate,
     FailureView,
+    FindingView,
     IterationSeries,
     PointView,
     Ranking,
     RankingRow,
     ReportView,
+    RobustnessView,
     RunView,
     StackView,
     WorkloadView,
@@ -134,6 +137,50 @@ def _median(values: Sequence[float]) -> float | None:
     return stats.median(vals) if vals else None
 
 
+def _opt_float(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _robustness_view(rob: dict[str, Any]) -> RobustnessView | None:
+    """The stored fault phase of a cell (``flags.robustness``, written by the runner)."""
+    score = _opt_float(rob.get("score"))
+    if score is None:
+        return None
+    report = rob.get("report") if isinstance(rob.get("report"), dict) else {}
+    findings = []
+    for f in report.get("findings") or []:
+        if not isinstance(f, dict):
+            continue
+        findings.append(
+            FindingView(
+                kind=str(f.get("kind", "")),
+                what=str(f.get("what", "")),
+                count=int(f.get("count", 0) or 0),
+                status=int(f.get("status", 0) or 0),
+                request=str(f.get("request", "")),
+                response=str(f.get("response", "")),
+            )
+        )
+    malformed = rob.get("malformed") if isinstance(rob.get("malformed"), dict) else {}
+    return RobustnessView(
+        mix=str(rob.get("mix", "")),
+        score=score,
+        retained_pct=_opt_float(rob.get("retained_pct")),
+        clean_rps=_opt_float(rob.get("clean_rps")),
+        faulted_rps=_opt_float(rob.get("faulted_rps")),
+        p99_clean_ms=_opt_float(rob.get("p99_clean_ms")),
+        p99_faulted_ms=_opt_float(rob.get("p99_faulted_ms")),
+        good_errors=int(rob.get("good_errors", 0) or 0),
+        good_error_rate=_opt_float(rob.get("good_error_rate")),
+        survived=bool(rob.get("survived", False)),
+        answered_after=bool(rob.get("answered_after", False)),
+        recovery_s=_opt_float(rob.get("recovery_s")),
+        malformed={str(k): str(v) for k, v in malformed.items()},
+        malformed_accepted=[str(k) for k in rob.get("malformed_accepted") or []],
+        findings=findings,
+    )
+
+
 def _point(
     index: _Index,
     stack_key: str,
@@ -170,6 +217,9 @@ def _point(
         point.memory_growth |= bool(flags.get("memory_growth"))
         rob = flags.get("robustness")
         if isinstance(rob, dict):  # the runner's fault phase (docs/faults.md): score 0-100
+            detail = _robustness_view(rob)
+            if detail is not None:
+                point.robustness_detail = detail
             rob = rob.get("score")
         if isinstance(rob, int | float) and not isinstance(rob, bool):
             point.robustness = float(rob)

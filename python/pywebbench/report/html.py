@@ -122,6 +122,9 @@ def build_context(view: ReportView) -> dict[str, Any]:
             figs[sweep_id] = sweep
         workloads.append(
             {
+                "robustness": tables.robustness_table(view, w),
+                "fault_mix": tables.fault_mixes(w),
+                "findings": tables.findings_table(view, w),
                 "view": w,
                 "slug": slug,
                 "params": ", ".join(f"{k}={v}" for k, v in sorted(w.params.items())),

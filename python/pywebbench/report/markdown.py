@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pywebbench.report import tables
-from pywebbench.report.view import ReportView
+from pywebbench.report.view import ReportView, WorkloadView
 
 # Columns of the ranking in the Markdown table (the HTML adds "vs slowest").
 MD_COLUMNS = [
@@ -50,6 +50,42 @@ def _table(table: tables.Table, keys: list[str]) -> list[str]:
     return lines
 
 
+def _code(s: str, limit: int = 400) -> str:
+    """Wire text (already escaped by the engine) as a code span, at most ``limit`` chars."""
+    s = s if len(s) <= limit else s[: limit - 1] + "…"
+    return "`" + s.replace("`", "'").replace("\r", " ").replace("\n", " ") + "`"
+
+
+def _robustness(view: ReportView, w: WorkloadView) -> list[str]:
+    """The workload's robustness table and the malformed requests accepted (docs/faults.md)."""
+    table = tables.robustness_table(view, w)
+    if table is None:
+        return []
+    out = [
+        f"### {md_text(w.name)}: robustness under faults",
+        "",
+        f"Fault mix `{tables.fault_mixes(w)}` beside the good clients (docs/faults.md).",
+        "",
+    ]
+    out += _table(table, [c.key for c in table.columns])
+    out.append("")
+    findings = tables.findings_table(view, w)
+    if findings is None:
+        out += ["No malformed request was accepted.", ""]
+        return out
+    out += ["Malformed requests accepted (answered as valid, or a smuggled request answered):", ""]
+    for row in findings.rows:
+        c = row.cells
+        out.append(
+            f"- **{md_text(c['stack'].text)}** ({md_text(c['load'].text)}): "
+            f"`{c['kind'].text}` {md_text(c['what'].text)}, {c['count'].text}× status "
+            f"{c['status'].text}; sent {_code(c['request'].text)}, answer "
+            f"{_code(c['response'].text)}"
+        )
+    out.append("")
+    return out
+
+
 def render_markdown(view: ReportView) -> str:
     """The whole Markdown summary as a string."""
     out = [f"# {md_text(view.title)}", ""]
@@ -76,6 +112,7 @@ def render_markdown(view: ReportView) -> str:
         keys.append("notes")
         out += _table(tables.ranking_table(ranking, robustness=view.has_robustness), keys)
         out.append("")
+        out += _robustness(view, w)
     if view.failures:
         out += ["## Failures", ""]
         out += _table(

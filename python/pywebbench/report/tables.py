@@ -10,7 +10,9 @@ The rounding rules (documented in docs/report.md):
 - memory in MiB (2^20 bytes): whole numbers from 100 up, one decimal below;
 - ratios: two decimals and "×" ("1.83×");
 - error rate: a percentage with two significant digits ("0.012%", "1.5%", "100%"), exactly
-  "0%" when there was no error.
+  "0%" when there was no error;
+- robustness score (0-100): a whole number ("85"); its tooltip and the robustness table give
+  one decimal ("85.3"); retained throughput a whole percentage ("97%").
 
 Rounding is Python's (round half to even on the binary value). A missing value is "–".
 """
@@ -20,7 +22,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from pywebbench.report.view import Ranking, RankingRow, ReportView, StackView
+from pywebbench.report.view import (
+    Ranking,
+    RankingRow,
+    ReportView,
+    RobustnessView,
+    StackView,
+    WorkloadView,
+)
 
 MISSING = "–"
 
@@ -88,6 +97,41 @@ def fmt_s(x: float | None) -> str:
     return _sig(x, 3) + " s"
 
 
+def fmt_whole(x: float | None, unit: str = "") -> str:
+    """A whole number: a robustness score ("85"), retained throughput ("97%", unit "%")."""
+    if x is None or math.isnan(x):
+        return MISSING
+    return f"{x:.0f}{unit}"
+
+
+def fmt_yes(ok: bool) -> str:
+    """A yes/no verdict (the bad answer in capitals, to stand out)."""
+    return "yes" if ok else "NO"
+
+
+def _answered_after(r: RobustnessView) -> str:
+    """ "yes (1.2 ms)": whether and how soon a fresh request got a 2xx after the faults."""
+    text = fmt_yes(r.answered_after)
+    if r.answered_after and r.recovery_s is not None:
+        x = r.recovery_s
+        text += f" ({fmt_ms(x * 1000)} ms)" if x < 1 else f" ({fmt_s(x)})"
+    return text
+
+
+def robustness_summary(r: RobustnessView) -> str:
+    """One line of the fault phase's figures (the robustness cell's tooltip)."""
+    after = _answered_after(r)
+    accepted = ", ".join(r.malformed_accepted) or "none"
+    return (
+        f"score {r.score:.1f} of 100 under fault mix {r.mix!r} · retained "
+        f"{fmt_whole(r.retained_pct, '%')} of req/s ({fmt_rps(r.clean_rps)} → "
+        f"{fmt_rps(r.faulted_rps)}) · p99 {fmt_ms(r.p99_clean_ms)} → {fmt_ms(r.p99_faulted_ms)}"
+        f" ms · good-client errors {fmt_pct(r.good_error_rate)} · survived "
+        f"{fmt_yes(r.survived)} · answered normally after {after} · malformed accepted: "
+        f"{accepted}"
+    )
+
+
 @dataclass
 class Column:
     """A table column: ``key`` (stable id), ``label`` (header), ``numeric`` (right-aligned)."""
@@ -105,6 +149,7 @@ class TCell:
     text: str
     sort: float | str | None = None
     cls: str = ""
+    title: str = ""  # tooltip (HTML)
 
 
 @dataclass
@@ -145,7 +190,15 @@ def ranking_table(ranking: Ranking, *, robustness: bool = False) -> Table:
         Column("errors", "Errors", True, "transport errors and non-2xx responses"),
     ]
     if robustness:
-        columns.append(Column("robustness", "Robustness", True, "robustness score (issue 6)"))
+        columns.append(
+            Column(
+                "robustness",
+                "Robustness",
+                True,
+                "robustness score 0-100 under the fault mix (docs/faults.md); hover a value for "
+                "retained req/s, p99, survival and malformed requests accepted",
+            )
+        )
     columns.append(Column("notes", "Notes"))
     rows = [_ranking_row(r, robustness) for r in ranking.rows]
     return Table(columns, rows)
@@ -162,6 +215,12 @@ def _ranking_row(r: RankingRow, robustness: bool) -> Row:
         notes.append("tied with best (CIs overlap)")
     if p.failure is not None:
         notes.append(f"failed in {p.failure.phase}: {p.failure.reason}")
+    rob = p.robustness_detail
+    if robustness and rob is not None:
+        if not rob.survived:
+            notes.append("died under faults")
+        if rob.malformed_accepted:
+            notes.append("accepted malformed: " + ", ".join(rob.malformed_accepted))
     rps = p.rps
     cells = {
         "rank": TCell(str(r.rank) if r.rank else MISSING, r.rank if r.rank else 1e9),
@@ -182,11 +241,115 @@ def _ranking_row(r: RankingRow, robustness: bool) -> Row:
         "notes": TCell("; ".join(notes), "; ".join(notes)),
     }
     if robustness:
-        cells["robustness"] = _num(
-            MISSING if p.robustness is None else f"{p.robustness:.2f}", p.robustness
+        cells["robustness"] = TCell(
+            fmt_whole(p.robustness),
+            p.robustness,
+            title=robustness_summary(rob) if rob is not None else "",
         )
     cls = "failed" if r.rank is None else ("best" if r.rank == 1 else "")
     return Row(cells, r.stack, cls, notes)
+
+
+def robustness_table(view: ReportView, workload: WorkloadView) -> Table | None:
+    """Every load point of ``workload`` measured under faults, best score first (None if none)."""
+    points = [p for p in workload.points if p.robustness_detail is not None]
+    if not points:
+        return None
+    columns = [
+        Column("stack", "Stack"),
+        Column("load", "Load"),
+        Column("score", "Score", True, "robustness score 0-100 (docs/faults.md)"),
+        Column("retained", "Retained", True, "good-client req/s under faults / clean req/s"),
+        Column("clean_rps", "Clean req/s", True, "good clients alone"),
+        Column("faulted_rps", "Faulted req/s", True, "good clients beside the fault clients"),
+        Column("p99_clean", "p99 clean ms", True),
+        Column("p99_faulted", "p99 faulted ms", True),
+        Column("good_errors", "Good errors", True, "good requests failed under faults"),
+        Column("survived", "Survived", help="the server process still ran after the faults"),
+        Column(
+            "answered_after",
+            "Answered after",
+            help="a fresh GET got a 2xx within 5 s after the faults (time to the first one)",
+        ),
+        Column("accepted", "Malformed accepted", help="taken for valid requests (findings)"),
+    ]
+    rows = []
+    for p in sorted(points, key=lambda p: -p.robustness_detail.score):  # type: ignore[union-attr]
+        r = p.robustness_detail
+        assert r is not None
+        stack = view.stacks.get(p.stack_key)
+        after = _answered_after(r)
+        accepted = ", ".join(r.malformed_accepted) or "none"
+        cells = {
+            "stack": TCell(stack.label if stack else p.stack_key, p.stack_key),
+            "load": TCell(p.load_point, p.load_sort),
+            "score": TCell(f"{r.score:.1f}", r.score),
+            "retained": _num(fmt_whole(r.retained_pct, "%"), r.retained_pct),
+            "clean_rps": _num(fmt_rps(r.clean_rps), r.clean_rps),
+            "faulted_rps": _num(fmt_rps(r.faulted_rps), r.faulted_rps),
+            "p99_clean": _num(fmt_ms(r.p99_clean_ms), r.p99_clean_ms),
+            "p99_faulted": _num(fmt_ms(r.p99_faulted_ms), r.p99_faulted_ms),
+            "good_errors": _num(
+                f"{r.good_errors:,} ({fmt_pct(r.good_error_rate)})", r.good_error_rate
+            ),
+            "survived": TCell(fmt_yes(r.survived), int(r.survived), "" if r.survived else "bad"),
+            "answered_after": TCell(
+                after, int(r.answered_after), "" if r.answered_after else "bad"
+            ),
+            "accepted": TCell(accepted, accepted, "bad" if r.malformed_accepted else ""),
+        }
+        rows.append(Row(cells, stack))
+    return Table(columns, rows)
+
+
+def fault_mixes(workload: WorkloadView) -> str:
+    """The fault mixes the workload's points ran under (usually one), for a caption."""
+    mixes = {p.robustness_detail.mix for p in workload.points if p.robustness_detail is not None}
+    return "; ".join(sorted(mixes))
+
+
+def findings_table(view: ReportView, workload: WorkloadView) -> Table | None:
+    """Malformed requests a stack accepted, and smuggled requests that got their own answer."""
+    columns = [
+        Column("stack", "Stack"),
+        Column("load", "Load"),
+        Column("kind", "Fault kind"),
+        Column("what", "What happened"),
+        Column("count", "Times", True),
+        Column("status", "Status", True),
+        Column("request", "Request sent"),
+        Column("response", "Answer (start)"),
+    ]
+    rows = []
+    for p in workload.points:
+        r = p.robustness_detail
+        if r is None:
+            continue
+        stack = view.stacks.get(p.stack_key)
+        for f in r.findings:
+            what = (
+                "hidden request answered (smuggling)"
+                if f.what == "smuggled-request-answered"
+                else "accepted as valid"
+                if f.what == "accepted"
+                else f.what
+            )
+            rows.append(
+                Row(
+                    {
+                        "stack": TCell(stack.label if stack else p.stack_key, p.stack_key),
+                        "load": TCell(p.load_point, p.load_sort),
+                        "kind": TCell(f.kind, f.kind),
+                        "what": TCell(what, what),
+                        "count": TCell(f"{f.count:,}", f.count),
+                        "status": TCell(str(f.status), f.status),
+                        "request": TCell(f.request, f.request),
+                        "response": TCell(f.response, f.response),
+                    },
+                    stack,
+                )
+            )
+    return Table(columns, rows) if rows else None
 
 
 def failures_table(view: ReportView) -> Table:

@@ -44,6 +44,39 @@ class StackView:
     idle_rss_mib: float | None = None  # median over every replicate of the stack
 
 
+@dataclass(frozen=True)
+class FindingView:
+    """A malformed request the stack accepted, or a smuggled request it answered."""
+
+    kind: str  # fault kind ("cl-te-conflict", "smuggle", ...)
+    what: str  # "accepted" or "smuggled-request-answered"
+    count: int
+    status: int
+    request: str  # the request sent (escaped text)
+    response: str  # the start of the answer (escaped text)
+
+
+@dataclass
+class RobustnessView:
+    """A cell's fault phase (docs/faults.md): the good clients clean and under the fault mix."""
+
+    mix: str
+    score: float  # 0-100
+    retained_pct: float | None  # faulted / clean requests/s, percent (uncapped)
+    clean_rps: float | None
+    faulted_rps: float | None
+    p99_clean_ms: float | None
+    p99_faulted_ms: float | None
+    good_errors: int
+    good_error_rate: float | None  # fraction, 0..1
+    survived: bool
+    answered_after: bool
+    recovery_s: float | None  # end of the fault phase to the first normal answer
+    malformed: dict[str, str] = field(default_factory=dict)  # kind -> worst class
+    malformed_accepted: list[str] = field(default_factory=list)
+    findings: list[FindingView] = field(default_factory=list)
+
+
 @dataclass
 class PointView:
     """One stack x workload x load point, aggregated over replicates and measured iterations.
@@ -71,6 +104,7 @@ class PointView:
     generator_bound: bool = False
     memory_growth: bool = False
     robustness: float | None = None  # filled by robustness studies (issue 6) when stored
+    robustness_detail: RobustnessView | None = None  # the fault phase behind the score
     cold_start_s: float | None = None  # median over replicates
     idle_rss_mib: float | None = None  # median over replicates
     # Latency spectrum of the merged histogram: (quantile 0..1, latency ms).
