@@ -121,7 +121,9 @@ def test_slowloris_cuts_threaded_servers_but_not_an_event_loop(
             parse_mix(mix + ":interval=1s"),
             lambda: good_load(srv.url + "/hello", seconds=2.0),
             alive=srv.alive,
-            settle_s=0.5,
+            # Every slowloris connection in place (120 connects, accepted by a loaded server)
+            # before the good clients start; otherwise some good connections get in first.
+            settle_s=1.0,
         )
         rob = run.robustness
         clean, faulted = measure_of(run.clean), measure_of(run.faulted)
@@ -130,12 +132,17 @@ def test_slowloris_cuts_threaded_servers_but_not_an_event_loop(
         held = run.report.kinds["slow-headers"]
         assert held.attempts >= held.spec["connections"]  # type: ignore[index]
         assert rob.survived and rob.answered_after, rob
+        # The effect is all or nothing (measured: 0 % retained for the held servers, 80-150 %
+        # for the event loop), so the bounds leave room for a noisy 2-core machine: retaining
+        # < 20 % caps the score at 15 + 10 (+ latency and errors credit only if some requests
+        # got through); retaining > 40 % with no good request failed gives at least 50.
         if cut:
             assert rob.retained_pct < 20.0, rob
-            assert rob.score < 60.0, rob
+            assert rob.score < 45.0, rob
         else:
-            assert rob.retained_pct > 50.0, rob
-            assert rob.score > 60.0, rob
+            assert rob.retained_pct > 40.0, rob
+            assert rob.good_errors == 0, rob
+            assert rob.score > 50.0, rob
 
 
 @pytest.mark.parametrize("server", ["gunicorn-sync-1", "uvicorn"])
