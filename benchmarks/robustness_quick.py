@@ -23,6 +23,7 @@ from pywebbench import _engine
 from pywebbench.faults import (
     KINDS,
     FaultMixError,
+    format_mix,
     measure_of,
     measure_robustness,
     parse_mix,
@@ -100,6 +101,11 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"{label}: score {rob.score} ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
     print(table(rows))
+    print(
+        f"\nGood clients: {args.connections} connections, {args.duration:g} s, GET /hello "
+        f"({interp[0].name}); server pinned to CPU 0, load generator to CPU 1. Fault mix: "
+        f"`{args.faults}` = `{format_mix(specs)}`."
+    )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return 0
@@ -121,14 +127,18 @@ def table(rows: list[dict[str, Any]]) -> str:
     for r in ok:
         accepted = ", ".join(r["malformed_accepted"]) or "none"
         lines.append(
-            f"| {r['stack']} | {r['clean_rps']:.0f} | {r['faulted_rps']:.0f} "
-            f"| {r['retained_pct']:.0f} % | {_ms(r['p99_clean_ms'])} | {_ms(r['p99_faulted_ms'])} "
+            f"| {r['stack']} | {r['clean_rps']:,.0f} | {r['faulted_rps']:,.0f} "
+            f"| {r['retained_pct']:.0f}% | {_ms(r['p99_clean_ms'])} | {_ms(r['p99_faulted_ms'])} "
             f"| {r['good_errors']} | {'yes' if r['survived'] else 'NO'} "
             f"| {'yes' if r['answered_after'] else 'NO'} | {accepted} | {r['score']:.0f} |"
         )
     for r in rows:
         if "failed" in r:
             lines.append(f"| {r['stack']} | failed: {r['failed']} |||||||||")
+    found = [r for r in ok if r["findings"]]
+    if found:
+        lines.append("\nMalformed requests accepted (first answer status; docs/faults.md):\n")
+        lines += [f"- {r['stack']}: " + "; ".join(r["findings"]) for r in found]
     kinds = ", ".join(KINDS)
     lines.append(f"\nFault kinds: {kinds}. Formula: docs/faults.md.")
     return "\n".join(lines)
