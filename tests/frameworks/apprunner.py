@@ -4,15 +4,13 @@ One virtualenv per interpreter holds every built-in framework (the union of thei
 requirements, which also proves the pins are mutually consistent) plus two real servers:
 waitress for WSGI apps and uvicorn (asyncio + h11) for ASGI apps; the native apps run their
 own servers. Venvs are provisioned by :func:`pywebbench.provision.venv.provision` (cached under
-``$PWB_CACHE_DIR``). Every server runs in its own process group and is stopped by group.
+``$PWB_CACHE_DIR``). Every server is a :class:`pywebbench.launch.process.ProcessGroup`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +22,7 @@ from pywebbench.catalogue.base import ASGI, WSGI, Framework, Interpreter, Server
 from pywebbench.catalogue.frameworks import FRAMEWORKS
 from pywebbench.catalogue.frameworks._base import generation
 from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.launch.process import ProcessGroup, group_members, tail
 from pywebbench.provision.services import free_port
 from pywebbench.provision.venv import ProvisionedEnv, provision
 
@@ -40,21 +39,6 @@ class Url(str):
     """A base URL that also carries the server's process group id."""
 
     pgid: int
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes of group ``pgid``."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            rest = stat[stat.rfind(")") + 2 :].split()
-            if rest[2] == str(pgid) and rest[0] not in ("Z", "X"):
-                out.append(int(entry))
-    return out
 
 
 class TestRunners(ServerAdapter):
@@ -112,10 +96,6 @@ def server_argv(env: ProvisionedEnv, framework: Framework, port: int) -> list[st
     return [python, str(APPS / f"{module}.py"), "--host", "127.0.0.1", "--port", str(port)]
 
 
-def _group_alive(pgid: int) -> bool:
-    return bool(group_members(pgid))
-
-
 @contextlib.contextmanager
 def run_app(
     env: ProvisionedEnv,
@@ -124,51 +104,53 @@ def run_app(
     app_env: Mapping[str, str] = {},  # noqa: B006 - read only
     extra_args: list[str] | None = None,
 ) -> Iterator[Url]:
-    """Serve ``framework``'s app on a free loopback port; yield its base URL; stop the group."""
-    port = free_port()
-    argv = server_argv(env, framework, port) + (extra_args or [])
-    log_path = log_dir / f"{framework.name}-{port}.log"
+    """Serve ``framework``'s app on a free loopback port; yield its base URL; stop the group.
+
+    socketify now and then fails to bind a free port ("Failed to listen on port N") and keeps
+    running without a socket (as the launcher does, we retry on another port, twice)."""
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("PWB_")}
     child_env.update(app_env, PYTHONPATH=str(APPS), PYTHONUNBUFFERED="1")
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            argv, cwd=APPS, env=child_env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
+    for attempt in range(3):
+        port = free_port()
+        argv = server_argv(env, framework, port) + (extra_args or [])
+        log_path = log_dir / f"{framework.name}-{port}.log"
+        group = ProcessGroup.start(argv, log_path=log_path, env=child_env, cwd=APPS)
         url = Url(f"http://127.0.0.1:{port}")
-        url.pgid = proc.pid
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(f"{framework.name} exited: {log_path.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(url + "/hello", timeout=2) as resp:
-                    resp.read()
+        url.pgid = group.pgid
+        try:
+            if _wait_ready(group, url, log_path, framework.name, last_try=attempt == 2):
                 break
-            except urllib.error.HTTPError:
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise AssertionError(
-                        f"{framework.name} not ready: {log_path.read_text()[-2000:]}"
-                    ) from None
-                time.sleep(0.1)
+        except BaseException:
+            _stop(group, framework.name)
+            raise
+        _stop(group, framework.name)
+    try:
         yield url
     finally:
-        pgid = proc.pid
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
+        _stop(group, framework.name)
+
+
+def _wait_ready(group: ProcessGroup, url: str, log_path: Path, name: str, last_try: bool) -> bool:
+    """True once the app answers; False if it could not bind its port (unless ``last_try``);
+    raises AssertionError if it exits or is not ready within 60 s."""
+    deadline = time.monotonic() + 60
+    while True:
+        if group.poll() is not None:
+            raise AssertionError(f"{name} exited: {tail(log_path, 2000)}")
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGKILL)
-            proc.wait(timeout=5)
-        deadline = time.monotonic() + 5
-        while _group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _group_alive(pgid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGKILL)
-        assert not _group_alive(pgid), f"{framework.name}: processes left in group {pgid}"
+            with urllib.request.urlopen(url + "/hello", timeout=2) as resp:
+                resp.read()
+            return True
+        except urllib.error.HTTPError:
+            return True
+        except OSError:
+            if not last_try and "failed to listen" in tail(log_path, 2000).lower():
+                return False
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{name} not ready: {tail(log_path, 2000)}") from None
+            time.sleep(0.1)
+
+
+def _stop(group: ProcessGroup, name: str) -> None:
+    group.stop(10.0)  # SIGTERM, 10 s, SIGKILL; raises if a member survives
+    assert not group_members(group.pgid), f"{name}: processes left behind"

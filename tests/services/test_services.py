@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from pywebbench.catalogue.workloads import FORTUNE_ROWS, REDIS_VALUE, REDIS_VALUE_KEY
+from pywebbench.launch.process import group_members
 from pywebbench.provision.services import (
     ServiceError,
     find_postgres_bin,
@@ -39,16 +40,7 @@ def _redis(port: int, *args: str) -> bytes:
 
 
 def _group_alive(pgid: int) -> bool:
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            rest = stat[stat.rfind(")") + 2 :].split()
-            if rest[2] == str(pgid) and rest[0] not in ("Z", "X"):
-                return True
-    return False
+    return bool(group_members(pgid))
 
 
 def _port_open(port: int) -> bool:
