@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,19 +76,23 @@ def faulted_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
         [PYWEBBENCH, "run", "--server", "uvicorn-h11", "--framework", "raw-asgi",
          "--workload", "hello", "--python", cpython, "-d", "1", "--warmup-duration", "0.5",
          "-c", "16", "--replicates", "1", "--faults", E2E_MIX, "--results-dir", str(results)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with Store(results / "pywebbench.sqlite", create=False) as store:
         study = store.load_study()
     cells = [c for c in study.cells if c.status == "ok"]
     assert cells, [(c.key, c.failure_reason) for c in study.cells]
-    return results, cells[0].flags
+    flags = dict(cells[0].flags, _stdout=proc.stdout)
+    return results, flags
 
 
 def test_run_with_faults_end_to_end(faulted_study: tuple[Path, dict[str, Any]]) -> None:
-    """`pywebbench run --faults` on one real stack: the robustness lands in the store."""
+    """`pywebbench run --faults` on one real stack: the robustness lands in the store and in
+    the console's ranking."""
     rob = faulted_study[1]["robustness"]
+    out = faulted_study[1]["_stdout"]
+    assert "robust" in out and "accepted malformed: cl-te-conflict" in out, out
     assert rob["mix"] == E2E_MIX
     assert rob["survived"] and rob["answered_after"] and 0 <= rob["score"] <= 100
     assert rob["malformed"]["bad-request-line"] in {"rejected", "closed"}

@@ -125,6 +125,11 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
         stack = study.stack(cell.stack_id)
         rps = summarize([i.rps for i in its])
         peak = max((i.rss_peak_bytes or 0) for i in its)
+        rob = cell.flags.get("robustness")  # the fault phase (docs/faults.md)
+        rob = rob if isinstance(rob, dict) else {}
+        flags = [k for k, v in cell.flags.items() if v is True]
+        if rob.get("malformed_accepted"):
+            flags.append("accepted malformed: " + ", ".join(rob["malformed_accepted"]))
         out[f"{cell.workload} @ {cell.load_point}"].append(
             {
                 "stack": stack.key,
@@ -133,7 +138,8 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
                 "p99_us": sorted(i.latency_p99_us or 0 for i in its)[len(its) // 2],
                 "peak_rss": peak,
                 "errors": sum(i.errors + i.non_2xx for i in its),
-                "flags": [k for k, v in cell.flags.items() if v is True],
+                "flags": flags,
+                "robustness": rob.get("score"),
             }
         )
     for rows in out.values():
@@ -158,8 +164,13 @@ def summary_tables(study: Study) -> list[Table]:
             ("flags", "left"),
         ]:
             t.add_column(col, justify=just)  # type: ignore[arg-type]
+        robust = any(r["robustness"] is not None for r in rows)
+        if robust:  # the robustness score (0-100) of `run --faults`, before the flags
+            t.add_column("robust", justify="right")
+            t.columns.insert(-1, t.columns.pop())
         for n, r in enumerate(rows, 1):
             s = r["rps"]
+            score = r["robustness"]
             t.add_row(
                 str(n),
                 r["stack"],
@@ -169,6 +180,7 @@ def summary_tables(study: Study) -> list[Table]:
                 _fmt_us(r["p99_us"]),
                 _fmt_bytes(r["peak_rss"]),
                 str(r["errors"]),
+                *([f"{score:.0f}" if score is not None else "-"] if robust else []),
                 ", ".join(r["flags"]),
             )
         tables.append(t)
