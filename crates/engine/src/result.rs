@@ -14,6 +14,9 @@ pub const RESULT_VERSION: u32 = 1;
 pub const BUSY_LIMIT: f64 = 0.90;
 /// Open loop: a p99 schedule lag above this (microseconds) makes the run generator-bound.
 pub const LAG_P99_LIMIT_US: u64 = 1_000;
+/// Open loop: an achieved rate below this share of the offered rate gets a warning naming the
+/// limit (see `shortfall`).
+pub const SHORTFALL_LIMIT: f64 = 0.95;
 
 /// One second of the measured phase.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -88,8 +91,11 @@ pub struct ThreadStats {
     pub cpu_s: f64,
     /// Wall seconds of the measured phase.
     pub wall_s: f64,
-    /// cpu_s / wall_s.
+    /// (cpu_s - spin_s) / wall_s: the share of the time the thread did work.
     pub busy: f64,
+    /// Open loop: CPU seconds spent spinning for exact send times (in `cpu_s`, not in `busy`).
+    #[serde(default)]
+    pub spin_s: f64,
     pub requests: u64,
     pub connections: u64,
 }
@@ -381,6 +387,58 @@ pub fn assemble(t: &Tally, info: RunInfo) -> LoadResult {
     r
 }
 
+/// Open loop: explain an achieved rate below 95% of the offered one, naming the side that
+/// limited it. `generator_late` is the generator-bound verdict of the other rules (a busy
+/// thread, or a p99 schedule lag over the limit).
+///
+/// - Sends waited for a free connection (>= 1% of them queued, any left unsent, or a queue
+///   overflow): the server, or the pool, could not keep up.
+/// - Otherwise, when the generator was late: the generator was the limit; the run is already
+///   generator-bound by the other rules, so the shortfall never goes without that flag.
+/// - Otherwise sends went out on time over free connections and responses did not complete
+///   within the run (errors, timeouts, still in flight): the server's side again.
+pub fn shortfall(r: &LoadResult, ol: &OpenLoopStats, generator_late: bool) -> Option<String> {
+    if !(ol.offered_rate > 0.0
+        && r.duration_s >= 1.0
+        && ol.achieved_rate < SHORTFALL_LIMIT * ol.offered_rate)
+    {
+        return None;
+    }
+    let head = format!(
+        "open loop: achieved {:.0} requests/s of {:.0} offered ({:.0}%)",
+        ol.achieved_rate,
+        ol.offered_rate,
+        100.0 * ol.achieved_rate / ol.offered_rate
+    );
+    let overflow = r.error_classes.get("queue_overflow").map_or(0, |e| e.count);
+    let waited =
+        ol.queued as f64 >= 0.01 * ol.offered.max(1) as f64 || ol.unsent_at_end > 0 || overflow > 0;
+    Some(if waited {
+        let also = if generator_late {
+            "; the generator was also late (see above)"
+        } else {
+            ""
+        };
+        format!(
+            "{head}: the server (or the connection pool of {}) could not keep up: {} sends \
+             waited for a free connection (deepest queue {}), {} overflowed, {} unsent at the \
+             end{also}",
+            r.connections.targeted, ol.queued, ol.queue_max, overflow, ol.unsent_at_end
+        )
+    } else if generator_late {
+        format!(
+            "{head} while connections were free: the generator sent late, so it, not the \
+             server, was the limit (generator-bound)"
+        )
+    } else {
+        format!(
+            "{head}, sent on time over free connections: responses did not complete ({} \
+             errors, {} timeouts, {} in flight at the end): the server could not keep up",
+            r.errors, r.timeouts, r.connections.in_flight_at_end
+        )
+    })
+}
+
 /// Flag a generator-bound run and add human-readable warnings.
 pub fn self_check(r: &mut LoadResult) {
     let mut bound = false;
@@ -396,7 +454,8 @@ pub fn self_check(r: &mut LoadResult) {
         }
     }
     if let (Some(lag), Some(ol)) = (&r.schedule_lag, &r.open_loop) {
-        if lag.summary.count > 0 && lag.summary.p99 > LAG_P99_LIMIT_US {
+        let late = lag.summary.count > 0 && lag.summary.p99 > LAG_P99_LIMIT_US;
+        if late {
             bound = true;
             w.push(format!(
                 "open loop: p99 schedule lag was {} us (> {} us): the generator could not send on \
@@ -404,16 +463,8 @@ pub fn self_check(r: &mut LoadResult) {
                 lag.summary.p99, LAG_P99_LIMIT_US
             ));
         }
-        if ol.offered_rate > 0.0 && r.duration_s >= 1.0 && ol.achieved_rate < 0.95 * ol.offered_rate
-        {
-            w.push(format!(
-                "open loop: achieved {:.0} requests/s of {:.0} offered ({:.0}%): the server (or the \
-                 connection pool of {}) could not keep up",
-                ol.achieved_rate,
-                ol.offered_rate,
-                100.0 * ol.achieved_rate / ol.offered_rate,
-                r.connections.targeted
-            ));
+        if let Some(msg) = shortfall(r, ol, bound) {
+            w.push(msg);
         }
     }
     if r.requests == 0 {

@@ -150,6 +150,11 @@ impl TimerFd {
         }
     }
 
+    /// The absolute time the timer is armed for (0: not armed).
+    pub fn armed_at(&self) -> u64 {
+        self.armed_at
+    }
+
     /// Note that the timer fired. Re-arming resets the expiration counter and edge-triggered
     /// epoll reports every expiration, so the counter is never read (no syscall).
     pub fn fired(&mut self) {

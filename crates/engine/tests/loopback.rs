@@ -238,3 +238,65 @@ fn server_that_goes_away_still_ends_a_budgeted_run() {
     assert!(r.errors >= 98 - r.requests, "{:?}", r.error_classes);
     assert!(r.error_classes.contains_key("connect_refused"));
 }
+
+#[test]
+fn rate_shortfall_names_the_limit_consistently_with_generator_bound() {
+    use pywebbench_engine::result::self_check;
+    let port = serve(HELLO, None);
+    let base = run(&LoadSpec {
+        connections: 4,
+        rate: Some(500.0),
+        duration_s: Some(1.0),
+        ..spec(port)
+    })
+    .unwrap();
+    let mut ok_hist = pywebbench_engine::hist::new_hist();
+    for _ in 0..100 {
+        pywebbench_engine::hist::record(&mut ok_hist, 20);
+    }
+    let lag_ok = pywebbench_engine::hist::HistData::from_hist(&ok_hist);
+    let mut late_hist = pywebbench_engine::hist::new_hist();
+    for _ in 0..100 {
+        pywebbench_engine::hist::record(&mut late_hist, 5_000);
+    }
+    let lag_late = pywebbench_engine::hist::HistData::from_hist(&late_hist);
+    let shortfall = |r: &pywebbench_engine::LoadResult| {
+        r.warnings.iter().find(|w| w.contains("offered (")).cloned()
+    };
+    // Half the offered rate, sends late, connections free: generator-bound, and said so.
+    let mut r = base.clone();
+    r.duration_s = 1.0;
+    r.open_loop.as_mut().unwrap().achieved_rate = 250.0;
+    r.open_loop.as_mut().unwrap().queued = 0;
+    r.schedule_lag = Some(lag_late.clone());
+    self_check(&mut r);
+    assert!(r.generator.generator_bound);
+    let w = shortfall(&r).unwrap();
+    assert!(w.contains("the generator sent late"), "{w}");
+    // Same, but sends waited for connections: the server/pool is named (and the lag noted).
+    r.open_loop.as_mut().unwrap().queued = 100;
+    self_check(&mut r);
+    let w = shortfall(&r).unwrap();
+    assert!(
+        w.contains("could not keep up") && w.contains("also late"),
+        "{w}"
+    );
+    // On time, nothing queued: responses did not complete; not generator-bound.
+    r.schedule_lag = Some(lag_ok);
+    r.open_loop.as_mut().unwrap().queued = 0;
+    r.generator.threads.iter_mut().for_each(|t| t.busy = 0.1);
+    self_check(&mut r);
+    assert!(!r.generator.generator_bound, "{:?}", r.warnings);
+    let w = shortfall(&r).unwrap();
+    assert!(w.contains("sent on time"), "{w}");
+    // A busy generator thread counts as late too.
+    r.generator.threads[0].busy = 0.97;
+    r.generator.threads[0].wall_s = 1.0;
+    self_check(&mut r);
+    assert!(r.generator.generator_bound);
+    assert!(shortfall(&r).unwrap().contains("the generator sent late"));
+    // At the offered rate: no shortfall warning.
+    r.open_loop.as_mut().unwrap().achieved_rate = 499.0;
+    self_check(&mut r);
+    assert!(shortfall(&r).is_none(), "{:?}", r.warnings);
+}

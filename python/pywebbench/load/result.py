@@ -110,6 +110,8 @@ class ThreadStats:
     busy: float
     requests: int
     connections: int
+    #: Open loop: CPU seconds spent spinning for exact send times (in ``cpu_s``, not ``busy``).
+    spin_s: float = 0.0
 
 
 @dataclass(frozen=True)
