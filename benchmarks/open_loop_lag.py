@@ -5,7 +5,8 @@ open-loop loads (constant arrivals, 64 pooled connections) from this process wit
 generator thread pinned to another core. For each rate and round it prints the schedule lag
 (how late each send left after its intended time) p50/p90/p99/p99.9/max, the achieved rate,
 the generator thread's busy share and spin share (CPU spent spinning for exact send times,
-not counted as busy), and the 1-minute load average at the start of the run, so figures from
+not counted as busy), the share of the time it waited for a CPU (run-queue delay: other
+tasks on its core), and the 1-minute load average at the start of the run, so figures from
 a shared machine can be judged. Rounds alternate over the rates.
 
     python benchmarks/open_loop_lag.py                         # 1k, 5k, 20k req/s, 3 x 3 s
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                 lag = r.schedule_lag.summary if r.schedule_lag else None
                 th = r.generator.threads[0]
                 spin = th.spin_s / max(th.wall_s, 1e-9) * 100
+                waited = (th.run_delay_s or 0.0) / max(th.wall_s, 1e-9) * 100
                 if lag is None or r.open_loop is None:
                     print(f"round {rnd} {rate:>8,.0f}/s  no open-loop figures: {r.warnings}")
                     continue
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"round {rnd} {rate:>8,.0f}/s  load {load:>5}  schedule lag p50 {lag.p50:>5.0f}"
                     f" p90 {lag.p90:>5.0f} p99 {lag.p99:>6.0f} p99.9 {lag.p999:>6.0f}"
                     f" max {lag.max:>6.0f} us  achieved {r.open_loop.achieved_rate:>8,.0f}/s"
-                    f"  busy {th.busy * 100:>3.0f}%  spin {spin:>3.0f}%"
+                    f"  busy {th.busy * 100:>3.0f}%  spin {spin:>3.0f}%  cpu-wait {waited:>4.1f}%"
                     f"  errors {r.errors}  generator_bound {r.generator.generator_bound}",
                     flush=True,
                 )

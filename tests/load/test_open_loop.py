@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import GEN_CPUS
 from pywebbench.load import LoadSpec, run_load
 
@@ -21,6 +22,11 @@ def test_constant_rate_is_met(refserver) -> None:
     assert r.schedule_lag.summary.count == ol.offered
     # Corrected latency can only be >= service time.
     assert r.latency.summary.p50 >= r.service_time.summary.p50
+    # Self-check: spinning for send times is CPU but not work; run-queue delay is reported.
+    th = r.generator.threads[0]
+    assert 0 <= th.spin_s <= th.cpu_s
+    assert th.busy == pytest.approx((th.cpu_s - th.spin_s) / th.wall_s, rel=1e-3, abs=1e-6)
+    assert th.run_delay_s is not None and 0 <= th.run_delay_s <= th.wall_s
 
 
 def test_poisson_is_seeded(refserver) -> None:

@@ -96,6 +96,10 @@ pub struct ThreadStats {
     /// Open loop: CPU seconds spent spinning for exact send times (in `cpu_s`, not in `busy`).
     #[serde(default)]
     pub spin_s: f64,
+    /// Seconds the thread was runnable but waited for a CPU (other tasks on its core), from
+    /// the kernel's schedstat; null when unknown.
+    #[serde(default)]
+    pub run_delay_s: Option<f64>,
     pub requests: u64,
     pub connections: u64,
 }
@@ -457,9 +461,26 @@ pub fn self_check(r: &mut LoadResult) {
         let late = lag.summary.count > 0 && lag.summary.p99 > LAG_P99_LIMIT_US;
         if late {
             bound = true;
+            let waited: f64 = r
+                .generator
+                .threads
+                .iter()
+                .filter_map(|t| t.run_delay_s)
+                .sum();
+            let wall: f64 = r.generator.threads.iter().map(|t| t.wall_s).sum();
+            let why = if waited > 0.0 && wall > 0.0 {
+                format!(
+                    " (its threads waited {:.1} ms for a CPU, {:.1}% of the time: other tasks \
+                     shared their cores)",
+                    waited * 1e3,
+                    100.0 * waited / wall
+                )
+            } else {
+                String::new()
+            };
             w.push(format!(
                 "open loop: p99 schedule lag was {} us (> {} us): the generator could not send on \
-                 time, latencies are understated",
+                 time{why}, latencies are understated",
                 lag.summary.p99, LAG_P99_LIMIT_US
             ));
         }

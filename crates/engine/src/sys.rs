@@ -24,6 +24,13 @@ pub fn thread_cpu_ns() -> u64 {
     clock(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// Time the calling thread has spent runnable but waiting for a CPU (run-queue delay), in
+/// nanoseconds, from `/proc/thread-self/schedstat`; `None` when the kernel does not say.
+pub fn thread_run_delay_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Wall-clock time as Unix seconds.
 pub fn unix_time_s() -> f64 {
     std::time::SystemTime::now()
@@ -202,6 +209,11 @@ mod tests {
         assert!(ensure_nofile(64).unwrap() >= 64);
         let err = ensure_nofile(u64::MAX / 2).unwrap_err();
         assert!(err.contains("ulimit -n"), "{err}");
+    }
+
+    #[test]
+    fn run_delay_is_read() {
+        assert!(thread_run_delay_ns().is_some());
     }
 
     #[test]

@@ -298,6 +298,7 @@ impl Worker {
         let mut events = Events::with_capacity(1024);
         let mut now = sys::now_ns();
         let mut cpu_mark = sys::thread_cpu_ns();
+        let mut delay_mark = sys::thread_run_delay_ns();
         if !self.open || self.keepalive {
             for i in 0..self.conns.len() {
                 self.start_connect(i, now);
@@ -322,6 +323,7 @@ impl Worker {
                 self.measuring = true;
                 self.measure_start = now;
                 cpu_mark = sys::thread_cpu_ns();
+                delay_mark = sys::thread_run_delay_ns();
                 self.shared.progress[self.id].phase.store(1, Relaxed);
             }
             if now >= self.end || self.shared.stop.load(Relaxed) || self.done() {
@@ -397,6 +399,10 @@ impl Worker {
         let finished_at = sys::now_ns();
         let cpu_ns = sys::thread_cpu_ns() - cpu_mark;
         let spin_ns = self.spin_ns.min(cpu_ns);
+        let run_delay_ns = match (delay_mark, sys::thread_run_delay_ns()) {
+            (Some(a), Some(b)) if self.measuring => Some(b.saturating_sub(a)),
+            _ => None,
+        };
         let n_conns = self.conns.len() as u64;
         self.finish();
         let (cpu_ns, wall_ns) = if self.measuring {
@@ -415,6 +421,7 @@ impl Worker {
                 0.0
             },
             spin_s: spin_ns as f64 / 1e9,
+            run_delay_s: run_delay_ns.map(|ns| ns as f64 / 1e9),
             requests: self.tally.requests,
             connections: n_conns,
         };

@@ -223,9 +223,16 @@ def render_summary(r: LoadResult) -> str:
     )
     g = r.generator
     busy = ", ".join(f"{t.busy * 100:.0f}%" for t in g.threads)
+    extra = ""
+    spin = sum(t.spin_s for t in g.threads)
+    if spin > 0:
+        extra += f"; {spin * 1e3:.0f} ms spinning for send times"
+    delays = [t.run_delay_s for t in g.threads if t.run_delay_s is not None]
+    if delays:
+        extra += f"; waited {sum(delays) * 1e3:.1f} ms for a CPU"
     lines.append(
         f"  {'Generator':<13} {g.cpu_us_per_request:.2f} CPU-us/request; "
-        f"{g.cpu_s:.2f} CPU-s; thread busy {busy}"
+        f"{g.cpu_s:.2f} CPU-s; thread busy {busy}{extra}"
     )
     if r.warmup is not None:
         w = r.warmup

@@ -112,6 +112,8 @@ class ThreadStats:
     connections: int
     #: Open loop: CPU seconds spent spinning for exact send times (in ``cpu_s``, not ``busy``).
     spin_s: float = 0.0
+    #: Seconds the thread was runnable but waited for a CPU (kernel schedstat); None: unknown.
+    run_delay_s: float | None = None
 
 
 @dataclass(frozen=True)
