@@ -461,7 +461,10 @@ mod tests {
         assert!(s.plan().unwrap_err().starts_with("body_b64:"));
         s.body.clear();
         s.body_b64 = "not base64!".into();
-        assert!(s.plan().unwrap_err().starts_with("body_b64: not valid base64"));
+        assert!(s
+            .plan()
+            .unwrap_err()
+            .starts_with("body_b64: not valid base64"));
     }
 
     #[test]
