@@ -8,8 +8,10 @@ async clients on socketify's asyncio loop. Runs inside a stack venv (Python 3.9+
 """
 
 import json
+import os
 import signal
 import sys
+import threading
 
 from socketify import App, AppListenOptions
 
@@ -107,11 +109,21 @@ def main(argv=None):
     c.fork_workers(args.workers)
     app = make_app()
 
-    def on_listen(config):
-        if config is None:  # pragma: no cover - socketify passes None when it cannot bind
-            sys.stderr.write("socketify: failed to listen on %s:%d\n" % (args.host, args.port))
-            sys.exit(1)
+    listening = threading.Event()
 
+    def on_listen(config):
+        listening.set()
+
+    def watchdog():
+        # When the bind fails, socketify raises inside its own listen callback (cffi prints
+        # and ignores the error) and keeps running without a socket: exit instead, so the
+        # launch fails at once and can be retried on another port.
+        if not listening.wait(15):
+            sys.stderr.write("socketify: failed to listen on %s:%d\n" % (args.host, args.port))
+            sys.stderr.flush()
+            os._exit(3)
+
+    threading.Thread(target=watchdog, daemon=True).start()
     app.listen(AppListenOptions(port=args.port, host=args.host), on_listen)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     app.run()
