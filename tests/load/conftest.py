@@ -6,7 +6,6 @@ Every server is started by a fixture and stopped (its whole process group) at te
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterator
 
@@ -14,7 +13,6 @@ import pytest
 from pywebbench.refserver import RefServer
 
 SERVER_CPUS = [0]
-GEN_CPUS = [1] if (os.cpu_count() or 1) > 1 else [0]
 
 
 @pytest.fixture(scope="session")

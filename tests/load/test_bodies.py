@@ -16,7 +16,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import pytest
 import pywebbench
 from click.testing import CliRunner
-from conftest import GEN_CPUS
+from pwbtest import GEN_CPUS
 from pywebbench import _engine
 from pywebbench.catalogue.workloads import WORKLOADS, upload_payload
 from pywebbench.commands.load import command

@@ -9,7 +9,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import GEN_CPUS
+from pwbtest import GEN_CPUS
 from pywebbench.load import LoadInterrupted, LoadProgress, LoadSpec, LocalAgent, run_load
 
 

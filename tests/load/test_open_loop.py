@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import GEN_CPUS
+from pwbtest import GEN_CPUS
 from pywebbench.load import LoadSpec, run_load
 
 

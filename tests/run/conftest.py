@@ -3,39 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-PYWEBBENCH = str(Path(sys.executable).parent / "pywebbench")
-MARK_VAR = "PWB_TEST_MARK"
-
-
-def marked_processes(mark: str) -> list[tuple[int, str]]:
-    """Live processes whose environment carries ``PWB_TEST_MARK=mark`` (pid, cmdline)."""
-    needle = f"{MARK_VAR}={mark}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                env = fh.read()
-            if needle not in env.split(b"\0"):
-                continue
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-            if state == b"Z":
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        found.append((int(entry), cmd))
-    return found
+from pwbtest import MARK_VAR, marked_processes
 
 
 @pytest.fixture
@@ -52,5 +24,5 @@ def census() -> Iterator[str]:
             os.environ.pop(MARK_VAR, None)
         else:
             os.environ[MARK_VAR] = old
-    left = marked_processes(mark)
+    left = marked_processes(MARK_VAR, mark)
     assert not left, f"processes left behind: {left}"

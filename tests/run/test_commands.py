@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import PYWEBBENCH
+from pwbtest import PYWEBBENCH
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "store"))
 from pywebbench.store import Store  # noqa: E402

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from conftest import PYWEBBENCH, marked_processes
+from pwbtest import MARK_VAR, PYWEBBENCH, marked_processes
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.run.config import resolve
 from pywebbench.run.matrix import Matrix, expand
@@ -253,7 +253,7 @@ def test_ctrl_c_then_resume(tmp_path: Path, census: str) -> None:
     assert proc.returncode == 130, out
     assert stopped_in < 8, f"took {stopped_in:.1f} s to stop"
     assert "--resume" in out
-    assert not marked_processes(census), "servers left after Ctrl-C"
+    assert not marked_processes(MARK_VAR, census), "servers left after Ctrl-C"
     before = _iterations(db)
     with Store(db, create=False) as store:
         run = store.latest_run()

@@ -183,9 +183,9 @@ def command(**o: Any) -> None:
       pywebbench run --config pywebbench.toml --profile standard
       pywebbench run --resume
     """
-    console = Console(highlight=False)
+    console = Console(highlight=False, log_path=False)
     if not console.is_terminal:  # logs and pipes: wide enough for the summary tables
-        console = Console(highlight=False, width=160)
+        console = Console(highlight=False, width=160, log_path=False)
     try:
         code = _main(o, console)
     except ConfigError as exc:

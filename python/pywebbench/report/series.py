@@ -23,12 +23,7 @@ def _result(it: Iteration) -> dict[str, Any]:
 
 def iteration_histogram(it: Iteration) -> str | None:
     """The serialised latency histogram of an iteration, or None when none is stored."""
-    latency = _result(it).get("latency")
-    if isinstance(latency, dict):
-        hist = latency.get("hist")
-        if isinstance(hist, str) and hist:
-            return hist
-    return None
+    return it.latency_histogram()
 
 
 def per_second_rps(it: Iteration) -> tuple[list[float], list[float]]:

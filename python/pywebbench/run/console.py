@@ -17,10 +17,12 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from pywebbench.load.histogram import Histogram
 from pywebbench.run.matrix import CellPlan
 from pywebbench.run.runner import Events
 from pywebbench.stats import summarize
 from pywebbench.store import Study
+from pywebbench.store.model import Iteration
 
 
 class LiveDisplay:
@@ -115,6 +117,19 @@ def _fmt_bytes(b: float | None) -> str:
     return f"{b / (1024 * 1024):.0f} MB"
 
 
+def _latency_us(its: list[Iteration]) -> dict[str, float]:
+    """p50/p99 over iterations by the report's rule (docs/report.md): quantiles of the merged
+    latency histograms; the median of per-iteration figures only when none is stored."""
+    hists = [h for h in (i.latency_histogram() for i in its) if h]
+    if hists:
+        p50, p99 = Histogram.merge_all(hists).quantiles([0.5, 0.99])
+        return {"p50_us": p50, "p99_us": p99}
+    return {
+        "p50_us": sorted(i.latency_p50_us or 0 for i in its)[len(its) // 2],
+        "p99_us": sorted(i.latency_p99_us or 0 for i in its)[len(its) // 2],
+    }
+
+
 def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
     """Per workload (and load point), one row per ok cell ranked by median rps."""
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -134,8 +149,7 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
             {
                 "stack": stack.key,
                 "rps": rps,
-                "p50_us": sorted(i.latency_p50_us or 0 for i in its)[len(its) // 2],
-                "p99_us": sorted(i.latency_p99_us or 0 for i in its)[len(its) // 2],
+                **_latency_us(its),
                 "peak_rss": peak,
                 "errors": sum(i.errors + i.non_2xx for i in its),
                 "flags": flags,

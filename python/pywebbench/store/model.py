@@ -221,6 +221,16 @@ class Iteration:
         """The full LoadResult document as stored (see docs/load-engine.md)."""
         return _loads(self.result_json, {})
 
+    def latency_histogram(self) -> str | None:
+        """The serialised latency HdrHistogram (``latency.hist``), or None when none is stored
+        or the document is unreadable."""
+        try:
+            latency = self.result.get("latency")
+        except (ValueError, AttributeError):
+            return None
+        hist = latency.get("hist") if isinstance(latency, dict) else None
+        return hist if isinstance(hist, str) and hist else None
+
     @property
     def cpu_s(self) -> float | None:
         if self.cpu_user_s is None or self.cpu_sys_s is None:

@@ -1,0 +1,38 @@
+"""Helpers shared by test modules across folders (import as ``pwbtest``; never import a
+``conftest`` by name: which one ``conftest`` means depends on collection order)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+# The pywebbench console script of the environment running the tests.
+PYWEBBENCH = str(Path(sys.executable).parent / "pywebbench")
+
+# Environment variable the runner tests mark their processes with (tests/run/conftest.py).
+MARK_VAR = "PWB_TEST_MARK"
+
+# Cores for the load generator in tests: the server side gets core 0.
+GEN_CPUS = [1] if (os.cpu_count() or 1) > 1 else [0]
+
+
+def marked_processes(var: str, value: str) -> list[tuple[int, str]]:
+    """Live, non-zombie processes (pid, command line) whose environment has ``var=value``,
+    this process excepted."""
+    needle = f"{var}={value}".encode()
+    found = []
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            if (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[0] == b"Z":
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        found.append((int(entry.name), cmd.strip()))
+    return found
