@@ -69,14 +69,19 @@ def test_refserver_rejects_every_malformed_kind_and_times_out_slowloris() -> Non
 
 def test_resets_mid_response_do_not_hurt_the_generator() -> None:
     with RefServer(mode="huge-body", cpus=[0]) as srv:
-        mix = parse_mix("reset-mid-response=50/s,reset-mid-request=50/s,half-close=20/s")
+        # No half-close here: against a 10 GB body it downloads at full speed for the whole
+        # window and starves the pinned server (it is exercised against normal responses).
+        mix = parse_mix("reset-mid-response=50/s,reset-mid-request=50/s")
         with FaultSession(srv.url + "/", mix) as fs:
             time.sleep(1.5)
         rep = fs.report
         assert rep is not None
         rmr = rep.kinds["reset-mid-response"]
         assert rmr.attempts >= 50
-        assert rmr.outcomes.get("aborted_by_client", 0) >= rmr.attempts - 2, rmr
+        # Every attempt is reset by us at the first response bytes; only those started just
+        # before the stop may still be waiting for their first byte (open_at_end).
+        assert set(rmr.outcomes) <= {"aborted_by_client", "open_at_end"}, rmr
+        assert rmr.outcomes.get("aborted_by_client", 0) >= rmr.attempts - 3, rmr
         # Aborted at the first bytes: far less than one huge body per attempt.
         assert rmr.bytes_received < rmr.attempts * 1024 * 1024
         assert rep.kinds["reset-mid-request"].outcomes.get("aborted_by_client", 0) >= 50
@@ -84,10 +89,14 @@ def test_resets_mid_response_do_not_hurt_the_generator() -> None:
         assert stats["connections_accepted"] >= 100
     # The generator process is fine and the good clients keep working afterwards.
     with RefServer(cpus=[0]) as srv:
-        with FaultSession(srv.url + "/", parse_mix("reset-mid-response=100/s")) as fs:
+        mix = parse_mix("reset-mid-response=100/s,half-close=20/s")
+        with FaultSession(srv.url + "/", mix) as fs:
             result = good_load(srv.url + "/", seconds=1.0)
         assert result["errors"] == 0 and result["requests"] > 100
         assert fs.report is not None and fs.report.kinds["reset-mid-response"].attempts >= 80
+        # A half-closed request is still answered in full.
+        half = fs.report.kinds["half-close"]
+        assert half.attempts >= 10 and half.outcomes.get("response", 0) >= half.attempts - 2, half
 
 
 @pytest.fixture(scope="module")
