@@ -16,10 +16,10 @@ The score (0-100, higher is better; documented in docs/faults.md)::
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 from pywebbench.faults.session import FaultReport
+from pywebbench.load.result import LoadResult, result_document
 
 __all__ = ["Measure", "Robustness", "measure_of", "robustness"]
 
@@ -44,24 +44,9 @@ class Measure:
         return self.errors / total if total else 0.0
 
 
-def _as_dict(result: Any) -> dict[str, Any]:
-    if isinstance(result, dict):
-        return result
-    for name in ("to_dict", "as_dict"):
-        fn = getattr(result, name, None)
-        if callable(fn):
-            return dict(fn())
-    fn = getattr(result, "to_json", None)
-    if callable(fn):
-        return dict(json.loads(fn()))
-    if dataclasses.is_dataclass(result) and not isinstance(result, type):
-        return dataclasses.asdict(result)
-    raise TypeError(f"cannot read a load result of type {type(result).__name__}")
-
-
-def measure_of(result: Any) -> Measure:
+def measure_of(result: LoadResult | dict[str, Any]) -> Measure:
     """A :class:`Measure` from a ``pywebbench.load.LoadResult`` (or its JSON dict)."""
-    d = _as_dict(result)
+    d = result_document(result)
     lat = d.get("latency") or {}
     summary = lat.get("summary") if isinstance(lat, dict) else None
     p99 = (summary or {}).get("p99") if isinstance(summary, dict) else None

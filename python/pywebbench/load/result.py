@@ -243,3 +243,9 @@ class LoadResult:
         if not results:
             raise ValueError("results: nothing to merge")
         return LoadResult.from_json(_engine.merge_results([r.to_json() for r in results]))
+
+
+def result_document(result: LoadResult | dict[str, Any]) -> dict[str, Any]:
+    """A load result as its JSON-ready document (docs/load-engine.md), from a
+    :class:`LoadResult` or from that document itself."""
+    return result if isinstance(result, dict) else result.to_dict()

@@ -7,13 +7,13 @@ nothing here assumes the generator runs on the server's host.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from pywebbench.catalogue.workloads import HttpRequest
+from pywebbench.load.result import LoadResult, result_document
 
 
 class LoadAgent(Protocol):
@@ -59,20 +59,9 @@ def build_spec(
     return LoadSpec(**kwargs)
 
 
-def result_dict(result: Any) -> dict[str, Any]:
+def result_dict(result: LoadResult | dict[str, Any]) -> dict[str, Any]:
     """The LoadResult as a JSON-ready dict (what is stored in ``iterations.result_json``)."""
-    if isinstance(result, dict):
-        return result
-    for name in ("to_dict", "as_dict"):
-        fn = getattr(result, name, None)
-        if callable(fn):
-            return dict(fn())
-    to_json = getattr(result, "to_json", None)
-    if callable(to_json):
-        return dict(json.loads(to_json()))
-    if dataclasses.is_dataclass(result):
-        return dataclasses.asdict(result)  # type: ignore[arg-type]
-    raise TypeError(f"cannot serialise load result of type {type(result).__name__}")
+    return result_document(result)
 
 
 def _num(d: dict[str, Any], *names: str, default: float | None = None) -> Any:
