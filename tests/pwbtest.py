@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -36,3 +37,13 @@ def marked_processes(var: str, value: str) -> list[tuple[int, str]]:
             continue
         found.append((int(entry.name), cmd.strip()))
     return found
+
+
+def pwb(*args: str, results: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """``pywebbench ARGS --results-dir RESULTS``, output captured, bounded in time."""
+    return subprocess.run(
+        [PYWEBBENCH, *args, "--results-dir", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -17,7 +17,7 @@ from pywebbench.load import LocalAgent
 from pywebbench.refserver import RefServer
 from pywebbench.run import loadio
 from pywebbench.run.config import resolve
-from pywebbench.run.runner import StudyRunner
+from pywebbench.run.robustness import fault_phase
 from pywebbench.store import Store
 
 PYWEBBENCH = str(Path(sys.executable).parent / "pywebbench")
@@ -27,15 +27,7 @@ def test_fault_phase_of_the_runner_against_the_reference_server() -> None:
     """The runner's own fault phase (real engine, real fault clients, reference server)."""
     config = resolve(None, {"load": {"duration_s": 1.0, "faults": "slowloris=4,smuggle=1"}})
     assert config.load.faults == "slowloris=4,smuggle=1"
-    events = SimpleNamespace(phases=[])
-    events.phase = events.phases.append
-    runner = SimpleNamespace(
-        config=config,
-        events=events,
-        generator_cpus=[1],
-        agent=LocalAgent(),
-        _progress=lambda snap: None,
-    )
+    agent = LocalAgent()
     cell = SimpleNamespace(
         variant=SimpleNamespace(key="refserver"),
         request=HttpRequest("GET", "/hello"),
@@ -43,13 +35,19 @@ def test_fault_phase_of_the_runner_against_the_reference_server() -> None:
         rate=None,
     )
     with RefServer(cpus=[0]) as srv:
-        server = SimpleNamespace(base_url=srv.url, alive=lambda: True)
         spec = loadio.build_spec(
             srv.url, cell.request, connections=8, duration_s=1.0, timeout_s=2.0, cpus=[1]
         )
-        clean = runner.agent.run(spec)
-        rob = StudyRunner._fault_phase(runner, cell, server, clean)  # type: ignore[arg-type]
-    assert events.phases == ["faults refserver: slowloris=4,smuggle=1"]
+        clean = agent.run(spec)
+        rob = fault_phase(
+            cell,  # type: ignore[arg-type]
+            srv.url,
+            lambda: True,
+            clean,
+            config=config,
+            agent=agent,
+            generator_cpus=[1],
+        )
     json.dumps(rob)  # stored as JSON in the cell's flags
     assert rob["mix"] == "slowloris=4,smuggle=1"
     assert rob["survived"] and rob["answered_after"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pywebbench.meter import Sampler
-from pywebbench.run.runner import iteration_row
+from pywebbench.run.rows import iteration_row
 from pywebbench.store import (
     Cell,
     Failure,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from pywebbench.report.figures import text
 from pywebbench.report.html import plotly_js, safe_json
 from pywebbench.report.markdown import md_text
-from pywebbench.report.tables import fmt_mib, fmt_ms, fmt_pct, fmt_ratio, fmt_rps
+from pywebbench.report.tables import fmt_mib, fmt_ms, fmt_pct, fmt_ratio, fmt_rps, headline
 
 
 @pytest.mark.parametrize(
@@ -62,3 +64,44 @@ def test_plot_text_and_markdown_show_markup_as_text() -> None:
 def test_plotly_bundle_is_embeddable() -> None:
     js = plotly_js()
     assert len(js) > 1_000_000 and "</script" not in js.lower()
+
+
+def _ranked(*rps: float) -> SimpleNamespace:
+    entries = [
+        SimpleNamespace(
+            stack=SimpleNamespace(label=f"stack{n}"),
+            point=SimpleNamespace(rps=SimpleNamespace(median=value), load_point="c64", p99_ms=1.0),
+            tied_with_best=False,
+        )
+        for n, value in enumerate(rps)
+    ]
+    return SimpleNamespace(ranked=entries)
+
+
+def test_headline_names_the_slowest_only_beyond_the_runner_up() -> None:
+    two = headline(_ranked(2810.0, 1000.0))  # type: ignore[arg-type]
+    assert two is not None and two["vs_second"] == "2.81×" and "worst" not in two
+    three = headline(_ranked(3000.0, 2000.0, 1000.0))  # type: ignore[arg-type]
+    assert three is not None and three["vs_second"] == "1.50×"
+    assert three["worst"] == "stack2" and three["vs_worst"] == "3.00×"
+
+
+def test_a_changed_profile_is_titled_a_custom_study() -> None:
+    from pywebbench.report.build import _study_name
+    from pywebbench.run.config import resolve
+    from pywebbench.store import Run
+
+    def run_of(overrides: dict[str, Any] | None) -> Run:
+        config = resolve(None, overrides, profile="quick").model_dump(mode="json")
+        return SimpleNamespace(profile="quick", config=config)  # type: ignore[return-value]
+
+    assert _study_name(run_of(None)) == "quick study"
+    assert _study_name(run_of({"matrix": {"servers": ["uwsgi"]}})) == "custom study"
+    assert _study_name(run_of({"load": {"duration_s": 1.0}})) == "custom study"
+
+
+def test_console_memory_is_mib_labelled_as_such() -> None:
+    from pywebbench.run.console import _fmt_bytes
+
+    assert _fmt_bytes(49.3e6) == "47.0"  # 49.3e6 bytes = 47.0 MiB, not "47 MB"
+    assert _fmt_bytes(None) == "-"

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from pwbtest import MARK_VAR, PYWEBBENCH, marked_processes
+from pwbtest import MARK_VAR, PYWEBBENCH, marked_processes, pwb
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.run.config import resolve
 from pywebbench.run.matrix import Matrix, expand
@@ -29,15 +29,6 @@ WSGI_SERVER = "granian-wsgi"
 ASGI_SERVER = "uvicorn-h11"
 CPYTHON = default_interpreters()[0].name  # the running CPython only: tests stay fast
 FAST = ["-d", "1", "--warmup-duration", "0.5", "-c", "16", "--python", CPYTHON]
-
-
-def pwb(*args: str, results: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYWEBBENCH, *args, "--results-dir", str(results)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def test_small_matrix(tmp_path: Path, census: str) -> None:

@@ -266,7 +266,7 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
     from pywebbench.report import generate
     from pywebbench.run.console import LiveDisplay, summary_tables
     from pywebbench.run.runner import run_study
-    from pywebbench.store import DEFAULT_FILENAME, Store
+    from pywebbench.store import DEFAULT_FILENAME, RunLocked, Store
 
     results_dir = Path(config.results_dir)
     store_path = results_dir / DEFAULT_FILENAME
@@ -285,15 +285,18 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
             for c in matrix.cells
             if c.key not in done
         )
-        with LiveDisplay(console, total) as live:
-            outcome = run_study(
-                config,
-                matrix,
-                store,
-                results_dir=results_dir,
-                events=live.events(),
-                run_id=run_id,
-            )
+        try:
+            with LiveDisplay(console, total) as live:
+                outcome = run_study(
+                    config,
+                    matrix,
+                    store,
+                    results_dir=results_dir,
+                    events=live.events(),
+                    run_id=run_id,
+                )
+        except RunLocked as exc:
+            raise ConfigError(str(exc)) from None
         study = store.load_study([outcome.run_id])
     for table in summary_tables(study):
         console.print(table)

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
+from pywebbench.catalogue.base import Framework
 from pywebbench.catalogue.stacks import Candidate
+from pywebbench.catalogue.workloads import Workload
 from pywebbench.commands.stacks import filter_options, plan_or_usage_error, select_interpreters
+
+if TYPE_CHECKING:
+    from pywebbench.bringup import Services, StackFailure
 
 
 @dataclass
@@ -25,7 +31,7 @@ class Outcome:
     status: str  # "pass" | "fail" | "unavailable"
     reason: str = ""
     warnings: list[str] = field(default_factory=list)
-    phase: str = ""  # "provision" | "launch" | "services" | "verify"
+    phase: str = ""  # a bringup.Phase value: plan, services, provision, start, verify
     log: str = ""
 
 
@@ -119,7 +125,7 @@ def command(
         raise click.BadParameter("must be >= 1", param_hint="--workers/--threads")
 
     interpreters = select_interpreters(pythons)
-    fw_filter: list | tuple = frameworks
+    fw_filter: Sequence[str | Framework] = frameworks
     if app is not None:
         from pywebbench.catalogue.byo import user_framework
 
@@ -138,7 +144,8 @@ def command(
                 )
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
-        console.print(f"app {app}: {fw.interface.upper()}, paths {', '.join(fw.user_workloads)}")
+        paths_shown = ", ".join(fw.workloads)
+        console.print(f"app {app}: {fw.interface.upper()}, paths {paths_shown}")
         fw_filter = [fw]
     candidates = plan_or_usage_error(interpreters, servers, fw_filter, workloads)
     if not candidates:
@@ -189,7 +196,7 @@ def run_verification(
     threads: int = 1,
 ) -> list[Outcome]:
     """Verify every candidate (unavailable ones are reported as such); return the outcomes."""
-    from pywebbench.catalogue.workloads import WORKLOADS
+    from pywebbench import bringup
 
     outcomes: list[Outcome] = []
     runnable = [c for c in candidates if c.available]
@@ -202,127 +209,103 @@ def run_verification(
             outcomes.append(o)
             console.print(f"[bold]{escape(c.name)}[/bold]")
             _print(console, o)
-    needed = sorted(
-        {s for c in runnable for w in c.workloads if w in WORKLOADS for s in WORKLOADS[w].services}
-    )
-    with contextlib.ExitStack() as stack:
-        services_env: dict[str, str] = {}
-        services_error = ""
-        if needed:
-            from pywebbench.provision.services import start_services
-
-            try:
-                with console.status(f"starting services: {', '.join(needed)}"):
-                    services_env = dict(
-                        stack.enter_context(start_services(needed, log_root / "services"))
-                    )
-                console.print(f"services {', '.join(needed)} started")
-            except Exception as exc:  # noqa: BLE001 - any failure is reported per workload
-                services_error = f"starting {', '.join(needed)} failed: {exc}"
-                console.print(f"[red]{escape(services_error)}[/red]")
+    needed = bringup.services_needed(w for c in runnable for w in _workloads(c))
+    if needed:
+        console.print(f"starting services: {', '.join(needed)}")
+    with bringup.Services(needed, log_root / "services") as services:
+        if services.failure is not None:
+            console.print(f"[red]{escape(services.failure.reason)}[/red]")
+        elif needed:
+            console.print(f"services {', '.join(needed)} started")
         for c in runnable:
             console.print(f"[bold]{escape(c.name)}[/bold]")
-            for o in _verify_one(
-                c, console, log_root, services_env, services_error, workers, threads
-            ):
+            for o in _verify_one(c, console, log_root, services, workers, threads):
                 outcomes.append(o)
                 _print(console, o)
     return outcomes
+
+
+def _workloads(c: Candidate) -> list[Workload]:
+    """The workload objects of a candidate (a user's paths, or catalogue workloads)."""
+    from pywebbench.catalogue.byo import UserFramework
+    from pywebbench.catalogue.workloads import WORKLOADS
+
+    fw = c.framework
+    if isinstance(fw, UserFramework):
+        return [fw.user_workloads[w] for w in c.workloads]
+    return [WORKLOADS[w] for w in c.workloads if w in WORKLOADS]
+
+
+def _failed(name: str, workload: str | None, failure: StackFailure) -> Outcome:
+    return Outcome(
+        name,
+        workload,
+        "fail",
+        failure.reason,
+        phase=failure.phase.value,
+        log=str(failure.log_path or ""),
+    )
 
 
 def _verify_one(
     c: Candidate,
     console: Console,
     log_root: Path,
-    services_env: dict[str, str],
-    services_error: str,
+    services: Services,
     workers: int,
     threads: int,
-):
-    from pywebbench.catalogue.byo import UserFramework, check_path
-    from pywebbench.catalogue.workloads import WORKLOADS
-    from pywebbench.launch import LaunchError, start_server
-    from pywebbench.provision.venv import ProvisionError, provision
+) -> Iterator[Outcome]:
+    from pywebbench import bringup
 
     assert c.stack is not None
     try:
         with console.status(f"provisioning {c.name}") as status:
-            env = provision(c.stack, progress=lambda m: status.update(escape(m[:100])))
-    except ProvisionError as exc:
-        yield Outcome(
-            c.name, None, "fail", exc.reason, phase="provision", log=str(exc.log_path or "")
-        )
+            env = bringup.provision(c.stack, progress=lambda m: status.update(escape(m[:100])))
+    except bringup.StackFailure as exc:
+        yield _failed(c.name, None, exc)
         return
     console.print(
         f"  [dim]venv {'cached' if env.cached else f'built in {env.seconds:.1f} s'}: "
         f"{env.venv}[/dim]"
     )
-    fw = c.framework
-    is_byo = isinstance(fw, UserFramework)
-    runnable = []
-    for w in c.workloads:
-        workload = fw.user_workloads[w] if is_byo else WORKLOADS[w]
-        if workload.services and services_error:
-            yield Outcome(c.name, w, "fail", services_error, phase="services")
+    runnable: list[Workload] = []
+    for workload in _workloads(c):
+        failure = services.failure_for(workload)
+        if failure is not None:
+            yield _failed(c.name, workload.name, failure)
         else:
             runnable.append(workload)
     if not runnable:
         return
-    ready = runnable[0].path if is_byo else "/hello"
+    options = bringup.LaunchOptions(
+        log_dir=log_root, workers=workers, threads=threads, app_env=services.env
+    )
     try:
         with console.status(f"starting {c.server.name}"):
-            server = start_server(
-                c.stack,
-                env,
-                workers=workers,
-                threads=threads,
-                app_env=services_env,
-                app_dir=fw.app_dir if is_byo else None,
-                app=fw.app if is_byo else None,
-                log_dir=log_root,
-                ready_path=ready,
-            )
-    except LaunchError as exc:
-        tail = " | ".join(ln for ln in exc.log_tail.strip().splitlines()[-3:])
-        reason = f"{exc.phase}: {exc.reason}" + (f" [log: {tail}]" if tail else "")
-        yield Outcome(c.name, None, "fail", reason, phase="launch", log=str(exc.log_path or ""))
+            server = bringup.start(c.stack, env, options, bringup.ready_path(c.stack, runnable))
+    except bringup.StackFailure as exc:
+        yield _failed(c.name, None, exc)
         return
     with server:
         console.print(
             f"  [dim]{c.server.name} up in {server.cold_start_s:.2f} s at {server.base_url}[/dim]"
         )
         for workload in runnable:
-            yield _check(server, c.server, workload, is_byo, check_path)
+            verdict = bringup.check(server, c.stack, workload)
+            yield Outcome(
+                c.name,
+                workload.name,
+                "pass" if verdict.ok else "fail",
+                "; ".join(verdict.problems),
+                verdict.warnings,
+                phase="verify",
+            )
         if not server.alive():
             yield Outcome(
                 c.name,
                 None,
                 "fail",
                 "the server exited during verification",
-                phase="launch",
+                phase="start",
                 log=str(server.log_path),
             )
-
-
-def _check(server, adapter, workload, is_byo: bool, check_path) -> Outcome:
-    name = server.name
-    try:
-        if is_byo:
-            report = check_path(server.base_url, workload)
-        else:
-            from pywebbench.verify import verify
-
-            report = verify(
-                server.base_url,
-                workload,
-                expect_server_header=getattr(adapter, "sends_server_header", True),
-                expect_date_header=getattr(adapter, "sends_date_header", True),
-            )
-    except Exception as exc:  # noqa: BLE001 - a checker crash is a failure with its reason
-        return Outcome(name, workload.name, "fail", f"{type(exc).__name__}: {exc}", phase="verify")
-    warnings = list(getattr(report, "warnings", []) or [])
-    if report.ok:
-        return Outcome(name, workload.name, "pass", "", warnings, phase="verify")
-    return Outcome(
-        name, workload.name, "fail", "; ".join(report.problems), warnings, phase="verify"
-    )

@@ -380,10 +380,26 @@ def _title(runs: list[Run]) -> str:
         return "pywebbench report"
     first = runs[0]
     when = first.created_at[:16].replace("T", " ")
-    profile = f"{first.profile} study" if first.profile else "study"
     if len(runs) == 1:
-        return f"pywebbench {profile} · {when} UTC"
+        return f"pywebbench {_study_name(first)} · {when} UTC"
     return f"pywebbench · {len(runs)} runs from {when} UTC"
+
+
+def _study_name(run: Run) -> str:
+    """ "quick study" only for the profile as it is; "custom study" once its matrix, load
+    or app were changed (by a study file or flags)."""
+    from pywebbench.run.config import ConfigError, resolve
+
+    if not run.profile:
+        return "study"
+    try:
+        base = resolve(profile=run.profile).model_dump(mode="json")
+    except ConfigError:
+        return "study"
+    config = run.config
+    if all(config.get(key) == base.get(key) for key in ("matrix", "load", "app")):
+        return f"{run.profile} study"
+    return "custom study"
 
 
 def build_view(study: Study, *, title: str | None = None) -> ReportView:

@@ -101,10 +101,9 @@ def render_markdown(view: ReportView) -> str:
         if h:
             line = f"**{md_text(h['best'])}** is fastest: **{h['rps']} req/s** at {h['load']}"
             if "second" in h:
-                line += (
-                    f", {h['vs_second']} the runner-up ({md_text(h['second'])})"
-                    f" and {h['vs_worst']} the slowest ({md_text(h['worst'])})"
-                )
+                line += f", {h['vs_second']} the runner-up ({md_text(h['second'])})"
+            if "worst" in h:
+                line += f" and {h['vs_worst']} the slowest ({md_text(h['worst'])})"
             out += [line + ".", ""]
         keys = list(MD_COLUMNS)
         if view.has_robustness:

@@ -406,7 +406,8 @@ def headline(ranking: Ranking) -> dict[str, str] | None:
         assert second.point.rps is not None and worst.point.rps is not None
         parts["second"] = second.stack.label
         parts["vs_second"] = fmt_ratio(ratio(best.point.rps.median, second.point.rps.median))
-        parts["worst"] = worst.stack.label
-        parts["vs_worst"] = fmt_ratio(ratio(best.point.rps.median, worst.point.rps.median))
         parts["tied"] = "yes" if second.tied_with_best else ""
+        if len(ranked) > 2:  # with two stacks the runner-up is the slowest: say it once
+            parts["worst"] = worst.stack.label
+            parts["vs_worst"] = fmt_ratio(ratio(best.point.rps.median, worst.point.rps.median))
     return parts

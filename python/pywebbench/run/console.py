@@ -18,6 +18,7 @@ from rich.progress import (
 from rich.table import Table
 
 from pywebbench.load.histogram import Histogram
+from pywebbench.report.tables import fmt_mib
 from pywebbench.run.matrix import CellPlan
 from pywebbench.run.runner import Events
 from pywebbench.stats import summarize
@@ -112,9 +113,10 @@ def _fmt_us(us: float | None) -> str:
 
 
 def _fmt_bytes(b: float | None) -> str:
+    """Bytes as MiB (2^20), rounded like the report (the column header names the unit)."""
     if not b:
         return "-"
-    return f"{b / (1024 * 1024):.0f} MB"
+    return fmt_mib(b / 2**20)
 
 
 def _latency_us(its: list[Iteration]) -> dict[str, float]:
@@ -134,6 +136,8 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
     """Per workload (and load point), one row per ok cell ranked by median rps."""
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for cell in study.cells:
+        if cell.id is None:
+            continue
         its = [i for i in study.iterations_of(cell.id) if not i.interrupted]
         if cell.status != "ok" or not its:
             continue
@@ -173,7 +177,7 @@ def summary_tables(study: Study) -> list[Table]:
             ("95% CI", "right"),
             ("p50", "right"),
             ("p99", "right"),
-            ("peak RSS", "right"),
+            ("peak RSS MiB", "right"),
             ("errors", "right"),
             ("flags", "left"),
         ]:

@@ -1,10 +1,14 @@
-"""The cell runner: drives provision -> start -> verify -> warm-up -> measure -> stop over a matrix.
+"""The study runner: the matrix's cells, replicate by replicate, into the store.
+
+Per stack it uses :mod:`pywebbench.bringup` (provision -> services -> start -> verify), the
+same pipeline ``pywebbench verify`` uses; then warm-up and measured iterations; then stop.
 
 Every iteration is committed to the store as soon as it ends. A stack that fails in any phase
 is recorded with the phase and reason and the matrix carries on. Ctrl-C stops the engine
 within a fraction of a second (it returns a partial result), the partial iteration is kept
 flagged ``interrupted``, every server is stopped, and the run is marked interrupted so
-``pywebbench run --resume`` can continue it without measuring anything twice.
+``pywebbench run --resume`` can continue it without measuring anything twice. A run being
+written holds a lock: a second writer is refused before it writes anything.
 """
 
 from __future__ import annotations
@@ -17,54 +21,60 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pywebbench import __version__
-from pywebbench.meter import MeterSummary, Sampler, snapshot
+from pywebbench import __version__, bringup
+from pywebbench.bringup import StackFailure, one_line
+from pywebbench.meter import Sampler, snapshot
 from pywebbench.run import loadio
 from pywebbench.run.config import StudyConfig
+from pywebbench.run.health import judge_iteration
 from pywebbench.run.host import facts, split_cpus
 from pywebbench.run.matrix import CellPlan, Matrix, Variant
+from pywebbench.run.orphans import reap_orphan
+from pywebbench.run.robustness import fault_phase
+from pywebbench.run.rows import growth_series, iteration_row, stack_row
 from pywebbench.stats import memory_growth
 from pywebbench.store import (
     Cell,
+    CellStatus,
     Failure,
-    Iteration,
+    IterationKind,
+    Phase,
     Replicate,
     Run,
-    StackRow,
+    RunStatus,
     Store,
     new_run_id,
+    run_lock,
     utcnow,
 )
 
-
-class CellFailed(Exception):
-    """A cell cannot go on: ``phase`` and a one-line ``reason`` (``detail``: log tail...)."""
-
-    def __init__(self, phase: str, reason: str, detail: str | None = None) -> None:
-        super().__init__(f"{phase}: {reason}")
-        self.phase = phase
-        self.reason = reason
-        self.detail = detail
+if TYPE_CHECKING:
+    from pywebbench.launch import RunningServer
+    from pywebbench.load.result import LoadResult
+    from pywebbench.provision.venv import ProvisionedEnv
 
 
 class Interrupted(Exception):
     """Ctrl-C arrived; the partial state is stored, the run must stop."""
 
 
+def _ignore(*_args: object) -> None:
+    return None
+
+
 @dataclass
 class Events:
     """Callbacks the terminal display hooks into (all optional)."""
 
-    phase: Callable[[str], None] = lambda _msg: None  # "provisioning ...", "starting ..."
-    cell_start: Callable[[CellPlan, int], None] = lambda _cell, _iterations: None
-    iteration_start: Callable[[CellPlan, str], None] = lambda _c, _kind: None
-    iteration_done: Callable[[CellPlan, str, float], None] = lambda _c, _kind, _rps: None
-    cell_done: Callable[[CellPlan, str, str | None], None] = lambda _c, _status, _why: None
-    live_rps: Callable[[float], None] = lambda _rps: None
+    phase: Callable[[str], None] = _ignore  # "provisioning ...", "starting ..."
+    cell_start: Callable[[CellPlan, int], None] = _ignore  # cell, iterations to run
+    iteration_start: Callable[[CellPlan, str], None] = _ignore  # cell, kind
+    iteration_done: Callable[[CellPlan, str, float], None] = _ignore  # cell, kind, req/s
+    cell_done: Callable[[CellPlan, str, str | None], None] = _ignore  # cell, status, why
+    live_rps: Callable[[float], None] = _ignore
 
 
 @dataclass
@@ -75,7 +85,7 @@ class _CellState:
     cell_id: int
     ok: int  # replicates completed (this run and before a --resume)
     next_rep: int  # number of the next replicate
-    failure: CellFailed | None = None
+    failure: StackFailure | None = None
     rss: list[list[float]] = field(default_factory=list)
 
 
@@ -84,7 +94,7 @@ class Outcome:
     """How a study ended."""
 
     run_id: str
-    status: str  # completed | interrupted | failed
+    status: RunStatus
     cells_ok: int = 0
     cells_failed: int = 0
     cells_skipped: int = 0  # already done before --resume
@@ -110,94 +120,6 @@ def _no_sigint() -> Iterator[None]:
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def stack_row(run_id: str, variant: Variant) -> StackRow:
-    """The ``stacks`` row of a variant (packages and settings are filled in later)."""
-    st = variant.stack
-    i = st.interpreter
-    return StackRow(
-        id=None,
-        run_id=run_id,
-        key=variant.key,
-        name=st.name,
-        interpreter=i.name,
-        interpreter_impl=i.implementation,
-        interpreter_version=i.version,
-        interpreter_build=i.build,
-        interpreter_path=i.path,
-        server=st.server.name,
-        interface=st.server.interface,
-        framework=st.framework.name,
-        workers=variant.workers,
-        threads=variant.threads,
-        env_key=st.env_key(),
-        requirements_json=json.dumps(list(st.requirements)),
-    )
-
-
-def growth_series(rss_by_iteration: list[list[int]]) -> list[float]:
-    """RSS points for memory-growth detection over one server process.
-
-    All samples of the replicate's iterations in time order, the first quarter dropped
-    (allocation while warming up), then bucketed into at most 8 points (bucket maximum).
-    """
-    flat = [v for series in rss_by_iteration for v in series]
-    flat = flat[len(flat) // 4 :]
-    if len(flat) <= 8:
-        return [float(v) for v in flat]
-    size = len(flat) / 8
-    return [float(max(flat[int(k * size) : int((k + 1) * size)] or [0])) for k in range(8)]
-
-
-def iteration_row(
-    result: Any,
-    meter: MeterSummary,
-    *,
-    cell_id: int,
-    replicate: int,
-    kind: str,
-    idx: int,
-    started_at: str,
-    workers: int = 1,
-    server_alive: bool = True,
-) -> Iteration:
-    """The ``iterations`` row of one load result and the metering of the server meanwhile
-    (also used by tools that record studies outside the runner, e.g. report tests)."""
-    cols = loadio.columns(result)
-    cpu = meter.cpu_s
-    mem_end = meter.uss_end_bytes or meter.rss_end_bytes
-    return Iteration(
-        id=None,
-        cell_id=cell_id,
-        replicate=replicate,
-        kind=kind,
-        idx=idx,
-        started_at=started_at,
-        server_alive=server_alive,
-        cpu_user_s=meter.cpu_user_s,
-        cpu_sys_s=meter.cpu_sys_s,
-        requests_per_cpu_s=(cols["requests"] / cpu) if cpu else None,
-        rss_peak_bytes=meter.rss_peak_bytes,
-        rss_end_bytes=meter.rss_end_bytes,
-        uss_peak_bytes=meter.uss_peak_bytes,
-        uss_end_bytes=meter.uss_end_bytes,
-        pss_peak_bytes=meter.pss_peak_bytes,
-        pss_end_bytes=meter.pss_end_bytes,
-        mem_per_worker_bytes=int(mem_end / max(1, workers)) if mem_end else None,
-        threads_peak=meter.threads_peak,
-        fds_peak=meter.fds_peak,
-        processes_peak=meter.processes_peak,
-        ctx_voluntary=meter.ctx_voluntary,
-        ctx_involuntary=meter.ctx_involuntary,
-        result_json=json.dumps(loadio.result_dict(result)),
-        **cols,
-    )
 
 
 class StudyRunner:
@@ -227,20 +149,64 @@ class StudyRunner:
         )
         self.log_dir = self.results_dir / "logs" / self.run_id
         self._stack_ids: dict[str, int] = {}
-        self._envs: dict[str, Any] = {}  # variant key -> ProvisionedEnv
-        self._provision_failed: dict[str, CellFailed] = {}
+        self._envs: dict[str, ProvisionedEnv] = {}  # variant key -> its virtualenv
+        self._provision_failed: dict[str, StackFailure] = {}
         self._settings_recorded: set[str] = set()
-        self._services_env: dict[str, str] = {}
-        self._services_failed: CellFailed | None = None
+        self._services: bringup.Services | None = None
         self._robustness: dict[int, dict[str, Any]] = {}  # cell id -> last fault phase
-        self.outcome = Outcome(run_id=self.run_id, status="running")
+        self._done: set[str] | None = None
+        self.outcome = Outcome(run_id=self.run_id, status=RunStatus.RUNNING)
         self._rate = loadio.LiveRate()
 
     # -- the study -------------------------------------------------------------------------
 
+    def run(self) -> Outcome:
+        """Run the whole study. Returns its :class:`Outcome`; never raises on Ctrl-C.
+
+        Raises :class:`pywebbench.store.RunLocked`, before writing anything, when another
+        process is writing the same run.
+        """
+        with run_lock(self.store.path, self.run_id):
+            return self._run_locked()
+
+    def _run_locked(self) -> Outcome:
+        t0 = time.monotonic()
+        self._create_or_reopen_run()
+        status = RunStatus.FAILED
+        try:
+            self._register()
+            self._provision_all()
+            with self._start_services() as services:
+                self._services = services
+                for group in self._groups():
+                    self._run_group(group)
+            status = RunStatus.COMPLETED
+        except (KeyboardInterrupt, Interrupted):
+            status = RunStatus.INTERRUPTED
+        except BaseException:
+            with _no_sigint():
+                self.store.add_failure(
+                    Failure(
+                        None,
+                        self.run_id,
+                        Phase.INTERRUPTED,
+                        "pywebbench failed: " + one_line(sys.exc_info()[1]),
+                        utcnow(),
+                        detail=traceback.format_exc(),
+                    )
+                )
+                self.store.update_run(self.run_id, status=RunStatus.FAILED, finished_at=utcnow())
+            raise
+        finally:
+            self.outcome.wall_s = time.monotonic() - t0
+        with _no_sigint():
+            self.store.update_run(self.run_id, status=status, finished_at=utcnow())
+        self.outcome.status = status
+        return self.outcome
+
     def _create_or_reopen_run(self) -> None:
         if self.resume:
-            self.store.update_run(self.run_id, status="running", finished_at=None)
+            self.store.update_run(self.run_id, status=RunStatus.RUNNING, finished_at=None)
             return
         host = facts()
         self.store.create_run(
@@ -248,7 +214,7 @@ class StudyRunner:
                 id=self.run_id,
                 created_at=utcnow(),
                 finished_at=None,
-                status="running",
+                status=RunStatus.RUNNING,
                 profile=self.config.profile,
                 hostname=host["hostname"],
                 cpu_model=host["cpu_model"],
@@ -273,19 +239,20 @@ class StudyRunner:
         for name, reason in self.matrix.unavailable:
             if not self.resume:
                 self.store.add_failure(
-                    Failure(None, self.run_id, "provision", f"{name}: {reason}", utcnow())
+                    Failure(None, self.run_id, Phase.PROVISION, f"{name}: {reason}", utcnow())
                 )
         for cell in self.matrix.cells:
             self.store.add_cell(self._cell_row(cell))
         if self.resume:  # a crash or Ctrl-C may have left rows "running"
             stacks = {s.id: s for s in self.store.stacks(self.run_id)}
-            for cell in self.store.cells(self.run_id):
-                if cell.status == "running":
-                    self.store.update_cell(cell.id, status="interrupted")
-                for rep in self.store.replicates(cell.id):
-                    if rep.status == "running":
-                        self.store.update_replicate(rep.id, status="interrupted")
-                        _reap_orphan(rep, stacks.get(cell.stack_id))
+            for row in self.store.cells(self.run_id):
+                assert row.id is not None  # read back from the store
+                if row.status == CellStatus.RUNNING:
+                    self.store.update_cell(row.id, status=CellStatus.INTERRUPTED)
+                for rep in self.store.replicates(row.id):
+                    if rep.status == CellStatus.RUNNING and rep.id is not None:
+                        self.store.update_replicate(rep.id, status=CellStatus.INTERRUPTED)
+                        reap_orphan(rep, stacks.get(row.stack_id))
 
     def _cell_row(self, cell: CellPlan) -> Cell:
         return Cell(
@@ -300,118 +267,54 @@ class StudyRunner:
             concurrency=cell.concurrency,
             rate=cell.rate,
             load_point=cell.load_point,
-            status="pending",
+            status=CellStatus.PENDING,
             server_cpus_json=json.dumps(self.server_cpus),
             generator_cpus_json=json.dumps(self.generator_cpus),
         )
 
-    def run(self) -> Outcome:
-        """Run the whole study. Returns its :class:`Outcome`; never raises on Ctrl-C."""
-        t0 = time.monotonic()
-        self._create_or_reopen_run()
-        status = "failed"
-        try:
-            self._register()
-            self._provision_all()
-            with self._services():
-                for group in self._groups():
-                    self._run_group(group)
-            status = "completed"
-        except (KeyboardInterrupt, Interrupted):
-            status = "interrupted"
-        except BaseException:
-            with _no_sigint():
-                self.store.add_failure(
-                    Failure(
-                        None,
-                        self.run_id,
-                        "interrupted",
-                        "pywebbench failed: " + _one_line(str(sys.exc_info()[1])),
-                        utcnow(),
-                        detail=traceback.format_exc(),
-                    )
-                )
-                self.store.update_run(self.run_id, status="failed", finished_at=utcnow())
-            raise
-        finally:
-            self.outcome.wall_s = time.monotonic() - t0
-        with _no_sigint():
-            self.store.update_run(self.run_id, status=status, finished_at=utcnow())
-        self.outcome.status = status
-        return self.outcome
+    def _done_cells(self) -> set[str]:
+        if self._done is None:
+            finished = (CellStatus.OK, CellStatus.FAILED)
+            self._done = {c.key for c in self.store.cells(self.run_id) if c.status in finished}
+        return self._done
 
     # -- provisioning and services ---------------------------------------------------------
 
     def _provision_all(self) -> None:
         from pywebbench.provision import venv as venv_mod
 
-        if hasattr(venv_mod, "UV_TIMEOUT_S"):
-            venv_mod.UV_TIMEOUT_S = self.config.timeouts.provision_s
-        todo = [v for v in self.matrix.variants if self._needs_work(v)]
-        for variant in todo:
+        venv_mod.UV_TIMEOUT_S = self.config.timeouts.provision_s
+        done = self._done_cells()
+        for variant in self.matrix.variants:
+            if all(c.key in done for c in self.matrix.cells_of(variant)):
+                continue
             if variant.key in self._envs or variant.key in self._provision_failed:
                 continue
             self.events.phase(f"provisioning {variant.stack.name}")
             t0 = time.monotonic()
+            stack_id = self._stack_ids[variant.key]
             try:
-                env = venv_mod.provision(variant.stack, progress=self.events.phase)
-            except venv_mod.ProvisionError as exc:
-                detail = None
-                if exc.log_path and Path(exc.log_path).exists():
-                    detail = Path(exc.log_path).read_text(errors="replace")[-4000:]
-                self._provision_failed[variant.key] = CellFailed(
-                    "provision", _one_line(exc.reason), detail
-                )
-                self.store.update_stack(
-                    self._stack_ids[variant.key], provision_s=time.monotonic() - t0
-                )
+                env = bringup.provision(variant.stack, progress=self.events.phase)
+            except StackFailure as exc:
+                self._provision_failed[variant.key] = exc
+                self.store.update_stack(stack_id, provision_s=time.monotonic() - t0)
                 continue
             self._envs[variant.key] = env
             self.store.update_stack(
-                self._stack_ids[variant.key],
+                stack_id,
                 packages_json=json.dumps(dict(env.packages), sort_keys=True),
-                provision_s=float(getattr(env, "seconds", time.monotonic() - t0)),
-                provision_cached=bool(getattr(env, "cached", False)),
+                provision_s=float(env.seconds),
+                provision_cached=bool(env.cached),
             )
 
-    def _needs_work(self, variant: Variant) -> bool:
-        done = self._done_cells()
-        return any(c.key not in done for c in self.matrix.cells_of(variant))
-
-    def _done_cells(self) -> set[str]:
-        if not hasattr(self, "_done_cache"):
-            self._done_cache = {
-                c.key for c in self.store.cells(self.run_id) if c.status in ("ok", "failed")
-            }
-        return self._done_cache
-
-    @contextmanager
-    def _services(self) -> Iterator[None]:
+    def _start_services(self) -> bringup.Services:
         pending = [c for c in self.matrix.cells if c.key not in self._done_cells()]
-        needed = sorted({s for c in pending for s in c.workload.services})
-        if not needed:
-            yield
-            return
-        from pywebbench.provision.services import start_services
+        needed = bringup.services_needed(c.workload for c in pending)
+        if needed:
+            self.events.phase(f"starting services: {', '.join(needed)}")
+        return bringup.Services(needed, self.results_dir / "services" / self.run_id)
 
-        self.events.phase(f"starting services: {', '.join(needed)}")
-        workdir = self.results_dir / "services" / self.run_id
-        workdir.mkdir(parents=True, exist_ok=True)
-        try:
-            cm = start_services(needed, workdir)
-            env = cm.__enter__()
-        except Exception as exc:  # noqa: BLE001 - recorded, the cells needing it fail
-            self._services_failed = CellFailed("services", _one_line(str(exc)))
-            yield
-            return
-        self._services_env = dict(env)
-        try:
-            yield
-        finally:
-            with _no_sigint():
-                cm.__exit__(None, None, None)
-
-    # -- one cell --------------------------------------------------------------------------
+    # -- groups of cells sharing server processes ------------------------------------------
 
     def _groups(self) -> list[list[CellPlan]]:
         """Cells that share server processes: one cell each (``server_scope = "cell"``), or
@@ -430,15 +333,15 @@ class StudyRunner:
         state = _CellState(
             cell=cell,
             cell_id=cell_id,
-            ok=sum(1 for r in previous if r.status == "ok"),
+            ok=sum(1 for r in previous if r.status == CellStatus.OK),
             next_rep=max((r.replicate for r in previous), default=-1) + 1,
             failure=self._provision_failed.get(cell.variant.key),
         )
-        if state.failure is None and self._services_failed and cell.workload.services:
-            state.failure = self._services_failed
+        if state.failure is None and self._services is not None:
+            state.failure = self._services.failure_for(cell.workload)
         per_rep = cfg.warmup_iterations + cfg.iterations
         self.events.cell_start(cell, (cfg.replicates - state.ok) * per_rep)
-        self.store.update_cell(cell_id, status="running", started_at=utcnow())
+        self.store.update_cell(cell_id, status=CellStatus.RUNNING, started_at=utcnow())
         return state
 
     def _run_group(self, cells: list[CellPlan]) -> None:
@@ -456,79 +359,87 @@ class StudyRunner:
                 active = [st for st in states if st.failure is None and st.ok < replicates]
                 if not active:
                     break
-                server: Any = None
-                try:
-                    for st in active:
-                        if st.failure is not None:  # the server failed to start this round
-                            continue
-                        if server is not None and not server.alive():
-                            self._stop_server(server, st)
-                            server = None
-                        try:
-                            if server is None:
-                                server = self._start_server(st)
-                            st.rss.append(self._replicate_on(server, st))
-                            st.ok += 1
-                        except CellFailed as exc:
-                            st.failure = exc
-                            if exc.phase == "start":  # same stack: no point starting again
-                                for other in active:
-                                    if other.failure is None and other.ok < replicates:
-                                        other.failure = exc
-                        st.next_rep += 1
-                finally:
-                    if server is not None:
-                        self._stop_server(server, active[-1])
+                self._round(active, replicates)
         except (KeyboardInterrupt, Interrupted):
             with _no_sigint():
                 for st in states:
-                    self.store.update_cell(st.cell_id, status="interrupted")
+                    self.store.update_cell(st.cell_id, status=CellStatus.INTERRUPTED)
             raise
         for st in states:
             self._finish_cell(st)
+
+    def _round(self, active: list[_CellState], replicates: int) -> None:
+        """One replicate of every active cell, on one fresh server (restarted if it died)."""
+        server: RunningServer | None = None
+        try:
+            for st in active:
+                if st.failure is not None:  # the server failed to start this round
+                    continue
+                if server is not None and not server.alive():
+                    self._stop_server(server, st)
+                    server = None
+                try:
+                    if server is None:
+                        server = self._start_server(st, [a.cell for a in active])
+                    st.rss.append(self._replicate_on(server, st))
+                    st.ok += 1
+                except StackFailure as exc:
+                    st.failure = exc
+                    if exc.phase == Phase.START:  # same stack: no point starting again
+                        for other in active:
+                            if other.failure is None and other.ok < replicates:
+                                other.failure = exc
+                st.next_rep += 1
+        finally:
+            if server is not None:
+                self._stop_server(server, active[-1])
 
     def _finish_cell(self, st: _CellState) -> None:
         cell, cell_id, failure = st.cell, st.cell_id, st.failure
         with _no_sigint():
             flags = self._flags(cell_id, st.rss)
-            if failure is not None:
+            if failure is None:
                 self.store.update_cell(
                     cell_id,
-                    status="failed",
-                    failure_phase=failure.phase,
-                    failure_reason=failure.reason,
+                    status=CellStatus.OK,
                     finished_at=utcnow(),
                     flags_json=json.dumps(flags),
                 )
-                self.store.add_failure(
-                    Failure(
-                        None,
-                        self.run_id,
-                        failure.phase,
-                        failure.reason,
-                        utcnow(),
-                        stack_id=self._stack_ids[cell.variant.key],
-                        cell_id=cell_id,
-                        detail=failure.detail,
-                    )
-                )
-                self.outcome.cells_failed += 1
-                self.outcome.failures.append((cell.label, failure.phase, failure.reason))
-                self.events.cell_done(cell, "failed", f"{failure.phase}: {failure.reason}")
-            else:
-                self.store.update_cell(
-                    cell_id, status="ok", finished_at=utcnow(), flags_json=json.dumps(flags)
-                )
                 self.outcome.cells_ok += 1
-                self.events.cell_done(cell, "ok", None)
+                self.events.cell_done(cell, CellStatus.OK, None)
+                return
+            self.store.update_cell(
+                cell_id,
+                status=CellStatus.FAILED,
+                failure_phase=failure.phase,
+                failure_reason=failure.reason,
+                finished_at=utcnow(),
+                flags_json=json.dumps(flags),
+            )
+            self.store.add_failure(
+                Failure(
+                    None,
+                    self.run_id,
+                    failure.phase,
+                    failure.reason,
+                    utcnow(),
+                    stack_id=self._stack_ids[cell.variant.key],
+                    cell_id=cell_id,
+                    detail=failure.detail,
+                )
+            )
+            self.outcome.cells_failed += 1
+            self.outcome.failures.append((cell.label, failure.phase, failure.reason))
+            self.events.cell_done(cell, CellStatus.FAILED, f"{failure.phase}: {failure.reason}")
 
     def _flags(self, cell_id: int, rss_series: list[list[float]]) -> dict[str, Any]:
         its = self.store.iterations(cell_id)
+        measured = [i for i in its if i.kind == IterationKind.MEASURED]
         growing = [memory_growth(s) for s in rss_series]
         flags: dict[str, Any] = {
             "memory_growth": any(g.growing for g in growing),
-            "generator_bound": any(i.generator_bound for i in its if i.kind == "measured"),
-            "errors": any(i.errors > 0 for i in its if i.kind == "measured"),
+            "generator_bound": any(i.generator_bound for i in measured),
+            "errors": any(i.errors > 0 for i in measured),
         }
         if cell_id in self._robustness:
             flags["robustness"] = self._robustness.pop(cell_id)
@@ -538,79 +449,81 @@ class StudyRunner:
             flags["memory_growth_last_bytes"] = int(worst.last)
         return flags
 
-    def _start_server(self, st: _CellState) -> Any:
-        """A fresh server for ``st``'s stack; a failure is recorded on ``st``'s replicate."""
-        from pywebbench.launch import LaunchError, start_server
+    # -- one server ------------------------------------------------------------------------
 
-        cell = st.cell
-        variant = cell.variant
+    def _start_server(self, st: _CellState, round_cells: list[CellPlan]) -> RunningServer:
+        """A fresh server for ``st``'s stack; a failure is recorded on ``st``'s replicate."""
+        variant = st.cell.variant
         self.events.phase(f"starting {variant.key} (replicate {st.ok + 1})")
-        request = cell.request
-        fw = variant.stack.framework
+        options = bringup.LaunchOptions(
+            log_dir=self.log_dir,
+            cpus=self.server_cpus,
+            workers=variant.workers,
+            threads=variant.threads,
+            app_env=self._services.env if self._services is not None else {},
+            start_timeout_s=self.config.timeouts.start_s,
+        )
+        ready = bringup.ready_path(variant.stack, [c.workload for c in round_cells])
         try:
-            return start_server(
-                variant.stack,
-                self._envs[variant.key],
-                cpus=self.server_cpus,
-                workers=variant.workers,
-                threads=variant.threads,
-                app_env=self._services_env,
-                app_dir=getattr(fw, "app_dir", None),
-                log_dir=self.log_dir,
-                ready_path=request.path if request.method == "GET" else "/",
-                start_timeout_s=self.config.timeouts.start_s,
-            )
-        except LaunchError as exc:
+            return bringup.start(variant.stack, self._envs[variant.key], options, ready)
+        except StackFailure as exc:
             with _no_sigint():
                 self.store.add_replicate(
                     Replicate(
                         None,
                         st.cell_id,
                         st.next_rep,
-                        "failed",
+                        CellStatus.FAILED,
                         utcnow(),
-                        failure_phase="start",
-                        failure_reason=_one_line(exc.reason),
+                        failure_phase=exc.phase,
+                        failure_reason=exc.reason,
                         finished_at=utcnow(),
                         log_path=str(exc.log_path) if exc.log_path else None,
                     )
                 )
-            raise CellFailed("start", _one_line(exc.reason), exc.log_tail) from None
+            raise
 
-    def _stop_server(self, server: Any, st: _CellState) -> None:
+    def _stop_server(self, server: RunningServer, st: _CellState) -> None:
         """Stop the server's process group (shielded from Ctrl-C); a slow stop is recorded."""
         with _no_sigint():
-            t0 = time.monotonic()
-            server.stop()
-            took = time.monotonic() - t0
+            took = bringup.stop(server)
             if took > self.config.timeouts.stop_s:
                 self.store.add_failure(
                     Failure(
                         None,
                         self.run_id,
-                        "stop",
+                        Phase.STOP,
                         f"stopping {st.cell.variant.key} took {took:.1f} s",
                         utcnow(),
                         stack_id=self._stack_ids[st.cell.variant.key],
                     )
                 )
 
-    def _replicate_on(self, server: Any, st: _CellState) -> list[float]:
+    def _replicate_on(self, server: RunningServer, st: _CellState) -> list[float]:
         """One replicate of a cell on a running server: verify, warm-up and measured
-        iterations. Returns the RSS series for memory-growth detection; raises CellFailed."""
+        iterations. Returns the RSS series for memory-growth detection; raises StackFailure."""
         cell, cell_id, replicate = st.cell, st.cell_id, st.next_rep
-        rep_id = self.store.add_replicate(Replicate(None, cell_id, replicate, "running", utcnow()))
-        status = "interrupted"
-        fail: CellFailed | None = None
+        rep_id = self.store.add_replicate(
+            Replicate(None, cell_id, replicate, CellStatus.RUNNING, utcnow())
+        )
+        status = CellStatus.INTERRUPTED
+        fail: StackFailure | None = None
         rss: list[list[float]] = []
         try:
             self._record_start(cell.variant, rep_id, server)
-            fail = self._verify(cell, server)
+            self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
+            fail = bringup.check(
+                server,
+                cell.variant.stack,
+                cell.workload,
+                cell.params,
+                timeout_s=self.config.timeouts.verify_s,
+            ).failure()
             if fail is None:
                 fail = self._iterations(cell, cell_id, replicate, server, rss)
-            status = "failed" if fail else "ok"
-        except CellFailed as exc:
-            fail, status = exc, "failed"
+            status = CellStatus.FAILED if fail else CellStatus.OK
+        except StackFailure as exc:
+            fail, status = exc, CellStatus.FAILED
         finally:
             with _no_sigint():
                 self.store.update_replicate(
@@ -622,9 +535,9 @@ class StudyRunner:
                 )
         if fail is not None:
             raise fail
-        return growth_series(rss)  # type: ignore[arg-type]
+        return growth_series(rss)
 
-    def _record_start(self, variant: Variant, rep_id: int, server: Any) -> None:
+    def _record_start(self, variant: Variant, rep_id: int, server: RunningServer) -> None:
         idle = snapshot(server.pid)  # the server answered: booted, no load yet
         self.store.update_replicate(
             rep_id,
@@ -643,137 +556,111 @@ class StudyRunner:
                 settings_json=json.dumps(server.settings, sort_keys=True, default=str),
             )
 
-    def _verify(self, cell: CellPlan, server: Any) -> CellFailed | None:
-        self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
-        try:
-            if hasattr(cell.workload, "expect_status"):  # a path of the user's app
-                from pywebbench.catalogue.byo import check_path
-
-                report = check_path(
-                    server.base_url, cell.workload, timeout_s=self.config.timeouts.verify_s
-                )
-            else:
-                from pywebbench.verify import verify
-
-                report = verify(server.base_url, cell.workload, **cell.params)
-        except Exception as exc:  # noqa: BLE001 - a verification crash is a verify failure
-            return CellFailed("verify", _one_line(f"verification raised {exc!r}"))
-        if not report.ok:
-            detail = "\n".join(report.problems)
-            return CellFailed("verify", _one_line("; ".join(report.problems)), detail)
-        return None
+    # -- iterations ------------------------------------------------------------------------
 
     def _iterations(
-        self, cell: CellPlan, cell_id: int, replicate: int, server: Any, rss: list[list[float]]
-    ) -> CellFailed | None:
+        self,
+        cell: CellPlan,
+        cell_id: int,
+        replicate: int,
+        server: RunningServer,
+        rss: list[list[float]],
+    ) -> StackFailure | None:
         cfg = self.config.load
-        plan = [("warmup", i, cfg.warmup_duration_s) for i in range(cfg.warmup_iterations)]
-        plan += [("measured", i, cfg.duration_s) for i in range(cfg.iterations)]
+        plan = [
+            (IterationKind.WARMUP, i, cfg.warmup_duration_s) for i in range(cfg.warmup_iterations)
+        ]
+        plan += [(IterationKind.MEASURED, i, cfg.duration_s) for i in range(cfg.iterations)]
+        result: LoadResult | None = None
         for kind, idx, duration in plan:
             if cfg.pause_s:
                 time.sleep(cfg.pause_s)
-            spec = loadio.build_spec(
-                server.base_url,
-                cell.request,
-                connections=cell.concurrency,
-                duration_s=duration,
-                timeout_s=cfg.timeout_s,
-                cpus=self.generator_cpus,
-                rate=cell.rate,
+            result, alive = self._one_iteration(
+                cell, cell_id, replicate, server, rss, kind, idx, duration
             )
-            started = utcnow()
-            self._rate = loadio.LiveRate()
-            self.events.iteration_start(cell, kind)
-            sampler = Sampler(server.pid).start()
-            interrupted = False
-            try:
-                result = self.agent.run(spec, progress=self._progress)
-            except KeyboardInterrupt:
-                with _no_sigint():
-                    sampler.stop()
-                raise
-            meter = sampler.stop()
-            with _no_sigint():
-                cols = loadio.columns(result)
-                interrupted = cols["interrupted"]
-                alive = server.alive() and meter.alive_at_end
-                it = iteration_row(
-                    result,
-                    meter,
-                    cell_id=cell_id,
-                    replicate=replicate,
-                    kind=kind,
-                    idx=idx,
-                    started_at=started,
-                    workers=cell.variant.workers,
-                    server_alive=alive,
-                )
-                self.store.add_iteration(it, meter.samples)
-                self.outcome.measured_s += float(cols["duration_s"] or 0.0)
-                rss.append([float(s.rss_bytes) for s in meter.samples])
-            if interrupted:
-                raise Interrupted()
+            cols = loadio.columns(result)
             self.events.iteration_done(cell, kind, float(cols["rps"]))
-            if not alive:
-                code = server.group.poll() if hasattr(server, "group") else None
-                how = f" (exit status {code})" if code is not None else ""
-                return CellFailed(
-                    "warmup" if kind == "warmup" else "measure",
-                    f"server process exited during load{how}",
-                    _log_tail(server),
-                )
-            stalled = loadio.stalled_tail_s(result)
-            if cols["requests"] == 0 or stalled >= max(1.0, 0.3 * duration):
-                if cols["requests"]:
-                    return CellFailed(
-                        "warmup" if kind == "warmup" else "measure",
-                        f"server stopped responding: no response in the last {stalled:g} s "
-                        f"of the {duration:g} s iteration ({cols['timeouts']} timeouts)",
-                        _log_tail(server),
-                    )
-                what = "no responses"
-                if cols["timeouts"] or cols["errors"]:
-                    what += f" ({cols['errors']} errors, {cols['timeouts']} timeouts)"
-                return CellFailed(
-                    "warmup" if kind == "warmup" else "measure",
-                    f"{what} within {duration:g} s: the server hangs or refuses connections",
-                    _log_tail(server),
-                )
-        if cfg.faults and cfg.iterations:
-            self._robustness[cell_id] = self._fault_phase(cell, server, result)
+            fail = judge_iteration(
+                kind,
+                duration_s=duration,
+                requests=int(cols["requests"]),
+                errors=int(cols["errors"]),
+                timeouts=int(cols["timeouts"]),
+                stalled_tail_s=loadio.stalled_tail_s(result),
+                alive=alive,
+                exit_code=server.group.poll(),
+                log_tail=_log_tail(server),
+            )
+            if fail is not None:
+                return fail
+        if cfg.faults and result is not None and cfg.iterations:
+            self.events.phase(f"faults {cell.variant.key}: {cfg.faults}")
+            self._robustness[cell_id] = fault_phase(
+                cell,
+                server.base_url,
+                server.alive,
+                result,
+                config=self.config,
+                agent=self.agent,
+                generator_cpus=self.generator_cpus,
+                progress=self._progress,
+            )
         return None
 
-    def _fault_phase(self, cell: CellPlan, server: Any, clean_result: Any) -> dict[str, Any]:
-        """The last measured iteration again, under the fault mix (docs/faults.md)."""
-        from pywebbench.faults import measure_of, measure_robustness, parse_mix
+    def _one_iteration(
+        self,
+        cell: CellPlan,
+        cell_id: int,
+        replicate: int,
+        server: RunningServer,
+        rss: list[list[float]],
+        kind: IterationKind,
+        idx: int,
+        duration: float,
+    ) -> tuple[LoadResult, bool]:
+        """Load the server for one iteration while metering it; store the row at once.
 
-        cfg = self.config.load
-        assert cfg.faults is not None
-        self.events.phase(f"faults {cell.variant.key}: {cfg.faults}")
+        Returns the result and whether the server was still alive at the end."""
         spec = loadio.build_spec(
             server.base_url,
             cell.request,
             connections=cell.concurrency,
-            duration_s=cfg.duration_s,
-            timeout_s=cfg.timeout_s,
+            duration_s=duration,
+            timeout_s=self.config.load.timeout_s,
             cpus=self.generator_cpus,
             rate=cell.rate,
         )
-        run = measure_robustness(
-            server.base_url.rstrip("/") + cell.request.path,
-            parse_mix(cfg.faults),
-            lambda: self.agent.run(spec, progress=self._progress),
-            alive=server.alive,
-            clean_result=clean_result,
-        )
-        return {
-            "mix": cfg.faults,
-            **run.robustness.to_dict(),
-            "clean_rps": measure_of(run.clean).rps,
-            "faulted_rps": measure_of(run.faulted).rps,
-            "recovery_s": run.recovery_s,
-            "report": run.report.to_dict(),
-        }
+        started = utcnow()
+        self._rate = loadio.LiveRate()
+        self.events.iteration_start(cell, kind)
+        sampler = Sampler(server.pid).start()
+        try:
+            result = self.agent.run(spec, progress=self._progress)
+        except KeyboardInterrupt:
+            with _no_sigint():
+                sampler.stop()
+            raise
+        meter = sampler.stop()
+        with _no_sigint():
+            cols = loadio.columns(result)
+            alive = server.alive() and meter.alive_at_end
+            row = iteration_row(
+                result,
+                meter,
+                cell_id=cell_id,
+                replicate=replicate,
+                kind=kind,
+                idx=idx,
+                started_at=started,
+                workers=cell.variant.workers,
+                server_alive=alive,
+            )
+            self.store.add_iteration(row, meter.samples)
+            self.outcome.measured_s += float(cols["duration_s"] or 0.0)
+            rss.append([float(s.rss_bytes) for s in meter.samples])
+        if cols["interrupted"]:
+            raise Interrupted()
+        return result, alive
 
     def _progress(self, snap: Any) -> None:
         """Engine progress callback: must never raise (an exception stops the engine)."""
@@ -785,31 +672,7 @@ class StudyRunner:
             pass
 
 
-def _reap_orphan(rep: Replicate, stack: StackRow | None) -> None:
-    """Stop the server of a replicate left "running" by a pywebbench that was killed.
-
-    Only a process that is still the one recorded: same pid, started before the replicate
-    row, leading its own process group, and running from the stack's virtualenv.
-    """
-    import os
-
-    import psutil
-
-    if not rep.pid or stack is None or not stack.env_key:
-        return
-    try:
-        proc = psutil.Process(rep.pid)
-        started = datetime.fromisoformat(rep.started_at).timestamp()
-        if proc.create_time() > started + 1 or os.getpgid(rep.pid) != rep.pid:
-            return
-        if not any(stack.env_key in part for part in proc.cmdline() + [proc.exe()]):
-            return
-        os.killpg(rep.pid, signal.SIGKILL)
-    except (psutil.Error, OSError, ValueError):
-        return
-
-
-def _log_tail(server: Any, limit: int = 4000) -> str | None:
+def _log_tail(server: RunningServer, limit: int = 4000) -> str | None:
     try:
         return Path(server.log_path).read_text(errors="replace")[-limit:]
     except (OSError, TypeError):

@@ -169,13 +169,16 @@ class Store:
     def _update(self, table: str, key: str, key_value: object, changes: dict[str, Any]) -> None:
         if not changes:
             return
-        allowed = set(_columns(TABLE_CLASSES[table]))
-        unknown = set(changes) - allowed
+        # Only the table's own column names ever reach the SQL text: the names come from the
+        # row class, never from the caller's keywords.
+        columns = [c for c in _columns(TABLE_CLASSES[table]) if c in changes and c != key]
+        unknown = set(changes) - set(columns)
         if unknown:
             raise StoreError(f"unknown {table} column(s): {', '.join(sorted(unknown))}")
-        sets = ", ".join(f"{c} = ?" for c in changes)
+        sets = ", ".join(f"{c} = ?" for c in columns)
         self._db.execute(
-            f"UPDATE {table} SET {sets} WHERE {key} = ?", [*changes.values(), key_value]
+            f"UPDATE {table} SET {sets} WHERE {key} = ?",
+            [*(changes[c] for c in columns), key_value],
         )
 
     def create_run(self, run: Run) -> str:
@@ -359,8 +362,8 @@ class Store:
                 if self._db.execute("SELECT 1 FROM runs WHERE id = ?", (run.id,)).fetchone():
                     raise StoreError(f"run {run.id} is already in {self.path}")
                 self._insert("runs", run)
-            stack_ids: dict[int | None, int | None] = {None: None}
-            cell_ids: dict[int | None, int | None] = {None: None}
+            stack_ids: dict[int | None, int] = {}
+            cell_ids: dict[int | None, int] = {}
             for s in study.stacks:
                 stack_ids[s.id] = self._insert("stacks", dataclasses.replace(s, id=None))
             for c in study.cells:
@@ -382,7 +385,10 @@ class Store:
                 self._insert(
                     "failures",
                     dataclasses.replace(
-                        f, id=None, stack_id=stack_ids[f.stack_id], cell_id=cell_ids[f.cell_id]
+                        f,
+                        id=None,
+                        stack_id=stack_ids.get(f.stack_id),
+                        cell_id=cell_ids.get(f.cell_id),
                     ),
                 )
         return [r.id for r in study.runs]

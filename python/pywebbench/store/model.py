@@ -12,18 +12,68 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar, cast
 
-# Cell / run statuses.
-RUN_STATUSES = ("running", "completed", "interrupted", "failed")
-CELL_STATUSES = ("pending", "running", "ok", "failed", "interrupted")
-# Phases a failure can be recorded in, in pipeline order.
-PHASES = ("services", "provision", "start", "verify", "warmup", "measure", "stop", "interrupted")
-ITERATION_KINDS = ("warmup", "measured")
+_T = TypeVar("_T")
 
 
-def _loads(text: str | None, default: Any) -> Any:
-    return json.loads(text) if text else default
+class _Word(str, Enum):
+    """A stored word: compares equal to its text and is written to SQLite as that text."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class RunStatus(_Word):
+    """How a run stands."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+
+class CellStatus(_Word):
+    """How a cell (or one replicate of it) stands; replicates are never ``pending``."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    OK = "ok"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class Phase(_Word):
+    """Where in the pipeline something happened, in pipeline order."""
+
+    PLAN = "plan"
+    SERVICES = "services"
+    PROVISION = "provision"
+    START = "start"
+    VERIFY = "verify"
+    WARMUP = "warmup"
+    MEASURE = "measure"
+    STOP = "stop"
+    INTERRUPTED = "interrupted"
+
+
+class IterationKind(_Word):
+    """A warm-up iteration (stored, not in the figures) or a measured one."""
+
+    WARMUP = "warmup"
+    MEASURED = "measured"
+
+
+RUN_STATUSES = tuple(s.value for s in RunStatus)
+CELL_STATUSES = tuple(s.value for s in CellStatus)
+PHASES = tuple(p.value for p in Phase)
+ITERATION_KINDS = tuple(k.value for k in IterationKind)
+
+
+def _loads(text: str | None, default: _T) -> _T:
+    """The JSON value of a ``*_json`` column, of the shape its ``default`` has."""
+    return cast(_T, json.loads(text)) if text else default
 
 
 @dataclass

@@ -1,0 +1,271 @@
+"""Bring one stack up, verified, and take it down: provision -> services -> launch -> verify.
+
+This is the only implementation of the per-stack pipeline. ``pywebbench run`` (between
+its load iterations) and ``pywebbench verify`` (for every workload of every stack) both call
+it, so a stack that one accepts the other accepts too.
+
+Every step raises :class:`StackFailure` naming its :class:`Phase`, a one-line reason, and
+where to find more (a log tail, the log's path).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from pywebbench.catalogue.base import Stack
+from pywebbench.catalogue.byo import UserFramework, UserWorkload, check_path
+from pywebbench.catalogue.workloads import Workload
+from pywebbench.store.model import Phase
+
+if TYPE_CHECKING:
+    from pywebbench.launch import RunningServer
+    from pywebbench.provision.venv import ProvisionedEnv
+
+Progress = Callable[[str], None]
+
+
+class StackFailure(Exception):
+    """A stack cannot go on: the ``phase``, a one-line ``reason``, and the evidence."""
+
+    def __init__(
+        self,
+        phase: Phase,
+        reason: str,
+        detail: str | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        super().__init__(f"{phase.value}: {reason}")
+        self.phase = phase
+        self.reason = reason
+        self.detail = detail
+        self.log_path = log_path
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    """``text`` folded onto one line of at most ``limit`` characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _tail(path: Path | None, limit: int = 4000) -> str | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_text(errors="replace")[-limit:]
+    except OSError:
+        return None
+
+
+# ------------------------------------------------------------------------------ provision
+
+
+def provision(stack: Stack, *, progress: Progress | None = None) -> ProvisionedEnv:
+    """The stack's virtualenv, built or found cached; :class:`StackFailure` (provision)."""
+    from pywebbench.provision.venv import ProvisionError
+    from pywebbench.provision.venv import provision as build
+
+    try:
+        return build(stack, progress=progress)
+    except ProvisionError as exc:
+        raise StackFailure(
+            Phase.PROVISION, one_line(exc.reason), _tail(exc.log_path), exc.log_path
+        ) from None
+
+
+# ------------------------------------------------------------------------------- services
+
+
+def services_needed(workloads: Iterable[Workload]) -> list[str]:
+    """The services (``redis``, ``postgres``) the workloads need, sorted."""
+    return sorted({s for w in workloads for s in w.services})
+
+
+class Services:
+    """The services a set of workloads needs, running on loopback for as long as the block.
+
+    A service that fails to start does not raise: :attr:`failure` holds it, and
+    :meth:`failure_for` hands it to each workload that needs a service, so workloads that
+    need none still run.
+    """
+
+    def __init__(self, names: Sequence[str], workdir: Path) -> None:
+        self.names = list(names)
+        self.workdir = Path(workdir)
+        self.env: dict[str, str] = {}
+        self.failure: StackFailure | None = None
+        self._running: object | None = None
+
+    def __enter__(self) -> Services:
+        if not self.names:
+            return self
+        from pywebbench.provision.services import start_services
+
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        running = start_services(self.names, self.workdir)
+        try:
+            self.env = dict(running.__enter__())
+        except Exception as exc:  # noqa: BLE001 - recorded; the workloads needing it fail
+            self.failure = StackFailure(
+                Phase.SERVICES, one_line(f"starting {', '.join(self.names)} failed: {exc}")
+            )
+            return self
+        self._running = running
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        running, self._running = self._running, None
+        if running is not None:
+            running.__exit__(None, None, None)  # type: ignore[attr-defined]
+
+    def failure_for(self, workload: Workload) -> StackFailure | None:
+        """Why ``workload`` cannot run (its service failed to start), or None."""
+        return self.failure if self.failure is not None and workload.services else None
+
+
+# --------------------------------------------------------------------------------- launch
+
+
+def is_user_app(stack: Stack) -> bool:
+    """True when the stack serves a user's own app (``--app``) rather than a built-in one."""
+    return isinstance(stack.framework, UserFramework)
+
+
+def ready_path(stack: Stack, workloads: Sequence[Workload]) -> str:
+    """The path whose answer means the server is up: the first GET path of the workloads
+    (a user's app may answer nothing else), ``/hello`` for built-in apps otherwise."""
+    for w in workloads:
+        request = w.request(**w.resolve())
+        if request.method == "GET":
+            return request.path
+    return "/" if is_user_app(stack) else "/hello"
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """How to start a server: where, how many workers, the environment its app gets."""
+
+    log_dir: Path
+    cpus: Sequence[int] = (0,)
+    workers: int = 1
+    threads: int = 1
+    app_env: Mapping[str, str] = field(default_factory=dict)
+    start_timeout_s: float = 60.0
+
+
+def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str) -> RunningServer:
+    """Start the stack's server pinned to its cores; return once ``ready`` answers.
+
+    :class:`StackFailure` (start) with the log tail when it does not come up.
+    """
+    from pywebbench.launch import LaunchError, start_server
+
+    fw = stack.framework
+    user = fw if isinstance(fw, UserFramework) else None
+    try:
+        return start_server(
+            stack,
+            env,
+            cpus=options.cpus,
+            workers=options.workers,
+            threads=options.threads,
+            app_env=options.app_env,
+            app_dir=user.app_dir if user else None,
+            app=user.app if user else None,
+            log_dir=options.log_dir,
+            ready_path=ready,
+            start_timeout_s=options.start_timeout_s,
+        )
+    except LaunchError as exc:
+        tail = " | ".join(exc.log_tail.strip().splitlines()[-3:])
+        reason = f"{exc.phase}: {exc.reason}" + (f" [log: {tail}]" if tail else "")
+        raise StackFailure(
+            Phase.START, one_line(reason), exc.log_tail or None, exc.log_path
+        ) from None
+
+
+def stop(server: RunningServer) -> float:
+    """Stop the server's whole process group; returns how long it took."""
+    started = time.monotonic()
+    server.stop()
+    return time.monotonic() - started
+
+
+@contextmanager
+def running(
+    stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str
+) -> Iterator[RunningServer]:
+    """The stack's server, started and stopped around the block."""
+    server = start(stack, env, options, ready)
+    try:
+        yield server
+    finally:
+        stop(server)
+
+
+# --------------------------------------------------------------------------------- verify
+
+
+@dataclass
+class Check:
+    """The verdict on one workload of a running server."""
+
+    workload: str
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def failure(self) -> StackFailure | None:
+        """The verify failure this check is, or None when it passed."""
+        if self.ok:
+            return None
+        return StackFailure(
+            Phase.VERIFY, one_line("; ".join(self.problems)), "\n".join(self.problems)
+        )
+
+
+def check(
+    server: RunningServer,
+    stack: Stack,
+    workload: Workload,
+    params: Mapping[str, int] | None = None,
+    *,
+    timeout_s: float = 10.0,
+) -> Check:
+    """Verify that ``server`` answers ``workload`` correctly.
+
+    A user's path is checked against the user's expectations; a built-in workload against
+    its TechEmpower-style rules, lenient where the server's adapter says it omits the
+    Server or Date header (a warning then, not a problem). A crashing checker is a problem.
+    """
+    from pywebbench.verify import verify
+
+    adapter = stack.server
+    try:
+        if isinstance(workload, UserWorkload):
+            path = check_path(server.base_url, workload, timeout_s=timeout_s)
+            return Check(workload.name, list(path.problems), list(path.warnings))
+        report = verify(
+            server.base_url,
+            workload,
+            expect_server_header=getattr(adapter, "sends_server_header", True),
+            expect_date_header=getattr(adapter, "sends_date_header", True),
+            timeout_s=timeout_s,
+            **dict(params or {}),
+        )
+    except Exception as exc:  # noqa: BLE001 - a verification crash is a verify failure
+        return Check(workload.name, [f"verification raised {type(exc).__name__}: {exc}"])
+    return Check(workload.name, list(report.problems), list(report.warnings))

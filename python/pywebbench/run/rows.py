@@ -1,0 +1,94 @@
+"""Row mapping: what the runner stores for a stack variant and for one load iteration."""
+
+from __future__ import annotations
+
+import json
+
+from pywebbench.load.result import LoadResult
+from pywebbench.meter import MeterSummary
+from pywebbench.run import loadio
+from pywebbench.run.matrix import Variant
+from pywebbench.store import Iteration, IterationKind, StackRow
+
+
+def stack_row(run_id: str, variant: Variant) -> StackRow:
+    """The ``stacks`` row of a variant (packages and settings are filled in later)."""
+    st = variant.stack
+    i = st.interpreter
+    return StackRow(
+        id=None,
+        run_id=run_id,
+        key=variant.key,
+        name=st.name,
+        interpreter=i.name,
+        interpreter_impl=i.implementation,
+        interpreter_version=i.version,
+        interpreter_build=i.build,
+        interpreter_path=i.path,
+        server=st.server.name,
+        interface=st.server.interface,
+        framework=st.framework.name,
+        workers=variant.workers,
+        threads=variant.threads,
+        env_key=st.env_key(),
+        requirements_json=json.dumps(list(st.requirements)),
+    )
+
+
+def growth_series(rss_by_iteration: list[list[float]]) -> list[float]:
+    """RSS points for memory-growth detection over one server process.
+
+    All samples of the replicate's iterations in time order, the first quarter dropped
+    (allocation while warming up), then bucketed into at most 8 points (bucket maximum).
+    """
+    flat = [v for series in rss_by_iteration for v in series]
+    flat = flat[len(flat) // 4 :]
+    if len(flat) <= 8:
+        return [float(v) for v in flat]
+    size = len(flat) / 8
+    return [float(max(flat[int(k * size) : int((k + 1) * size)] or [0])) for k in range(8)]
+
+
+def iteration_row(
+    result: LoadResult,
+    meter: MeterSummary,
+    *,
+    cell_id: int,
+    replicate: int,
+    kind: IterationKind | str,
+    idx: int,
+    started_at: str,
+    workers: int = 1,
+    server_alive: bool = True,
+) -> Iteration:
+    """The ``iterations`` row of one load result and the metering of the server meanwhile
+    (also used by tools that record studies outside the runner, e.g. report tests)."""
+    cols = loadio.columns(result)
+    cpu = meter.cpu_s
+    mem_end = meter.uss_end_bytes or meter.rss_end_bytes
+    return Iteration(
+        id=None,
+        cell_id=cell_id,
+        replicate=replicate,
+        kind=str(kind),
+        idx=idx,
+        started_at=started_at,
+        server_alive=server_alive,
+        cpu_user_s=meter.cpu_user_s,
+        cpu_sys_s=meter.cpu_sys_s,
+        requests_per_cpu_s=(cols["requests"] / cpu) if cpu else None,
+        rss_peak_bytes=meter.rss_peak_bytes,
+        rss_end_bytes=meter.rss_end_bytes,
+        uss_peak_bytes=meter.uss_peak_bytes,
+        uss_end_bytes=meter.uss_end_bytes,
+        pss_peak_bytes=meter.pss_peak_bytes,
+        pss_end_bytes=meter.pss_end_bytes,
+        mem_per_worker_bytes=int(mem_end / max(1, workers)) if mem_end else None,
+        threads_peak=meter.threads_peak,
+        fds_peak=meter.fds_peak,
+        processes_peak=meter.processes_peak,
+        ctx_voluntary=meter.ctx_voluntary,
+        ctx_involuntary=meter.ctx_involuntary,
+        result_json=json.dumps(loadio.result_dict(result)),
+        **cols,
+    )

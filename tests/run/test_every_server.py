@@ -1,0 +1,67 @@
+"""Every server of the catalogue through `pywebbench run`, not only through `verify`.
+
+Both commands bring stacks up through the same pipeline (pywebbench.bringup); this test keeps
+it that way: a server that verify accepts must also measure in run. One short cell per
+server, on the running CPython, with the framework of the server's interface.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pwbtest import pwb
+from pywebbench.catalogue.frameworks import FRAMEWORKS
+from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.catalogue.servers import ADAPTERS
+from pywebbench.store import Store
+
+
+def _framework_of(interface: str) -> str:
+    """raw-wsgi / raw-asgi, or the one native framework that shares a native server's
+    interface."""
+    if interface in ("wsgi", "asgi"):
+        return f"raw-{interface}"
+    (name,) = [f.name for f in FRAMEWORKS.values() if f.interface == interface]
+    return name
+
+
+def test_every_server_measures_in_run(tmp_path: Path, census: str) -> None:
+    cpython = default_interpreters()[0].name
+    frameworks = sorted({_framework_of(a.interface) for a in ADAPTERS.values()})
+    results = tmp_path / "res"
+    proc = pwb(
+        "run",
+        "--python",
+        cpython,
+        "--server",
+        ",".join(ADAPTERS),
+        "--framework",
+        ",".join(frameworks),
+        "--workload",
+        "hello",
+        "-c",
+        "16",
+        "-d",
+        "1",
+        "--warmup-duration",
+        "0.5",
+        "--replicates",
+        "1",
+        "--server-scope",
+        "cell",
+        "--no-report",
+        results=results,
+        timeout=900,
+    )
+    with Store(results / "pywebbench.sqlite", create=False) as store:
+        study = store.load_study()
+    servers = {s.id: s.server for s in study.stacks}
+    by_server = {servers[c.stack_id]: c for c in study.cells}
+    assert set(by_server) == set(ADAPTERS), proc.stdout[-3000:] + proc.stderr[-3000:]
+    failed = {
+        name: f"{c.failure_phase}: {c.failure_reason}"
+        for name, c in by_server.items()
+        if c.status != "ok"
+    }
+    assert not failed, failed
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
