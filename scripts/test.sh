@@ -14,6 +14,8 @@ cargo test --release --quiet -p pywebbench-engine -p pywebbench-refserver
 echo "== python: ruff"
 ruff check python tests benchmarks
 ruff format --check python tests benchmarks
+echo "== python: mypy --strict (configured in pyproject.toml)"
+mypy
 echo "== pytest"
 set +e
 python -m pytest -ra "$@"
