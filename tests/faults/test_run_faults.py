@@ -31,7 +31,7 @@ def test_fault_phase_of_the_runner_against_the_reference_server() -> None:
     cell = SimpleNamespace(
         variant=SimpleNamespace(key="refserver"),
         request=HttpRequest("GET", "/hello"),
-        concurrency=8,
+        connections=8,
         rate=None,
     )
     with RefServer(cpus=[0]) as srv:

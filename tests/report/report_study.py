@@ -158,7 +158,7 @@ def record_study(path: Path, plan: StudyPlan) -> str:
                             workload=workload,
                             workload_params_json="{}",
                             load_model="closed",
-                            concurrency=c,
+                            connections=c,
                             rate=None,
                             load_point=f"c{c}",
                             status="running",

@@ -27,11 +27,11 @@ def test_profiles_resolve() -> None:
 
 def test_file_then_overrides() -> None:
     cfg = resolve(
-        {"load": {"duration_s": 7, "concurrency": [1, 16]}, "matrix": {"servers": ["a"]}},
-        {"load": {"concurrency": [64]}},
+        {"load": {"duration_s": 7, "connections": [1, 16]}, "matrix": {"servers": ["a"]}},
+        {"load": {"connections": [64]}},
     )
     assert cfg.load.duration_s == 7
-    assert cfg.load.concurrency == [64]
+    assert cfg.load.connections == [64]
     assert cfg.matrix.servers == ["a"]
     assert cfg.load.replicates == 2  # from the quick profile
 
@@ -40,7 +40,8 @@ def test_file_then_overrides() -> None:
     ("data", "message"),
     [
         ({"load": {"concurency": [1]}}, "load.concurency: unknown key"),
-        ({"load": {"concurrency": [0]}}, "load.concurrency"),
+        ({"load": {"connections": [0]}}, "load.connections"),
+        ({"load": {"concurrency": [64]}}, "now called 'connections'"),
         ({"load": {"duration_s": "long"}}, "load.duration_s"),
         ({"matrix": {"server_settings": {"x": {"workers": [0]}}}}, "server_settings.x.workers"),
         ({"app": {"app": "nocolon"}}, "app.app"),
@@ -88,4 +89,4 @@ def test_cli_unknown_key_exits_2_and_writes_nothing(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert proc.returncode == 2 and "--concurrency 'many'" in proc.stderr
+    assert proc.returncode == 2 and "--connections 'many'" in proc.stderr

@@ -137,7 +137,7 @@ def test_failures_are_recorded_and_the_rest_completes(tmp_path: Path, census: st
         "warmup_iterations": 1,
         "iterations": 1,
         "replicates": 1,
-        "concurrency": [8],
+        "connections": [8],
         "timeout_s": 2.0,
     }
     matrix_base = {"servers": [ASGI_SERVER], "interpreters": [CPYTHON]}
@@ -285,7 +285,7 @@ def test_stack_scope_shares_one_server_per_replicate(tmp_path: Path, census: str
                 "duration_s": 0.5,
                 "warmup_duration_s": 0.3,
                 "replicates": 2,
-                "concurrency": [8],
+                "connections": [8],
                 "server_scope": "stack",
             },
             "report": False,
@@ -323,7 +323,7 @@ def test_services_started_once_for_the_workloads_that_need_them(
                 "duration_s": 0.5,
                 "warmup_duration_s": 0.3,
                 "replicates": 1,
-                "concurrency": [4],
+                "connections": [4],
             },
             "report": False,
         }

@@ -85,7 +85,7 @@ def make_run(store: Store, run_id: str | None = None) -> str:
                 workload=workload,
                 workload_params_json="{}",
                 load_model="closed",
-                concurrency=64,
+                connections=64,
                 rate=None,
                 load_point="c64",
                 status="running",
@@ -235,3 +235,21 @@ def test_a_crash_loses_nothing_committed(tmp_path: Path) -> None:
     with Store(path, create=False) as store:
         study = store.load_study(["crashrun"])
     assert len(study.iterations) == 6 and len(study.samples) == 24
+
+
+def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
+    """Version 2 renamed cells.concurrency to cells.connections; older stores still open."""
+    from pywebbench.store.schema import DDL
+
+    path = tmp_path / "v1.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(DDL.replace("connections          INTEGER", "concurrency          INTEGER"))
+    db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    with Store(path) as store:  # migrated on open, then written through the new schema
+        run_id = make_run(store)
+    with Store(path, create=False) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        assert {c.connections for c in store.cells(run_id)} == {64}

@@ -44,7 +44,7 @@ def command(
     Two files, both offline-ready:
       report-<run>.html  one self-contained page (charts embedded, no network needed):
                          per workload the fastest stack and by how much, the ranking with
-                         95% CIs, latency spectra, warm-up, requests/s against concurrency,
+                         95% CIs, latency spectra, warm-up, requests/s against connections,
                          per-cell time series, failures and the fairness manifest
       report-<run>.md    ranking tables ready to paste into a README or a post
 

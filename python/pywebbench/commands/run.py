@@ -57,8 +57,8 @@ def _overrides(o: dict[str, Any]) -> dict[str, Any]:
     if o["threads"]:
         matrix["threads"] = _numbers("--threads", o["threads"], int)
         matrix["server_settings"] = {}
-    if o["concurrency"]:
-        load["concurrency"] = _numbers("--concurrency", o["concurrency"], int)
+    if o["connections"]:
+        load["connections"] = _numbers("--connections", o["connections"], int)
     if o["rate"]:
         load["rates"] = _numbers("--rate", o["rate"], float)
         load["model"] = "open"
@@ -120,7 +120,9 @@ def _overrides(o: dict[str, Any]) -> dict[str, Any]:
 @click.option("--server", multiple=True, help="Servers (comma list, globs): granian-*.")
 @click.option("--framework", multiple=True, help="Frameworks (comma list, globs).")
 @click.option("--workload", multiple=True, help="Workloads: hello,json,cpu,...")
-@click.option("--concurrency", "-c", multiple=True, help="Connections sweep: 1,16,64.")
+@click.option(
+    "--connections", "-c", multiple=True, help="Connections sweep: 1,16,64 (one load point each)."
+)
 @click.option("--rate", multiple=True, help="Open loop: target requests/s sweep: 1000,5000.")
 @click.option("--duration", "-d", type=float, help="Seconds per measured iteration.")
 @click.option("--warmup-duration", type=float, help="Seconds per warm-up iteration.")

@@ -193,7 +193,7 @@ def _point(
         workload=first.workload,
         load_point=first.load_point,
         load_model=first.load_model,
-        concurrency=first.concurrency,
+        connections=first.connections,
         rate=first.rate,
     )
     measured: list[Iteration] = []

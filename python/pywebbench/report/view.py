@@ -89,7 +89,7 @@ class PointView:
     workload: str
     load_point: str  # "c64", "r1000"
     load_model: str  # "closed" | "open"
-    concurrency: int
+    connections: int
     rate: float | None
     rps: Estimate | None = None
     p50_ms: float | None = None
@@ -122,8 +122,8 @@ class PointView:
 
     @property
     def load_sort(self) -> float:
-        """Sort key of the load point: concurrency (closed loop) or rate (open loop)."""
-        return float(self.rate if self.rate is not None else self.concurrency)
+        """Sort key of the load point: connections (closed loop) or rate (open loop)."""
+        return float(self.rate if self.rate is not None else self.connections)
 
 
 @dataclass

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -84,7 +84,7 @@ class LoadConfig(_Model):
     model: Literal["closed", "open"] = Field(
         "closed", description="closed: N connections, one request in flight each; open: rates."
     )
-    concurrency: list[int] = Field(
+    connections: list[int] = Field(
         default=[64], min_length=1, description="Connections (closed loop sweep; open-loop pool)."
     )
     rates: list[float] = Field(
@@ -121,9 +121,16 @@ class LoadConfig(_Model):
             parse_mix(v)  # FaultMixError (a ValueError) names the bad item
         return v
 
-    @field_validator("concurrency")
+    @model_validator(mode="before")
     @classmethod
-    def _conc(cls, v: list[int]) -> list[int]:
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "concurrency" in data:
+            raise ValueError("'concurrency' is now called 'connections' (as -c is in the CLI)")
+        return data
+
+    @field_validator("connections")
+    @classmethod
+    def _connections(cls, v: list[int]) -> list[int]:
         if any(x < 1 or x > 100_000 for x in v):
             raise ValueError("every value must be 1..100000")
         return v
@@ -225,7 +232,7 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             "server_settings": {"gunicorn-gthread": {"workers": [1], "threads": [4]}},
         },
         "load": {
-            "concurrency": [64],
+            "connections": [64],
             "duration_s": 3.0,
             "warmup_duration_s": 1.0,
             "warmup_iterations": 1,
@@ -236,7 +243,7 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             "server_scope": "stack",
         },
     },
-    # About half an hour: more servers and frameworks, a concurrency sweep, longer windows.
+    # About half an hour: more servers and frameworks, a connections sweep, longer windows.
     "standard": {
         "matrix": {
             "servers": [
@@ -257,7 +264,7 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             },
         },
         "load": {
-            "concurrency": [16, 64],
+            "connections": [16, 64],
             "duration_s": 3.0,
             "warmup_duration_s": 2.0,
             "warmup_iterations": 1,
@@ -277,7 +284,7 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             },
         },
         "load": {
-            "concurrency": [1, 16, 64, 256],
+            "connections": [1, 16, 64, 256],
             "duration_s": 10.0,
             "warmup_duration_s": 5.0,
             "warmup_iterations": 2,
@@ -299,7 +306,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def format_validation_error(exc: ValidationError, source: str) -> str:
-    """One line per problem, each naming the key path: ``load.concurrency[0]: ...``."""
+    """One line per problem, each naming the key path: ``load.connections[0]: ...``."""
     lines = []
     for err in exc.errors():
         path = ""

@@ -41,12 +41,12 @@ class CellPlan:
     workload: Workload
     params: dict[str, int]
     load_model: str  # "closed" | "open"
-    concurrency: int
+    connections: int
     rate: float | None
 
     @property
     def load_point(self) -> str:
-        return f"r{self.rate:g}" if self.rate is not None else f"c{self.concurrency}"
+        return f"r{self.rate:g}" if self.rate is not None else f"c{self.connections}"
 
     @property
     def request(self) -> HttpRequest:
@@ -175,10 +175,10 @@ def expand(config: StudyConfig) -> Matrix:
     out = Matrix(interpreters=interpreters)
     if config.load.model == "open":
         points: list[tuple[int, float | None]] = [
-            (c, r) for r in config.load.rates for c in config.load.concurrency
+            (c, r) for r in config.load.rates for c in config.load.connections
         ]
     else:
-        points = [(c, None) for c in config.load.concurrency]
+        points = [(c, None) for c in config.load.connections]
     ordinal = 0
     for cand in candidates:
         if cand.stack is None:
@@ -202,7 +202,7 @@ def expand(config: StudyConfig) -> Matrix:
                         workload=wl,
                         params=params,
                         load_model=config.load.model,
-                        concurrency=conc,
+                        connections=conc,
                         rate=rate,
                     )
                     params_tag = "".join(f",{k}={v}" for k, v in sorted(params.items()))

@@ -34,7 +34,7 @@ def fault_phase(
     spec = loadio.build_spec(
         base_url,
         cell.request,
-        connections=cell.concurrency,
+        connections=cell.connections,
         duration_s=cfg.duration_s,
         timeout_s=cfg.timeout_s,
         cpus=generator_cpus,

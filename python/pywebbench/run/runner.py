@@ -264,7 +264,7 @@ class StudyRunner:
             workload=cell.workload.name,
             workload_params_json=json.dumps(cell.params, sort_keys=True),
             load_model=cell.load_model,
-            concurrency=cell.concurrency,
+            connections=cell.connections,
             rate=cell.rate,
             load_point=cell.load_point,
             status=CellStatus.PENDING,
@@ -624,7 +624,7 @@ class StudyRunner:
         spec = loadio.build_spec(
             server.base_url,
             cell.request,
-            connections=cell.concurrency,
+            connections=cell.connections,
             duration_s=duration,
             timeout_s=self.config.load.timeout_s,
             cpus=self.generator_cpus,

@@ -166,7 +166,7 @@ class Cell:
     workload: str
     workload_params_json: str  # parameters of the workload request ({"n": 20})
     load_model: str  # "closed" | "open"
-    concurrency: int  # connections
+    connections: int  # closed loop: connections; open loop: connections the rate is spread over
     rate: float | None  # requests/s target (open loop), None for closed loop
     load_point: str  # label: "c64" or "r1000"
     status: str  # CELL_STATUSES

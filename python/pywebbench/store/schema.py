@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -69,7 +69,7 @@ CREATE TABLE IF NOT EXISTS cells (
     workload             TEXT NOT NULL,
     workload_params_json TEXT NOT NULL DEFAULT '{}',
     load_model           TEXT NOT NULL CHECK (load_model IN ('closed', 'open')),
-    concurrency          INTEGER NOT NULL,
+    connections          INTEGER NOT NULL,
     rate                 REAL,
     load_point           TEXT NOT NULL,
     status               TEXT NOT NULL
@@ -181,5 +181,9 @@ CREATE INDEX IF NOT EXISTS samples_by_iteration ON samples (iteration_id, t_s);
 CREATE INDEX IF NOT EXISTS failures_by_run ON failures (run_id);
 """
 
-# version -> SQL that brings a store from version-1 to version. Empty until version 2.
-MIGRATIONS: dict[int, str] = {}
+# version -> SQL that brings a store from version-1 to version.
+MIGRATIONS: dict[int, str] = {
+    # One word per idea: a load point's connections are "connections" in the CLI (-c), the
+    # study file, the engine and the store alike.
+    2: "ALTER TABLE cells RENAME COLUMN concurrency TO connections",
+}
