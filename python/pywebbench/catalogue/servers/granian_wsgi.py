@@ -75,3 +75,6 @@ class GranianWSGI(GranianBase):
         "measured here) and throughput drops run after run."
     )
     pins = GRANIAN_PINS
+
+
+ADAPTER = GranianWSGI()

@@ -104,3 +104,6 @@ class UWSGI(BaseAdapter):
             backlog=backlog(),
             plugin="pypy" if ctx.interpreter.is_pypy else "python (CPython)",
         )
+
+
+ADAPTER = UWSGI()
