@@ -20,6 +20,8 @@ from pywebbench.catalogue.base import (
     ServerAdapter,
 )
 from pywebbench.catalogue.frameworks import FRAMEWORKS
+from pywebbench.catalogue.pintable import main as pintable_main
+from pywebbench.catalogue.pintable import server_pin_table, table_in, with_table
 from pywebbench.catalogue.registry import (
     ADAPTER_ATTRIBUTE,
     CatalogueError,
@@ -167,3 +169,20 @@ def test_plugin_names_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYWEBBENCH_PLUGINS", " a.b, ,c,a.b ")
     assert plugin_names() == ["a.b", "c"]
     assert plugin_names("") == []
+
+
+def test_docs_pin_table_is_the_catalogue(tmp_path: Path) -> None:
+    """docs/servers.md shows exactly the built-in adapters' pins; the command rewrites it."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "servers.md"
+    text = page.read_text()
+    assert table_in(text) == server_pin_table(), (
+        "docs/servers.md pin table is stale: python -m pywebbench.catalogue.pintable "
+        "docs/servers.md"
+    )
+    rows = server_pin_table().splitlines()[2:]
+    assert [r.split(" | ")[0].lstrip("| ") for r in rows] == list(ADAPTERS)
+    stale = tmp_path / "servers.md"
+    stale.write_text(with_table(text, "| old |\n"))
+    assert pintable_main(["--check", str(stale)]) == 1
+    assert pintable_main([str(stale)]) == 0
+    assert stale.read_text() == text
