@@ -186,3 +186,10 @@ def test_docs_pin_table_is_the_catalogue(tmp_path: Path) -> None:
     assert pintable_main(["--check", str(stale)]) == 1
     assert pintable_main([str(stale)]) == 0
     assert stale.read_text() == text
+
+
+def test_every_workload_has_a_verification_rule() -> None:
+    from pywebbench.catalogue.workloads import WORKLOADS
+    from pywebbench.verify.rules import BODY_RULES, CONTENT_TYPES
+
+    assert set(WORKLOADS) <= set(BODY_RULES) and set(WORKLOADS) <= set(CONTENT_TYPES)

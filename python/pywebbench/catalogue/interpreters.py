@@ -6,7 +6,7 @@ that old pyenv versions answer instead of crashing); the answer is cached in
 nothing.
 
 Only interpreters the orchestrator can provision stacks for are returned by :func:`discover`
-(Python >= 3.9): the apps in :mod:`pywebbench.apps` target 3.9+ (PyPy's level) and the pinned
+(Python >= 3.9): the apps in ``pywebbench/inside/apps`` target 3.9+ (PyPy's level) and the pinned
 servers and frameworks need it (uv itself refuses to build venvs for Python < 3.8 and current
 gunicorn, uvicorn, flask... require >= 3.8 or 3.9). :func:`discover_all` also lists the skipped
 ones with the reason.
