@@ -100,7 +100,7 @@ def default_app_dir() -> Path:
     return APPS_DIR
 
 
-def launch_env(venv: Path, app_dir: Path, extra: Mapping[str, str] = ()) -> dict[str, str]:
+def launch_env(venv: Path, app_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a server process: this process's environment without Python
     variables that would leak the orchestrator's interpreter into the stack's, plus the venv
     first on PATH, ``app_dir`` on PYTHONPATH, unbuffered output, then ``extra``."""
@@ -114,7 +114,7 @@ def launch_env(venv: Path, app_dir: Path, extra: Mapping[str, str] = ()) -> dict
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
     env["PYTHONPATH"] = str(app_dir)
     env["PYTHONUNBUFFERED"] = "1"
-    env.update(dict(extra))
+    env.update(extra or {})
     return env
 
 
@@ -292,7 +292,7 @@ def _start_once(
     except (OSError, ValueError) as exc:
         raise LaunchError("spawn", f"cannot run {cmd.argv[0]}: {exc}", "", log_path) from exc
     deadline = t0 + start_timeout_s
-    why = "no attempt"
+    why: str | None = "no attempt"
     polls = 0
     fatal_patterns = tuple(getattr(adapter, "fatal_log_patterns", ()))
     try:

@@ -7,7 +7,10 @@ from typing import ClassVar
 from pywebbench.catalogue.base import WSGI, LaunchContext
 from pywebbench.catalogue.servers._base import BaseAdapter
 
-SOCKETIFY_PINS = {"modern": ("socketify==0.0.31",), "py39": ("socketify==0.0.31",)}
+SOCKETIFY_PINS: dict[str, tuple[str, ...]] = {
+    "modern": ("socketify==0.0.31",),
+    "py39": ("socketify==0.0.31",),
+}
 
 
 class SocketifyBase(BaseAdapter):
