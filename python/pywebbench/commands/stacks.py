@@ -78,6 +78,9 @@ Examples:
   pywebbench stacks --python all                  every interpreter found (CPython >= 3.9, PyPy)
   pywebbench stacks --server 'gunicorn-*' --framework flask,django
   pywebbench stacks --python /opt/py/bin/python3 --json
+
+Servers and frameworks outside pywebbench: PYWEBBENCH_PLUGINS=pkg.mod,pkg2 imports those
+modules, whose ADAPTER / FRAMEWORK join the catalogue (see docs/contributing.md).
 """
 
 
