@@ -111,7 +111,7 @@ class _QuietHandler(WSGIRequestHandler):
 @pytest.fixture(scope="module")
 def raw_wsgi_url() -> Iterator[str]:
     """The real ``pwb_raw_wsgi`` app (its /upload answers length and sha256) on wsgiref."""
-    apps = str(Path(pywebbench.__file__).parent / "apps")
+    apps = str(Path(pywebbench.__file__).parent / "inside" / "apps")
     sys.path.insert(0, apps)
     try:
         import pwb_raw_wsgi
