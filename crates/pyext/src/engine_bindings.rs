@@ -1,5 +1,5 @@
-//! Binding of the load engine: `spec_validate`, `run_load`, `merge_results` and the histogram
-//! helpers.
+//! Binding of the load engine: `spec_validate`, `run_load`, `merge_results`, `error_classes`
+//! and the histogram helpers.
 use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -150,6 +150,15 @@ fn merge_results(items: Vec<String>) -> PyResult<String> {
         .to_json())
 }
 
+/// The stable error class names, in the engine's order (keys of a result's `error_classes`).
+#[pyfunction]
+fn error_classes() -> Vec<&'static str> {
+    pywebbench_engine::errors::ALL_CLASSES
+        .iter()
+        .map(|c| c.name())
+        .collect()
+}
+
 /// Record values (microseconds) into a fresh histogram and return it encoded (for tests and
 /// for merging figures measured elsewhere).
 #[pyfunction]
@@ -170,5 +179,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hist_spectrum, m)?)?;
     m.add_function(wrap_pyfunction!(hist_from_values, m)?)?;
     m.add_function(wrap_pyfunction!(merge_results, m)?)?;
+    m.add_function(wrap_pyfunction!(error_classes, m)?)?;
     Ok(())
 }
