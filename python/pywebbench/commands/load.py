@@ -378,7 +378,7 @@ def command(
     warmup: float,
     method: str,
     headers: list,
-    body: str | bytes | None,
+    body: str | None,
     body_file: Path | None,
     timeout: float,
     connect_timeout: float | None,
@@ -403,9 +403,10 @@ def command(
     """
     if body is not None and body_file is not None:
         raise click.UsageError("--body and --body-file: give only one")
+    payload = body.encode() if body is not None else b""
     if body_file is not None:
         try:
-            body = body_file.read_bytes()
+            payload = body_file.read_bytes()
         except OSError as e:
             raise click.BadParameter(
                 f"cannot read {body_file}: {e}", param_hint="--body-file"
@@ -414,7 +415,7 @@ def command(
         duration = 10.0
     try:
         spec = LoadSpec(
-            url=url, method=method, headers=headers, body=body or b"",
+            url=url, method=method, headers=headers, body=payload,
             connections=connections, threads=threads, duration_s=duration,
             max_requests=max_requests, warmup_s=warmup, timeout_s=timeout,
             connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from pywebbench import __version__
+from pywebbench.load import LoadAgent, LoadProgress, LocalAgent, iteration_figures, spec_for_request
 from pywebbench.meter import MeterSummary, Sampler, snapshot
-from pywebbench.run import loadio
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.host import facts, split_cpus
 from pywebbench.run.matrix import CellPlan, Matrix, Variant
@@ -169,7 +169,7 @@ def iteration_row(
 ) -> Iteration:
     """The ``iterations`` row of one load result and the metering of the server meanwhile
     (also used by tools that record studies outside the runner, e.g. report tests)."""
-    cols = loadio.columns(result)
+    cols = iteration_figures(result)
     cpu = meter.cpu_s
     mem_end = meter.uss_end_bytes or meter.rss_end_bytes
     return Iteration(
@@ -195,7 +195,7 @@ def iteration_row(
         processes_peak=meter.processes_peak,
         ctx_voluntary=meter.ctx_voluntary,
         ctx_involuntary=meter.ctx_involuntary,
-        result_json=json.dumps(loadio.result_dict(result)),
+        result_json=result.to_json(),
         **cols,
     )
 
@@ -210,7 +210,7 @@ class StudyRunner:
         store: Store,
         *,
         results_dir: Path,
-        agent: loadio.LoadAgent | None = None,
+        agent: LoadAgent | None = None,
         events: Events | None = None,
         run_id: str | None = None,
     ) -> None:
@@ -218,7 +218,7 @@ class StudyRunner:
         self.matrix = matrix
         self.store = store
         self.results_dir = Path(results_dir)
-        self.agent = agent or loadio.local_agent()
+        self.agent = agent or LocalAgent()
         self.events = events or Events()
         self.resume = run_id is not None
         self.run_id = run_id or new_run_id()
@@ -234,7 +234,6 @@ class StudyRunner:
         self._services_failed: CellFailed | None = None
         self._robustness: dict[int, dict[str, Any]] = {}  # cell id -> last fault phase
         self.outcome = Outcome(run_id=self.run_id, status="running")
-        self._rate = loadio.LiveRate()
 
     # -- the study -------------------------------------------------------------------------
 
@@ -672,7 +671,7 @@ class StudyRunner:
         for kind, idx, duration in plan:
             if cfg.pause_s:
                 time.sleep(cfg.pause_s)
-            spec = loadio.build_spec(
+            spec = spec_for_request(
                 server.base_url,
                 cell.request,
                 connections=cell.concurrency,
@@ -682,7 +681,6 @@ class StudyRunner:
                 rate=cell.rate,
             )
             started = utcnow()
-            self._rate = loadio.LiveRate()
             self.events.iteration_start(cell, kind)
             sampler = Sampler(server.pid).start()
             interrupted = False
@@ -694,7 +692,7 @@ class StudyRunner:
                 raise
             meter = sampler.stop()
             with _no_sigint():
-                cols = loadio.columns(result)
+                cols = iteration_figures(result)
                 interrupted = cols["interrupted"]
                 alive = server.alive() and meter.alive_at_end
                 it = iteration_row(
@@ -722,7 +720,7 @@ class StudyRunner:
                     f"server process exited during load{how}",
                     _log_tail(server),
                 )
-            stalled = loadio.stalled_tail_s(result)
+            stalled = result.stalled_tail_s()
             if cols["requests"] == 0 or stalled >= max(1.0, 0.3 * duration):
                 if cols["requests"]:
                     return CellFailed(
@@ -750,7 +748,7 @@ class StudyRunner:
         cfg = self.config.load
         assert cfg.faults is not None
         self.events.phase(f"faults {cell.variant.key}: {cfg.faults}")
-        spec = loadio.build_spec(
+        spec = spec_for_request(
             server.base_url,
             cell.request,
             connections=cell.concurrency,
@@ -775,12 +773,10 @@ class StudyRunner:
             "report": run.report.to_dict(),
         }
 
-    def _progress(self, snap: Any) -> None:
+    def _progress(self, snap: LoadProgress) -> None:
         """Engine progress callback: must never raise (an exception stops the engine)."""
         try:
-            rps = self._rate.update(snap)
-            if rps is not None:
-                self.events.live_rps(rps)
+            self.events.live_rps(snap.rps)
         except Exception:  # noqa: BLE001 - display only; KeyboardInterrupt stops the engine
             pass
 
@@ -822,7 +818,7 @@ def run_study(
     store: Store,
     *,
     results_dir: Path,
-    agent: loadio.LoadAgent | None = None,
+    agent: LoadAgent | None = None,
     events: Events | None = None,
     run_id: str | None = None,
 ) -> Outcome:
