@@ -6,7 +6,7 @@ and :mod:`pywebbench.refserver` (the reference server); use those rather than th
 """
 
 from collections.abc import Callable, Sequence
-from typing import NoReturn, TypedDict, final
+from typing import NoReturn, final
 
 __version__: str
 
@@ -47,28 +47,16 @@ def merge_results(items: Sequence[str]) -> str:
 def error_classes() -> list[str]:
     """The stable error class names, in the engine's order."""
 
-class HistSummaryDict(TypedDict):
-    """Summary of a histogram: microseconds, except ``count``."""
-
-    count: int
-    min: int
-    max: int
-    mean: float
-    stdev: float
-    p50: int
-    p90: int
-    p99: int
-    p999: int
-    p9999: int
-
 def hist_merge(items: Sequence[str]) -> str:
     """Merge encoded HdrHistograms (V2+DEFLATE, base64) into one (empty for no items)."""
 
 def hist_quantiles(encoded: str, quantiles: Sequence[float]) -> list[float]:
     """Values (microseconds) at the given quantiles (0..1) of an encoded histogram."""
 
-def hist_summary(encoded: str) -> HistSummaryDict:
-    """Count, min, max, mean, stdev, p50, p90, p99, p99.9 and p99.99 of an encoded histogram."""
+def hist_summary(encoded: str) -> dict[str, float]:
+    """Summary of an encoded histogram, keyed ``count``, ``min``, ``max``, ``mean``, ``stdev``,
+    ``p50``, ``p90``, ``p99``, ``p999``, ``p9999`` (microseconds, except the count; ints but
+    ``mean`` and ``stdev``); ``pywebbench.load.HistSummary`` is its typed form."""
 
 def hist_spectrum(encoded: str, ticks_per_half_distance: int = 5) -> list[tuple[int, float, int]]:
     """Percentile spectrum: ``(value_us, quantile, count_since_last)`` rows, denser towards

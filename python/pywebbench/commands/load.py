@@ -63,7 +63,7 @@ _FLAGS = {
 }
 
 
-class Seconds(click.ParamType):
+class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic in newer click only
     """A duration: ``10``, ``10s``, ``500ms``, ``1.5m``, ``1h``."""
 
     name = "DURATION"
@@ -103,7 +103,9 @@ def _cpus_cb(ctx: click.Context, param: click.Parameter, value: str | None) -> l
         raise click.BadParameter(f"expected CPUs like 1, 0,2 or 0-3; got {value!r}") from None
 
 
-def _headers_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list:
+def _headers_cb(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> list[tuple[str, str]]:
     out = []
     for h in value:
         name, sep, v = h.partition(":")
@@ -243,8 +245,8 @@ def render_summary(r: LoadResult) -> str:
     if g.generator_bound:
         lines.append("")
         lines.append("  !!! GENERATOR-BOUND: the load generator may have been the bottleneck !!!")
-    for w in r.warnings:
-        lines.append(f"  warning: {w}")
+    for warning in r.warnings:
+        lines.append(f"  warning: {warning}")
     return "\n".join(lines)
 
 
@@ -377,7 +379,7 @@ def command(
     max_requests: int | None,
     warmup: float,
     method: str,
-    headers: list,
+    headers: list[tuple[str, str]],
     body: str | None,
     body_file: Path | None,
     timeout: float,
