@@ -37,6 +37,8 @@ def _to_engine(fields: dict[str, Any]) -> str:
     doc = dict(fields)
     body = doc.pop("body", None)
     if isinstance(body, bytes | bytearray | memoryview):
+        if body and doc.get("body_b64"):
+            raise ValueError("body_b64: give the body either as body or as body_b64, not both")
         if body:
             doc["body_b64"] = base64.b64encode(bytes(body)).decode("ascii")
     elif body is not None:
