@@ -27,4 +27,4 @@ pub use pywebbench_sys as sys;
 pub use engine::{run, start, Progress, RunningLoad, StartError};
 pub use errors::{ErrorClass, ErrorEntry};
 pub use result::{merge, LoadResult};
-pub use spec::{Arrival, LoadSpec, Mode};
+pub use spec::{normalise_spec_json, Arrival, LoadSpec, Mode};

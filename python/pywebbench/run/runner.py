@@ -26,8 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from pywebbench import __version__, bringup
 from pywebbench.bringup import StackFailure, one_line
+from pywebbench.load import (
+    LoadAgent,
+    LoadProgress,
+    LocalAgent,
+    iteration_figures,
+    spec_for_request,
+)
 from pywebbench.meter import Sampler, snapshot
-from pywebbench.run import loadio
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.health import judge_iteration
 from pywebbench.run.host import facts, split_cpus
@@ -132,7 +138,7 @@ class StudyRunner:
         store: Store,
         *,
         results_dir: Path,
-        agent: loadio.LoadAgent | None = None,
+        agent: LoadAgent | None = None,
         events: Events | None = None,
         run_id: str | None = None,
     ) -> None:
@@ -140,7 +146,7 @@ class StudyRunner:
         self.matrix = matrix
         self.store = store
         self.results_dir = Path(results_dir)
-        self.agent = agent or loadio.local_agent()
+        self.agent = agent or LocalAgent()
         self.events = events or Events()
         self.resume = run_id is not None
         self.run_id = run_id or new_run_id()
@@ -156,7 +162,6 @@ class StudyRunner:
         self._robustness: dict[int, dict[str, Any]] = {}  # cell id -> last fault phase
         self._done: set[str] | None = None
         self.outcome = Outcome(run_id=self.run_id, status=RunStatus.RUNNING)
-        self._rate = loadio.LiveRate()
 
     # -- the study -------------------------------------------------------------------------
 
@@ -578,7 +583,7 @@ class StudyRunner:
             result, alive = self._one_iteration(
                 cell, cell_id, replicate, server, rss, kind, idx, duration
             )
-            cols = loadio.columns(result)
+            cols = iteration_figures(result)
             self.events.iteration_done(cell, kind, float(cols["rps"]))
             fail = judge_iteration(
                 kind,
@@ -586,7 +591,7 @@ class StudyRunner:
                 requests=int(cols["requests"]),
                 errors=int(cols["errors"]),
                 timeouts=int(cols["timeouts"]),
-                stalled_tail_s=loadio.stalled_tail_s(result),
+                stalled_tail_s=result.stalled_tail_s(),
                 alive=alive,
                 exit_code=server.group.poll(),
                 log_tail=_log_tail(server),
@@ -621,7 +626,7 @@ class StudyRunner:
         """Load the server for one iteration while metering it; store the row at once.
 
         Returns the result and whether the server was still alive at the end."""
-        spec = loadio.build_spec(
+        spec = spec_for_request(
             server.base_url,
             cell.request,
             connections=cell.connections,
@@ -631,7 +636,6 @@ class StudyRunner:
             rate=cell.rate,
         )
         started = utcnow()
-        self._rate = loadio.LiveRate()
         self.events.iteration_start(cell, kind)
         sampler = Sampler(server.pid).start()
         try:
@@ -642,7 +646,7 @@ class StudyRunner:
             raise
         meter = sampler.stop()
         with _no_sigint():
-            cols = loadio.columns(result)
+            cols = iteration_figures(result)
             alive = server.alive() and meter.alive_at_end
             row = iteration_row(
                 result,
@@ -662,12 +666,10 @@ class StudyRunner:
             raise Interrupted()
         return result, alive
 
-    def _progress(self, snap: Any) -> None:
+    def _progress(self, snap: LoadProgress) -> None:
         """Engine progress callback: must never raise (an exception stops the engine)."""
         try:
-            rps = self._rate.update(snap)
-            if rps is not None:
-                self.events.live_rps(rps)
+            self.events.live_rps(snap.rps)
         except Exception:  # noqa: BLE001 - display only; KeyboardInterrupt stops the engine
             pass
 
@@ -685,7 +687,7 @@ def run_study(
     store: Store,
     *,
     results_dir: Path,
-    agent: loadio.LoadAgent | None = None,
+    agent: LoadAgent | None = None,
     events: Events | None = None,
     run_id: str | None = None,
 ) -> Outcome:
