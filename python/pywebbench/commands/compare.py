@@ -1,0 +1,170 @@
+"""``pywebbench compare``: compare two stored runs cell by cell; gate CI jobs on it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+from pywebbench.run.config import DEFAULT_RESULTS_DIR
+
+FORMATS = ("table", "markdown", "json", "html")
+
+
+def fail(message: str) -> NoReturn:
+    """Bad input: one line on standard error, exit status 2."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+def store_path_of(results_dir: str, store_path: str | None) -> Path:
+    """The store file named by ``--store``, else the one in ``--results-dir``."""
+    from pywebbench.store import DEFAULT_FILENAME
+
+    return Path(store_path) if store_path else Path(results_dir) / DEFAULT_FILENAME
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+@click.command("compare")
+@click.argument("runs", nargs=-1, metavar="[BASE NEW]")
+@click.option("--latest", type=int, help="Compare the newest runs: --latest 2 (older is BASE).")
+@click.option(
+    "--vary",
+    multiple=True,
+    metavar="AXIS",
+    help="An axis expected to differ, left out of cell matching: interpreter, packages, "
+    "server, framework (repeatable or comma list).",
+)
+@click.option(
+    "--fail-if",
+    "fail_if",
+    multiple=True,
+    metavar="RULE",
+    help="Exit 1 when a cell is significantly worse: slower>5%, p50>10%, p99>10%, "
+    "memory>20%, errors>0, errors>1% (repeatable or comma list).",
+)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("-o", "--output", help="Write to this file (default: standard output).")
+@click.option(
+    "--level",
+    type=click.FloatRange(0.5, 0.999),
+    default=0.99,
+    show_default=True,
+    help="Confidence level of the intervals the verdicts and the gate use.",
+)
+@click.option(
+    "--min-change",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.02,
+    show_default=True,
+    help="Smallest relative change a verdict calls faster or slower.",
+)
+@click.option(
+    "--results-dir",
+    default=DEFAULT_RESULTS_DIR,
+    show_default=True,
+    help="Directory holding pywebbench.sqlite.",
+)
+@click.option("--store", "store_path", help="Path of the store file itself (overrides).")
+def command(
+    runs: tuple[str, ...],
+    latest: int | None,
+    vary: tuple[str, ...],
+    fail_if: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    level: float,
+    min_change: float,
+    results_dir: str,
+    store_path: str | None,
+) -> None:
+    """Compare run NEW with run BASE (ids or unique prefixes), cell by cell.
+
+    \b
+    Cells pair by stack, workload and load point. Per pair: NEW/BASE ratios of the median
+    requests/s, p50 and p99 latency with bootstrap intervals, the peak-memory change, and a
+    verdict: faster, slower or no significant change. Method: docs/compare.md.
+
+    \b
+    Exit status: 0 = compared (gate passed), 1 = a --fail-if rule tripped, 2 = bad input.
+
+    \b
+    Examples:
+      pywebbench compare --latest 2
+      pywebbench compare 20261120 20261127 --fail-if 'slower>5%,p99>10%,errors>0'
+      pywebbench compare RUN_CPY RUN_PYPY --vary interpreter --format html -o cmp.html
+    """
+    from pywebbench.compare import AXES, compare_runs
+    from pywebbench.compare.gate import GateSyntaxError, parse_rules
+    from pywebbench.store import Store, StoreError
+
+    try:
+        rules = parse_rules(fail_if)
+    except GateSyntaxError as exc:
+        fail(f"--fail-if: {exc}")
+    axes = _split(vary)
+    for axis in axes:
+        if axis not in AXES:
+            fail(f"--vary: unknown axis {axis!r}; choose from {', '.join(AXES)}")
+    if latest is not None and runs:
+        fail("RUNS: give BASE and NEW, or --latest 2, not both")
+    if latest is not None and latest != 2:
+        fail(f"--latest: compares two runs, got {latest}")
+    if latest is None and len(runs) != 2:
+        fail(f"RUNS: expected BASE and NEW (or --latest 2), got {len(runs)} run id(s)")
+    try:
+        with Store(store_path_of(results_dir, store_path), create=False) as store:
+            if latest is not None:
+                ids = [r.id for r in store.runs()]
+                if len(ids) < 2:
+                    fail(f"--latest: the store holds {len(ids)} run(s), 2 are needed")
+                runs = (ids[-2], ids[-1])
+            result = compare_runs(
+                store, runs[0], runs[1], vary=axes, rules=rules, level=level, min_change=min_change
+            )
+    except StoreError as exc:
+        fail(f"RUNS: {exc}" if "run" in str(exc) else str(exc))
+    for fig in result.incomplete:
+        side = "BASE" if fig.run_id == result.base.id else "NEW"
+        click.echo(
+            f"warning: {side} run {fig.run_id} cell {fig.label} is {fig.cell.status}: "
+            "left out, only complete cells are compared",
+            err=True,
+        )
+    if not result.comparisons:
+        fail(
+            f"RUNS: {result.base.id} and {result.new.id} have no complete cells in common"
+            + ("" if axes else " (does an axis differ? see --vary)")
+        )
+    _emit(result, fmt, output)
+    sys.exit(1 if result.gate_failed else 0)
+
+
+def _emit(result: object, fmt: str, output: str | None) -> None:
+    from pywebbench.compare import Comparison
+    from pywebbench.compare.render import print_table, to_json, to_markdown
+
+    assert isinstance(result, Comparison)
+    if fmt == "table" and not output:
+        print_table(result)
+        return
+    if fmt == "html":
+        from pywebbench.compare.html import render_html
+
+        text = render_html(result)
+    elif fmt == "json":
+        text = to_json(result)
+    elif fmt == "markdown":
+        text = to_markdown(result)
+    else:
+        fail("--format table prints to the terminal; use markdown, json or html with --output")
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
