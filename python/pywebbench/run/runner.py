@@ -25,7 +25,7 @@ from pywebbench import __version__
 from pywebbench.meter import MeterSummary, Sampler, snapshot
 from pywebbench.run import loadio
 from pywebbench.run.config import StudyConfig
-from pywebbench.run.host import facts, split_cpus
+from pywebbench.run.host import facts, git_revision, split_cpus
 from pywebbench.run.matrix import CellPlan, Matrix, Variant
 from pywebbench.stats import memory_growth
 from pywebbench.store import (
@@ -243,6 +243,11 @@ class StudyRunner:
             self.store.update_run(self.run_id, status="running", finished_at=None)
             return
         host = facts()
+        extra = dict(host["extra"])
+        if self.config.app is not None:  # your own app: which commit of it was measured
+            revision = git_revision(Path(self.config.app.project or "."))
+            if revision is not None:
+                extra["app_git"] = revision
         self.store.create_run(
             Run(
                 id=self.run_id,
@@ -262,7 +267,7 @@ class StudyRunner:
                 server_cpus_json=json.dumps(self.server_cpus),
                 generator_cpus_json=json.dumps(self.generator_cpus),
                 config_json=json.dumps(self.config.model_dump(mode="json")),
-                host_json=json.dumps(host["extra"]),
+                host_json=json.dumps(extra),
             )
         )
 
