@@ -4,26 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING
 
 import click
 
-from pywebbench.run.config import DEFAULT_RESULTS_DIR
+from pywebbench.commands._common import fail, store_options, store_path_of
+
+if TYPE_CHECKING:
+    from pywebbench.compare import Comparison
 
 FORMATS = ("table", "markdown", "json", "html")
-
-
-def fail(message: str) -> NoReturn:
-    """Bad input: one line on standard error, exit status 2."""
-    click.echo(f"error: {message}", err=True)
-    sys.exit(2)
-
-
-def store_path_of(results_dir: str, store_path: str | None) -> Path:
-    """The store file named by ``--store``, else the one in ``--results-dir``."""
-    from pywebbench.store import DEFAULT_FILENAME
-
-    return Path(store_path) if store_path else Path(results_dir) / DEFAULT_FILENAME
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -64,13 +54,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
     show_default=True,
     help="Smallest relative change a verdict calls faster or slower.",
 )
-@click.option(
-    "--results-dir",
-    default=DEFAULT_RESULTS_DIR,
-    show_default=True,
-    help="Directory holding pywebbench.sqlite.",
-)
-@click.option("--store", "store_path", help="Path of the store file itself (overrides).")
+@store_options
 def command(
     runs: tuple[str, ...],
     latest: int | None,
@@ -117,18 +101,24 @@ def command(
         fail(f"--latest: compares two runs, got {latest}")
     if latest is None and len(runs) != 2:
         fail(f"RUNS: expected BASE and NEW (or --latest 2), got {len(runs)} run id(s)")
+    if fmt == "table" and output:
+        fail("--output: the table is for the terminal; use --format markdown, json or html")
     try:
-        with Store(store_path_of(results_dir, store_path), create=False) as store:
-            if latest is not None:
-                ids = [r.id for r in store.runs()]
-                if len(ids) < 2:
-                    fail(f"--latest: the store holds {len(ids)} run(s), 2 are needed")
-                runs = (ids[-2], ids[-1])
+        store = Store(store_path_of(results_dir, store_path), create=False)
+    except StoreError as exc:
+        fail(f"--store: {exc}")
+    with store:
+        if latest is not None:
+            ids = [r.id for r in store.runs()]
+            if len(ids) < 2:
+                fail(f"--latest: the store holds {len(ids)} run(s), 2 are needed")
+            runs = (ids[-2], ids[-1])
+        try:
             result = compare_runs(
                 store, runs[0], runs[1], vary=axes, rules=rules, level=level, min_change=min_change
             )
-    except StoreError as exc:
-        fail(f"RUNS: {exc}" if "run" in str(exc) else str(exc))
+        except StoreError as exc:
+            fail(f"RUNS: {exc}")
     for fig in result.incomplete:
         side = "BASE" if fig.run_id == result.base.id else "NEW"
         click.echo(
@@ -145,12 +135,11 @@ def command(
     sys.exit(1 if result.gate_failed else 0)
 
 
-def _emit(result: object, fmt: str, output: str | None) -> None:
-    from pywebbench.compare import Comparison
+def _emit(result: Comparison, fmt: str, output: str | None) -> None:
+    """Print or write ``result`` in ``fmt``."""
     from pywebbench.compare.render import print_table, to_json, to_markdown
 
-    assert isinstance(result, Comparison)
-    if fmt == "table" and not output:
+    if fmt == "table":
         print_table(result)
         return
     if fmt == "html":
@@ -159,10 +148,8 @@ def _emit(result: object, fmt: str, output: str | None) -> None:
         text = render_html(result)
     elif fmt == "json":
         text = to_json(result)
-    elif fmt == "markdown":
-        text = to_markdown(result)
     else:
-        fail("--format table prints to the terminal; use markdown, json or html with --output")
+        text = to_markdown(result)
     if output:
         Path(output).write_text(text, encoding="utf-8")
         click.echo(f"wrote {output}", err=True)

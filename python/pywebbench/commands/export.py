@@ -8,14 +8,9 @@ from pathlib import Path
 
 import click
 
-from pywebbench.run.config import DEFAULT_RESULTS_DIR
+from pywebbench.commands._common import fail, store_options, store_path_of
 from pywebbench.store.export import CSV_TABLES
 from pywebbench.store.interop import PYPERF_METRICS
-
-
-def _fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(2)
 
 
 @click.command("export")
@@ -47,13 +42,7 @@ def _fail(message: str) -> None:
     "--output",
     help="Output file (default: standard output); for --format hdr a directory (required).",
 )
-@click.option(
-    "--results-dir",
-    default=DEFAULT_RESULTS_DIR,
-    show_default=True,
-    help="Directory holding pywebbench.sqlite.",
-)
-@click.option("--store", "store_path", help="Path of the store file itself (overrides).")
+@store_options
 def command(
     runs: tuple[str, ...],
     fmt: str,
@@ -73,13 +62,13 @@ def command(
     hdr     HdrHistogram interval logs (.hlog) into the -o directory, one per cell, one
             interval per measured iteration (latency in microseconds)
     """
-    from pywebbench.store import DEFAULT_FILENAME, Store, StoreError
+    from pywebbench.store import Store, StoreError
     from pywebbench.store.export import export_csv, export_json
     from pywebbench.store.interop import InteropError, export_pyperf, hlog_files, write_files
 
     if fmt == "hdr" and not output:
-        _fail("--output: --format hdr writes one .hlog per cell, give a directory with -o")
-    path = Path(store_path) if store_path else Path(results_dir) / DEFAULT_FILENAME
+        fail("--output: --format hdr writes one .hlog per cell, give a directory with -o")
+    path = store_path_of(results_dir, store_path)
     try:
         with Store(path, create=False) as store:
             if fmt == "json":
@@ -93,11 +82,11 @@ def command(
                 else:
                     files = hlog_files(study)
     except (StoreError, InteropError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if fmt == "hdr":
         assert output is not None
         if not files:
-            _fail("RUN_ID: no stored latency histogram in these runs")
+            fail("RUN_ID: no stored latency histogram in these runs")
         written = write_files(Path(output), files)
         click.echo(f"wrote {len(written)} .hlog file(s) into {output}", err=True)
         return

@@ -7,8 +7,7 @@ import sys
 
 import click
 
-from pywebbench.commands.compare import fail, store_path_of
-from pywebbench.run.config import DEFAULT_RESULTS_DIR
+from pywebbench.commands._common import fail, store_options, store_path_of
 
 
 def _fmt(x: float | None, unit: str = "") -> str:
@@ -20,13 +19,7 @@ def _fmt(x: float | None, unit: str = "") -> str:
 @click.option("--workload", "-w", required=True, help="The workload of the cell: hello, cpu...")
 @click.option("--load-point", help="Only this load point (c16, r1000); default: every one.")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table")
-@click.option(
-    "--results-dir",
-    default=DEFAULT_RESULTS_DIR,
-    show_default=True,
-    help="Directory holding pywebbench.sqlite.",
-)
-@click.option("--store", "store_path", help="Path of the store file itself (overrides).")
+@store_options
 def command(
     stack: str,
     workload: str,
