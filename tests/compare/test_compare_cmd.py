@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
-from conftest import STACK, StoredRuns, edited_copy, pwb
+from compare_study import STACK, StoredRuns, edited_copy, pwb
 from pywebbench.cli import cli
 from pywebbench.store import Study
 
@@ -123,6 +123,8 @@ def test_bad_input_is_one_line_and_exit_2(stored_runs: StoredRuns, tmp_path: Pat
         ([stored_runs.a1, stored_runs.a2, "--fail-if", "slower>5"], "is a percentage"),
         ([stored_runs.a1], "expected BASE and NEW"),
         ([stored_runs.a1, stored_runs.a2, "--vary", "moon"], "--vary: unknown axis 'moon'"),
+        ([stored_runs.a1, stored_runs.a2, "--level", "95"], "--level: 95.0 is not"),
+        (["--latest", "3"], "--latest: compares two runs"),
     ]
     for args, message in cases:
         rc, out, err = compare(stored_runs, *args, "--format", "markdown", "-o", str(out_file))

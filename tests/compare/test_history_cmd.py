@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import STACK, StoredRuns, pwb
+from compare_study import STACK, StoredRuns, pwb
 from pywebbench.run.host import git_revision
 
 

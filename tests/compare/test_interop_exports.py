@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import STACK, StoredRuns, pwb
+from compare_study import STACK, StoredRuns, pwb
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 from pywebbench.load.histogram import Histogram

@@ -42,14 +42,14 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.option("-o", "--output", help="Write to this file (default: standard output).")
 @click.option(
     "--level",
-    type=click.FloatRange(0.5, 0.999),
+    type=float,
     default=0.99,
     show_default=True,
     help="Confidence level of the intervals the verdicts and the gate use.",
 )
 @click.option(
     "--min-change",
-    type=click.FloatRange(0.0, 1.0),
+    type=float,
     default=0.02,
     show_default=True,
     help="Smallest relative change a verdict calls faster or slower.",
@@ -91,6 +91,10 @@ def command(
         rules = parse_rules(fail_if)
     except GateSyntaxError as exc:
         fail(f"--fail-if: {exc}")
+    if not 0.5 <= level < 1.0:
+        fail(f"--level: {level} is not a confidence level between 0.5 and 1 (e.g. 0.99)")
+    if not 0.0 <= min_change < 1.0:
+        fail(f"--min-change: {min_change} is not a fraction between 0 and 1 (e.g. 0.02)")
     axes = _split(vary)
     for axis in axes:
         if axis not in AXES:
