@@ -3,6 +3,7 @@ formats, --vary, incomplete cells and bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -131,3 +132,30 @@ def test_bad_input_is_one_line_and_exit_2(stored_runs: StoredRuns, tmp_path: Pat
         assert rc == 2, (args, out, err)
         assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
         assert not out_file.exists()
+
+
+def _add_a_second_workload(study: Study) -> None:
+    """Give the copy an extra cell (its only cell again, as workload 'cpu-extra')."""
+    cell = study.cells[0]
+    extra = dataclasses.replace(cell, id=-1, key=cell.key + "-extra", workload="cpu-extra")
+    study.cells.append(extra)
+    for it in [i for i in study.iterations if i.cell_id == cell.id]:
+        study.iterations.append(dataclasses.replace(it, id=-(it.id or 0) - 1, cell_id=-1))
+
+
+def test_unmatched_cells_are_listed(stored_runs: StoredRuns, tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    base, new = edited_copy(stored_runs.store, stored_runs.a1, store, _add_a_second_workload)
+    rc, out, err = compare(store, base, new, "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert [c["workload"] for c in doc["cells"]] == ["cpu"]
+    assert doc["unmatched"] == [
+        {
+            "side": "new",
+            "cell": f"{STACK} | cpu-extra @ c8",
+            "reason": "no cell with the same stack, workload and load point",
+        }
+    ]
+    rc, out, _ = compare(store, base, new, "--format", "markdown")
+    assert f"unmatched NEW cell {STACK} \\| cpu-extra @ c8" in out
