@@ -23,6 +23,7 @@ from typing import Any
 
 from pywebbench import __version__, stats
 from pywebbench.report import figures
+from pywebbench.report.history import run_history
 from pywebbench.report.series import iteration_histogram, per_second_rps
 from pywebbench.report.view import (
     CellSeriesView,
@@ -490,6 +491,10 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
         for c in cells:
             cells_series += _series(index, c, skey)
     cells_series = [c for c in cells_series if c.iterations]
+
+    history = run_history(study)
+    for wv in workloads:
+        wv.history = history.get(wv.name, [])
 
     runs = sorted(study.runs, key=lambda r: (r.created_at, r.id))
     return ReportView(

@@ -36,7 +36,7 @@ from pywebbench.load import (
 from pywebbench.meter import Sampler, snapshot
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.health import judge_iteration
-from pywebbench.run.host import facts, split_cpus
+from pywebbench.run.host import facts, git_revision, split_cpus
 from pywebbench.run.matrix import CellPlan, Matrix, Variant
 from pywebbench.run.orphans import reap_orphan
 from pywebbench.run.robustness import fault_phase
@@ -214,6 +214,11 @@ class StudyRunner:
             self.store.update_run(self.run_id, status=RunStatus.RUNNING, finished_at=None)
             return
         host = facts()
+        extra = dict(host["extra"])
+        if self.config.app is not None:  # your own app: which commit of it was measured
+            revision = git_revision(Path(self.config.app.project or "."))
+            if revision is not None:
+                extra["app_git"] = revision
         self.store.create_run(
             Run(
                 id=self.run_id,
@@ -233,7 +238,7 @@ class StudyRunner:
                 server_cpus_json=json.dumps(self.server_cpus),
                 generator_cpus_json=json.dumps(self.generator_cpus),
                 config_json=json.dumps(self.config.model_dump(mode="json")),
-                host_json=json.dumps(host["extra"]),
+                host_json=json.dumps(extra),
             )
         )
 
