@@ -121,7 +121,7 @@ def command(
     interpreters = select_interpreters(pythons)
     fw_filter: list | tuple = frameworks
     if app is not None:
-        from pywebbench.catalogue.byo import user_framework
+        from pywebbench.provision.user_app import user_framework
 
         try:
             with console.status(f"importing {app} to detect its interface") as status:
@@ -239,10 +239,11 @@ def _verify_one(
     workers: int,
     threads: int,
 ):
-    from pywebbench.catalogue.byo import UserFramework, check_path
+    from pywebbench.catalogue.byo import UserFramework
     from pywebbench.catalogue.workloads import WORKLOADS
     from pywebbench.launch import LaunchError, start_server
     from pywebbench.provision.venv import ProvisionError, provision
+    from pywebbench.verify.user_app import check_path
 
     assert c.stack is not None
     try:

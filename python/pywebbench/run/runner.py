@@ -647,7 +647,7 @@ class StudyRunner:
         self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
         try:
             if hasattr(cell.workload, "expect_status"):  # a path of the user's app
-                from pywebbench.catalogue.byo import check_path
+                from pywebbench.verify.user_app import check_path
 
                 report = check_path(
                     server.base_url, cell.workload, timeout_s=self.config.timeouts.verify_s
