@@ -46,7 +46,7 @@ def group_members(pgid: int, *, include_zombies: bool = False) -> list[int]:
                 continue
             if not include_zombies and psutil.Process(pid).status() in _EXITED:
                 continue
-        except (ProcessLookupError, psutil.Error):
+        except (OSError, psutil.Error):
             continue  # exited between listing and reading
         members.append(pid)
     return sorted(members)
