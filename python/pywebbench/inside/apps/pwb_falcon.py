@@ -61,17 +61,8 @@ def _error(status):
 
 
 app = falcon.App()
-for _route, _resource in (
-    ("/hello", Hello()),
-    ("/json", Json()),
-    ("/cpu", Cpu()),
-    ("/environ", Environ()),
-    ("/redis", Redis()),
-    ("/fortunes", Fortunes()),
-    ("/io", Io()),
-    ("/upload", Upload()),
-):
-    app.add_route(_route, _resource)
+for _resource in (Hello, Json, Cpu, Environ, Redis, Fortunes, Io, Upload):
+    app.add_route("/" + _resource.__name__.lower(), _resource())
 app.add_error_handler(c.BadParameter, _error(falcon.HTTP_400))
 app.add_error_handler(c.ServiceNotConfigured, _error(falcon.HTTP_503))
 application = app
