@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pywebbench.catalogue.base import (
     LAUNCHERS_DIR,
@@ -47,6 +47,11 @@ def somaxconn() -> int:
 def backlog() -> int:
     """The backlog we ask for: :data:`BACKLOG`, capped by somaxconn (uWSGI refuses more)."""
     return min(BACKLOG, somaxconn())
+
+
+_listen_backlog = backlog  # for methods whose ``backlog`` parameter hides the function
+#: ``manifest(backlog="listen")``: the backlog pywebbench asks of every server.
+OurBacklog = Literal["listen"]
 
 
 def launcher_path(module: str) -> Path:
@@ -111,13 +116,16 @@ class BaseAdapter(ServerAdapter):
         threads_used: bool,
         event_loop: str | None,
         http_parser: str,
-        keep_alive: str,
-        backlog: int | None,
+        keep_alive: str = "on",
+        backlog: int | None | OurBacklog = "listen",
         **extra: object,
     ) -> dict[str, object]:
         """The fairness manifest. ``threads_used`` False means the server serves each
         worker's requests on one thread (event loop, greenlets, or one request at a time):
-        the requested threads are ignored and that is recorded."""
+        the requested threads are ignored and that is recorded. ``backlog`` "listen": the
+        listen backlog pywebbench asks of every server (:func:`backlog`)."""
+        if backlog == "listen":
+            backlog = _listen_backlog()
         threads = ctx.threads if threads_used else 1
         if threads_used:
             model = f"{ctx.workers} process(es) x {threads} thread(s)"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import WSGI, LaunchContext
-from pywebbench.catalogue.servers._base import BaseAdapter, backlog
+from pywebbench.catalogue.servers._base import BaseAdapter
 
 
 class Bjoern(BaseAdapter):
@@ -28,8 +28,6 @@ class Bjoern(BaseAdapter):
             threads_used=False,
             event_loop="libev",
             http_parser="http-parser (C)",
-            keep_alive="on",
-            backlog=backlog(),
             tcp_nodelay=True,
         )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import WSGI, LaunchContext
-from pywebbench.catalogue.servers._base import BaseAdapter, backlog
+from pywebbench.catalogue.servers._base import BaseAdapter
 
 
 class Cheroot(BaseAdapter):
@@ -25,8 +25,6 @@ class Cheroot(BaseAdapter):
             threads_used=True,
             event_loop="selectors (connection manager)",
             http_parser="cheroot (pure Python)",
-            keep_alive="on",
-            backlog=backlog(),
         )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import ASGI, LaunchContext
-from pywebbench.catalogue.servers._base import BaseAdapter, backlog
+from pywebbench.catalogue.servers._base import BaseAdapter
 
 
 class Daphne(BaseAdapter):
@@ -33,7 +33,6 @@ class Daphne(BaseAdapter):
             event_loop="twisted asyncioreactor",
             http_parser="twisted.web.http (pure Python)",
             keep_alive="on (twisted default)",
-            backlog=backlog(),
             tcp_nodelay=True,
         )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import WSGI, LaunchContext
-from pywebbench.catalogue.servers._base import BaseAdapter, backlog
+from pywebbench.catalogue.servers._base import BaseAdapter
 
 #: Green threads per process (eventlet.wsgi's max_size), recorded in the settings.
 MAX_GREENTHREADS = 1024
@@ -32,8 +32,6 @@ class Eventlet(BaseAdapter):
             threads_used=False,
             event_loop="eventlet hub (epolls)",
             http_parser="eventlet.wsgi (pure Python)",
-            keep_alive="on",
-            backlog=backlog(),
             monkey_patched=True,
             max_greenthreads=MAX_GREENTHREADS,
             tcp_nodelay=True,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import WSGI, LaunchContext
-from pywebbench.catalogue.servers._base import BaseAdapter, backlog
+from pywebbench.catalogue.servers._base import BaseAdapter
 
 
 class GeventPywsgi(BaseAdapter):
@@ -28,8 +28,6 @@ class GeventPywsgi(BaseAdapter):
             threads_used=False,
             event_loop="gevent hub",
             http_parser="gevent.pywsgi (pure Python)",
-            keep_alive="on",
-            backlog=backlog(),
             monkey_patched=True,
             tcp_nodelay="on every accepted connection",
         )

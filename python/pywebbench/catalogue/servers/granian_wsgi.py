@@ -63,7 +63,6 @@ class GranianBase(BaseAdapter):
             event_loop=self.loop(ctx) if not self.uses_threads() else "tokio (Rust) for I/O",
             http_parser="hyper (Rust), HTTP/1.1 only",
             keep_alive="on (granian default)",
-            backlog=backlog(),
             runtime_threads=1,
         )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import WSGI, LaunchContext
-from pywebbench.catalogue.servers._base import KEEPALIVE_S, backlog
+from pywebbench.catalogue.servers._base import KEEPALIVE_S
 from pywebbench.catalogue.servers._gunicorn import GunicornBase
 
 WORKER_CONNECTIONS = 1000
@@ -36,7 +36,6 @@ class GunicornGevent(GunicornBase):
             event_loop="gevent (libev/libuv hub)",
             http_parser="gunicorn (pure Python)",
             keep_alive=f"on, {KEEPALIVE_S} s idle timeout",
-            backlog=backlog(),
             worker_connections=WORKER_CONNECTIONS,
             monkey_patched=True,
             tcp_nodelay=True,

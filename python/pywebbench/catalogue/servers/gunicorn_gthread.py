@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import WSGI, LaunchContext
-from pywebbench.catalogue.servers._base import KEEPALIVE_S, backlog
+from pywebbench.catalogue.servers._base import KEEPALIVE_S
 from pywebbench.catalogue.servers._gunicorn import GUNICORN_PINS, GunicornBase
 
 
@@ -26,7 +26,6 @@ class GunicornGthread(GunicornBase):
             event_loop="selectors (connection parking)",
             http_parser="gunicorn (pure Python)",
             keep_alive=f"on, {KEEPALIVE_S} s idle timeout",
-            backlog=backlog(),
             tcp_nodelay=True,
         )
 

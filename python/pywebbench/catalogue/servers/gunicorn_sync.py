@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import WSGI, LaunchContext
-from pywebbench.catalogue.servers._base import backlog
 from pywebbench.catalogue.servers._gunicorn import GUNICORN_PINS, GunicornBase
 
 
@@ -27,7 +26,6 @@ class GunicornSync(GunicornBase):
             event_loop=None,
             http_parser="gunicorn (pure Python)",
             keep_alive="off (closes after every response)",
-            backlog=backlog(),
             tcp_nodelay=True,
         )
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import ASGI, LaunchContext
-from pywebbench.catalogue.servers._base import backlog
 from pywebbench.catalogue.servers._gunicorn import GUNICORN_PINS, GunicornBase
 
 
@@ -42,7 +41,6 @@ class GunicornUvicorn(GunicornBase):
             event_loop="uvloop" if uvloop else "asyncio",
             http_parser="httptools",
             keep_alive="on, 5 s idle timeout (uvicorn)",
-            backlog=backlog(),
         )
 
 

@@ -49,7 +49,6 @@ class Hypercorn(BaseAdapter):
             event_loop="asyncio",
             http_parser="h11 (pure Python)",
             keep_alive=f"on, {KEEPALIVE_S} s idle timeout",
-            backlog=backlog(),
         )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import WSGI, InstallStep, Interpreter, LaunchContext
-from pywebbench.catalogue.servers._base import BaseAdapter, backlog
+from pywebbench.catalogue.servers._base import BaseAdapter
 
 #: Keep-alive idle timeout set by the launcher (standalone meinheld has keep-alive off).
 KEEPALIVE_S = 10
@@ -52,7 +52,6 @@ class Meinheld(BaseAdapter):
             event_loop="picoev + greenlets",
             http_parser="http-parser (C)",
             keep_alive=f"on, {KEEPALIVE_S} s (meinheld's default is off)",
-            backlog=backlog(),
         )
 
 

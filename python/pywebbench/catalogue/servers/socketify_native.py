@@ -24,7 +24,6 @@ class SocketifyNative(NativeBase):
             threads_used=False,
             event_loop="uWebSockets loop (libuv) + asyncio",
             http_parser="uWebSockets (C++)",
-            keep_alive="on",
             backlog=None,
         )
 

@@ -31,7 +31,6 @@ class SocketifyBase(BaseAdapter):
             event_loop="uWebSockets loop (libuv)"
             + (" + asyncio" if self.socketify_interface == "asgi" else ""),
             http_parser="uWebSockets (C++)",
-            keep_alive="on",
             backlog=None,  # not configurable in socketify
             bind="explicit loopback (AppListenOptions); listen(port) alone binds 0.0.0.0",
         )

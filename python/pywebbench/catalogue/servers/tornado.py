@@ -28,7 +28,6 @@ class Tornado(NativeBase):
             threads_used=False,
             event_loop="asyncio (tornado IOLoop)",
             http_parser="tornado.http1connection (pure Python)",
-            keep_alive="on",
             backlog=1024,
         )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import WSGI, LaunchContext
-from pywebbench.catalogue.servers._base import BaseAdapter, backlog
+from pywebbench.catalogue.servers._base import BaseAdapter
 
 
 class TwistedWSGI(BaseAdapter):
@@ -21,8 +21,6 @@ class TwistedWSGI(BaseAdapter):
             threads_used=True,
             event_loop="twisted epollreactor",
             http_parser="twisted.web.http (pure Python)",
-            keep_alive="on",
-            backlog=backlog(),
             tcp_nodelay=True,
         )
 

@@ -53,7 +53,6 @@ class UvicornBase(BaseAdapter):
             event_loop=self.loop,
             http_parser=self.http,
             keep_alive=f"on, {KEEPALIVE_S} s idle timeout",
-            backlog=backlog(),
             tcp_nodelay="on the listening socket (uvicorn's multi-worker socket lacks it)",
         )
 

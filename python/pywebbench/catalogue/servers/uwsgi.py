@@ -103,7 +103,6 @@ class UWSGI(BaseAdapter):
             event_loop=None,
             http_parser="uWSGI (C), --http11-socket",
             keep_alive="on (HTTP/1.1); one connection per thread at a time",
-            backlog=backlog(),
             plugin="pypy" if ctx.interpreter.is_pypy else "python (CPython)",
         )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import WSGI, LaunchContext
-from pywebbench.catalogue.servers._base import BaseAdapter, backlog
+from pywebbench.catalogue.servers._base import BaseAdapter
 
 #: waitress's connection_limit (its default, 100, throttles high-concurrency runs).
 CONNECTION_LIMIT = 1000
@@ -32,8 +32,6 @@ class Waitress(BaseAdapter):
             threads_used=True,
             event_loop="waitress wasyncore (select/poll)",
             http_parser="waitress (pure Python)",
-            keep_alive="on",
-            backlog=backlog(),
             connection_limit=CONNECTION_LIMIT,
             queue_warnings="silenced",
         )
