@@ -270,11 +270,12 @@ impl Env {
         self.armed = Some(t);
     }
 
-    /// The service delay of one request: fixed plus uniform jitter.
+    /// The service delay of one request: its shape at this moment plus uniform jitter.
     fn delay(&mut self) -> Duration {
         let s = &self.shared.settings;
+        let base = s.delay_shape.at(s.delay, self.shared.start.elapsed());
         if s.jitter_ns == 0 {
-            return s.delay;
+            return base;
         }
         // xorshift64*
         let mut x = self.rng;
@@ -283,7 +284,7 @@ impl Env {
         x ^= x >> 27;
         self.rng = x;
         let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
-        s.delay + Duration::from_nanos(r % s.jitter_ns)
+        base + Duration::from_nanos(r % s.jitter_ns)
     }
 }
 

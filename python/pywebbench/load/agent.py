@@ -32,7 +32,9 @@ class LoadProgress:
     rps: float
 
 
-ProgressFn = Callable[[LoadProgress], None]
+#: Called with each progress snapshot; returning True stops the run early with a complete
+#: (not interrupted) result: "enough", e.g. a warm-up that reached its steady state.
+ProgressFn = Callable[[LoadProgress], bool | None]
 
 
 class LoadInterrupted(KeyboardInterrupt):
@@ -57,7 +59,9 @@ def run_load(
     with a :class:`LoadProgress` every ``interval_s`` seconds. On Ctrl-C the engine stops within
     a fraction of a second and the partial result is returned with ``interrupted=True`` (or,
     with ``raise_on_interrupt=True``, raised inside :class:`LoadInterrupted`). An exception
-    raised by ``progress`` other than KeyboardInterrupt stops the run and propagates.
+    raised by ``progress`` other than KeyboardInterrupt stops the run and propagates;
+    ``progress`` returning True stops it with a complete result (its duration is the time
+    actually run).
 
     Raises:
         ValueError: the spec is invalid (the message names the field).
@@ -68,13 +72,13 @@ def run_load(
     if progress is not None:
         last = [0.0, 0]
 
-        def callback(snapshot_json: str) -> None:
+        def callback(snapshot_json: str) -> bool:
             d = json.loads(snapshot_json)
             done = int(d["requests"]) + int(d["warmup_requests"])
             dt = float(d["elapsed_s"]) - last[0]
             rps = (done - last[1]) / dt if dt > 0 else 0.0
             last[0], last[1] = float(d["elapsed_s"]), done
-            progress(LoadProgress(rps=max(rps, 0.0), **d))
+            return bool(progress(LoadProgress(rps=max(rps, 0.0), **d)))
 
     text = _engine.run_load(spec.to_json(), callback, interval_s)
     result = LoadResult.from_json(text)

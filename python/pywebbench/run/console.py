@@ -19,9 +19,9 @@ from rich.table import Table
 
 from pywebbench.load.histogram import Histogram
 from pywebbench.report.tables import fmt_mib
+from pywebbench.run.events import Events
 from pywebbench.run.matrix import CellPlan
-from pywebbench.run.runner import Events
-from pywebbench.stats import summarize
+from pywebbench.stats import Summary, summarize
 from pywebbench.store import Study
 from pywebbench.store.model import Iteration
 
@@ -100,6 +100,13 @@ class LiveDisplay:
             self.progress.update(
                 self.cell_task, description=f"{self._cell.label}: {rps:,.0f} req/s"
             )
+
+
+def _fmt_ci(s: Summary) -> str:
+    """The CI of a median, or why there is none (a single value has no interval)."""
+    if s.n < 2 or math.isnan(s.ci_low):
+        return f"n/a ({s.n} value)"
+    return f"{s.ci_low:,.0f}-{s.ci_high:,.0f}"
 
 
 def _fmt_us(us: float | None) -> str:
@@ -193,7 +200,7 @@ def summary_tables(study: Study) -> list[Table]:
                 str(n),
                 r["stack"],
                 f"{s.median:,.0f}",
-                f"{s.ci_low:,.0f}-{s.ci_high:,.0f}",
+                _fmt_ci(s),
                 _fmt_us(r["p50_us"]),
                 _fmt_us(r["p99_us"]),
                 _fmt_bytes(r["peak_rss"]),

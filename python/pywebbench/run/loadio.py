@@ -19,7 +19,7 @@ from pywebbench.load.result import LoadResult, result_document
 class LoadAgent(Protocol):
     """Runs a load spec somewhere and returns the result (``pywebbench.load.LocalAgent``)."""
 
-    def run(self, spec: Any, progress: Callable[[Any], None] | None = None) -> Any: ...
+    def run(self, spec: Any, progress: Callable[[Any], bool | None] | None = None) -> Any: ...
 
 
 def local_agent() -> LoadAgent:
