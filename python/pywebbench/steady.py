@@ -2,11 +2,12 @@
 and whether its memory leaks. The method is explained in docs/steady-state.md.
 
 - **Warm-up** (:class:`WarmupWatch`): the throughput of the warm-up load, in buckets of
-  ``bucket_s``, is judged over a trailing window. The window is steady when its robust slope
-  (Theil-Sen) changes throughput by at most ``max_drift`` across the window, the medians of
-  its two halves differ by at most ``max_drift`` (a step, e.g. a saw-tooth's reset, can
-  cancel a rise in the slope), and its robust spread (1.4826 MAD / median) is at most
-  ``max_spread``; each bound widens to the counting noise of the buckets when that is larger.
+  ``bucket_s``, is judged over a trailing window. The window is steady when neither its
+  robust slope (Theil-Sen) nor the difference of its two halves' medians (a step, e.g. a
+  saw-tooth's reset, can cancel a rise in the slope) moves throughput by more than
+  ``max_drift`` *and* more than twice its standard error under the window's own noise
+  (significant and relevant, as pyperf and asv judge a change), and its robust spread
+  (1.4826 MAD / median) is at most ``max_spread``.
   ``confirm`` consecutive windows, one bucket apart, must pass: one window can straddle a
   drop so that every robust statistic misses it, the next ones cannot. The steady state
   starts at the first bucket of the first of them. Warm-up ends there, or at the cap: "not
@@ -99,7 +100,7 @@ class SteadyRule:
     bucket_s: float = 0.25  # throughput is counted per bucket of this length
     window_s: float = 2.0  # trailing window judged
     max_drift: float = 0.05  # |Theil-Sen slope| x window / median
-    max_spread: float = 0.08  # 1.4826 MAD / median
+    max_spread: float = 0.25  # 1.4826 MAD / median: beyond this the window is chaos
     confirm: int = 3  # consecutive windows (one bucket apart) that must all pass
     cap_s: float = 20.0  # warm-up stops here, steady or not
 
@@ -183,26 +184,37 @@ class WarmupWatch:
 def window_is_steady(
     window: Sequence[tuple[float, float]], counts: Sequence[int], rule: SteadyRule
 ) -> bool:
-    """True when the points ``(t, rps)`` show no trend and little spread (see module doc)."""
+    """True when the points ``(t, rps)`` show no trend that is both significant and
+    relevant, and no chaos (see the module doc).
+
+    The noise ``sigma`` of a bucket comes from the successive differences (robust to a trend
+    or a step), or is the counting noise of its buckets (1/sqrt(N)) if larger. A change across the window counts when it exceeds
+    ``max_drift`` and twice its standard error: ``sigma * sqrt(12 n / (n^2 - 1))`` for the
+    slope's change, ``2.51 sigma / sqrt(n)`` for the difference of the halves' medians.
+    """
     ts = [t for t, _ in window]
     ys = [y for _, y in window]
+    n = len(ys)
     mid = statistics.median(ys)
-    if mid <= 0 or min(counts, default=0) <= 0:
+    if mid <= 0 or min(counts, default=0) <= 0 or n < 3:
         return False
-    # Counting noise of a bucket of N requests is about 1/sqrt(N): never demand less.
-    noise = 1.0 / math.sqrt(max(1.0, statistics.median(counts)))
     spread = robust_spread(ys)
-    slope = theil_sen(ts, ys)
+    if spread > rule.max_spread:
+        return False
+    # Noise from successive differences: a trend or a step inside the window does not
+    # inflate it, as it would inflate the spread around the median.
+    jumps = [abs(b - a) for a, b in zip(ys, ys[1:], strict=False)]
+    noise = 1.4826 * statistics.median(jumps) / math.sqrt(2.0) / mid
+    sigma = max(noise, 1.0 / math.sqrt(max(1.0, statistics.median(counts))))
     span = ts[-1] - ts[0] + rule.bucket_s
-    change = abs(slope) * span / mid
+    change = abs(theil_sen(ts, ys)) * span / mid
+    if change > max(rule.max_drift, 2.0 * sigma * math.sqrt(12.0 * n / (n * n - 1.0))):
+        return False
     # A step inside the window (a saw-tooth's reset) can cancel a rise in the robust slope;
     # the medians of the window's two halves must agree as well.
-    half = len(ys) // 2
+    half = n // 2
     step = abs(statistics.median(ys[half:]) - statistics.median(ys[:half])) / mid
-    drift_bound = max(rule.max_drift, 3 * noise)
-    return (
-        spread <= max(rule.max_spread, 3 * noise) and change <= drift_bound and step <= drift_bound
-    )
+    return step <= max(rule.max_drift, 2.0 * 2.5066 * sigma / math.sqrt(n))
 
 
 # ------------------------------------------------------------------------------------ drift

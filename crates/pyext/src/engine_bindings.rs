@@ -75,8 +75,12 @@ fn run_load(
             }
         }
     }
-    if interrupted || enough {
+    if interrupted {
         running.stop();
+    } else if enough {
+        running.finish_early();
+    }
+    if interrupted || enough {
         py.detach(|| running.wait_timeout(STOP_WAIT));
     }
     let result = py.detach(|| running.join(interrupted));

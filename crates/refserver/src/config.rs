@@ -323,13 +323,11 @@ impl RefServerConfig {
             (true, true) => DelayShape::Fixed,
             (false, true) => DelayShape::Ramp(ramp),
             (true, false) => DelayShape::Saw(saw),
-            (false, false) => {
-                return err(
-                    "delay_saw_s",
-                    "a delay either ramps down (delay_ramp_s) or saw-tooths (delay_saw_s), not both"
-                        .to_string(),
-                )
-            }
+            (false, false) => return err(
+                "delay_saw_s",
+                "a delay either ramps down (delay_ramp_s) or saw-tooths (delay_saw_s), not both"
+                    .to_string(),
+            ),
         };
         if delay_shape != DelayShape::Fixed && delay.is_zero() {
             return err(
