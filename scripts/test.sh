@@ -9,8 +9,8 @@ echo "== rust: fmt, clippy, tests"
 cargo fmt --all --check
 cargo clippy --workspace --release --quiet -- -D warnings
 # The binding crate is a cdylib linked against the interpreter at import time; its behaviour
-# is covered by the Python tests. The two pure crates are tested here.
-cargo test --release --quiet -p pywebbench-engine -p pywebbench-refserver
+# is covered by the Python tests. The pure crates are tested here.
+cargo test --release --quiet -p pywebbench-sys -p pywebbench-engine -p pywebbench-refserver
 echo "== python: ruff"
 ruff check python tests benchmarks
 ruff format --check python tests benchmarks

@@ -16,8 +16,22 @@ import click
 from pywebbench import __version__
 
 
+class CatalogueUsageError(click.ClickException):
+    """A bad catalogue (e.g. a ``PYWEBBENCH_PLUGINS`` module): one line, exit status 2."""
+
+    exit_code = 2
+
+
 class _LazyGroup(click.Group):
     """A group whose subcommands are imported on first use."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        from pywebbench.catalogue.registry import CatalogueError
+
+        try:
+            return super().invoke(ctx)
+        except CatalogueError as exc:
+            raise CatalogueUsageError(str(exc)) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         import pywebbench.commands as pkg

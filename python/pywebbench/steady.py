@@ -188,9 +188,10 @@ def window_is_steady(
     relevant, and no chaos (see the module doc).
 
     The noise ``sigma`` of a bucket comes from the successive differences (robust to a trend
-    or a step), or is the counting noise of its buckets (1/sqrt(N)) if larger. A change across the window counts when it exceeds
-    ``max_drift`` and twice its standard error: ``sigma * sqrt(12 n / (n^2 - 1))`` for the
-    slope's change, ``2.51 sigma / sqrt(n)`` for the difference of the halves' medians.
+    or a step), or is the counting noise of its buckets (1/sqrt(N)) if larger. A change
+    across the window counts when it exceeds ``max_drift`` and twice its standard error:
+    ``sigma * sqrt(12 n / (n^2 - 1))`` for the slope's change, ``2.51 sigma / sqrt(n)`` for
+    the difference of the halves' medians.
     """
     ts = [t for t, _ in window]
     ys = [y for _, y in window]

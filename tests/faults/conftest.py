@@ -19,7 +19,7 @@ from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.provision.services import free_port
 from pywebbench.provision.venv import ProvisionedEnv, provision
 
-APPS = Path(pywebbench.__file__).parent / "apps"
+APPS = Path(pywebbench.__file__).parent / "inside" / "apps"
 PINS = ("gunicorn==27.0.1", "waitress==3.0.2", "uvicorn==0.54.0")
 
 

@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.catalogue.workloads import HttpRequest
-from pywebbench.load import LocalAgent
+from pywebbench.load import LocalAgent, spec_for_request
 from pywebbench.refserver import RefServer
-from pywebbench.run import loadio
 from pywebbench.run.config import resolve
 from pywebbench.run.robustness import fault_phase
 from pywebbench.store import Store
@@ -35,7 +34,7 @@ def test_fault_phase_of_the_runner_against_the_reference_server() -> None:
         rate=None,
     )
     with RefServer(cpus=[0]) as srv:
-        spec = loadio.build_spec(
+        spec = spec_for_request(
             srv.url, cell.request, connections=8, duration_s=1.0, timeout_s=2.0, cpus=[1]
         )
         clean = agent.run(spec)

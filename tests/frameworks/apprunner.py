@@ -17,8 +17,15 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import pywebbench
-from pywebbench.catalogue.base import ASGI, WSGI, Framework, Interpreter, ServerAdapter, Stack
+from pywebbench.catalogue.base import (
+    APPS_DIR,
+    ASGI,
+    WSGI,
+    Framework,
+    Interpreter,
+    ServerAdapter,
+    Stack,
+)
 from pywebbench.catalogue.frameworks import FRAMEWORKS
 from pywebbench.catalogue.frameworks._base import generation
 from pywebbench.catalogue.interpreters import default_interpreters
@@ -26,7 +33,7 @@ from pywebbench.launch.process import ProcessGroup, group_members, tail
 from pywebbench.provision.services import free_port
 from pywebbench.provision.venv import ProvisionedEnv, provision
 
-APPS = Path(pywebbench.__file__).parent / "apps"
+APPS = APPS_DIR
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 RUNNER_PINS = {

@@ -140,3 +140,41 @@ def test_hello(interp: Interpreter, adapter, tmp_path: Path) -> None:
     assert group_members(pgid) == [], f"processes of group {pgid} left after stop"
     log = server.log_path.read_bytes()
     assert len(log) < 200_000, f"server log grew to {len(log)} bytes (access log on?)"
+
+
+DJANGO_ON_UWSGI = [
+    pytest.param(interp, id=interp.name)
+    for interp in INTERPRETERS
+    if ADAPTERS["uwsgi"].unavailable(interp) is None
+    and FRAMEWORKS["django"].unavailable(interp) is None
+]
+
+
+@pytest.mark.parametrize("interp", DJANGO_ON_UWSGI)
+def test_django_on_uwsgi(interp: Interpreter, tmp_path: Path) -> None:
+    """Regression: Django sets no Content-Length by itself and uWSGI's HTTP/1.1 socket neither
+    chunks nor closes, so every response ended only at uWSGI's 4 s socket timeout and the
+    server never looked ready. The app now sets Content-Length (404s included)."""
+    from pywebbench.catalogue.workloads import WORKLOADS
+    from pywebbench.verify import verify
+
+    adapter = ADAPTERS["uwsgi"]
+    stack = make_stack(interp, adapter, FRAMEWORKS["django"])
+    env = env_for(stack)
+    try:
+        server = start_server(stack, env, cpus=[0], log_dir=tmp_path, start_timeout_s=30)
+    except LaunchError as exc:
+        pytest.fail(str(exc))
+    with server:
+        for name in ("hello", "json"):
+            report = verify(server.base_url, WORKLOADS[name], expect_date_header=False)
+            assert report.ok, report.summary()
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=2)
+        try:
+            for path in ("/no-such-page", "/hello"):
+                conn.request("GET", path)
+                resp = conn.getresponse()
+                assert resp.getheader("Content-Length") == str(len(resp.read())), path
+        finally:
+            conn.close()
+    assert group_members(server.pgid) == []

@@ -22,7 +22,7 @@ from pywebbench.catalogue.workloads import WORKLOADS, upload_payload
 from pywebbench.verify import verify
 from pywebbench.verify.rules import expected_fortunes
 
-APPS = Path(pywebbench.__file__).parent / "apps"
+APPS = Path(pywebbench.__file__).parent / "inside" / "apps"
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):

@@ -18,10 +18,13 @@ pub mod hist;
 pub mod http;
 pub mod result;
 pub mod spec;
-pub mod sys;
 mod worker;
+
+/// The OS-call wrappers (clocks, open-file limit, pinning, timerfd), shared with the
+/// reference server.
+pub use pywebbench_sys as sys;
 
 pub use engine::{run, start, Progress, RunningLoad, StartError};
 pub use errors::{ErrorClass, ErrorEntry};
 pub use result::{merge, LoadResult};
-pub use spec::{Arrival, LoadSpec, Mode};
+pub use spec::{normalise_spec_json, Arrival, LoadSpec, Mode};

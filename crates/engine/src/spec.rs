@@ -196,9 +196,35 @@ impl LoadSpec {
         }
     }
 
-    /// Validate every field and prepare the run. Errors name the field: `"connections: must be >= 1"`.
-    pub fn plan(&self) -> Result<Plan, String> {
-        let (host, port, path) = parse_url(&self.url)?;
+    /// Parse a spec from JSON. Errors name the field: `"connections: invalid type: ..."`
+    /// (serde alone names unknown fields but not a field whose value has the wrong type).
+    pub fn from_json(text: &str) -> Result<LoadSpec, String> {
+        use serde_json::Value;
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| format!("load spec: not JSON: {e}"))?;
+        let Value::Object(fields) = &value else {
+            return Err("load spec: expected a JSON object".into());
+        };
+        serde_json::from_value(value.clone()).map_err(|whole| {
+            // Every field has a default, so each field can be parsed on its own.
+            for (name, v) in fields {
+                let alone = Value::Object([(name.clone(), v.clone())].into_iter().collect());
+                if let Err(e) = serde_json::from_value::<LoadSpec>(alone) {
+                    let msg = e.to_string();
+                    return match msg.starts_with("unknown field") {
+                        true => bad(name, "unknown load spec field"),
+                        false => bad(name, msg),
+                    };
+                }
+            }
+            format!("load spec: {whole}")
+        })
+    }
+
+    /// Check every field (without resolving the host). Errors name the field:
+    /// `"connections: must be >= 1"`.
+    pub fn validate(&self) -> Result<(), String> {
+        parse_url(&self.url)?;
         if !valid_token(&self.method) {
             return Err(bad(
                 "method",
@@ -229,8 +255,7 @@ impl LoadSpec {
         if self.pipeline == 0 || self.pipeline > 1024 {
             return Err(bad("pipeline", "must be between 1 and 1024"));
         }
-        let mode = self.mode();
-        if self.pipeline > 1 && mode != Mode::Closed {
+        if self.pipeline > 1 && self.mode() != Mode::Closed {
             return Err(bad(
                 "pipeline",
                 "pipelining needs keep-alive connections in a closed loop (no rate, keepalive on)",
@@ -277,8 +302,6 @@ impl LoadSpec {
                 ));
             }
         }
-        let mut has_host = false;
-        let mut head = format!("{} {} HTTP/1.1\r\n", self.method, path);
         for (name, value) in &self.headers {
             if !valid_token(name) {
                 return Err(bad(
@@ -305,7 +328,22 @@ impl LoadSpec {
                     "Connection is set by the engine (use keepalive)",
                 ));
             }
-            has_host |= lname == "host";
+        }
+        self.body_bytes()?;
+        for f in &self.faults {
+            f.validate().map_err(|e| bad("faults", e))?;
+        }
+        Ok(())
+    }
+
+    /// Validate every field and prepare the run. Errors name the field: `"connections: must be >= 1"`.
+    pub fn plan(&self) -> Result<Plan, String> {
+        self.validate()?;
+        let (host, port, path) = parse_url(&self.url)?;
+        let mut has_host = false;
+        let mut head = format!("{} {} HTTP/1.1\r\n", self.method, path);
+        for (name, value) in &self.headers {
+            has_host |= name.eq_ignore_ascii_case("host");
             head.push_str(&format!("{name}: {value}\r\n"));
         }
         if !has_host {
@@ -347,19 +385,16 @@ impl LoadSpec {
             }),
             None => 0,
         };
-        for f in &self.faults {
-            f.validate().map_err(|e| bad("faults", e))?;
-        }
         Ok(Plan {
             spec: self.clone(),
-            mode,
+            mode: self.mode(),
             addr,
             request,
             is_head: self.method == "HEAD",
             duration_ns: secs_to_ns(duration_s),
             warmup_ns: secs_to_ns(self.warmup_s),
             timeout_ns: secs_to_ns(self.timeout_s),
-            connect_timeout_ns: secs_to_ns(connect_timeout),
+            connect_timeout_ns: secs_to_ns(self.connect_timeout_s.unwrap_or(self.timeout_s)),
             queue_limit,
             expect_body: self.expect_body.as_ref().map(|b| b.as_bytes().to_vec()),
         })
@@ -387,6 +422,15 @@ impl LoadSpec {
             + 64
             + crate::faults::fds_needed(&self.faults)
     }
+}
+
+/// Parse and validate a spec (JSON) with the engine's own rules and return it with every
+/// default filled in (JSON): the one check every caller (Python, remote agents) goes through.
+/// Errors name the field, on one line: `"connections: must be >= 1"`.
+pub fn normalise_spec_json(spec_json: &str) -> Result<String, String> {
+    let spec = LoadSpec::from_json(spec_json)?;
+    spec.validate()?;
+    serde_json::to_string(&spec).map_err(|e| format!("load spec: {e}"))
 }
 
 #[cfg(test)]
@@ -469,98 +513,46 @@ mod tests {
 
     #[test]
     fn validation_names_the_field() {
-        let base = spec("http://127.0.0.1:1/");
-        let cases: Vec<(LoadSpec, &str)> = vec![
-            (
-                LoadSpec {
-                    connections: 0,
-                    ..base.clone()
-                },
-                "connections:",
-            ),
-            (
-                LoadSpec {
-                    threads: 0,
-                    ..base.clone()
-                },
-                "threads:",
-            ),
-            (
-                LoadSpec {
-                    threads: 65,
-                    ..base.clone()
-                },
-                "threads:",
-            ),
-            (
-                LoadSpec {
-                    pipeline: 0,
-                    ..base.clone()
-                },
-                "pipeline:",
-            ),
-            (
-                LoadSpec {
-                    pipeline: 4,
-                    keepalive: false,
-                    ..base.clone()
-                },
-                "pipeline:",
-            ),
-            (
-                LoadSpec {
-                    duration_s: Some(-1.0),
-                    ..base.clone()
-                },
-                "duration_s:",
-            ),
-            (
-                LoadSpec {
-                    timeout_s: 0.0,
-                    ..base.clone()
-                },
-                "timeout_s:",
-            ),
-            (
-                LoadSpec {
-                    rate: Some(0.0),
-                    ..base.clone()
-                },
-                "rate:",
-            ),
-            (
-                LoadSpec {
-                    method: "G T".into(),
-                    ..base.clone()
-                },
-                "method:",
-            ),
-            (
-                LoadSpec {
-                    expect_status: vec![42],
-                    ..base.clone()
-                },
-                "expect_status:",
-            ),
-            (
-                LoadSpec {
-                    headers: vec![("Content-Length".into(), "1".into())],
-                    ..base.clone()
-                },
-                "headers:",
-            ),
-            (
-                LoadSpec {
-                    queue_limit: Some(5),
-                    ..base.clone()
-                },
-                "queue_limit:",
-            ),
+        let cases = [
+            (r#""connections": 0"#, "connections: must be >= 1"),
+            (r#""connections": -1"#, "connections: invalid value"),
+            (r#""connections": "8""#, "connections: invalid type"),
+            (r#""conections": 1"#, "conections: unknown load spec field"),
+            (r#""threads": 0"#, "threads:"),
+            (r#""threads": 65"#, "threads:"),
+            (r#""pipeline": 0"#, "pipeline:"),
+            (r#""pipeline": 4, "keepalive": false"#, "pipeline:"),
+            (r#""duration_s": -1"#, "duration_s:"),
+            (r#""timeout_s": 0"#, "timeout_s:"),
+            (r#""rate": 0"#, "rate:"),
+            (r#""arrival": "bursty""#, "arrival: unknown variant"),
+            (r#""method": "G T""#, "method:"),
+            (r#""expect_status": [42]"#, "expect_status:"),
+            (r#""headers": [["Content-Length", "1"]]"#, "headers:"),
+            (r#""queue_limit": 5"#, "queue_limit:"),
+            (r#""url": "https://x/""#, "url:"),
         ];
-        for (s, prefix) in cases {
-            let e = s.plan().unwrap_err();
+        for (field, prefix) in cases {
+            let json = format!(r#"{{"url": "http://127.0.0.1:1/", "connections": 64, {field}}}"#);
+            let e = normalise_spec_json(&json).unwrap_err();
             assert!(e.starts_with(prefix), "{e} should start with {prefix}");
+            assert!(!e.contains('\n'), "{e} is one line");
         }
+        assert!(normalise_spec_json("[1]")
+            .unwrap_err()
+            .starts_with("load spec:"));
+    }
+
+    #[test]
+    fn normalised_spec_has_every_default() {
+        let j = normalise_spec_json(r#"{"url": "http://nowhere.invalid/", "rate": 5}"#).unwrap();
+        let back: LoadSpec = serde_json::from_str(&j).unwrap();
+        let want = LoadSpec {
+            rate: Some(5.0),
+            ..spec("http://nowhere.invalid/")
+        };
+        assert_eq!(back, want, "validation does not resolve the host");
+        assert!(j.contains(r#""connections":64"#) && j.contains(r#""queue_limit":null"#));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Binding of the load engine: `run_load` and the histogram helpers.
+//! Binding of the load engine: `spec_validate`, `run_load`, `merge_results`, `error_classes`
+//! and the histogram helpers.
 use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -9,6 +10,14 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(50);
 /// Longest wait for the threads after a stop request.
 const STOP_WAIT: Duration = Duration::from_secs(5);
+
+/// Parse and validate a load spec (JSON) with the engine's own rules, without running it
+/// (the host is not resolved). Returns the spec with every default filled in (JSON); raises
+/// ValueError with one line naming the field, e.g. `"connections: must be >= 1"`.
+#[pyfunction]
+fn spec_validate(spec_json: &str) -> PyResult<String> {
+    pywebbench_engine::normalise_spec_json(spec_json).map_err(PyValueError::new_err)
+}
 
 /// Run a load spec (JSON) and return the result (JSON).
 ///
@@ -26,8 +35,7 @@ fn run_load(
     progress: Option<Py<PyAny>>,
     interval_s: f64,
 ) -> PyResult<String> {
-    let spec: LoadSpec = serde_json::from_str(spec_json)
-        .map_err(|e| PyValueError::new_err(format!("load spec: {e}")))?;
+    let spec = LoadSpec::from_json(spec_json).map_err(PyValueError::new_err)?;
     if !(interval_s.is_finite() && interval_s > 0.0) {
         return Err(PyValueError::new_err("interval_s: must be > 0"));
     }
@@ -158,6 +166,15 @@ fn merge_results(items: Vec<String>) -> PyResult<String> {
         .to_json())
 }
 
+/// The stable error class names, in the engine's order (keys of a result's `error_classes`).
+#[pyfunction]
+fn error_classes() -> Vec<&'static str> {
+    pywebbench_engine::errors::ALL_CLASSES
+        .iter()
+        .map(|c| c.name())
+        .collect()
+}
+
 /// Record values (microseconds) into a fresh histogram and return it encoded (for tests and
 /// for merging figures measured elsewhere).
 #[pyfunction]
@@ -170,6 +187,7 @@ fn hist_from_values(values: Vec<u64>) -> String {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(spec_validate, m)?)?;
     m.add_function(wrap_pyfunction!(run_load, m)?)?;
     m.add_function(wrap_pyfunction!(hist_merge, m)?)?;
     m.add_function(wrap_pyfunction!(hist_quantiles, m)?)?;
@@ -177,5 +195,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hist_spectrum, m)?)?;
     m.add_function(wrap_pyfunction!(hist_from_values, m)?)?;
     m.add_function(wrap_pyfunction!(merge_results, m)?)?;
+    m.add_function(wrap_pyfunction!(error_classes, m)?)?;
     Ok(())
 }

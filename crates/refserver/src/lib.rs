@@ -13,16 +13,22 @@
 //! ```
 
 mod config;
+mod conn;
+mod context;
 mod http;
+mod modes;
+mod request;
+mod response;
 mod server;
 mod stats;
 mod worker;
 
 pub use config::{parse_loopback, ConfigError, Mode, RefServerConfig};
-pub use server::{raise_nofile_limit, Error, RefServer};
+pub use pywebbench_sys::raise_nofile_limit;
+pub use server::{Error, RefServer};
 
 /// `Content-Length` announced by the `huge-body` misbehaviour.
-pub const HUGE_BODY_LENGTH: u64 = worker::HUGE_BODY;
+pub const HUGE_BODY_LENGTH: u64 = modes::HUGE_BODY;
 /// Largest request head accepted before answering 431.
 pub const MAX_REQUEST_HEAD: usize = http::MAX_HEAD;
 /// Value of the `Server` header.

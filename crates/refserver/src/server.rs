@@ -10,10 +10,12 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use mio::{Poll, Waker};
+use pywebbench_sys::{pin_current_thread, raise_nofile_limit, set_timer_slack_ns};
 
 use crate::config::{ConfigError, RefServerConfig};
+use crate::context::Shared;
 use crate::stats::ThreadStats;
-use crate::worker::{Shared, Worker, WAKER};
+use crate::worker::{Worker, WAKER};
 
 /// Why a server could not start.
 #[derive(Debug)]
@@ -143,44 +145,6 @@ fn bind_listener(
     Ok(std::net::TcpListener::from(owned))
 }
 
-/// Raises the soft open-file limit to the hard limit (10,000+ connections need it).
-/// Returns the resulting soft limit.
-pub fn raise_nofile_limit() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 0;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let want = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                lim.rlim_cur = lim.rlim_max;
-            }
-        }
-    }
-    #[allow(clippy::unnecessary_cast)]
-    let cur = lim.rlim_cur as u64;
-    cur
-}
-
-fn pin_current_thread(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays in bounds for cpu < 1024.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu < 8 * std::mem::size_of::<libc::cpu_set_t>() {
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        }
-    }
-}
-
 /// A running reference server. Dropping it stops it.
 pub struct RefServer {
     shared: Arc<Shared>,
@@ -244,13 +208,11 @@ impl RefServer {
                 .name(format!("refserver-{id}"))
                 .spawn(move || {
                     if !cpus.is_empty() {
-                        pin_current_thread(cpus[id % cpus.len()]);
+                        // A CPU that cannot be pinned to leaves the thread unpinned.
+                        let _ = pin_current_thread(cpus[id % cpus.len()]);
                     }
                     // Timer slack of 1 ns: a 1 ms delay fires at 1 ms, not 1.05 ms.
-                    // SAFETY: prctl with integer arguments only.
-                    unsafe {
-                        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-                    }
+                    set_timer_slack_ns(1);
                     w.run();
                 })
                 .map_err(io_err("spawning an event-loop thread"))?;

@@ -2,8 +2,10 @@
 
 These are the contracts between the pipeline stages (see docs/architecture.md). Server
 adapters live one per module in :mod:`pywebbench.catalogue.servers`, frameworks one per module
-in :mod:`pywebbench.catalogue.frameworks`; app code that runs *inside* a stack's virtualenv
-lives in :mod:`pywebbench.apps` and must stay importable on Python 3.9 (PyPy).
+in :mod:`pywebbench.catalogue.frameworks`. Code that runs *inside* a stack's virtualenv lives
+in ``pywebbench/inside`` (:data:`APPS_DIR`: the framework apps, :data:`LAUNCHERS_DIR`: the
+launcher scripts of servers started from Python); it must stay importable on Python 3.9 (PyPy)
+and never imports pywebbench.
 """
 
 from __future__ import annotations
@@ -13,6 +15,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
+
+#: Code run by a stack's interpreter, never imported by pywebbench itself.
+INSIDE_DIR = Path(__file__).resolve().parents[1] / "inside"
+#: The built-in framework apps (``pwb_<framework>.py``); put on PYTHONPATH of every server.
+APPS_DIR = INSIDE_DIR / "apps"
+#: The launcher scripts (``launch_<server>.py``) of servers started from Python.
+LAUNCHERS_DIR = INSIDE_DIR / "launchers"
 
 # Application interfaces a server can host. Native servers ship their own framework, so a
 # native server and its native "framework" share one interface name.
@@ -62,7 +71,7 @@ class LaunchContext:
 
     interpreter: Interpreter
     venv: Path  # the stack's virtualenv; executables are in venv / "bin"
-    app_dir: Path  # directory put first on PYTHONPATH (pywebbench/apps, or the user's project)
+    app_dir: Path  # directory put first on PYTHONPATH (APPS_DIR, or the user's project)
     app: str  # "module:callable" of the application (WSGI/ASGI), or the native app module
     host: str  # always a loopback address
     port: int
@@ -131,7 +140,7 @@ class Framework:
 
     name: ClassVar[str]  # "flask", "raw-wsgi", "tornado" (native)...
     interface: ClassVar[str]  # WSGI, ASGI or a native interface name
-    app: ClassVar[str]  # "module:callable" inside pywebbench/apps
+    app: ClassVar[str]  # "module:callable" of a module in APPS_DIR (or the framework's app_dir)
     workloads: ClassVar[frozenset[str]]  # names of the workloads it implements
     system_packages: ClassVar[tuple[str, ...]] = ()
 

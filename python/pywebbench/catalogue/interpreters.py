@@ -6,7 +6,7 @@ that old pyenv versions answer instead of crashing); the answer is cached in
 nothing.
 
 Only interpreters the orchestrator can provision stacks for are returned by :func:`discover`
-(Python >= 3.9): the apps in :mod:`pywebbench.apps` target 3.9+ (PyPy's level) and the pinned
+(Python >= 3.9): the apps in ``pywebbench/inside/apps`` target 3.9+ (PyPy's level) and the pinned
 servers and frameworks need it (uv itself refuses to build venvs for Python < 3.8 and current
 gunicorn, uvicorn, flask... require >= 3.8 or 3.9). :func:`discover_all` also lists the skipped
 ones with the reason.
@@ -23,8 +23,12 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pywebbench.catalogue.base import Interpreter
+
+#: What the probe script reports about an interpreter (a JSON object).
+Facts = dict[str, Any]
 
 #: Oldest language version stacks can be provisioned for.
 MIN_VERSION = (3, 9)
@@ -85,14 +89,15 @@ def _cache_file() -> Path:
     return _cache_dir() / "interpreters.json"
 
 
-def _load_cache() -> dict[str, dict]:
+def _load_cache() -> dict[str, Facts]:
     try:
-        return json.loads(_cache_file().read_text())
+        cache: dict[str, Facts] = json.loads(_cache_file().read_text())
     except (OSError, ValueError):
         return {}
+    return cache
 
 
-def _save_cache(cache: dict[str, dict]) -> None:
+def _save_cache(cache: dict[str, Facts]) -> None:
     path = _cache_file()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,7 +116,7 @@ def _stamp(path: str) -> list[float] | None:
     return [st.st_mtime, float(st.st_size)]
 
 
-def probe(path: str, cache: dict[str, dict] | None = None) -> dict:
+def probe(path: str, cache: dict[str, Facts] | None = None) -> Facts:
     """Run ``path`` once with the probe script (or answer from ``cache``); return its facts.
 
     Raises :class:`InterpreterError` if it is not a runnable Python.
@@ -122,7 +127,8 @@ def probe(path: str, cache: dict[str, dict] | None = None) -> dict:
     if cache is not None:
         hit = cache.get(path)
         if hit and hit.get("stamp") == stamp and hit.get("probe") == _PROBE_VERSION:
-            return hit["facts"]
+            cached: Facts = hit["facts"]
+            return cached
     if not os.access(path, os.X_OK):
         raise InterpreterError(f"{path}: not executable")
     try:
@@ -140,7 +146,7 @@ def probe(path: str, cache: dict[str, dict] | None = None) -> dict:
         tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
         raise InterpreterError(f"{path}: not a working Python interpreter ({tail[0]})")
     try:
-        facts = json.loads(proc.stdout)
+        facts: Facts = json.loads(proc.stdout)
     except ValueError as exc:
         raise InterpreterError(f"{path}: unexpected probe output {proc.stdout[:200]!r}") from exc
     if cache is not None:
@@ -148,7 +154,7 @@ def probe(path: str, cache: dict[str, dict] | None = None) -> dict:
     return facts
 
 
-def _skip_reason(facts: dict) -> str | None:
+def _skip_reason(facts: Facts) -> str | None:
     if facts["implementation"] not in ("cpython", "pypy"):
         return f"{facts['implementation']}: only CPython and PyPy are supported"
     if tuple(facts["version_info"][:2]) < MIN_VERSION:
@@ -183,19 +189,19 @@ def _candidates() -> list[tuple[str, str]]:
     return out
 
 
-def _version_sort_key(path: str) -> tuple:
+def _version_sort_key(path: str) -> tuple[tuple[int, int, str], ...]:
     parts = []
     for piece in os.path.basename(path).replace("-", ".").split("."):
         parts.append((0, int(piece), "") if piece.isdigit() else (1, 0, piece))
     return tuple(parts)
 
 
-def _short_name(facts: dict) -> str:
+def _short_name(facts: Facts) -> str:
     major, minor = facts["version_info"][:2]
     return f"{facts['implementation']}{major}.{minor}"
 
 
-def _assign_names(items: list[tuple[dict, str]]) -> list[Interpreter]:
+def _assign_names(items: list[tuple[Facts, str]]) -> list[Interpreter]:
     """Give each probed interpreter a unique, stable-ish name (first come gets the short one)."""
     used: set[str] = set()
     result = []
@@ -230,7 +236,7 @@ def discover_all(extra: Sequence[str] = ()) -> list[Found]:
     cache = _load_cache()
     before = json.dumps(cache, sort_keys=True)
     seen: dict[str, int] = {}
-    items: list[tuple[dict, str]] = []
+    items: list[tuple[Facts, str]] = []
     user: list[tuple[str, str]] = [(_resolve_user_path(p), "user") for p in extra]
     auto = _candidates()
     for path, source in auto[:1] + user + auto[1:]:
@@ -279,7 +285,7 @@ def discover(extra: Sequence[str] = ()) -> list[Interpreter]:
     return sorted(found, key=_interp_sort_key)
 
 
-def _interp_sort_key(i: Interpreter) -> tuple:
+def _interp_sort_key(i: Interpreter) -> tuple[bool, tuple[int, ...], str]:
     return (i.implementation != "cpython", tuple(int(x) for x in i.version.split(".")), i.name)
 
 

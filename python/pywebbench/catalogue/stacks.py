@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from pywebbench.catalogue.base import Framework, Interpreter, ServerAdapter, Stack
+from pywebbench.catalogue.registry import Member
+from pywebbench.catalogue.workloads import Workload
 
 # Packages that cannot be used on an implementation, with the reason (measured here, PyPy
 # 7.3.11 / Python 3.9). A stack whose requirements name one of them is declared unavailable.
@@ -101,11 +103,11 @@ def _why_not(interpreter: Interpreter, server: ServerAdapter, framework: Framewo
 
 
 def _resolve(
-    items: Iterable[str | ServerAdapter | Framework] | None, registry: Callable[[], dict], flag: str
-) -> list:
+    items: Iterable[str | Member] | None, registry: Callable[[], dict[str, Member]], flag: str
+) -> list[Member]:
     if items is None:
         return list(registry().values())
-    out = []
+    out: list[Member] = []
     names: list[str] = []
     for item in items:
         if isinstance(item, str):
@@ -191,7 +193,7 @@ def _frameworks() -> dict[str, Framework]:
     return FRAMEWORKS
 
 
-def _workloads() -> dict:
+def _workloads() -> dict[str, Workload]:
     from pywebbench.catalogue.workloads import WORKLOADS
 
     return WORKLOADS

@@ -1,4 +1,5 @@
-"""``pywebbench export``: write stored runs as JSON (every table) or CSV."""
+"""``pywebbench export``: write stored runs as JSON (every table), CSV, pyperf JSON or
+HdrHistogram interval logs."""
 
 from __future__ import annotations
 
@@ -7,14 +8,19 @@ from pathlib import Path
 
 import click
 
-from pywebbench.run.config import DEFAULT_RESULTS_DIR
+from pywebbench.commands._common import fail, store_options, store_path_of
 from pywebbench.store.export import CSV_TABLES
+from pywebbench.store.interop import PYPERF_METRICS
 
 
 @click.command("export")
 @click.argument("runs", nargs=-1, metavar="[RUN_ID...]")
 @click.option(
-    "--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "csv", "pyperf", "hdr"]),
+    default="json",
+    show_default=True,
 )
 @click.option(
     "--table",
@@ -23,37 +29,67 @@ from pywebbench.store.export import CSV_TABLES
     show_default=True,
     help="CSV only: 'flat' = one row per iteration with its stack and cell; or one table.",
 )
-@click.option("-o", "--output", help="Output file (default: standard output).")
 @click.option(
-    "--results-dir",
-    default=DEFAULT_RESULTS_DIR,
+    "--metric",
+    type=click.Choice(PYPERF_METRICS),
+    default="rps",
     show_default=True,
-    help="Directory holding pywebbench.sqlite.",
+    help="pyperf only: rps (written as seconds per request, so pyperf's 'faster' means more "
+    "requests/s), or the p50, p99 or mean latency in seconds.",
 )
-@click.option("--store", "store_path", help="Path of the store file itself (overrides).")
+@click.option(
+    "-o",
+    "--output",
+    help="Output file (default: standard output); for --format hdr a directory (required).",
+)
+@store_options
 def command(
     runs: tuple[str, ...],
     fmt: str,
     table: str,
+    metric: str,
     output: str | None,
     results_dir: str,
     store_path: str | None,
 ) -> None:
     """Export RUN_IDs (id prefixes work; default: the latest run).
 
-    JSON holds every table of the runs (schema: docs/store-schema.md) and can be imported
-    into another store; CSV is one table, by default one row per iteration.
+    \b
+    json    every table of the runs (schema: docs/store-schema.md); imports into a store
+    csv     one table, by default one row per iteration
+    pyperf  pyperf's JSON, one run: one benchmark per cell, one pyperf run per replicate;
+            read by `python -m pyperf compare_to a.json b.json` and `pyperf stats`
+    hdr     HdrHistogram interval logs (.hlog) into the -o directory, one per cell, one
+            interval per measured iteration (latency in microseconds)
     """
-    from pywebbench.store import DEFAULT_FILENAME, Store, StoreError
+    from pywebbench.store import Store, StoreError
     from pywebbench.store.export import export_csv, export_json
+    from pywebbench.store.interop import InteropError, export_pyperf, hlog_files, write_files
 
-    path = Path(store_path) if store_path else Path(results_dir) / DEFAULT_FILENAME
+    if fmt == "hdr" and not output:
+        fail("--output: --format hdr writes one .hlog per cell, give a directory with -o")
+    path = store_path_of(results_dir, store_path)
     try:
         with Store(path, create=False) as store:
-            text = export_json(store, runs) if fmt == "json" else export_csv(store, runs, table)
-    except StoreError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+            if fmt == "json":
+                text = export_json(store, runs)
+            elif fmt == "csv":
+                text = export_csv(store, runs, table)
+            else:
+                study = store.load_study(runs)
+                if fmt == "pyperf":
+                    text = export_pyperf(study, metric)
+                else:
+                    files = hlog_files(study)
+    except (StoreError, InteropError) as exc:
+        fail(str(exc))
+    if fmt == "hdr":
+        assert output is not None
+        if not files:
+            fail("RUN_ID: no stored latency histogram in these runs")
+        written = write_files(Path(output), files)
+        click.echo(f"wrote {len(written)} .hlog file(s) into {output}", err=True)
+        return
     if output:
         Path(output).write_text(text)
         click.echo(f"wrote {output}", err=True)

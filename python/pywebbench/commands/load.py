@@ -63,7 +63,7 @@ _FLAGS = {
 }
 
 
-class Seconds(click.ParamType):
+class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic in newer click only
     """A duration: ``10``, ``10s``, ``500ms``, ``1.5m``, ``1h``."""
 
     name = "DURATION"
@@ -103,7 +103,9 @@ def _cpus_cb(ctx: click.Context, param: click.Parameter, value: str | None) -> l
         raise click.BadParameter(f"expected CPUs like 1, 0,2 or 0-3; got {value!r}") from None
 
 
-def _headers_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list:
+def _headers_cb(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> list[tuple[str, str]]:
     out = []
     for h in value:
         name, sep, v = h.partition(":")
@@ -243,8 +245,8 @@ def render_summary(r: LoadResult) -> str:
     if g.generator_bound:
         lines.append("")
         lines.append("  !!! GENERATOR-BOUND: the load generator may have been the bottleneck !!!")
-    for w in r.warnings:
-        lines.append(f"  warning: {w}")
+    for warning in r.warnings:
+        lines.append(f"  warning: {warning}")
     return "\n".join(lines)
 
 
@@ -377,8 +379,8 @@ def command(
     max_requests: int | None,
     warmup: float,
     method: str,
-    headers: list,
-    body: str | bytes | None,
+    headers: list[tuple[str, str]],
+    body: str | None,
     body_file: Path | None,
     timeout: float,
     connect_timeout: float | None,
@@ -403,9 +405,10 @@ def command(
     """
     if body is not None and body_file is not None:
         raise click.UsageError("--body and --body-file: give only one")
+    payload = body.encode() if body is not None else b""
     if body_file is not None:
         try:
-            body = body_file.read_bytes()
+            payload = body_file.read_bytes()
         except OSError as e:
             raise click.BadParameter(
                 f"cannot read {body_file}: {e}", param_hint="--body-file"
@@ -414,7 +417,7 @@ def command(
         duration = 10.0
     try:
         spec = LoadSpec(
-            url=url, method=method, headers=headers, body=body or b"",
+            url=url, method=method, headers=headers, body=payload,
             connections=connections, threads=threads, duration_s=duration,
             max_requests=max_requests, warmup_s=warmup, timeout_s=timeout,
             connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,

@@ -45,9 +45,9 @@ def command(results_dir: str, store_path: str | None) -> None:
             table.add_column(col, no_wrap=True)
         for run in runs:
             cells = store.cells(run.id)
-            ok = sum(c.status == "ok" for c in cells)
-            failed = sum(c.status == "failed" for c in cells)
-            iterations = sum(len(store.iterations(c.id)) for c in cells)
+            ok = sum(1 for c in cells if c.status == "ok")
+            failed = sum(1 for c in cells if c.status == "failed")
+            iterations = sum(len(store.iterations(c.id)) for c in cells if c.id is not None)
             table.add_row(
                 run.id,
                 run.created_at[:19].replace("T", " "),

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from pywebbench.catalogue import interpreters as interp_mod
-from pywebbench.catalogue.base import Interpreter
+from pywebbench.catalogue.base import Framework, Interpreter
 from pywebbench.catalogue.stacks import Candidate, plan
 from pywebbench.provision.venv import cached, last_failure
+
+CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 
 
 def select_interpreters(values: Sequence[str]) -> list[Interpreter]:
@@ -29,7 +32,7 @@ def select_interpreters(values: Sequence[str]) -> list[Interpreter]:
 def plan_or_usage_error(
     interpreters: Sequence[Interpreter],
     servers: Sequence[str] | None,
-    frameworks: Sequence | None,
+    frameworks: Sequence[str | Framework] | None,
     workloads: Sequence[str] | None,
 ) -> list[Candidate]:
     """:func:`plan` with a bad filter value turned into a click usage error naming the flag."""
@@ -75,10 +78,13 @@ Examples:
   pywebbench stacks --python all                  every interpreter found (CPython >= 3.9, PyPy)
   pywebbench stacks --server 'gunicorn-*' --framework flask,django
   pywebbench stacks --python /opt/py/bin/python3 --json
+
+Servers and frameworks outside pywebbench: PYWEBBENCH_PLUGINS=pkg.mod,pkg2 imports those
+modules, whose ADAPTER / FRAMEWORK join the catalogue (see docs/contributing.md).
 """
 
 
-def filter_options(f):
+def filter_options(f: CommandFunction) -> CommandFunction:
     """The --python/--server/--framework/--workload options shared by stacks and verify."""
     options = [
         click.option(
@@ -179,21 +185,21 @@ def _print_table(
         any_c = next(iter(by_interp.values()))
         cells = []
         for i in interpreters:
-            c = by_interp.get(i.name)
-            if c is None:
+            cell = by_interp.get(i.name)
+            if cell is None:
                 cells.append("")
-            elif c.available and c.stack is not None:
-                failure = None if cached(c.stack) else last_failure(c.stack)
+            elif cell.available and cell.stack is not None:
+                failure = None if cached(cell.stack) else last_failure(cell.stack)
                 if failure:
                     why = f"provisioning failed ({failure['time']}): {failure['reason']}"
                     n = reasons.setdefault(why, len(reasons) + 1)
                     cells.append(f"[yellow]failed[/yellow] [{n}]")
                 else:
                     cells.append(
-                        "[green]ready[/green]" if cached(c.stack) else "[green]yes[/green]"
+                        "[green]ready[/green]" if cached(cell.stack) else "[green]yes[/green]"
                     )
             else:
-                n = reasons.setdefault(c.unavailable or "", len(reasons) + 1)
+                n = reasons.setdefault(cell.unavailable or "", len(reasons) + 1)
                 cells.append(f"[red]no[/red] [{n}]")
         table.add_row(server, framework, any_c.server.interface, *cells)
     console.print(table)

@@ -16,10 +16,11 @@ The score (0-100, higher is better; documented in docs/faults.md)::
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from pywebbench.faults.session import FaultReport
-from pywebbench.load.result import LoadResult, result_document
+from pywebbench.load.result import LoadResult
 
 __all__ = ["Measure", "Robustness", "measure_of", "robustness"]
 
@@ -44,20 +45,15 @@ class Measure:
         return self.errors / total if total else 0.0
 
 
-def measure_of(result: LoadResult | dict[str, Any]) -> Measure:
-    """A :class:`Measure` from a ``pywebbench.load.LoadResult`` (or its JSON dict)."""
-    d = result_document(result)
-    lat = d.get("latency") or {}
-    summary = lat.get("summary") if isinstance(lat, dict) else None
-    p99 = (summary or {}).get("p99") if isinstance(summary, dict) else None
-    status = d.get("status_counts") or {}
-    non_2xx = sum(int(n) for code, n in status.items() if not str(code).startswith("2"))
-    requests = int(d.get("requests", 0) or 0)
+def measure_of(result: LoadResult | Mapping[str, Any]) -> Measure:
+    """A :class:`Measure` from a ``pywebbench.load.LoadResult`` (or its JSON document)."""
+    r = LoadResult.of(result)
+    p99 = r.latency.summary.p99
     return Measure(
-        rps=float(d.get("rps", 0.0) or 0.0),
+        rps=r.rps,
         p99_us=float(p99) if p99 else None,
-        requests=requests - non_2xx,
-        errors=int(d.get("errors", 0) or 0) + non_2xx,
+        requests=r.ok_requests,
+        errors=r.errors + r.non_2xx,
     )
 
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from pywebbench.catalogue.base import LaunchContext, Stack
+from pywebbench.catalogue.base import APPS_DIR, LaunchContext, Stack
 from pywebbench.launch.process import ProcessGroup, group_members, tail
 
 __all__ = [
@@ -96,11 +96,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def default_app_dir() -> Path:
-    """The directory of the built-in apps and launcher scripts (``pywebbench/apps``)."""
-    return Path(__file__).resolve().parent.parent / "apps"
+    """The directory of the built-in framework apps (``pywebbench/inside/apps``)."""
+    return APPS_DIR
 
 
-def launch_env(venv: Path, app_dir: Path, extra: Mapping[str, str] = ()) -> dict[str, str]:
+def launch_env(venv: Path, app_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a server process: this process's environment without Python
     variables that would leak the orchestrator's interpreter into the stack's, plus the venv
     first on PATH, ``app_dir`` on PYTHONPATH, unbuffered output, then ``extra``."""
@@ -114,7 +114,7 @@ def launch_env(venv: Path, app_dir: Path, extra: Mapping[str, str] = ()) -> dict
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
     env["PYTHONPATH"] = str(app_dir)
     env["PYTHONUNBUFFERED"] = "1"
-    env.update(dict(extra))
+    env.update(extra or {})
     return env
 
 
@@ -213,7 +213,8 @@ def start_server(
     """Start ``stack``'s server in ``env`` and return once it answers HTTP.
 
     ``port`` None picks a free port (and retries on another if the server loses the race for
-    it). ``app`` defaults to the framework's app, ``app_dir`` to the built-in apps. Raises
+    it). ``app`` defaults to the framework's app, ``app_dir`` to the framework's ``app_dir``
+    attribute if it has one (a plugin's or a user's), else the built-in apps. Raises
     :class:`LaunchError` (phase config/spawn/start/ready) with the end of the server's log.
     """
     if host not in LOOPBACK_HOSTS:
@@ -228,7 +229,9 @@ def start_server(
             f"{adapter.name} runs at most {max_workers} worker process(es); "
             f"got --workers {workers}",
         )
-    app_dir = Path(app_dir) if app_dir is not None else default_app_dir()
+    if app_dir is None:
+        app_dir = getattr(stack.framework, "app_dir", None) or default_app_dir()
+    app_dir = Path(app_dir)
     app = app or stack.framework.app
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -289,7 +292,7 @@ def _start_once(
     except (OSError, ValueError) as exc:
         raise LaunchError("spawn", f"cannot run {cmd.argv[0]}: {exc}", "", log_path) from exc
     deadline = t0 + start_timeout_s
-    why = "no attempt"
+    why: str | None = "no attempt"
     polls = 0
     fatal_patterns = tuple(getattr(adapter, "fatal_log_patterns", ()))
     try:

@@ -7,9 +7,11 @@
     result = run_load(LoadSpec(url="http://127.0.0.1:8080/", connections=64, duration_s=10))
     print(result.rps, result.latency.summary.p99, result.error_classes)
 
-Spec and result fields, error classes and how latency is measured: docs/load-engine.md.
+Specs are validated by the engine's own rules; results are pydantic models of exactly what the
+engine writes. Fields, error classes and how latency is measured: docs/load-engine.md.
 """
 
+from pywebbench import _engine
 from pywebbench.load.agent import (
     LoadAgent,
     LoadInterrupted,
@@ -24,34 +26,18 @@ from pywebbench.load.result import (
     ErrorEntry,
     GeneratorStats,
     HistData,
+    IterationFigures,
     LoadResult,
     OpenLoopStats,
     SecondStats,
     ThreadStats,
     WarmupStats,
+    iteration_figures,
 )
-from pywebbench.load.spec import LoadSpec
+from pywebbench.load.spec import LoadMode, LoadSpec, spec_for_request
 
-#: The stable error class names (docs/load-engine.md).
-ERROR_CLASSES = (
-    "connect_refused",
-    "connect_timeout",
-    "connect_error",
-    "reset_before_response",
-    "reset_mid_body",
-    "eof_before_headers",
-    "eof_mid_body",
-    "malformed_status_line",
-    "malformed_headers",
-    "malformed_chunked",
-    "header_timeout",
-    "body_timeout",
-    "fd_exhaustion",
-    "addr_unavailable",
-    "write_error",
-    "check_failed",
-    "queue_overflow",
-)
+#: The stable error class names (docs/load-engine.md), as the engine defines them.
+ERROR_CLASSES: tuple[str, ...] = tuple(_engine.error_classes())
 
 __all__ = [
     "ERROR_CLASSES",
@@ -61,8 +47,10 @@ __all__ = [
     "HistData",
     "HistSummary",
     "Histogram",
+    "IterationFigures",
     "LoadAgent",
     "LoadInterrupted",
+    "LoadMode",
     "LoadProgress",
     "LoadResult",
     "LoadSpec",
@@ -72,5 +60,7 @@ __all__ = [
     "SecondStats",
     "ThreadStats",
     "WarmupStats",
+    "iteration_figures",
     "run_load",
+    "spec_for_request",
 ]

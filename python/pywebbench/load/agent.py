@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
 
 from pywebbench import _engine
 from pywebbench.load.result import LoadResult
 from pywebbench.load.spec import LoadSpec
 
 
-@dataclass(frozen=True)
-class LoadProgress:
-    """A live snapshot, handed to progress callbacks every ``interval_s``.
+class LoadProgress(BaseModel):
+    """A live snapshot (the engine's ``Progress``), handed to progress callbacks every
+    ``interval_s``.
 
     ``requests``/``errors``/``timeouts`` are cumulative for the measured phase;
-    ``rps`` is the rate over the last interval (warm-up included while it runs).
+    ``rps`` is the rate over the last interval (warm-up included while it runs), worked out
+    here from two snapshots.
     """
 
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     elapsed_s: float
-    phase: str  # "warmup" | "measure" | "done"
+    phase: Literal["warmup", "measure", "done"]
     warmup_s: float
     duration_s: float | None
     max_requests: int | None
@@ -46,6 +50,26 @@ class LoadInterrupted(KeyboardInterrupt):
         self.result = result
 
 
+class _ProgressRelay:
+    """Turns the engine's JSON snapshots into :class:`LoadProgress` for ``progress``, adding
+    the rate over the last interval."""
+
+    def __init__(self, progress: ProgressFn) -> None:
+        self.progress = progress
+        self.last_elapsed_s = 0.0
+        self.last_done = 0
+
+    def __call__(self, snapshot_json: str) -> bool:
+        snapshot = json.loads(snapshot_json)
+        done = int(snapshot["requests"]) + int(snapshot["warmup_requests"])
+        elapsed = float(snapshot["elapsed_s"])
+        dt = elapsed - self.last_elapsed_s
+        rps = (done - self.last_done) / dt if dt > 0 else 0.0
+        self.last_elapsed_s, self.last_done = elapsed, done
+        snap = LoadProgress.model_validate({**snapshot, "rps": max(rps, 0.0)})
+        return bool(self.progress(snap))  # True: enough, stop with a complete result
+
+
 def run_load(
     spec: LoadSpec,
     progress: ProgressFn | None = None,
@@ -64,23 +88,12 @@ def run_load(
     actually run).
 
     Raises:
-        ValueError: the spec is invalid (the message names the field).
+        ValueError: the spec cannot run (the message names the field), e.g. its host does
+            not resolve.
         OSError: the system refused, e.g. not enough file descriptors.
     """
-    spec.validate()
-    callback = None
-    if progress is not None:
-        last = [0.0, 0]
-
-        def callback(snapshot_json: str) -> bool:
-            d = json.loads(snapshot_json)
-            done = int(d["requests"]) + int(d["warmup_requests"])
-            dt = float(d["elapsed_s"]) - last[0]
-            rps = (done - last[1]) / dt if dt > 0 else 0.0
-            last[0], last[1] = float(d["elapsed_s"]), done
-            return bool(progress(LoadProgress(rps=max(rps, 0.0), **d)))
-
-    text = _engine.run_load(spec.to_json(), callback, interval_s)
+    relay = _ProgressRelay(progress) if progress is not None else None
+    text = _engine.run_load(spec.to_json(), relay, interval_s)
     result = LoadResult.from_json(text)
     if result.interrupted and raise_on_interrupt:
         raise LoadInterrupted(result)
@@ -89,7 +102,7 @@ def run_load(
 
 class LoadAgent(Protocol):
     """Something that runs a load spec and returns its result: in this process
-    (:class:`LocalAgent`) or, later, on another machine. The runner only uses this."""
+    (:class:`LocalAgent`) or, later, on another machine. The study runner only uses this."""
 
     def run(self, spec: LoadSpec, progress: ProgressFn | None = None) -> LoadResult: ...
 

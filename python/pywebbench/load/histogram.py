@@ -9,27 +9,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from pydantic import BaseModel, ConfigDict
+
 from pywebbench import _engine
 
 
-@dataclass(frozen=True)
-class HistSummary:
-    """Summary figures of a histogram (microseconds; ``count`` is a count)."""
+class HistSummary(BaseModel):
+    """Summary figures of a histogram (microseconds; ``count`` is a count): the engine's
+    ``hist::Summary``, in results and from :meth:`Histogram.summary`."""
 
-    count: int = 0
-    min: int = 0
-    max: int = 0
-    mean: float = 0.0
-    stdev: float = 0.0
-    p50: int = 0
-    p90: int = 0
-    p99: int = 0
-    p999: int = 0
-    p9999: int = 0
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    @classmethod
-    def from_dict(cls, d: dict) -> HistSummary:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+    count: int
+    min: int
+    max: int
+    mean: float
+    stdev: float
+    p50: int
+    p90: int
+    p99: int
+    p999: int
+    p9999: int
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class Histogram:
 
     def summary(self) -> HistSummary:
         """count, min, max, mean, stdev and p50 .. p99.99."""
-        return HistSummary.from_dict(_engine.hist_summary(self.encoded))
+        return HistSummary.model_validate(_engine.hist_summary(self.encoded))
 
     @property
     def count(self) -> int:

@@ -1,49 +1,49 @@
-"""`LoadResult`: everything a load run measured, typed (fields: docs/load-engine.md)."""
+"""`LoadResult`: everything a load run measured, typed as the engine writes it.
+
+Each model mirrors one struct of crates/engine/src/result.rs, field for field (docs/load-engine.md
+documents them). Unknown keys are refused and every key the engine always writes is required, so
+a drift between the engine and these models fails loudly (tests/load/test_contract.py).
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from pywebbench import _engine
 from pywebbench.load.histogram import Histogram, HistSummary
-from pywebbench.load.spec import LoadSpec
+from pywebbench.load.spec import LoadMode, LoadSpec
 
 
-def _pick(cls: type, d: dict[str, Any]) -> dict[str, Any]:
-    """The keys of ``d`` that are fields of dataclass ``cls`` (newer engines may add fields)."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in d.items() if k in names}
+class _EngineRecord(BaseModel):
+    """A part of the engine's result document: immutable, no key the engine does not write."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-@dataclass(frozen=True)
-class HistData:
-    """A stored histogram: its encoding and its summary."""
+class HistData(_EngineRecord):
+    """A stored histogram: its encoding (HdrHistogram V2+DEFLATE, base64) and its summary."""
 
     hist: str
     summary: HistSummary
 
     @property
     def histogram(self) -> Histogram:
+        """The histogram itself, for quantiles and merging."""
         return Histogram(self.hist)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> HistData:
-        return cls(hist=d["hist"], summary=HistSummary.from_dict(d.get("summary", {})))
 
-
-@dataclass(frozen=True)
-class ErrorEntry:
+class ErrorEntry(_EngineRecord):
     """Count and first example message of one error class."""
 
     count: int
     example: str
 
 
-@dataclass(frozen=True)
-class SecondStats:
+class SecondStats(_EngineRecord):
     """One second of the measured phase (``t`` = seconds since it started)."""
 
     t: int
@@ -51,11 +51,11 @@ class SecondStats:
     errors: int
     p50_us: int
     p99_us: int
+    #: Latency histogram of this second (2 significant digits), for re-merging.
     hist: str
 
 
-@dataclass(frozen=True)
-class OpenLoopStats:
+class OpenLoopStats(_EngineRecord):
     """Open-loop figures: offered vs achieved rate, queueing."""
 
     arrival: str
@@ -68,8 +68,7 @@ class OpenLoopStats:
     unsent_at_end: int
 
 
-@dataclass(frozen=True)
-class ConnStats:
+class ConnStats(_EngineRecord):
     """Connections: targeted, attempted, established, reopened, requests per connection."""
 
     targeted: int
@@ -80,15 +79,8 @@ class ConnStats:
     pipeline_resent: int
     requests_per_connection: HistSummary
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ConnStats:
-        kw = _pick(cls, d)
-        kw["requests_per_connection"] = HistSummary.from_dict(d.get("requests_per_connection", {}))
-        return cls(**kw)
 
-
-@dataclass(frozen=True)
-class WarmupStats:
+class WarmupStats(_EngineRecord):
     """The warm-up phase, kept apart from the measured figures."""
 
     duration_s: float
@@ -100,24 +92,22 @@ class WarmupStats:
     p99_us: int
 
 
-@dataclass(frozen=True)
-class ThreadStats:
+class ThreadStats(_EngineRecord):
     """One generator thread's self-check (measured phase)."""
 
     cpu: int | None
     cpu_s: float
     wall_s: float
     busy: float
+    #: Open loop: CPU seconds spent spinning for exact send times (in ``cpu_s``, not ``busy``).
+    spin_s: float
+    #: Seconds the thread was runnable but waited for a CPU (kernel schedstat); None: unknown.
+    run_delay_s: float | None
     requests: int
     connections: int
-    #: Open loop: CPU seconds spent spinning for exact send times (in ``cpu_s``, not ``busy``).
-    spin_s: float = 0.0
-    #: Seconds the thread was runnable but waited for a CPU (kernel schedstat); None: unknown.
-    run_delay_s: float | None = None
 
 
-@dataclass(frozen=True)
-class GeneratorStats:
+class GeneratorStats(_EngineRecord):
     """Generator self-check: CPU used, CPU per request, and whether it was the bottleneck."""
 
     threads: list[ThreadStats]
@@ -126,15 +116,8 @@ class GeneratorStats:
     nofile_limit: int
     generator_bound: bool
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GeneratorStats:
-        kw = _pick(cls, d)
-        kw["threads"] = [ThreadStats(**_pick(ThreadStats, t)) for t in d.get("threads", [])]
-        return cls(**kw)
 
-
-@dataclass(frozen=True)
-class LoadResult:
+class LoadResult(_EngineRecord):
     """The result of one load run.
 
     ``latency`` is measured from the actual write in closed loop, and from the intended send
@@ -146,7 +129,7 @@ class LoadResult:
 
     version: int
     spec: LoadSpec
-    mode: str
+    mode: LoadMode
     interrupted: bool
     started_at: float
     duration_s: float
@@ -166,9 +149,17 @@ class LoadResult:
     per_second: list[SecondStats]
     warmup: WarmupStats | None
     generator: GeneratorStats
-    warnings: list[str] = field(default_factory=list)
-    #: What the fault clients saw, when the spec had ``faults`` (docs/faults.md), as a dict.
+    warnings: list[str]
+    #: What the fault clients saw, when the spec had ``faults`` (docs/faults.md; read it with
+    #: ``pywebbench.faults.FaultReport.from_dict``). The engine omits the key otherwise.
     faults: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _engine_layout(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        doc: dict[str, Any] = handler(self)
+        if self.faults is None:
+            del doc["faults"]  # as the engine writes it
+        return doc
 
     @property
     def ok_requests(self) -> int:
@@ -182,55 +173,41 @@ class LoadResult:
 
     @property
     def generator_bound(self) -> bool:
+        """The generator may have limited the result (see ``warnings``)."""
         return self.generator.generator_bound
 
+    def stalled_tail_s(self) -> float:
+        """Seconds at the end of the per-second series with no completed response.
+
+        A server that answers for a while and then hangs shows up here even though the run
+        as a whole has requests. The last, partial second is not counted.
+        """
+        full = [s for s in self.per_second if s.t + 1 <= self.duration_s + 1e-6]
+        stalled = 0
+        for second in reversed(full):
+            if second.completed > 0:
+                break
+            stalled += 1
+        return float(stalled)
+
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LoadResult:
+    def from_dict(cls, doc: Mapping[str, Any]) -> LoadResult:
         """Build from the engine's JSON document (as a dict)."""
-
-        def opt(key: str, build: Any) -> Any:
-            v = d.get(key)
-            return None if v is None else build(v)
-
-        return cls(
-            version=int(d["version"]),
-            spec=LoadSpec.from_dict(d["spec"]),
-            mode=d["mode"],
-            interrupted=bool(d["interrupted"]),
-            started_at=float(d["started_at"]),
-            duration_s=float(d["duration_s"]),
-            requests=int(d["requests"]),
-            errors=int(d["errors"]),
-            timeouts=int(d["timeouts"]),
-            rps=float(d["rps"]),
-            status_counts={str(k): int(v) for k, v in d["status_counts"].items()},
-            error_classes={k: ErrorEntry(**v) for k, v in d["error_classes"].items()},
-            bytes_in=int(d["bytes_in"]),
-            bytes_out=int(d["bytes_out"]),
-            latency=HistData.from_dict(d["latency"]),
-            service_time=opt("service_time", HistData.from_dict),
-            schedule_lag=opt("schedule_lag", HistData.from_dict),
-            open_loop=opt("open_loop", lambda v: OpenLoopStats(**_pick(OpenLoopStats, v))),
-            connections=ConnStats.from_dict(d["connections"]),
-            per_second=[SecondStats(**_pick(SecondStats, s)) for s in d.get("per_second", [])],
-            warmup=opt("warmup", lambda v: WarmupStats(**_pick(WarmupStats, v))),
-            generator=GeneratorStats.from_dict(d["generator"]),
-            warnings=list(d.get("warnings", [])),
-            faults=d.get("faults"),
-        )
+        return cls.model_validate(doc)
 
     @classmethod
     def from_json(cls, text: str) -> LoadResult:
         """Parse the engine's JSON result."""
         return cls.from_dict(json.loads(text))
 
+    @classmethod
+    def of(cls, result: LoadResult | Mapping[str, Any]) -> LoadResult:
+        """``result`` itself, or the result its JSON document describes."""
+        return result if isinstance(result, LoadResult) else cls.from_dict(result)
+
     def to_dict(self) -> dict[str, Any]:
         """The result as the engine's JSON document (a plain dict)."""
-        d = dataclasses.asdict(self)
-        d["spec"] = self.spec.to_dict()
-        if self.faults is None:
-            del d["faults"]  # as the engine writes it
-        return d
+        return self.model_dump(mode="json")
 
     def to_json(self, indent: int | None = None) -> str:
         """The result as JSON text (the engine's document layout)."""
@@ -245,7 +222,49 @@ class LoadResult:
         return LoadResult.from_json(_engine.merge_results([r.to_json() for r in results]))
 
 
-def result_document(result: LoadResult | dict[str, Any]) -> dict[str, Any]:
-    """A load result as its JSON-ready document (docs/load-engine.md), from a
-    :class:`LoadResult` or from that document itself."""
-    return result if isinstance(result, dict) else result.to_dict()
+class IterationFigures(TypedDict):
+    """The summary figures of one load result that the store keeps per iteration (the load
+    columns of the ``iterations`` table, docs/store-schema.md)."""
+
+    duration_s: float
+    requests: int
+    errors: int
+    non_2xx: int
+    timeouts: int
+    rps: float
+    latency_mean_us: float
+    latency_p50_us: float
+    latency_p90_us: float
+    latency_p99_us: float
+    latency_p999_us: float
+    latency_max_us: float
+    bytes_in: int
+    bytes_out: int
+    generator_cpu_s: float
+    generator_bound: bool
+    interrupted: bool
+
+
+def iteration_figures(result: LoadResult) -> IterationFigures:
+    """The store's per-iteration summary of ``result`` (latency: the ``latency`` histogram,
+    timeouts included as censored values)."""
+    lat = result.latency.summary
+    return IterationFigures(
+        duration_s=result.duration_s,
+        requests=result.requests,
+        errors=result.errors,
+        non_2xx=result.non_2xx,
+        timeouts=result.timeouts,
+        rps=result.rps,
+        latency_mean_us=lat.mean,
+        latency_p50_us=float(lat.p50),
+        latency_p90_us=float(lat.p90),
+        latency_p99_us=float(lat.p99),
+        latency_p999_us=float(lat.p999),
+        latency_max_us=float(lat.max),
+        bytes_in=result.bytes_in,
+        bytes_out=result.bytes_out,
+        generator_cpu_s=result.generator.cpu_s,
+        generator_bound=result.generator_bound,
+        interrupted=result.interrupted,
+    )

@@ -23,6 +23,7 @@ from typing import Any
 
 from pywebbench import __version__, stats
 from pywebbench.report import figures
+from pywebbench.report.history import run_history
 from pywebbench.report.series import iteration_histogram, per_second_rps
 from pywebbench.report.view import (
     CellSeriesView,
@@ -116,12 +117,12 @@ class _Index:
         self.replicates: dict[int, list[Replicate]] = defaultdict(list)
         for it in study.iterations:
             self.iterations[it.cell_id].append(it)
-        for rows in self.iterations.values():
-            rows.sort(key=lambda i: (i.replicate, i.kind != "warmup", i.idx))
+        for its in self.iterations.values():
+            its.sort(key=lambda i: (i.replicate, i.kind != "warmup", i.idx))
         for smp in study.samples:
             self.samples[smp.iteration_id].append(smp)
-        for rows in self.samples.values():
-            rows.sort(key=lambda s: s.t_s)
+        for smps in self.samples.values():
+            smps.sort(key=lambda s: s.t_s)
         for rep in study.replicates:
             self.replicates[rep.cell_id].append(rep)
 
@@ -146,7 +147,8 @@ def _robustness_view(rob: dict[str, Any]) -> RobustnessView | None:
     score = _opt_float(rob.get("score"))
     if score is None:
         return None
-    report = rob.get("report") if isinstance(rob.get("report"), dict) else {}
+    stored = rob.get("report")
+    report: dict[str, Any] = stored if isinstance(stored, dict) else {}
     findings = []
     for f in report.get("findings") or []:
         if not isinstance(f, dict):
@@ -161,7 +163,8 @@ def _robustness_view(rob: dict[str, Any]) -> RobustnessView | None:
                 response=str(f.get("response", "")),
             )
         )
-    malformed = rob.get("malformed") if isinstance(rob.get("malformed"), dict) else {}
+    stored_malformed = rob.get("malformed")
+    malformed: dict[str, Any] = stored_malformed if isinstance(stored_malformed, dict) else {}
     return RobustnessView(
         mix=str(rob.get("mix", "")),
         score=score,
@@ -490,6 +493,10 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
         for c in cells:
             cells_series += _series(index, c, skey)
     cells_series = [c for c in cells_series if c.iterations]
+
+    history = run_history(study)
+    for wv in workloads:
+        wv.history = history.get(wv.name, [])
 
     runs = sorted(study.runs, key=lambda r: (r.created_at, r.id))
     return ReportView(

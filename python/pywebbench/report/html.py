@@ -19,6 +19,7 @@ from typing import Any
 import jinja2
 
 from pywebbench.report import figures, tables
+from pywebbench.report import history as figures_history
 from pywebbench.report.view import ReportView, StackView
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -120,8 +121,14 @@ def build_context(view: ReportView) -> dict[str, Any]:
         if sweep is not None and len(w.load_points) > 1:
             sweep_id = f"sweep-{slug}"
             figs[sweep_id] = sweep
+        history = figures_history.history_figure(view, w, w.history, colours)
+        history_id = None
+        if history is not None:
+            history_id = f"history-{slug}"
+            figs[history_id] = history
         workloads.append(
             {
+                "history": history_id,
                 "robustness": tables.robustness_table(view, w),
                 "fault_mix": tables.fault_mixes(w),
                 "findings": tables.findings_table(view, w),

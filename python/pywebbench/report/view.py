@@ -159,6 +159,9 @@ class WorkloadView:
     params: dict[str, Any] = field(default_factory=dict)
     points: list[PointView] = field(default_factory=list)
     rankings: list[Ranking] = field(default_factory=list)  # "peak" first, then by load
+    # Per-run points of the history figure (pywebbench.report.history.HistoryPoint), filled
+    # only when the report covers more than two runs.
+    history: list[Any] = field(default_factory=list)
 
     @property
     def load_points(self) -> list[str]:

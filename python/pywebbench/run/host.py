@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +86,27 @@ def facts() -> dict[str, Any]:
         "os": os_name(),
         "extra": {"loadavg": load, "somaxconn": somaxconn, "usable_cpus": usable_cpus()},
     }
+
+
+def git_revision(directory: Path) -> dict[str, Any] | None:
+    """The commit checked out in ``directory`` and whether tracked files have changed since
+    (``{"revision": sha, "dirty": bool}``), or None when it is not a git checkout (or git
+    is not installed)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(
+                ["git", "-C", str(directory), *args],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    revision = git("rev-parse", "HEAD")
+    if not revision:
+        return None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"revision": revision, "dirty": bool(status)}

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pywebbench.bringup import StackFailure
+from pywebbench.load import LoadAgent, LoadProgress, iteration_figures, spec_for_request
 from pywebbench.meter import Sampler
-from pywebbench.run import loadio
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.health import judge_iteration
 from pywebbench.run.matrix import CellPlan
@@ -66,10 +66,10 @@ class Measurer:
         self,
         config: StudyConfig,
         store: Store,
-        agent: loadio.LoadAgent,
+        agent: LoadAgent,
         generator_cpus: list[int],
         *,
-        progress: Callable[[Any], None],
+        progress: Callable[[LoadProgress], None],
         iteration_start: Callable[[CellPlan, str], None],
         iteration_done: Callable[[CellPlan, str, float], None],
         phase: Callable[[str], None],
@@ -172,7 +172,7 @@ class Measurer:
         return self._judge(IterationKind.WARMUP, verdict.elapsed_s, result, alive, server)
 
     def _spec(self, cell: CellPlan, server: RunningServer, duration_s: float) -> Any:
-        return loadio.build_spec(
+        return spec_for_request(
             server.base_url,
             cell.request,
             connections=cell.connections,
@@ -190,14 +190,14 @@ class Measurer:
         alive: bool,
         server: RunningServer,
     ) -> StackFailure | None:
-        cols = loadio.columns(result)
+        cols = iteration_figures(result)
         return judge_iteration(
             kind,
             duration_s=duration,
             requests=int(cols["requests"]),
             errors=int(cols["errors"]),
             timeouts=int(cols["timeouts"]),
-            stalled_tail_s=loadio.stalled_tail_s(result),
+            stalled_tail_s=result.stalled_tail_s(),
             alive=alive,
             exit_code=server.group.poll(),
             log_tail=log_tail(server),
@@ -227,7 +227,7 @@ class Measurer:
             raise
         meter = sampler.stop()
         with no_sigint():
-            cols = loadio.columns(result)
+            cols = iteration_figures(result)
             alive = server.alive() and meter.alive_at_end
             row = iteration_row(
                 result,

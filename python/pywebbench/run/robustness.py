@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pywebbench.load import LoadAgent, spec_for_request
 from pywebbench.load.result import LoadResult
-from pywebbench.run import loadio
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.matrix import CellPlan
 
@@ -21,7 +21,7 @@ def fault_phase(
     clean_result: LoadResult,
     *,
     config: StudyConfig,
-    agent: loadio.LoadAgent,
+    agent: LoadAgent,
     generator_cpus: Sequence[int],
     progress: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
@@ -31,7 +31,7 @@ def fault_phase(
     cfg = config.load
     if cfg.faults is None:
         raise ValueError("the study has no fault mix")
-    spec = loadio.build_spec(
+    spec = spec_for_request(
         base_url,
         cell.request,
         connections=cell.connections,

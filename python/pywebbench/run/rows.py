@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from pywebbench.load import iteration_figures
 from pywebbench.load.result import LoadResult
 from pywebbench.meter import MeterSummary
-from pywebbench.run import loadio
 from pywebbench.run.matrix import Variant
 from pywebbench.store import Iteration, IterationKind, StackRow
 
@@ -49,7 +49,7 @@ def iteration_row(
 ) -> Iteration:
     """The ``iterations`` row of one load result and the metering of the server meanwhile
     (also used by tools that record studies outside the runner, e.g. report tests)."""
-    cols = loadio.columns(result)
+    cols = iteration_figures(result)
     cpu = meter.cpu_s
     mem_end = meter.uss_end_bytes or meter.rss_end_bytes
     return Iteration(
@@ -75,6 +75,6 @@ def iteration_row(
         processes_peak=meter.processes_peak,
         ctx_voluntary=meter.ctx_voluntary,
         ctx_involuntary=meter.ctx_involuntary,
-        result_json=json.dumps(loadio.result_dict(result)),
+        result_json=result.to_json(),
         **cols,
     )

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from pywebbench import __version__, bringup
 from pywebbench.bringup import StackFailure, one_line
+from pywebbench.load import LoadAgent, LoadProgress, LocalAgent
 from pywebbench.meter import snapshot
-from pywebbench.run import loadio
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events, Outcome
-from pywebbench.run.host import facts, split_cpus
+from pywebbench.run.host import facts, git_revision, split_cpus
 from pywebbench.run.matrix import CellPlan, Matrix, Variant
 from pywebbench.run.measure import Interrupted, Measurer, no_sigint
 from pywebbench.run.orphans import reap_orphan
@@ -74,7 +74,7 @@ class StudyRunner:
         store: Store,
         *,
         results_dir: Path,
-        agent: loadio.LoadAgent | None = None,
+        agent: LoadAgent | None = None,
         events: Events | None = None,
         run_id: str | None = None,
     ) -> None:
@@ -82,7 +82,7 @@ class StudyRunner:
         self.matrix = matrix
         self.store = store
         self.results_dir = Path(results_dir)
-        self.agent = agent or loadio.local_agent()
+        self.agent = agent or LocalAgent()
         self.events = events or Events()
         self.resume = run_id is not None
         self.run_id = run_id or new_run_id()
@@ -98,14 +98,13 @@ class StudyRunner:
         self._robustness: dict[int, dict[str, Any]] = {}  # cell id -> last fault phase
         self._done: set[str] | None = None
         self.outcome = Outcome(run_id=self.run_id, status=RunStatus.RUNNING)
-        self._rate = loadio.LiveRate()
         self._measure = Measurer(
             config,
             store,
             self.agent,
             self.generator_cpus,
             progress=self._progress,
-            iteration_start=self._iteration_start,
+            iteration_start=self.events.iteration_start,
             iteration_done=self.events.iteration_done,
             phase=self.events.phase,
         )
@@ -162,6 +161,11 @@ class StudyRunner:
             self.store.update_run(self.run_id, status=RunStatus.RUNNING, finished_at=None)
             return
         host = facts()
+        extra = dict(host["extra"])
+        if self.config.app is not None:  # your own app: which commit of it was measured
+            revision = git_revision(Path(self.config.app.project or "."))
+            if revision is not None:
+                extra["app_git"] = revision
         self.store.create_run(
             Run(
                 id=self.run_id,
@@ -181,7 +185,7 @@ class StudyRunner:
                 server_cpus_json=json.dumps(self.server_cpus),
                 generator_cpus_json=json.dumps(self.generator_cpus),
                 config_json=json.dumps(self.config.model_dump(mode="json")),
-                host_json=json.dumps(host["extra"]),
+                host_json=json.dumps(extra),
             )
         )
 
@@ -541,16 +545,10 @@ class StudyRunner:
 
     # -- iterations ------------------------------------------------------------------------
 
-    def _iteration_start(self, cell: CellPlan, kind: str) -> None:
-        self._rate = loadio.LiveRate()
-        self.events.iteration_start(cell, kind)
-
-    def _progress(self, snap: Any) -> None:
+    def _progress(self, snap: LoadProgress) -> None:
         """Engine progress callback: must never raise (an exception stops the engine)."""
         try:
-            rps = self._rate.update(snap)
-            if rps is not None:
-                self.events.live_rps(rps)
+            self.events.live_rps(snap.rps)
         except Exception:  # noqa: BLE001 - display only; KeyboardInterrupt stops the engine
             pass
 
@@ -561,7 +559,7 @@ def run_study(
     store: Store,
     *,
     results_dir: Path,
-    agent: loadio.LoadAgent | None = None,
+    agent: LoadAgent | None = None,
     events: Events | None = None,
     run_id: str | None = None,
 ) -> Outcome:

@@ -11,17 +11,17 @@ import bisect
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pywebbench.load import LoadAgent, LoadProgress
 from pywebbench.load.result import LoadResult
-from pywebbench.run import loadio
 from pywebbench.steady import Drift, Leak, SteadyRule, WarmupVerdict, WarmupWatch, drift, leak
 from pywebbench.store import Sample
 
 
 def warm_until_steady(
-    agent: loadio.LoadAgent,
+    agent: LoadAgent,
     spec_for: Callable[[float], Any],
     rule: SteadyRule,
-    display: Callable[[Any], None] | None = None,
+    display: Callable[[LoadProgress], None] | None = None,
 ) -> tuple[LoadResult, WarmupVerdict]:
     """One warm-up load of at most ``rule.cap_s`` seconds, stopped once steady.
 
@@ -30,11 +30,11 @@ def warm_until_steady(
     watch = WarmupWatch(rule)
     found: list[WarmupVerdict] = []
 
-    def progress(snapshot: Any) -> bool:
+    def progress(snapshot: LoadProgress) -> bool:
         if display is not None:
             display(snapshot)
-        done = int(getattr(snapshot, "requests", 0)) + int(getattr(snapshot, "warmup_requests", 0))
-        verdict = watch.observe(float(getattr(snapshot, "elapsed_s", 0.0)), done)
+        done = snapshot.requests + snapshot.warmup_requests
+        verdict = watch.observe(snapshot.elapsed_s, done)
         if verdict is not None and not found:
             found.append(verdict)
         return bool(found)

@@ -1,16 +1,16 @@
-//! The fault clients' event loop: one thread, one `mio` poll, every connection a small state
-//! machine driven by readiness events and its own timers.
-use super::requests::{initial, trickle_piece};
-use super::response::{escape, Scanner};
-use super::sock::{connect_nonblocking, is_reset, set_linger_zero};
+//! The fault clients' event loop: one thread, one `mio` poll, the kinds' schedules
+//! (connections held, a rate, a count), and the books each ended attempt goes into. Every
+//! connection is a state machine of its own (`conn.rs`).
+use super::conn::{Conn, Step};
+use super::response::escape;
+use super::sock::{connect_nonblocking, set_linger_zero};
 use super::{
     FaultKind, FaultReport, FaultSpec, FaultTarget, Finding, HeldSummary, KindReport,
     MalformedClasses, Outcome, MAX_INFLIGHT_EVENTS,
 };
 use hdrhistogram::Histogram;
 use mio::{Events, Interest, Poll, Token};
-use std::io::{self, Read, Write};
-use std::net::Shutdown;
+use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,18 +19,10 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(50);
 /// Receive buffer of slow readers (set before connecting).
 const SLOW_READER_RCVBUF: i32 = 4096;
-/// After a smuggling attempt's first response, wait this long for the hidden one.
-const SMUGGLE_LINGER: Duration = Duration::from_millis(1000);
-/// Reset-mid-request: pause between the partial head and the reset.
-const RESET_DELAY: Duration = Duration::from_millis(20);
 /// Held kinds: pause before reopening a connection the server ended.
 const REOPEN_DELAY: Duration = Duration::from_millis(10);
 /// Pause after a failed connect before the kind tries again.
 const CONNECT_BACKOFF: Duration = Duration::from_millis(200);
-/// Most bytes read from one connection per readiness event (fairness between connections).
-const READ_BUDGET: usize = 256 * 1024;
-/// Request bytes kept for findings.
-const REQUEST_EXCERPT: usize = 300;
 
 enum Amount {
     Connections(u32),
@@ -38,13 +30,13 @@ enum Amount {
     Count(u64),
 }
 
-struct SpecState {
-    spec: FaultSpec,
-    host: String,
-    path: String,
+pub(super) struct SpecState {
+    pub(super) spec: FaultSpec,
+    pub(super) host: String,
+    pub(super) path: String,
     amount: Amount,
-    interval: Duration,
-    timeout: Duration,
+    pub(super) interval: Duration,
+    pub(super) timeout: Duration,
     inflight: u32,
     started: u64,
     next_start: Instant,
@@ -96,286 +88,6 @@ impl SpecState {
     }
 }
 
-enum Phase {
-    Connecting,
-    Open,
-}
-
-struct Conn {
-    spec: usize,
-    kind: FaultKind,
-    stream: mio::net::TcpStream,
-    phase: Phase,
-    connected: Option<Instant>,
-    out: Vec<u8>,
-    out_pos: usize,
-    request: Vec<u8>,
-    trickle_n: u64,
-    next_trickle: Option<Instant>,
-    next_read: Option<Instant>,
-    read_bytes: usize,
-    deadline: Option<Instant>,
-    reset_at: Option<Instant>,
-    linger_until: Option<Instant>,
-    write_closed: bool,
-    scanner: Scanner,
-    bytes_in: u64,
-    bytes_out: u64,
-    /// First transport error on this connection.
-    error: Option<String>,
-}
-
-/// What a step of a connection decided.
-enum Step {
-    Continue,
-    Finish(Outcome),
-    /// Reset the connection on purpose (SO_LINGER 0).
-    Abort,
-}
-
-impl Conn {
-    fn earliest_timer(&self) -> Option<Instant> {
-        [
-            self.next_trickle,
-            self.next_read,
-            self.deadline,
-            self.reset_at,
-            self.linger_until,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-    }
-
-    /// The outcome when the server ended the connection (EOF or reset).
-    fn ended_by_server(&mut self, reset: bool) -> Outcome {
-        self.scanner.eof();
-        match self.scanner.first_status {
-            Some(s) => Outcome::Response(s),
-            None if reset => Outcome::ResetByServer,
-            None => Outcome::ClosedByServer,
-        }
-    }
-
-    /// Reads up to `limit` bytes. Returns (eof, error).
-    fn read_some(&mut self, limit: usize) -> (bool, Option<io::Error>) {
-        let mut buf = [0u8; 16 * 1024];
-        let mut total = 0usize;
-        while total < limit {
-            let want = buf.len().min(limit - total);
-            match self.stream.read(&mut buf[..want]) {
-                Ok(0) => return (true, None),
-                Ok(n) => {
-                    total += n;
-                    self.bytes_in += n as u64;
-                    self.scanner.feed(&buf[..n]);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return (false, Some(e)),
-            }
-        }
-        (false, None)
-    }
-
-    /// Writes pending output. `Err` carries a transport error.
-    fn flush(&mut self) -> Result<(), io::Error> {
-        while self.out_pos < self.out.len() {
-            match self.stream.write(&self.out[self.out_pos..]) {
-                Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
-                Ok(n) => {
-                    self.out_pos += n;
-                    self.bytes_out += n as u64;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        self.out.clear();
-        self.out_pos = 0;
-        if self.kind == FaultKind::HalfClose && !self.write_closed {
-            self.write_closed = true;
-            let _ = self.stream.shutdown(Shutdown::Write);
-        }
-        Ok(())
-    }
-
-    fn flushed(&self) -> bool {
-        self.out_pos >= self.out.len()
-    }
-
-    fn push_out(&mut self, bytes: &[u8]) {
-        if self.request.len() < REQUEST_EXCERPT {
-            let n = (REQUEST_EXCERPT - self.request.len()).min(bytes.len());
-            self.request.extend_from_slice(&bytes[..n]);
-        }
-        self.out.extend_from_slice(bytes);
-    }
-
-    fn on_connected(&mut self, st: &SpecState, now: Instant) -> Step {
-        self.phase = Phase::Open;
-        self.connected = Some(now);
-        self.deadline = None;
-        let depth = st.spec.depth.unwrap_or(match self.kind {
-            FaultKind::SlowReader => 32,
-            _ => 8,
-        });
-        let first = initial(self.kind, &st.host, &st.path, depth);
-        self.push_out(&first);
-        match self.kind {
-            FaultKind::SlowHeaders | FaultKind::SlowBody => {
-                self.next_trickle = Some(now + st.interval)
-            }
-            FaultKind::SlowReader => {
-                self.read_bytes = st.spec.read_bytes.unwrap_or(64) as usize;
-                self.next_read = Some(now + st.interval);
-            }
-            FaultKind::Idle => {}
-            FaultKind::ResetMidRequest => self.reset_at = Some(now + RESET_DELAY),
-            _ => self.deadline = Some(now + st.timeout),
-        }
-        self.flush_step()
-    }
-
-    fn flush_step(&mut self) -> Step {
-        let r = self.flush();
-        self.after_write(r)
-    }
-
-    fn after_write(&mut self, r: Result<(), io::Error>) -> Step {
-        match r {
-            Ok(()) => Step::Continue,
-            Err(e) => {
-                // The server may have answered before it closed: read what is there first.
-                let _ = self.read_some(READ_BUDGET);
-                if !is_reset(&e) {
-                    self.error.get_or_insert_with(|| format!("write: {e}"));
-                }
-                // A write that fails means the server broke the connection.
-                Step::Finish(self.ended_by_server(true))
-            }
-        }
-    }
-
-    /// Decides after new bytes arrived (or the stream ended).
-    fn after_read(&mut self, eof: bool, err: Option<io::Error>, now: Instant) -> Step {
-        if self.kind == FaultKind::ResetMidResponse && self.bytes_in > 0 {
-            return Step::Abort;
-        }
-        if let Some(e) = err {
-            if !is_reset(&e) {
-                self.error.get_or_insert_with(|| format!("read: {e}"));
-            }
-            return Step::Finish(self.ended_by_server(true));
-        }
-        if eof {
-            return Step::Finish(self.ended_by_server(false));
-        }
-        if self.scanner.complete >= 1 {
-            match self.kind {
-                FaultKind::SlowReader => {}
-                FaultKind::Smuggle => {
-                    if self.scanner.complete >= 2 {
-                        return Step::Finish(Outcome::Response(
-                            self.scanner.first_status.unwrap_or(0),
-                        ));
-                    }
-                    if self.linger_until.is_none() {
-                        self.linger_until = Some(now + SMUGGLE_LINGER);
-                        self.deadline = None;
-                    }
-                }
-                _ => {
-                    return Step::Finish(Outcome::Response(self.scanner.first_status.unwrap_or(0)))
-                }
-            }
-        }
-        Step::Continue
-    }
-
-    fn on_ready(&mut self, st: &SpecState, readable: bool, writable: bool, now: Instant) -> Step {
-        if let Phase::Connecting = self.phase {
-            match self.stream.take_error() {
-                Ok(Some(e)) | Err(e) => return self.connect_failed(e),
-                Ok(None) => {}
-            }
-            match self.stream.peer_addr() {
-                Ok(_) => {
-                    if let Step::Finish(o) = self.on_connected(st, now) {
-                        return Step::Finish(o);
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => return Step::Continue,
-                Err(e) => return self.connect_failed(e),
-            }
-        }
-        if writable && !self.flushed() {
-            if let Step::Finish(o) = self.flush_step() {
-                return Step::Finish(o);
-            }
-        }
-        if readable && self.kind != FaultKind::SlowReader {
-            let (eof, err) = self.read_some(READ_BUDGET);
-            return self.after_read(eof, err, now);
-        }
-        Step::Continue
-    }
-
-    fn connect_failed(&mut self, e: io::Error) -> Step {
-        self.error.get_or_insert_with(|| format!("connect: {e}"));
-        Step::Finish(Outcome::ConnectFailed)
-    }
-
-    fn on_timer(&mut self, st: &SpecState, now: Instant) -> Step {
-        if let Phase::Connecting = self.phase {
-            if self.deadline.is_some_and(|d| now >= d) {
-                return Step::Finish(Outcome::TimedOut);
-            }
-            return Step::Continue;
-        }
-        if self.reset_at.is_some_and(|t| now >= t) {
-            return Step::Abort;
-        }
-        if self.linger_until.is_some_and(|t| now >= t) {
-            return Step::Finish(Outcome::Response(self.scanner.first_status.unwrap_or(0)));
-        }
-        if self.deadline.is_some_and(|t| now >= t) {
-            return Step::Finish(match self.scanner.first_status {
-                Some(s) => Outcome::Response(s),
-                None => Outcome::TimedOut,
-            });
-        }
-        if self.next_trickle.is_some_and(|t| now >= t) {
-            if self.flushed() {
-                match trickle_piece(self.kind, self.trickle_n) {
-                    Some(p) => {
-                        self.trickle_n += 1;
-                        self.push_out(&p);
-                        self.next_trickle = Some(now + st.interval);
-                        if let Step::Finish(o) = self.flush_step() {
-                            return Step::Finish(o);
-                        }
-                    }
-                    None => {
-                        self.next_trickle = None;
-                        self.deadline = Some(now + st.timeout);
-                    }
-                }
-            } else {
-                // The server is not reading: try again one interval later.
-                self.next_trickle = Some(now + st.interval);
-            }
-        }
-        if self.next_read.is_some_and(|t| now >= t) {
-            self.next_read = Some(now + st.interval);
-            let (eof, err) = self.read_some(self.read_bytes);
-            return self.after_read(eof, err, now);
-        }
-        Step::Continue
-    }
-}
-
 struct Driver<'a> {
     target: &'a FaultTarget,
     poll: Poll,
@@ -415,28 +127,7 @@ impl Driver<'_> {
             return;
         }
         st.inflight += 1;
-        self.conns[slot] = Some(Conn {
-            spec: i,
-            kind,
-            stream,
-            phase: Phase::Connecting,
-            connected: None,
-            out: Vec::new(),
-            out_pos: 0,
-            request: Vec::new(),
-            trickle_n: 0,
-            next_trickle: None,
-            next_read: None,
-            read_bytes: 64,
-            deadline: Some(now + st.timeout),
-            reset_at: None,
-            linger_until: None,
-            write_closed: false,
-            scanner: Scanner::new(),
-            bytes_in: 0,
-            bytes_out: 0,
-            error: None,
-        });
+        self.conns[slot] = Some(Conn::new(i, kind, stream, now + st.timeout));
     }
 
     fn start_due(&mut self, now: Instant) {

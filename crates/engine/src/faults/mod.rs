@@ -19,6 +19,7 @@
 //! time), or `accepted` (1xx-3xx: the server took it for a valid request). Accepted ones, and
 //! smuggled requests that got their own response, are listed in [`FaultReport::findings`].
 
+mod conn;
 mod driver;
 mod requests;
 mod response;

@@ -1,56 +1,39 @@
-"""Registry of the built-in frameworks: one module per framework.
+"""Frameworks, one per module: each public module defines ``FRAMEWORK``.
 
-``FRAMEWORKS`` maps the framework name (used in filters and reports) to an instance. Each
-framework's app lives in ``pywebbench/apps`` and implements every workload of
-:mod:`pywebbench.catalogue.workloads` (see ``docs/workloads.md``).
+``FRAMEWORKS`` maps the framework name (used in filters and reports) to its instance: the
+modules of this package plus the plugin modules named by ``PYWEBBENCH_PLUGINS`` (see
+:mod:`pywebbench.catalogue.registry`), found on first use. Each built-in framework's app lives
+in ``pywebbench/inside/apps`` and implements every workload of
+:mod:`pywebbench.catalogue.workloads` (see docs/workloads.md, docs/contributing.md).
 """
 
 from __future__ import annotations
 
-from pywebbench.catalogue.base import Framework
-from pywebbench.catalogue.frameworks.aiohttp import Aiohttp
-from pywebbench.catalogue.frameworks.bottle import Bottle
-from pywebbench.catalogue.frameworks.django import Django
-from pywebbench.catalogue.frameworks.falcon import Falcon
-from pywebbench.catalogue.frameworks.falcon_asgi import FalconAsgi
-from pywebbench.catalogue.frameworks.fastapi import FastAPI
-from pywebbench.catalogue.frameworks.flask import Flask
-from pywebbench.catalogue.frameworks.pyramid import Pyramid
-from pywebbench.catalogue.frameworks.raw_asgi import RawAsgi
-from pywebbench.catalogue.frameworks.raw_wsgi import RawWsgi
-from pywebbench.catalogue.frameworks.socketify import Socketify
-from pywebbench.catalogue.frameworks.starlette import Starlette
-from pywebbench.catalogue.frameworks.tornado import Tornado
-from pywebbench.catalogue.frameworks.werkzeug import Werkzeug
+import functools
 
-FRAMEWORKS: dict[str, Framework] = {
-    fw.name: fw
-    for fw in (
-        RawWsgi(),
-        RawAsgi(),
-        Flask(),
-        Bottle(),
-        Pyramid(),
-        Django(),
-        Falcon(),
-        FalconAsgi(),
-        Starlette(),
-        FastAPI(),
-        Werkzeug(),
-        Tornado(),
-        Aiohttp(),
-        Socketify(),
-    )
-}
+from pywebbench.catalogue.base import Framework
+from pywebbench.catalogue.registry import FRAMEWORK_ATTRIBUTE, discover
+
+
+@functools.cache
+def frameworks() -> dict[str, Framework]:
+    """Name -> framework, built-in and plugins (CatalogueError on a clash or a bad plugin)."""
+    return discover(__name__, FRAMEWORK_ATTRIBUTE, Framework)
 
 
 def get(name: str) -> Framework:
     """The framework called ``name``; ValueError listing the known ones otherwise."""
+    known = frameworks()
     try:
-        return FRAMEWORKS[name]
+        return known[name]
     except KeyError:
-        known = ", ".join(FRAMEWORKS)
-        raise ValueError(f"unknown framework {name!r} (known: {known})") from None
+        raise ValueError(f"unknown framework {name!r} (known: {', '.join(known)})") from None
 
 
-__all__ = ["FRAMEWORKS", "get"]
+def __getattr__(name: str) -> dict[str, Framework]:
+    if name == "FRAMEWORKS":
+        return frameworks()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["FRAMEWORKS", "frameworks", "get"]

@@ -36,7 +36,7 @@ def generation(interpreter: Interpreter) -> str:
 
 
 class AppFramework(Framework):
-    """A framework whose app module lives in ``pywebbench/apps`` (``pwb_<name>.py``).
+    """A framework whose app module lives in ``pywebbench/inside/apps`` (``pwb_<name>.py``).
 
     Subclasses set ``pins`` (per generation) and the contract's class attributes.
     ``only_binary`` names packages that must be installed from wheels only (provisioning

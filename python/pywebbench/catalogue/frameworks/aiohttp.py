@@ -16,3 +16,6 @@ class Aiohttp(AppFramework):
     description = "Native aiohttp web application on aiohttp's own server."
     notes = "Threads are accepted but unused; workers are forked after binding one shared socket."
     pins = {"modern": ("aiohttp==3.14.5",), "py39": ("aiohttp==3.13.5",)}
+
+
+FRAMEWORK = Aiohttp()

@@ -15,3 +15,6 @@ class Bottle(AppFramework):
     io_style = "blocking"
     description = "Bottle, single-module micro-framework; dicts become JSON."
     pins = {"modern": ("bottle==0.13.4",), "py39": ("bottle==0.13.4",)}
+
+
+FRAMEWORK = Bottle()

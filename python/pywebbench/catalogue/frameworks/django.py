@@ -18,3 +18,6 @@ class Django(AppFramework):
     )
     notes = "Django 5.x needs Python >= 3.10: Python 3.9 / PyPy get Django 4.2 LTS."
     pins = {"modern": ("django==5.2.19",), "py39": ("django==4.2.30",)}
+
+
+FRAMEWORK = Django()

@@ -15,3 +15,6 @@ class Falcon(AppFramework):
     io_style = "blocking"
     description = "Falcon's WSGI App, resource classes, resp.media for JSON."
     pins = {"modern": ("falcon==4.4.0",), "py39": ("falcon==4.4.0",)}
+
+
+FRAMEWORK = Falcon()

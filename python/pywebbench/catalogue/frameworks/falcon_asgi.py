@@ -16,3 +16,6 @@ class FalconAsgi(AppFramework):
     system_packages = ("libpq5",)  # psycopg (async PostgreSQL client) loads libpq
     description = "Falcon's ASGI App (falcon.asgi), coroutine responders."
     pins = {"modern": ("falcon==4.4.0",), "py39": ("falcon==4.4.0",)}
+
+
+FRAMEWORK = FalconAsgi()

@@ -24,3 +24,6 @@ class FastAPI(AppFramework):
         "py39": ("fastapi==0.128.8", "pydantic==2.11.10", "pydantic-core==2.33.2"),
     }
     only_binary = ("pydantic-core",)
+
+
+FRAMEWORK = FastAPI()

@@ -15,3 +15,6 @@ class Flask(AppFramework):
     io_style = "blocking"
     description = "Flask (Werkzeug + Jinja2), jsonify for JSON."
     pins = {"modern": ("flask==3.1.3",), "py39": ("flask==3.1.3",)}
+
+
+FRAMEWORK = Flask()

@@ -17,3 +17,6 @@ class Pyramid(AppFramework):
     # no longer ships.
     description = "Pyramid (WebOb), Configurator routes and the json renderer."
     pins = {"modern": ("pyramid==2.1",), "py39": ("pyramid==2.0.2", "setuptools==80.10.2")}
+
+
+FRAMEWORK = Pyramid()

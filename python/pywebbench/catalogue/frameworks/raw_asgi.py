@@ -16,3 +16,6 @@ class RawAsgi(AppFramework):
     system_packages = ("libpq5",)  # psycopg (async PostgreSQL client) loads libpq
     description = "A bare ASGI 3 callable (with lifespan): routing by scope['path'], no framework."
     pins = {"modern": (), "py39": ()}
+
+
+FRAMEWORK = RawAsgi()

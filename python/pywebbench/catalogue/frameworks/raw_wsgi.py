@@ -15,3 +15,6 @@ class RawWsgi(AppFramework):
     io_style = "blocking"
     description = "A bare WSGI callable: routing by PATH_INFO, no framework."
     pins = {"modern": (), "py39": ()}
+
+
+FRAMEWORK = RawWsgi()

@@ -21,3 +21,6 @@ class Socketify(AppFramework):
         "are accepted but unused; workers fork before listening (SO_REUSEPORT)."
     )
     pins = {"modern": ("socketify==0.0.31",), "py39": ("socketify==0.0.31",)}
+
+
+FRAMEWORK = Socketify()

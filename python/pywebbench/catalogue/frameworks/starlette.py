@@ -17,3 +17,6 @@ class Starlette(AppFramework):
     description = "Starlette routes, Response and JSONResponse."
     notes = "Starlette 1.x needs Python >= 3.10: Python 3.9 / PyPy get 0.49."
     pins = {"modern": ("starlette==1.10.0",), "py39": ("starlette==0.49.3",)}
+
+
+FRAMEWORK = Starlette()

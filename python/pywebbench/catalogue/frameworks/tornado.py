@@ -16,3 +16,6 @@ class Tornado(AppFramework):
     description = "Native tornado app on tornado's HTTPServer (coroutine handlers)."
     notes = "Threads are accepted but unused; workers are forked after binding (fork_processes)."
     pins = {"modern": ("tornado==6.6.1",), "py39": ("tornado==6.5.10",)}
+
+
+FRAMEWORK = Tornado()

@@ -15,3 +15,6 @@ class Werkzeug(AppFramework):
     io_style = "blocking"
     description = "Plain Werkzeug: Map/Rule routing, Request/Response wrappers."
     pins = {"modern": ("werkzeug==3.1.9",), "py39": ("werkzeug==3.1.9",)}
+
+
+FRAMEWORK = Werkzeug()

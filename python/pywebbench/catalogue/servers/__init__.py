@@ -1,66 +1,29 @@
-"""Server adapters, one per module. ``ADAPTERS`` maps each adapter's name to an instance.
+"""Server adapters, one per module: each public module defines ``ADAPTER``.
 
-Adding a server: write a module with a :class:`~pywebbench.catalogue.servers._base.BaseAdapter`
-subclass (pins per interpreter generation, ``command()``, ``settings()``, ``notes``) and add
-it to the list below. docs/servers.md describes every adapter.
+``ADAPTERS`` maps each adapter's name to its instance: the modules of this package plus the
+plugin modules named by ``PYWEBBENCH_PLUGINS`` (see :mod:`pywebbench.catalogue.registry`), found
+on first use. Adding a server is one module here (docs/contributing.md); docs/servers.md
+describes every adapter.
 """
 
 from __future__ import annotations
 
+import functools
+
 from pywebbench.catalogue.base import ServerAdapter
-from pywebbench.catalogue.servers.aiohttp import Aiohttp
-from pywebbench.catalogue.servers.bjoern import Bjoern
-from pywebbench.catalogue.servers.cheroot import Cheroot
-from pywebbench.catalogue.servers.daphne import Daphne
-from pywebbench.catalogue.servers.eventlet import Eventlet
-from pywebbench.catalogue.servers.gevent_pywsgi import GeventPywsgi
-from pywebbench.catalogue.servers.granian_asgi import GranianASGI
-from pywebbench.catalogue.servers.granian_wsgi import GranianWSGI
-from pywebbench.catalogue.servers.gunicorn_gevent import GunicornGevent
-from pywebbench.catalogue.servers.gunicorn_gthread import GunicornGthread
-from pywebbench.catalogue.servers.gunicorn_sync import GunicornSync
-from pywebbench.catalogue.servers.gunicorn_uvicorn import GunicornUvicorn
-from pywebbench.catalogue.servers.hypercorn import Hypercorn
-from pywebbench.catalogue.servers.meinheld import Meinheld
-from pywebbench.catalogue.servers.socketify_asgi import SocketifyASGI
-from pywebbench.catalogue.servers.socketify_native import SocketifyNative
-from pywebbench.catalogue.servers.socketify_wsgi import SocketifyWSGI
-from pywebbench.catalogue.servers.tornado import Tornado
-from pywebbench.catalogue.servers.twisted_wsgi import TwistedWSGI
-from pywebbench.catalogue.servers.uvicorn_h11 import UvicornH11
-from pywebbench.catalogue.servers.uvicorn_uvloop import UvicornUvloop
-from pywebbench.catalogue.servers.uwsgi import UWSGI
-from pywebbench.catalogue.servers.waitress import Waitress
+from pywebbench.catalogue.registry import ADAPTER_ATTRIBUTE, discover
 
-_ALL: list[ServerAdapter] = [
-    # WSGI
-    GunicornSync(),
-    GunicornGthread(),
-    GunicornGevent(),
-    UWSGI(),
-    GranianWSGI(),
-    Waitress(),
-    Bjoern(),
-    Cheroot(),
-    Meinheld(),
-    GeventPywsgi(),
-    Eventlet(),
-    TwistedWSGI(),
-    SocketifyWSGI(),
-    # ASGI
-    UvicornUvloop(),
-    UvicornH11(),
-    GunicornUvicorn(),
-    GranianASGI(),
-    Hypercorn(),
-    Daphne(),
-    SocketifyASGI(),
-    # native
-    Tornado(),
-    Aiohttp(),
-    SocketifyNative(),
-]
 
-ADAPTERS: dict[str, ServerAdapter] = {a.name: a for a in _ALL}
+@functools.cache
+def adapters() -> dict[str, ServerAdapter]:
+    """Name -> adapter, built-in and plugins (CatalogueError on a clash or a bad plugin)."""
+    return discover(__name__, ADAPTER_ATTRIBUTE, ServerAdapter)
 
-__all__ = ["ADAPTERS"]
+
+def __getattr__(name: str) -> dict[str, ServerAdapter]:
+    if name == "ADAPTERS":
+        return adapters()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ADAPTERS", "adapters"]

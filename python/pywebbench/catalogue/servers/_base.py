@@ -14,7 +14,13 @@ import functools
 from pathlib import Path
 from typing import ClassVar
 
-from pywebbench.catalogue.base import Interpreter, LaunchContext, ServerAdapter
+from pywebbench.catalogue.base import (
+    LAUNCHERS_DIR,
+    Interpreter,
+    LaunchCommand,
+    LaunchContext,
+    ServerAdapter,
+)
 
 MIN_PYTHON = (3, 9)
 #: Listen backlog asked of every server that lets us set it (capped by net.core.somaxconn).
@@ -43,9 +49,9 @@ def backlog() -> int:
     return min(BACKLOG, somaxconn())
 
 
-def apps_dir() -> Path:
-    """``pywebbench/apps``: where the launcher scripts live (whatever the app dir is)."""
-    return Path(__file__).resolve().parents[2] / "apps"
+def launcher_path(module: str) -> Path:
+    """The file of launcher module ``module`` (``launch_waitress``) in ``inside/launchers``."""
+    return LAUNCHERS_DIR / f"{module}.py"
 
 
 def hostport(host: str, port: int) -> str:
@@ -65,6 +71,10 @@ class BaseAdapter(ServerAdapter):
     - ``pypy_unavailable``: the reason it cannot run on PyPy, or None;
     - ``fatal_log_patterns``: log lines meaning the start failed although the process runs
       (the launcher then stops waiting for readiness).
+
+    Servers started from Python name their launcher module in ``launcher`` (a file of
+    ``pywebbench/inside/launchers``, run by the stack's Python with the common launcher command
+    line plus :meth:`launcher_options`); :meth:`command` then needs no override.
     """
 
     pins: ClassVar[dict[str, tuple[str, ...]]] = {"modern": (), "py39": ()}
@@ -73,6 +83,7 @@ class BaseAdapter(ServerAdapter):
     fatal_log_patterns: ClassVar[tuple[str, ...]] = ()
     sends_server_header: ClassVar[bool] = True
     sends_date_header: ClassVar[bool] = True
+    launcher: ClassVar[str | None] = None
 
     def requirements(self, interpreter: Interpreter) -> list[str]:
         if interpreter.is_pypy and "pypy" in self.pins:
@@ -130,11 +141,19 @@ class BaseAdapter(ServerAdapter):
         out.update(extra)
         return out
 
-    def launcher(self, script: str, ctx: LaunchContext, *extra: str) -> list[str]:
-        """argv of a launcher script of ``pywebbench/apps`` run by the venv's Python."""
-        return [
+    def launcher_options(self, ctx: LaunchContext) -> dict[str, object]:
+        """Server-specific launcher flags (``{"--connection-limit": 1000}``): the one place
+        such a value is set; the launcher declares the flag as required."""
+        return {}
+
+    def launcher_argv(self, ctx: LaunchContext) -> list[str]:
+        """argv of this adapter's ``launcher`` run by the venv's Python: the common launcher
+        command line, then :meth:`launcher_options`."""
+        if self.launcher is None:
+            raise NotImplementedError(f"{self.name} has no launcher")
+        argv = [
             str(ctx.python),
-            str(apps_dir() / script),
+            str(launcher_path(self.launcher)),
             "--app",
             ctx.app,
             "--host",
@@ -147,8 +166,14 @@ class BaseAdapter(ServerAdapter):
             str(ctx.threads),
             "--backlog",
             str(backlog()),
-            *extra,
         ]
+        for flag, value in self.launcher_options(ctx).items():
+            argv += [flag, str(value)]
+        return argv
+
+    def command(self, ctx: LaunchContext) -> LaunchCommand:
+        """The launcher's command line (adapters without a launcher override this)."""
+        return LaunchCommand(self.launcher_argv(ctx))
 
     def settings(self, ctx: LaunchContext) -> dict[str, object]:
         raise NotImplementedError

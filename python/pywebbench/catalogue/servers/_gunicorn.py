@@ -13,7 +13,10 @@ from pywebbench.catalogue.servers._base import (
     hostport,
 )
 
-GUNICORN_PINS = {"modern": ("gunicorn==27.0.1",), "py39": ("gunicorn==23.0.0",)}
+GUNICORN_PINS: dict[str, tuple[str, ...]] = {
+    "modern": ("gunicorn==27.0.1",),
+    "py39": ("gunicorn==23.0.0",),
+}
 #: Seconds a worker gets to finish its requests after SIGTERM (below the stop timeout).
 GRACEFUL_TIMEOUT_S = 3
 

@@ -1,5 +1,6 @@
-"""Native servers: the framework's own server, started by its app module in pywebbench/apps
-(``pwb_native_<name>.py --host H --port P --workers W --threads T``)."""
+"""Native servers: the framework's own server, started by its app module (a file of the app
+directory, ``pywebbench/inside/apps`` for the built-in ones:
+``pwb_native_<name>.py --host H --port P --workers W --threads T``)."""
 
 from __future__ import annotations
 

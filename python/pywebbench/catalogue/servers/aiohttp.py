@@ -26,3 +26,6 @@ class Aiohttp(NativeBase):
             keep_alive="on, 75 s idle timeout (aiohttp default)",
             backlog=1024,
         )
+
+
+ADAPTER = Aiohttp()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pywebbench.catalogue.base import WSGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.base import WSGI, LaunchContext
 from pywebbench.catalogue.servers._base import BaseAdapter, backlog
 
 
@@ -19,9 +19,7 @@ class Bjoern(BaseAdapter):
     sends_server_header = False
     sends_date_header = False
     pins = {"modern": ("bjoern==3.2.2",), "py39": ("bjoern==3.2.2",)}
-
-    def command(self, ctx: LaunchContext) -> LaunchCommand:
-        return LaunchCommand(self.launcher("launch_bjoern.py", ctx))
+    launcher = "launch_bjoern"
 
     def settings(self, ctx: LaunchContext) -> dict[str, object]:
         return self.manifest(
@@ -34,3 +32,6 @@ class Bjoern(BaseAdapter):
             backlog=backlog(),
             tcp_nodelay=True,
         )
+
+
+ADAPTER = Bjoern()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pywebbench.catalogue.base import WSGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.base import WSGI, LaunchContext
 from pywebbench.catalogue.servers._base import BaseAdapter, backlog
 
 
@@ -16,9 +16,7 @@ class Cheroot(BaseAdapter):
         "to this design."
     )
     pins = {"modern": ("cheroot==11.1.2",), "py39": ("cheroot==11.1.2",)}
-
-    def command(self, ctx: LaunchContext) -> LaunchCommand:
-        return LaunchCommand(self.launcher("launch_cheroot.py", ctx))
+    launcher = "launch_cheroot"
 
     def settings(self, ctx: LaunchContext) -> dict[str, object]:
         return self.manifest(
@@ -30,3 +28,6 @@ class Cheroot(BaseAdapter):
             keep_alive="on",
             backlog=backlog(),
         )
+
+
+ADAPTER = Cheroot()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pywebbench.catalogue.base import ASGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.base import ASGI, LaunchContext
 from pywebbench.catalogue.servers._base import BaseAdapter, backlog
 
 
@@ -23,8 +23,7 @@ class Daphne(BaseAdapter):
         "py39": ("daphne==4.2.3", "twisted==25.5.0", "cryptography==43.0.3"),
     }
 
-    def command(self, ctx: LaunchContext) -> LaunchCommand:
-        return LaunchCommand(self.launcher("launch_daphne.py", ctx))
+    launcher = "launch_daphne"
 
     def settings(self, ctx: LaunchContext) -> dict[str, object]:
         return self.manifest(
@@ -37,3 +36,6 @@ class Daphne(BaseAdapter):
             backlog=backlog(),
             tcp_nodelay=True,
         )
+
+
+ADAPTER = Daphne()

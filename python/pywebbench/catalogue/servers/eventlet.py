@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pywebbench.catalogue.base import WSGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.base import WSGI, LaunchContext
 from pywebbench.catalogue.servers._base import BaseAdapter, backlog
 
-MAX_GREENTHREADS = 1024  # launch_eventlet.py
+#: Green threads per process (eventlet.wsgi's max_size), recorded in the settings.
+MAX_GREENTHREADS = 1024
 
 
 class Eventlet(BaseAdapter):
@@ -19,9 +20,10 @@ class Eventlet(BaseAdapter):
     )
     sends_server_header = False
     pins = {"modern": ("eventlet==0.41.3",), "py39": ("eventlet==0.40.4",)}
+    launcher = "launch_eventlet"
 
-    def command(self, ctx: LaunchContext) -> LaunchCommand:
-        return LaunchCommand(self.launcher("launch_eventlet.py", ctx))
+    def launcher_options(self, ctx: LaunchContext) -> dict[str, object]:
+        return {"--max-greenthreads": MAX_GREENTHREADS}
 
     def settings(self, ctx: LaunchContext) -> dict[str, object]:
         return self.manifest(
@@ -36,3 +38,6 @@ class Eventlet(BaseAdapter):
             max_greenthreads=MAX_GREENTHREADS,
             tcp_nodelay=True,
         )
+
+
+ADAPTER = Eventlet()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pywebbench.catalogue.base import WSGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.base import WSGI, LaunchContext
 from pywebbench.catalogue.servers._base import BaseAdapter, backlog
 
 
@@ -19,9 +19,7 @@ class GeventPywsgi(BaseAdapter):
     )
     sends_server_header = False
     pins = {"modern": ("gevent==26.9.0",), "py39": ("gevent==26.7.0",)}
-
-    def command(self, ctx: LaunchContext) -> LaunchCommand:
-        return LaunchCommand(self.launcher("launch_gevent.py", ctx))
+    launcher = "launch_gevent"
 
     def settings(self, ctx: LaunchContext) -> dict[str, object]:
         return self.manifest(
@@ -35,3 +33,6 @@ class GeventPywsgi(BaseAdapter):
             monkey_patched=True,
             tcp_nodelay="on every accepted connection",
         )
+
+
+ADAPTER = GeventPywsgi()

@@ -24,3 +24,6 @@ class GranianASGI(GranianBase):
     def loop(self, ctx: LaunchContext) -> str:
         reqs = self.requirements(ctx.interpreter)
         return "uvloop" if any(r.startswith("uvloop") for r in reqs) else "asyncio"
+
+
+ADAPTER = GranianASGI()

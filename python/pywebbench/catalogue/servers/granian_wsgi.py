@@ -7,7 +7,10 @@ from typing import ClassVar
 from pywebbench.catalogue.base import WSGI, LaunchCommand, LaunchContext
 from pywebbench.catalogue.servers._base import BaseAdapter, backlog
 
-GRANIAN_PINS = {"modern": ("granian==2.8.7",), "py39": ("granian==2.5.7",)}
+GRANIAN_PINS: dict[str, tuple[str, ...]] = {
+    "modern": ("granian==2.8.7",),
+    "py39": ("granian==2.5.7",),
+}
 
 
 class GranianBase(BaseAdapter):
@@ -75,3 +78,6 @@ class GranianWSGI(GranianBase):
         "measured here) and throughput drops run after run."
     )
     pins = GRANIAN_PINS
+
+
+ADAPTER = GranianWSGI()

@@ -41,3 +41,6 @@ class GunicornGevent(GunicornBase):
             monkey_patched=True,
             tcp_nodelay=True,
         )
+
+
+ADAPTER = GunicornGevent()

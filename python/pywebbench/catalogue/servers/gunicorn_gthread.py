@@ -29,3 +29,6 @@ class GunicornGthread(GunicornBase):
             backlog=backlog(),
             tcp_nodelay=True,
         )
+
+
+ADAPTER = GunicornGthread()

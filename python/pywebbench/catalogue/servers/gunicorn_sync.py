@@ -30,3 +30,6 @@ class GunicornSync(GunicornBase):
             backlog=backlog(),
             tcp_nodelay=True,
         )
+
+
+ADAPTER = GunicornSync()

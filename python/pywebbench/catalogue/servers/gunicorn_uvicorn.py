@@ -44,3 +44,6 @@ class GunicornUvicorn(GunicornBase):
             keep_alive="on, 5 s idle timeout (uvicorn)",
             backlog=backlog(),
         )
+
+
+ADAPTER = GunicornUvicorn()

@@ -51,3 +51,6 @@ class Hypercorn(BaseAdapter):
             keep_alive=f"on, {KEEPALIVE_S} s idle timeout",
             backlog=backlog(),
         )
+
+
+ADAPTER = Hypercorn()

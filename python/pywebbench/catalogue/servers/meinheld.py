@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pywebbench.catalogue.base import WSGI, InstallStep, Interpreter, LaunchCommand, LaunchContext
+from pywebbench.catalogue.base import WSGI, InstallStep, Interpreter, LaunchContext
 from pywebbench.catalogue.servers._base import BaseAdapter, backlog
 
-KEEPALIVE_S = 10  # launch_meinheld.py
+#: Keep-alive idle timeout set by the launcher (standalone meinheld has keep-alive off).
+KEEPALIVE_S = 10
 
 
 class Meinheld(BaseAdapter):
@@ -24,6 +25,10 @@ class Meinheld(BaseAdapter):
         "py39": ("greenlet==3.2.4", "setuptools==80.9.0"),
         "pypy": ("meinheld==1.0.2",),
     }
+    launcher = "launch_meinheld"
+
+    def launcher_options(self, ctx: LaunchContext) -> dict[str, object]:
+        return {"--keepalive": KEEPALIVE_S}
 
     def extra_installs(self, interpreter: Interpreter) -> list[InstallStep]:
         if interpreter.is_pypy:
@@ -39,9 +44,6 @@ class Meinheld(BaseAdapter):
             )
         return super().unavailable(interpreter)
 
-    def command(self, ctx: LaunchContext) -> LaunchCommand:
-        return LaunchCommand(self.launcher("launch_meinheld.py", ctx))
-
     def settings(self, ctx: LaunchContext) -> dict[str, object]:
         return self.manifest(
             ctx,
@@ -52,3 +54,6 @@ class Meinheld(BaseAdapter):
             keep_alive=f"on, {KEEPALIVE_S} s (meinheld's default is off)",
             backlog=backlog(),
         )
+
+
+ADAPTER = Meinheld()

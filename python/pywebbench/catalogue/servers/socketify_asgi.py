@@ -15,3 +15,6 @@ class SocketifyASGI(SocketifyBase):
         "socketify's listen(port) binds 0.0.0.0: the launcher passes AppListenOptions with "
         "the loopback host. Threads are ignored."
     )
+
+
+ADAPTER = SocketifyASGI()

@@ -27,3 +27,6 @@ class SocketifyNative(NativeBase):
             keep_alive="on",
             backlog=None,
         )
+
+
+ADAPTER = SocketifyNative()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pywebbench.catalogue.base import WSGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.base import WSGI, LaunchContext
 from pywebbench.catalogue.servers._base import BaseAdapter
 
-SOCKETIFY_PINS = {"modern": ("socketify==0.0.31",), "py39": ("socketify==0.0.31",)}
+SOCKETIFY_PINS: dict[str, tuple[str, ...]] = {
+    "modern": ("socketify==0.0.31",),
+    "py39": ("socketify==0.0.31",),
+}
 
 
 class SocketifyBase(BaseAdapter):
@@ -15,11 +18,10 @@ class SocketifyBase(BaseAdapter):
 
     socketify_interface: ClassVar[str]
     pins = SOCKETIFY_PINS
+    launcher = "launch_socketify"
 
-    def command(self, ctx: LaunchContext) -> LaunchCommand:
-        return LaunchCommand(
-            self.launcher("launch_socketify.py", ctx, "--interface", self.socketify_interface)
-        )
+    def launcher_options(self, ctx: LaunchContext) -> dict[str, object]:
+        return {"--interface": self.socketify_interface}
 
     def settings(self, ctx: LaunchContext) -> dict[str, object]:
         return self.manifest(
@@ -46,3 +48,6 @@ class SocketifyWSGI(SocketifyBase):
         "('Failed to listen on port N'): the launcher exits then and the start is retried on "
         "another port."
     )
+
+
+ADAPTER = SocketifyWSGI()

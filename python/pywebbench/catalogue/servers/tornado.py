@@ -31,3 +31,6 @@ class Tornado(NativeBase):
             keep_alive="on",
             backlog=1024,
         )
+
+
+ADAPTER = Tornado()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pywebbench.catalogue.base import WSGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.base import WSGI, LaunchContext
 from pywebbench.catalogue.servers._base import BaseAdapter, backlog
 
 
@@ -12,9 +12,7 @@ class TwistedWSGI(BaseAdapter):
     description = "Twisted Web WSGIResource: epoll reactor for I/O, --threads pool for the app"
     notes = "Threads = the reactor's thread pool size. Access log off (Site.log disabled)."
     pins = {"modern": ("twisted==26.10.0",), "py39": ("twisted==26.4.0",)}
-
-    def command(self, ctx: LaunchContext) -> LaunchCommand:
-        return LaunchCommand(self.launcher("launch_twisted.py", ctx))
+    launcher = "launch_twisted"
 
     def settings(self, ctx: LaunchContext) -> dict[str, object]:
         return self.manifest(
@@ -27,3 +25,6 @@ class TwistedWSGI(BaseAdapter):
             backlog=backlog(),
             tcp_nodelay=True,
         )
+
+
+ADAPTER = TwistedWSGI()

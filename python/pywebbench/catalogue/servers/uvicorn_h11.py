@@ -18,3 +18,6 @@ class UvicornH11(UvicornBase):
         "sets TCP_NODELAY on it."
     )
     pins = {"modern": ("uvicorn==0.54.0",), "py39": ("uvicorn==0.39.0",)}
+
+
+ADAPTER = UvicornH11()

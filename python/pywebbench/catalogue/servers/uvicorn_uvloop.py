@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from pywebbench.catalogue.base import ASGI, LaunchCommand, LaunchContext
-from pywebbench.catalogue.servers._base import KEEPALIVE_S, BaseAdapter, apps_dir, backlog
+from pywebbench.catalogue.servers._base import KEEPALIVE_S, BaseAdapter, backlog, launcher_path
 
 
 class UvicornBase(BaseAdapter):
@@ -14,12 +14,14 @@ class UvicornBase(BaseAdapter):
 
     loop: ClassVar[str]
     http: ClassVar[str]
+    # Takes uvicorn's own arguments (not the common launcher command line).
+    launcher: ClassVar[str] = "launch_uvicorn"
 
     def command(self, ctx: LaunchContext) -> LaunchCommand:
         return LaunchCommand(
             [
                 str(ctx.python),
-                str(apps_dir() / "launch_uvicorn.py"),
+                str(launcher_path(self.launcher)),
                 ctx.app,
                 "--host",
                 ctx.host,
@@ -76,3 +78,6 @@ class UvicornUvloop(UvicornBase):
         "modern": ("uvicorn==0.54.0", "uvloop==0.23.0", "httptools==0.9.0"),
         "py39": ("uvicorn==0.39.0", "uvloop==0.22.1", "httptools==0.9.0"),
     }
+
+
+ADAPTER = UvicornUvloop()

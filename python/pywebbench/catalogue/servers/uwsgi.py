@@ -31,7 +31,9 @@ class UWSGI(BaseAdapter):
         "--die-on-term so SIGTERM stops it (uWSGI 2.0 reloads on SIGTERM otherwise). Only the "
         "'uwsgi' package is used: 'pyuwsgi' installs a clashing uwsgi command. On PyPy its "
         "PyPy plugin loads libpypy (Debian: /usr/lib/x86_64-linux-gnu/libpypy3.9-c.so). "
-        "uWSGI sends neither Server nor Date headers."
+        "uWSGI sends neither Server nor Date headers. Apps must send Content-Length: a "
+        "response without it is neither chunked nor closed, so clients wait for uWSGI's 4 s "
+        "socket timeout."
     )
     # The PyPy plugin logs an app import error and keeps running without an app.
     fatal_log_patterns = ("Exception ignored from cffi callback <function uwsgi_pypy_loader",)
@@ -104,3 +106,6 @@ class UWSGI(BaseAdapter):
             backlog=backlog(),
             plugin="pypy" if ctx.interpreter.is_pypy else "python (CPython)",
         )
+
+
+ADAPTER = UWSGI()

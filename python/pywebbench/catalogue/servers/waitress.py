@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pywebbench.catalogue.base import WSGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.base import WSGI, LaunchContext
 from pywebbench.catalogue.servers._base import BaseAdapter, backlog
 
-CONNECTION_LIMIT = 1000  # launch_waitress.py; waitress's default is 100
+#: waitress's connection_limit (its default, 100, throttles high-concurrency runs).
+CONNECTION_LIMIT = 1000
 
 
 class Waitress(BaseAdapter):
@@ -19,9 +20,10 @@ class Waitress(BaseAdapter):
         "processes forked by the launcher on one socket."
     )
     pins = {"modern": ("waitress==3.0.2",), "py39": ("waitress==3.0.2",)}
+    launcher = "launch_waitress"
 
-    def command(self, ctx: LaunchContext) -> LaunchCommand:
-        return LaunchCommand(self.launcher("launch_waitress.py", ctx))
+    def launcher_options(self, ctx: LaunchContext) -> dict[str, object]:
+        return {"--connection-limit": CONNECTION_LIMIT}
 
     def settings(self, ctx: LaunchContext) -> dict[str, object]:
         return self.manifest(
@@ -35,3 +37,6 @@ class Waitress(BaseAdapter):
             connection_limit=CONNECTION_LIMIT,
             queue_warnings="silenced",
         )
+
+
+ADAPTER = Waitress()

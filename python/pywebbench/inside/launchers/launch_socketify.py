@@ -7,7 +7,6 @@ runs without a socket; the launcher exits with status 3 instead.
 """
 
 import os
-import sys
 import threading
 
 from socketify import ASGI, WSGI, AppListenOptions
@@ -18,15 +17,9 @@ LISTEN_TIMEOUT_S = 15
 
 
 def main():
-    interface = "wsgi"
-    argv = sys.argv[1:]
-    if "--interface" in argv:
-        i = argv.index("--interface")
-        interface = argv[i + 1]
-        del argv[i : i + 2]
-    args = parse_args("socketify launcher (--interface wsgi|asgi)", argv)
+    args = parse_args("socketify launcher", options={"--interface": str})
     app = load_app(args.app)
-    server_cls = {"wsgi": WSGI, "asgi": ASGI}[interface]
+    server_cls = {"wsgi": WSGI, "asgi": ASGI}[args.interface]
 
     listening = threading.Event()
 

@@ -1,24 +1,22 @@
 """Start a WSGI app on meinheld (picoev + greenlets, C HTTP parser; one thread per process).
 
 Pitfalls handled: standalone meinheld logs every request (access logger switched off here)
-and has keep-alive off by default (switched on here, 10 s).
+and has keep-alive off by default (switched on here, ``--keepalive`` seconds).
 """
 
 from meinheld import server
 
 from launch_common import bind_socket, load_app, parse_args, serve_workers
 
-KEEPALIVE_S = 10
-
 
 def main():
-    args = parse_args("meinheld launcher")
+    args = parse_args("meinheld launcher", options={"--keepalive": int})
     app = load_app(args.app)
     sock = bind_socket(args.host, args.port, args.backlog)
 
     def serve():
         server.set_access_logger(None)
-        server.set_keepalive(KEEPALIVE_S)
+        server.set_keepalive(args.keepalive)
         server.set_backlog(args.backlog)
         server.set_listen_socket(sock.fileno())
         server.run(app)

@@ -1,7 +1,9 @@
-//! Thin wrappers over the few OS calls the engine needs (Linux).
+//! Thin wrappers over the few OS calls pywebbench's engine and reference server need
+//! (Linux): clocks, the open-file limit, CPU pinning, timer slack and a timerfd.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
 
 fn clock(id: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
@@ -39,40 +41,41 @@ pub fn unix_time_s() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Make sure the process may open `need` file descriptors: raise the soft RLIMIT_NOFILE
-/// (and, if allowed, the hard one). Returns the resulting soft limit, or a clear error.
-pub fn ensure_nofile(need: u64) -> Result<u64, String> {
+/// The RLIMIT_NOFILE pair (soft, hard).
+fn nofile_limit() -> io::Result<libc::rlimit> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: valid out-pointer.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return Err(format!(
-            "getrlimit(RLIMIT_NOFILE) failed: {}",
-            io::Error::last_os_error()
-        ));
+        return Err(io::Error::last_os_error());
     }
+    Ok(lim)
+}
+
+/// Sets RLIMIT_NOFILE; false when the kernel refused.
+fn set_nofile_limit(soft: libc::rlim_t, hard: libc::rlim_t) -> bool {
+    let want = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: valid pointer to an initialised rlimit.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 }
+}
+
+/// Make sure the process may open `need` file descriptors: raise the soft RLIMIT_NOFILE
+/// (and, if allowed, the hard one). Returns the resulting soft limit, or a clear error.
+pub fn ensure_nofile(need: u64) -> Result<u64, String> {
+    let lim = nofile_limit().map_err(|e| format!("getrlimit(RLIMIT_NOFILE) failed: {e}"))?;
     if lim.rlim_cur >= need {
         return Ok(lim.rlim_cur);
     }
-    let want = libc::rlimit {
-        rlim_cur: need,
-        rlim_max: lim.rlim_max.max(need),
-    };
-    // SAFETY: valid pointer to an initialised rlimit.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
+    if set_nofile_limit(need, lim.rlim_max.max(need)) {
         return Ok(need);
     }
-    if lim.rlim_max >= need {
-        let soft = libc::rlimit {
-            rlim_cur: need,
-            rlim_max: lim.rlim_max,
-        };
-        // SAFETY: as above.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &soft) } == 0 {
-            return Ok(need);
-        }
+    if lim.rlim_max >= need && set_nofile_limit(need, lim.rlim_max) {
+        return Ok(need);
     }
     Err(format!(
         "need {need} file descriptors (connections + margin), limit is {} (hard {}); \
@@ -81,9 +84,28 @@ pub fn ensure_nofile(need: u64) -> Result<u64, String> {
     ))
 }
 
-/// Pin the calling thread to one CPU.
+/// Raises the soft open-file limit to the hard limit (10,000+ connections need it).
+/// Returns the resulting soft limit (0 when it cannot be read).
+pub fn raise_nofile_limit() -> u64 {
+    let Ok(lim) = nofile_limit() else {
+        return 0;
+    };
+    if lim.rlim_cur < lim.rlim_max && set_nofile_limit(lim.rlim_max, lim.rlim_max) {
+        return lim.rlim_max;
+    }
+    lim.rlim_cur
+}
+
+/// Pin the calling thread to one CPU (an index beyond `cpu_set_t` is an `InvalidInput`
+/// error).
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET bounds are checked by the spec validation.
+    if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU {cpu} is beyond the affinity mask"),
+        ));
+    }
+    // SAFETY: cpu_set_t is plain data and `cpu` is within it (checked above).
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_ZERO(&mut set);
@@ -103,8 +125,8 @@ pub fn set_timer_slack_ns(ns: u64) {
     }
 }
 
-/// A one-shot CLOCK_MONOTONIC timerfd, armed at absolute times (nanosecond precision,
-/// unlike epoll_wait's millisecond timeout).
+/// A one-shot CLOCK_MONOTONIC timerfd, armed at absolute times or after a delay
+/// (nanosecond precision, unlike epoll_wait's millisecond timeout).
 pub struct TimerFd {
     fd: OwnedFd,
     armed_at: u64,
@@ -136,24 +158,36 @@ impl TimerFd {
             return;
         }
         self.armed_at = at_ns;
+        let value = libc::timespec {
+            tv_sec: (at_ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (at_ns % 1_000_000_000).max(1) as libc::c_long,
+        };
+        self.settime(libc::TFD_TIMER_ABSTIME, value);
+    }
+
+    /// Fire once `after` from now (at least 1 ns: a zero delay would disarm the timer).
+    /// Forgets any absolute arming time (`armed_at` becomes 0).
+    pub fn arm_after(&mut self, after: Duration) {
+        self.armed_at = 0;
+        let after = after.max(Duration::from_nanos(1));
+        let value = libc::timespec {
+            tv_sec: after.as_secs() as libc::time_t,
+            tv_nsec: after.subsec_nanos() as libc::c_long,
+        };
+        self.settime(0, value);
+    }
+
+    fn settime(&self, flags: libc::c_int, value: libc::timespec) {
         let spec = libc::itimerspec {
             it_interval: libc::timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             },
-            it_value: libc::timespec {
-                tv_sec: (at_ns / 1_000_000_000) as libc::time_t,
-                tv_nsec: (at_ns % 1_000_000_000).max(1) as libc::c_long,
-            },
+            it_value: value,
         };
         // SAFETY: valid fd and pointers.
         unsafe {
-            libc::timerfd_settime(
-                self.fd.as_raw_fd(),
-                libc::TFD_TIMER_ABSTIME,
-                &spec,
-                std::ptr::null_mut(),
-            );
+            libc::timerfd_settime(self.fd.as_raw_fd(), flags, &spec, std::ptr::null_mut());
         }
     }
 
@@ -166,6 +200,15 @@ impl TimerFd {
     /// epoll reports every expiration, so the counter is never read (no syscall).
     pub fn fired(&mut self) {
         self.armed_at = 0;
+    }
+
+    /// Read (and so reset) the expiration counter; a no-op when the timer has not fired.
+    pub fn drain(&self) {
+        let mut count = [0u8; 8];
+        // SAFETY: reading 8 bytes into an 8-byte buffer from our own non-blocking timerfd.
+        unsafe {
+            libc::read(self.fd.as_raw_fd(), count.as_mut_ptr().cast(), 8);
+        }
     }
 
     /// The raw descriptor (for registration with the poller).
@@ -209,6 +252,44 @@ mod tests {
         assert!(ensure_nofile(64).unwrap() >= 64);
         let err = ensure_nofile(u64::MAX / 2).unwrap_err();
         assert!(err.contains("ulimit -n"), "{err}");
+    }
+
+    #[test]
+    fn nofile_soft_limit_rises_to_hard() {
+        let soft = raise_nofile_limit();
+        assert!(soft >= 64, "{soft}");
+        assert_eq!(soft, nofile_limit().unwrap().rlim_cur);
+    }
+
+    #[test]
+    fn pinning_beyond_the_mask_is_refused() {
+        let err = pin_current_thread(1 << 20).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn timer_fires_after_a_delay_and_at_a_time() {
+        let mut t = TimerFd::new().unwrap();
+        let wait_readable = |t: &TimerFd| {
+            let mut pfd = libc::pollfd {
+                fd: t.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut pfd, 1, 2_000) == 1 }
+        };
+        t.arm_after(Duration::ZERO);
+        assert_eq!(t.armed_at(), 0);
+        assert!(wait_readable(&t));
+        t.drain();
+        let at = now_ns() + 1_000_000;
+        t.arm_at(at);
+        assert_eq!(t.armed_at(), at);
+        assert!(wait_readable(&t));
+        assert!(now_ns() >= at);
+        t.fired();
+        assert_eq!(t.armed_at(), 0);
     }
 
     #[test]

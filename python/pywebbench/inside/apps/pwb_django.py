@@ -1,7 +1,13 @@
 """pywebbench workloads in Django (WSGI), configured in this one module: ``pwb_django:app``.
 
-No middleware (as in TechEmpower's Django test), no database layer: fortunes use the same
-client code as the other frameworks (psycopg or sqlite3). Runs inside a stack venv.
+None of Django's middleware (as in TechEmpower's Django test), no database layer: fortunes use
+the same client code as the other frameworks (psycopg or sqlite3). Runs inside a stack venv.
+
+One middleware of our own, :func:`content_length`: Django sets no Content-Length itself (its
+CommonMiddleware would). Without it the framing is left to the server: most servers chunk
+the body, but uWSGI's HTTP/1.1 socket sends neither length nor chunks and keeps the
+connection open, so a client only sees the end of the body when uWSGI's socket timeout (4 s)
+closes the connection (``pywebbench verify`` then never saw uwsgi+django get ready).
 """
 
 import django
@@ -12,7 +18,7 @@ settings.configure(
     SECRET_KEY="pywebbench-not-secret",
     ROOT_URLCONF=__name__,
     ALLOWED_HOSTS=["*"],
-    MIDDLEWARE=[],
+    MIDDLEWARE=[__name__ + ".content_length"],
     INSTALLED_APPS=[],
     DATABASES={},
     USE_TZ=True,
@@ -27,6 +33,18 @@ from django.urls import path  # noqa: E402
 from django.views.decorators.http import require_GET, require_POST  # noqa: E402
 
 import pwb_common as c  # noqa: E402
+
+
+def content_length(get_response):
+    """Middleware: set Content-Length on every non-streaming response (404s and 405s too)."""
+
+    def middleware(request):
+        response = get_response(request)
+        if not response.streaming and not response.has_header("Content-Length"):
+            response["Content-Length"] = str(len(response.content))
+        return response
+
+    return middleware
 
 
 def _guard(view):

@@ -10,11 +10,9 @@ import waitress
 
 from launch_common import bind_socket, load_app, parse_args, serve_workers
 
-CONNECTION_LIMIT = 1000
-
 
 def main():
-    args = parse_args("waitress launcher")
+    args = parse_args("waitress launcher", options={"--connection-limit": int})
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("waitress.queue").setLevel(logging.CRITICAL)
     logging.getLogger("waitress.queue").propagate = False
@@ -27,7 +25,7 @@ def main():
             sockets=[sock],
             threads=args.threads,
             backlog=args.backlog,
-            connection_limit=CONNECTION_LIMIT,
+            connection_limit=args.connection_limit,
             _quiet=True,
         )
 

@@ -8,18 +8,16 @@ import eventlet.wsgi  # noqa: E402
 
 from launch_common import bind_socket, load_app, parse_args, serve_workers  # noqa: E402
 
-MAX_GREENTHREADS = 1024  # eventlet.wsgi's default max_size, recorded in the settings
-
 
 def main():
-    args = parse_args("eventlet launcher")
+    args = parse_args("eventlet launcher", options={"--max-greenthreads": int})
     app = load_app(args.app)
     raw = bind_socket(args.host, args.port, args.backlog)
     sock = eventlet.green.socket.socket(fileno=raw.detach())
 
     def serve():
         eventlet.wsgi.server(
-            sock, app, log_output=False, max_size=MAX_GREENTHREADS, keepalive=True, debug=False
+            sock, app, log_output=False, max_size=args.max_greenthreads, keepalive=True, debug=False
         )
 
     serve_workers(args.workers, serve)

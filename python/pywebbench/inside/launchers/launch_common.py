@@ -4,7 +4,10 @@ Runs inside a stack's virtualenv, on Python 3.9+ (PyPy included); never imports 
 Every launcher takes the same command line::
 
     python launch_<server>.py --app module:callable --host 127.0.0.1 --port 8000 \
-        --workers 2 --threads 4 [--backlog 2048]
+        --workers 2 --threads 4 [--backlog 2048] [server-specific options]
+
+Server-specific options (``--connection-limit 1000``...) are required: their values come from
+the server's adapter in pywebbench (``launcher_options()``), the one place they are set.
 
 Workers are processes: the launcher binds the listening socket once, then forks ``workers``
 processes that all accept on it (the parent only waits, and takes its children down with it).
@@ -20,8 +23,9 @@ import sys
 DEFAULT_BACKLOG = 2048
 
 
-def parse_args(description, argv=None):
-    """The common launcher command line."""
+def parse_args(description, argv=None, options=None):
+    """The common launcher command line, plus ``options``: {"--flag": type} of required
+    server-specific options (read as ``args.flag``)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--app", required=True, help="module:callable of the WSGI/ASGI app")
     p.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
@@ -29,6 +33,8 @@ def parse_args(description, argv=None):
     p.add_argument("--workers", type=int, default=1, help="processes")
     p.add_argument("--threads", type=int, default=1, help="threads per process (if used)")
     p.add_argument("--backlog", type=int, default=DEFAULT_BACKLOG, help="listen backlog")
+    for flag, kind in (options or {}).items():
+        p.add_argument(flag, type=kind, required=True)
     args = p.parse_args(argv)
     if args.workers < 1 or args.threads < 1:
         p.error("--workers and --threads must be >= 1")

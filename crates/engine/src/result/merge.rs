@@ -1,0 +1,124 @@
+//! A result document back to a tally, JSON in and out, and merging of results that ran at
+//! the same time.
+
+use super::{assemble, self_check, LoadResult, RunInfo, Tally, WarmupStats};
+use crate::errors::ErrorCounts;
+use crate::hist;
+
+impl LoadResult {
+    /// The result's counters and histograms as a tally (for merging).
+    pub fn to_tally(&self) -> Result<Tally, String> {
+        let mut t = Tally::new();
+        t.latency = self.latency.decode()?;
+        if let Some(h) = &self.service_time {
+            t.service = h.decode()?;
+        }
+        if let Some(h) = &self.schedule_lag {
+            t.lag = h.decode()?;
+        }
+        t.requests = self.requests;
+        t.timeouts = self.timeouts;
+        t.errors = ErrorCounts::from_map(&self.error_classes)?;
+        for (k, v) in &self.status_counts {
+            let code: usize = k
+                .parse()
+                .map_err(|_| format!("status_counts: bad code {k:?}"))?;
+            if code >= t.status.len() {
+                return Err(format!("status_counts: bad code {k:?}"));
+            }
+            t.status[code] += v;
+        }
+        t.bytes_in = self.bytes_in;
+        t.bytes_out = self.bytes_out;
+        let c = &self.connections;
+        t.attempts = c.attempts;
+        t.established = c.established;
+        t.reopened = c.reopened;
+        t.in_flight_at_end = c.in_flight_at_end;
+        t.pipeline_resent = c.pipeline_resent;
+        // Requests per connection survives only as a summary: re-record its quantiles.
+        let s = &c.requests_per_connection;
+        if s.count > 0 {
+            let _ = t.per_conn.record_n(s.p50.max(1), s.count);
+        }
+        if let Some(ol) = &self.open_loop {
+            t.offered = ol.offered;
+            t.queued = ol.queued;
+            t.queue_max = ol.queue_max;
+            t.unsent_at_end = ol.unsent_at_end;
+        }
+        for s in &self.per_second {
+            let h = hist::decode(&s.hist)?;
+            let slot = t.second(s.t as usize);
+            slot.0 += s.completed;
+            slot.1 += s.errors;
+            hist::add(&mut slot.2, &h);
+        }
+        Ok(t)
+    }
+
+    /// Serialise to JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("result is always serialisable")
+    }
+
+    /// Parse from JSON.
+    pub fn from_json(s: &str) -> Result<LoadResult, String> {
+        serde_json::from_str(s).map_err(|e| format!("not a load result: {e}"))
+    }
+}
+
+/// Merge results of runs that ran at the same time (several load agents against one
+/// server): counts and histograms add up, rates add up, durations take the longest.
+/// The spec of the first result is kept, with `connections` summed.
+pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
+    let first = results.first().ok_or("merge: no results")?;
+    let mut total = Tally::new();
+    let mut threads = Vec::new();
+    let mut warm: Option<WarmupStats> = None;
+    let mut nofile = u64::MAX;
+    let mut spec = first.spec.clone();
+    spec.connections = 0;
+    for r in results {
+        total.merge(&r.to_tally()?);
+        threads.extend(r.generator.threads.iter().cloned());
+        nofile = nofile.min(r.generator.nofile_limit);
+        spec.connections += r.spec.connections;
+        if let Some(w) = &r.warmup {
+            let acc = warm.get_or_insert_with(WarmupStats::default);
+            acc.duration_s = acc.duration_s.max(w.duration_s);
+            acc.requests += w.requests;
+            acc.errors += w.errors;
+            acc.timeouts += w.timeouts;
+            acc.rps += w.rps;
+            acc.p50_us = acc.p50_us.max(w.p50_us);
+            acc.p99_us = acc.p99_us.max(w.p99_us);
+        }
+    }
+    let mut merged = assemble(
+        &total,
+        RunInfo {
+            mode: first.mode,
+            interrupted: results.iter().any(|r| r.interrupted),
+            started_at: results
+                .iter()
+                .map(|r| r.started_at)
+                .fold(f64::INFINITY, f64::min),
+            duration_s: results.iter().map(|r| r.duration_s).fold(0.0, f64::max),
+            threads,
+            warmup: warm,
+            nofile_limit: nofile,
+            queue_limit: first.open_loop.as_ref().map(|o| o.queue_limit).unwrap_or(0),
+            spec,
+        },
+    );
+    if let Some(ol) = merged.open_loop.as_mut() {
+        ol.offered_rate = results.iter().filter_map(|r| r.spec.rate).sum();
+    }
+    merged.spec.rate = merged.open_loop.as_ref().map(|o| o.offered_rate);
+    self_check(&mut merged);
+    merged
+        .warnings
+        .push(format!("merged from {} results", results.len()));
+    Ok(merged)
+}

@@ -1,0 +1,112 @@
+"""The CI gate: ``--fail-if slower>5%`` and friends, judged on the pair comparisons.
+
+A rule trips on a cell only when the cell is *significantly* worse than the threshold:
+
+- ``slower>X%``: the upper end of the CI of NEW/BASE requests/s is below ``1 - X``;
+- ``p50>X%``, ``p99>X%``: the lower end of the CI of NEW/BASE latency is above ``1 + X``;
+- ``memory>X%``: NEW's peak RSS exceeds BASE's by more than X (one peak per cell, no CI);
+- ``errors>N`` / ``errors>X%``: NEW's measured iterations had more than N errors (transport
+  errors + non-2xx), or an error rate above X;
+- and with any rule, a cell that worked in BASE and failed in NEW trips the gate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pywebbench.compare.verdict import FAILED, PairComparison
+
+METRICS = ("slower", "p50", "p99", "memory", "errors")
+_RULE = re.compile(r"^\s*([a-z0-9]+)\s*>\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(%?)\s*$")
+
+
+class GateSyntaxError(ValueError):
+    """A ``--fail-if`` rule that does not parse."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One ``--fail-if`` rule."""
+
+    metric: str  # METRICS
+    limit: float  # a fraction when percent, else a count
+    percent: bool
+    text: str
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A cell that trips a rule, and by how much."""
+
+    label: str
+    rule: str
+    detail: str
+
+
+def parse_rule(text: str) -> Rule:
+    """``"slower>5%"`` -> Rule("slower", 0.05, True, ...); GateSyntaxError when it does not
+    parse."""
+    m = _RULE.match(text.lower())
+    if not m:
+        raise GateSyntaxError(
+            f"cannot parse {text!r}: expected METRIC>NUMBER[%], METRIC one of " + ", ".join(METRICS)
+        )
+    metric, number, pct = m.group(1), float(m.group(2)), bool(m.group(3))
+    if metric not in METRICS:
+        raise GateSyntaxError(f"unknown metric {metric!r} in {text!r}; use " + ", ".join(METRICS))
+    if metric != "errors" and not pct:
+        raise GateSyntaxError(f"{text!r}: a {metric} threshold is a percentage, e.g. {metric}>5%")
+    return Rule(metric, number / 100.0 if pct else number, pct, text.strip())
+
+
+def parse_rules(texts: Iterable[str]) -> list[Rule]:
+    """Every rule of repeated and comma-separated ``--fail-if`` values."""
+    return [parse_rule(t) for text in texts for t in text.split(",") if t.strip()]
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def _violation(rule: Rule, c: PairComparison) -> str | None:
+    """Why ``c`` trips ``rule``, or None."""
+    if rule.metric == "slower":
+        est = c.rps
+        if est is not None and est.high < 1.0 - rule.limit:
+            return f"requests/s {_pct(est.change)} (CI {_pct(est.low - 1)} .. {_pct(est.high - 1)})"
+        return None
+    if rule.metric in ("p50", "p99"):
+        est = c.p50 if rule.metric == "p50" else c.p99
+        if est is not None and est.low > 1.0 + rule.limit:
+            return (
+                f"{rule.metric} latency {_pct(est.change)} "
+                f"(CI {_pct(est.low - 1)} .. {_pct(est.high - 1)})"
+            )
+        return None
+    if rule.metric == "memory":
+        if c.memory_ratio is not None and c.memory_ratio > 1.0 + rule.limit:
+            return f"peak RSS {_pct(c.memory_ratio - 1)}"
+        return None
+    new = c.pair.new
+    if rule.percent and new.error_rate > rule.limit:
+        return f"error rate {new.error_rate * 100:.2f}% ({new.errors} errors)"
+    if not rule.percent and new.errors > rule.limit:
+        return f"{new.errors} errors in {new.requests + new.errors} requests"
+    return None
+
+
+def evaluate(rules: Sequence[Rule], comparisons: Sequence[PairComparison]) -> list[Violation]:
+    """Every (cell, rule) that trips; empty when the gate passes."""
+    out = []
+    for c in comparisons:
+        if rules and c.verdict == FAILED:
+            reason = c.pair.new.cell.failure_reason or "no reason recorded"
+            out.append(Violation(c.label, "failed", f"failed in NEW: {reason}"))
+            continue
+        for rule in rules:
+            detail = _violation(rule, c)
+            if detail is not None:
+                out.append(Violation(c.label, rule.text, detail))
+    return out

@@ -1,0 +1,194 @@
+"""Lay a :class:`~pywebbench.compare.Comparison` out: terminal table, Markdown, JSON.
+
+Every layout shows the same rows (:func:`rows`): per pair the requests/s ratio with its CI,
+the p50 and p99 latency ratios, the peak-memory change and the verdict; then the cells set
+aside (unmatched, incomplete) and the gate's outcome. The HTML page is in
+:mod:`pywebbench.compare.html`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pywebbench.compare import Comparison
+from pywebbench.compare.bootstrap import RatioEstimate
+from pywebbench.compare.verdict import FASTER, PairComparison
+
+MIB = 1024 * 1024
+
+
+def fmt_ratio(est: RatioEstimate | None) -> str:
+    """``1.23x [1.10, 1.35]``; ``–`` when there is none."""
+    if est is None:
+        return "–"
+    return f"{est.ratio:.2f}x [{est.low:.2f}, {est.high:.2f}]"
+
+
+def fmt_memory(c: PairComparison) -> str:
+    """``+12.3 MiB (+8%)``; ``–`` when either side has no figure."""
+    if c.memory_change_bytes is None or c.memory_ratio is None:
+        return "–"
+    return f"{c.memory_change_bytes / MIB:+.1f} MiB ({(c.memory_ratio - 1) * 100:+.0f}%)"
+
+
+def _estimate_doc(est: RatioEstimate | None) -> dict[str, float] | None:
+    if est is None:
+        return None
+    return {
+        "ratio": est.ratio,
+        "ci_low": est.low,
+        "ci_high": est.high,
+        "base_median": est.base_median,
+        "new_median": est.new_median,
+    }
+
+
+def verdict_class(verdict: str) -> str:
+    """A CSS/badge class for a verdict: good, bad or info."""
+    if verdict in (FASTER, "recovered"):
+        return "good"
+    if verdict in ("slower", "failed", "failed in both"):
+        return "bad"
+    return "info"
+
+
+def rows(result: Comparison) -> list[dict[str, str]]:
+    """One row of display strings per pair."""
+    out = []
+    for c in result.comparisons:
+        out.append(
+            {
+                "cell": c.label,
+                "req/s": fmt_ratio(c.rps),
+                "p50": fmt_ratio(c.p50),
+                "p99": fmt_ratio(c.p99),
+                "peak RSS": fmt_memory(c),
+                "verdict": c.verdict,
+                "differs": "; ".join(c.pair.differences),
+            }
+        )
+    return out
+
+
+def notes(result: Comparison) -> list[str]:
+    """Lines under the table: method, set-aside cells, gate outcome."""
+    lines = [
+        f"BASE {result.base.id} ({result.base.status}) vs NEW {result.new.id} "
+        f"({result.new.status}); ratios NEW/BASE of medians, "
+        f"{result.level * 100:g}% two-level bootstrap CI; "
+        f"verdict needs the CI to exclude 1 and a change of at least "
+        f"{result.min_change * 100:g}%"
+        + (f"; varying: {', '.join(result.vary)}" if result.vary else "")
+    ]
+    for u in result.unmatched:
+        lines.append(f"unmatched {u.side.upper()} cell {u.cell.label}: {u.reason}")
+    for fig in result.incomplete:
+        side = "BASE" if fig.run_id == result.base.id else "NEW"
+        lines.append(f"incomplete {side} cell {fig.label} ({fig.cell.status}): not compared")
+    if result.rules:
+        rules = ", ".join(r.text for r in result.rules)
+        if result.violations:
+            for v in result.violations:
+                lines.append(f"GATE FAILED [{v.rule}] {v.label}: {v.detail}")
+        else:
+            lines.append(f"gate passed ({rules})")
+    return lines
+
+
+def to_json(result: Comparison) -> str:
+    """The comparison as a JSON document (``format: pywebbench-compare``)."""
+    doc: dict[str, Any] = {
+        "format": "pywebbench-compare",
+        "base": result.base.id,
+        "new": result.new.id,
+        "vary": result.vary,
+        "level": result.level,
+        "min_change": result.min_change,
+        "cells": [
+            {
+                "cell": c.label,
+                "base_cell": c.pair.base.label,
+                "stack": c.pair.new.stack.key,
+                "workload": c.pair.new.cell.workload,
+                "load_point": c.pair.new.cell.load_point,
+                "verdict": c.verdict,
+                "differs": c.pair.differences,
+                "rps": _estimate_doc(c.rps),
+                "p50": _estimate_doc(c.p50),
+                "p99": _estimate_doc(c.p99),
+                "peak_rss_change_bytes": c.memory_change_bytes,
+                "peak_rss_ratio": c.memory_ratio,
+                "errors": {"base": c.pair.base.errors, "new": c.pair.new.errors},
+            }
+            for c in result.comparisons
+        ],
+        "unmatched": [
+            {"side": u.side, "cell": u.cell.label, "reason": u.reason} for u in result.unmatched
+        ],
+        "incomplete": [
+            {"run": f.run_id, "cell": f.label, "status": f.cell.status} for f in result.incomplete
+        ],
+        "gate": {
+            "rules": [r.text for r in result.rules],
+            "passed": not result.violations,
+            "violations": [
+                {"cell": v.label, "rule": v.rule, "detail": v.detail} for v in result.violations
+            ],
+        },
+    }
+    return json.dumps(doc, indent=1)
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def to_markdown(result: Comparison) -> str:
+    """A Markdown table and notes, ready for a pull-request comment."""
+    table = rows(result)
+    header = ["cell", "req/s", "p50", "p99", "peak RSS", "verdict"]
+    lines = [
+        f"## pywebbench compare: {result.base.id} → {result.new.id}",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * 4 + ["---"]) + "|",
+    ]
+    for row in table:
+        cells = [_md_escape(row[h]) for h in header]
+        if row["differs"]:
+            cells[0] += f" ({_md_escape(row['differs'])})"
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines += [f"- {_md_escape(n)}" for n in notes(result)]
+    return "\n".join(lines) + "\n"
+
+
+def print_table(result: Comparison) -> None:
+    """The comparison as a rich table on standard output, notes below it."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=180)
+    styles = {"good": "green", "bad": "bold red", "info": ""}
+    table = Table(title=f"{result.base.id} -> {result.new.id}", title_justify="left")
+    for col in ("cell", "req/s NEW/BASE", "p50", "p99", "peak RSS", "verdict"):
+        table.add_column(col, justify="left" if col in ("cell", "verdict") else "right")
+    for c, row in zip(result.comparisons, rows(result), strict=True):
+        cell = Text(row["cell"])
+        if row["differs"]:
+            cell.append("\n" + row["differs"], style="dim")
+        table.add_row(
+            cell,
+            row["req/s"],
+            row["p50"],
+            row["p99"],
+            row["peak RSS"],
+            Text(row["verdict"], style=styles[verdict_class(c.verdict)]),
+        )
+    console.print(table)
+    for line in notes(result):
+        console.print(Text(line))

@@ -1,0 +1,97 @@
+"""Compare paired cells: ratios with CIs, memory change and a verdict per pair.
+
+The verdict rule (docs/compare.md) is on throughput, the figure people rank stacks by:
+
+- *slower*: the whole confidence interval of NEW/BASE requests/s lies below 1 and the
+  median ratio is at least ``min_change`` below 1;
+- *faster*: the mirror image;
+- *no significant change*: anything else.
+
+The interval is the two-level bootstrap of :mod:`pywebbench.compare.bootstrap` at
+``level`` (99% by default: like asv's p < 0.002 rule, a verdict is a strong claim; on a
+busy machine run-to-run drift is larger than within-run spread suggests). A cell that
+failed in NEW while it worked in BASE gets the verdict *failed*; the reverse *recovered*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pywebbench.compare.bootstrap import RatioEstimate, ratio_of_medians, seed_for
+from pywebbench.compare.match import Pair
+
+SLOWER = "slower"
+FASTER = "faster"
+SAME = "no significant change"
+FAILED = "failed"
+RECOVERED = "recovered"
+BOTH_FAILED = "failed in both"
+NO_DATA = "no data"
+
+DEFAULT_LEVEL = 0.99
+DEFAULT_MIN_CHANGE = 0.02
+
+
+@dataclass
+class PairComparison:
+    """The comparison of one pair of cells."""
+
+    pair: Pair
+    verdict: str
+    rps: RatioEstimate | None = None
+    p50: RatioEstimate | None = None  # of per-iteration p50 latencies
+    p99: RatioEstimate | None = None  # of per-iteration p99 latencies
+    memory_change_bytes: int | None = None  # NEW - BASE peak RSS of the server tree
+    memory_ratio: float | None = None
+
+    @property
+    def label(self) -> str:
+        return self.pair.label
+
+    @property
+    def significant(self) -> bool:
+        return self.verdict in (SLOWER, FASTER)
+
+
+def throughput_verdict(rps: RatioEstimate | None, min_change: float) -> str:
+    """The verdict on a requests/s ratio (see the module docstring)."""
+    if rps is None:
+        return NO_DATA
+    if rps.high < 1.0 and rps.ratio <= 1.0 - min_change:
+        return SLOWER
+    if rps.low > 1.0 and rps.ratio >= 1.0 + min_change:
+        return FASTER
+    return SAME
+
+
+def compare_pair(
+    pair: Pair,
+    *,
+    level: float = DEFAULT_LEVEL,
+    min_change: float = DEFAULT_MIN_CHANGE,
+) -> PairComparison:
+    """Ratios, CIs, memory change and verdict of one pair."""
+    base, new = pair.base, pair.new
+    if new.failed or base.failed:
+        verdict = BOTH_FAILED if new.failed and base.failed else FAILED if new.failed else RECOVERED
+        return PairComparison(pair, verdict)
+    name = f"{base.label} -> {new.label}"
+    rps = ratio_of_medians(base.rps, new.rps, seed=seed_for(name + "|rps"), level=level)
+    out = PairComparison(pair, throughput_verdict(rps, min_change), rps=rps)
+    out.p50 = ratio_of_medians(base.p50_us, new.p50_us, seed=seed_for(name + "|p50"), level=level)
+    out.p99 = ratio_of_medians(base.p99_us, new.p99_us, seed=seed_for(name + "|p99"), level=level)
+    if base.peak_rss_bytes and new.peak_rss_bytes:
+        out.memory_change_bytes = new.peak_rss_bytes - base.peak_rss_bytes
+        out.memory_ratio = new.peak_rss_bytes / base.peak_rss_bytes
+    return out
+
+
+def compare_pairs(
+    pairs: Sequence[Pair],
+    *,
+    level: float = DEFAULT_LEVEL,
+    min_change: float = DEFAULT_MIN_CHANGE,
+) -> list[PairComparison]:
+    """:func:`compare_pair` of every pair, in order."""
+    return [compare_pair(p, level=level, min_change=min_change) for p in pairs]

@@ -1,0 +1,161 @@
+"""``pywebbench compare`` on real stored runs: A/A passes, a real regression trips the gate,
+formats, --vary, incomplete cells and bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from compare_study import STACK, StoredRuns, edited_copy, pwb
+from pywebbench.cli import cli
+from pywebbench.store import Study
+
+GATE = "slower>5%,p99>10%,errors>0"
+
+
+def compare(runs: StoredRuns | Path, *args: str) -> tuple[int, str, str]:
+    """``pywebbench compare ARGS`` in this process (the CLI group, as the console script)."""
+    store = runs.store if isinstance(runs, StoredRuns) else runs
+    res = CliRunner().invoke(cli, ["compare", *args, "--store", str(store)])
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    return res.exit_code, res.stdout, res.stderr
+
+
+def test_the_console_script_exits_1_on_a_regression(stored_runs: StoredRuns) -> None:
+    proc = pwb(
+        "compare",
+        stored_runs.a1,
+        stored_runs.slow,
+        "--fail-if",
+        GATE,
+        "--store",
+        str(stored_runs.store),
+    )
+    assert proc.returncode == 1 and "GATE FAILED" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_aa_same_stack_twice_passes_the_gate(stored_runs: StoredRuns) -> None:
+    rc, out, err = compare(
+        stored_runs, stored_runs.a1, stored_runs.a2, "--fail-if", GATE, "--format", "json"
+    )
+    assert rc == 0, out + err
+    doc = json.loads(out)
+    assert [c["verdict"] for c in doc["cells"]] == ["no significant change"], doc["cells"]
+    cell = doc["cells"][0]
+    assert cell["stack"] == STACK and cell["workload"] == "cpu"
+    rps = cell["rps"]
+    assert rps["ci_low"] <= rps["ratio"] <= rps["ci_high"]
+    assert rps["ci_low"] < 1.0 < rps["ci_high"]
+    assert doc["gate"] == {"rules": GATE.split(","), "passed": True, "violations": []}
+
+
+def test_real_regression_fails_the_gate_and_names_the_cell(stored_runs: StoredRuns) -> None:
+    rc, out, err = compare(stored_runs, stored_runs.a1, stored_runs.slow, "--fail-if", GATE)
+    assert rc == 1, out + err
+    out = " ".join(out.split())  # the table wraps long cells
+    assert "GATE FAILED [slower>5%]" in out and f"{STACK} | cpu @ c8" in out
+    assert "slower" in out
+    # Same data, same verdict and interval: the bootstrap is seeded.
+    first = compare(stored_runs, stored_runs.a1, stored_runs.slow, "--format", "json")
+    again = compare(stored_runs, stored_runs.a1, stored_runs.slow, "--format", "json")
+    assert first[0] == 0 and first[1] == again[1]
+    cell = json.loads(first[1])["cells"][0]
+    assert cell["verdict"] == "slower" and cell["rps"]["ci_high"] < 0.5
+    assert cell["p50"]["ci_low"] > 1.5  # every request does ~6.8x the work
+
+
+def test_latest_two_and_the_formats(stored_runs: StoredRuns, tmp_path: Path) -> None:
+    rc, out, _ = compare(stored_runs, "--latest", "2", "--format", "markdown")
+    assert rc == 0
+    assert f"{stored_runs.a2} → {stored_runs.slow}" in out
+    assert "| cell | req/s | p50 | p99 | peak RSS | verdict |" in out and "slower" in out
+    page = tmp_path / "cmp.html"
+    rc, _, err = compare(
+        stored_runs, stored_runs.a1, stored_runs.slow, "--format", "html", "-o", str(page)
+    )
+    assert rc == 0 and f"wrote {page}" in err
+    html = page.read_text()
+    assert 'class="masthead"' in html and "--bad: #c53030" in html  # the report's look
+    assert 'data-verdict="slower"' in html and STACK in html
+
+
+def _rename_interpreter(study: Study) -> None:
+    for stack in study.stacks:
+        stack.interpreter = "pypy3.9"
+        stack.key = stack.name = stack.key.replace(stack.key.split("/")[0], "pypy3.9")
+
+
+def test_vary_interpreter_pairs_other_interpreters(stored_runs: StoredRuns, tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    base, new = edited_copy(stored_runs.store, stored_runs.a1, store, _rename_interpreter)
+    out_file = tmp_path / "out.json"
+    rc, out, err = compare(store, base, new, "--format", "json", "-o", str(out_file))
+    assert rc == 2 and not out_file.exists()
+    assert err.count("\n") == 1 and "no complete cells in common" in err and "--vary" in err
+    rc, out, err = compare(store, base, new, "--vary", "interpreter", "--format", "json")
+    assert rc == 0, err
+    cell = json.loads(out)["cells"][0]
+    assert f"interpreter {stored_runs.store and STACK.split('/')[0]} -> pypy3.9" in cell["differs"]
+    assert cell["verdict"] == "no significant change" and cell["rps"]["ratio"] == 1.0
+
+
+def _interrupt_last_cell(study: Study) -> None:
+    study.runs[0].status = "interrupted"
+    study.cells[-1].status = "interrupted"
+
+
+def test_incomplete_cells_are_named_and_left_out(stored_runs: StoredRuns, tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    base, new = edited_copy(stored_runs.store, stored_runs.a1, store, _interrupt_last_cell)
+    rc, out, err = compare(store, base, new)
+    assert rc == 2  # its only cell was interrupted: nothing left to compare
+    assert f"warning: NEW run {new} cell {STACK} | cpu @ c8 is interrupted" in err
+    assert "no complete cells in common" in err
+
+
+def test_bad_input_is_one_line_and_exit_2(stored_runs: StoredRuns, tmp_path: Path) -> None:
+    out_file = tmp_path / "never.md"
+    cases = [
+        (["nope-1", stored_runs.a1], "RUNS: no run 'nope-1'"),
+        ([stored_runs.a1, stored_runs.a2, "--fail-if", "slower>>5%"], "--fail-if: cannot parse"),
+        ([stored_runs.a1, stored_runs.a2, "--fail-if", "faster>5%"], "unknown metric 'faster'"),
+        ([stored_runs.a1, stored_runs.a2, "--fail-if", "slower>5"], "is a percentage"),
+        ([stored_runs.a1], "expected BASE and NEW"),
+        ([stored_runs.a1, stored_runs.a2, "--vary", "moon"], "--vary: unknown axis 'moon'"),
+        ([stored_runs.a1, stored_runs.a2, "--level", "95"], "--level: 95.0 is not"),
+        (["--latest", "3"], "--latest: compares two runs"),
+    ]
+    for args, message in cases:
+        rc, out, err = compare(stored_runs, *args, "--format", "markdown", "-o", str(out_file))
+        assert rc == 2, (args, out, err)
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
+        assert not out_file.exists()
+
+
+def _add_a_second_workload(study: Study) -> None:
+    """Give the copy an extra cell (its only cell again, as workload 'cpu-extra')."""
+    cell = study.cells[0]
+    extra = dataclasses.replace(cell, id=-1, key=cell.key + "-extra", workload="cpu-extra")
+    study.cells.append(extra)
+    for it in [i for i in study.iterations if i.cell_id == cell.id]:
+        study.iterations.append(dataclasses.replace(it, id=-(it.id or 0) - 1, cell_id=-1))
+
+
+def test_unmatched_cells_are_listed(stored_runs: StoredRuns, tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    base, new = edited_copy(stored_runs.store, stored_runs.a1, store, _add_a_second_workload)
+    rc, out, err = compare(store, base, new, "--format", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert [c["workload"] for c in doc["cells"]] == ["cpu"]
+    assert doc["unmatched"] == [
+        {
+            "side": "new",
+            "cell": f"{STACK} | cpu-extra @ c8",
+            "reason": "no cell with the same stack, workload and load point",
+        }
+    ]
+    rc, out, _ = compare(store, base, new, "--format", "markdown")
+    assert f"unmatched NEW cell {STACK} \\| cpu-extra @ c8" in out
