@@ -106,6 +106,13 @@ class LoadConfig(_Model):
     steady_window_s: float = Field(
         2.0, gt=0, le=600, description="steady: the trailing window judged for trend and spread."
     )
+    jit_min_requests: int = Field(
+        10_000,
+        ge=0,
+        le=10_000_000,
+        description="steady, on a JIT interpreter (PyPy): requests served before a warm-up "
+        "may be judged steady (a JIT stays at interpreter speed until it compiles the path).",
+    )
     warmup_duration_s: float = Field(
         2.0, gt=0, le=3600, description="fixed: warm-up iteration length."
     )

@@ -80,7 +80,11 @@ class LiveDisplay:
 
     def _iteration_done(self, cell: CellPlan, kind: str, rps: float) -> None:
         self._cell = cell
-        self._left[cell.key] = max(0, self._left.get(cell.key, 0) - 1)
+        left = self._left.get(cell.key, 0)
+        if left == 0:  # a replicate beyond the plan (the replicate budget): the total grows
+            total = self.progress.tasks[self.matrix_task].total or 0
+            self.progress.update(self.matrix_task, total=total + 1)
+        self._left[cell.key] = max(0, left - 1)
         self.progress.advance(self.matrix_task)
         self.progress.update(
             self.cell_task, description=f"{cell.label}: last {kind} {rps:,.0f} req/s"

@@ -54,9 +54,14 @@ def no_sigint() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def steady_rule(config: StudyConfig) -> SteadyRule:
-    """The steady-state rule a study's load settings ask for."""
-    return SteadyRule(window_s=config.load.steady_window_s, cap_s=config.load.warmup_cap_s)
+def steady_rule(config: StudyConfig, *, jit: bool = False) -> SteadyRule:
+    """The steady-state rule a study's load settings ask for (``jit``: a JIT interpreter)."""
+    load = config.load
+    return SteadyRule(
+        window_s=load.steady_window_s,
+        cap_s=load.warmup_cap_s,
+        min_requests=load.jit_min_requests if jit else 0,
+    )
 
 
 class Measurer:
@@ -149,10 +154,11 @@ class Measurer:
         """One warm-up load, ended by the steady-state rule or its cap; stored as the
         replicate's warm-up iteration, with its curve and verdict on the replicate row."""
         found: list[WarmupVerdict] = []
+        rule = steady_rule(self.config, jit=cell.variant.stack.interpreter.is_pypy)
 
         def warm() -> LoadResult:
             result, verdict = warm_until_steady(
-                self.agent, lambda d: self._spec(cell, server, d), self.rule, self._progress
+                self.agent, lambda d: self._spec(cell, server, d), rule, self._progress
             )
             found.append(verdict)
             return result
