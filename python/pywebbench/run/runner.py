@@ -14,6 +14,7 @@ written holds a lock: a second writer is refused before it writes anything.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 import traceback
@@ -340,7 +341,7 @@ class StudyRunner:
         if cfg.ci_target is None or st.ok >= cfg.max_replicates:
             return False
         width = summarize(self._replicate_figures(st.cell_id)).ci_halfwidth_rel
-        return bool(width > cfg.ci_target)  # NaN (too few values) compares False
+        return math.isnan(width) or width > cfg.ci_target  # NaN: too few values for a CI
 
     def _replicate_figures(self, cell_id: int) -> list[float]:
         """Each ok replicate's figure: the median req/s of its measured iterations."""
