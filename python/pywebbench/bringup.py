@@ -19,9 +19,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from pywebbench.catalogue.base import Stack
-from pywebbench.catalogue.byo import UserFramework, UserWorkload, check_path
+from pywebbench.catalogue.byo import UserFramework, UserWorkload
 from pywebbench.catalogue.workloads import Workload
 from pywebbench.store.model import Phase
+from pywebbench.verify.user_app import check_path
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer

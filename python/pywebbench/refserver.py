@@ -3,14 +3,12 @@
 The server itself lives in ``crates/refserver``; this module gives it a Python face:
 
 - :class:`RefServerConfig`: the configuration (the same fields as the Rust struct).
-- :class:`RefServer`: a context manager that launches ``python -m pywebbench.refserver`` in
-  its own process group (optionally pinned to CPUs), waits until it listens, exposes
-  ``.url``, ``.port`` and ``.stats()``, and on exit terminates the whole group (SIGTERM,
-  then SIGKILL after a timeout). The child also exits by itself if this process dies.
-- :func:`serve`: run the server in the calling process until SIGINT/SIGTERM.
-
-``python -m pywebbench.refserver --help`` lists the flags (the same as
-``pywebbench refserver``).
+- :class:`RefServer`: a context manager that runs ``pywebbench refserver`` as a
+  :class:`~pywebbench.launch.process.ProcessGroup` (optionally pinned to CPUs), waits until
+  it listens, exposes ``.url``, ``.port`` and ``.stats()``, and on exit stops the whole group
+  (SIGTERM, then SIGKILL after a timeout). The group's watchdog stops it if this process dies.
+- :func:`serve`: run the server in the calling process until SIGINT/SIGTERM (what the
+  ``pywebbench refserver`` command does; ``--help`` there lists the flags).
 
 Example::
 
@@ -27,15 +25,15 @@ import dataclasses
 import http.client
 import json
 import os
-import selectors
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from pywebbench.launch.process import ProcessGroup
 
 __all__ = [
     "MODES",
@@ -131,38 +129,21 @@ class RefServerConfig:
         _engine.refserver_validate(self.to_json())
 
 
-def _install_exit_handlers(exit_with_stdin: bool) -> None:
-    """SIGTERM behaves like Ctrl-C; optionally exit when stdin reaches EOF (parent died)."""
-
-    def _on_term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _on_term)
-    if exit_with_stdin:
-
-        def _watch() -> None:
-            # os.read on fd 0, not sys.stdin: a daemon thread blocked inside a buffered
-            # reader would abort the interpreter at shutdown.
-            with contextlib.suppress(OSError):
-                while os.read(0, 4096):
-                    pass
-            os.kill(os.getpid(), signal.SIGTERM)
-
-        threading.Thread(target=_watch, name="refserver-parent-watch", daemon=True).start()
-
-
-def serve(config: RefServerConfig, *, exit_with_stdin: bool = False, quiet: bool = False) -> None:
+def serve(config: RefServerConfig, *, quiet: bool = False) -> None:
     """Runs the server in this process until SIGINT or SIGTERM.
 
     Prints ``listening on HOST:PORT`` on stdout (flushed) once the port accepts connections,
-    unless ``quiet``. With ``exit_with_stdin``, the server also stops when stdin reaches EOF
-    (how :class:`RefServer` makes sure its child never outlives it).
+    unless ``quiet``.
     """
     from pywebbench import _engine
 
     if config.cpus:
         os.sched_setaffinity(0, config.cpus)
-    _install_exit_handlers(exit_with_stdin)
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)  # SIGTERM stops it like Ctrl-C: exit status 0
     host = f"[{config.host}]" if ":" in config.host else config.host
 
     def ready(port: int) -> None:
@@ -197,8 +178,8 @@ class RefServer:
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.python = python or sys.executable
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._stderr: Any = None
+        self._group: ProcessGroup | None = None
+        self._log_path: Path | None = None
         self._port: int | None = None
         self._host = config.host
         #: Exit status of the server process once stopped (0 = it stopped on SIGTERM itself;
@@ -209,113 +190,65 @@ class RefServer:
 
     def start(self) -> RefServer:
         """Launches the server and waits until it accepts connections."""
-        if self._proc is not None:
+        if self._group is not None:
             raise RefServerError("RefServer already started")
         self.config.validate()
-        self._stderr = tempfile.TemporaryFile()
-        cmd = [
-            self.python,
-            "-m",
-            "pywebbench.refserver",
-            "--config-json",
-            self.config.to_json(),
-            "--exit-with-stdin",
-        ]
+        fd, log = tempfile.mkstemp(prefix="pwb-refserver-", suffix=".log")
+        os.close(fd)
+        self._log_path = Path(log)
+        argv = [self.python, "-m", "pywebbench", "refserver", "--config-json"]
+        argv.append(self.config.to_json())
         env = dict(os.environ)
         # The child must import this very pywebbench, wherever it is installed.
         pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join(
             [pkg_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         )
-        self._proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            start_new_session=True,
-            env=env,
-        )
-        atexit.register(self.stop)
         try:
-            self._port = self._wait_ready()
+            self._group = ProcessGroup.start(
+                argv, log_path=self._log_path, env=env, orphan_grace_s=self.stop_timeout
+            )
+            atexit.register(self.stop)
+            self._port = self._wait_ready(self._group)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _stderr_text(self) -> str:
-        if self._stderr is None:
-            return ""
-        with contextlib.suppress(Exception):
-            self._stderr.seek(0)
-            return self._stderr.read().decode(errors="replace").strip()
-        return ""
+    def _output(self) -> str:
+        return (self._group.output().strip() if self._group else "") or "(empty)"
 
-    def _wait_ready(self) -> int:
-        assert self._proc is not None and self._proc.stdout is not None
+    def _wait_ready(self, group: ProcessGroup) -> int:
         deadline = time.monotonic() + self.startup_timeout
-        sel = selectors.DefaultSelector()
-        sel.register(self._proc.stdout, selectors.EVENT_READ)
-        buf = b""
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise RefServerError(
-                        f"refserver did not report readiness within {self.startup_timeout} s"
-                        f"; stderr: {self._stderr_text() or '(empty)'}"
-                    )
-                if not sel.select(timeout=min(left, 0.2)):
-                    if self._proc.poll() is not None:
-                        break
-                    continue
-                chunk = os.read(self._proc.stdout.fileno(), 4096)
-                if not chunk:
-                    break
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    text = line.decode(errors="replace").strip()
-                    if text.startswith(READY_PREFIX):
-                        return int(text.rsplit(":", 1)[1])
-        finally:
-            sel.close()
-        code = self._proc.wait(timeout=5)
-        raise RefServerError(
-            f"refserver exited with status {code} before listening; "
-            f"stderr: {self._stderr_text() or '(empty)'}"
-        )
+        while True:
+            exited = group.poll() is not None  # read before the log: no line lost
+            for line in group.output().split("\n")[:-1]:  # complete lines only
+                if line.startswith(READY_PREFIX):
+                    return int(line.rsplit(":", 1)[1])
+            if exited:
+                raise RefServerError(
+                    f"refserver exited with status {group.returncode} before listening; "
+                    f"output: {self._output()}"
+                )
+            if time.monotonic() >= deadline:
+                raise RefServerError(
+                    f"refserver did not report readiness within {self.startup_timeout} s"
+                    f"; output: {self._output()}"
+                )
+            time.sleep(0.01)
 
     def stop(self) -> None:
-        """Terminates the process group: SIGTERM, then SIGKILL after ``stop_timeout``."""
-        proc = self._proc
-        if proc is None:
-            return
+        """Stops the process group: SIGTERM, then SIGKILL after ``stop_timeout``."""
         with contextlib.suppress(Exception):
             atexit.unregister(self.stop)
-        pgid = proc.pid  # start_new_session: the child leads its own group
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        # Anything left in the group (the leader or not) gets SIGKILL.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=self.stop_timeout)
-        self.returncode = proc.returncode
-        for f in (proc.stdin, proc.stdout):
-            with contextlib.suppress(Exception):
-                if f is not None:
-                    f.close()
-        if self._stderr is not None:
-            with contextlib.suppress(Exception):
-                self._stderr.close()
-            self._stderr = None
-        self._proc = None
+        group, self._group = self._group, None
+        try:
+            if group is not None:
+                self.returncode = group.stop(self.stop_timeout)
+        finally:
+            if self._log_path is not None:
+                self._log_path.unlink(missing_ok=True)
+                self._log_path = None
 
     def __enter__(self) -> RefServer:
         return self.start()
@@ -346,14 +279,14 @@ class RefServer:
     @property
     def pid(self) -> int:
         """PID of the server process (also its process-group id)."""
-        if self._proc is None:
+        if self._group is None:
             raise RefServerError("RefServer is not started")
-        return self._proc.pid
+        return self._group.pid
 
     @property
     def running(self) -> bool:
         """True while the server process is alive."""
-        return self._proc is not None and self._proc.poll() is None
+        return self._group is not None and self._group.alive()
 
     def stats(self, timeout: float = 5.0) -> dict[str, Any]:
         """The server's counters (``GET /__stats``): requests, per-mode counts, 400s, ..."""
@@ -364,17 +297,7 @@ class RefServer:
             body = resp.read()
             if resp.status != 200:
                 raise RefServerError(f"/__stats answered {resp.status}")
-            return json.loads(body)
+            stats: dict[str, Any] = json.loads(body)
+            return stats
         finally:
             conn.close()
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m pywebbench.refserver``: the same flags as ``pywebbench refserver``."""
-    from pywebbench.commands.refserver import command
-
-    command.main(args=argv, prog_name="python -m pywebbench.refserver")
-
-
-if __name__ == "__main__":
-    main()

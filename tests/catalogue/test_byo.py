@@ -1,69 +1,44 @@
-"""Bring-your-own app: flags validated, WSGI/ASGI detected by importing it in a real venv."""
+"""Bring-your-own app: the flags turned into a framework (detection: tests/provision)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from pywebbench.catalogue.base import ASGI, WSGI
-from pywebbench.catalogue.byo import UserFramework, parse_requirements, user_framework
-
-HTTPBIN = "httpbin==0.10.4"  # a WSGI app (Flask) from PyPI, not part of this repo
-
-
-@pytest.fixture(scope="module")
-def httpbin_requirements(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("byo") / "requirements.txt"
-    path.write_text(f"# the app under test\n{HTTPBIN}  # pinned\n")
-    return path
-
-
-def test_detects_wsgi_app_from_pypi(httpbin_requirements: Path) -> None:
-    fw = user_framework(
-        "httpbin:app", None, httpbin_requirements, None, ["/get", "/status/418"], None, None
-    )
-    assert isinstance(fw, UserFramework)
-    assert fw.interface == WSGI
-    assert fw.requirements(None) == [HTTPBIN]  # type: ignore[arg-type]
-    assert fw.workloads == {"path:/get", "path:/status/418"}
-    assert fw.user_workloads["path:/get"].request().path == "/get"
-
-
-def test_detects_asgi_app_in_project(tmp_path: Path) -> None:
-    (tmp_path / "myasgi.py").write_text(
-        "async def app(scope, receive, send):\n"
-        "    await send({'type': 'http.response.start', 'status': 200, 'headers': []})\n"
-        "    await send({'type': 'http.response.body', 'body': b'ok'})\n"
-        "class Wrapped:\n"
-        "    def __call__(self, scope, receive, send):\n"
-        "        return app(scope, receive, send)\n"
-        "wrapped = Wrapped()\n"
-        "def wsgi(environ, start_response):\n"
-        "    return [b'']\n"
-    )
-    for spec, expected in (("myasgi:app", ASGI), ("myasgi:wrapped", ASGI), ("myasgi:wsgi", WSGI)):
-        fw = user_framework(spec, None, None, tmp_path, [], None, None)
-        assert fw.interface == expected, spec
-        assert fw.app_dir == tmp_path.resolve()
-        assert fw.workloads == {"path:/"}
+from pywebbench.catalogue.base import WSGI
+from pywebbench.catalogue.byo import UserFramework, parse_requirements, parse_user_app
 
 
 def test_bad_values_name_the_flag(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="--app 'nocolon'"):
-        user_framework("nocolon", "wsgi", None, None, [], None, None)
+        parse_user_app("nocolon", "wsgi", None, None, [], None, None)
     with pytest.raises(ValueError, match="--path 'x'"):
-        user_framework("m:app", "wsgi", None, None, ["x"], None, None)
+        parse_user_app("m:app", "wsgi", None, None, ["x"], None, None)
     with pytest.raises(ValueError, match="--interface 'rsgi'"):
-        user_framework("m:app", "rsgi", None, None, [], None, None)
+        parse_user_app("m:app", "rsgi", None, None, [], None, None)
     with pytest.raises(ValueError, match="--requirements .*no such file"):
-        user_framework("m:app", "wsgi", tmp_path / "nope.txt", None, [], None, None)
+        parse_user_app("m:app", "wsgi", tmp_path / "nope.txt", None, [], None, None)
     with pytest.raises(ValueError, match="--expect-status 42"):
-        user_framework("m:app", "wsgi", None, None, [], 42, None)
-    (tmp_path / "m.py").write_text("x = 1\n")
-    with pytest.raises(ValueError, match="--app m:nope: cannot import m:nope: AttributeError"):
-        user_framework("m:nope", None, None, tmp_path, [], None, None)
-    with pytest.raises(ValueError, match="not callable.*--interface"):
-        user_framework("m:x", None, None, tmp_path, [], None, None)
+        parse_user_app("m:app", "wsgi", None, None, [], 42, None)
+    with pytest.raises(ValueError, match="--project .*no such directory"):
+        parse_user_app("m:app", "wsgi", None, tmp_path / "nope", [], None, None)
+
+
+def test_flags_become_a_framework_without_building_anything(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'mine'\nversion = '1'\n")
+    req = tmp_path / "req.txt"
+    req.write_text("bottle==0.13.4\n")
+    fw = parse_user_app("mine.web:app", "WSGI", req, tmp_path, ["/a", "/b", "/a"], 201, "ok")
+    assert isinstance(fw, UserFramework)
+    assert (fw.name, fw.interface, fw.app_dir) == ("app-mine.web.app", WSGI, tmp_path.resolve())
+    assert fw.requirements(None) == ["bottle==0.13.4"]  # type: ignore[arg-type]
+    assert [s.flags for s in fw.extra_installs(None)] == [  # type: ignore[arg-type]
+        ("-e", str(tmp_path.resolve()))
+    ]
+    assert sorted(fw.workloads) == ["path:/a", "path:/b"]
+    assert fw.user_workloads["path:/b"].expect_status == 201
+    undetected = parse_user_app("mine.web:app", None, None, None, [], None, None)
+    assert undetected.interface == "" and undetected.workloads == {"path:/"}
 
 
 def test_parse_requirements(tmp_path: Path) -> None:
@@ -76,4 +51,19 @@ def test_parse_requirements(tmp_path: Path) -> None:
     assert steps[0].flags == ("-e", str((tmp_path / "pkg").resolve()))
     req.write_text("--index-url https://example.org/simple\n")
     with pytest.raises(ValueError, match="--requirements .*req.txt:1: option '--index-url'"):
+        parse_requirements(req)
+
+
+def test_requirement_lines_are_checked_with_packaging(tmp_path: Path) -> None:
+    req = tmp_path / "req.txt"
+    req.write_text(
+        "Flask[async]>=3; python_version >= '3.9'\n"
+        "mypkg @ https://example.org/mypkg-1.0.tar.gz\n"
+        "git+https://example.org/repo.git#egg=repo\n"
+        "./vendored/pkg\n"
+    )
+    reqs, _ = parse_requirements(req)
+    assert len(reqs) == 4
+    req.write_text("bottle==0.13.4\nbottle=>1\n")
+    with pytest.raises(ValueError, match=r"--requirements .*req.txt:2: 'bottle=>1' is not a req"):
         parse_requirements(req)

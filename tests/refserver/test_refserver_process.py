@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 from pywebbench import _engine
 from pywebbench.cli import cli
+from pywebbench.launch.process import group_members
 from pywebbench.refserver import MODES, RefServer, RefServerConfig, RefServerError
 from refserver_wire import connect, get, read_response
 
@@ -32,19 +33,6 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
-
-
-def _group_members(pgid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                fields = (d / "stat").read_text().split(")")[-1].split()
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                out.append(int(d.name))
-    return out
 
 
 def test_python_config_mirrors_rust() -> None:
@@ -72,8 +60,38 @@ def test_context_manager_pins_serves_and_leaves_nothing_behind() -> None:
         assert os.getpgid(pid) == pid  # its own process group
         assert srv.stats()["threads"] == 1
     assert not _alive(pid)
-    assert _group_members(pid) == []
+    assert group_members(pid) == []
     assert srv.returncode == 0  # it exited on SIGTERM by itself, not by SIGKILL
+    assert not srv.running
+
+
+def test_stop_kills_a_server_that_does_not_answer_sigterm() -> None:
+    """A stopped (SIGSTOP) server cannot act on SIGTERM: after ``stop_timeout`` the whole
+    group is SIGKILLed and nothing is left, not even the server's log."""
+    srv = RefServer(stop_timeout=0.3).start()
+    pid = srv.pid
+    log = srv._log_path
+    assert log is not None and log.exists()
+    os.kill(pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    srv.stop()
+    assert time.monotonic() - t0 < 5
+    assert srv.returncode == -signal.SIGKILL
+    assert group_members(pid) == []
+    assert not log.exists()
+
+
+def test_library_does_not_import_the_command() -> None:
+    """The refserver library is imported by its command, never the reverse (no cycle)."""
+    code = (
+        "import sys, pywebbench.refserver\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pywebbench.commands')"
+        " or m in ('click', 'pywebbench.cli')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert out.stdout.strip() == "[]"
 
 
 def test_start_failure_is_reported_and_cleaned_up() -> None:
@@ -161,7 +179,7 @@ def test_cli_help_teaches_and_bad_flags_fail_clearly() -> None:
 
 def test_module_entry_prints_port_and_stops_on_sigint() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pywebbench.refserver", "--port", "0", "--delay-ms", "1"],
+        [sys.executable, "-m", "pywebbench", "refserver", "--port", "0", "--delay-ms", "1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -136,12 +136,16 @@ class ServerAdapter:
 
 
 class Framework:
-    """An application framework: the same workloads implemented once per framework."""
+    """An application framework: the same workloads implemented once per framework.
 
-    name: ClassVar[str]  # "flask", "raw-wsgi", "tornado" (native)...
-    interface: ClassVar[str]  # WSGI, ASGI or a native interface name
-    app: ClassVar[str]  # "module:callable" of a module in APPS_DIR (or the framework's app_dir)
-    workloads: ClassVar[frozenset[str]]  # names of the workloads it implements
+    Built-in frameworks set these as class attributes; a user's app (``UserFramework``) as
+    instance attributes, so they are not ``ClassVar``.
+    """
+
+    name: str  # "flask", "raw-wsgi", "tornado" (native)...
+    interface: str  # WSGI, ASGI or a native interface name
+    app: str  # "module:callable" of a module in APPS_DIR (or the framework's app_dir)
+    workloads: frozenset[str]  # names of the workloads it implements
     system_packages: ClassVar[tuple[str, ...]] = ()
 
     def requirements(self, interpreter: Interpreter) -> list[str]:

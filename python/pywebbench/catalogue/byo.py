@@ -2,32 +2,33 @@
 
 ``pywebbench verify --app mypkg.wsgi:application --requirements req.txt --path / --path /api``
 turns the app into a :class:`UserFramework` whose "workloads" are the paths to request. It then
-runs on every server of its interface like a built-in framework. The interface (WSGI or ASGI)
-is declared with ``--interface`` or detected by importing the app inside a virtualenv that has
-the user's requirements (provisioned and cached like any stack).
+runs on every server of its interface like a built-in framework.
+
+This module only describes the app (:func:`parse_user_app` validates the flags). Telling WSGI
+from ASGI when ``--interface`` is not given needs a virtualenv: that is
+:func:`pywebbench.provision.user_app.user_framework`. Checking a path of the running app is
+:func:`pywebbench.verify.user_app.check_path`.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import re
-import subprocess
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from pywebbench.catalogue.base import (
-    ASGI,
-    WSGI,
-    Framework,
-    InstallStep,
-    Interpreter,
-    ServerAdapter,
-    Stack,
-)
+from packaging.requirements import InvalidRequirement, Requirement
+
+from pywebbench.catalogue.base import ASGI, WSGI, Framework, InstallStep, Interpreter
 from pywebbench.catalogue.workloads import HttpRequest, Workload
+
+__all__ = [
+    "PATH_PREFIX",
+    "UserFramework",
+    "UserWorkload",
+    "parse_requirements",
+    "parse_user_app",
+    "user_workload",
+]
 
 _APP = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 PATH_PREFIX = "path:"
@@ -122,15 +123,28 @@ def parse_requirements(
                 "keep only requirement lines, -r and -e"
             )
         else:
-            reqs.append(line)
+            reqs.append(_requirement(line, f"{flag} {path}:{lineno}"))
     return reqs, steps
+
+
+def _requirement(line: str, where: str) -> str:
+    """``line`` if it is a requirement uv can install: a PEP 508 specifier (checked with
+    ``packaging``), or a URL or local path as pip takes them; else a ValueError naming
+    ``where``."""
+    try:
+        Requirement(line)
+    except InvalidRequirement as exc:
+        if "://" in line or line.startswith((".", "/", "~")):
+            return line
+        raise ValueError(f"{where}: {line!r} is not a requirement ({exc})") from None
+    return line
 
 
 def _is_installable(project: Path) -> bool:
     return any((project / f).exists() for f in ("pyproject.toml", "setup.py", "setup.cfg"))
 
 
-def user_framework(
+def parse_user_app(
     app: str,
     interface: str | None,
     requirements: Path | None,
@@ -138,14 +152,12 @@ def user_framework(
     paths: list[str],
     expect_status: int | None,
     expect_body: str | None,
-    *,
-    interpreter: Interpreter | None = None,
-    progress=None,
-) -> Framework:
-    """A framework entry for the user's app; detects WSGI vs ASGI if ``interface`` is None.
+) -> UserFramework:
+    """The user's app as a framework, from the ``--app``/``--interface``/... flags.
 
-    Detection imports the app in a virtualenv (of ``interpreter``, default the running CPython)
-    holding the user's requirements/project. Raises ValueError naming the bad flag.
+    Raises ValueError naming the bad flag. With ``interface`` None the framework's
+    ``interface`` is "" (not known yet): :func:`pywebbench.provision.user_app.user_framework`
+    detects it.
     """
     if not _APP.match(app or ""):
         raise ValueError(
@@ -175,164 +187,4 @@ def user_framework(
     if expect_status is not None and not 100 <= expect_status <= 599:
         raise ValueError(f"--expect-status {expect_status}: not an HTTP status (100-599)")
     workloads = tuple(user_workload(p, expect_status, expect_body) for p in dict.fromkeys(paths))
-    fw = UserFramework(app, interface or "", tuple(reqs), tuple(steps), project, workloads)
-    if interface is None:
-        fw.interface = detect_interface(fw, interpreter=interpreter, progress=progress)
-    return fw
-
-
-# Runs inside the stack venv (Python 3.9+, no pywebbench): prints {"interface": ..} or {"error": ..}
-_DETECT = r"""
-import importlib, inspect, json, sys, traceback
-spec = sys.argv[1]
-mod, _, attr = spec.partition(":")
-try:
-    obj = importlib.import_module(mod)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-except BaseException as exc:
-    tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-    print(json.dumps({"import_error": "cannot import %s: %s" % (spec, tb)}))
-    sys.exit(0)
-
-def verdict(o):
-    if not callable(o):
-        return None, "%s is not callable" % spec
-    fn = o if (inspect.isfunction(o) or inspect.ismethod(o)) else type(o).__call__
-    bound = not (inspect.isfunction(o) or inspect.ismethod(o))
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(inspect.unwrap(fn)):
-        return "asgi", ""
-    try:
-        sig = inspect.signature(fn, follow_wrapped=False)
-    except (TypeError, ValueError):
-        return None, "cannot inspect the signature of %s" % spec
-    params = list(sig.parameters.values())
-    if bound and params:
-        params = params[1:]  # self
-    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-           and p.default is p.empty]
-    if any(p.kind == p.VAR_POSITIONAL for p in params):
-        return "wsgi", ""  # a synchronous decorator wrapper: WSGI (ASGI apps are async)
-    if len(pos) == 3:
-        return "asgi", ""
-    if len(pos) == 2:
-        return "wsgi", ""
-    return None, "%s takes %d positional arguments: not WSGI (2) nor ASGI (3)" % (spec, len(pos))
-
-kind, why = verdict(obj)
-print(json.dumps({"interface": kind, "error": why}))
-"""
-
-
-class _NoServer(ServerAdapter):
-    """Stands in for a server when only the app's own requirements are needed (detection)."""
-
-    name = "none"
-    interface = ""
-
-    def requirements(self, interpreter: Interpreter) -> list[str]:
-        return []
-
-
-def detect_interface(
-    fw: UserFramework, *, interpreter: Interpreter | None = None, progress=None
-) -> str:
-    """Import the app in a venv with its requirements and tell WSGI from ASGI.
-
-    Raises ValueError (naming ``--app``/``--interface``) when it cannot be imported or told.
-    """
-    from pywebbench.catalogue.interpreters import default_interpreters
-    from pywebbench.provision.venv import ProvisionError, provision
-
-    interp = interpreter or default_interpreters()[0]
-    stack = Stack(interp, _NoServer(), fw, tuple(fw.requirements(interp)))
-    try:
-        env = provision(stack, progress=progress)
-    except ProvisionError as exc:
-        raise ValueError(f"--app {fw.app}: installing its requirements failed: {exc}") from None
-    pythonpath = str(fw.project) if fw.project else ""
-    proc = subprocess.run(
-        [str(env.python), "-c", _DETECT, fw.app],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=str(fw.project or Path.cwd()),
-        env={"PATH": f"{env.bin}:/usr/bin:/bin", "PYTHONPATH": pythonpath, "LC_ALL": "C.UTF-8"},
-    )
-    try:
-        answer = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise ValueError(
-            f"--app {fw.app}: importing it failed: {' | '.join(tail) or 'no output'}"
-        ) from None
-    if answer.get("interface") in (WSGI, ASGI):
-        return answer["interface"]
-    if answer.get("import_error"):
-        where = f" (PYTHONPATH={pythonpath})" if pythonpath else " (use --project for local code)"
-        raise ValueError(f"--app {fw.app}: {answer['import_error']}{where}")
-    raise ValueError(f"--app {fw.app}: {answer.get('error')}; declare it with --interface")
-
-
-# ---------------------------------------------------------------- verification of user paths
-
-
-@dataclass
-class PathReport:
-    """The outcome of requesting one path of a user's app (shaped like a VerifyReport)."""
-
-    workload: str
-    ok: bool
-    problems: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    status: int | None = None
-    seconds: float = 0.0
-
-
-def check_path(base_url: str, workload: UserWorkload, timeout_s: float = 10.0) -> PathReport:
-    """GET the workload's path; check status (expected, or any 2xx), body substring, framing."""
-    url = urlsplit(base_url)
-    report = PathReport(workload.name, ok=False)
-    started = time.monotonic()
-    conn = http.client.HTTPConnection(
-        url.hostname or "127.0.0.1", url.port or 80, timeout=timeout_s
-    )
-    try:
-        conn.request("GET", workload.path, headers={"Host": url.netloc})
-        resp = conn.getresponse()
-        body = resp.read()
-    except (OSError, http.client.HTTPException) as exc:
-        report.problems.append(f"GET {workload.path}: {type(exc).__name__}: {exc}")
-        return report
-    finally:
-        conn.close()
-    report.seconds = time.monotonic() - started
-    report.status = resp.status
-    if workload.expect_status is not None:
-        if resp.status != workload.expect_status:
-            report.problems.append(
-                f"GET {workload.path}: status {resp.status}, expected {workload.expect_status}"
-            )
-    elif not 200 <= resp.status < 300:
-        report.problems.append(f"GET {workload.path}: status {resp.status}, expected 2xx")
-    length = resp.getheader("Content-Length")
-    chunked = "chunked" in (resp.getheader("Transfer-Encoding") or "").lower()
-    if length is None and not chunked:
-        report.problems.append(f"GET {workload.path}: neither Content-Length nor chunked framing")
-    elif length is not None and length.isdigit() and int(length) != len(body):
-        report.problems.append(
-            f"GET {workload.path}: Content-Length {length} but {len(body)} body bytes"
-        )
-    if resp.getheader("Date") is None:
-        report.warnings.append(f"GET {workload.path}: no Date header")
-    if workload.expect_body is not None:
-        text = body.decode("utf-8", "replace")
-        if workload.expect_body not in text:
-            flat = " ".join(text.split())
-            shown = flat[:80] + ("..." if len(flat) > 80 else "")
-            report.problems.append(
-                f"GET {workload.path}: body does not contain {workload.expect_body!r} "
-                f"(got {shown!r})"
-            )
-    report.ok = not report.problems
-    return report
+    return UserFramework(app, interface or "", tuple(reqs), tuple(steps), project, workloads)

@@ -10,13 +10,19 @@ without installing anything, why a combination cannot run: the adapter's or fram
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from pywebbench.catalogue.base import Framework, Interpreter, ServerAdapter, Stack
 from pywebbench.catalogue.registry import Member
 from pywebbench.catalogue.workloads import Workload
+
+if TYPE_CHECKING:
+    from pywebbench.catalogue.workloads import Workload
 
 # Packages that cannot be used on an implementation, with the reason (measured here, PyPy
 # 7.3.11 / Python 3.9). A stack whose requirements name one of them is declared unavailable.
@@ -33,13 +39,14 @@ KNOWN_INCOMPATIBLE: dict[str, dict[str, str]] = {
     },
 }
 
-_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-
 
 def requirement_name(spec: str) -> str:
-    """The normalised distribution name of a requirement specifier (``Foo_Bar[x]>=1``: foo-bar)."""
-    m = _NAME.match(spec)
-    return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else ""
+    """The normalised distribution name of a requirement specifier (``Foo_Bar[x]>=1``: foo-bar),
+    or "" if ``spec`` is not one (a URL, a path)."""
+    try:
+        return canonicalize_name(Requirement(spec).name)
+    except InvalidRequirement:
+        return ""
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,9 @@ def _why_not(interpreter: Interpreter, server: ServerAdapter, framework: Framewo
     )
 
 
+_Entry = TypeVar("_Entry", ServerAdapter, Framework)
+
+
 def _resolve(
     items: Iterable[str | Member] | None, registry: Callable[[], dict[str, Member]], flag: str
 ) -> list[Member]:
@@ -129,7 +139,7 @@ def plan(
     """Every interpreter x server x framework whose interfaces match, with availability.
 
     ``servers``/``frameworks``: names (globs allowed), instances (e.g. a user's framework from
-    :func:`pywebbench.catalogue.byo.user_framework`), or None for the whole catalogue.
+    :func:`pywebbench.provision.user_app.user_framework`), or None for the whole catalogue.
     ``workloads``: names to restrict to (None = all); a framework implementing none of them is
     declared unavailable for that reason.
     """

@@ -1,6 +1,13 @@
-"""``pywebbench refserver``: run the reference HTTP/1.1 server in the foreground."""
+"""``pywebbench refserver``: run the reference HTTP/1.1 server in the foreground.
+
+The command is the user's face of :mod:`pywebbench.refserver` (it imports the library, never
+the reverse); :class:`~pywebbench.refserver.RefServer` runs it as a child process.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -76,14 +83,19 @@ def _cpus(ctx: click.Context, param: click.Parameter, value: str | None) -> list
     return out
 
 
-def _ms(help_text: str, default: float) -> dict[str, object]:
-    return {
-        "type": click.FloatRange(min=0.0),
-        "default": default,
-        "show_default": True,
-        "metavar": "MS",
-        "help": help_text,
-    }
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _ms(flag: str, help_text: str, default: float) -> Callable[[_F], _F]:
+    """A ``--...-ms`` option: a non-negative number of milliseconds."""
+    return click.option(
+        flag,
+        type=click.FloatRange(min=0.0),
+        default=default,
+        show_default=True,
+        metavar="MS",
+        help=help_text,
+    )
 
 
 @click.command(
@@ -119,10 +131,8 @@ def _ms(help_text: str, default: float) -> dict[str, object]:
     metavar="LIST",
     help="Pin the server to these CPUs, e.g. 0 or 0,2 or 0-3.",
 )
-@click.option("--delay-ms", **_ms("Fixed delay before every response.", 0.0))
-@click.option(
-    "--delay-jitter-ms", **_ms("Extra random delay, uniform in [0, X), per response.", 0.0)
-)
+@_ms("--delay-ms", "Fixed delay before every response.", 0.0)
+@_ms("--delay-jitter-ms", "Extra random delay, uniform in [0, X), per response.", 0.0)
 @click.option(
     "--delay-ramp-s",
     type=click.FloatRange(min=0.0),
@@ -139,7 +149,7 @@ def _ms(help_text: str, default: float) -> dict[str, object]:
     metavar="S",
     help="A warm-up that never settles: the delay climbs 0 -> --delay-ms over every S seconds.",
 )
-@click.option("--stall-ms", **_ms("Stall length: the server answers nothing for X ms...", 0.0))
+@_ms("--stall-ms", "Stall length: the server answers nothing for X ms...", 0.0)
 @click.option(
     "--stall-every-s",
     type=click.FloatRange(min=0.0),
@@ -148,20 +158,11 @@ def _ms(help_text: str, default: float) -> dict[str, object]:
     metavar="S",
     help="...every S seconds (responses due during a stall are released after it).",
 )
-@click.option(
-    "--header-timeout-ms",
-    **_ms("408 + close when request headers are incomplete this long.", 10_000.0),
-)
-@click.option(
-    "--body-timeout-ms", **_ms("408 + close when a request body is incomplete this long.", 60_000.0)
-)
-@click.option(
-    "--idle-timeout-ms",
-    **_ms("Close keep-alive connections idle this long (0 = never).", 0.0),
-)
-@click.option(
-    "--write-timeout-ms",
-    **_ms("Drop connections that accept none of our output for this long.", 60_000.0),
+@_ms("--header-timeout-ms", "408 + close when request headers are incomplete this long.", 10_000.0)
+@_ms("--body-timeout-ms", "408 + close when a request body is incomplete this long.", 60_000.0)
+@_ms("--idle-timeout-ms", "Close keep-alive connections idle this long (0 = never).", 0.0)
+@_ms(
+    "--write-timeout-ms", "Drop connections that accept none of our output for this long.", 60_000.0
 )
 @click.option(
     "--mode",
@@ -170,10 +171,7 @@ def _ms(help_text: str, default: float) -> dict[str, object]:
     show_default=True,
     help="How every request is answered (see Modes below).",
 )
-@click.option(
-    "--drip-interval-ms",
-    **_ms("Pace of drip (per byte) and endless-headers (per 4 KiB).", 10.0),
-)
+@_ms("--drip-interval-ms", "Pace of drip (per byte) and endless-headers (per 4 KiB).", 10.0)
 @click.option(
     "--max-connections",
     type=click.IntRange(min=0),
@@ -196,9 +194,8 @@ def _ms(help_text: str, default: float) -> dict[str, object]:
     help="Seed of the delay jitter (0 = from the clock).",
 )
 @click.option("--config-json", hidden=True, default=None, help="Whole config as JSON.")
-@click.option("--exit-with-stdin", is_flag=True, hidden=True, help="Stop when stdin hits EOF.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the 'listening on' line.")
-def command(config_json: str | None, exit_with_stdin: bool, quiet: bool, **opts: object) -> None:
+def command(config_json: str | None, quiet: bool, **opts: Any) -> None:
     """Run the reference HTTP/1.1 server (Rust) until Ctrl-C or SIGTERM.
 
     A fast keep-alive, pipelining server for testing load generators and measuring their
@@ -211,7 +208,7 @@ def command(config_json: str | None, exit_with_stdin: bool, quiet: bool, **opts:
         except (ValueError, TypeError) as e:
             raise click.BadParameter(str(e), param_hint="--config-json") from None
     else:
-        config = RefServerConfig(**opts)  # type: ignore[arg-type]
+        config = RefServerConfig(**opts)
     try:
         config.validate()
     except ValueError as e:
@@ -219,6 +216,6 @@ def command(config_json: str | None, exit_with_stdin: bool, quiet: bool, **opts:
         flag = "--" + field.replace("_", "-") if why else "config"
         raise click.UsageError(f"{flag}: {why or e}") from None
     try:
-        serve(config, exit_with_stdin=exit_with_stdin, quiet=quiet)
+        serve(config, quiet=quiet)
     except OSError as e:
         raise click.ClickException(f"refserver: {e}") from None

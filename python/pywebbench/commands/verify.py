@@ -127,7 +127,7 @@ def command(
     interpreters = select_interpreters(pythons)
     fw_filter: Sequence[str | Framework] = frameworks
     if app is not None:
-        from pywebbench.catalogue.byo import user_framework
+        from pywebbench.provision.user_app import user_framework
 
         try:
             with console.status(f"importing {app} to detect its interface") as status:

@@ -1,7 +1,9 @@
 """Process groups: start a command in its own session, pinned to cores, logging to a file;
-find every member of its group in ``/proc``; stop the whole group (SIGTERM, then SIGKILL) and reap.
+find every member of its group (psutil); stop the whole group (SIGTERM, then SIGKILL) and reap.
 
-Reused by the server launcher and the services (redis-server, PostgreSQL).
+The one way pywebbench runs a child process: the server launcher, the services
+(redis-server, PostgreSQL and their set-up commands), the reference server and the uv
+commands that build virtualenvs all use :class:`ProcessGroup`.
 A child's output always goes to a file, never to a pipe: a chatty server cannot block on a full
 pipe nobody reads.
 
@@ -19,28 +21,16 @@ import signal as _signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 __all__ = ["ProcessGroup", "group_members", "tail"]
 
 _WATCHDOG = Path(__file__).resolve().with_name("watchdog.py")
-
-
-def _stat_fields(pid: int) -> tuple[str, int] | None:
-    """(state, pgid) of a process from ``/proc/<pid>/stat``, or None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    # The command name is in parentheses and may itself contain spaces or parentheses.
-    rest = data[data.rfind(")") + 2 :].split()
-    # rest[0] = state, rest[1] = ppid, rest[2] = pgrp
-    try:
-        return rest[0], int(rest[2])
-    except (IndexError, ValueError):
-        return None
+_EXITED = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
 
 def group_members(pgid: int, *, include_zombies: bool = False) -> list[int]:
@@ -50,15 +40,15 @@ def group_members(pgid: int, *, include_zombies: bool = False) -> list[int]:
     parent reaps it.
     """
     members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        fields = _stat_fields(int(entry))
-        if fields is None or fields[1] != pgid:
-            continue
-        if fields[0] in ("Z", "X") and not include_zombies:
-            continue
-        members.append(int(entry))
+    for pid in psutil.pids():
+        try:
+            if os.getpgid(pid) != pgid:
+                continue
+            if not include_zombies and psutil.Process(pid).status() in _EXITED:
+                continue
+        except (OSError, psutil.Error):
+            continue  # exited between listing and reading
+        members.append(pid)
     return sorted(members)
 
 
@@ -74,7 +64,7 @@ def tail(path: Path, max_bytes: int = 4000) -> str:
         return ""
 
 
-def _affinity_preexec(cpus: Sequence[int]):  # pragma: no cover - runs in the child
+def _affinity_preexec(cpus: Sequence[int]) -> Callable[[], None]:  # pragma: no cover
     cpu_set = set(cpus)
 
     def pin() -> None:
@@ -90,11 +80,19 @@ class ProcessGroup:
     calls ``setsid`` itself, so :meth:`stop` reaches all of them with one ``killpg``.
     """
 
-    def __init__(self, popen: subprocess.Popen[bytes], log_path: Path | None, argv: list[str]):
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        log_path: Path | None,
+        argv: list[str],
+        log_start: int = 0,
+    ) -> None:
         self.popen = popen
         self.pid = popen.pid
         self.pgid = popen.pid  # start_new_session: the child leads a new group
         self.log_path = log_path
+        #: Size of the log when the group started: its own output begins there.
+        self.log_start = log_start
         self.argv = argv
         self.started_at = time.monotonic()
         self._stopped = False
@@ -164,14 +162,14 @@ class ProcessGroup:
         """
         argv = [str(a) for a in argv]
         preexec = None
-        creds: dict[str, object] = {}
+        creds: dict[str, Any] = {}
         if user:
             import pwd
 
             entry = pwd.getpwnam(user)
             creds = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
         if cpus:
-            cpus = sorted(set(int(c) for c in cpus))
+            cpus = sorted({int(c) for c in cpus})
             available = os.sched_getaffinity(0)
             missing = [c for c in cpus if c not in available]
             if missing:
@@ -190,6 +188,7 @@ class ProcessGroup:
             out = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed below
         else:
             out = open(os.devnull, "wb")  # noqa: SIM115
+        log_start = out.seek(0, os.SEEK_END)
         try:
             popen = subprocess.Popen(
                 argv,
@@ -201,11 +200,11 @@ class ProcessGroup:
                 start_new_session=True,
                 preexec_fn=preexec,  # noqa: PLW1509 - only when taskset is missing
                 close_fds=True,
-                **creds,  # type: ignore[arg-type]
+                **creds,
             )
         finally:
             out.close()
-        group = cls(popen, log_path, argv)
+        group = cls(popen, log_path, argv, log_start)
         if orphan_grace_s is not None:
             try:
                 group._arm_watchdog(stop_signal, orphan_grace_s)
@@ -227,7 +226,50 @@ class ProcessGroup:
 
     @property
     def returncode(self) -> int | None:
+        """The leader's exit code once it has been reaped, else None."""
         return self.popen.returncode
+
+    def output(self) -> str:
+        """What the group wrote to its log so far (not what the log held before it started)."""
+        if self.log_path is None:
+            return ""
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(self.log_start)
+                return fh.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def wait(
+        self, timeout_s: float | None = None, *, on_line: Callable[[str], None] | None = None
+    ) -> int:
+        """Wait for the leader to exit and return its exit code (the group is not stopped:
+        call :meth:`stop` after, in a ``finally``). ``on_line`` is called with each line the
+        group writes to its log while it runs (a last unterminated line too).
+
+        Raises ``subprocess.TimeoutExpired`` after ``timeout_s``.
+        """
+        if on_line is None or self.log_path is None:
+            return self.popen.wait(timeout=timeout_s)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        offset = self.log_start
+        pending = b""
+        while True:
+            code = self.popen.poll()
+            with open(self.log_path, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+            offset += len(chunk)
+            *lines, pending = (pending + chunk).split(b"\n")
+            if code is not None and pending:
+                lines, pending = [*lines, pending], b""
+            for line in lines:
+                on_line(line.decode("utf-8", "replace"))
+            if code is not None:
+                return code
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.argv, timeout_s or 0.0)
+            time.sleep(0.05)
 
     def alive(self) -> bool:
         """True while the leader runs."""

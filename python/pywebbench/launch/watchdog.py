@@ -43,7 +43,7 @@ def _stop(pgid: int, sig: int, grace_s: float) -> None:
             time.sleep(0.05)
 
 
-def main(argv: list) -> int:
+def main(argv: list[str]) -> int:
     """Wait for the starter to disarm us or die; on death stop the group."""
     pgid, sig, grace_s = int(argv[1]), int(argv[2]), float(argv[3])
     signal.signal(signal.SIGINT, signal.SIG_IGN)

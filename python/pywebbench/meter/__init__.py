@@ -1,240 +1,26 @@
-"""Resource metering of a server's whole process tree (master and workers), with psutil.
+"""Meter: resource use of a server's whole process tree (master and workers), with psutil.
 
-:func:`snapshot` reads the tree once (idle memory); :class:`Sampler` samples it in a
-background thread (about 4 Hz) while the load generator runs and summarises the iteration:
-CPU user/system seconds, RSS and USS/PSS (peak and end), threads, open fds, context switches.
-
-CPU of workers that exited and were reaped during the window is still counted (psutil's
-``children_user``/``children_system`` of their parent). USS/PSS come from
-``/proc/PID/smaps_rollup``; where it is unreadable they are None.
+- :mod:`pywebbench.meter.sampler`: :func:`snapshot` (the tree once, e.g. idle memory) and
+  :class:`Sampler` (a background thread sampling it while the load runs), summarised as a
+  :class:`MeterSummary`: CPU user/system seconds, RSS and USS/PSS, threads, fds, switches.
 """
 
-from __future__ import annotations
+from pywebbench.meter.sampler import (
+    DEFAULT_INTERVAL_S,
+    MeterSummary,
+    Sampler,
+    TreeSnapshot,
+    snapshot,
+    summarise,
+    tree,
+)
 
-import threading
-import time
-from dataclasses import dataclass, field
-
-import psutil
-
-from pywebbench.store.model import Sample
-
-DEFAULT_INTERVAL_S = 0.25
-
-
-@dataclass(frozen=True)
-class TreeSnapshot:
-    """Totals over a process tree at one instant (CPU and switches are cumulative)."""
-
-    at: float  # time.monotonic()
-    processes: int
-    cpu_user_s: float
-    cpu_sys_s: float
-    rss_bytes: int
-    uss_bytes: int | None
-    pss_bytes: int | None
-    threads: int
-    fds: int | None
-    ctx_voluntary: int
-    ctx_involuntary: int
-    alive: bool = True  # the root process still existed
-
-
-def tree(pid: int) -> list[psutil.Process]:
-    """The process ``pid`` and all its descendants (empty when it is gone)."""
-    try:
-        root = psutil.Process(pid)
-        if root.status() == psutil.STATUS_ZOMBIE:
-            return []
-        return [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
-def snapshot(pid: int, *, memory_detail: bool = True) -> TreeSnapshot:
-    """Read the tree rooted at ``pid`` once. A vanished root gives ``alive=False`` and zeros."""
-    procs = tree(pid)
-    user = system = 0.0
-    rss = threads = vol = invol = 0
-    uss: int | None = 0 if memory_detail else None
-    pss: int | None = 0 if memory_detail else None
-    fds: int | None = 0
-    counted = 0
-    for p in procs:
-        try:
-            with p.oneshot():
-                t = p.cpu_times()
-                mem = p.memory_info()
-                n_threads = p.num_threads()
-                ctx = p.num_ctx_switches()
-                try:
-                    n_fds: int | None = p.num_fds()
-                except psutil.AccessDenied:
-                    n_fds = None
-            full = None
-            if memory_detail:
-                try:
-                    full = p.memory_full_info()
-                except (psutil.AccessDenied, OSError):
-                    full = None
-        except psutil.Error:
-            continue  # exited between listing and reading
-        counted += 1
-        user += t.user + t.children_user
-        system += t.system + t.children_system
-        rss += mem.rss
-        threads += n_threads
-        vol += ctx.voluntary
-        invol += ctx.involuntary
-        fds = None if fds is None or n_fds is None else fds + n_fds
-        if memory_detail:
-            if full is None:
-                uss = pss = None
-            else:
-                uss = None if uss is None else uss + full.uss
-                pss_value = getattr(full, "pss", None)
-                pss = None if pss is None or pss_value is None else pss + pss_value
-    return TreeSnapshot(
-        at=time.monotonic(),
-        processes=counted,
-        cpu_user_s=user,
-        cpu_sys_s=system,
-        rss_bytes=rss,
-        uss_bytes=uss,
-        pss_bytes=pss,
-        threads=threads,
-        fds=fds,
-        ctx_voluntary=vol,
-        ctx_involuntary=invol,
-        alive=counted > 0,
-    )
-
-
-@dataclass
-class MeterSummary:
-    """What one iteration cost the server (all deltas relative to the start of sampling)."""
-
-    samples: list[Sample] = field(default_factory=list)
-    cpu_user_s: float | None = None
-    cpu_sys_s: float | None = None
-    rss_peak_bytes: int | None = None
-    rss_end_bytes: int | None = None
-    uss_peak_bytes: int | None = None
-    uss_end_bytes: int | None = None
-    pss_peak_bytes: int | None = None
-    pss_end_bytes: int | None = None
-    threads_peak: int | None = None
-    fds_peak: int | None = None
-    processes_peak: int | None = None
-    processes_end: int | None = None
-    ctx_voluntary: int | None = None
-    ctx_involuntary: int | None = None
-    alive_at_end: bool = True
-
-    @property
-    def cpu_s(self) -> float | None:
-        if self.cpu_user_s is None or self.cpu_sys_s is None:
-            return None
-        return self.cpu_user_s + self.cpu_sys_s
-
-
-def _peak(values: list[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return max(known) if known else None
-
-
-class Sampler:
-    """Samples the process tree of ``pid`` every ``interval_s`` in a daemon thread.
-
-    >>> with Sampler(server.pid) as sampler:
-    ...     result = run_load(spec)
-    >>> sampler.summary.cpu_user_s
-    """
-
-    def __init__(
-        self, pid: int, *, interval_s: float = DEFAULT_INTERVAL_S, memory_detail: bool = True
-    ) -> None:
-        self.pid = pid
-        self.interval_s = interval_s
-        self.memory_detail = memory_detail
-        self._snaps: list[TreeSnapshot] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.summary = MeterSummary()
-
-    def start(self) -> Sampler:
-        """Take the baseline sample and start the thread."""
-        self._snaps = [snapshot(self.pid, memory_detail=self.memory_detail)]
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="pwb-sampler", daemon=True)
-        self._thread.start()
-        return self
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            snap = snapshot(self.pid, memory_detail=self.memory_detail)
-            self._snaps.append(snap)
-            if not snap.alive:
-                return
-
-    def stop(self) -> MeterSummary:
-        """Stop the thread, take a final sample, and summarise."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        if not self._snaps or self._snaps[-1].alive:
-            self._snaps.append(snapshot(self.pid, memory_detail=self.memory_detail))
-        self.summary = summarise(self._snaps)
-        return self.summary
-
-    def __enter__(self) -> Sampler:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def summarise(snaps: list[TreeSnapshot]) -> MeterSummary:
-    """Turn cumulative snapshots (the first is the baseline) into per-iteration figures."""
-    if not snaps:
-        return MeterSummary(alive_at_end=False)
-    base = snaps[0]
-    live = [s for s in snaps if s.alive]
-    samples = [
-        Sample(
-            iteration_id=0,
-            t_s=round(s.at - base.at, 4),
-            cpu_user_s=max(0.0, s.cpu_user_s - base.cpu_user_s),
-            cpu_sys_s=max(0.0, s.cpu_sys_s - base.cpu_sys_s),
-            rss_bytes=s.rss_bytes,
-            uss_bytes=s.uss_bytes,
-            pss_bytes=s.pss_bytes,
-            threads=s.threads,
-            fds=s.fds,
-            processes=s.processes,
-            ctx_voluntary=max(0, s.ctx_voluntary - base.ctx_voluntary),
-            ctx_involuntary=max(0, s.ctx_involuntary - base.ctx_involuntary),
-        )
-        for s in live
-    ]
-    if not samples:
-        return MeterSummary(alive_at_end=False)
-    end = samples[-1]
-    return MeterSummary(
-        samples=samples,
-        cpu_user_s=end.cpu_user_s,
-        cpu_sys_s=end.cpu_sys_s,
-        rss_peak_bytes=max(s.rss_bytes for s in samples),
-        rss_end_bytes=end.rss_bytes,
-        uss_peak_bytes=_peak([s.uss_bytes for s in samples]),
-        uss_end_bytes=end.uss_bytes,
-        pss_peak_bytes=_peak([s.pss_bytes for s in samples]),
-        pss_end_bytes=end.pss_bytes,
-        threads_peak=max(s.threads for s in samples),
-        fds_peak=_peak([s.fds for s in samples]),
-        processes_peak=max(s.processes for s in samples),
-        processes_end=end.processes,
-        ctx_voluntary=end.ctx_voluntary,
-        ctx_involuntary=end.ctx_involuntary,
-        alive_at_end=snaps[-1].alive,
-    )
+__all__ = [
+    "DEFAULT_INTERVAL_S",
+    "MeterSummary",
+    "Sampler",
+    "TreeSnapshot",
+    "snapshot",
+    "summarise",
+    "tree",
+]

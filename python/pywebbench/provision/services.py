@@ -153,11 +153,11 @@ def _spawn(
     user: str | None = None,
     cwd: Path | None = None,
     stop_signal: int = signal.SIGTERM,
-    started: list[tuple[ProcessGroup, int]],
+    started: list[tuple[ProcessGroup, int]] | None = None,
 ) -> ProcessGroup:
-    """Start a service in its own process group and add it to ``started`` (with the signal
-    that stops it) at once, so a failure later in its start-up still stops it. The launch
-    watchdog stops it too if this process dies."""
+    """Start a service (or a set-up command) in its own process group; the launch watchdog
+    stops it if this process dies. A service is added to ``started`` (with the signal that
+    stops it) at once, so a failure later in its start-up still stops it."""
     try:
         group = ProcessGroup.start(
             argv,
@@ -170,7 +170,8 @@ def _spawn(
         )
     except (OSError, KeyError) as exc:
         raise ServiceError(name, f"cannot start {argv[0]}: {exc}", log_path) from exc
-    started.append((group, stop_signal))
+    if started is not None:
+        started.append((group, stop_signal))
     return group
 
 
@@ -191,28 +192,19 @@ def _run(
     user: str | None = None,
     timeout: float = 60.0,
 ) -> None:
-    with open(log_path, "ab") as log:
-        kwargs: dict[str, object] = {}
-        if user is not None:
-            kwargs.update(user=user, group=pwd.getpwnam(user).pw_gid, extra_groups=[])
-        try:
-            done = subprocess.run(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=_child_env(user),
-                timeout=timeout,
-                check=False,
-                start_new_session=True,
-                **kwargs,  # type: ignore[arg-type]
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ServiceError(service, f"{Path(argv[0]).name} failed: {exc}", log_path) from exc
-    if done.returncode != 0:
+    """Run a set-up command (initdb, psql, ...) to completion in its own process group,
+    its output appended to ``log_path``; raises :class:`ServiceError` if it fails."""
+    group = _spawn(service, argv, log_path, user=user)
+    try:
+        code = group.wait(timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise ServiceError(service, f"{Path(argv[0]).name} failed: {exc}", log_path) from exc
+    finally:
+        group.stop(STOP_TIMEOUT_S)
+    if code != 0:
         raise ServiceError(
             service,
-            f"{Path(argv[0]).name} exited with {done.returncode}: {tail(log_path, 1500).strip()}",
+            f"{Path(argv[0]).name} exited with {code}: {tail(log_path, 1500).strip()}",
             log_path,
         )
 

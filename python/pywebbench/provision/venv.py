@@ -21,14 +21,17 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TextIO
+
+from packaging.utils import canonicalize_name
 
 from pywebbench.catalogue.base import Interpreter, Stack
+from pywebbench.launch.process import ProcessGroup
 
 Progress = Callable[[str], None]
 
@@ -39,6 +42,8 @@ RECIPE = 1
 UV_TIMEOUT_S = float(os.environ.get("PWB_UV_TIMEOUT_S", "1200"))
 #: How long to wait for another process building the same venv.
 LOCK_TIMEOUT_S = float(os.environ.get("PWB_LOCK_TIMEOUT_S", "1800"))
+#: How long an interrupted uv command gets to exit on SIGTERM before SIGKILL.
+STOP_TIMEOUT_S = 5.0
 
 
 class ProvisionError(RuntimeError):
@@ -67,7 +72,7 @@ class ProvisionedEnv:
     build_seconds: float = 0.0  # how long the original build took
     log_path: Path | None = None
     uv_version: str = ""
-    manifest: dict = field(default_factory=dict, compare=False, repr=False)
+    manifest: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def bin(self) -> Path:
@@ -148,12 +153,9 @@ def missing_system_packages(packages: Sequence[str]) -> list[str]:
 # ---------------------------------------------------------------- reading a cached venv
 
 
-def _read_marker(venv: Path) -> dict | None:
-    try:
-        data = json.loads((venv / MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    if data.get("recipe") != RECIPE:
+def _read_marker(venv: Path) -> dict[str, Any] | None:
+    data = _read_json(venv / MARKER)
+    if data is None or data.get("recipe") != RECIPE:
         return None
     # The venv's python is a symlink to the base interpreter: gone if the interpreter was removed.
     if not (venv / "bin" / "python").exists():
@@ -162,7 +164,7 @@ def _read_marker(venv: Path) -> dict | None:
 
 
 def _env_from_marker(
-    stack: Stack, venv: Path, data: dict, *, cached: bool, started: float
+    stack: Stack, venv: Path, data: dict[str, Any], *, cached: bool, started: float
 ) -> ProvisionedEnv:
     log = data.get("log")
     return ProvisionedEnv(
@@ -244,51 +246,33 @@ class _CommandFailed(Exception):
         self.reason = reason
 
 
-def _run(argv: list[str], log, progress: Progress | None, what: str) -> str:
-    """Run one uv command, teeing its output to ``log`` and ``progress``; return the output."""
+def _run(argv: list[str], log: TextIO, progress: Progress | None, what: str) -> str:
+    """Run one uv command in its own process group, its output appended to ``log`` (and each
+    line passed to ``progress``); return the output. The group is stopped on timeout, on an
+    exception (Ctrl-C) and, by the launch watchdog, if this process dies."""
     log.write(f"\n$ {' '.join(argv)}\n")
     log.flush()
     if progress:
         progress(what)
-    lines: list[str] = []
-    proc = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        errors="replace",
-        env=_uv_env(),
-        cwd=str(venvs_dir()),
-        start_new_session=True,
-    )
 
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            log.write(line)
-            if progress and line.strip():
-                progress(line.rstrip())
+    def show(line: str) -> None:
+        if progress and line.strip():
+            progress(line.rstrip())
 
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
     try:
-        rc = proc.wait(timeout=UV_TIMEOUT_S)
+        group = ProcessGroup.start(argv, log_path=Path(log.name), env=_uv_env(), cwd=venvs_dir())
+    except OSError as exc:
+        raise _CommandFailed(f"{what}: cannot run uv: {exc}") from None
+    try:
+        rc = group.wait(UV_TIMEOUT_S, on_line=show if progress else None)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        proc.wait()
-        reader.join(5)
         raise _CommandFailed(f"{what}: timed out after {UV_TIMEOUT_S:.0f} s") from None
-    except BaseException:
-        os.killpg(proc.pid, 9)
-        proc.wait()
-        raise
-    reader.join(10)
-    log.flush()
+    finally:
+        group.stop(STOP_TIMEOUT_S)
+    output = group.output()
     if rc != 0:
-        raise _CommandFailed(f"{what} failed: {failure_reason(''.join(lines))}")
-    return "".join(lines)
+        raise _CommandFailed(f"{what} failed: {failure_reason(output)}")
+    return output
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -311,7 +295,7 @@ def failure_reason(output: str, max_lines: int = 12) -> str:
     return "\n".join(ln.strip() for ln in chosen) or "no output"
 
 
-def _packages(python: Path, log, progress: Progress | None) -> dict[str, str]:
+def _packages(python: Path, log: TextIO) -> dict[str, str]:
     out = _run(
         [*_uv(), "pip", "list", "--format", "json", "--python", str(python)],
         log,
@@ -324,11 +308,7 @@ def _packages(python: Path, log, progress: Progress | None) -> dict[str, str]:
         rows = json.loads(out[start:]) if start >= 0 else []
     except ValueError as exc:
         raise _CommandFailed(f"could not read `uv pip list` output: {exc}") from exc
-    return {_norm(r["name"]): r["version"] for r in rows}
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return {canonicalize_name(r["name"]): r["version"] for r in rows}
 
 
 def provision(stack: Stack, *, progress: Progress | None = None) -> ProvisionedEnv:
@@ -376,7 +356,8 @@ def _build(
     python = tmp / "bin" / "python"
     interp = stack.interpreter
     try:
-        with open(log_path, "w") as log:
+        # Append mode: uv's output is appended to the same file by its own process.
+        with open(log_path, "a") as log:
             log.write(f"stack {stack.name}\nkey {key}\ninterpreter {interp}\n")
             _run(
                 [
@@ -397,7 +378,7 @@ def _build(
             for flags, reqs in installs:
                 argv = [*_uv(), "pip", "install", "--python", str(python), *flags, *reqs]
                 _run(argv, log, progress, "installing " + " ".join(reqs or flags))
-            packages = _packages(python, log, progress)
+            packages = _packages(python, log)
             build_seconds = time.monotonic() - started
             manifest = {
                 "recipe": RECIPE,
@@ -450,13 +431,19 @@ def _record_failure(stack: Stack, key: str, reason: str, log_path: Path) -> None
     (failed / f"{key}.json").write_text(json.dumps(doc, indent=1))
 
 
-def last_failure(stack: Stack) -> dict | None:
+def last_failure(stack: Stack) -> dict[str, Any] | None:
     """The last failed build of this exact stack (``reason``, ``log``, ``time``), if the venv
     has not been built since. :func:`provision` always tries again; this is for reports."""
+    return _read_json(venvs_dir() / ".failed" / f"{stack.env_key()}.json")
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None if it is missing, unreadable or not an object."""
     try:
-        return json.loads((venvs_dir() / ".failed" / f"{stack.env_key()}.json").read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def remove(stack: Stack) -> bool:

@@ -114,7 +114,7 @@ def _interpreters(config: StudyConfig) -> list[Interpreter]:
 
 
 def _user_framework(config: StudyConfig, interpreter: Interpreter) -> Framework:
-    from pywebbench.catalogue.byo import user_framework
+    from pywebbench.provision.user_app import user_framework
 
     app = config.app
     assert app is not None

@@ -72,7 +72,8 @@ class Client:
         if self._conn is None:
             self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
         conn = self._conn
-        headers = {"Host": f"{self.host}:{self.port}", "User-Agent": "pywebbench-verify"}
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        headers = {"Host": f"{host}:{self.port}", "User-Agent": "pywebbench-verify"}
         headers.update(dict(request.headers))
         if request.body or request.method in ("POST", "PUT", "PATCH"):
             headers["Content-Length"] = str(len(request.body))

@@ -73,7 +73,7 @@ def check_common(
     expect_date_header: bool = True,
     want_charset: bool = False,
 ) -> None:
-    """Status, Content-Type, framing, Date and Server headers."""
+    """Status, Content-Type, framing (:func:`check_framing`), Date and Server headers."""
     if resp.status != 200:
         f.problem(f"status {resp.status} {resp.reason}, expected 200 ({_short(resp.body)})")
     ctypes = resp.header_all("Content-Type")
@@ -95,7 +95,26 @@ def check_common(
             f.problem(f"Content-Type charset {charset!r}, expected utf-8")
         if charset is None and want_charset:
             f.warn(f"Content-Type {ctypes[0]!r} has no charset (utf-8 expected)")
-    # framing
+    check_framing(resp, f)
+    # Date and Server
+    date = resp.header("Date")
+    if date is None:
+        if expect_date_header:
+            f.problem("no Date header")
+        else:
+            f.warn("no Date header (this server sends none)")
+    else:
+        try:
+            email.utils.parsedate_to_datetime(date)
+        except (TypeError, ValueError):
+            f.problem(f"Date header {date!r} is not an HTTP date")
+    if resp.header("Server") is None and expect_server_header:
+        f.warn("no Server header")
+
+
+def check_framing(resp: Response, f: Findings) -> None:
+    """Exactly one of Content-Length or ``Transfer-Encoding: chunked``; one Content-Length,
+    a number equal to the body's length."""
     lengths = resp.header_all("Content-Length")
     encodings = [
         e.strip().lower() for v in resp.header_all("Transfer-Encoding") for e in v.split(",")
@@ -115,20 +134,6 @@ def check_common(
         else:
             if declared != len(resp.body):
                 f.problem(f"Content-Length {declared} but body is {len(resp.body)} bytes")
-    # Date and Server
-    date = resp.header("Date")
-    if date is None:
-        if expect_date_header:
-            f.problem("no Date header")
-        else:
-            f.warn("no Date header (this server sends none)")
-    else:
-        try:
-            email.utils.parsedate_to_datetime(date)
-        except (TypeError, ValueError):
-            f.problem(f"Date header {date!r} is not an HTTP date")
-    if resp.header("Server") is None and expect_server_header:
-        f.warn("no Server header")
 
 
 # ---------------------------------------------------------------- body rules
@@ -142,7 +147,8 @@ def body_hello(resps: list[Response], params: Mapping[str, int], f: Findings) ->
 
 def _json(resp: Response, f: Findings) -> object | None:
     try:
-        return json.loads(resp.body.decode("utf-8"))
+        parsed: object = json.loads(resp.body.decode("utf-8"))
+        return parsed
     except (UnicodeDecodeError, ValueError) as exc:
         f.problem(f"body is not JSON ({exc}): {_short(resp.body)}")
         return None

@@ -50,7 +50,7 @@ class AppFramework(Framework):
     io_style: ClassVar[str] = "blocking"
     pins: ClassVar[dict[str, tuple[str, ...]]] = {"modern": (), "py39": ()}
     only_binary: ClassVar[tuple[str, ...]] = ()
-    workloads: ClassVar[frozenset[str]] = ALL_WORKLOADS
+    workloads: frozenset[str] = ALL_WORKLOADS  # not a ClassVar: see Framework
     system_packages: ClassVar[tuple[str, ...]] = ()
 
     def requirements(self, interpreter: Interpreter) -> list[str]:

@@ -1,0 +1,349 @@
+"""Start one stack's server as a pinned process group, wait until it answers, stop it cleanly.
+
+>>> with start_server(stack, env, cpus=[0], log_dir=Path("logs")) as srv:  # doctest: +SKIP
+...     print(srv.base_url, srv.cold_start_s, srv.settings)
+
+The server runs in its own session (``setsid``) pinned to ``cpus`` (inherited by its workers),
+with stdout+stderr appended to a log file. Readiness is a TCP connect and then an HTTP GET of
+``ready_path`` that gets any HTTP response. Stopping sends SIGTERM to the group, waits the
+adapter's ``stop_timeout_s``, then SIGKILLs the group and reaps it (servers that ignore
+SIGTERM, like robyn, are handled by the second step). If this process dies without stopping
+it (even by SIGKILL), a watchdog process does the same (see :mod:`pywebbench.launch.process`).
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import random
+import re
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from pywebbench.catalogue.base import APPS_DIR, LaunchContext, Stack
+from pywebbench.launch.process import ProcessGroup, tail
+
+__all__ = [
+    "EnvLike",
+    "LaunchError",
+    "RunningServer",
+    "default_app_dir",
+    "free_port",
+    "launch_env",
+    "start_server",
+]
+
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
+class EnvLike(Protocol):
+    """What :func:`start_server` needs of a provisioned environment (``ProvisionedEnv``)."""
+
+    @property
+    def venv(self) -> Path: ...
+
+    @property
+    def python(self) -> Path: ...
+
+
+class LaunchError(RuntimeError):
+    """A server did not start: ``phase`` is "config", "spawn", "start" (it exited) or
+    "ready" (it never answered); ``log_tail`` is the end of its log."""
+
+    def __init__(self, phase: str, reason: str, log_tail: str = "", log_path: Path | None = None):
+        self.phase = phase
+        self.reason = reason
+        self.log_tail = log_tail
+        self.log_path = log_path
+        msg = f"server {phase} failed: {reason}"
+        if log_path is not None:
+            msg += f" (log: {log_path})"
+        if log_tail.strip():
+            msg += "\n--- log tail ---\n" + log_tail.rstrip()
+        super().__init__(msg)
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now.
+
+    Chosen below the kernel's ephemeral range when possible: a port from that range can be
+    the local port of a client connection (the load generator's) in TIME_WAIT, which a
+    server that binds without SO_REUSEADDR (socketify) then fails to bind.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    lo, _hi = _ephemeral_range()
+    if lo > 20_000:
+        for _ in range(50):
+            port = random.randrange(15_000, lo)
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+                return port
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def default_app_dir() -> Path:
+    """The directory of the built-in framework apps (``pywebbench/inside/apps``)."""
+    return APPS_DIR
+
+
+def launch_env(venv: Path, app_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a server process: this process's environment without Python
+    variables that would leak the orchestrator's interpreter into the stack's, plus the venv
+    first on PATH, ``app_dir`` on PYTHONPATH, unbuffered output, then ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTHON", "VIRTUAL_ENV", "CONDA", "UV_", "PYTEST_"))
+        and k not in ("PIP_REQUIRE_VIRTUALENV", "__PYVENV_LAUNCHER__")
+    }
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
+    env["PYTHONPATH"] = str(app_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+class RunningServer:
+    """A started, answering server. Use as a context manager, or call :meth:`stop`."""
+
+    def __init__(
+        self,
+        *,
+        group: ProcessGroup,
+        host: str,
+        port: int,
+        cold_start_s: float,
+        settings: dict[str, Any],
+        argv: list[str],
+        stop_timeout_s: float,
+        name: str,
+    ) -> None:
+        self.group = group
+        self.pid = group.pid
+        self.pgid = group.pgid
+        self.host = host
+        self.port = port
+        self.cold_start_s = cold_start_s
+        self.settings = settings
+        self.argv = argv
+        self.stop_timeout_s = stop_timeout_s
+        self.name = name
+        if group.log_path is None:
+            raise ValueError("a server's process group must log to a file")
+        self.log_path: Path = group.log_path
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def alive(self) -> bool:
+        """True while the server's leader process runs."""
+        return self.group.alive()
+
+    def members(self) -> list[int]:
+        """Live PIDs of the server's process group (master and workers)."""
+        return self.group.members()
+
+    def stop(self) -> None:
+        """SIGTERM the group, wait ``stop_timeout_s``, SIGKILL the group, reap. Idempotent."""
+        self.group.stop(self.stop_timeout_s)
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<RunningServer {self.name} pid={self.pid} {self.base_url}>"
+
+
+def _probe(host: str, port: int, path: str, timeout: float) -> str | None:
+    """None if an HTTP response came back, else why not (for the error message)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        return f"connect: {exc}"
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request("GET", path, headers={"Connection": "close"})
+        resp = conn.getresponse()
+        resp.read()
+        return None
+    except (OSError, http.client.HTTPException) as exc:
+        return f"GET {path}: {exc!r}"
+    finally:
+        conn.close()
+
+
+_PORT_CLASH = re.compile(r"address already in use|failed to listen|errno 98", re.IGNORECASE)
+
+
+def start_server(
+    stack: Stack,
+    env: EnvLike,
+    *,
+    port: int | None = None,
+    cpus: Sequence[int] = (0,),
+    workers: int = 1,
+    threads: int = 1,
+    app_env: Mapping[str, str] | None = None,
+    app_dir: Path | None = None,
+    app: str | None = None,
+    log_dir: Path,
+    ready_path: str = "/hello",
+    start_timeout_s: float = 60.0,
+    host: str = "127.0.0.1",
+) -> RunningServer:
+    """Start ``stack``'s server in ``env`` and return once it answers HTTP.
+
+    ``port`` None picks a free port (and retries on another if the server loses the race for
+    it). ``app`` defaults to the framework's app, ``app_dir`` to the framework's ``app_dir``
+    attribute if it has one (a plugin's or a user's), else the built-in apps. Raises
+    :class:`LaunchError` (phase config/spawn/start/ready) with the end of the server's log.
+    """
+    if host not in LOOPBACK_HOSTS:
+        raise LaunchError("config", f"host {host!r} is not a loopback address")
+    if workers < 1 or threads < 1:
+        raise LaunchError("config", f"workers ({workers}) and threads ({threads}) must be >= 1")
+    adapter = stack.server
+    max_workers = getattr(adapter, "max_workers", None)
+    if max_workers is not None and workers > max_workers:
+        raise LaunchError(
+            "config",
+            f"{adapter.name} runs at most {max_workers} worker process(es); "
+            f"got --workers {workers}",
+        )
+    if app_dir is None:
+        app_dir = getattr(stack.framework, "app_dir", None) or default_app_dir()
+    app_dir = Path(app_dir)
+    app = app or stack.framework.app
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    attempts = 1 if port is not None else 3
+    last_error: LaunchError | None = None
+    for _ in range(attempts):
+        chosen = port if port is not None else free_port(host)
+        ctx = LaunchContext(
+            interpreter=stack.interpreter,
+            venv=Path(env.venv),
+            app_dir=app_dir,
+            app=app,
+            host=host,
+            port=chosen,
+            workers=workers,
+            threads=threads,
+            env=dict(app_env or {}),
+        )
+        try:
+            return _start_once(stack, ctx, cpus, log_dir, ready_path, start_timeout_s)
+        except LaunchError as exc:
+            last_error = exc
+            if exc.phase != "start" or not _PORT_CLASH.search(exc.log_tail):
+                raise
+    assert last_error is not None
+    raise last_error
+
+
+def _start_once(
+    stack: Stack,
+    ctx: LaunchContext,
+    cpus: Sequence[int],
+    log_dir: Path,
+    ready_path: str,
+    start_timeout_s: float,
+) -> RunningServer:
+    adapter = stack.server
+    try:
+        cmd = adapter.command(ctx)
+        settings = dict(adapter.settings(ctx))
+    except (ValueError, NotImplementedError) as exc:
+        raise LaunchError("config", f"{adapter.name}: {exc}") from exc
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{stack.name}-{ctx.port}")
+    log_path = log_dir / f"server-{safe}.log"
+    env = launch_env(ctx.venv, ctx.app_dir, {**ctx.env, **cmd.env})
+    with open(log_path, "ab") as fh:
+        fh.write(f"# pywebbench: {' '.join(cmd.argv)}\n".encode())
+    t0 = time.monotonic()
+    try:
+        group = ProcessGroup.start(
+            cmd.argv,
+            log_path=log_path,
+            env=env,
+            cwd=cmd.cwd or ctx.app_dir,
+            cpus=cpus,
+            orphan_grace_s=adapter.stop_timeout_s,
+        )
+    except (OSError, ValueError) as exc:
+        raise LaunchError("spawn", f"cannot run {cmd.argv[0]}: {exc}", "", log_path) from exc
+    deadline = t0 + start_timeout_s
+    why: str | None = "no attempt"
+    polls = 0
+    fatal_patterns = tuple(getattr(adapter, "fatal_log_patterns", ()))
+    try:
+        while True:
+            code = group.poll()
+            if code is not None:
+                raise LaunchError(
+                    "start", f"{adapter.name} exited with code {code}", tail(log_path), log_path
+                )
+            why = _probe(ctx.host, ctx.port, ready_path, timeout=2.0)
+            if why is None:
+                break
+            polls += 1
+            if polls % 10 == 0:  # every ~0.5 s: did it log a failure while still running?
+                log_tail = tail(log_path)
+                fatal = [p for p in fatal_patterns if p in log_tail]
+                if _PORT_CLASH.search(log_tail) and why.startswith("connect"):
+                    raise LaunchError(
+                        "start",
+                        f"{adapter.name} could not bind port {ctx.port}",
+                        log_tail,
+                        log_path,
+                    )
+                if fatal:
+                    raise LaunchError(
+                        "start", f"{adapter.name} failed to start: {fatal[0]!r}", log_tail, log_path
+                    )
+            if time.monotonic() >= deadline:
+                raise LaunchError(
+                    "ready",
+                    f"{adapter.name} did not answer within {start_timeout_s:g} s ({why})",
+                    tail(log_path),
+                    log_path,
+                )
+            time.sleep(0.05)
+    except BaseException:
+        group.stop(adapter.stop_timeout_s)
+        raise
+    cold = time.monotonic() - t0
+    settings.setdefault("cpus", list(cpus))
+    return RunningServer(
+        group=group,
+        host=ctx.host,
+        port=ctx.port,
+        cold_start_s=cold,
+        settings=settings,
+        argv=cmd.argv,
+        stop_timeout_s=adapter.stop_timeout_s,
+        name=stack.name,
+    )
