@@ -177,13 +177,39 @@ class WarmupWatch:
         size = max(3, round(self.rule.window_s / self.rule.bucket_s))
         if len(self.curve) < size or sum(self._counts) < self.rule.min_requests:
             return None
-        if not window_is_steady(self.curve[-size:], self._counts[-size:], self.rule):
+        window = self.curve[-size:]
+        if not window_is_steady(window, self._counts[-size:], self.rule):
             self._passed.clear()
             return None
-        self._passed.append(round(self._starts[-size], 3))
+        # The robust tests tolerate an outlier, so a window may begin with the last point of
+        # a ramp: the steady state starts at its first point inside the window's band.
+        skip = _leading_outliers([y for _, y in window], self.rule)
+        self._passed.append(round(self._starts[-size + skip], 3))
         if len(self._passed) < self.rule.confirm:
             return None
         return self._passed[0]
+
+
+def _noise(ys: Sequence[float], counts_median: float | None = None) -> float:
+    """Relative noise of one bucket: from successive differences (robust to a trend or a
+    step), never below the counting noise of buckets of ``counts_median`` requests."""
+    mid = statistics.median(ys)
+    jumps = [abs(b - a) for a, b in zip(ys, ys[1:], strict=False)]
+    noise = 1.4826 * statistics.median(jumps) / math.sqrt(2.0) / mid if jumps and mid else 0.0
+    if counts_median is None:
+        return noise
+    return max(noise, 1.0 / math.sqrt(max(1.0, counts_median)))
+
+
+def _leading_outliers(ys: Sequence[float], rule: SteadyRule) -> int:
+    """How many points at the start of a steady window lie outside its band (3 sigma, and at
+    least ``max_drift``, around the median); the last point is never skipped."""
+    mid = statistics.median(ys)
+    band = max(rule.max_drift, 3.0 * _noise(ys)) * mid
+    skip = 0
+    while skip < len(ys) - 1 and abs(ys[skip] - mid) > band:
+        skip += 1
+    return skip
 
 
 def window_is_steady(
@@ -207,11 +233,7 @@ def window_is_steady(
     spread = robust_spread(ys)
     if spread > rule.max_spread:
         return False
-    # Noise from successive differences: a trend or a step inside the window does not
-    # inflate it, as it would inflate the spread around the median.
-    jumps = [abs(b - a) for a, b in zip(ys, ys[1:], strict=False)]
-    noise = 1.4826 * statistics.median(jumps) / math.sqrt(2.0) / mid
-    sigma = max(noise, 1.0 / math.sqrt(max(1.0, statistics.median(counts))))
+    sigma = _noise(ys, statistics.median(counts))
     span = ts[-1] - ts[0] + rule.bucket_s
     change = abs(theil_sen(ts, ys)) * span / mid
     if change > max(rule.max_drift, 2.0 * sigma * math.sqrt(12.0 * n / (n * n - 1.0))):
