@@ -97,3 +97,22 @@ def test_ranking_marks_ties_and_the_headline_carries_its_ci() -> None:
     assert f"the runner-up ({b.label}, {h['vs_second_ci']}" in md
     assert "| =2 | cpython3.11 · gunicorn · flask |" in md
     assert "a tie: the CI contains 1" in md
+
+
+def test_memory_table_reads_negative_intervals_without_a_double_dash() -> None:
+    from pywebbench.report.tables import memory_table
+    from pywebbench.report.view import MemoryView
+
+    a = _stack("pypy3.9", "granian")
+    p = _point(a, FAST)
+    p.memory = MemoryView(260.0, 272.0, 271.0, -59.0, (-127.0, -3.8), 100)
+    table = memory_table(_rank("hello", "peak", [(a, p)]))
+    assert table is not None
+    cells = table.rows[0].cells
+    assert [cells[k].text for k in ("startup", "warm", "end", "leak", "leak_ci")] == [
+        "260",
+        "272",
+        "271",
+        "-59",
+        "-127 to -3.8",
+    ]

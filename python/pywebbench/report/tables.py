@@ -291,6 +291,11 @@ def _ranking_row(r: RankingRow, robustness: bool) -> Row:
     return Row(cells, r.stack, cls, notes)
 
 
+def _range(low: str, high: str, negative: bool) -> str:
+    """ "4–23", or "-127 to -3.8" when a bound is negative (a dash would read as a minus)."""
+    return f"{low} to {high}" if negative else f"{low}–{high}"
+
+
 def memory_table(ranking: Ranking) -> Table | None:
     """Memory of each ranked stack: startup, after warm-up, end, and the leak slope."""
     columns = [
@@ -324,7 +329,7 @@ def memory_table(ranking: Ranking) -> Table | None:
             "peak": _num(fmt_mib(p.peak_rss_mib), p.peak_rss_mib),
             "leak": _num(fmt_kb(m.leak_kb_per_1k), m.leak_kb_per_1k),
             "leak_ci": TCell(
-                f"{fmt_kb(ci[0])}–{fmt_kb(ci[1])}" if ci else MISSING,
+                _range(fmt_kb(ci[0]), fmt_kb(ci[1]), ci[0] < 0) if ci else MISSING,
                 (ci[1] - ci[0]) if ci else None,
             ),
             "notes": TCell("; ".join(notes), "; ".join(notes)),
