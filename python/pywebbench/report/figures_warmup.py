@@ -113,11 +113,11 @@ def point_warmup_figure(view: ReportView, point: PointView) -> Figure | None:
             "xref": "x",
             "yref": "paper",
             "x": x,
-            "y": 1 - 0.07 * k,
+            "y": 1,
+            "yshift": 16 * k,  # above the plot area, one line per marker: never over data
             "xanchor": "left",
-            "yanchor": "top",
+            "yanchor": "bottom",
             "showarrow": False,
-            "bgcolor": "rgba(255,255,255,0.8)",
             "font": {"size": 11, "color": colour},
         }
         for k, (x, note, colour) in enumerate(notes)
@@ -125,12 +125,12 @@ def point_warmup_figure(view: ReportView, point: PointView) -> Figure | None:
     return {
         "data": data,
         "layout": base_layout(
-            height=340,
+            height=330 + 16 * len(notes),
             shapes=shapes,
             annotations=annotations,
             showlegend=True,
             legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"},
-            margin={"l": 64, "r": 16, "t": 16, "b": 48},
+            margin={"l": 64, "r": 16, "t": 20 + 16 * len(notes), "b": 48},
             xaxis=_axis("seconds since the warm-up began", rangemode="tozero"),
             yaxis=_axis("requests/s", rangemode="tozero", tickformat="~s"),
         ),
