@@ -176,7 +176,7 @@ class Cell:
     generator_cpus_json: str = "[]"
     started_at: str | None = None
     finished_at: str | None = None
-    flags_json: str = "{}"  # {"memory_growth": true, "generator_bound": false, ...}
+    flags_json: str = "{}"  # {"not_steady": false, "leak": false, "generator_bound": ...}
 
     @property
     def workload_params(self) -> dict[str, Any]:
