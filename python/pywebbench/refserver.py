@@ -79,6 +79,8 @@ class RefServerConfig:
     cpus: list[int] = field(default_factory=list)
     delay_ms: float = 0.0
     delay_jitter_ms: float = 0.0
+    delay_ramp_s: float = 0.0  # delay_ms falls to 0 over this many seconds, then stays 0
+    delay_saw_s: float = 0.0  # delay rises 0 -> delay_ms over each such period: never settles
     stall_ms: float = 0.0
     stall_every_s: float = 0.0
     header_timeout_ms: float = 10_000.0

@@ -71,8 +71,9 @@ def faulted_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
     cpython = default_interpreters()[0].name
     proc = subprocess.run(
         [PYWEBBENCH, "run", "--server", "uvicorn-h11", "--framework", "raw-asgi",
-         "--workload", "hello", "--python", cpython, "-d", "1", "--warmup-duration", "0.5",
-         "-c", "16", "--replicates", "1", "--faults", E2E_MIX, "--results-dir", str(results)],
+         "--workload", "hello", "--python", cpython, "-d", "1", "--warmup", "fixed",
+         "--max-replicates", "1", "--warmup-duration", "0.5", "-c", "16", "--replicates", "1",
+         "--faults", E2E_MIX, "--results-dir", str(results)],
         capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -10,16 +10,23 @@ stores it. Names and failure texts can carry markup, to test that reports show i
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
-from pywebbench.meter import Sampler
+from pywebbench.load.result import LoadResult
+from pywebbench.meter import Sampler, snapshot
 from pywebbench.run.rows import iteration_row
+from pywebbench.run.steadiness import replicate_checks, warm_until_steady
+from pywebbench.steady import SteadyRule, WarmupVerdict
 from pywebbench.store import (
     Cell,
     Failure,
     Replicate,
     Run,
+    Sample,
     StackRow,
     Store,
     new_run_id,
@@ -41,6 +48,8 @@ class FakeStack:
     impl: str = "cpython"
     # Workloads where this stack "fails to verify" (a recorded failure, no iterations).
     fails_on: dict[str, str] = field(default_factory=dict)
+    # Cell flags stored as a runner that detected them would (e.g. {"leak": True}).
+    flags: dict[str, object] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -56,6 +65,10 @@ class StudyPlan:
     measured: int = 2
     duration_s: float = 0.3
     provision_failures: list[str] = field(default_factory=list)
+    # Warm up until steady (the runner's WarmupWatch, this cap in seconds) instead of
+    # ``warmup`` fixed iterations; PyPy stacks get a JIT threshold they never reach, so
+    # their warm-ups end at the cap (not steady).
+    steady_cap_s: float | None = None
 
 
 def _run_row(run_id: str) -> Run:
@@ -76,7 +89,18 @@ def _run_row(run_id: str) -> Run:
         orchestrator_python="3.11",
         server_cpus_json=json.dumps(SERVER_CPUS),
         generator_cpus_json=json.dumps(GENERATOR_CPUS),
-        config_json=json.dumps({"profile": "quick", "note": "</script><script>alert(9)</script>"}),
+        config_json=json.dumps(
+            {
+                "profile": "quick",
+                "note": "</script><script>alert(9)</script>",
+                "load": {
+                    "warmup": "steady",
+                    "warmup_cap_s": 1.25,
+                    "steady_window_s": 0.75,
+                    "jit_min_requests": 10**9,
+                },
+            }
+        ),
         host_json=json.dumps({"virtualisation": "container"}),
     )
 
@@ -106,26 +130,102 @@ def _iteration(
     store: Store,
     cell_id: int,
     at: tuple[int, str, int],
-    url: str,
     pid: int,
-    conns: int,
-    duration_s: float,
-) -> None:
+    load: Callable[[], LoadResult],
+) -> tuple[LoadResult, list[Sample]]:
     """One real engine run against the server, metered, stored like the runner stores it."""
-    from pywebbench.load import LoadSpec, run_load
-
     replicate, kind, idx = at
-    spec = LoadSpec(
-        url=url, connections=conns, threads=1, duration_s=duration_s, cpus=GENERATOR_CPUS
-    )
     started = utcnow()
     with Sampler(pid, interval_s=0.05) as sampler:
-        result = run_load(spec)
+        result = load()
     meter = sampler.summary
     it = iteration_row(
         result, meter, cell_id=cell_id, replicate=replicate, kind=kind, idx=idx, started_at=started
     )
     store.add_iteration(it, meter.samples)
+    return result, list(meter.samples)
+
+
+def _replicate(
+    store: Store, plan: StudyPlan, s: FakeStack, at: tuple[int, int, int], srv: Any, url: str
+) -> dict[str, Any]:
+    """Warm-up and measured iterations of one replicate; its steady-state verdicts stored on
+    the replicate row as the runner stores them. Returns the replicate's row fields."""
+    from pywebbench.load import LoadSpec, LocalAgent, run_load
+
+    def spec(conns: int, duration_s: float) -> LoadSpec:
+        return LoadSpec(
+            url=url, connections=conns, threads=1, duration_s=duration_s, cpus=GENERATOR_CPUS
+        )
+
+    cell_id, rep, conns = at
+    rep_id = store.add_replicate(
+        Replicate(
+            id=None,
+            cell_id=cell_id,
+            replicate=rep,
+            status="ok",
+            started_at=utcnow(),
+            pid=srv.pid,
+            idle_rss_bytes=snapshot(srv.pid).rss_bytes,
+        )
+    )
+    fields: dict[str, Any] = {}
+    if plan.steady_cap_s is not None:
+        rule = SteadyRule(
+            window_s=0.75,
+            confirm=1,
+            cap_s=plan.steady_cap_s,
+            min_requests=10**9 if s.impl == "pypy" else 0,
+        )
+        found: list[WarmupVerdict] = []
+
+        def warm() -> LoadResult:
+            result, verdict = warm_until_steady(LocalAgent(), lambda d: spec(conns, d), rule)
+            found.append(verdict)
+            return result
+
+        _iteration(store, cell_id, (rep, "warmup", 0), srv.pid, warm)
+        fields.update(
+            warmup_end=found[0].end.value,
+            warmup_s=round(found[0].elapsed_s, 3),
+            steady_start_s=found[0].steady_start_s,
+            warmup_curve_json=json.dumps(found[0].curve),
+        )
+    else:
+        for idx in range(plan.warmup):
+            load = partial(run_load, spec(conns, plan.duration_s))
+            _iteration(store, cell_id, (rep, "warmup", idx), srv.pid, load)
+    measured = [
+        _iteration(
+            store,
+            cell_id,
+            (rep, "measured", idx),
+            srv.pid,
+            partial(run_load, spec(conns, plan.duration_s)),
+        )
+        for idx in range(plan.measured)
+    ]
+    trend, memory = replicate_checks(measured, max_drift=0.05)
+    fields.update(drift_json=json.dumps(trend.to_dict()), leak_json=json.dumps(memory.to_dict()))
+    store.update_replicate(rep_id, **fields)
+    return fields
+
+
+def _flags(s: FakeStack, reps: list[dict[str, Any]]) -> dict[str, Any]:
+    """The cell flags by the runner's rule (run/runner.py), then the stack's own."""
+    leaks = [json.loads(r["leak_json"]) for r in reps]
+    flags: dict[str, Any] = {
+        "generator_bound": False,
+        "errors": False,
+        "not_steady": any(r.get("warmup_end") == "cap" for r in reps),
+        "drift": any(json.loads(r["drift_json"])["drifting"] for r in reps),
+        "leak": bool(leaks) and all(x["leaking"] for x in leaks),
+    }
+    slopes = sorted(float(x["bytes_per_1k"]) for x in leaks)
+    if slopes:
+        flags["leak_bytes_per_1k"] = slopes[len(slopes) // 2]
+    return {**flags, **s.flags}
 
 
 def record_study(path: Path, plan: StudyPlan) -> str:
@@ -171,33 +271,20 @@ def record_study(path: Path, plan: StudyPlan) -> str:
                         _fail_verify(store, run_id, sid, cell_id, workload, s.fails_on[workload])
                     else:
                         cells.append((cell_id, workload, c))
+            reps: dict[int, list[dict[str, Any]]] = {cell_id: [] for cell_id, _, _ in cells}
             for rep in range(plan.replicates):
                 with RefServer(delay_ms=s.delay_ms, cpus=SERVER_CPUS) as srv:
                     for cell_id, workload, c in cells:
-                        store.add_replicate(
-                            Replicate(
-                                id=None,
-                                cell_id=cell_id,
-                                replicate=rep,
-                                status="ok",
-                                started_at=utcnow(),
-                                pid=srv.pid,
-                            )
-                        )
                         url = srv.url.rstrip("/") + "/" + workload
-                        for kind, n in (("warmup", plan.warmup), ("measured", plan.measured)):
-                            for idx in range(n):
-                                _iteration(
-                                    store,
-                                    cell_id,
-                                    (rep, kind, idx),
-                                    url,
-                                    srv.pid,
-                                    c,
-                                    plan.duration_s,
-                                )
+                        at = (cell_id, rep, c)
+                        reps[cell_id].append(_replicate(store, plan, s, at, srv, url))
             for cell_id, _, _ in cells:
-                store.update_cell(cell_id, status="ok", finished_at=utcnow())
+                store.update_cell(
+                    cell_id,
+                    status="ok",
+                    finished_at=utcnow(),
+                    flags_json=json.dumps(_flags(s, reps[cell_id])),
+                )
         store.update_run(run_id, status="completed", finished_at=utcnow())
     return run_id
 

@@ -32,7 +32,17 @@ EVIL_PROVISION = "pypy3.9/meinheld/<img src=x onerror=alert(1)>: does not build 
 PLAN = StudyPlan(
     stacks=[
         FakeStack("cpython3.11", "refserver", "fast", delay_ms=0.0),
-        FakeStack("pypy3.9", "refserver", "slow", delay_ms=1.0, impl="pypy"),
+        # The same server and framework on PyPy: the JIT-effect view pairs the two. Its
+        # warm-ups never meet the JIT threshold: not steady (cap). Its leak and drift flags
+        # are stored as a runner that detected them would.
+        FakeStack(
+            "pypy3.9",
+            "refserver",
+            "fast",
+            delay_ms=1.0,
+            impl="pypy",
+            flags={"leak": True, "leak_bytes_per_1k": 400 * 1024, "drift": True},
+        ),
         FakeStack("cpython3.11", EVIL_SERVER, EVIL_FW, delay_ms=0.3, fails_on={"json": EVIL_BODY}),
     ],
     loads={"hello": [1, 8], "json": [8]},
@@ -41,6 +51,7 @@ PLAN = StudyPlan(
     measured=2,
     duration_s=0.25,
     provision_failures=[EVIL_PROVISION],
+    steady_cap_s=1.25,
 )
 
 
@@ -122,6 +133,12 @@ def test_every_plot_is_drawn_offline_without_errors(report_page: Any) -> None:
                 select.select_option(value)
             page.wait_for_timeout(50)
             seen.update(_drawn(page))
+            for fig_select in section.locator(".sel.active select.fig-select").all():
+                for option in fig_select.locator("option").evaluate_all(
+                    "os => os.map(o => o.value)"
+                ):
+                    fig_select.select_option(option)
+                    seen.update(_drawn(page))
     cell_select = page.locator("#cell-select")
     page.locator("#cells").scroll_into_view_if_needed()
     for value in cell_select.locator("option").evaluate_all("os => os.map(o => o.value)"):
@@ -131,14 +148,10 @@ def test_every_plot_is_drawn_offline_without_errors(report_page: Any) -> None:
     assert set(seen) == expected, f"never drawn: {sorted(expected - set(seen))}"
     for fid, d in seen.items():
         assert d["svg"] >= 1 and d["traces"] >= 1 and d["paths"] >= 1, (fid, d)
-    # The per-workload plots are all there: ranking, spectrum, warm-up, sweep.
-    for kind in (
-        "ranking-hello-peak",
-        "spectrum-hello-peak",
-        "warmup-hello-peak",
-        "sweep-hello",
-    ):
+    # The per-workload plots are all there: ranking, spectrum, warm-up, JIT effect, sweep.
+    for kind in ("ranking-hello-peak", "spectrum-hello-peak", "jit-hello", "sweep-hello"):
         assert kind in seen
+    assert any(fid.startswith("warmup-hello-") for fid in seen)
     assert events.console_errors == [] and events.page_errors == []
     assert events.dialogs == []
     assert events.requests == [], "the report must not touch the network"
@@ -212,6 +225,8 @@ def _markdown_tables(md: str) -> dict[str, list[dict[str, str]]]:
         if line.startswith("## "):
             current, header = line[3:].strip(), []
             tables[current] = []
+        elif line.startswith("### "):  # a subsection's tables (memory, robustness)
+            current = None
         elif line.startswith("| ") and current:
             cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
             if not header:
@@ -323,3 +338,151 @@ def test_report_command(study: Any, tmp_path: Path) -> None:
         [*exe, "--store", str(store_path), "19990101-000000"], capture_output=True, text=True
     )
     assert unknown.returncode == 1 and "no run '19990101-000000'" in unknown.stderr
+
+
+def _figure_shapes(page: Any, plot: Any) -> dict[str, Any]:
+    """What Plotly drew in a plot: annotation texts, shape paths, traces, legend entries."""
+    return {
+        "annotations": plot.locator("g.annotation text").all_text_contents(),
+        "shapes": plot.locator("g.shapelayer path").count(),
+        "traces": plot.locator("g.trace").count(),
+        "legend": plot.locator("g.legend text.legendtext").all_text_contents(),
+    }
+
+
+def test_warmup_figure_marks_the_steady_start_and_the_cap(report_page: Any) -> None:
+    page, events = report_page
+    _reset(page)
+    card = page.locator("section.workload.active .sel.active .card.warmup")
+    card.scroll_into_view_if_needed()
+    select = card.locator("select.fig-select")
+    labels = select.locator("option").all_text_contents()
+    # One option per ranked stack; PyPy's never met its JIT threshold: not steady (cap).
+    assert len(labels) == 3
+    capped = [v for v in labels if "not steady (cap)" in v]
+    assert capped and all("pypy3.9" in v for v in capped)
+    plot = card.locator(".plot")
+    for label in labels:
+        select.select_option(label=label)
+        page.wait_for_timeout(100)
+        drawn = _figure_shapes(page, plot)
+        # A warm-up and a measured line per replicate, the warm-up span and a marker each.
+        assert drawn["traces"] == 2 * PLAN.replicates, (label, drawn)
+        assert drawn["shapes"] >= 1 + PLAN.replicates, (label, drawn)
+        if "pypy3.9" in label:
+            assert sum("not steady (cap)" in a for a in drawn["annotations"]) == PLAN.replicates
+            assert all("not steady (cap)" in t for t in drawn["legend"])
+        else:
+            assert sum(a.startswith("steady r") for a in drawn["annotations"]) == PLAN.replicates
+            assert all("steady from" in t for t in drawn["legend"])
+    select.select_option(label=capped[0])
+    card.scroll_into_view_if_needed()
+    page.wait_for_timeout(100)
+    screenshot(page, "report-warmup")
+    assert events.console_errors == [] and events.page_errors == []
+
+
+def test_jit_effect_view_pairs_pypy_and_cpython(report_page: Any) -> None:
+    page, events = report_page
+    _reset(page)
+    plot = page.locator("section.workload.active .card.jit .plot")
+    plot.scroll_into_view_if_needed()
+    page.wait_for_timeout(100)
+    drawn = _figure_shapes(page, plot)
+    # Only refserver · fast ran on both interpreters: one panel, at its highest load point.
+    assert drawn["annotations"] == ["refserver · fast @ c8"]
+    assert drawn["traces"] == 2 * PLAN.replicates  # a line per replicate per interpreter
+    assert sorted(drawn["legend"]) == ["cpython3.11", "pypy3.9"]
+    screenshot(page, "report-jit")
+    assert events.console_errors == [] and events.page_errors == []
+
+
+def test_flags_memory_and_steady_method_in_html(report_page: Any) -> None:
+    page, _ = report_page
+    _reset(page)
+    table = "section.workload.active .sel.active table.ranking"
+    pypy = page.locator(f"{table} tr[data-stack^='pypy3.9']")
+    badges = pypy.locator("td.col-notes .badge")
+    notes = badges.all_text_contents()
+    assert {"not steady (cap)", "drift", "leak (400 KB/1k req)"} <= set(notes)
+    titles = [badges.nth(i).get_attribute("title") or "" for i in range(badges.count())]
+    assert all(t for t in titles) and any("cap" in t for t in titles)
+    legend = page.locator("section.workload.active .sel.active dl.legend").inner_text()
+    assert "not steady (cap)" in legend and "leak" in legend
+    memory = page.locator("section.workload.active .sel.active table.memory")
+    heads = memory.locator("th").all_text_contents()
+    assert ["Startup MiB", "After warm-up MiB", "End MiB"] == heads[2:5]
+    manifest = page.inner_text("#environment .steady-manifest")
+    assert "warmup_cap_s" in manifest and "1.25" in manifest and "rule max_drift" in manifest
+
+
+def _md_section(md: str, heading: str) -> str:
+    start = md.index(heading)
+    end = md.find("\n## ", start + 1)
+    return md[start : end if end != -1 else len(md)]
+
+
+def test_markdown_flags_memory_ties_and_headline_ci(study: Any) -> None:
+    store_path, run_id, paths = study
+    md = paths.markdown.read_text(encoding="utf-8")
+    tables = _markdown_tables(md)
+    hello = _md_section(md, "## hello")
+    # The headline's ratio carries its bootstrap CI.
+    m = re.search(r"([\d.]+)× the runner-up \(.*, 95% CI ([\d.]+)–([\d.]+)", hello)
+    assert m, hello[:400]
+    ratio, low, high = (float(g) for g in m.groups())
+    assert low <= ratio <= high and low < high
+    rows = {r["Stack"]: r for r in tables["hello"] if r["#"] != "#"}
+    pypy = next(r for k, r in rows.items() if k.startswith("pypy3.9"))
+    for note in ("not steady (cap)", "drift", "leak (400 KB/1k req)"):
+        assert note in pypy["Notes"]
+    assert "- _not steady (cap)_:" in hello and "- _leak_:" in hello
+    # Ranks: a tie is "=k" and says who with; otherwise the gap to the row above has a CI.
+    for r in rows.values():
+        if r["#"].startswith("="):
+            assert f"tied with #{int(r['#'][1:]) - 1}" in r["Notes"]
+        elif r["#"] not in ("1", "–"):
+            assert re.fullmatch(r"[\d.]+× \(95% CI [\d.]+–[\d.]+\)", r["Gap above"]), r
+    # Memory: startup is the median idle RSS of the replicates at the stack's best point.
+    with Store(store_path, create=False) as store:
+        st = store.load_study([run_id])
+    labels = {f"{s.interpreter} · {s.server} · {s.framework}": s.id for s in st.stacks}
+    memory = [
+        [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        for line in _md_section(md, "### hello: memory").splitlines()
+        if line.startswith("| ") and "MiB" not in line
+    ]
+    checked = 0
+    for row in memory:
+        if row[0] not in labels:
+            continue  # the stack whose names carry markup (escaped in Markdown)
+        cell = next(
+            c
+            for c in st.cells
+            if c.stack_id == labels[row[0]] and c.workload == "hello" and c.load_point == row[1]
+        )
+        idle = [r.idle_rss_bytes for r in st.replicates if r.cell_id == cell.id]
+        assert _close(_parse(row[2]), statistics.median(idle) / 2**20, row[2]), row
+        assert all(_parse(v) for v in row[3:6]), row  # after warm-up, end, peak
+        checked += 1
+    assert checked == 2
+    assert "Steady state (run" in md and "warmup_cap_s = 1.25" in md
+
+
+def test_console_summary_shows_flags_ties_and_their_legend(study: Any) -> None:
+    from pywebbench.run.console import summary_tables
+    from rich.console import Console
+
+    store_path, run_id, _ = study
+    with Store(store_path, create=False) as store:
+        st = store.load_study([run_id])
+    console = Console(width=240, record=True)
+    for table in summary_tables(st):
+        console.print(table)
+    out = console.export_text()
+    pypy = [line for line in out.splitlines() if "pypy3.9/refserver/fast" in line]
+    assert pypy and all("not steady (cap), drift, leak (400 KB/1k req)" in line for line in pypy)
+    assert "not steady (cap): the warm-up reached its cap" in out  # the legend under a table
+    # Every row below the first has the gap to the one above with its CI, or is a tie.
+    ranked = [line for line in out.splitlines() if "refserver" in line and "│" in line]
+    assert any("× (95% CI " in line for line in ranked)

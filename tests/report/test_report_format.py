@@ -71,7 +71,8 @@ def _ranked(*rps: float) -> SimpleNamespace:
         SimpleNamespace(
             stack=SimpleNamespace(label=f"stack{n}"),
             point=SimpleNamespace(rps=SimpleNamespace(median=value), load_point="c64", p99_ms=1.0),
-            tied_with_best=False,
+            tied=False,
+            vs_above=None,
         )
         for n, value in enumerate(rps)
     ]

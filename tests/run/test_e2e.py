@@ -28,7 +28,10 @@ from pywebbench.store.export import export_json
 WSGI_SERVER = "granian-wsgi"
 ASGI_SERVER = "uvicorn-h11"
 CPYTHON = default_interpreters()[0].name  # the running CPython only: tests stay fast
-FAST = ["-d", "1", "--warmup-duration", "0.5", "-c", "16", "--python", CPYTHON]
+# Short windows; no replicate budget (the tests count replicates). FAST also warms up for a
+# fixed 0.5 s: warm-up until steady is exercised by test_small_matrix and tests/run/test_steady*.
+SHORT = ["-d", "1", "--max-replicates", "1", "-c", "16", "--python", CPYTHON]
+FAST = [*SHORT, "--warmup", "fixed", "--warmup-duration", "0.5"]
 
 
 def test_small_matrix(tmp_path: Path, census: str) -> None:
@@ -45,7 +48,7 @@ def test_small_matrix(tmp_path: Path, census: str) -> None:
         "2",
         "--server-scope",
         "cell",
-        *FAST,
+        *SHORT,
         results=results,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -65,6 +68,11 @@ def test_small_matrix(tmp_path: Path, census: str) -> None:
         its = study.iterations_of(cell.id, kind=None)
         kinds = Counter((i.replicate, i.kind) for i in its)
         assert kinds == {(0, "warmup"): 1, (0, "measured"): 1, (1, "warmup"): 1, (1, "measured"): 1}
+        for rep in study.replicates_of(cell.id):  # warmed up until steady (the default)
+            assert rep.warmup_end in ("steady", "cap") and rep.warmup_s and rep.warmup_curve
+            assert (rep.steady_start_s is not None) == (rep.warmup_end == "steady")
+            assert set(rep.drift) >= {"drifting", "change"}
+            assert set(rep.leak) >= {"leaking", "bytes_per_1k"}
         for it in its:
             assert it.requests > 0 and it.rps > 0 and it.latency_p99_us
             assert it.cpu_user_s is not None and it.rss_peak_bytes and it.requests_per_cpu_s
@@ -133,6 +141,8 @@ def test_failures_are_recorded_and_the_rest_completes(tmp_path: Path, census: st
     hang = _app_project(tmp_path, "hangapp", "time.sleep(3600)")
     load = {
         "duration_s": 1.5,
+        "warmup": "fixed",
+        "max_replicates": 1,
         "warmup_duration_s": 1.0,
         "warmup_iterations": 1,
         "iterations": 1,
@@ -283,6 +293,8 @@ def test_stack_scope_shares_one_server_per_replicate(tmp_path: Path, census: str
             },
             "load": {
                 "duration_s": 0.5,
+                "warmup": "fixed",
+                "max_replicates": 1,
                 "warmup_duration_s": 0.3,
                 "replicates": 2,
                 "connections": [8],
@@ -321,6 +333,8 @@ def test_services_started_once_for_the_workloads_that_need_them(
             },
             "load": {
                 "duration_s": 0.5,
+                "warmup": "fixed",
+                "max_replicates": 1,
                 "warmup_duration_s": 0.3,
                 "replicates": 1,
                 "connections": [4],
@@ -372,3 +386,24 @@ def test_killed_pywebbench_leaves_a_readable_store_and_resume_cleans_up(
         run = store.latest_run()
         assert run is not None and run.status == "completed"
         assert all(c.status == "ok" for c in store.cells(run.id))
+
+
+def test_the_replicate_budget_adds_replicates_until_the_ci_target(
+    tmp_path: Path, census: str
+) -> None:
+    """--ci-target: more replicates while the CI is wider than the target, up to the cap; a
+    cell with one replicate has no CI yet, so it always gets a second."""
+    base = ["--server", WSGI_SERVER, "--framework", "raw-wsgi", "--workload", "hello"]
+    fast = ["-d", "0.5", "--warmup", "fixed", "--warmup-duration", "0.3", "-c", "8"]
+    counts = {}
+    for name, target in (("tight", "0.0001"), ("loose", "0.9")):
+        results = tmp_path / name
+        proc = pwb(
+            "run", *base, *fast, "--python", CPYTHON, "--replicates", "1", "--ci-target",
+            target, "--max-replicates", "3", "--no-report", results=results,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        with Store(results / "pywebbench.sqlite", create=False) as store:
+            study = store.load_study()
+        counts[name] = len(study.replicates)
+    assert counts == {"tight": 3, "loose": 2}, counts

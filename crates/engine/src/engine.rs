@@ -5,6 +5,7 @@ use crate::spec::{LoadSpec, Plan};
 use crate::sys;
 use crate::worker::{Shared, ThreadOut, ThreadPlan, ThreadProgress, Worker};
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -37,6 +38,8 @@ pub struct RunningLoad {
     started: Instant,
     /// Fault clients beside the load (docs/faults.md), stopped in `join`.
     faults: Option<crate::faults::FaultSession>,
+    /// Stopped by `finish_early`: the caller had enough, the result is complete.
+    enough: AtomicBool,
 }
 
 fn split(total: u64, parts: usize, i: usize) -> u64 {
@@ -133,6 +136,7 @@ pub fn start(spec: &LoadSpec) -> Result<RunningLoad, StartError> {
         nofile,
         started: Instant::now(),
         faults,
+        enough: AtomicBool::new(false),
     })
 }
 
@@ -145,6 +149,13 @@ impl RunningLoad {
     /// Ask every thread to stop (they notice within ~50 ms).
     pub fn stop(&self) {
         self.shared.stop.store(true, Relaxed);
+    }
+
+    /// Stop now because the caller has what it needs (e.g. a warm-up reached its steady
+    /// state): the result covers the time actually run and is not marked interrupted.
+    pub fn finish_early(&self) {
+        self.enough.store(true, Relaxed);
+        self.stop();
     }
 
     /// True when every thread has finished.
@@ -243,7 +254,7 @@ impl RunningLoad {
         };
         let now_unix = sys::unix_time_s();
         let started_at = now_unix - (sys::now_ns().saturating_sub(measure_start)) as f64 / 1e9;
-        let stopped_early = self.shared.stop.load(Relaxed);
+        let stopped_early = self.shared.stop.load(Relaxed) && !self.enough.load(Relaxed);
         let mut r = result::assemble(
             &total,
             RunInfo {

@@ -25,7 +25,8 @@ fn spec_validate(spec_json: &str) -> PyResult<String> {
 /// 50 ms to check for signals and, every `interval_s`, to call `progress(snapshot_json)`.
 /// On KeyboardInterrupt (a signal, or raised inside `progress`) the engine is stopped within
 /// ~50 ms and the partial result is returned with `"interrupted": true`. Any other exception
-/// raised by `progress` stops the engine and is re-raised.
+/// raised by `progress` stops the engine and is re-raised. `progress` returning `True` stops
+/// the engine too, with a complete (not interrupted) result: "enough", e.g. a steady warm-up.
 #[pyfunction]
 #[pyo3(signature = (spec_json, progress=None, interval_s=0.25))]
 fn run_load(
@@ -46,6 +47,7 @@ fn run_load(
     let mut next_progress = Instant::now() + interval;
     let mut interrupted = false;
     let mut callback_error: Option<PyErr> = None;
+    let mut enough = false;
     loop {
         let finished = py.detach(|| running.wait_timeout(TICK));
         if finished {
@@ -60,19 +62,33 @@ fn run_load(
             if Instant::now() >= next_progress {
                 next_progress += interval;
                 let snap = serde_json::to_string(&running.progress()).unwrap_or_default();
-                if let Err(e) = cb.call1(py, (snap,)) {
-                    // Ctrl-C landing inside the callback is an interrupt like any other.
-                    if !e.is_instance_of::<PyKeyboardInterrupt>(py) {
-                        callback_error = Some(e);
+                match cb.call1(py, (snap,)) {
+                    // `True` from the callback: enough (e.g. a warm-up that reached its steady
+                    // state). The run stops and its result is complete, not interrupted.
+                    Ok(answer) => {
+                        if answer.extract::<bool>(py).unwrap_or(false) {
+                            enough = true;
+                            break;
+                        }
                     }
-                    interrupted = true;
-                    break;
+                    Err(e) => {
+                        // Ctrl-C landing inside the callback is an interrupt like any other.
+                        if !e.is_instance_of::<PyKeyboardInterrupt>(py) {
+                            callback_error = Some(e);
+                        }
+                        interrupted = true;
+                        break;
+                    }
                 }
             }
         }
     }
     if interrupted {
         running.stop();
+    } else if enough {
+        running.finish_early();
+    }
+    if interrupted || enough {
         py.detach(|| running.wait_timeout(STOP_WAIT));
     }
     let result = py.detach(|| running.join(interrupted));

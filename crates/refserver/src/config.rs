@@ -102,6 +102,12 @@ pub struct RefServerConfig {
     pub delay_ms: f64,
     /// Extra random delay, uniform in `[0, delay_jitter_ms)`, added to `delay_ms`.
     pub delay_jitter_ms: f64,
+    /// Warm-up that settles: `delay_ms` falls linearly to 0 over this many seconds after
+    /// start, then stays 0 (0 = a fixed delay). For steady-state detection tests.
+    pub delay_ramp_s: f64,
+    /// Warm-up that never settles: in every period of this many seconds the delay rises
+    /// linearly from 0 to `delay_ms`, then drops back to 0 (0 = a fixed delay).
+    pub delay_saw_s: f64,
     /// Length of each stall window, in milliseconds (0 = no stalls).
     pub stall_ms: f64,
     /// A stall starts every `stall_every_s` seconds after start (first at `stall_every_s`).
@@ -138,6 +144,8 @@ impl Default for RefServerConfig {
             cpus: Vec::new(),
             delay_ms: 0.0,
             delay_jitter_ms: 0.0,
+            delay_ramp_s: 0.0,
+            delay_saw_s: 0.0,
             stall_ms: 0.0,
             stall_every_s: 0.0,
             header_timeout_ms: 10_000.0,
@@ -175,6 +183,34 @@ fn err<T>(field: &'static str, message: impl Into<String>) -> Result<T, ConfigEr
     })
 }
 
+/// How the service delay moves with time since start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum DelayShape {
+    /// `delay` for every request.
+    Fixed,
+    /// From `delay` down to 0 over the duration, then 0.
+    Ramp(Duration),
+    /// From 0 up to `delay` over each period, then back to 0.
+    Saw(Duration),
+}
+
+impl DelayShape {
+    /// The delay at `since_start`, for a configured (maximum) `delay`.
+    pub fn at(self, delay: Duration, since_start: Duration) -> Duration {
+        match self {
+            DelayShape::Fixed => delay,
+            DelayShape::Ramp(over) => {
+                let left = 1.0 - (since_start.as_secs_f64() / over.as_secs_f64()).min(1.0);
+                delay.mul_f64(left)
+            }
+            DelayShape::Saw(period) => {
+                let p = period.as_secs_f64();
+                delay.mul_f64((since_start.as_secs_f64() % p) / p)
+            }
+        }
+    }
+}
+
 /// The validated, ready-to-use form of a config (durations instead of floats).
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
@@ -183,6 +219,7 @@ pub(crate) struct Settings {
     pub threads: usize,
     pub cpus: Vec<usize>,
     pub delay: Duration,
+    pub delay_shape: DelayShape,
     pub jitter_ns: u64,
     pub stall: Duration,
     pub stall_every: Duration,
@@ -280,6 +317,24 @@ impl RefServerConfig {
             );
         }
         let delay = ms("delay_ms", self.delay_ms)?;
+        let ramp = ms("delay_ramp_s", self.delay_ramp_s * 1000.0)?;
+        let saw = ms("delay_saw_s", self.delay_saw_s * 1000.0)?;
+        let delay_shape = match (ramp.is_zero(), saw.is_zero()) {
+            (true, true) => DelayShape::Fixed,
+            (false, true) => DelayShape::Ramp(ramp),
+            (true, false) => DelayShape::Saw(saw),
+            (false, false) => return err(
+                "delay_saw_s",
+                "a delay either ramps down (delay_ramp_s) or saw-tooths (delay_saw_s), not both"
+                    .to_string(),
+            ),
+        };
+        if delay_shape != DelayShape::Fixed && delay.is_zero() {
+            return err(
+                "delay_ms",
+                "delay_ramp_s and delay_saw_s shape delay_ms: set delay_ms > 0".to_string(),
+            );
+        }
         let jitter = ms("delay_jitter_ms", self.delay_jitter_ms)?;
         let stall = ms("stall_ms", self.stall_ms)?;
         if !self.stall_every_s.is_finite() || self.stall_every_s < 0.0 {
@@ -340,6 +395,7 @@ impl RefServerConfig {
             threads: self.threads,
             cpus: self.cpus.clone(),
             delay,
+            delay_shape,
             jitter_ns: jitter.as_nanos() as u64,
             stall,
             stall_every,

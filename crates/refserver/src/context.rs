@@ -105,11 +105,12 @@ impl Env {
         self.armed = Some(t);
     }
 
-    /// The service delay of one request: fixed plus uniform jitter.
+    /// The service delay of one request: its shape at this moment plus uniform jitter.
     pub fn delay(&mut self) -> Duration {
         let s = &self.shared.settings;
+        let base = s.delay_shape.at(s.delay, self.shared.start.elapsed());
         if s.jitter_ns == 0 {
-            return s.delay;
+            return base;
         }
         // xorshift64*
         let mut x = self.rng;
@@ -118,7 +119,7 @@ impl Env {
         x ^= x >> 27;
         self.rng = x;
         let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
-        s.delay + Duration::from_nanos(r % s.jitter_ns)
+        base + Duration::from_nanos(r % s.jitter_ns)
     }
 }
 

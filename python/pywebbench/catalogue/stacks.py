@@ -175,9 +175,10 @@ def _workload_order(fw: Framework) -> list[str]:
 
 def select_names(patterns: Sequence[str], registry: Iterable[str], flag: str) -> list[str]:
     """Names of ``registry`` matching comma lists and globs; ValueError naming ``flag`` if a
-    pattern matches nothing (listing the valid names). Order follows ``registry``."""
+    pattern matches nothing (listing the valid names). Order follows the patterns (a study
+    runs ``--workload json,hello`` json first), a glob's matches in ``registry`` order."""
     valid = list(registry)
-    chosen: set[str] = set()
+    chosen: dict[str, None] = {}
     for raw in patterns:
         for pattern in (p.strip() for p in raw.split(",")):
             if not pattern:
@@ -187,8 +188,8 @@ def select_names(patterns: Sequence[str], registry: Iterable[str], flag: str) ->
                 raise ValueError(
                     f"{flag} {pattern!r} matches nothing; valid: {', '.join(valid) or 'none'}"
                 )
-            chosen.update(hits)
-    return [n for n in valid if n in chosen]
+            chosen.update(dict.fromkeys(hits))
+    return list(chosen)
 
 
 def _adapters() -> dict[str, ServerAdapter]:

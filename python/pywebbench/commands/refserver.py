@@ -133,6 +133,22 @@ def _ms(flag: str, help_text: str, default: float) -> Callable[[_F], _F]:
 )
 @_ms("--delay-ms", "Fixed delay before every response.", 0.0)
 @_ms("--delay-jitter-ms", "Extra random delay, uniform in [0, X), per response.", 0.0)
+@click.option(
+    "--delay-ramp-s",
+    type=click.FloatRange(min=0.0),
+    default=0.0,
+    show_default=True,
+    metavar="S",
+    help="A warm-up that settles: --delay-ms falls linearly to 0 over S seconds, then stays 0.",
+)
+@click.option(
+    "--delay-saw-s",
+    type=click.FloatRange(min=0.0),
+    default=0.0,
+    show_default=True,
+    metavar="S",
+    help="A warm-up that never settles: the delay climbs 0 -> --delay-ms over every S seconds.",
+)
 @_ms("--stall-ms", "Stall length: the server answers nothing for X ms...", 0.0)
 @click.option(
     "--stall-every-s",

@@ -64,6 +64,10 @@ def _overrides(o: dict[str, Any]) -> dict[str, Any]:
         load["model"] = "open"
     for key, flag in [
         ("duration_s", "duration"),
+        ("warmup", "warmup"),
+        ("warmup_cap_s", "warmup_cap"),
+        ("ci_target", "ci_target"),
+        ("max_replicates", "max_replicates"),
         ("warmup_duration_s", "warmup_duration"),
         ("warmup_iterations", "warmup_iterations"),
         ("iterations", "iterations"),
@@ -125,10 +129,26 @@ def _overrides(o: dict[str, Any]) -> dict[str, Any]:
 )
 @click.option("--rate", multiple=True, help="Open loop: target requests/s sweep: 1000,5000.")
 @click.option("--duration", "-d", type=float, help="Seconds per measured iteration.")
-@click.option("--warmup-duration", type=float, help="Seconds per warm-up iteration.")
-@click.option("--warmup-iterations", type=int, help="Warm-up iterations per replicate.")
+@click.option(
+    "--warmup",
+    type=click.Choice(["steady", "fixed"]),
+    help="steady (default): warm up until throughput is steady, or --warmup-cap; fixed: "
+    "--warmup-iterations x --warmup-duration (docs/steady-state.md).",
+)
+@click.option(
+    "--warmup-cap", type=float, help="steady: longest warm-up in seconds (then: not_steady)."
+)
+@click.option("--warmup-duration", type=float, help="fixed: seconds per warm-up iteration.")
+@click.option("--warmup-iterations", type=int, help="fixed: warm-up iterations per replicate.")
 @click.option("--iterations", type=int, help="Measured iterations per replicate.")
 @click.option("--replicates", type=int, help="Fresh server processes per cell.")
+@click.option(
+    "--ci-target",
+    type=float,
+    help="More replicates for cells whose 95%% CI half-width exceeds this fraction of the "
+    "median (0.05 = +-5%%), up to --max-replicates.",
+)
+@click.option("--max-replicates", type=int, help="Most replicates per cell (with --ci-target).")
 @click.option("--timeout", type=float, help="Per-request timeout (s).")
 @click.option(
     "--faults",
@@ -241,15 +261,14 @@ def _main(o: dict[str, Any], console: Console) -> int:
         raise ConfigError(
             "the selection has no runnable cell" + (f" ({reasons})" if reasons else "")
         )
-    per_cell = config.load.replicates * (config.load.warmup_iterations + config.load.iterations)
-    window = config.load.replicates * (
-        config.load.warmup_iterations * config.load.warmup_duration_s
-        + config.load.iterations * config.load.duration_s
-    )
+    load = config.load
+    per_cell = load.replicates * load.iterations_per_replicate
+    least, most = (len(matrix.cells) * load.replicates * w / 60 for w in load.window_s())
+    span = f"~{least:.1f} min" if least == most else f"{least:.1f}-{most:.1f} min"
     console.print(
         f"[bold]{len(matrix.cells)} cells[/] ({len(matrix.variants)} stacks on "
         f"{', '.join(i.name for i in matrix.interpreters)}), {per_cell} iterations each; "
-        f"load windows alone take ~{len(matrix.cells) * window / 60:.1f} min"
+        f"load windows alone take {span}"
     )
     for name, reason in matrix.unavailable:
         console.print(f"  [yellow]unavailable[/] {name}: {reason}")
@@ -283,7 +302,7 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
             else set()
         )
         total = sum(
-            load.replicates * (load.warmup_iterations + load.iterations)
+            load.replicates * load.iterations_per_replicate
             for c in matrix.cells
             if c.key not in done
         )

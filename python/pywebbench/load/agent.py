@@ -36,7 +36,9 @@ class LoadProgress(BaseModel):
     rps: float
 
 
-ProgressFn = Callable[[LoadProgress], None]
+#: Called with each progress snapshot; returning True stops the run early with a complete
+#: (not interrupted) result: "enough", e.g. a warm-up that reached its steady state.
+ProgressFn = Callable[[LoadProgress], bool | None]
 
 
 class LoadInterrupted(KeyboardInterrupt):
@@ -57,14 +59,15 @@ class _ProgressRelay:
         self.last_elapsed_s = 0.0
         self.last_done = 0
 
-    def __call__(self, snapshot_json: str) -> None:
+    def __call__(self, snapshot_json: str) -> bool:
         snapshot = json.loads(snapshot_json)
         done = int(snapshot["requests"]) + int(snapshot["warmup_requests"])
         elapsed = float(snapshot["elapsed_s"])
         dt = elapsed - self.last_elapsed_s
         rps = (done - self.last_done) / dt if dt > 0 else 0.0
         self.last_elapsed_s, self.last_done = elapsed, done
-        self.progress(LoadProgress.model_validate({**snapshot, "rps": max(rps, 0.0)}))
+        snap = LoadProgress.model_validate({**snapshot, "rps": max(rps, 0.0)})
+        return bool(self.progress(snap))  # True: enough, stop with a complete result
 
 
 def run_load(
@@ -80,7 +83,9 @@ def run_load(
     with a :class:`LoadProgress` every ``interval_s`` seconds. On Ctrl-C the engine stops within
     a fraction of a second and the partial result is returned with ``interrupted=True`` (or,
     with ``raise_on_interrupt=True``, raised inside :class:`LoadInterrupted`). An exception
-    raised by ``progress`` other than KeyboardInterrupt stops the run and propagates.
+    raised by ``progress`` other than KeyboardInterrupt stops the run and propagates;
+    ``progress`` returning True stops it with a complete result (its duration is the time
+    actually run).
 
     Raises:
         ValueError: the spec cannot run (the message names the field), e.g. its host does

@@ -12,6 +12,9 @@ Aggregation rules (also in docs/report.md):
 - Requests per CPU-second: measured requests / server CPU seconds (user + system).
 - Error rate: (transport errors + non-2xx responses) / (responses + transport errors).
 - A ranking at "peak" takes each stack at its load point with the highest median requests/s.
+- Ties: a stack is tied with the one ranked above it when the 95% CI of the ratio of their
+  medians (two-level bootstrap, :mod:`pywebbench.report.ties`) contains 1.
+- Memory and warm-up curves: :mod:`pywebbench.report.warmup`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pywebbench import __version__, stats
 from pywebbench.report import figures
 from pywebbench.report.history import run_history
 from pywebbench.report.series import iteration_histogram, per_second_rps
+from pywebbench.report.ties import neighbour_ratios
 from pywebbench.report.view import (
     CellSeriesView,
     Estimate,
@@ -40,6 +44,7 @@ from pywebbench.report.view import (
     StackView,
     WorkloadView,
 )
+from pywebbench.report.warmup import memory_view, warmup_curve
 from pywebbench.store.model import Cell, Iteration, Replicate, Run, Sample, StackRow, Study
 
 MIB = 1024 * 1024
@@ -98,6 +103,7 @@ def _run_view(run: Run) -> RunView:
     for k, v in sorted(run.host.items()):
         host.append((str(k), v if isinstance(v, str) else str(v)))
     return RunView(
+        steady=steady_manifest(run.config),
         id=run.id,
         created_at=_when(run.created_at),
         finished_at=_when(run.finished_at) if run.finished_at else None,
@@ -106,6 +112,31 @@ def _run_view(run: Run) -> RunView:
         host=host,
         config=run.config,
     )
+
+
+def steady_manifest(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """The steady-state method of a run and its settings, from its stored configuration."""
+    from pywebbench.steady import SteadyRule
+
+    load = config.get("load")
+    if not isinstance(load, dict) or "warmup" not in load:
+        return []
+    if load["warmup"] != "steady":
+        return [
+            ("warm-up", "fixed"),
+            ("warmup_iterations", str(load.get("warmup_iterations", "–"))),
+            ("warmup_duration_s", str(load.get("warmup_duration_s", "–"))),
+        ]
+    rule = SteadyRule()
+    out = [("warm-up", "steady (until steady, or the cap)")]
+    for key in ("warmup_cap_s", "steady_window_s", "jit_min_requests"):
+        label = f"{key} (JIT interpreters)" if key == "jit_min_requests" else key
+        out.append((label, str(load.get(key, "–"))))
+    for key, value in rule.describe().items():
+        if key in ("cap_s", "window_s", "min_requests"):
+            continue  # the run's own settings above
+        out.append((f"rule {key}", str(value)))
+    return out
 
 
 class _Index:
@@ -201,8 +232,8 @@ def _point(
     )
     measured: list[Iteration] = []
     every: list[Iteration] = []
-    rps_by_replicate: list[list[float]] = []
-    warm = 0
+    reps: list[Replicate] = []
+    its_by_rep: list[list[Iteration]] = []
     for cell in cells:
         assert cell.id is not None
         its = [i for i in index.iterations_of(cell.id) if not i.interrupted]
@@ -211,13 +242,25 @@ def _point(
         by_rep: dict[int, list[Iteration]] = defaultdict(list)
         for it in its:
             by_rep[it.replicate].append(it)
+        rows = {r.replicate: r for r in index.replicates.get(cell.id, [])}
         for rep in sorted(by_rep):
             seq = by_rep[rep]  # already ordered: warm-up by idx, then measured by idx
-            rps_by_replicate.append([i.rps for i in seq])
-            warm = max(warm, sum(1 for i in seq if i.kind == "warmup"))
+            row = rows.get(rep)
+            point.warmups.append(warmup_curve(len(point.warmups), row, seq))
+            if row is not None:
+                reps.append(row)
+                its_by_rep.append(seq)
+            rps = [i.rps for i in seq if i.kind == "measured"]
+            if rps:
+                point.rps_by_replicate.append(rps)
         flags = cell.flags
         point.generator_bound |= bool(flags.get("generator_bound"))
-        point.memory_growth |= bool(flags.get("memory_growth"))
+        point.not_steady |= bool(flags.get("not_steady"))
+        point.drift |= bool(flags.get("drift"))
+        point.leak |= bool(flags.get("leak"))
+        slope = flags.get("leak_bytes_per_1k")
+        if isinstance(slope, int | float) and not isinstance(slope, bool):
+            point.leak_kb_per_1k = max(point.leak_kb_per_1k or 0.0, slope / 1024)
         rob = flags.get("robustness")
         if isinstance(rob, dict):  # the runner's fault phase (docs/faults.md): score 0-100
             detail = _robustness_view(rob)
@@ -226,11 +269,10 @@ def _point(
             rob = rob.get("score")
         if isinstance(rob, int | float) and not isinstance(rob, bool):
             point.robustness = float(rob)
-    point.iteration_rps = rps_by_replicate
-    point.warmup_iterations = warm
-    reps = [r for c in cells for r in index.replicates.get(c.id or -1, [])]
-    point.cold_start_s = _median([r.cold_start_s for r in reps if r.cold_start_s is not None])
-    idle = _median([r.idle_rss_bytes for r in reps if r.idle_rss_bytes is not None])
+    point.memory = memory_view(reps, its_by_rep)
+    all_reps = [r for c in cells for r in index.replicates.get(c.id or -1, [])]
+    point.cold_start_s = _median([r.cold_start_s for r in all_reps if r.cold_start_s is not None])
+    idle = _median([r.idle_rss_bytes for r in all_reps if r.idle_rss_bytes is not None])
     point.idle_rss_mib = idle / MIB if idle is not None else None
     peaks = [i.rss_peak_bytes for i in every if i.rss_peak_bytes]
     point.peak_rss_mib = max(peaks) / MIB if peaks else None
@@ -313,6 +355,11 @@ def _rank(workload: str, selection: str, points: list[tuple[StackView, PointView
         best = ok[0][1].rps
         worst = ok[-1][1].rps
         assert best is not None and worst is not None
+        above = neighbour_ratios(
+            [p.rps_by_replicate for _, p in ok],
+            [f"{s.key}@{p.load_point}" for s, p in ok],
+            workload=workload,
+        )
         for i, (s, p) in enumerate(ok):
             assert p.rps is not None
             ranking.rows.append(
@@ -322,7 +369,7 @@ def _rank(workload: str, selection: str, points: list[tuple[StackView, PointView
                     point=p,
                     vs_best=p.rps.median / best.median if best.median > 0 else None,
                     vs_worst=p.rps.median / worst.median if worst.median > 0 else None,
-                    tied_with_best=i > 0 and p.rps.high >= best.low,
+                    vs_above=above[i],
                 )
             )
     for s, p in failed:

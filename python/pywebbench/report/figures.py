@@ -241,17 +241,56 @@ def _line_key(stack: StackView) -> str:
     return f"{stack.interpreter} · {stack.framework}"
 
 
+def facet_grid(count: int) -> tuple[int, int, list[tuple[float, float, float, float]]]:
+    """Columns, rows and each panel's (x0, x1, y0, y1) paper domain for ``count`` panels,
+    at most three to a row."""
+    ncols = max(1, min(3, count))
+    nrows = max(1, math.ceil(count / ncols))
+    gap_x, gap_y = 0.06, 0.12 / max(1, nrows - 1) if nrows > 1 else 0.0
+    width = (1 - gap_x * (ncols - 1)) / ncols
+    height = (1 - gap_y * (nrows - 1)) / nrows
+    cells = []
+    for i in range(count):
+        row, col = divmod(i, ncols)
+        x0 = col * (width + gap_x)
+        y1 = 1 - row * (height + gap_y)
+        cells.append((x0, x0 + width, y1 - height, y1))
+    return ncols, nrows, cells
+
+
+def panel_rps_axis(suffix: str, domain: list[float], *, first: bool) -> dict[str, Any]:
+    """The requests/s axis of one panel of a faceted figure (titled in the first column)."""
+    return _axis(
+        "requests/s" if first else "",
+        domain=domain,
+        anchor=f"x{suffix}",
+        rangemode="tozero",
+        tickformat="~s",
+    )
+
+
+def panel_title(title: str, x: float, y: float) -> dict[str, Any]:
+    """A panel's bold title (an annotation at paper coordinates, left-aligned at ``x``)."""
+    return {
+        "text": f"<b>{text(title)}</b>",
+        "showarrow": False,
+        "xref": "paper",
+        "yref": "paper",
+        "x": x,
+        "xanchor": "left",
+        "y": y,
+        "yanchor": "bottom",
+        "font": {"size": 12},
+    }
+
+
 def sweep_figure(view: ReportView, workload: WorkloadView, colours: Colours) -> Figure | None:
     """Requests/s against load, one facet per server, one line per interpreter · framework."""
     points = [p for p in workload.points if p.ok]
     if not points:
         return None
     facets = sorted({_facet_key(view.stacks[p.stack_key]) for p in points})
-    ncols = min(3, len(facets))
-    nrows = math.ceil(len(facets) / ncols)
-    gap_x, gap_y = 0.06, 0.12 / max(1, nrows - 1) if nrows > 1 else 0.0
-    width = (1 - gap_x * (ncols - 1)) / ncols
-    height_frac = (1 - gap_y * (nrows - 1)) / nrows
+    ncols, nrows, cells = facet_grid(len(facets))
     closed = all(p.rate is None for p in points)
     ticks = sorted({p.load_sort for p in points})
     layout = base_layout(
@@ -265,39 +304,19 @@ def sweep_figure(view: ReportView, workload: WorkloadView, colours: Colours) -> 
     for i, facet in enumerate(facets):
         row, col = divmod(i, ncols)
         suffix = "" if i == 0 else str(i + 1)
-        x0 = col * (width + gap_x)
-        y1 = 1 - row * (height_frac + gap_y)
-        y0 = y1 - height_frac
+        x0, x1, y0, y1 = cells[i]
         layout[f"xaxis{suffix}"] = _axis(
             ("connections" if closed else "load (connections or req/s)")
             if row == nrows - 1
             else "",
             type="log",
-            domain=[x0, x0 + width],
+            domain=[x0, x1],
             anchor=f"y{suffix}",
             tickvals=ticks,
             ticktext=[f"{v:g}" for v in ticks],
         )
-        layout[f"yaxis{suffix}"] = _axis(
-            "requests/s" if col == 0 else "",
-            domain=[y0, y1 - 0.06],
-            anchor=f"x{suffix}",
-            rangemode="tozero",
-            tickformat="~s",
-        )
-        annotations.append(
-            {
-                "text": f"<b>{text(facet)}</b>",
-                "showarrow": False,
-                "xref": "paper",
-                "yref": "paper",
-                "x": x0,
-                "xanchor": "left",
-                "y": y1 - 0.05,
-                "yanchor": "bottom",
-                "font": {"size": 12},
-            }
-        )
+        layout[f"yaxis{suffix}"] = panel_rps_axis(suffix, [y0, y1 - 0.06], first=col == 0)
+        annotations.append(panel_title(facet, x0, y1 - 0.05))
         lines: dict[str, list[Any]] = {}
         for p in points:
             st = view.stacks[p.stack_key]
@@ -395,86 +414,6 @@ def spectrum_figure(view: ReportView, ranking: Ranking, colours: Colours) -> Fig
                 range=[math.log10(2) - 0.02, 4.02],
             ),
             yaxis=_axis("latency ms (log)", type="log"),
-        ),
-    }
-
-
-def warmup_figure(view: ReportView, ranking: Ranking, colours: Colours) -> Figure | None:
-    """Requests/s by iteration (warm-up then measured), median over replicates, per stack."""
-    data = []
-    warm = 0
-    n_max = 1
-    for row in ranking.ranked:
-        p = row.point
-        if not p.iteration_rps:
-            continue
-        warm = max(warm, p.warmup_iterations)
-        n = max(len(r) for r in p.iteration_rps)
-        n_max = max(n_max, n)
-        ys = []
-        for i in range(n):
-            vals = sorted(r[i] for r in p.iteration_rps if i < len(r))
-            mid = len(vals) // 2
-            ys.append(vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2)
-        label = row.stack.label
-        data.append(
-            {
-                "type": "scatter",
-                "mode": "lines+markers",
-                "name": text(label),
-                "x": list(range(1, n + 1)),
-                "y": [_round(y, 5) for y in ys],
-                "customdata": [
-                    "warm-up" if i < p.warmup_iterations else "measured" for i in range(n)
-                ],
-                "line": {"color": colours.colour(label), "dash": colours.dash(label), "width": 2},
-                "marker": {"size": 6},
-                "hovertemplate": f"<b>{text(label)}</b><br>iteration %{{x}} (%{{customdata}}): "
-                "%{y:,.0f} req/s<extra></extra>",
-                "meta": {"stack": label},
-            }
-        )
-    if not data:
-        return None
-    shapes = []
-    annotations = []
-    if warm:
-        shapes.append(
-            {
-                "type": "rect",
-                "xref": "x",
-                "yref": "paper",
-                "x0": 0.5,
-                "x1": warm + 0.5,
-                "y0": 0,
-                "y1": 1,
-                "fillcolor": "#f5f7fa",
-                "line": {"width": 0},
-                "layer": "below",
-            }
-        )
-        annotations.append(
-            {
-                "text": "warm-up",
-                "xref": "x",
-                "yref": "paper",
-                "x": (warm + 1) / 2,
-                "y": 1,
-                "yanchor": "bottom",
-                "showarrow": False,
-                "font": {"size": 11, "color": "#7b8794"},
-            }
-        )
-    return {
-        "data": data,
-        "layout": base_layout(
-            height=340 + 18 * len(data),
-            shapes=shapes,
-            annotations=annotations,
-            legend=_legend_below(),
-            margin={"l": 64, "r": 16, "t": 24, "b": 48},
-            xaxis=_axis("iteration", dtick=1, range=[0.5, n_max + 0.5]),
-            yaxis=_axis("requests/s (median over replicates)", rangemode="tozero", tickformat="~s"),
         ),
     }
 

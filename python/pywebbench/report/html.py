@@ -18,9 +18,9 @@ from typing import Any
 
 import jinja2
 
-from pywebbench.report import figures, tables
+from pywebbench.report import figures, figures_warmup, flags, tables
 from pywebbench.report import history as figures_history
-from pywebbench.report.view import ReportView, StackView
+from pywebbench.report.view import Ranking, ReportView, StackView
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -76,6 +76,28 @@ def _environment_rows(stack: StackView) -> dict[str, str]:
     return {"settings": settings, "packages": packages}
 
 
+def _warmup_figures(
+    view: ReportView, ranking: Ranking, slug: str, figs: dict[str, Any], done: dict[int, str]
+) -> list[dict[str, str]]:
+    """The warm-up figure of each ranked point, added to ``figs`` once (rankings share
+    points; ``done`` maps a point to its figure id); returns the selector's options."""
+    options = []
+    for row in ranking.ranked:
+        p = row.point
+        fid = done.get(id(p), "")
+        if not fid:
+            fig = figures_warmup.point_warmup_figure(view, p)
+            if fig is None:
+                continue
+            fid = done[id(p)] = f"warmup-{slug}-{len(done)}"
+            figs[fid] = fig
+        ends = {w.end for w in p.warmups}
+        verdict = " — not steady (cap)" if "cap" in ends else ""
+        label = f"{row.stack.label} @ {p.load_point}{verdict}"
+        options.append({"fig": fid, "stack": row.stack.label, "label": label})
+    return options
+
+
 def build_context(view: ReportView) -> dict[str, Any]:
     """Everything the template needs: tables, headlines and figure ids per workload."""
     figs: dict[str, Any] = {}
@@ -93,23 +115,27 @@ def build_context(view: ReportView) -> dict[str, Any]:
             slug += "-x"
         used_slugs.add(slug)
         selections = []
+        point_figs: dict[int, str] = {}
         for ranking in w.rankings:
             sel_slug = _slug(ranking.selection)
-            fig_ids: dict[str, str | None] = {"ranking": None, "spectrum": None, "warmup": None}
+            fig_ids: dict[str, str | None] = {"ranking": None, "spectrum": None}
             for kind, fig in (
                 ("ranking", figures.ranking_figure(view, ranking) if ranking.ranked else None),
                 ("spectrum", figures.spectrum_figure(view, ranking, colours)),
-                ("warmup", figures.warmup_figure(view, ranking, colours)),
             ):
                 if fig is not None:
                     fid = f"{kind}-{slug}-{sel_slug}"
                     figs[fid] = fig
                     fig_ids[kind] = fid
+            table = tables.ranking_table(ranking, robustness=view.has_robustness)
             selections.append(
                 {
+                    "warmups": _warmup_figures(view, ranking, slug, figs, point_figs),
+                    "memory": tables.memory_table(ranking),
+                    "legend": flags.legend([n for row in table.rows for n in row.notes]),
                     "value": sel_slug,
                     "label": _selection_label(ranking.selection),
-                    "table": tables.ranking_table(ranking, robustness=view.has_robustness),
+                    "table": table,
                     "headline": tables.headline(ranking),
                     "figs": fig_ids,
                     "ranked": len(ranking.ranked),
@@ -121,6 +147,11 @@ def build_context(view: ReportView) -> dict[str, Any]:
         if sweep is not None and len(w.load_points) > 1:
             sweep_id = f"sweep-{slug}"
             figs[sweep_id] = sweep
+        jit = figures_warmup.jit_effect_figure(view, w)
+        jit_id = None
+        if jit is not None:
+            jit_id = f"jit-{slug}"
+            figs[jit_id] = jit
         history = figures_history.history_figure(view, w, w.history, colours)
         history_id = None
         if history is not None:
@@ -129,6 +160,7 @@ def build_context(view: ReportView) -> dict[str, Any]:
         workloads.append(
             {
                 "history": history_id,
+                "jit": jit_id,
                 "robustness": tables.robustness_table(view, w),
                 "fault_mix": tables.fault_mixes(w),
                 "findings": tables.findings_table(view, w),
@@ -180,6 +212,7 @@ def _environment() -> jinja2.Environment:
     env.filters["fmt_mib"] = tables.fmt_mib
     env.filters["fmt_s"] = tables.fmt_s
     env.filters["fmt_pct"] = tables.fmt_pct
+    env.globals["flag_help"] = flags.flag_help
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
     return env
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pywebbench.report import tables
+from pywebbench.report import flags, tables
 from pywebbench.report.view import ReportView, WorkloadView
 
 # Columns of the ranking in the Markdown table (the HTML adds "vs slowest").
@@ -18,6 +18,7 @@ MD_COLUMNS = [
     "load",
     "rps",
     "ci",
+    "vs_above",
     "vs_best",
     "p50",
     "p99",
@@ -86,6 +87,31 @@ def _robustness(view: ReportView, w: WorkloadView) -> list[str]:
     return out
 
 
+def _memory(w: WorkloadView) -> list[str]:
+    """The workload's memory table (each stack at its best load point)."""
+    table = tables.memory_table(w.ranking("peak"))
+    if table is None:
+        return []
+    out = [
+        f"### {md_text(w.name)}: memory",
+        "",
+        "RSS of the server's process tree (MiB, medians over replicates) at startup, after the"
+        " warm-up and at the end; growth once steady in KB per 1,000 requests (Theil-Sen, 95% CI).",
+        "",
+    ]
+    return out + _table(table, [c.key for c in table.columns]) + [""]
+
+
+def _steady(view: ReportView) -> list[str]:
+    """The steady-state method of each run (its fairness manifest entry)."""
+    out = []
+    for run in view.runs:
+        if run.steady:
+            items = ", ".join(f"{k} = {v}" for k, v in run.steady)
+            out.append(f"Steady state (run `{run.id}`): {md_text(items)}.")
+    return out + [""] if out else []
+
+
 def render_markdown(view: ReportView) -> str:
     """The whole Markdown summary as a string."""
     out = [f"# {md_text(view.title)}", ""]
@@ -101,7 +127,9 @@ def render_markdown(view: ReportView) -> str:
         if h:
             line = f"**{md_text(h['best'])}** is fastest: **{h['rps']} req/s** at {h['load']}"
             if "second" in h:
-                line += f", {h['vs_second']} the runner-up ({md_text(h['second'])})"
+                ci = f", {h['vs_second_ci']}" if h["vs_second_ci"] else ""
+                tie = "; a tie: the CI contains 1" if h["tied"] else ""
+                line += f", {h['vs_second']} the runner-up ({md_text(h['second'])}{ci}{tie})"
             if "worst" in h:
                 line += f" and {h['vs_worst']} the slowest ({md_text(h['worst'])})"
             out += [line + ".", ""]
@@ -109,8 +137,14 @@ def render_markdown(view: ReportView) -> str:
         if view.has_robustness:
             keys.append("robustness")
         keys.append("notes")
-        out += _table(tables.ranking_table(ranking, robustness=view.has_robustness), keys)
+        table = tables.ranking_table(ranking, robustness=view.has_robustness)
+        out += _table(table, keys)
         out.append("")
+        for flag, meaning in flags.legend([n for row in table.rows for n in row.notes]):
+            out.append(f"- _{flag}_: {md_text(meaning)}")
+        if out[-1] != "":
+            out.append("")
+        out += _memory(w)
         out += _robustness(view, w)
     if view.failures:
         out += ["## Failures", ""]
@@ -121,9 +155,12 @@ def render_markdown(view: ReportView) -> str:
         out.append("")
     out += [
         "Req/s: median over measured iterations of all replicates, 95% bootstrap CI; each stack at"
-        " its best load point. Latency (ms) from merged HdrHistograms. Peak RSS (MiB) over the"
-        " server's whole process tree. Rounding rules: docs/report.md.",
+        ' its best load point. "=" before a rank: tied with the stack above (the 95% CI of'
+        " their ratio, a two-level bootstrap over replicates, contains 1); Gap above: how many"
+        " times faster the stack above is. Latency (ms) from merged HdrHistograms. Peak RSS (MiB)"
+        " over the server's whole process tree. Rounding rules: docs/report.md.",
         "",
+        *_steady(view),
         f"_Generated {view.generated_at} by pywebbench {view.pywebbench_version}._",
         "",
     ]

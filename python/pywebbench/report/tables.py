@@ -22,7 +22,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from pywebbench.report.flags import flag_notes
+from pywebbench.report.ties import fmt_ci_only, fmt_ratio_ci, rank_marker
 from pywebbench.report.view import (
+    Estimate,
     Ranking,
     RankingRow,
     ReportView,
@@ -72,6 +75,23 @@ def fmt_mib(x: float | None) -> str:
     if x is None or math.isnan(x):
         return MISSING
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}"
+
+
+def fmt_ci(est: Estimate | None) -> str:
+    """A median's 95% CI "8,512–8,690", or "n/a (1 value)" when there is no interval."""
+    if est is None:
+        return MISSING
+    if est.n < 2 or math.isnan(est.low) or math.isnan(est.high):
+        return f"n/a ({est.n} value{'s' if est.n != 1 else ''})"
+    return f"{fmt_rps(est.low)}–{fmt_rps(est.high)}"
+
+
+def fmt_kb(x: float | None) -> str:
+    """KB (1,024 bytes), e.g. a leak slope per 1,000 requests: whole numbers, one decimal
+    below 10."""
+    if x is None or math.isnan(x):
+        return MISSING
+    return f"{x:,.0f}" if abs(x) >= 9.95 else f"{x:.1f}"
 
 
 def fmt_ratio(x: float | None) -> str:
@@ -181,6 +201,13 @@ def ranking_table(ranking: Ranking, *, robustness: bool = False) -> Table:
         Column("load", "Load", help="load point: cN = N connections (closed loop), rN = N req/s"),
         Column("rps", "Req/s", True, "median requests/s over measured iterations"),
         Column("ci", "95% CI", True, "bootstrap confidence interval of the median"),
+        Column(
+            "vs_above",
+            "Gap above",
+            True,
+            "the stack ranked above is this many times faster, with the 95% CI of the ratio "
+            "(two-level bootstrap over replicates); '=' before a rank: the CI contains 1, a tie",
+        ),
         Column("vs_best", "vs best", True, "requests/s relative to the fastest stack"),
         Column("vs_worst", "vs slowest", True, "requests/s relative to the slowest stack"),
         Column("p50", "p50 ms", True, "median latency, merged histogram"),
@@ -206,13 +233,17 @@ def ranking_table(ranking: Ranking, *, robustness: bool = False) -> Table:
 
 def _ranking_row(r: RankingRow, robustness: bool) -> Row:
     p = r.point
-    notes: list[str] = []
-    if p.generator_bound:
-        notes.append("generator-bound")
-    if p.memory_growth:
-        notes.append("memory grows")
-    if r.tied_with_best and r.rank and r.rank > 1:
-        notes.append("tied with best (CIs overlap)")
+    notes = flag_notes(
+        {
+            "not_steady": p.not_steady,
+            "drift": p.drift,
+            "leak": p.leak,
+            "leak_bytes_per_1k": (p.leak_kb_per_1k or math.nan) * 1024,
+        },
+        generator_bound=p.generator_bound,
+    )
+    if r.tied and r.rank:
+        notes.append(f"tied with #{r.rank - 1}")
     if p.failure is not None:
         notes.append(f"failed in {p.failure.phase}: {p.failure.reason}")
     rob = p.robustness_detail
@@ -222,14 +253,24 @@ def _ranking_row(r: RankingRow, robustness: bool) -> Row:
         if rob.malformed_accepted:
             notes.append("accepted malformed: " + ", ".join(rob.malformed_accepted))
     rps = p.rps
+    above = fmt_ratio_ci(r.vs_above)
     cells = {
-        "rank": TCell(str(r.rank) if r.rank else MISSING, r.rank if r.rank else 1e9),
+        "rank": TCell(
+            rank_marker(r.rank, r.tied) if r.rank else MISSING,
+            r.rank if r.rank else 1e9,
+            title=f"tied: #{r.rank - 1} is {above}" if r.tied and r.rank else "",
+        ),
         "stack": TCell(r.stack.label, r.stack.label),
         "load": TCell(p.load_point, p.load_sort),
         "rps": _num(fmt_rps(rps.median) if rps else MISSING, rps.median if rps else None),
         "ci": TCell(
-            f"{fmt_rps(rps.low)}–{fmt_rps(rps.high)}" if rps else MISSING,
-            (rps.high - rps.low) if rps else None,
+            fmt_ci(rps),
+            (rps.high - rps.low) if rps and rps.n > 1 and not math.isnan(rps.low) else None,
+        ),
+        "vs_above": TCell(
+            above if r.vs_above else MISSING,
+            r.vs_above.ratio if r.vs_above else None,
+            "tie" if r.tied else "",
         ),
         "vs_best": _num(fmt_ratio(r.vs_best), r.vs_best),
         "vs_worst": _num(fmt_ratio(r.vs_worst), r.vs_worst),
@@ -248,6 +289,58 @@ def _ranking_row(r: RankingRow, robustness: bool) -> Row:
         )
     cls = "failed" if r.rank is None else ("best" if r.rank == 1 else "")
     return Row(cells, r.stack, cls, notes)
+
+
+def _range(low: str, high: str, negative: bool) -> str:
+    """ "4–23", or "-127 to -3.8" when a bound is negative (a dash would read as a minus)."""
+    return f"{low} to {high}" if negative else f"{low}–{high}"
+
+
+def memory_table(ranking: Ranking) -> Table | None:
+    """Memory of each ranked stack: startup, after warm-up, end, and the leak slope."""
+    columns = [
+        Column("stack", "Stack"),
+        Column("load", "Load"),
+        Column("startup", "Startup MiB", True, "idle RSS of the process tree before any load"),
+        Column("warm", "After warm-up MiB", True, "RSS at the end of the warm-up iteration"),
+        Column("end", "End MiB", True, "RSS at the end of the last measured iteration"),
+        Column("peak", "Peak MiB", True, "highest RSS over every iteration"),
+        Column(
+            "leak",
+            "Growth KB/1k req",
+            True,
+            "Theil-Sen slope of RSS on requests served once steady, KB per 1,000 requests "
+            "(median over replicates)",
+        ),
+        Column("leak_ci", "95% CI", True, "lowest..highest bound of the replicates' Sen CIs"),
+        Column("notes", "Notes"),
+    ]
+    rows = []
+    for r in ranking.ranked:
+        p, m = r.point, r.point.memory
+        ci = m.leak_ci_kb
+        notes = ["leak"] if p.leak else []
+        cells = {
+            "stack": TCell(r.stack.label, r.stack.label),
+            "load": TCell(p.load_point, p.load_sort),
+            "startup": _num(fmt_mib(m.startup_mib), m.startup_mib),
+            "warm": _num(fmt_mib(m.warm_mib), m.warm_mib),
+            "end": _num(fmt_mib(m.end_mib), m.end_mib),
+            "peak": _num(fmt_mib(p.peak_rss_mib), p.peak_rss_mib),
+            "leak": _num(fmt_kb(m.leak_kb_per_1k), m.leak_kb_per_1k),
+            "leak_ci": TCell(
+                _range(fmt_kb(ci[0]), fmt_kb(ci[1]), ci[0] < 0) if ci else MISSING,
+                (ci[1] - ci[0]) if ci else None,
+            ),
+            "notes": TCell("; ".join(notes), "; ".join(notes)),
+        }
+        rows.append(Row(cells, r.stack, "", notes))
+    if not any(
+        r.point.memory.startup_mib is not None or r.point.memory.end_mib is not None
+        for r in ranking.ranked
+    ):
+        return None
+    return Table(columns, rows)
 
 
 def robustness_table(view: ReportView, workload: WorkloadView) -> Table | None:
@@ -406,7 +499,8 @@ def headline(ranking: Ranking) -> dict[str, str] | None:
         assert second.point.rps is not None and worst.point.rps is not None
         parts["second"] = second.stack.label
         parts["vs_second"] = fmt_ratio(ratio(best.point.rps.median, second.point.rps.median))
-        parts["tied"] = "yes" if second.tied_with_best else ""
+        parts["vs_second_ci"] = fmt_ci_only(second.vs_above) if second.vs_above else ""
+        parts["tied"] = "yes" if second.tied else ""
         if len(ranked) > 2:  # with two stacks the runner-up is the slowest: say it once
             parts["worst"] = worst.stack.label
             parts["vs_worst"] = fmt_ratio(ratio(best.point.rps.median, worst.point.rps.median))

@@ -23,6 +23,55 @@ class Estimate:
     n: int
 
 
+@dataclass(frozen=True)
+class RatioView:
+    """How many times faster one stack is than another: ``ratio`` with its bootstrap 95% CI.
+
+    ``low``/``high`` are None when there is no interval (fewer than two replicates on a
+    side); ``why`` then says so ("1 replicate").
+    """
+
+    ratio: float
+    low: float | None = None
+    high: float | None = None
+    why: str = ""
+
+    @property
+    def has_ci(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    @property
+    def tie(self) -> bool:
+        """The CI contains 1: the difference is not significant."""
+        return self.low is not None and self.high is not None and self.low <= 1.0 <= self.high
+
+
+@dataclass
+class MemoryView:
+    """A point's memory, as the uWSGI PyPy study reported it: at startup, after warm-up, at
+    the end, and the growth per 1,000 requests once steady (medians over replicates, MiB)."""
+
+    startup_mib: float | None = None  # idle RSS of the process tree before any load
+    warm_mib: float | None = None  # RSS at the end of the warm-up iteration
+    end_mib: float | None = None  # RSS at the end of the last measured iteration
+    leak_kb_per_1k: float | None = None  # median over replicates of the Theil-Sen slope
+    leak_ci_kb: tuple[float, float] | None = None  # lowest..highest bound of the replicates
+    leak_points: int = 0  # memory samples behind the slopes
+
+
+@dataclass
+class WarmupCurve:
+    """One replicate's warm-up (0.25 s buckets since it began) and what followed it."""
+
+    replicate: int
+    end: str  # "steady" | "cap" | "" (a fixed warm-up: no verdict)
+    warmup_s: float | None
+    steady_start_s: float | None
+    curve: list[tuple[float, float]] = field(default_factory=list)  # (s, req/s)
+    # Measured iterations' per-second req/s, on the same clock (after the warm-up).
+    measured: list[tuple[float, float]] = field(default_factory=list)
+
+
 @dataclass
 class StackView:
     """One stack as run: identity, versions and its fairness manifest."""
@@ -102,17 +151,20 @@ class PointView:
     requests: int = 0
     replicates: int = 0  # replicates with at least one measured iteration
     generator_bound: bool = False
-    memory_growth: bool = False
+    not_steady: bool = False  # some replicate's warm-up ended at its cap
+    drift: bool = False  # some replicate's measured throughput trends
+    leak: bool = False  # memory grows with requests once steady (every replicate)
+    leak_kb_per_1k: float | None = None  # the cell flag's slope (median over replicates)
+    memory: MemoryView = field(default_factory=MemoryView)
+    warmups: list[WarmupCurve] = field(default_factory=list)
+    # Measured requests/s per replicate (the units the ratio bootstrap resamples).
+    rps_by_replicate: list[list[float]] = field(default_factory=list)
     robustness: float | None = None  # filled by robustness studies (issue 6) when stored
     robustness_detail: RobustnessView | None = None  # the fault phase behind the score
     cold_start_s: float | None = None  # median over replicates
     idle_rss_mib: float | None = None  # median over replicates
     # Latency spectrum of the merged histogram: (quantile 0..1, latency ms).
     spectrum: list[tuple[float, float]] = field(default_factory=list)
-    # Warm-up + measured requests/s by iteration, one list per replicate, and how many of
-    # the leading entries are warm-up iterations.
-    iteration_rps: list[list[float]] = field(default_factory=list)
-    warmup_iterations: int = 0
     failure: FailureView | None = None
 
     @property
@@ -135,7 +187,14 @@ class RankingRow:
     point: PointView
     vs_best: float | None = None  # rps / best rps (1.0 for the best)
     vs_worst: float | None = None  # rps / worst rps (1.0 for the slowest)
-    tied_with_best: bool = False  # CI overlaps the best's CI
+    # This row's rps relative to the row above (above / this), with its CI; None for the
+    # first row. ``tied`` when that CI contains 1 (docs/report.md).
+    vs_above: RatioView | None = None
+
+    @property
+    def tied(self) -> bool:
+        """Not significantly slower than the stack ranked above it."""
+        return self.vs_above is not None and self.vs_above.tie
 
 
 @dataclass
@@ -229,6 +288,7 @@ class RunView:
     status: str
     profile: str | None
     host: list[tuple[str, str]] = field(default_factory=list)  # ordered facts
+    steady: list[tuple[str, str]] = field(default_factory=list)  # steady-state method
     config: dict[str, Any] = field(default_factory=dict)
 
 

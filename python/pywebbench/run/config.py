@@ -91,11 +91,47 @@ class LoadConfig(_Model):
         default_factory=list, description="Open loop: target requests/s, one load point each."
     )
     duration_s: float = Field(3.0, gt=0, le=3600, description="Measured iteration length.")
-    warmup_duration_s: float = Field(2.0, gt=0, le=3600, description="Warm-up iteration length.")
-    warmup_iterations: int = Field(1, ge=0, le=100, description="Warm-up iterations per replicate.")
+    warmup: Literal["steady", "fixed"] = Field(
+        "steady",
+        description="steady: warm up until the throughput is steady (or warmup_cap_s), per "
+        "replicate and workload (docs/steady-state.md); fixed: warmup_iterations x "
+        "warmup_duration_s.",
+    )
+    warmup_cap_s: float = Field(
+        20.0,
+        gt=0,
+        le=3600,
+        description="steady: the longest warm-up; a cell that reaches it is flagged not_steady.",
+    )
+    steady_window_s: float = Field(
+        2.0, gt=0, le=600, description="steady: the trailing window judged for trend and spread."
+    )
+    jit_min_requests: int = Field(
+        10_000,
+        ge=0,
+        le=10_000_000,
+        description="steady, on a JIT interpreter (PyPy): requests served before a warm-up "
+        "may be judged steady (a JIT stays at interpreter speed until it compiles the path).",
+    )
+    warmup_duration_s: float = Field(
+        2.0, gt=0, le=3600, description="fixed: warm-up iteration length."
+    )
+    warmup_iterations: int = Field(
+        1, ge=0, le=100, description="fixed: warm-up iterations per replicate."
+    )
     iterations: int = Field(1, ge=1, le=100, description="Measured iterations per replicate.")
     replicates: int = Field(
         3, ge=1, le=100, description="Fresh server processes per cell (one after the other)."
+    )
+    ci_target: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Replicate budget: cells whose median req/s has a 95% CI half-width above "
+        "this fraction of the median (0.05 = +-5%) get more replicates, up to max_replicates.",
+    )
+    max_replicates: int = Field(
+        5, ge=1, le=100, description="Replicate budget: the most replicates a cell gets."
     )
     timeout_s: float = Field(5.0, gt=0, le=600, description="Per-request timeout of the engine.")
     pause_s: float = Field(0.0, ge=0, le=60, description="Pause between iterations.")
@@ -111,6 +147,24 @@ class LoadConfig(_Model):
             "replicate is measured again under it and the cell gets a robustness score."
         ),
     )
+
+    @property
+    def warmups(self) -> int:
+        """Warm-up iterations per replicate: one adaptive one, or the fixed number."""
+        return 1 if self.warmup == "steady" else self.warmup_iterations
+
+    @property
+    def iterations_per_replicate(self) -> int:
+        return self.warmups + self.iterations
+
+    def window_s(self) -> tuple[float, float]:
+        """Load seconds per replicate: (least, most); steady warm-ups are between their
+        window and their cap."""
+        if self.warmup == "steady":
+            least = self.steady_window_s + self.iterations * self.duration_s
+            return least, self.warmup_cap_s + self.iterations * self.duration_s
+        fixed = self.warmup_iterations * self.warmup_duration_s + self.iterations * self.duration_s
+        return fixed, fixed
 
     @field_validator("faults")
     @classmethod
@@ -234,10 +288,12 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
         "load": {
             "connections": [64],
             "duration_s": 3.0,
-            "warmup_duration_s": 1.0,
-            "warmup_iterations": 1,
+            "warmup": "steady",
+            "warmup_cap_s": 15.0,
             "iterations": 1,
             "replicates": 2,
+            "ci_target": 0.05,
+            "max_replicates": 3,
             # one server per stack replicate serves its 3 workloads: 3x fewer cold starts,
             # which keeps the wall time near the sum of the load windows (runner_overhead.py)
             "server_scope": "stack",

@@ -18,10 +18,12 @@ from rich.progress import (
 from rich.table import Table
 
 from pywebbench.load.histogram import Histogram
+from pywebbench.report.flags import flag_notes, legend
 from pywebbench.report.tables import fmt_mib
+from pywebbench.report.ties import fmt_ratio_ci, neighbour_ratios, rank_marker
+from pywebbench.run.events import Events
 from pywebbench.run.matrix import CellPlan
-from pywebbench.run.runner import Events
-from pywebbench.stats import summarize
+from pywebbench.stats import Summary, summarize
 from pywebbench.store import Study
 from pywebbench.store.model import Iteration
 
@@ -80,7 +82,11 @@ class LiveDisplay:
 
     def _iteration_done(self, cell: CellPlan, kind: str, rps: float) -> None:
         self._cell = cell
-        self._left[cell.key] = max(0, self._left.get(cell.key, 0) - 1)
+        left = self._left.get(cell.key, 0)
+        if left == 0:  # a replicate beyond the plan (the replicate budget): the total grows
+            total = self.progress.tasks[self.matrix_task].total or 0
+            self.progress.update(self.matrix_task, total=total + 1)
+        self._left[cell.key] = max(0, left - 1)
         self.progress.advance(self.matrix_task)
         self.progress.update(
             self.cell_task, description=f"{cell.label}: last {kind} {rps:,.0f} req/s"
@@ -100,6 +106,13 @@ class LiveDisplay:
             self.progress.update(
                 self.cell_task, description=f"{self._cell.label}: {rps:,.0f} req/s"
             )
+
+
+def _fmt_ci(s: Summary) -> str:
+    """The CI of a median, or why there is none (a single value has no interval)."""
+    if s.n < 2 or math.isnan(s.ci_low):
+        return f"n/a ({s.n} value)"
+    return f"{s.ci_low:,.0f}-{s.ci_high:,.0f}"
 
 
 def _fmt_us(us: float | None) -> str:
@@ -133,35 +146,54 @@ def _latency_us(its: list[Iteration]) -> dict[str, float]:
 
 
 def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
-    """Per workload (and load point), one row per ok cell ranked by median rps."""
+    """Per workload (and load point), one row per ok cell ranked by median rps.
+
+    Each row after the first carries ``vs_above`` (the row above's rps / this one, with its
+    bootstrap CI) and ``tied`` when that CI contains 1 (docs/report.md).
+    """
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for cell in study.cells:
         if cell.id is None:
             continue
         its = [i for i in study.iterations_of(cell.id) if not i.interrupted]
-        if cell.status != "ok" or not its:
+        measured = [i for i in its if i.kind == "measured"]
+        if cell.status != "ok" or not measured:
             continue
         stack = study.stack(cell.stack_id)
-        rps = summarize([i.rps for i in its])
+        by_rep: dict[int, list[float]] = defaultdict(list)
+        for i in measured:
+            by_rep[i.replicate].append(i.rps)
         peak = max((i.rss_peak_bytes or 0) for i in its)
         rob = cell.flags.get("robustness")  # the fault phase (docs/faults.md)
         rob = rob if isinstance(rob, dict) else {}
-        flags = [k for k, v in cell.flags.items() if v is True]
+        flags = flag_notes(cell.flags)
+        if cell.flags.get("errors"):
+            flags.append("errors")
         if rob.get("malformed_accepted"):
             flags.append("accepted malformed: " + ", ".join(rob["malformed_accepted"]))
         out[f"{cell.workload} @ {cell.load_point}"].append(
             {
                 "stack": stack.key,
-                "rps": rps,
-                **_latency_us(its),
+                "key": f"{stack.key}@{cell.load_point}",
+                "workload": cell.workload,
+                "rps": summarize([i.rps for i in measured]),
+                "replicates": [by_rep[k] for k in sorted(by_rep)],
+                **_latency_us(measured),
                 "peak_rss": peak,
-                "errors": sum(i.errors + i.non_2xx for i in its),
+                "errors": sum(i.errors + i.non_2xx for i in measured),
                 "flags": flags,
                 "robustness": rob.get("score"),
             }
         )
     for rows in out.values():
         rows.sort(key=lambda r: -r["rps"].median)
+        r0_workload = rows[0]["workload"]
+        above = neighbour_ratios(
+            [r["replicates"] for r in rows], [r["key"] for r in rows], workload=r0_workload
+        )
+        for r, vs in zip(rows, above, strict=True):
+            r["vs_above"] = vs
+            r["tied"] = vs is not None and vs.tie
     return dict(out)
 
 
@@ -175,6 +207,7 @@ def summary_tables(study: Study) -> list[Table]:
             ("stack", "left"),
             ("req/s", "right"),
             ("95% CI", "right"),
+            ("gap above", "right"),
             ("p50", "right"),
             ("p99", "right"),
             ("peak RSS MiB", "right"),
@@ -190,10 +223,11 @@ def summary_tables(study: Study) -> list[Table]:
             s = r["rps"]
             score = r["robustness"]
             t.add_row(
-                str(n),
+                rank_marker(n, r["tied"]),
                 r["stack"],
                 f"{s.median:,.0f}",
-                f"{s.ci_low:,.0f}-{s.ci_high:,.0f}",
+                _fmt_ci(s),
+                fmt_ratio_ci(r["vs_above"]) if r["vs_above"] else "-",
                 _fmt_us(r["p50_us"]),
                 _fmt_us(r["p99_us"]),
                 _fmt_bytes(r["peak_rss"]),
@@ -201,6 +235,13 @@ def summary_tables(study: Study) -> list[Table]:
                 *([f"{score:.0f}" if score is not None else "-"] if robust else []),
                 ", ".join(r["flags"]),
             )
+        notes = legend([f for r in rows for f in r["flags"]])
+        ties = any(r["tied"] for r in rows)
+        caption = [f"{k}: {v}" for k, v in notes]
+        if ties:
+            caption.insert(0, "=N: tied with the row above (the 95% CI of 'gap above' contains 1)")
+        t.caption = "\n".join(caption) or None
+        t.caption_justify = "left"
         tables.append(t)
     failed = [c for c in study.cells if c.status == "failed"]
     if failed:

@@ -35,20 +35,6 @@ def stack_row(run_id: str, variant: Variant) -> StackRow:
     )
 
 
-def growth_series(rss_by_iteration: list[list[float]]) -> list[float]:
-    """RSS points for memory-growth detection over one server process.
-
-    All samples of the replicate's iterations in time order, the first quarter dropped
-    (allocation while warming up), then bucketed into at most 8 points (bucket maximum).
-    """
-    flat = [v for series in rss_by_iteration for v in series]
-    flat = flat[len(flat) // 4 :]
-    if len(flat) <= 8:
-        return [float(v) for v in flat]
-    size = len(flat) / 8
-    return [float(max(flat[int(k * size) : int((k + 1) * size)] or [0])) for k in range(8)]
-
-
 def iteration_row(
     result: LoadResult,
     meter: MeterSummary,

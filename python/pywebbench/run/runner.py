@@ -14,34 +14,26 @@ written holds a lock: a second writer is refused before it writes anything.
 from __future__ import annotations
 
 import json
-import signal
+import math
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pywebbench import __version__, bringup
 from pywebbench.bringup import StackFailure, one_line
-from pywebbench.load import (
-    LoadAgent,
-    LoadProgress,
-    LocalAgent,
-    iteration_figures,
-    spec_for_request,
-)
-from pywebbench.meter import Sampler, snapshot
+from pywebbench.load import LoadAgent, LoadProgress, LocalAgent
+from pywebbench.meter import snapshot
 from pywebbench.run.config import StudyConfig
-from pywebbench.run.health import judge_iteration
+from pywebbench.run.events import Events, Outcome
 from pywebbench.run.host import facts, git_revision, split_cpus
 from pywebbench.run.matrix import CellPlan, Matrix, Variant
+from pywebbench.run.measure import Interrupted, Measurer, no_sigint
 from pywebbench.run.orphans import reap_orphan
-from pywebbench.run.robustness import fault_phase
-from pywebbench.run.rows import growth_series, iteration_row, stack_row
-from pywebbench.stats import memory_growth
+from pywebbench.run.rows import stack_row
+from pywebbench.stats import summarize
 from pywebbench.store import (
     Cell,
     CellStatus,
@@ -59,28 +51,7 @@ from pywebbench.store import (
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
-    from pywebbench.load.result import LoadResult
     from pywebbench.provision.venv import ProvisionedEnv
-
-
-class Interrupted(Exception):
-    """Ctrl-C arrived; the partial state is stored, the run must stop."""
-
-
-def _ignore(*_args: object) -> None:
-    return None
-
-
-@dataclass
-class Events:
-    """Callbacks the terminal display hooks into (all optional)."""
-
-    phase: Callable[[str], None] = _ignore  # "provisioning ...", "starting ..."
-    cell_start: Callable[[CellPlan, int], None] = _ignore  # cell, iterations to run
-    iteration_start: Callable[[CellPlan, str], None] = _ignore  # cell, kind
-    iteration_done: Callable[[CellPlan, str, float], None] = _ignore  # cell, kind, req/s
-    cell_done: Callable[[CellPlan, str, str | None], None] = _ignore  # cell, status, why
-    live_rps: Callable[[float], None] = _ignore
 
 
 @dataclass
@@ -92,40 +63,6 @@ class _CellState:
     ok: int  # replicates completed (this run and before a --resume)
     next_rep: int  # number of the next replicate
     failure: StackFailure | None = None
-    rss: list[list[float]] = field(default_factory=list)
-
-
-@dataclass
-class Outcome:
-    """How a study ended."""
-
-    run_id: str
-    status: RunStatus
-    cells_ok: int = 0
-    cells_failed: int = 0
-    cells_skipped: int = 0  # already done before --resume
-    wall_s: float = 0.0
-    measured_s: float = 0.0  # sum of the load windows (warm-up + measured)
-    failures: list[tuple[str, str, str]] = field(default_factory=list)  # (what, phase, reason)
-
-
-_SHIELDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-@contextmanager
-def _no_sigint() -> Iterator[None]:
-    """Ignore Ctrl-C (and SIGTERM/SIGHUP) for the duration: cleanup and store writes must
-    finish, so no process is left behind and no row is half written."""
-    try:
-        old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in _SHIELDED}
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
 
 
 class StudyRunner:
@@ -162,6 +99,16 @@ class StudyRunner:
         self._robustness: dict[int, dict[str, Any]] = {}  # cell id -> last fault phase
         self._done: set[str] | None = None
         self.outcome = Outcome(run_id=self.run_id, status=RunStatus.RUNNING)
+        self._measure = Measurer(
+            config,
+            store,
+            self.agent,
+            self.generator_cpus,
+            progress=self._progress,
+            iteration_start=self.events.iteration_start,
+            iteration_done=self.events.iteration_done,
+            phase=self.events.phase,
+        )
 
     # -- the study -------------------------------------------------------------------------
 
@@ -189,7 +136,7 @@ class StudyRunner:
         except (KeyboardInterrupt, Interrupted):
             status = RunStatus.INTERRUPTED
         except BaseException:
-            with _no_sigint():
+            with no_sigint():
                 self.store.add_failure(
                     Failure(
                         None,
@@ -204,7 +151,8 @@ class StudyRunner:
             raise
         finally:
             self.outcome.wall_s = time.monotonic() - t0
-        with _no_sigint():
+            self.outcome.measured_s = self._measure.loaded_s
+        with no_sigint():
             self.store.update_run(self.run_id, status=status, finished_at=utcnow())
         self.outcome.status = status
         return self.outcome
@@ -349,7 +297,7 @@ class StudyRunner:
         )
         if state.failure is None and self._services is not None:
             state.failure = self._services.failure_for(cell.workload)
-        per_rep = cfg.warmup_iterations + cfg.iterations
+        per_rep = cfg.iterations_per_replicate
         self.events.cell_start(cell, (cfg.replicates - state.ok) * per_rep)
         self.store.update_cell(cell_id, status=CellStatus.RUNNING, started_at=utcnow())
         return state
@@ -363,22 +311,48 @@ class StudyRunner:
         done = self._done_cells()
         self.outcome.cells_skipped += sum(1 for c in cells if c.key in done)
         states = [self._open_cell(c) for c in cells if c.key not in done]
-        replicates = self.config.load.replicates
         try:
-            while True:
-                active = [st for st in states if st.failure is None and st.ok < replicates]
+            for round_no in range(self._most_replicates()):
+                active = [st for st in states if st.failure is None and self._wants_more(st)]
                 if not active:
                     break
-                self._round(active, replicates)
+                # Rotate the order of the group's cells (workloads) from round to round, so no
+                # workload is always the first one a fresh server serves.
+                shift = round_no % len(active)
+                self._round(active[shift:] + active[:shift])
         except (KeyboardInterrupt, Interrupted):
-            with _no_sigint():
+            with no_sigint():
                 for st in states:
                     self.store.update_cell(st.cell_id, status=CellStatus.INTERRUPTED)
             raise
         for st in states:
             self._finish_cell(st)
 
-    def _round(self, active: list[_CellState], replicates: int) -> None:
+    def _most_replicates(self) -> int:
+        cfg = self.config.load
+        return max(cfg.replicates, cfg.max_replicates if cfg.ci_target else 0)
+
+    def _wants_more(self, st: _CellState) -> bool:
+        """Another replicate for this cell? The planned ones, then (replicate budget) more
+        while the CI of its median is wider than ``ci_target``, up to ``max_replicates``."""
+        cfg = self.config.load
+        if st.ok < cfg.replicates:
+            return True
+        if cfg.ci_target is None or st.ok >= cfg.max_replicates:
+            return False
+        width = summarize(self._replicate_figures(st.cell_id)).ci_halfwidth_rel
+        return math.isnan(width) or width > cfg.ci_target  # NaN: too few values for a CI
+
+    def _replicate_figures(self, cell_id: int) -> list[float]:
+        """Each ok replicate's figure: the median req/s of its measured iterations."""
+        by_rep: dict[int, list[float]] = {}
+        ok = {r.replicate for r in self.store.replicates(cell_id) if r.status == CellStatus.OK}
+        for it in self.store.iterations(cell_id):
+            if it.kind == IterationKind.MEASURED and it.replicate in ok and not it.interrupted:
+                by_rep.setdefault(it.replicate, []).append(it.rps)
+        return [sorted(v)[len(v) // 2] for v in by_rep.values()]
+
+    def _round(self, active: list[_CellState]) -> None:
         """One replicate of every active cell, on one fresh server (restarted if it died)."""
         server: RunningServer | None = None
         try:
@@ -391,13 +365,13 @@ class StudyRunner:
                 try:
                     if server is None:
                         server = self._start_server(st, [a.cell for a in active])
-                    st.rss.append(self._replicate_on(server, st))
+                    self._replicate_on(server, st)
                     st.ok += 1
                 except StackFailure as exc:
                     st.failure = exc
                     if exc.phase == Phase.START:  # same stack: no point starting again
                         for other in active:
-                            if other.failure is None and other.ok < replicates:
+                            if other.failure is None:
                                 other.failure = exc
                 st.next_rep += 1
         finally:
@@ -406,8 +380,8 @@ class StudyRunner:
 
     def _finish_cell(self, st: _CellState) -> None:
         cell, cell_id, failure = st.cell, st.cell_id, st.failure
-        with _no_sigint():
-            flags = self._flags(cell_id, st.rss)
+        with no_sigint():
+            flags = self._flags(cell_id)
             if failure is None:
                 self.store.update_cell(
                     cell_id,
@@ -442,21 +416,25 @@ class StudyRunner:
             self.outcome.failures.append((cell.label, failure.phase, failure.reason))
             self.events.cell_done(cell, CellStatus.FAILED, f"{failure.phase}: {failure.reason}")
 
-    def _flags(self, cell_id: int, rss_series: list[list[float]]) -> dict[str, Any]:
+    def _flags(self, cell_id: int) -> dict[str, Any]:
         its = self.store.iterations(cell_id)
         measured = [i for i in its if i.kind == IterationKind.MEASURED]
-        growing = [memory_growth(s) for s in rss_series]
+        reps = [r for r in self.store.replicates(cell_id) if r.status == CellStatus.OK]
+        leaks = [r.leak for r in reps if r.leak]
         flags: dict[str, Any] = {
-            "memory_growth": any(g.growing for g in growing),
             "generator_bound": any(i.generator_bound for i in measured),
             "errors": any(i.errors > 0 for i in measured),
+            # steady state (docs/steady-state.md): a warm-up that hit its cap, a trend across
+            # the measured iterations, memory that kept growing with requests once steady
+            "not_steady": any(r.warmup_end == "cap" for r in reps),
+            "drift": any(r.drift.get("drifting") for r in reps),
+            "leak": bool(leaks) and all(x.get("leaking") for x in leaks),
         }
+        if leaks:
+            slopes = sorted(float(x["bytes_per_1k"]) for x in leaks)
+            flags["leak_bytes_per_1k"] = slopes[len(slopes) // 2]
         if cell_id in self._robustness:
             flags["robustness"] = self._robustness.pop(cell_id)
-        if flags["memory_growth"]:
-            worst = max(growing, key=lambda g: g.relative)
-            flags["memory_growth_relative"] = round(worst.relative, 3)
-            flags["memory_growth_last_bytes"] = int(worst.last)
         return flags
 
     # -- one server ------------------------------------------------------------------------
@@ -477,7 +455,7 @@ class StudyRunner:
         try:
             return bringup.start(variant.stack, self._envs[variant.key], options, ready)
         except StackFailure as exc:
-            with _no_sigint():
+            with no_sigint():
                 self.store.add_replicate(
                     Replicate(
                         None,
@@ -495,7 +473,7 @@ class StudyRunner:
 
     def _stop_server(self, server: RunningServer, st: _CellState) -> None:
         """Stop the server's process group (shielded from Ctrl-C); a slow stop is recorded."""
-        with _no_sigint():
+        with no_sigint():
             took = bringup.stop(server)
             if took > self.config.timeouts.stop_s:
                 self.store.add_failure(
@@ -509,16 +487,15 @@ class StudyRunner:
                     )
                 )
 
-    def _replicate_on(self, server: RunningServer, st: _CellState) -> list[float]:
+    def _replicate_on(self, server: RunningServer, st: _CellState) -> None:
         """One replicate of a cell on a running server: verify, warm-up and measured
-        iterations. Returns the RSS series for memory-growth detection; raises StackFailure."""
+        iterations; raises StackFailure."""
         cell, cell_id, replicate = st.cell, st.cell_id, st.next_rep
         rep_id = self.store.add_replicate(
             Replicate(None, cell_id, replicate, CellStatus.RUNNING, utcnow())
         )
         status = CellStatus.INTERRUPTED
         fail: StackFailure | None = None
-        rss: list[list[float]] = []
         try:
             self._record_start(cell.variant, rep_id, server)
             self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
@@ -530,12 +507,14 @@ class StudyRunner:
                 timeout_s=self.config.timeouts.verify_s,
             ).failure()
             if fail is None:
-                fail = self._iterations(cell, cell_id, replicate, server, rss)
+                fail, robustness = self._measure.replicate(cell, cell_id, rep_id, replicate, server)
+                if robustness is not None:
+                    self._robustness[cell_id] = robustness
             status = CellStatus.FAILED if fail else CellStatus.OK
         except StackFailure as exc:
             fail, status = exc, CellStatus.FAILED
         finally:
-            with _no_sigint():
+            with no_sigint():
                 self.store.update_replicate(
                     rep_id,
                     status=status,
@@ -545,7 +524,6 @@ class StudyRunner:
                 )
         if fail is not None:
             raise fail
-        return growth_series(rss)
 
     def _record_start(self, variant: Variant, rep_id: int, server: RunningServer) -> None:
         idle = snapshot(server.pid)  # the server answered: booted, no load yet
@@ -568,122 +546,12 @@ class StudyRunner:
 
     # -- iterations ------------------------------------------------------------------------
 
-    def _iterations(
-        self,
-        cell: CellPlan,
-        cell_id: int,
-        replicate: int,
-        server: RunningServer,
-        rss: list[list[float]],
-    ) -> StackFailure | None:
-        cfg = self.config.load
-        plan = [
-            (IterationKind.WARMUP, i, cfg.warmup_duration_s) for i in range(cfg.warmup_iterations)
-        ]
-        plan += [(IterationKind.MEASURED, i, cfg.duration_s) for i in range(cfg.iterations)]
-        result: LoadResult | None = None
-        for kind, idx, duration in plan:
-            if cfg.pause_s:
-                time.sleep(cfg.pause_s)
-            result, alive = self._one_iteration(
-                cell, cell_id, replicate, server, rss, kind, idx, duration
-            )
-            cols = iteration_figures(result)
-            self.events.iteration_done(cell, kind, float(cols["rps"]))
-            fail = judge_iteration(
-                kind,
-                duration_s=duration,
-                requests=int(cols["requests"]),
-                errors=int(cols["errors"]),
-                timeouts=int(cols["timeouts"]),
-                stalled_tail_s=result.stalled_tail_s(),
-                alive=alive,
-                exit_code=server.group.poll(),
-                log_tail=_log_tail(server),
-            )
-            if fail is not None:
-                return fail
-        if cfg.faults and result is not None and cfg.iterations:
-            self.events.phase(f"faults {cell.variant.key}: {cfg.faults}")
-            self._robustness[cell_id] = fault_phase(
-                cell,
-                server.base_url,
-                server.alive,
-                result,
-                config=self.config,
-                agent=self.agent,
-                generator_cpus=self.generator_cpus,
-                progress=self._progress,
-            )
-        return None
-
-    def _one_iteration(
-        self,
-        cell: CellPlan,
-        cell_id: int,
-        replicate: int,
-        server: RunningServer,
-        rss: list[list[float]],
-        kind: IterationKind,
-        idx: int,
-        duration: float,
-    ) -> tuple[LoadResult, bool]:
-        """Load the server for one iteration while metering it; store the row at once.
-
-        Returns the result and whether the server was still alive at the end."""
-        spec = spec_for_request(
-            server.base_url,
-            cell.request,
-            connections=cell.connections,
-            duration_s=duration,
-            timeout_s=self.config.load.timeout_s,
-            cpus=self.generator_cpus,
-            rate=cell.rate,
-        )
-        started = utcnow()
-        self.events.iteration_start(cell, kind)
-        sampler = Sampler(server.pid).start()
-        try:
-            result = self.agent.run(spec, progress=self._progress)
-        except KeyboardInterrupt:
-            with _no_sigint():
-                sampler.stop()
-            raise
-        meter = sampler.stop()
-        with _no_sigint():
-            cols = iteration_figures(result)
-            alive = server.alive() and meter.alive_at_end
-            row = iteration_row(
-                result,
-                meter,
-                cell_id=cell_id,
-                replicate=replicate,
-                kind=kind,
-                idx=idx,
-                started_at=started,
-                workers=cell.variant.workers,
-                server_alive=alive,
-            )
-            self.store.add_iteration(row, meter.samples)
-            self.outcome.measured_s += float(cols["duration_s"] or 0.0)
-            rss.append([float(s.rss_bytes) for s in meter.samples])
-        if cols["interrupted"]:
-            raise Interrupted()
-        return result, alive
-
     def _progress(self, snap: LoadProgress) -> None:
         """Engine progress callback: must never raise (an exception stops the engine)."""
         try:
             self.events.live_rps(snap.rps)
         except Exception:  # noqa: BLE001 - display only; KeyboardInterrupt stops the engine
             pass
-
-
-def _log_tail(server: RunningServer, limit: int = 4000) -> str | None:
-    try:
-        return Path(server.log_path).read_text(errors="replace")[-limit:]
-    except (OSError, TypeError):
-        return None
 
 
 def run_study(

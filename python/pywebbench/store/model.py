@@ -176,7 +176,7 @@ class Cell:
     generator_cpus_json: str = "[]"
     started_at: str | None = None
     finished_at: str | None = None
-    flags_json: str = "{}"  # {"memory_growth": true, "generator_bound": false, ...}
+    flags_json: str = "{}"  # {"not_steady": false, "leak": false, "generator_bound": ...}
 
     @property
     def workload_params(self) -> dict[str, Any]:
@@ -214,6 +214,25 @@ class Replicate:
     failure_phase: str | None = None
     failure_reason: str | None = None
     finished_at: str | None = None
+    # steady state (docs/steady-state.md)
+    warmup_end: str | None = None  # "steady" | "cap" (None: fixed warm-up)
+    warmup_s: float | None = None  # how long the warm-up ran
+    steady_start_s: float | None = None  # since the warm-up began; None: not steady
+    warmup_curve_json: str | None = None  # [[t_s, req/s], ...] in buckets
+    drift_json: str | None = None  # trend test of the measured iterations
+    leak_json: str | None = None  # memory slope after the steady state
+
+    @property
+    def warmup_curve(self) -> list[list[float]]:
+        return _loads(self.warmup_curve_json, [])
+
+    @property
+    def drift(self) -> dict[str, Any]:
+        return _loads(self.drift_json, {})
+
+    @property
+    def leak(self) -> dict[str, Any]:
+        return _loads(self.leak_json, {})
 
 
 @dataclass

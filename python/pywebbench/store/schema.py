@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -101,6 +101,12 @@ CREATE TABLE IF NOT EXISTS replicates (
     failure_phase        TEXT,
     failure_reason       TEXT,
     finished_at          TEXT,
+    warmup_end           TEXT CHECK (warmup_end IN ('steady', 'cap')),
+    warmup_s             REAL,
+    steady_start_s       REAL,
+    warmup_curve_json    TEXT,
+    drift_json           TEXT,
+    leak_json            TEXT,
     UNIQUE (cell_id, replicate)
 );
 
@@ -186,4 +192,14 @@ MIGRATIONS: dict[int, str] = {
     # One word per idea: a load point's connections are "connections" in the CLI (-c), the
     # study file, the engine and the store alike.
     2: "ALTER TABLE cells RENAME COLUMN concurrency TO connections",
+    # Steady state (docs/steady-state.md): how each replicate's warm-up ended, its curve, and
+    # the drift and leak tests of its measured iterations.
+    3: """
+ALTER TABLE replicates ADD COLUMN warmup_end TEXT CHECK (warmup_end IN ('steady', 'cap'));
+ALTER TABLE replicates ADD COLUMN warmup_s REAL;
+ALTER TABLE replicates ADD COLUMN steady_start_s REAL;
+ALTER TABLE replicates ADD COLUMN warmup_curve_json TEXT;
+ALTER TABLE replicates ADD COLUMN drift_json TEXT;
+ALTER TABLE replicates ADD COLUMN leak_json TEXT
+""",
 }

@@ -147,24 +147,27 @@
     });
   });
 
-  /* Cells over time: a selector of replicates, drawn into one plot. */
-  var cellSelect = document.getElementById("cell-select");
-  var cellPlot = document.getElementById("cell-plot");
-  function showCell() {
-    if (!cellSelect || !cellPlot) return;
-    cellPlot.setAttribute("data-figure", cellSelect.value);
-    if (isVisible(cellPlot)) draw(cellPlot);
+  /* Figure selectors (cells over time, warm-up per stack): one plot, its figure chosen. */
+  function showChoice(sel) {
+    var plot = document.getElementById(sel.getAttribute("data-target"));
+    if (!plot) return;
+    plot.setAttribute("data-figure", sel.value);
+    if (isVisible(plot)) draw(plot);
   }
+  var figSelects = document.querySelectorAll("select.fig-select");
+  figSelects.forEach(function (sel) {
+    sel.addEventListener("change", function () { showChoice(sel); });
+  });
+  var cellSelect = document.getElementById("cell-select");
   function stepCell(delta) {
     var opts = Array.prototype.filter.call(cellSelect.options, function (o) {
       return !o.classList.contains("hidden");
     });
     var i = opts.indexOf(cellSelect.options[cellSelect.selectedIndex]);
     var next = opts[Math.min(opts.length - 1, Math.max(0, i + delta))];
-    if (next) { cellSelect.value = next.value; showCell(); }
+    if (next) { cellSelect.value = next.value; showChoice(cellSelect); }
   }
   if (cellSelect) {
-    cellSelect.addEventListener("change", showCell);
     document.getElementById("cell-prev").addEventListener("click", function () { stepCell(-1); });
     document.getElementById("cell-next").addEventListener("click", function () { stepCell(1); });
   }
@@ -178,16 +181,16 @@
       var label = tr.getAttribute("data-stack");
       tr.classList.toggle("hidden", label !== "" && !matches(label));
     });
-    if (cellSelect) {
+    figSelects.forEach(function (sel) {
       var first = null;
-      Array.prototype.forEach.call(cellSelect.options, function (o) {
+      Array.prototype.forEach.call(sel.options, function (o) {
         var hide = !matches(o.getAttribute("data-stack"));
         o.classList.toggle("hidden", hide);
         if (!hide && first === null) first = o;
       });
-      var cur = cellSelect.options[cellSelect.selectedIndex];
-      if (first && cur && cur.classList.contains("hidden")) { cellSelect.value = first.value; showCell(); }
-    }
+      var cur = sel.options[sel.selectedIndex];
+      if (first && cur && cur.classList.contains("hidden")) { sel.value = first.value; showChoice(sel); }
+    });
     document.querySelectorAll(".plot[data-drawn]").forEach(function (el) {
       if (isVisible(el)) draw(el);
       else el.setAttribute("data-drawn", "");

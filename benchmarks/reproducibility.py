@@ -1,0 +1,132 @@
+"""Reproducibility of a study: the same study twice, cell by cell and rank by rank.
+
+    python benchmarks/reproducibility.py                      # runs the quick profile twice
+    python benchmarks/reproducibility.py --stores A.sqlite B.sqlite   # two stored runs
+
+Prints, over the cells both runs measured:
+- the CI half-widths reached (median and worst, as % of the median);
+- rank swaps: pairs of stacks (same workload) ordered one way in A and the other in B, out
+  of all pairs, and how many of those swaps the report shows as ties (CIs overlapping);
+- cells whose medians differ by more than 15%, and steady cells whose B median lies outside
+  A's CI (or A's outside B's);
+- the flags raised (not_steady, drift, leak) in each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from pywebbench.stats import Summary, summarize
+from pywebbench.store import DEFAULT_FILENAME, Store
+
+Figures = dict[tuple[str, str, str], tuple[Summary, dict[str, object]]]
+
+
+def figures(store_path: Path) -> Figures:
+    """(stack, workload, load point) -> (summary of replicate medians, flags) of ok cells."""
+    with Store(store_path, create=False) as store:
+        study = store.load_study()
+    names = {s.id: s.key for s in study.stacks}
+    out: Figures = {}
+    for cell in study.cells:
+        if cell.status != "ok" or cell.id is None:
+            continue
+        by_rep: dict[int, list[float]] = {}
+        for it in study.iterations_of(cell.id):
+            by_rep.setdefault(it.replicate, []).append(it.rps)
+        medians = [sorted(v)[len(v) // 2] for v in by_rep.values()]
+        out[(names[cell.stack_id], cell.workload, cell.load_point)] = (
+            summarize(medians),
+            cell.flags,
+        )
+    return out
+
+
+def compare(a: Figures, b: Figures) -> None:
+    common = sorted(set(a) & set(b))
+    print(f"cells in both runs: {len(common)} (A only {len(set(a) - set(b))}, "
+          f"B only {len(set(b) - set(a))})")  # fmt: skip
+    widths = sorted(
+        100 * s.ci_halfwidth_rel for f in (a, b) for k in common for s in [f[k][0]] if s.n >= 2
+    )
+    if widths:
+        print(f"CI half-width: median {widths[len(widths) // 2]:.1f}%, worst {widths[-1]:.1f}%")
+    pairs = swaps = tied = 0
+    groups: dict[tuple[str, str], list[str]] = {}
+    for stack, workload, point in common:
+        groups.setdefault((workload, point), []).append(stack)
+    for (workload, point), stacks in groups.items():
+        for x, y in itertools.combinations(stacks, 2):
+            ka, kb = (x, workload, point), (y, workload, point)
+            pairs += 1
+            order_a = a[ka][0].median > a[kb][0].median
+            order_b = b[ka][0].median > b[kb][0].median
+            if order_a != order_b:
+                swaps += 1
+                overlap_a = _overlap(a[ka][0], a[kb][0])
+                overlap_b = _overlap(b[ka][0], b[kb][0])
+                tied += overlap_a or overlap_b
+    print(f"rank swaps: {swaps} of {pairs} pairs ({tied} of them shown as ties in A or B)")
+    far = [k for k in common if _ratio(a[k][0].median, b[k][0].median) > 1.15]
+    print(f"cells differing by more than 15%: {len(far)} of {len(common)}")
+    for k in far:
+        print(f"  {'/'.join(k)}: {a[k][0].median:,.0f} vs {b[k][0].median:,.0f}")
+    outside = [
+        k
+        for k in common
+        if not a[k][1].get("not_steady")
+        and not b[k][1].get("not_steady")
+        and not (_inside(b[k][0].median, a[k][0]) or _inside(a[k][0].median, b[k][0]))
+    ]
+    print(f"steady cells outside each other's CI: {len(outside)} of {len(common)}")
+    for k in outside:
+        print(f"  {'/'.join(k)}: A {_fmt(a[k][0])}  B {_fmt(b[k][0])}")
+    for name, f in (("A", a), ("B", b)):
+        counts = {flag: sum(bool(f[k][1].get(flag)) for k in f) for flag in
+                  ("not_steady", "drift", "leak")}  # fmt: skip
+        print(f"flags in {name}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+
+
+def _ratio(x: float, y: float) -> float:
+    return max(x, y) / min(x, y) if min(x, y) > 0 else float("inf")
+
+
+def _overlap(s: Summary, t: Summary) -> bool:
+    return s.n >= 2 and t.n >= 2 and s.ci_low <= t.ci_high and t.ci_low <= s.ci_high
+
+
+def _inside(value: float, s: Summary) -> bool:
+    return s.n >= 2 and s.ci_low <= value <= s.ci_high
+
+
+def _fmt(s: Summary) -> str:
+    return f"{s.median:,.0f} [{s.ci_low:,.0f}-{s.ci_high:,.0f}] n={s.n}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stores", nargs=2, type=Path, metavar=("A", "B"))
+    parser.add_argument("extra", nargs="*", help="pywebbench run options (after --)")
+    args = parser.parse_args()
+    if args.stores:
+        stores = list(args.stores)
+    else:
+        stores = []
+        for name in ("A", "B"):
+            results = Path(tempfile.mkdtemp(prefix=f"pwb-repro-{name}-"))
+            argv = ["pywebbench", "run", "--results-dir", str(results), *args.extra]
+            print("$", " ".join(argv), flush=True)
+            if subprocess.run(argv).returncode != 0:
+                sys.exit(f"run {name} failed")
+            stores.append(results / DEFAULT_FILENAME)
+    print(f"A: {stores[0]}\nB: {stores[1]}")
+    compare(figures(stores[0]), figures(stores[1]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""The cell flags a report shows, in words, with what each one means.
+
+The runner stores them in ``cells.flags_json`` (docs/store-schema.md, docs/steady-state.md).
+The console summary, the HTML ranking's notes and the Markdown notes all use these texts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+#: Short note -> what it means (the HTML tooltip, the Markdown and console legend).
+FLAG_HELP: dict[str, str] = {
+    "not steady (cap)": "the warm-up reached its cap before throughput was steady: the "
+    "measured iterations may still include warm-up (docs/steady-state.md)",
+    "drift": "throughput trends across the measured iterations (Mann-Kendall p < 0.01 and "
+    "more than 5% across the span)",
+    "leak": "memory keeps growing with requests once steady: the slope's 95% CI is above zero "
+    "and the slope above 256 KB per 1,000 requests",
+    "generator-bound": "the load generator's core was saturated: the stack may be faster",
+    "errors": "some measured iteration had transport errors",
+}
+
+
+def _leak_note(flags: Mapping[str, Any]) -> str:
+    slope = flags.get("leak_bytes_per_1k")
+    if isinstance(slope, int | float) and not isinstance(slope, bool) and math.isfinite(slope):
+        return f"leak ({slope / 1024:,.0f} KB/1k req)"
+    return "leak"
+
+
+def flag_notes(flags: Mapping[str, Any], *, generator_bound: bool = False) -> list[str]:
+    """The notes of a cell's stored flags (``generator_bound`` adds that one as well)."""
+    notes = []
+    if generator_bound or flags.get("generator_bound"):
+        notes.append("generator-bound")
+    if flags.get("not_steady"):
+        notes.append("not steady (cap)")
+    if flags.get("drift"):
+        notes.append("drift")
+    if flags.get("leak"):
+        notes.append(_leak_note(flags))
+    return notes
+
+
+def flag_help(note: str) -> str:
+    """What a note means (empty for notes that are not flags)."""
+    for key, text in FLAG_HELP.items():
+        if note == key or note.startswith(key + " ("):
+            return text
+    return ""
+
+
+def legend(notes: list[str]) -> list[tuple[str, str]]:
+    """(flag, meaning) for each distinct flag among ``notes``, in :data:`FLAG_HELP` order."""
+    shown = {k for n in notes for k in FLAG_HELP if n == k or n.startswith(k + " (")}
+    return [(k, v) for k, v in FLAG_HELP.items() if k in shown]

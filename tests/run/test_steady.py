@@ -1,0 +1,101 @@
+"""The steady-state rule, the drift test and the leak slope on known series."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from pywebbench.steady import (
+    SteadyRule,
+    WarmupEnd,
+    WarmupWatch,
+    drift,
+    leak,
+    mann_kendall,
+    theil_sen,
+)
+
+
+def _watch(rate_at, rule: SteadyRule, *, seed: int = 1, tick: float = 0.25):
+    """Feed a watch with cumulative counts of a Poisson-ish process of rate ``rate_at(t)``."""
+    rng = random.Random(seed)
+    watch = WarmupWatch(rule)
+    t, total = 0.0, 0
+    while True:
+        t += tick
+        mean = rate_at(t) * tick
+        total += max(0, int(rng.gauss(mean, math.sqrt(mean))))
+        verdict = watch.observe(t, total)
+        if verdict is not None:
+            return verdict
+
+
+def test_theil_sen_and_mann_kendall() -> None:
+    xs = list(range(10))
+    ys = [2 * x + 1 for x in xs]
+    ys[3] = 100  # one outlier does not move the robust slope
+    assert theil_sen(xs, ys) == pytest.approx(2.0)
+    _, p_up = mann_kendall([float(x) for x in range(20)])
+    assert p_up < 1e-6
+    _, p_flat = mann_kendall([1.0, 3.0, 2.0, 3.0, 1.0, 2.0, 1.0, 3.0])
+    assert p_flat > 0.5
+
+
+def test_a_flat_server_is_steady_after_one_window() -> None:
+    rule = SteadyRule(window_s=2.0, cap_s=20.0)
+    verdict = _watch(lambda t: 8000.0, rule)
+    assert verdict.end == WarmupEnd.STEADY
+    assert verdict.steady_start_s is not None and verdict.steady_start_s <= 0.5
+    assert verdict.elapsed_s <= 3.0 and len(verdict.curve) >= 8
+
+
+@pytest.mark.parametrize("ramp_s", [3.0, 6.0, 10.0])
+def test_the_steady_start_is_found_at_the_end_of_a_ramp(ramp_s: float) -> None:
+    """A JIT-like ramp: throughput climbs for ``ramp_s`` then holds."""
+    rule = SteadyRule(window_s=2.0, cap_s=30.0)
+    verdict = _watch(lambda t: 2000.0 + 6000.0 * min(1.0, t / ramp_s), rule, seed=int(ramp_s))
+    assert verdict.end == WarmupEnd.STEADY
+    assert verdict.steady_start_s is not None
+    assert abs(verdict.steady_start_s - ramp_s) <= 1.0, verdict.steady_start_s
+
+
+def test_a_sawtooth_never_settles_and_ends_at_the_cap() -> None:
+    rule = SteadyRule(window_s=2.0, cap_s=12.0)
+    verdict = _watch(lambda t: 3000.0 + 2000.0 * ((t % 4.0) / 4.0), rule)
+    assert verdict.end == WarmupEnd.CAP and verdict.steady_start_s is None
+    assert verdict.elapsed_s == pytest.approx(12.0, abs=0.3)
+
+
+def test_a_slow_server_is_judged_against_its_counting_noise() -> None:
+    """At 300 req/s a 0.25 s bucket holds ~75 requests: +-12% is noise, not a trend."""
+    rule = SteadyRule(window_s=2.0, cap_s=20.0)
+    verdict = _watch(lambda t: 300.0, rule, seed=7)
+    assert verdict.end == WarmupEnd.STEADY and verdict.elapsed_s < 4.0
+
+
+def test_drift_is_a_significant_trend_of_some_size() -> None:
+    rng = random.Random(3)
+    flat = [5000 + rng.gauss(0, 100) for _ in range(12)]
+    assert not drift(flat).drifting
+    rising = [5000 * (1 + 0.03 * k) + rng.gauss(0, 50) for k in range(12)]
+    found = drift(rising)
+    assert found.drifting and found.change > 0.25 and found.p_value < 0.01
+    tiny = [5000 * (1 + 0.001 * k) for k in range(12)]  # significant, but 1%: not drift
+    assert not drift(tiny).drifting
+    assert not drift([1.0, 2.0]).drifting  # too few points to say
+
+
+def test_a_leak_is_a_slope_above_zero_and_the_floor() -> None:
+    rng = random.Random(5)
+    requests = [k * 500.0 for k in range(60)]
+    base = 60e6
+    leaking = [base + 2048.0 * r + rng.gauss(0, 200e3) for r in requests]  # 2 KB per request
+    found = leak(requests, leaking)
+    assert found.leaking and found.ci_low > 0
+    assert found.bytes_per_1k == pytest.approx(2048e3, rel=0.1)
+    plateau = [base + rng.gauss(0, 200e3) for _ in requests]  # allocated before, now flat
+    assert not leak(requests, plateau).leaking
+    slow = [base + 64.0 * r for r in requests]  # 64 KB per 1,000 requests: under the floor
+    assert not leak(requests, slow).leaking
+    assert not leak([1.0, 2.0], [1.0, 2.0]).leaking  # too few points

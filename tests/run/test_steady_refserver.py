@@ -1,0 +1,44 @@
+"""The steady-state rule against the reference server's warm-up shapes (deterministic):
+a delay that falls to zero over T seconds must be found steady within +-1 s of T; a
+saw-tooth delay that never settles must end at the cap."""
+
+from __future__ import annotations
+
+import pytest
+from pwbtest import GEN_CPUS
+from pywebbench.load import LoadSpec, LocalAgent
+from pywebbench.refserver import RefServer
+from pywebbench.run.steadiness import warm_until_steady
+from pywebbench.steady import SteadyRule, WarmupEnd
+
+
+def _spec_for(url: str):  # noqa: ANN202 - a spec builder
+    def build(duration_s: float) -> LoadSpec:
+        return LoadSpec(url=url + "/hello", connections=8, duration_s=duration_s, cpus=GEN_CPUS)
+
+    return build
+
+
+@pytest.mark.parametrize("ramp_s", [4.0, 7.0])
+def test_a_warmup_ramp_is_steady_where_it_ends(ramp_s: float) -> None:
+    rule = SteadyRule(window_s=2.0, cap_s=ramp_s + 8.0)
+    # 2 ms of jitter keeps the settled server timer-bound (~8k req/s over 8 connections)
+    # rather than CPU-bound, where a shared machine's noise would be what is measured.
+    with RefServer(delay_ms=20.0, delay_ramp_s=ramp_s, delay_jitter_ms=2.0, cpus=[0]) as srv:
+        result, verdict = warm_until_steady(LocalAgent(), _spec_for(srv.url), rule)
+    assert verdict.end == WarmupEnd.STEADY, verdict.curve
+    assert verdict.steady_start_s is not None
+    assert abs(verdict.steady_start_s - ramp_s) <= 1.0, (verdict.steady_start_s, verdict.curve)
+    # the load stopped soon after: the window and its confirmations, not the cap
+    assert verdict.elapsed_s < ramp_s + 4.0
+    assert not result.interrupted and result.requests > 0
+    assert result.duration_s == pytest.approx(verdict.elapsed_s, abs=0.5)
+
+
+def test_a_sawtooth_never_settles_and_ends_at_the_cap() -> None:
+    rule = SteadyRule(window_s=2.0, cap_s=9.0)
+    with RefServer(delay_ms=8.0, delay_saw_s=3.0, cpus=[0]) as srv:
+        result, verdict = warm_until_steady(LocalAgent(), _spec_for(srv.url), rule)
+    assert verdict.end == WarmupEnd.CAP and verdict.steady_start_s is None, verdict.curve
+    assert verdict.elapsed_s == pytest.approx(9.0, abs=0.5)
+    assert result.requests > 0
