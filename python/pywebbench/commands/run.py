@@ -39,7 +39,7 @@ def _numbers(flag: str, values: tuple[str, ...], kind: type) -> list[Any]:
     return out
 
 
-def _overrides(o: dict[str, Any]) -> dict[str, Any]:
+def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     """CLI options -> a nested dict shaped like pywebbench.toml."""
     matrix: dict[str, Any] = {}
     load: dict[str, Any] = {}
@@ -49,18 +49,18 @@ def _overrides(o: dict[str, Any]) -> dict[str, Any]:
         ("frameworks", "framework"),
         ("workloads", "workload"),
     ]:
-        if o[flag]:
-            matrix[key] = _csv(o[flag])
-    if o["workers"]:
-        matrix["workers"] = _numbers("--workers", o["workers"], int)
+        if options[flag]:
+            matrix[key] = _csv(options[flag])
+    if options["workers"]:
+        matrix["workers"] = _numbers("--workers", options["workers"], int)
         matrix["server_settings"] = {}
-    if o["threads"]:
-        matrix["threads"] = _numbers("--threads", o["threads"], int)
+    if options["threads"]:
+        matrix["threads"] = _numbers("--threads", options["threads"], int)
         matrix["server_settings"] = {}
-    if o["connections"]:
-        load["connections"] = _numbers("--connections", o["connections"], int)
-    if o["rate"]:
-        load["rates"] = _numbers("--rate", o["rate"], float)
+    if options["connections"]:
+        load["connections"] = _numbers("--connections", options["connections"], int)
+    if options["rate"]:
+        load["rates"] = _numbers("--rate", options["rate"], float)
         load["model"] = "open"
     for key, flag in [
         ("duration_s", "duration"),
@@ -76,33 +76,33 @@ def _overrides(o: dict[str, Any]) -> dict[str, Any]:
         ("server_scope", "server_scope"),
         ("faults", "faults"),
     ]:
-        if o[flag] is not None:
-            load[key] = o[flag]
+        if options[flag] is not None:
+            load[key] = options[flag]
     out: dict[str, Any] = {}
     if matrix:
         out["matrix"] = matrix
     if load:
         out["load"] = load
     cpus: dict[str, Any] = {}
-    if o["server_cpus"]:
-        cpus["server"] = _numbers("--server-cpus", o["server_cpus"], int)
-    if o["generator_cpus"]:
-        cpus["generator"] = _numbers("--generator-cpus", o["generator_cpus"], int)
+    if options["server_cpus"]:
+        cpus["server"] = _numbers("--server-cpus", options["server_cpus"], int)
+    if options["generator_cpus"]:
+        cpus["generator"] = _numbers("--generator-cpus", options["generator_cpus"], int)
     if cpus:
         out["cpus"] = cpus
-    if o["results_dir"]:
-        out["results_dir"] = o["results_dir"]
-    if o["no_report"]:
+    if options["results_dir"]:
+        out["results_dir"] = options["results_dir"]
+    if options["no_report"]:
         out["report"] = False
-    if o["app"]:
-        app: dict[str, Any] = {"app": o["app"]}
+    if options["app"]:
+        app: dict[str, Any] = {"app": options["app"]}
         for key in ("interface", "requirements", "project", "expect_status", "expect_body"):
-            if o[key] is not None:
-                app[key] = o[key]
-        if o["path"]:
-            app["paths"] = list(o["path"])
+            if options[key] is not None:
+                app[key] = options[key]
+        if options["path"]:
+            app["paths"] = list(options["path"])
         out["app"] = app
-    elif any(o[k] for k in ("interface", "requirements", "project", "path")):
+    elif any(options[k] for k in ("interface", "requirements", "project", "path")):
         raise ConfigError("--interface/--requirements/--project/--path need --app")
     return out
 
@@ -186,7 +186,7 @@ def _overrides(o: dict[str, Any]) -> dict[str, Any]:
     help="Continue an interrupted run (default: the latest); nothing is measured twice.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the matrix and exit.")
-def command(**o: Any) -> None:
+def command(**options: Any) -> None:
     """Run a study: interpreters x servers x frameworks x workloads x load points.
 
     \b
@@ -209,30 +209,34 @@ def command(**o: Any) -> None:
     if not console.is_terminal:  # logs and pipes: wide enough for the summary tables
         console = Console(highlight=False, width=160, log_path=False)
     try:
-        code = _main(o, console)
+        code = _main(options, console)
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_CONFIG)
     sys.exit(code)
 
 
-def _main(o: dict[str, Any], console: Console) -> int:
+def _main(options: dict[str, Any], console: Console) -> int:
     from pywebbench.run.matrix import expand
     from pywebbench.store import DEFAULT_FILENAME, Store, StoreError
 
     run_id: str | None = None
-    if o["resume"]:
-        extra = set(_overrides(o)) - {"results_dir", "report"}
-        if extra or o["config_path"] or o["profile"]:
+    if options["resume"]:
+        extra = set(_overrides(options)) - {"results_dir", "report"}
+        if extra or options["config_path"] or options["profile"]:
             raise ConfigError(
                 "--resume continues a run with its own stored configuration; drop the other "
                 "study options (" + ", ".join(sorted(extra) or ["--config/--profile"]) + ")"
             )
-        results_dir = Path(o["results_dir"] or DEFAULT_RESULTS_DIR)
+        results_dir = Path(options["results_dir"] or DEFAULT_RESULTS_DIR)
         store_path = results_dir / DEFAULT_FILENAME
         try:
             with Store(store_path, create=False) as store:
-                run = store.latest_run() if o["resume"] == "latest" else store.run(o["resume"])
+                run = (
+                    store.latest_run()
+                    if options["resume"] == "latest"
+                    else store.run(options["resume"])
+                )
         except StoreError as exc:
             raise ConfigError(f"--resume: {exc}") from None
         if run is None:
@@ -242,17 +246,20 @@ def _main(o: dict[str, Any], console: Console) -> int:
             return 0
         config = StudyConfig.model_validate(run.config)
         config.results_dir = str(results_dir)
-        if o["no_report"]:
+        if options["no_report"]:
             config.report = False
         run_id = run.id
         console.print(f"resuming run {run.id} ({run.status})")
     else:
-        path = o["config_path"]
+        path = options["config_path"]
         if path is None and Path(DEFAULT_CONFIG).exists():
             path = Path(DEFAULT_CONFIG)
         data = load_toml(path) if path is not None else {}
         config = resolve(
-            data, _overrides(o), profile=o["profile"], source=str(path or DEFAULT_CONFIG)
+            data,
+            _overrides(options),
+            profile=options["profile"],
+            source=str(path or DEFAULT_CONFIG),
         )
     check(config)
     matrix = expand(config)
@@ -272,7 +279,7 @@ def _main(o: dict[str, Any], console: Console) -> int:
     )
     for name, reason in matrix.unavailable:
         console.print(f"  [yellow]unavailable[/] {name}: {reason}")
-    if o["dry_run"]:
+    if options["dry_run"]:
         for cell in matrix.cells:
             console.print(f"  {cell.label}")
         return 0

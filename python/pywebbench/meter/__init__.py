@@ -1,7 +1,7 @@
 """Meter: resource use of a server's whole process tree (master and workers), with psutil.
 
 - :mod:`pywebbench.meter.sampler`: :func:`snapshot` (the tree once, e.g. idle memory) and
-  :class:`Sampler` (a background thread sampling it while the load runs), summarised as a
+  :class:`Sampler` (a background thread sampling it while the load runs), summarized as a
   :class:`MeterSummary`: CPU user/system seconds, RSS and USS/PSS, threads, fds, switches.
 """
 
@@ -11,7 +11,7 @@ from pywebbench.meter.sampler import (
     Sampler,
     TreeSnapshot,
     snapshot,
-    summarise,
+    summarize,
     tree,
 )
 
@@ -21,6 +21,6 @@ __all__ = [
     "Sampler",
     "TreeSnapshot",
     "snapshot",
-    "summarise",
+    "summarize",
     "tree",
 ]

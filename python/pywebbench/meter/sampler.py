@@ -1,7 +1,7 @@
 """Resource metering of a server's whole process tree (master and workers), with psutil.
 
 :func:`snapshot` reads the tree once (idle memory); :class:`Sampler` samples it in a
-background thread (about 4 Hz) while the load generator runs and summarises the iteration:
+background thread (about 4 Hz) while the load generator runs and summarizes the iteration:
 CPU user/system seconds, RSS and USS/PSS (peak and end), threads, open fds, context switches.
 
 CPU of workers that exited and were reaped during the window is still counted (psutil's
@@ -178,13 +178,13 @@ class Sampler:
                 return
 
     def stop(self) -> MeterSummary:
-        """Stop the thread, take a final sample, and summarise."""
+        """Stop the thread, take a final sample, and summarize."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         if not self._snaps or self._snaps[-1].alive:
             self._snaps.append(snapshot(self.pid, memory_detail=self.memory_detail))
-        self.summary = summarise(self._snaps)
+        self.summary = summarize(self._snaps)
         return self.summary
 
     def __enter__(self) -> Sampler:
@@ -194,7 +194,7 @@ class Sampler:
         self.stop()
 
 
-def summarise(snaps: list[TreeSnapshot]) -> MeterSummary:
+def summarize(snaps: list[TreeSnapshot]) -> MeterSummary:
     """Turn cumulative snapshots (the first is the baseline) into per-iteration figures."""
     if not snaps:
         return MeterSummary(alive_at_end=False)

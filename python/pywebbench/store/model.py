@@ -239,9 +239,9 @@ class Replicate:
 class Iteration:
     """One load iteration (warm-up or measured) against one server process.
 
-    The load columns summarise :class:`pywebbench.load.LoadResult`; ``result_json`` keeps the
+    The load columns summarize :class:`pywebbench.load.LoadResult`; ``result_json`` keeps the
     whole result, including serialised histograms and the per-second series. The resource
-    columns summarise the samples of the server's process tree taken during the iteration.
+    columns summarize the samples of the server's process tree taken during the iteration.
     """
 
     id: int | None
