@@ -1,6 +1,7 @@
 """Draw the warm-up curves of a stored run as an SVG (docs/steady-state.md's figure).
 
-    python benchmarks/warmup_figure.py STORE OUT.svg [--workload hello] [--title TEXT]
+    python benchmarks/warmup_figure.py STORE OUT.svg [--workload hello] [--server S]
+                                       [--framework F] [--title TEXT]
 
 One line per cell and replicate: requests/s per 0.25 s bucket since the warm-up began, with a
 dot where the steady-state rule placed the steady start, colour by interpreter (PyPy orange,
@@ -25,6 +26,8 @@ def main() -> None:
     parser.add_argument("store", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--workload", default="hello")
+    parser.add_argument("--server", help="only this server's cells")
+    parser.add_argument("--framework", help="only this framework's cells")
     parser.add_argument("--title", default="Warm-up until steady: requests/s since warm-up began")
     args = parser.parse_args()
     with Store(args.store, create=False) as store:
@@ -35,6 +38,10 @@ def main() -> None:
         if cell.workload != args.workload or cell.id is None:
             continue
         stack = stacks[cell.stack_id]
+        if args.server and stack.server != args.server:
+            continue
+        if args.framework and stack.framework != args.framework:
+            continue
         for rep in study.replicates_of(cell.id):
             if rep.warmup_curve:
                 lines.append((stack, rep))
