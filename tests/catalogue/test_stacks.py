@@ -91,9 +91,15 @@ def test_workload_filter(interps) -> None:
 def test_select_names_globs_and_errors() -> None:
     names = ["gunicorn-sync", "gunicorn-gthread", "uvicorn-h11"]
     assert select_names(["gunicorn-*"], names, "--server") == names[:2]
+    # the user's order (a study runs --workload json,hello json first), globs in registry order
     assert select_names(["uvicorn-h11,gunicorn-sync"], names, "--server") == [
-        "gunicorn-sync",
         "uvicorn-h11",
+        "gunicorn-sync",
+    ]
+    assert select_names(["uvicorn-*", "gunicorn-*,uvicorn-h11"], names, "--server") == [
+        "uvicorn-h11",
+        "gunicorn-sync",
+        "gunicorn-gthread",
     ]
     with pytest.raises(ValueError, match="--server 'nginx' matches nothing; valid: gunicorn-sync"):
         select_names(["nginx"], names, "--server")

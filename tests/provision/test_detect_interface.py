@@ -17,8 +17,11 @@ HTTPBIN = "httpbin==0.10.4"  # a WSGI app (Flask) from PyPI, not part of this re
 
 @pytest.fixture(autouse=True)
 def no_orphans():
+    """Nothing this test started may outlive it (the session's shared fixtures, started
+    before it, are not its own)."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     yield
-    left = psutil.Process().children(recursive=True)
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     assert not left, f"processes left behind: {[p.cmdline() for p in left]}"
 
 
