@@ -40,15 +40,19 @@ def test_aa_same_stack_twice_passes_the_gate(stored_runs: StoredRuns) -> None:
     rc, out, err = compare(
         stored_runs, stored_runs.a1, stored_runs.a2, "--fail-if", GATE, "--format", "json"
     )
+    # What docs/compare.md promises for an A/A pair is that the gate passes. The verdict may
+    # still call a 2-5% drift between two runs on a shared machine "slower" or "faster": the
+    # interval covers the spread within a run, not drift between runs (CI saw one such).
     assert rc == 0, out + err
     doc = json.loads(out)
-    assert [c["verdict"] for c in doc["cells"]] == ["no significant change"], doc["cells"]
-    cell = doc["cells"][0]
+    assert doc["gate"] == {"rules": GATE.split(","), "passed": True, "violations": []}
+    [cell] = doc["cells"]
     assert cell["stack"] == STACK and cell["workload"] == "cpu"
     rps = cell["rps"]
     assert rps["ci_low"] <= rps["ratio"] <= rps["ci_high"]
-    assert rps["ci_low"] < 1.0 < rps["ci_high"]
-    assert doc["gate"] == {"rules": GATE.split(","), "passed": True, "violations": []}
+    assert 0.95 < rps["ci_high"] and rps["ci_low"] < 1.05, rps  # within the gate's 5%
+    if cell["verdict"] != "no significant change":
+        assert abs(rps["ratio"] - 1.0) < 0.05, cell  # a small drift, never a regression
 
 
 def test_real_regression_fails_the_gate_and_names_the_cell(stored_runs: StoredRuns) -> None:
