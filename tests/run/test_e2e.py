@@ -319,6 +319,41 @@ def test_stack_scope_shares_one_server_per_replicate(tmp_path: Path, census: str
         assert kinds == {"warmup": 2, "measured": 2}
 
 
+def test_replicates_run_in_rounds_across_the_study(tmp_path: Path, census: str) -> None:
+    """Replicate r of every cell runs before replicate r+1 of any, odd rounds reversed, so a
+    cell's replicates span the study and its CI takes in the machine's drift."""
+    config = resolve(
+        {
+            "matrix": {
+                "interpreters": [CPYTHON],
+                "servers": [ASGI_SERVER],
+                "frameworks": ["raw-asgi"],
+                "workloads": ["hello", "json"],
+            },
+            "load": {
+                "duration_s": 0.3,
+                "warmup": "fixed",
+                "max_replicates": 1,
+                "warmup_duration_s": 0.2,
+                "replicates": 2,
+                "connections": [8],
+                "server_scope": "cell",
+            },
+            "report": False,
+        }
+    )
+    with Store(tmp_path / "s.sqlite") as store:
+        outcome = run_study(config, expand(config), store, results_dir=tmp_path)
+        study = store.load_study([outcome.run_id])
+    assert outcome.status == "completed" and outcome.cells_ok == 2
+    workload = {c.id: c.workload for c in study.cells}
+    order = [
+        (workload[r.cell_id], r.replicate)
+        for r in sorted(study.replicates, key=lambda r: r.id or 0)
+    ]
+    assert order == [("hello", 0), ("json", 0), ("json", 1), ("hello", 1)]
+
+
 def test_services_started_once_for_the_workloads_that_need_them(
     tmp_path: Path, census: str
 ) -> None:

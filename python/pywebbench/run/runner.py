@@ -130,8 +130,7 @@ class StudyRunner:
             self._provision_all()
             with self._start_services() as services:
                 self._services = services
-                for group in self._groups():
-                    self._run_group(group)
+                self._run_groups(self._groups())
             status = RunStatus.COMPLETED
         except (KeyboardInterrupt, Interrupted):
             status = RunStatus.INTERRUPTED
@@ -302,30 +301,50 @@ class StudyRunner:
         self.store.update_cell(cell_id, status=CellStatus.RUNNING, started_at=utcnow())
         return state
 
-    def _run_group(self, cells: list[CellPlan]) -> None:
-        """Run the replicates of a group of cells, round by round.
+    def _run_groups(self, groups: list[list[CellPlan]]) -> None:
+        """Run the replicates of every group of cells, round by round across the study.
 
-        Each round starts one fresh server process and runs every cell of the group that
-        still needs a replicate on it (a server that died is started again for the next cell).
+        Round r runs replicate r of every group before any group gets replicate r+1, so a
+        cell's replicates are spread over the study's whole time and its confidence
+        interval takes in the machine's drift over that time (run one group to the end,
+        then the next, and drift between groups shows up as a difference between stacks
+        that no interval covers). Odd rounds visit the groups in reverse order, so no
+        group is always measured first or last. Within a group, each round starts one
+        fresh server process and runs every cell that still needs a replicate on it.
+        A cell is finished (stored ``ok`` or ``failed``) once it needs no more replicates.
         """
         done = self._done_cells()
-        self.outcome.cells_skipped += sum(1 for c in cells if c.key in done)
-        states = [self._open_cell(c) for c in cells if c.key not in done]
+        opened: list[list[_CellState]] = []
+        for cells in groups:
+            self.outcome.cells_skipped += sum(1 for c in cells if c.key in done)
+            states = [self._open_cell(c) for c in cells if c.key not in done]
+            if states:
+                opened.append(states)
+        pending = [st for states in opened for st in states]
         try:
             for round_no in range(self._most_replicates()):
-                active = [st for st in states if st.failure is None and self._wants_more(st)]
-                if not active:
+                order = opened if round_no % 2 == 0 else opened[::-1]
+                ran = False
+                for states in order:
+                    active = [st for st in states if st.failure is None and self._wants_more(st)]
+                    if not active:
+                        continue
+                    # Rotate the order of the group's cells (workloads) from round to round,
+                    # so no workload is always the first one a fresh server serves.
+                    shift = round_no % len(active)
+                    self._round(active[shift:] + active[:shift])
+                    ran = True
+                for st in [st for st in pending if st.failure or not self._wants_more(st)]:
+                    self._finish_cell(st)
+                    pending.remove(st)
+                if not ran:
                     break
-                # Rotate the order of the group's cells (workloads) from round to round, so no
-                # workload is always the first one a fresh server serves.
-                shift = round_no % len(active)
-                self._round(active[shift:] + active[:shift])
         except (KeyboardInterrupt, Interrupted):
             with no_sigint():
-                for st in states:
+                for st in pending:
                     self.store.update_cell(st.cell_id, status=CellStatus.INTERRUPTED)
             raise
-        for st in states:
+        for st in pending:
             self._finish_cell(st)
 
     def _most_replicates(self) -> int:
