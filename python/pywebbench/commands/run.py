@@ -75,9 +75,18 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         ("timeout_s", "timeout"),
         ("server_scope", "server_scope"),
         ("faults", "faults"),
+        ("slo_budget_s", "slo_budget"),
     ]:
         if options[flag] is not None:
             load[key] = options[flag]
+    if options["slo"] is not None:
+        from pywebbench.run.slo import SloError, parse_slo
+
+        try:
+            parse_slo(options["slo"])
+        except SloError as exc:
+            raise ConfigError(f"--slo: {exc}") from None
+        load["slo"] = options["slo"]
     out: dict[str, Any] = {}
     if matrix:
         out["matrix"] = matrix
@@ -154,6 +163,14 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     "--faults",
     help="Also measure every cell under this fault mix and score its robustness: 'default', "
     "'slowloris=50,reset-mid-response=10/s', ... (docs/faults.md).",
+)
+@click.option(
+    "--slo",
+    help="Latency SLO, e.g. p99=50ms: each replicate also searches the highest open-loop "
+    "rate that meets it, the knee (docs/slo.md).",
+)
+@click.option(
+    "--slo-budget", type=float, help="Longest knee search per replicate, in seconds (120)."
 )
 @click.option(
     "--server-scope",
