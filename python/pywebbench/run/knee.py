@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -95,7 +95,8 @@ class KneeResult:
     def message(self, slo: Slo) -> str:
         """One line for people: ``knee 1,950 req/s (p99 <= 20ms)`` or ``SLO not met ...``."""
         if self.knee_rps is None:
-            return f"SLO {slo} not met at {self.lowest_rps:,.0f} req/s"
+            why = " (the time budget allowed no lower rate)" if self.ended == "budget" else ""
+            return f"SLO {slo} not met at {self.lowest_rps:,.0f} req/s{why}"
         return f"knee {self.knee_rps:,.0f} req/s ({slo.label} <= {slo.target_text})"
 
 
@@ -168,6 +169,14 @@ def start_rate(measured_rps: list[float]) -> float:
     if not values:
         return DEFAULT_START_RPS
     return max(FLOOR_RPS, values[len(values) // 2] / 2)
+
+
+def keeps_alive(settings: Mapping[str, object]) -> bool:
+    """Whether the server keeps connections open between requests (its manifest's
+    ``keep_alive``). One that closes after every response gets a new connection per request
+    in the probes: a pool of idle, pre-opened connections would hold its one-at-a-time
+    worker on a connection with no request yet (docs/slo.md)."""
+    return not str(settings.get("keep_alive", "on")).lower().startswith("off")
 
 
 def measured_rps(store: Store, cell_id: int, replicate: int) -> list[float]:
@@ -269,7 +278,7 @@ class KneePhase:
             timeout_s=self.config.load.timeout_s,
             cpus=self.generator_cpus,
             rate=rate,
-        ).replace(warmup_s=plan.warmup_s)
+        ).replace(warmup_s=plan.warmup_s, keepalive=keeps_alive(server.settings))
         started = utcnow()
 
         def watch(snap: LoadProgress) -> bool:
