@@ -288,6 +288,8 @@ def _main(options: dict[str, Any], console: Console) -> int:
     load = config.load
     per_cell = load.replicates * load.iterations_per_replicate
     least, most = (len(matrix.cells) * load.replicates * w / 60 for w in load.window_s())
+    if load.slo:  # each replicate's knee search may take up to its budget (docs/slo.md)
+        most += len(matrix.cells) * load.replicates * load.slo_budget_s / 60
     span = f"~{least:.1f} min" if least == most else f"{least:.1f}-{most:.1f} min"
     console.print(
         f"[bold]{len(matrix.cells)} cells[/] ({len(matrix.variants)} stacks on "
