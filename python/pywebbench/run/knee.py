@@ -171,12 +171,21 @@ def start_rate(measured_rps: list[float]) -> float:
     return max(FLOOR_RPS, values[len(values) // 2] / 2)
 
 
-def keeps_alive(settings: Mapping[str, object]) -> bool:
-    """Whether the server keeps connections open between requests (its manifest's
-    ``keep_alive``). One that closes after every response gets a new connection per request
-    in the probes: a pool of idle, pre-opened connections would hold its one-at-a-time
-    worker on a connection with no request yet (docs/slo.md)."""
-    return not str(settings.get("keep_alive", "on")).lower().startswith("off")
+def probe_connections(connections: int, settings: Mapping[str, object]) -> int:
+    """The open loop's pool for a probe: the cell's connections, or, for a server that closes
+    the connection after every response (its manifest's ``keep_alive`` is off), one per
+    request-serving thread (workers x threads). Such a server's worker takes a pre-opened
+    connection that has no request yet and waits on it, so a larger pool of idle connections
+    holds its workers while requests wait on other connections (docs/slo.md). With one per
+    worker the requests queue in the generator instead, and that wait is in the latency."""
+    if not str(settings.get("keep_alive", "on")).lower().startswith("off"):
+        return connections
+    workers = settings.get("workers", 1)
+    threads = settings.get("threads", 1)
+    serving = (workers if isinstance(workers, int) else 1) * (
+        threads if isinstance(threads, int) else 1
+    )
+    return max(1, min(connections, serving))
 
 
 def measured_rps(store: Store, cell_id: int, replicate: int) -> list[float]:
@@ -273,12 +282,12 @@ class KneePhase:
         spec = spec_for_request(
             server.base_url,
             cell.request,
-            connections=cell.connections,
+            connections=probe_connections(cell.connections, server.settings),
             duration_s=plan.probe_s(rate),
             timeout_s=self.config.load.timeout_s,
             cpus=self.generator_cpus,
             rate=rate,
-        ).replace(warmup_s=plan.warmup_s, keepalive=keeps_alive(server.settings))
+        ).replace(warmup_s=plan.warmup_s)
         started = utcnow()
 
         def watch(snap: LoadProgress) -> bool:
