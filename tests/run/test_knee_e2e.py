@@ -82,6 +82,7 @@ def test_knee_search_interrupted_then_resumed(tmp_path: Path, census: str) -> No
     assert len(curve) == knee.probes >= 2
     assert any(p.rate_offered == knee.knee_rps and p.passed for p in curve)
     assert all(p.rate_achieved > 0 and p.latency_us > 0 and p.samples > 0 for p in curve)
+    assert all(p.schedule_lag_p99_us is not None for p in curve)
 
     md = next((results / "reports").glob("*.md")).read_text()
     assert "## Maximum rate under the latency SLO (p50=200ms)" in md

@@ -29,6 +29,7 @@ class ProbePoint:
     verdict: str
     samples: int
     errors: int
+    schedule_lag_ms: float | None = None
 
 
 @dataclass
@@ -83,6 +84,9 @@ class KneeView:
             )
         counts = {e: self.ended.count(e) for e in dict.fromkeys(self.ended) if e != "tolerance"}
         out += [f"{n}× ended by {e}" for e, n in counts.items()]
+        late = sum(1 for p in self.probes if (p.schedule_lag_ms or 0) > 0.1 * self.target_ms)
+        if late:
+            out.append(f"{late} probes with the generator late (schedule lag p99 > 10% of target)")
         short = sum(1 for p in self.probes if p.samples < self.min_samples)
         if short:
             out.append(f"{short} probes under {self.min_samples:,} samples")
@@ -133,6 +137,7 @@ def knee_views(study: Study, stack_labels: dict[int, tuple[str, str]]) -> list[K
                         p.verdict,
                         p.samples,
                         p.errors,
+                        p.schedule_lag_p99_us / 1000 if p.schedule_lag_p99_us is not None else None,
                     )
                 )
         views.append(view)

@@ -38,6 +38,9 @@ MAX_PROBE_S = 30.0
 PROBE_OVERHEAD_S = 0.3
 #: A probe whose completions fell below this share of the offered rate did not keep up.
 RATE_KEPT = 0.9
+#: A probe whose generator sent its p99 this share of the SLO target late is flagged: the
+#: generator waited for a CPU, and the latency it charged the server is inflated.
+LATE_FRACTION = 0.1
 #: The search goes no lower and no higher than these rates (requests/s).
 FLOOR_RPS = 10.0
 CEILING_RPS = 1_000_000.0
@@ -300,13 +303,20 @@ class KneePhase:
             raise Interrupted()
         row = probe_row(result, self.slo, cell_id, replicate, phase, started)
         row.idx = idx
+        lag_ms = (row.schedule_lag_p99_us or 0.0) / 1000
+        target_ms = self.slo.target_us / 1000
         with no_sigint():
             self.store.add_knee_probe(row)
         self._report(
             cell,
             f"probe {row.idx + 1} {phase}: {rate:,.0f} req/s offered, "
             f"{row.rate_achieved:,.0f} achieved, {self.slo.label} "
-            f"{row.latency_us / 1000:.2f} ms, errors {row.errors}: {row.verdict}",
+            f"{row.latency_us / 1000:.2f} ms, errors {row.errors}: {row.verdict}"
+            + (
+                f" (generator late: p99 {lag_ms:.1f} ms)"
+                if lag_ms > LATE_FRACTION * target_ms
+                else ""
+            ),
         )
         return row
 
@@ -341,6 +351,9 @@ def probe_row(
         samples=int(result.latency.summary.count),
         verdict=probe_verdict(
             slo, latency_us=latency_us, errors=errors, offered=offered, achieved=achieved
+        ),
+        schedule_lag_p99_us=(
+            float(result.schedule_lag.summary.p99) if result.schedule_lag is not None else None
         ),
     )
 

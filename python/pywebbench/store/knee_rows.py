@@ -30,6 +30,7 @@ class KneeProbe:
     latency_p50_us: float
     samples: int  # latency values behind the percentile
     verdict: str  # "pass" | "latency" | "errors" | "rate"
+    schedule_lag_p99_us: float | None = None  # how late the generator sent (its own CPU wait)
 
     @property
     def passed(self) -> bool:

@@ -24,6 +24,7 @@ _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     latency_p50_us       REAL NOT NULL,
     samples              INTEGER NOT NULL,
     verdict              TEXT NOT NULL CHECK (verdict IN ('pass', 'latency', 'errors', 'rate')),
+    schedule_lag_p99_us  REAL,
     UNIQUE (cell_id, replicate, idx)
 );
 
