@@ -18,7 +18,7 @@ import pytest
 from pwbtest import GEN_CPUS
 from pywebbench.load import LoadSpec, run_load
 from pywebbench.refserver import RefServer
-from pywebbench.run.knee import SearchPlan, probe_row, search_knee
+from pywebbench.run.knee import SearchPlan, generator_late, probe_row, search_knee
 from pywebbench.run.slo import parse_slo
 from pywebbench.store import utcnow
 from pywebbench.store.knee_rows import KneeProbe
@@ -52,6 +52,7 @@ def test_knee_of_a_single_server_queue_matches_queueing_theory() -> None:
     ]
     assert result.status == "found", rates
     assert result.knee_rps == pytest.approx(analytic, rel=0.10), (analytic, rates)
-    # below the knee the server kept up and met the SLO; every probe got its samples
-    assert all(p.passed for p in result.probes if p.rate_offered <= result.knee_rps)
+    # below the knee the server met the SLO (a probe the generator was late for is repeated)
+    below = [p for p in result.probes if p.rate_offered <= result.knee_rps]
+    assert all(p.passed or generator_late(p, slo) for p in below), rates
     assert all(p.samples >= 0.9 * slo.min_samples for p in result.probes if p.passed)

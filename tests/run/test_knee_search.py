@@ -142,3 +142,23 @@ def test_bad_slo_in_the_study_file_names_its_key(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "load.slo" in proc.stderr and "Traceback" not in proc.stderr
     assert not results.exists()
+
+
+def test_a_probe_failed_with_the_generator_late_is_repeated() -> None:
+    rates: list[float] = []
+
+    def probe(rate: float, phase: str) -> KneeProbe:
+        rates.append(rate)
+        late = len(rates) == 1  # the first probe: the generator waited for a CPU
+        verdict = "latency" if late or rate > 1_500 else "pass"
+        lag_us = 50_000.0 if late else 100.0
+        return KneeProbe(
+            None, 1, 0, len(rates) - 1, phase, "t", rate, rate, 1.0, 1, 0, 1.0, 1.0, 1,
+            verdict, lag_us,
+        )  # fmt: skip
+
+    plan = SearchPlan(slo=parse_slo("p99=20ms"), start_rps=1_000.0, budget_s=1e9)
+    result = search_knee(plan, probe, clock=lambda: 0.0)
+    assert rates[:2] == [1_000.0, 1_000.0]  # repeated, then passed
+    assert result.knee_rps is not None and 1_400 < result.knee_rps <= 1_500
+    assert [p.rate_offered for p in result.probes] == rates  # both stored

@@ -41,6 +41,8 @@ RATE_KEPT = 0.9
 #: A probe whose generator sent its p99 this share of the SLO target late is flagged: the
 #: generator waited for a CPU, and the latency it charged the server is inflated.
 LATE_FRACTION = 0.1
+#: A search repeats at most this many failed probes whose generator was late.
+MAX_RETRIES = 3
 #: The search goes no lower and no higher than these rates (requests/s).
 FLOOR_RPS = 10.0
 CEILING_RPS = 1_000_000.0
@@ -60,6 +62,12 @@ def probe_verdict(
     if achieved < RATE_KEPT * offered:
         return "rate"
     return "pass"
+
+
+def generator_late(probe: KneeProbe, slo: Slo) -> bool:
+    """The generator sent the probe's requests late by more than LATE_FRACTION of the target
+    (p99 of its schedule lag): it waited for a CPU, and that wait counts as latency."""
+    return (probe.schedule_lag_p99_us or 0.0) > LATE_FRACTION * slo.target_us
 
 
 @dataclass(frozen=True)
@@ -125,12 +133,23 @@ def search_knee(
     def fits(r: float) -> bool:
         return not probes or clock() - t0 + plan.probe_cost_s(r) <= plan.budget_s
 
+    retries = [MAX_RETRIES]
+
+    def run(r: float, phase: str) -> KneeProbe:
+        """A probe, repeated while it failed with the generator late (its CPU waits, not
+        the server, may have failed it), at most MAX_RETRIES times a search."""
+        while True:
+            p = probe(r, phase)
+            probes.append(p)
+            if p.passed or not generator_late(p, plan.slo) or not retries[0] or not fits(r):
+                return p
+            retries[0] -= 1
+
     while passed is None or failed is None:  # bracket
         if not fits(rate):
             ended = "budget"
             break
-        p = probe(rate, "bracket")
-        probes.append(p)
+        p = run(rate, "bracket")
         if p.passed:
             passed = rate
             rate *= 2
@@ -148,8 +167,7 @@ def search_knee(
         if not fits(mid):
             ended = "budget"
             break
-        p = probe(mid, "bisect")
-        probes.append(p)
+        p = run(mid, "bisect")
         if p.passed:
             passed = mid
         else:
@@ -304,7 +322,6 @@ class KneePhase:
         row = probe_row(result, self.slo, cell_id, replicate, phase, started)
         row.idx = idx
         lag_ms = (row.schedule_lag_p99_us or 0.0) / 1000
-        target_ms = self.slo.target_us / 1000
         with no_sigint():
             self.store.add_knee_probe(row)
         self._report(
@@ -312,11 +329,7 @@ class KneePhase:
             f"probe {row.idx + 1} {phase}: {rate:,.0f} req/s offered, "
             f"{row.rate_achieved:,.0f} achieved, {self.slo.label} "
             f"{row.latency_us / 1000:.2f} ms, errors {row.errors}: {row.verdict}"
-            + (
-                f" (generator late: p99 {lag_ms:.1f} ms)"
-                if lag_ms > LATE_FRACTION * target_ms
-                else ""
-            ),
+            + (f" (generator late: p99 {lag_ms:.1f} ms)" if generator_late(row, self.slo) else ""),
         )
         return row
 
