@@ -81,6 +81,7 @@ class RefServerConfig:
     delay_jitter_ms: float = 0.0
     delay_ramp_s: float = 0.0  # delay_ms falls to 0 over this many seconds, then stays 0
     delay_saw_s: float = 0.0  # delay rises 0 -> delay_ms over each such period: never settles
+    service_ms: float = 0.0  # serial service time per thread: a single-server FIFO queue
     stall_ms: float = 0.0
     stall_every_s: float = 0.0
     header_timeout_ms: float = 10_000.0

@@ -108,6 +108,10 @@ pub struct RefServerConfig {
     /// Warm-up that never settles: in every period of this many seconds the delay rises
     /// linearly from 0 to `delay_ms`, then drops back to 0 (0 = a fixed delay).
     pub delay_saw_s: f64,
+    /// Serial service time, in milliseconds (0 = none): each thread serves its requests one
+    /// after another, each taking this long, as a single-server FIFO queue would (capacity
+    /// `threads / service_ms` per ms). Kept with timers: the thread never spins.
+    pub service_ms: f64,
     /// Length of each stall window, in milliseconds (0 = no stalls).
     pub stall_ms: f64,
     /// A stall starts every `stall_every_s` seconds after start (first at `stall_every_s`).
@@ -146,6 +150,7 @@ impl Default for RefServerConfig {
             delay_jitter_ms: 0.0,
             delay_ramp_s: 0.0,
             delay_saw_s: 0.0,
+            service_ms: 0.0,
             stall_ms: 0.0,
             stall_every_s: 0.0,
             header_timeout_ms: 10_000.0,
@@ -221,6 +226,7 @@ pub(crate) struct Settings {
     pub delay: Duration,
     pub delay_shape: DelayShape,
     pub jitter_ns: u64,
+    pub service: Duration,
     pub stall: Duration,
     pub stall_every: Duration,
     pub header_timeout: Duration,
@@ -336,6 +342,7 @@ impl RefServerConfig {
             );
         }
         let jitter = ms("delay_jitter_ms", self.delay_jitter_ms)?;
+        let service = ms("service_ms", self.service_ms)?;
         let stall = ms("stall_ms", self.stall_ms)?;
         if !self.stall_every_s.is_finite() || self.stall_every_s < 0.0 {
             return err(
@@ -397,6 +404,7 @@ impl RefServerConfig {
             delay,
             delay_shape,
             jitter_ns: jitter.as_nanos() as u64,
+            service,
             stall,
             stall_every,
             header_timeout,

@@ -67,6 +67,8 @@ pub(crate) struct Env {
     pub timer: TimerFd,
     /// When `timer` is set to fire, if it is.
     pub armed: Option<Instant>,
+    /// Serial service: when this thread's single server is free again.
+    busy_until: Option<Instant>,
 }
 
 impl Env {
@@ -87,6 +89,7 @@ impl Env {
             timers: BinaryHeap::new(),
             timer,
             armed: None,
+            busy_until: None,
             shared,
         }
     }
@@ -103,6 +106,19 @@ impl Env {
         self.timer
             .arm_after(t.saturating_duration_since(Instant::now()));
         self.armed = Some(t);
+    }
+
+    /// When a request that arrived at `now` leaves the thread's serial server (`now` itself
+    /// without a serial service time): it waits for the requests before it, then takes
+    /// `service`. The chain runs on due times, not on wake-ups, so late timers cost no capacity.
+    pub fn served_at(&mut self, now: Instant) -> Instant {
+        let service = self.shared.settings.service;
+        if service.is_zero() {
+            return now;
+        }
+        let done = self.busy_until.map_or(now, |b| b.max(now)) + service;
+        self.busy_until = Some(done);
+        done
     }
 
     /// The service delay of one request: its shape at this moment plus uniform jitter.

@@ -98,6 +98,7 @@ impl Conn {
             Some(ns) => Duration::from_nanos(ns),
             None => env.delay(),
         };
+        let served = env.served_at(now);
         let plan = match mode {
             Mode::Normal | Mode::Chunked => {
                 let (status, body) = match req.route {
@@ -143,9 +144,9 @@ impl Conn {
             },
         };
         self.pending.push_back(Pending {
-            due: now + delay,
+            due: served + delay,
             plan,
-            delayed: !delay.is_zero(),
+            delayed: served > now || !delay.is_zero(),
         });
     }
 

@@ -149,6 +149,12 @@ def _ms(flag: str, help_text: str, default: float) -> Callable[[_F], _F]:
     metavar="S",
     help="A warm-up that never settles: the delay climbs 0 -> --delay-ms over every S seconds.",
 )
+@_ms(
+    "--service-ms",
+    "Serial service time: each thread serves requests one after another, X ms each "
+    "(a single-server queue of capacity threads/X per ms; timers, no spinning).",
+    0.0,
+)
 @_ms("--stall-ms", "Stall length: the server answers nothing for X ms...", 0.0)
 @click.option(
     "--stall-every-s",

@@ -75,9 +75,18 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         ("timeout_s", "timeout"),
         ("server_scope", "server_scope"),
         ("faults", "faults"),
+        ("slo_budget_s", "slo_budget"),
     ]:
         if options[flag] is not None:
             load[key] = options[flag]
+    if options["slo"] is not None:
+        from pywebbench.run.slo import SloError, parse_slo
+
+        try:
+            parse_slo(options["slo"])
+        except SloError as exc:
+            raise ConfigError(f"--slo: {exc}") from None
+        load["slo"] = options["slo"]
     out: dict[str, Any] = {}
     if matrix:
         out["matrix"] = matrix
@@ -156,6 +165,14 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     "'slowloris=50,reset-mid-response=10/s', ... (docs/faults.md).",
 )
 @click.option(
+    "--slo",
+    help="Latency SLO, e.g. p99=50ms: each replicate also searches the highest open-loop "
+    "rate that meets it, the knee (docs/slo.md).",
+)
+@click.option(
+    "--slo-budget", type=float, help="Longest knee search per replicate, in seconds (120)."
+)
+@click.option(
     "--server-scope",
     type=click.Choice(["cell", "stack"]),
     help="cell: a fresh server for every replicate of every cell; stack: one fresh server "
@@ -202,6 +219,8 @@ def command(**options: Any) -> None:
       pywebbench run --server granian-wsgi,gunicorn-gthread --framework flask \\
                      --workload hello,json -c 1,16,64 -d 5
       pywebbench run --app myapp:app --requirements requirements.txt --path / --path /api
+      pywebbench run --server gunicorn-sync --framework raw-wsgi --workload hello \\
+                     --slo p99=20ms                   the highest rate meeting the SLO
       pywebbench run --config pywebbench.toml --profile standard
       pywebbench run --resume
     """
@@ -271,6 +290,8 @@ def _main(options: dict[str, Any], console: Console) -> int:
     load = config.load
     per_cell = load.replicates * load.iterations_per_replicate
     least, most = (len(matrix.cells) * load.replicates * w / 60 for w in load.window_s())
+    if load.slo:  # each replicate's knee search may take up to its budget (docs/slo.md)
+        most += len(matrix.cells) * load.replicates * load.slo_budget_s / 60
     span = f"~{least:.1f} min" if least == most else f"{least:.1f}-{most:.1f} min"
     console.print(
         f"[bold]{len(matrix.cells)} cells[/] ({len(matrix.variants)} stacks on "

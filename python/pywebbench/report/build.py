@@ -27,6 +27,7 @@ from typing import Any
 from pywebbench import __version__, stats
 from pywebbench.report import figures
 from pywebbench.report.history import run_history
+from pywebbench.report.knee import knee_views
 from pywebbench.report.series import iteration_histogram, per_second_rps
 from pywebbench.report.ties import neighbour_ratios
 from pywebbench.report.view import (
@@ -555,4 +556,5 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
         workloads=workloads,
         cells=cells_series,
         failures=failures,
+        knees=knee_views(study, {i: (k, stacks[k].label) for i, k in key_of.items()}),
     )

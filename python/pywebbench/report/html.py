@@ -20,6 +20,7 @@ import jinja2
 
 from pywebbench.report import figures, figures_warmup, flags, tables
 from pywebbench.report import history as figures_history
+from pywebbench.report.figures_knee import knee_context
 from pywebbench.report.view import Ranking, ReportView, StackView
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -194,6 +195,7 @@ def build_context(view: ReportView) -> dict[str, Any]:
         "failures": failures,
         "stacks_env": stacks_env,
         "gen_bound": view.generator_bound_points,
+        "knees": knee_context(view.knees, figs),
         "data_json": safe_json({"figures": figs}),
     }
 

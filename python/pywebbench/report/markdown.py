@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pywebbench.report import flags, tables
+from pywebbench.report.knee import markdown_lines
 from pywebbench.report.view import ReportView, WorkloadView
 
 # Columns of the ranking in the Markdown table (the HTML adds "vs slowest").
@@ -146,6 +147,7 @@ def render_markdown(view: ReportView) -> str:
             out.append("")
         out += _memory(w)
         out += _robustness(view, w)
+    out += markdown_lines(view.knees, md_text)
     if view.failures:
         out += ["## Failures", ""]
         out += _table(

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pywebbench.report.knee import KneeView
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -304,6 +306,7 @@ class ReportView:
     workloads: list[WorkloadView] = field(default_factory=list)
     cells: list[CellSeriesView] = field(default_factory=list)
     failures: list[FailureView] = field(default_factory=list)
+    knees: list[KneeView] = field(default_factory=list)  # docs/slo.md
 
     @property
     def has_robustness(self) -> bool:

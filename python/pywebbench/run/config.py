@@ -147,6 +147,20 @@ class LoadConfig(_Model):
             "replicate is measured again under it and the cell gets a robustness score."
         ),
     )
+    slo: str | None = Field(
+        None,
+        description="Latency SLO, e.g. 'p99=50ms' (docs/slo.md): after its measured "
+        "iterations each replicate searches the highest open-loop rate that meets it (the knee).",
+    )
+    slo_budget_s: float = Field(
+        120.0, gt=0, le=86_400, description="slo: the longest knee search, per replicate."
+    )
+    slo_tolerance: float = Field(
+        0.05, gt=0, lt=1, description="slo: bisect until the bracket is this narrow (relative)."
+    )
+    slo_warmup_s: float = Field(
+        1.0, ge=0, le=600, description="slo: warm-up at each probe's rate before it is measured."
+    )
 
     @property
     def warmups(self) -> int:
@@ -173,6 +187,15 @@ class LoadConfig(_Model):
             from pywebbench.faults import parse_mix
 
             parse_mix(v)  # FaultMixError (a ValueError) names the bad item
+        return v
+
+    @field_validator("slo")
+    @classmethod
+    def _slo(cls, v: str | None) -> str | None:
+        if v is not None:
+            from pywebbench.run.slo import parse_slo
+
+            parse_slo(v)  # SloError (a ValueError) says what is expected
         return v
 
     @model_validator(mode="before")

@@ -67,6 +67,7 @@ class LiveDisplay:
             iteration_done=self._iteration_done,
             cell_done=self._cell_done,
             live_rps=self._live,
+            knee=self._knee,
         )
 
     def _phase(self, msg: str) -> None:
@@ -100,6 +101,11 @@ class LiveDisplay:
             self.console.log(f"[green]ok[/] {cell.label}")
         else:
             self.console.log(f"[red]failed[/] {cell.label}: {why}")
+
+    def _knee(self, cell: CellPlan, step: str) -> None:
+        """A step of a knee search (docs/slo.md): logged, so the probes stay on screen."""
+        self._cell = cell
+        self.console.log(f"{cell.label}: {step}")
 
     def _live(self, rps: float) -> None:
         if self._cell is not None:

@@ -23,6 +23,7 @@ class Events:
     iteration_done: Callable[[CellPlan, str, float], None] = _ignore  # cell, kind, req/s
     cell_done: Callable[[CellPlan, str, str | None], None] = _ignore  # cell, status, why
     live_rps: Callable[[float], None] = _ignore
+    knee: Callable[[CellPlan, str], None] = _ignore  # cell, a step of its knee search
 
 
 @dataclass

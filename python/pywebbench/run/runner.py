@@ -29,6 +29,7 @@ from pywebbench.meter import snapshot
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events, Outcome
 from pywebbench.run.host import facts, git_revision, split_cpus
+from pywebbench.run.knee import KneePhase, measured_rps
 from pywebbench.run.matrix import CellPlan, Matrix, Variant
 from pywebbench.run.measure import Interrupted, Measurer, no_sigint
 from pywebbench.run.orphans import reap_orphan
@@ -108,6 +109,18 @@ class StudyRunner:
             iteration_start=self.events.iteration_start,
             iteration_done=self.events.iteration_done,
             phase=self.events.phase,
+        )
+        self._knee = (
+            KneePhase(
+                config,
+                store,
+                self.agent,
+                self.generator_cpus,
+                progress=self._progress,
+                report=self.events.knee,
+            )
+            if config.load.slo
+            else None
         )
 
     # -- the study -------------------------------------------------------------------------
@@ -529,6 +542,10 @@ class StudyRunner:
                 fail, robustness = self._measure.replicate(cell, cell_id, rep_id, replicate, server)
                 if robustness is not None:
                     self._robustness[cell_id] = robustness
+            if fail is None and self._knee is not None:  # docs/slo.md: after the iterations
+                fail = self._knee.run(
+                    cell, cell_id, replicate, server, measured_rps(self.store, cell_id, replicate)
+                )
             status = CellStatus.FAILED if fail else CellStatus.OK
         except StackFailure as exc:
             fail, status = exc, CellStatus.FAILED

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pywebbench.store.knee_rows import Knee, KneeProbe
 from pywebbench.store.model import (
     TABLE_CLASSES,
     Cell,
@@ -248,6 +249,14 @@ class Store:
         """Record a failure (one line reason, phase, optional detail such as a log tail)."""
         return self._insert("failures", failure)
 
+    def add_knee_probe(self, probe: KneeProbe) -> int:
+        """Record one probe of a knee search (docs/slo.md)."""
+        return self._insert("knee_probes", probe)
+
+    def add_knee(self, knee: Knee) -> int:
+        """Record how a replicate's knee search ended (once it ended by itself)."""
+        return self._insert("knees", knee)
+
     # -- reading ---------------------------------------------------------------------------
 
     def _select(self, cls: type[T], sql: str, params: Iterable[object] = ()) -> list[T]:
@@ -349,6 +358,14 @@ class Store:
             failures=self._select(
                 Failure, f"SELECT * FROM failures WHERE run_id IN ({marks}) ORDER BY id", ids
             ),
+            knee_probes=self._select(
+                KneeProbe,
+                f"SELECT * FROM knee_probes WHERE cell_id IN ({cells_sql}) ORDER BY id",
+                ids,
+            ),
+            knees=self._select(
+                Knee, f"SELECT * FROM knees WHERE cell_id IN ({cells_sql}) ORDER BY id", ids
+            ),
         )
 
     def import_study(self, study: Study) -> list[str]:
@@ -391,6 +408,10 @@ class Store:
                         cell_id=cell_ids.get(f.cell_id),
                     ),
                 )
+            for table in ("knee_probes", "knees"):
+                for row in getattr(study, table):
+                    new_row = dataclasses.replace(row, id=None, cell_id=cell_ids[row.cell_id])
+                    self._insert(table, new_row)
         return [r.id for r in study.runs]
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar, cast
 
+from pywebbench.store.knee_rows import Knee, KneeProbe
+
 _T = TypeVar("_T")
 
 
@@ -351,6 +353,8 @@ class Study:
     iterations: list[Iteration] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+    knee_probes: list[KneeProbe] = field(default_factory=list)  # docs/slo.md
+    knees: list[Knee] = field(default_factory=list)
 
     def stack(self, stack_id: int) -> StackRow:
         """The stack row with this id."""
@@ -398,4 +402,6 @@ TABLE_CLASSES: dict[str, type] = {
     "iterations": Iteration,
     "samples": Sample,
     "failures": Failure,
+    "knee_probes": KneeProbe,
+    "knees": Knee,
 }

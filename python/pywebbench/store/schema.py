@@ -6,7 +6,47 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+
+_KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
+    id                   INTEGER PRIMARY KEY,
+    cell_id              INTEGER NOT NULL REFERENCES cells(id),
+    replicate            INTEGER NOT NULL,
+    idx                  INTEGER NOT NULL,
+    phase                TEXT NOT NULL CHECK (phase IN ('bracket', 'bisect')),
+    started_at           TEXT NOT NULL,
+    rate_offered         REAL NOT NULL,
+    rate_achieved        REAL NOT NULL,
+    duration_s           REAL NOT NULL,
+    requests             INTEGER NOT NULL,
+    errors               INTEGER NOT NULL,
+    latency_us           REAL NOT NULL,
+    latency_p50_us       REAL NOT NULL,
+    samples              INTEGER NOT NULL,
+    verdict              TEXT NOT NULL CHECK (verdict IN ('pass', 'latency', 'errors', 'rate')),
+    schedule_lag_p99_us  REAL,
+    UNIQUE (cell_id, replicate, idx)
+);
+
+CREATE TABLE IF NOT EXISTS knees (
+    id                   INTEGER PRIMARY KEY,
+    cell_id              INTEGER NOT NULL REFERENCES cells(id),
+    replicate            INTEGER NOT NULL,
+    slo                  TEXT NOT NULL,
+    percentile           REAL NOT NULL,
+    target_us            REAL NOT NULL,
+    status               TEXT NOT NULL CHECK (status IN ('found', 'not_met')),
+    knee_rps             REAL,
+    fail_rps             REAL,
+    lowest_rps           REAL NOT NULL,
+    ended                TEXT NOT NULL,
+    probes               INTEGER NOT NULL,
+    search_s             REAL NOT NULL,
+    min_samples          INTEGER NOT NULL,
+    finished_at          TEXT NOT NULL,
+    UNIQUE (cell_id, replicate)
+)
+"""
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -186,6 +226,7 @@ CREATE INDEX IF NOT EXISTS iterations_by_cell ON iterations (cell_id, replicate,
 CREATE INDEX IF NOT EXISTS samples_by_iteration ON samples (iteration_id, t_s);
 CREATE INDEX IF NOT EXISTS failures_by_run ON failures (run_id);
 """
+DDL += _KNEE_TABLES  # the knee tables (version 4), as the migration adds them
 
 # version -> SQL that brings a store from version-1 to version.
 MIGRATIONS: dict[int, str] = {
@@ -202,4 +243,6 @@ ALTER TABLE replicates ADD COLUMN warmup_curve_json TEXT;
 ALTER TABLE replicates ADD COLUMN drift_json TEXT;
 ALTER TABLE replicates ADD COLUMN leak_json TEXT
 """,
+    # The knee under a latency SLO (docs/slo.md): every probe of each search, and its knee.
+    4: _KNEE_TABLES,
 }

@@ -1,0 +1,164 @@
+"""The knee search (docs/slo.md) without servers: the SLO text, the bracket and bisection
+against a known capacity, the time budget, a stack that never meets the SLO, and bad input
+refused by `pywebbench run` before anything is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pwbtest import pwb
+from pywebbench.run.knee import (
+    SearchPlan,
+    probe_connections,
+    probe_verdict,
+    search_knee,
+    start_rate,
+)
+from pywebbench.run.slo import Slo, SloError, parse_slo
+from pywebbench.store.knee_rows import KneeProbe
+
+
+@pytest.mark.parametrize(
+    ("text", "percentile", "target_us", "samples"),
+    [
+        ("p99=50ms", 99.0, 50_000.0, 10_000),
+        ("P99.9=1s", 99.9, 1_000_000.0, 100_000),
+        ("p95=800us", 95.0, 800.0, 2_000),
+        ("p50=0.5ms", 50.0, 500.0, 200),
+    ],
+)
+def test_slo_text(text: str, percentile: float, target_us: float, samples: int) -> None:
+    slo = parse_slo(text)
+    assert (slo.percentile, slo.target_us, slo.min_samples) == (percentile, target_us, samples)
+    assert parse_slo(str(slo)) == slo  # its text reads back
+
+
+@pytest.mark.parametrize("text", ["p99=abc", "p99", "99=50ms", "p100=5ms", "p99=0ms", "p99=5m"])
+def test_slo_text_refused(text: str) -> None:
+    with pytest.raises(SloError, match="p99=50ms|percentile|target"):
+        parse_slo(text)
+
+
+class Queue:
+    """A fake server of known capacity: below it the percentile is the service time, above
+    it the queue grows; every probe costs its planned seconds on a fake clock."""
+
+    def __init__(self, capacity: float, service_ms: float, plan_of: list[SearchPlan]) -> None:
+        self.capacity = capacity
+        self.service_ms = service_ms
+        self.now = 0.0
+        self.plan_of = plan_of
+        self.rates: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self, rate: float, phase: str) -> KneeProbe:
+        plan = self.plan_of[0]
+        self.now += plan.probe_cost_s(rate)
+        self.rates.append(rate)
+        over = max(0.0, rate / self.capacity - 1)
+        latency_ms = self.service_ms + over * 1000 * plan.probe_s(rate)
+        achieved = min(rate, self.capacity)
+        verdict = probe_verdict(
+            plan.slo, latency_us=latency_ms * 1000, errors=0, offered=rate, achieved=achieved
+        )
+        return KneeProbe(
+            None, 1, 0, len(self.rates) - 1, phase, "t", rate, achieved, 1.0, 1, 0,
+            latency_ms * 1000, latency_ms * 1000, plan.slo.min_samples, verdict,
+        )  # fmt: skip
+
+
+def _search(capacity: float, service_ms: float, **plan: object) -> tuple[object, Queue]:
+    holder: list[SearchPlan] = []
+    fake = Queue(capacity, service_ms, holder)
+    options = {"slo": parse_slo("p99=20ms"), "start_rps": 100.0, "budget_s": 600.0, **plan}
+    holder.append(SearchPlan(**options))  # type: ignore[arg-type]
+    return search_knee(holder[0], fake, clock=fake.clock), fake
+
+
+@pytest.mark.parametrize("start", [100.0, 5_000.0, 40_000.0])
+def test_finds_the_capacity_from_below_and_above(start: float) -> None:
+    result, fake = _search(2_000.0, 1.0, start_rps=start)
+    assert result.status == "found" and result.ended == "tolerance"  # type: ignore[attr-defined]
+    knee, fail = result.knee_rps, result.fail_rps  # type: ignore[attr-defined]
+    assert 0.95 * 2_000 <= knee <= 2_008  # the fake queue's p99 stays under 20 ms to ~2,007
+    assert knee < fail <= knee * 1.05
+    assert len(fake.rates) < 16
+
+
+def test_budget_stops_the_search_with_the_best_knee_so_far() -> None:
+    result, fake = _search(2_000.0, 1.0, start_rps=1_500.0, budget_s=20.0, warmup_s=1.0)
+    assert result.ended == "budget" and result.status == "found"  # type: ignore[attr-defined]
+    assert fake.now <= 20.0  # no probe was started that did not fit
+    assert result.knee_rps < 2_000 < result.fail_rps  # type: ignore[attr-defined]
+
+
+def test_slo_not_met_even_at_the_lowest_rate() -> None:
+    result, fake = _search(2_000.0, 50.0, start_rps=400.0)  # service 50 ms > SLO 20 ms
+    assert result.status == "not_met" and result.ended == "floor"  # type: ignore[attr-defined]
+    assert result.knee_rps is None and result.lowest_rps >= 10.0  # type: ignore[attr-defined]
+    assert result.message(parse_slo("p99=20ms")).startswith("SLO p99=20ms not met at ")  # type: ignore[attr-defined]
+
+
+def test_errors_and_a_rate_not_kept_fail_a_probe() -> None:
+    slo = Slo(99.0, 20_000.0)
+    ok = {"latency_us": 5_000.0, "offered": 1_000.0, "achieved": 999.0}
+    assert probe_verdict(slo, errors=0, **ok) == "pass"
+    assert probe_verdict(slo, errors=1, **ok) == "errors"
+    assert probe_verdict(slo, errors=0, **{**ok, "latency_us": 20_001.0}) == "latency"
+    assert probe_verdict(slo, errors=0, **{**ok, "achieved": 800.0}) == "rate"
+
+
+def test_start_rate_is_half_the_measured_rate() -> None:
+    assert start_rate([3_000.0, 4_000.0, 5_000.0]) == 2_000.0
+    assert start_rate([]) == 100.0
+
+
+def test_a_server_that_closes_each_connection_gets_one_per_worker() -> None:
+    keepalive = {"keep_alive": "on (granian default)", "workers": 1, "threads": 1}
+    closing = {"keep_alive": "off (closes after every response)", "workers": 2, "threads": 1}
+    assert probe_connections(64, keepalive) == 64
+    assert probe_connections(64, closing) == 2
+    assert probe_connections(1, closing) == 1
+
+
+def test_bad_slo_on_the_command_line_writes_nothing(tmp_path: Path) -> None:
+    results = tmp_path / "res"
+    proc = pwb("run", "--slo", "p99=abc", "--server", "gunicorn-sync", results=results)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--slo" in lines[0] and "p99=50ms" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not results.exists()
+
+
+def test_bad_slo_in_the_study_file_names_its_key(tmp_path: Path) -> None:
+    study = tmp_path / "pywebbench.toml"
+    study.write_text('[load]\nslo = "p99=fast"\n')
+    results = tmp_path / "res"
+    proc = pwb("run", "--config", str(study), results=results)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "load.slo" in proc.stderr and "Traceback" not in proc.stderr
+    assert not results.exists()
+
+
+def test_a_probe_failed_with_the_generator_late_is_repeated() -> None:
+    rates: list[float] = []
+
+    def probe(rate: float, phase: str) -> KneeProbe:
+        rates.append(rate)
+        late = len(rates) == 1  # the first probe: the generator waited for a CPU
+        verdict = "latency" if late or rate > 1_500 else "pass"
+        lag_us = 50_000.0 if late else 100.0
+        return KneeProbe(
+            None, 1, 0, len(rates) - 1, phase, "t", rate, rate, 1.0, 1, 0, 1.0, 1.0, 1,
+            verdict, lag_us,
+        )  # fmt: skip
+
+    plan = SearchPlan(slo=parse_slo("p99=20ms"), start_rps=1_000.0, budget_s=1e9)
+    result = search_knee(plan, probe, clock=lambda: 0.0)
+    assert rates[:2] == [1_000.0, 1_000.0]  # repeated, then passed
+    assert result.knee_rps is not None and 1_400 < result.knee_rps <= 1_500
+    assert [p.rate_offered for p in result.probes] == rates  # both stored
