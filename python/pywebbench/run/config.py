@@ -147,6 +147,18 @@ class LoadConfig(_Model):
             "replicate is measured again under it and the cell gets a robustness score."
         ),
     )
+    load_agents: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="Load agents per iteration (Ray actors, docs/scale-out.md); connections "
+        "and rate are split between them. More than 1 needs Ray.",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="Ray cluster (HOST:PORT) for the load agents; none: a local Ray is started "
+        "for the run and stopped after.",
+    )
 
     @property
     def warmups(self) -> int:
