@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,16 @@ from pwbtest import PYWEBBENCH, marked_processes, pwb
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.load import Histogram, LoadSpec, run_load
 from pywebbench.load.ray_agents import (
+    AgentOutcome,
     AgentPlace,
     AgentsError,
+    finish,
     run_distributed,
     slow_machine_ok,
     split_spec,
 )
 from pywebbench.refserver import RefServer
+from pywebbench.run.ray_load import RayStudyAgent
 from pywebbench.store import Store
 
 MARK = "PWB_RAY_TEST_MARK"
@@ -44,12 +48,19 @@ def ray_cluster() -> Iterator[str]:
     mark = uuid.uuid4().hex
     os.environ[MARK] = mark  # inherited by every Ray process started below
     slow_machine_ok()
-    cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False}
-    )
+    cluster = Cluster()
     try:
-        cluster.add_node(num_cpus=2)
-        cluster.wait_for_nodes()
+        for attempt in range(2):  # a busy machine can miss Ray's 15 s agent start once
+            try:
+                cluster.add_node(num_cpus=2, include_dashboard=False)
+                cluster.add_node(num_cpus=2)
+                cluster.wait_for_nodes()
+                break
+            except Exception:
+                cluster.shutdown()
+                cluster = Cluster()
+                if attempt:
+                    raise
         ray.init(address=cluster.address, log_to_driver=False)
         yield cluster.address
     finally:
@@ -197,3 +208,33 @@ def test_run_with_load_agents_keeps_each_agents_result(
             assert sum(a.connections for a in agents) == 4
     assert study.runs[0].config["load"]["load_agents"] == 2
     assert not marked_processes(MARK, mark), "processes left behind"
+
+
+def test_one_generator_bound_agent_flags_the_merged_result(refserver: RefServer) -> None:
+    spec = LoadSpec(url=refserver.url + "/hello", connections=1, max_requests=50)
+    place = AgentPlace("agent-0", "n0", "host", "127.0.0.1", 1, [0], "cpu")
+    bound = run_load(spec)
+    bound = bound.model_copy(
+        update={"generator": bound.generator.model_copy(update={"generator_bound": True})}
+    )
+    agents = [
+        AgentOutcome(place=place, spec=spec, result=run_load(spec)),
+        AgentOutcome(place=replace(place, name="agent-1"), spec=spec, result=bound),
+    ]
+    load = finish(agents)
+    assert load.merged is not None and load.merged.requests == 100
+    assert load.generator_bound and load.merged.generator_bound
+
+
+def test_the_study_agent_replaces_a_lost_agent(ray_cluster: str, refserver: RefServer) -> None:
+    spec = LoadSpec(url=refserver.url + "/hello", connections=2, duration_s=2.0)
+    with RayStudyAgent(2, ray_cluster) as agent:
+        first = agent._pool_for(spec)
+        threading.Timer(1.0, os.kill, (first.places[0].pid, signal.SIGKILL)).start()
+        result = agent.run(spec)
+        lost = agent.lost() or ""
+        assert lost.startswith(f"agent-0 on {first.places[0].node}: ") and "died" in lost
+        assert result.requests > 0  # agent-1's share, kept
+        again = agent.run(spec.replace(duration_s=0.3))  # a fresh set of agents
+        assert agent.lost() is None and again.requests > 0
+        assert agent._pool is not first

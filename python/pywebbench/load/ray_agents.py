@@ -49,7 +49,7 @@ POLL_S = 0.25
 
 
 class RayUnavailable(RuntimeError):
-    """Ray is needed for this command and is not installed."""
+    """Ray is needed for this command and is not installed, or cannot start or be joined."""
 
 
 class AgentsError(ValueError):
@@ -88,21 +88,34 @@ def ray_session(address: str | None = None, *, local_cpus: int = 0) -> Iterator[
         return
     import logging
 
-    if address is None:
-        slow_machine_ok()
-        ray.init(
-            address="local",  # a new instance, whatever RAY_ADDRESS says
-            num_cpus=max(os.cpu_count() or 1, local_cpus),
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-        )
-    else:
+    # A raylet gives its agents 15 s to come up, then dies: on a busy machine the first local
+    # start can miss that (cold caches); the second one usually makes it.
+    attempts = 2 if address is None else 1
+    for attempt in range(attempts):
         try:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
-        except (ConnectionError, RuntimeError, ValueError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise AgentsError(f"--ray: cannot join the Ray cluster at {address}: {first}") from e
+            if address is None:
+                slow_machine_ok()
+                ray.init(
+                    address="local",  # a new instance, whatever RAY_ADDRESS says
+                    num_cpus=max(os.cpu_count() or 1, local_cpus),
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.WARNING,
+                )
+            else:
+                ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+            break
+        except Exception as e:  # Ray raises bare Exception when a node does not come up
+            ray.shutdown()  # whatever did start
+            if attempt + 1 < attempts:
+                continue
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        where = (
+            f"--ray: cannot join the Ray cluster at {address}"
+            if address
+            else ("--agents: cannot start a local Ray")
+        )
+        raise RayUnavailable(f"{where}: {first}") from None
     try:
         yield ray
     finally:
@@ -465,6 +478,9 @@ def finish(agents: list[AgentOutcome], *, interrupted: bool = False) -> Distribu
         if failed:
             notes.append(f"agents failed, their share is missing: {failed}")
         update: dict[str, Any] = {"warnings": notes}
+        if load.generator_bound and not merged.generator_bound:  # any agent's limit is the run's
+            notes.append("generator-bound: at least one agent was (see its result)")
+            update["generator"] = merged.generator.model_copy(update={"generator_bound": True})
         if interrupted:
             update["interrupted"] = True
         load = DistributedLoad(
