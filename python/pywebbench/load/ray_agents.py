@@ -398,9 +398,8 @@ class AgentPool:
         An agent that dies is recorded with its node and reason; the others' results are
         kept. Ctrl-C stops every agent and keeps what they measured (``interrupted``).
         """
-        start_at = time.time_ns() + int(
-            max(START_MARGIN_S, START_ROUND_TRIPS * self.round_trip_s()) * 1e9
-        )
+        ahead_s = max(START_MARGIN_S, START_ROUND_TRIPS * self.round_trip_s())
+        start_at = time.time_ns() + int(min(ahead_s, 50.0) * 1e9)  # the engine waits <= 60 s
         specs = [s.replace(start_at_unix_ns=start_at) for s in specs]
         refs = [a.run.remote(s.to_json()) for a, s in zip(self.actors, specs, strict=True)]
         first = specs[0]
