@@ -40,7 +40,7 @@ if [ ! -f .pwb-setup-stamp ] || [ -n "$(find crates pyproject.toml Cargo.toml -n
     log "installing Python dependencies and building the Rust engine (release)"
     .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q "maturin>=1.7,<2" uv
-    .venv/bin/python -m uv pip install -q --python .venv/bin/python -e ".[test]"
+    .venv/bin/python -m uv pip install -q --python .venv/bin/python -e ".[test,ray]"
     touch .pwb-setup-stamp
 fi
 [ -n "${PWB_SETUP_QUIET:-}" ] || log "ready: $ROOT/.venv/bin/pywebbench"

@@ -40,6 +40,37 @@ pub struct RunningLoad {
     faults: Option<crate::faults::FaultSession>,
     /// Stopped by `finish_early`: the caller had enough, the result is complete.
     enough: AtomicBool,
+    /// Unix nanoseconds at which the threads were started (after any `start_at_unix_ns`).
+    launched_at_unix_ns: u64,
+}
+
+/// The longest wait for a spec's `start_at_unix_ns` (the wait cannot be interrupted).
+const MAX_START_WAIT_NS: u64 = 60_000_000_000;
+
+/// Wall-clock time in Unix nanoseconds.
+fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Wait until the wall-clock instant `at` (Unix ns): sleep until just before it, then spin,
+/// so the start is late by microseconds, not by a timer's slack. An instant already past
+/// returns at once.
+fn wait_until_unix_ns(at: u64) {
+    loop {
+        let now = unix_now_ns();
+        if now >= at {
+            return;
+        }
+        let left = at - now;
+        if left > 1_000_000 {
+            std::thread::sleep(Duration::from_nanos(left - 500_000));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 fn split(total: u64, parts: usize, i: usize) -> u64 {
@@ -87,6 +118,15 @@ pub fn start(spec: &LoadSpec) -> Result<RunningLoad, StartError> {
         )));
     }
     let nofile = sys::ensure_nofile(spec.fds_needed()).map_err(StartError::System)?;
+    if let Some(at) = spec.start_at_unix_ns {
+        if at > unix_now_ns() + MAX_START_WAIT_NS {
+            return Err(StartError::Invalid(
+                "start_at_unix_ns: more than 60 s in the future".into(),
+            ));
+        }
+        wait_until_unix_ns(at);
+    }
+    let launched_at_unix_ns = unix_now_ns();
     let threads = spec.threads as usize;
     let shared = Arc::new(Shared {
         stop: Default::default(),
@@ -137,6 +177,7 @@ pub fn start(spec: &LoadSpec) -> Result<RunningLoad, StartError> {
         started: Instant::now(),
         faults,
         enough: AtomicBool::new(false),
+        launched_at_unix_ns,
     })
 }
 
@@ -271,6 +312,7 @@ impl RunningLoad {
         );
         r.warnings.extend(warnings);
         r.faults = self.faults.take().map(|mut f| f.stop());
+        r.launched_at_unix_ns = Some(self.launched_at_unix_ns);
         r
     }
 }

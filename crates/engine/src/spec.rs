@@ -48,6 +48,10 @@ pub struct LoadSpec {
     /// (docs/faults.md). Empty: none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<crate::faults::FaultSpec>,
+    /// Wall-clock instant (Unix nanoseconds) at which the run starts: the engine waits for
+    /// it, so load agents on several hosts start together. None: start at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_at_unix_ns: Option<u64>,
 }
 
 impl Default for LoadSpec {
@@ -75,6 +79,7 @@ impl Default for LoadSpec {
             expect_status: Vec::new(),
             expect_body: None,
             faults: Vec::new(),
+            start_at_unix_ns: None,
         }
     }
 }

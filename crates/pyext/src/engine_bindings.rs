@@ -39,10 +39,13 @@ fn run_load(
     if !(interval_s.is_finite() && interval_s > 0.0) {
         return Err(PyValueError::new_err("interval_s: must be > 0"));
     }
-    let running = pywebbench_engine::start(&spec).map_err(|e| match e {
-        StartError::Invalid(m) => PyValueError::new_err(m),
-        StartError::System(m) => PyOSError::new_err(m),
-    })?;
+    // Without the GIL: the engine may wait for the spec's `start_at_unix_ns`.
+    let running = py
+        .detach(|| pywebbench_engine::start(&spec))
+        .map_err(|e| match e {
+            StartError::Invalid(m) => PyValueError::new_err(m),
+            StartError::System(m) => PyOSError::new_err(m),
+        })?;
     let interval = Duration::from_secs_f64(interval_s);
     let mut next_progress = Instant::now() + interval;
     let mut interrupted = false;

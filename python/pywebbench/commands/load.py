@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from pywebbench.load import LoadProgress, LoadResult, LoadSpec, run_load
+from pywebbench.load import LoadProgress, LoadResult, LoadSpec, ProgressFn, run_load
+
+if TYPE_CHECKING:
+    from pywebbench.commands.load_agents import DistributedRunner
 
 EPILOG = """\b
 Load models:
@@ -370,6 +375,21 @@ def succeeded(r: LoadResult) -> int:
     metavar="FILE|-",
     help="Write the full result JSON to FILE, or to stdout with '-'.",
 )
+@click.option(
+    "--agents",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Load agents (Ray actors, one per node where the cluster has several); "
+    "connections and rate are split between them. More than 1 needs Ray.",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    default=None,
+    metavar="HOST:PORT",
+    help="Run the agents on this Ray cluster.  [default: a local Ray started for the run]",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
 def command(
     url: str,
@@ -394,6 +414,8 @@ def command(
     expect_status: list[int],
     expect_body: str | None,
     json_out: str | None,
+    agents: int,
+    ray_address: str | None,
     quiet: bool,
 ) -> None:
     """Load-test an HTTP/1.1 server at URL and report throughput, latency and errors.
@@ -431,14 +453,28 @@ def command(
     out = Console(stderr=to_stdout, highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False)
     show_bar = not quiet and err.is_terminal
+    runner: Callable[[LoadSpec, ProgressFn | None], LoadResult] = run_load
+    distributed: DistributedRunner | None = None
+    if agents > 1 or ray_address is not None:
+        from pywebbench.commands.load_agents import DistributedRunner
+
+        runner = distributed = DistributedRunner(agents, ray_address)
     try:
-        result = _run(spec, err if show_bar else None)
+        result = _run(spec, err if show_bar else None, runner)
     except ValueError as e:
         raise _usage(e) from None
-    except OSError as e:
-        err.print(f"[red]error:[/red] {e}")
+    except (OSError, RuntimeError) as e:  # RuntimeError: Ray missing, or every agent failed
+        err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
         sys.exit(1)
     out.print(render_summary(result), markup=False)
+    if distributed is not None and distributed.last is not None:
+        from pywebbench.commands.load_agents import render_agents
+
+        out.print(render_agents(distributed.last), markup=False)
+        failed = distributed.last.failure_message()
+        if failed:
+            err.print(f"[red]error:[/red] agents failed: {escape(failed)}", soft_wrap=True)
+            sys.exit(1)
     if json_out:
         text = result.to_json(indent=1)
         if to_stdout:
@@ -464,9 +500,13 @@ def _usage(e: ValueError) -> click.UsageError:
     return click.UsageError(msg)
 
 
-def _run(spec: LoadSpec, console: Console | None) -> LoadResult:
+def _run(
+    spec: LoadSpec,
+    console: Console | None,
+    runner: Callable[[LoadSpec, ProgressFn | None], LoadResult] = run_load,
+) -> LoadResult:
     if console is None:
-        return run_load(spec)
+        return runner(spec, None)
     total = spec.duration_s if spec.duration_s is not None else None
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -504,4 +544,4 @@ def _run(spec: LoadSpec, console: Console | None) -> LoadResult:
                 errs=errs,
             )
 
-        return run_load(spec, on_progress)
+        return runner(spec, on_progress)

@@ -76,6 +76,8 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         ("server_scope", "server_scope"),
         ("faults", "faults"),
         ("slo_budget_s", "slo_budget"),
+        ("load_agents", "load_agents"),
+        ("ray_address", "ray"),
     ]:
         if options[flag] is not None:
             load[key] = options[flag]
@@ -180,6 +182,12 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
 )
 @click.option("--workers", multiple=True, help="Worker processes sweep: 1,2.")
 @click.option("--threads", multiple=True, help="Threads per worker sweep: 1,4.")
+@click.option(
+    "--load-agents",
+    type=int,
+    help="Load each iteration from N agents (Ray actors; docs/scale-out.md).",
+)
+@click.option("--ray", help="Ray cluster HOST:PORT for --load-agents (default: a local Ray).")
 @click.option("--server-cpus", multiple=True, help="Cores for servers (default 0).")
 @click.option("--generator-cpus", multiple=True, help="Cores for the load generator.")
 @click.option("--app", help="Your app instead of the frameworks: module:callable.")
@@ -312,8 +320,10 @@ def _as_keyboard_interrupt(signum: int, _frame: object) -> None:
 
 
 def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | None) -> int:
+    from pywebbench.load.ray_agents import AgentsError, RayUnavailable
     from pywebbench.report import generate
     from pywebbench.run.console import LiveDisplay, summary_tables
+    from pywebbench.run.ray_load import study_agent
     from pywebbench.run.runner import run_study
     from pywebbench.store import DEFAULT_FILENAME, RunLocked, Store
 
@@ -335,16 +345,20 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
             if c.key not in done
         )
         try:
-            with LiveDisplay(console, total) as live:
+            with (
+                study_agent(load.load_agents, load.ray_address) as agent,
+                LiveDisplay(console, total) as live,
+            ):
                 outcome = run_study(
                     config,
                     matrix,
                     store,
                     results_dir=results_dir,
+                    agent=agent,
                     events=live.events(),
                     run_id=run_id,
                 )
-        except RunLocked as exc:
+        except (RunLocked, RayUnavailable, AgentsError) as exc:
             raise ConfigError(str(exc)) from None
         study = store.load_study([outcome.run_id])
     for table in summary_tables(study):

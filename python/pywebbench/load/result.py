@@ -153,12 +153,16 @@ class LoadResult(_EngineRecord):
     #: What the fault clients saw, when the spec had ``faults`` (docs/faults.md; read it with
     #: ``pywebbench.faults.FaultReport.from_dict``). The engine omits the key otherwise.
     faults: dict[str, Any] | None = None
+    #: Unix ns at which the engine actually started (after waiting for the spec's
+    #: ``start_at_unix_ns``); None in results stored before it was recorded.
+    launched_at_unix_ns: int | None = None
 
     @model_serializer(mode="wrap")
     def _engine_layout(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         doc: dict[str, Any] = handler(self)
-        if self.faults is None:
-            del doc["faults"]  # as the engine writes it
+        for optional in ("faults", "launched_at_unix_ns"):
+            if doc[optional] is None:
+                del doc[optional]  # as the engine writes it
         return doc
 
     @property

@@ -108,6 +108,9 @@ class LoadSpec(BaseModel):
     expect_body: str | None = None
     #: Fault clients run beside the load (docs/faults.md), as the engine normalised them.
     faults: list[dict[str, Any]] = []
+    #: Wall-clock instant (Unix ns) at which the engine starts the run, waiting for it;
+    #: several load agents given the same instant start together. None: at once.
+    start_at_unix_ns: int | None = None
 
     if not TYPE_CHECKING:  # type checkers see pydantic's typed keyword constructor
 
@@ -138,6 +141,8 @@ class LoadSpec(BaseModel):
             doc["body_b64"] = body_b64
         if not self.faults:
             del doc["faults"]  # as the engine writes it
+        if self.start_at_unix_ns is None:
+            del doc["start_at_unix_ns"]
         return doc
 
     @property

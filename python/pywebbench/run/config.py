@@ -161,6 +161,18 @@ class LoadConfig(_Model):
     slo_warmup_s: float = Field(
         1.0, ge=0, le=600, description="slo: warm-up at each probe's rate before it is measured."
     )
+    load_agents: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="Load agents per iteration (Ray actors, docs/scale-out.md); connections "
+        "and rate are split between them. More than 1 needs Ray.",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="Ray cluster (HOST:PORT) for the load agents; none: a local Ray is started "
+        "for the run and stopped after.",
+    )
 
     @property
     def warmups(self) -> int:

@@ -24,7 +24,7 @@ from pywebbench.run.robustness import fault_phase
 from pywebbench.run.rows import iteration_row
 from pywebbench.run.steadiness import replicate_checks, warm_until_steady
 from pywebbench.steady import SteadyRule, WarmupVerdict
-from pywebbench.store import IterationKind, Sample, Store, utcnow
+from pywebbench.store import IterationKind, Phase, Sample, Store, utcnow
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
@@ -196,6 +196,10 @@ class Measurer:
         alive: bool,
         server: RunningServer,
     ) -> StackFailure | None:
+        lost = getattr(self.agent, "lost", None)
+        if lost is not None and lost():  # a load agent died: its share was not measured
+            phase = Phase.WARMUP if kind == IterationKind.WARMUP else Phase.MEASURE
+            return StackFailure(phase, f"load agents failed: {lost()}")
         cols = iteration_figures(result)
         return judge_iteration(
             kind,
@@ -247,6 +251,9 @@ class Measurer:
                 server_alive=alive,
             )
             self.store.add_iteration(row, meter.samples)
+            agents_stored = getattr(self.agent, "iteration_stored", None)
+            if agents_stored is not None and row.id is not None:  # several load agents
+                agents_stored(self.store, row.id)
             self.loaded_s += float(cols["duration_s"] or 0.0)
         if cols["interrupted"]:
             raise Interrupted()

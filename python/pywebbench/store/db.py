@@ -25,6 +25,7 @@ from pywebbench.store.model import (
     Cell,
     Failure,
     Iteration,
+    LoadAgentRow,
     Replicate,
     Run,
     Sample,
@@ -244,6 +245,20 @@ class Store:
                 )
         it.id = iteration_id
         return iteration_id
+
+    def add_load_agents(self, rows: Sequence[LoadAgentRow]) -> None:
+        """Insert the per-agent rows of one iteration in one committed transaction."""
+        with self.transaction():
+            for row in rows:
+                row.id = self._insert("load_agents", row)
+
+    def load_agents(self, iteration_id: int) -> list[LoadAgentRow]:
+        """The per-agent rows of an iteration (none when one generator loaded it)."""
+        return self._select(
+            LoadAgentRow,
+            "SELECT * FROM load_agents WHERE iteration_id = ? ORDER BY agent",
+            [iteration_id],
+        )
 
     def add_failure(self, failure: Failure) -> int:
         """Record a failure (one line reason, phase, optional detail such as a log tail)."""

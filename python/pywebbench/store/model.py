@@ -343,6 +343,31 @@ class Failure:
 
 
 @dataclass
+class LoadAgentRow:
+    """One load agent's part of an iteration loaded by several agents (docs/scale-out.md):
+    where it ran, its share, what it measured, its start and self-check, or why it failed."""
+
+    id: int | None
+    iteration_id: int
+    agent: str  # agent-0, agent-1, ...
+    node: str  # host (ip)
+    node_id: str
+    cpu_model: str | None
+    cpus_json: str
+    status: str  # ok | failed
+    failure_reason: str | None
+    connections: int
+    rate: float | None
+    requests: int | None
+    rps: float | None
+    start_lateness_us: float | None
+    schedule_lag_p99_us: float | None
+    generator_cpu_s: float | None
+    generator_bound: bool
+    result_json: str | None
+
+
+@dataclass
 class Study:
     """Everything stored for a set of runs, loaded at once for reports and exports."""
 

@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -228,6 +228,32 @@ CREATE INDEX IF NOT EXISTS failures_by_run ON failures (run_id);
 """
 DDL += _KNEE_TABLES  # the knee tables (version 4), as the migration adds them
 
+# Per-agent results of iterations loaded by several agents at once (docs/scale-out.md).
+LOAD_AGENTS_DDL = """
+CREATE TABLE IF NOT EXISTS load_agents (
+    id                   INTEGER PRIMARY KEY,
+    iteration_id         INTEGER NOT NULL REFERENCES iterations(id),
+    agent                TEXT NOT NULL,
+    node                 TEXT NOT NULL,
+    node_id              TEXT NOT NULL,
+    cpu_model            TEXT,
+    cpus_json            TEXT NOT NULL DEFAULT '[]',
+    status               TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+    failure_reason       TEXT,
+    connections          INTEGER NOT NULL,
+    rate                 REAL,
+    requests             INTEGER,
+    rps                  REAL,
+    start_lateness_us    REAL,
+    schedule_lag_p99_us  REAL,
+    generator_cpu_s      REAL,
+    generator_bound      INTEGER NOT NULL DEFAULT 0,
+    result_json          TEXT,
+    UNIQUE (iteration_id, agent)
+);
+"""
+DDL += LOAD_AGENTS_DDL
+
 # version -> SQL that brings a store from version-1 to version.
 MIGRATIONS: dict[int, str] = {
     # One word per idea: a load point's connections are "connections" in the CLI (-c), the
@@ -245,4 +271,7 @@ ALTER TABLE replicates ADD COLUMN leak_json TEXT
 """,
     # The knee under a latency SLO (docs/slo.md): every probe of each search, and its knee.
     4: _KNEE_TABLES,
+    # Load agents (docs/scale-out.md): each agent's own result, node, start and self-check
+    # for iterations loaded by several agents at once.
+    5: LOAD_AGENTS_DDL,
 }

@@ -105,6 +105,7 @@ pub fn assemble(t: &Tally, info: RunInfo) -> LoadResult {
         },
         warnings: Vec::new(),
         faults: None,
+        launched_at_unix_ns: None,
         spec: info.spec,
     };
     self_check(&mut r);

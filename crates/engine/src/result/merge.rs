@@ -8,6 +8,12 @@ use crate::hist;
 impl LoadResult {
     /// The result's counters and histograms as a tally (for merging).
     pub fn to_tally(&self) -> Result<Tally, String> {
+        self.to_tally_shifted(0)
+    }
+
+    /// As `to_tally`, with the per-second series moved `shift_s` seconds later (onto the time
+    /// base of a result that started earlier).
+    pub fn to_tally_shifted(&self, shift_s: usize) -> Result<Tally, String> {
         let mut t = Tally::new();
         t.latency = self.latency.decode()?;
         if let Some(h) = &self.service_time {
@@ -49,7 +55,7 @@ impl LoadResult {
         }
         for s in &self.per_second {
             let h = hist::decode(&s.hist)?;
-            let slot = t.second(s.t as usize);
+            let slot = t.second(s.t as usize + shift_s);
             slot.0 += s.completed;
             slot.1 += s.errors;
             hist::add(&mut slot.2, &h);
@@ -70,9 +76,15 @@ impl LoadResult {
 
 /// Merge results of runs that ran at the same time (several load agents against one
 /// server): counts and histograms add up, rates add up, durations take the longest.
-/// The spec of the first result is kept, with `connections` summed.
+/// The spec of the first result is kept, with `connections` summed. Per-second series are
+/// summed on the time base of the earliest start (each moved by its start's offset, rounded
+/// to whole seconds).
 pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
     let first = results.first().ok_or("merge: no results")?;
+    let base = results
+        .iter()
+        .map(|r| r.started_at)
+        .fold(f64::INFINITY, f64::min);
     let mut total = Tally::new();
     let mut threads = Vec::new();
     let mut warm: Option<WarmupStats> = None;
@@ -80,7 +92,8 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
     let mut spec = first.spec.clone();
     spec.connections = 0;
     for r in results {
-        total.merge(&r.to_tally()?);
+        let shift_s = (r.started_at - base).max(0.0).round() as usize;
+        total.merge(&r.to_tally_shifted(shift_s)?);
         threads.extend(r.generator.threads.iter().cloned());
         nofile = nofile.min(r.generator.nofile_limit);
         spec.connections += r.spec.connections;
@@ -100,10 +113,7 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
         RunInfo {
             mode: first.mode,
             interrupted: results.iter().any(|r| r.interrupted),
-            started_at: results
-                .iter()
-                .map(|r| r.started_at)
-                .fold(f64::INFINITY, f64::min),
+            started_at: base,
             duration_s: results.iter().map(|r| r.duration_s).fold(0.0, f64::max),
             threads,
             warmup: warm,
@@ -116,6 +126,7 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
         ol.offered_rate = results.iter().filter_map(|r| r.spec.rate).sum();
     }
     merged.spec.rate = merged.open_loop.as_ref().map(|o| o.offered_rate);
+    merged.launched_at_unix_ns = results.iter().filter_map(|r| r.launched_at_unix_ns).min();
     self_check(&mut merged);
     merged
         .warnings

@@ -165,6 +165,10 @@ pub struct LoadResult {
     /// What the fault clients saw, when the spec had `faults` (docs/faults.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faults: Option<crate::faults::FaultReport>,
+    /// Unix nanoseconds at which the engine actually started (warm-up start), after waiting
+    /// for the spec's `start_at_unix_ns`; the skew between load agents is measured from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launched_at_unix_ns: Option<u64>,
 }
 
 /// Raw counters and histograms of one phase of one thread (or of a whole result, for merging).

@@ -1,0 +1,240 @@
+"""Distributed load on Ray (docs/scale-out.md), against the reference server on loopback.
+
+Ray starts slowly, so one two-node local cluster (``ray.cluster_utils.Cluster``: two raylets
+on this machine, each with its own resources) serves the whole module; its processes carry a
+marker in their environment, and teardown checks that none is left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pwbtest import PYWEBBENCH, marked_processes, pwb
+from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.load import Histogram, LoadSpec, run_load
+from pywebbench.load.ray_agents import (
+    AgentOutcome,
+    AgentPlace,
+    AgentsError,
+    finish,
+    run_distributed,
+    slow_machine_ok,
+    split_spec,
+)
+from pywebbench.refserver import RefServer
+from pywebbench.run.ray_load import RayStudyAgent
+from pywebbench.store import Store
+
+MARK = "PWB_RAY_TEST_MARK"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[str]:
+    """A two-node local Ray cluster (2 CPUs per node), the driver connected to it."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    mark = uuid.uuid4().hex
+    os.environ[MARK] = mark  # inherited by every Ray process started below
+    slow_machine_ok()
+    cluster = Cluster()
+    try:
+        for attempt in range(2):  # a busy machine can miss Ray's 15 s agent start once
+            try:
+                cluster.add_node(num_cpus=2, include_dashboard=False)
+                cluster.add_node(num_cpus=2)
+                cluster.wait_for_nodes()
+                break
+            except Exception:
+                cluster.shutdown()
+                cluster = Cluster()
+                if attempt:
+                    raise
+        ray.init(address=cluster.address, log_to_driver=False)
+        yield cluster.address
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        del os.environ[MARK]
+    left = marked_processes(MARK, mark)
+    assert not left, f"Ray processes left behind: {left}"
+
+
+def _count(srv: RefServer) -> int:
+    return int(srv.stats()["requests"])
+
+
+def test_split_shares_connections_rate_and_budget() -> None:
+    spec = LoadSpec(url="http://127.0.0.1:1/", connections=5, rate=1000.0, max_requests=11)
+    parts = split_spec(spec, 2)
+    assert [p.connections for p in parts] == [3, 2]
+    assert sum(p.rate or 0 for p in parts) == pytest.approx(1000.0)
+    assert [p.max_requests for p in parts] == [6, 5]
+    assert len({p.seed for p in parts}) == 2
+    with pytest.raises(AgentsError, match="^--connections: 3 agents need at least 3"):
+        split_spec(spec.replace(connections=2, rate=None, max_requests=None), 3)
+
+
+def test_merge_is_exact_and_agents_start_together(ray_cluster: str, refserver: RefServer) -> None:
+    before = _count(refserver)
+    load = run_distributed(
+        # A request budget (not a duration): every request sent is answered and counted.
+        LoadSpec(url=refserver.url + "/hello", connections=4, max_requests=6001),
+        2,
+        address=ray_cluster,
+    )
+    served = _count(refserver) - before  # /__stats does not count itself
+    merged = load.merged
+    assert merged is not None and not load.failures
+    # SPREAD: one agent per node.
+    assert len({a.place.node_id for a in load.agents}) == 2
+    results = [a.result for a in load.agents if a.result is not None]
+    assert merged.requests == sum(r.requests for r in results) == served == 6001
+    assert sum(s.completed for s in merged.per_second) == sum(
+        s.completed for r in results for s in r.per_second
+    )
+    # Merged percentiles are those of one histogram holding every agent's values.
+    union = Histogram.merge_all(r.latency.hist for r in results)
+    assert merged.latency.summary == union.summary()
+    # The engines waited for the agreed instant: the skew is measured and within 5 ms.
+    skew = load.start_skew_ms
+    assert skew is not None and 0 <= skew <= 5.0, skew
+    launched = [r.launched_at_unix_ns or 0 for r in results]
+    assert (max(launched) - min(launched)) / 1e6 <= 5.0
+    assert any("start skew" in w for w in merged.warnings)
+
+
+def test_a_killed_agent_is_named_and_the_others_data_kept(
+    ray_cluster: str, refserver: RefServer
+) -> None:
+    victim: list[AgentPlace] = []
+
+    def kill_second_agent(places: list[AgentPlace]) -> None:
+        victim.append(places[1])
+        threading.Timer(1.2, os.kill, (places[1].pid, signal.SIGKILL)).start()
+
+    load = run_distributed(
+        LoadSpec(url=refserver.url + "/hello", connections=2, duration_s=2.5),
+        2,
+        address=ray_cluster,
+        on_ready=kill_second_agent,
+    )
+    assert [a.place.name for a in load.failures] == ["agent-1"]
+    message = load.failure_message() or ""
+    assert message.startswith(f"agent-1 on {victim[0].node}: ") and "died" in message
+    survivor = load.agents[0].result
+    assert survivor is not None and survivor.requests > 0
+    assert load.merged is not None and load.merged.requests == survivor.requests
+    assert any("agent-1" in w for w in load.merged.warnings)
+
+
+def _run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYWEBBENCH, "load", *args], capture_output=True, text=True, timeout=240, env=env
+    )
+
+
+def test_cli_agents_start_and_stop_a_local_ray(refserver: RefServer, tmp_path: Any) -> None:
+    mark = uuid.uuid4().hex
+    env = {**os.environ, MARK: mark}
+    url = refserver.url + "/hello"
+    done = _run_cli(url, "--agents", "2", "-c", "4", "-d", "0.5", "-q", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "Agents        2, start skew" in done.stdout
+    assert "agent-0 on" in done.stdout and "agent-1 on" in done.stdout
+    assert not marked_processes(MARK, mark), "the local Ray was not stopped"
+
+
+def test_cli_without_ray_says_how_to_install_it(refserver: RefServer) -> None:
+    code = (
+        "import sys; sys.modules['ray'] = None; from pywebbench.cli import main; "
+        f"sys.argv = ['pywebbench', 'load', '{refserver.url}/', '--agents', '2', '-d', '0.1']; "
+        "main()"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "Ray is not installed; install it with: pip install 'pywebbench[ray]'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_engine_waits_for_the_start_instant(refserver: RefServer) -> None:
+    at = time.time_ns() + 400_000_000
+    result = run_load(
+        LoadSpec(url=refserver.url + "/hello", connections=1, max_requests=10, start_at_unix_ns=at)
+    )
+    assert result.requests == 10 and result.launched_at_unix_ns is not None
+    late_ms = (result.launched_at_unix_ns - at) / 1e6
+    assert 0 <= late_ms <= 50, late_ms  # the wait ends on the instant (loose: a busy CI)
+    assert result.started_at * 1e9 >= at
+    with pytest.raises(ValueError, match="^start_at_unix_ns: more than 60 s in the future"):
+        run_load(LoadSpec(url=refserver.url + "/", start_at_unix_ns=time.time_ns() + 10**12))
+
+
+def test_run_with_load_agents_keeps_each_agents_result(
+    ray_cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv(MARK, mark)
+    results = tmp_path / "res"
+    proc = pwb(
+        "run", "--server", "uvicorn-h11", "--framework", "raw-asgi", "--workload", "hello",
+        "-d", "1", "--max-replicates", "1", "--replicates", "1", "-c", "4",
+        "--python", default_interpreters()[0].name,
+        "--warmup", "fixed", "--warmup-duration", "0.5",
+        "--load-agents", "2", "--ray", ray_cluster, "--no-report",
+        results=results,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with Store(results / "pywebbench.sqlite", create=False) as store:
+        study = store.load_study()
+        assert study.iterations and all(it.requests > 0 for it in study.iterations)
+        for it in study.iterations:
+            assert it.id is not None
+            agents = store.load_agents(it.id)
+            assert [a.agent for a in agents] == ["agent-0", "agent-1"]
+            assert all(a.status == "ok" and a.node for a in agents)
+            assert sum(a.requests or 0 for a in agents) == it.requests
+            assert sum(a.connections for a in agents) == 4
+    assert study.runs[0].config["load"]["load_agents"] == 2
+    assert not marked_processes(MARK, mark), "processes left behind"
+
+
+def test_one_generator_bound_agent_flags_the_merged_result(refserver: RefServer) -> None:
+    spec = LoadSpec(url=refserver.url + "/hello", connections=1, max_requests=50)
+    place = AgentPlace("agent-0", "n0", "host", "127.0.0.1", 1, [0], "cpu")
+    bound = run_load(spec)
+    bound = bound.model_copy(
+        update={"generator": bound.generator.model_copy(update={"generator_bound": True})}
+    )
+    agents = [
+        AgentOutcome(place=place, spec=spec, result=run_load(spec)),
+        AgentOutcome(place=replace(place, name="agent-1"), spec=spec, result=bound),
+    ]
+    load = finish(agents)
+    assert load.merged is not None and load.merged.requests == 100
+    assert load.generator_bound and load.merged.generator_bound
+
+
+def test_the_study_agent_replaces_a_lost_agent(ray_cluster: str, refserver: RefServer) -> None:
+    spec = LoadSpec(url=refserver.url + "/hello", connections=2, duration_s=2.0)
+    with RayStudyAgent(2, ray_cluster) as agent:
+        first = agent._pool_for(spec)
+        threading.Timer(1.0, os.kill, (first.places[0].pid, signal.SIGKILL)).start()
+        result = agent.run(spec)
+        lost = agent.lost() or ""
+        assert lost.startswith(f"agent-0 on {first.places[0].node}: ") and "died" in lost
+        assert result.requests > 0  # agent-1's share, kept
+        again = agent.run(spec.replace(duration_s=0.3))  # a fresh set of agents
+        assert agent.lost() is None and again.requests > 0
+        assert agent._pool is not first
