@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS knees (
     min_samples          INTEGER NOT NULL,
     finished_at          TEXT NOT NULL,
     UNIQUE (cell_id, replicate)
-)
+);
 """
 
 DDL = """
