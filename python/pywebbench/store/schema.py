@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -57,6 +57,7 @@ CREATE TABLE IF NOT EXISTS stacks (
     settings_json        TEXT NOT NULL DEFAULT '{}',
     provision_s          REAL,
     provision_cached     INTEGER,
+    worker_max_requests  INTEGER NOT NULL DEFAULT 0,
     UNIQUE (run_id, key)
 );
 
@@ -81,6 +82,7 @@ CREATE TABLE IF NOT EXISTS cells (
     started_at           TEXT,
     finished_at          TEXT,
     flags_json           TEXT NOT NULL DEFAULT '{}',
+    connection_mode      TEXT NOT NULL DEFAULT 'keepalive',
     UNIQUE (run_id, key)
 );
 
@@ -107,6 +109,7 @@ CREATE TABLE IF NOT EXISTS replicates (
     warmup_curve_json    TEXT,
     drift_json           TEXT,
     leak_json            TEXT,
+    syscalls_json        TEXT,
     UNIQUE (cell_id, replicate)
 );
 
@@ -151,6 +154,7 @@ CREATE TABLE IF NOT EXISTS iterations (
     ctx_voluntary        INTEGER,
     ctx_involuntary      INTEGER,
     result_json          TEXT NOT NULL,
+    processes_seen       INTEGER,
     UNIQUE (cell_id, replicate, kind, idx)
 );
 
@@ -201,5 +205,14 @@ ALTER TABLE replicates ADD COLUMN steady_start_s REAL;
 ALTER TABLE replicates ADD COLUMN warmup_curve_json TEXT;
 ALTER TABLE replicates ADD COLUMN drift_json TEXT;
 ALTER TABLE replicates ADD COLUMN leak_json TEXT
+""",
+    # Study axes (docs/config.md): a worker recycling setting per stack, a connection mode
+    # per cell, the syscalls of a traced window per replicate, and the distinct processes
+    # the meter saw per iteration (workers recycled meanwhile).
+    4: """
+ALTER TABLE stacks ADD COLUMN worker_max_requests INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE cells ADD COLUMN connection_mode TEXT NOT NULL DEFAULT 'keepalive';
+ALTER TABLE replicates ADD COLUMN syscalls_json TEXT;
+ALTER TABLE iterations ADD COLUMN processes_seen INTEGER
 """,
 }
