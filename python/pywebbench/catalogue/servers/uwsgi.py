@@ -40,6 +40,7 @@ class UWSGI(BaseAdapter):
     sends_server_header = False
     sends_date_header = False
     pins = {"modern": ("uwsgi==2.0.31",), "py39": ("uwsgi==2.0.31",)}
+    max_requests_flag = "--max-requests"
 
     def command(self, ctx: LaunchContext) -> LaunchCommand:
         argv = [str(ctx.bin / "uwsgi")]
@@ -92,6 +93,7 @@ class UWSGI(BaseAdapter):
             "--ignore-sigpipe",
             "--ignore-write-errors",
             "--disable-write-exception",
+            *self.max_requests_args(ctx),
         ]
         return LaunchCommand(argv)
 
