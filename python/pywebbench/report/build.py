@@ -55,6 +55,8 @@ def stack_label(row: StackRow) -> str:
     label = f"{row.interpreter} · {row.server} · {row.framework}"
     if (row.workers, row.threads) != (1, 1):
         label += f" · {row.workers}w×{row.threads}t"
+    if row.worker_max_requests:
+        label += f" · max-requests {row.worker_max_requests}"
     return label
 
 
