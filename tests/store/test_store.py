@@ -248,6 +248,7 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
                    "drift_json", "leak_json", "worker_max_requests", "connection_mode",
                    "syscalls_json", "processes_seen"):  # fmt: skip
         v1 = "\n".join(line for line in v1.splitlines() if not line.strip().startswith(column))
+    v1 = v1.replace("ctx_involuntary      INTEGER,\n);", "ctx_involuntary      INTEGER\n);")
     db.executescript(v1)
     db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
     db.execute("PRAGMA user_version = 1")

@@ -207,6 +207,11 @@ def summarize(snaps: list[TreeSnapshot]) -> MeterSummary:
         return MeterSummary(alive_at_end=False)
     base = snaps[0]
     live = [s for s in snaps if s.alive]
+    seen: list[int] = []  # distinct PIDs up to each live snapshot
+    pids: set[int] = set()
+    for s in live:
+        pids |= s.pids
+        seen.append(len(pids))
     samples = [
         Sample(
             iteration_id=0,
@@ -221,8 +226,9 @@ def summarize(snaps: list[TreeSnapshot]) -> MeterSummary:
             processes=s.processes,
             ctx_voluntary=max(0, s.ctx_voluntary - base.ctx_voluntary),
             ctx_involuntary=max(0, s.ctx_involuntary - base.ctx_involuntary),
+            processes_seen=n_seen or None,
         )
-        for s in live
+        for s, n_seen in zip(live, seen, strict=True)
     ]
     if not samples:
         return MeterSummary(alive_at_end=False)
@@ -241,7 +247,7 @@ def summarize(snaps: list[TreeSnapshot]) -> MeterSummary:
         fds_peak=_peak([s.fds for s in samples]),
         processes_peak=max(s.processes for s in samples),
         processes_end=end.processes,
-        processes_seen=len(frozenset().union(*(s.pids for s in live))) or None,
+        processes_seen=end.processes_seen,
         ctx_voluntary=end.ctx_voluntary,
         ctx_involuntary=end.ctx_involuntary,
         alive_at_end=snaps[-1].alive,

@@ -26,6 +26,7 @@ from typing import Any
 
 from pywebbench import __version__, stats
 from pywebbench.report import figures
+from pywebbench.report.axes import build_axes
 from pywebbench.report.history import run_history
 from pywebbench.report.series import iteration_histogram, per_second_rps
 from pywebbench.report.ties import neighbour_ratios
@@ -72,6 +73,7 @@ def _stack_view(row: StackRow) -> StackView:
         framework=row.framework,
         workers=row.workers,
         threads=row.threads,
+        worker_max_requests=row.worker_max_requests,
         packages=row.packages,
         settings=row.settings,
         run_ids=[row.run_id],
@@ -379,6 +381,17 @@ def _rank(workload: str, selection: str, points: list[tuple[StackView, PointView
     return ranking
 
 
+def replaced_samples(samples: Sequence[Sample]) -> list[int]:
+    """Indexes of the samples at which the tree had a process not seen before in the
+    iteration (a worker replaced since the previous sample)."""
+    out = []
+    for i in range(1, len(samples)):
+        before, now = samples[i - 1].processes_seen, samples[i].processes_seen
+        if before is not None and now is not None and now > before:
+            out.append(i)
+    return out
+
+
 def _series(index: _Index, cell: Cell, stack_key: str) -> list[CellSeriesView]:
     by_rep: dict[int, list[Iteration]] = defaultdict(list)
     for it in index.iterations_of(cell.id):
@@ -411,6 +424,7 @@ def _series(index: _Index, cell: Cell, stack_key: str) -> list[CellSeriesView]:
                     mem_t=[s.t_s for s in samples],
                     rss_mib=[s.rss_bytes / MIB for s in samples],
                     cpu_pct=cpu_pct,
+                    replaced_at=replaced_samples(samples),
                 )
             )
             t0 += it.duration_s
@@ -548,7 +562,7 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
         wv.history = history.get(wv.name, [])
 
     runs = sorted(study.runs, key=lambda r: (r.created_at, r.id))
-    return ReportView(
+    view = ReportView(
         title=title or _title(runs),
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         pywebbench_version=__version__,
@@ -558,3 +572,5 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
         cells=cells_series,
         failures=failures,
     )
+    view.axes = build_axes(view, study)  # syscalls, connection mode, worker recycling
+    return view

@@ -331,6 +331,7 @@ class Sample:
     processes: int
     ctx_voluntary: int | None = None  # cumulative since the iteration started
     ctx_involuntary: int | None = None
+    processes_seen: int | None = None  # distinct PIDs of the tree since the iteration started
 
 
 @dataclass

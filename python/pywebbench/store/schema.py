@@ -170,7 +170,8 @@ CREATE TABLE IF NOT EXISTS samples (
     fds                  INTEGER,
     processes            INTEGER NOT NULL,
     ctx_voluntary        INTEGER,
-    ctx_involuntary      INTEGER
+    ctx_involuntary      INTEGER,
+    processes_seen       INTEGER
 );
 
 CREATE TABLE IF NOT EXISTS failures (
@@ -213,6 +214,7 @@ ALTER TABLE replicates ADD COLUMN leak_json TEXT
 ALTER TABLE stacks ADD COLUMN worker_max_requests INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE cells ADD COLUMN connection_mode TEXT NOT NULL DEFAULT 'keepalive';
 ALTER TABLE replicates ADD COLUMN syscalls_json TEXT;
-ALTER TABLE iterations ADD COLUMN processes_seen INTEGER
+ALTER TABLE iterations ADD COLUMN processes_seen INTEGER;
+ALTER TABLE samples ADD COLUMN processes_seen INTEGER
 """,
 }
