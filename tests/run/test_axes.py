@@ -8,8 +8,11 @@ import json
 import os
 import stat
 import subprocess
+import sys
+import time
 from pathlib import Path
 
+import psutil
 from pwbtest import PYWEBBENCH, pwb
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.store import Store, Study
@@ -149,3 +152,26 @@ def test_worker_recycling_replaces_workers_during_the_run(tmp_path: Path, census
     assert requests > 0 and replaced >= 1, seen
     log = json.dumps([s.settings for s in stacks.values()])
     assert '"max_requests": 100' in log
+
+
+def test_a_worker_gone_before_the_attach_does_not_stop_the_trace() -> None:
+    """A recycled worker may exit between listing the tree and attaching (a zombie refuses
+    ptrace with EPERM, like a forbidden attach): the rest is traced, no error."""
+    from pywebbench.run.syscalls import tracing
+
+    # A parent that leaves one child a zombie and keeps making syscalls itself.
+    code = (
+        "import os,time\nif os.fork()==0: os._exit(0)\nwhile True: os.getppid(); time.sleep(0.001)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.5)
+        (zombie,) = psutil.Process(parent.pid).children()
+        assert zombie.status() == psutil.STATUS_ZOMBIE
+        with tracing([parent.pid, zombie.pid]) as tracer:
+            time.sleep(0.3)
+        assert tracer.error is None, tracer.error
+        assert any(c.name == "getppid" and c.calls > 10 for c in tracer.counts), tracer.counts
+    finally:
+        parent.kill()
+        parent.wait()

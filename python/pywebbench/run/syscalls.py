@@ -29,7 +29,9 @@ DETACH_TIMEOUT_S = 15.0
 TOP_BY_TIME = 5
 
 _PTRACE_SCOPE = Path("/proc/sys/kernel/yama/ptrace_scope")
-_NOT_PERMITTED = re.compile(r"Operation not permitted|EPERM", re.IGNORECASE)
+# strace's line for a process it could not attach to, and the permission error among them.
+_ATTACH_FAILED = re.compile(r"^.*attach: ptrace.*$", re.MULTILINE)
+_NOT_PERMITTED = re.compile(r"Operation not permitted|EPERM")
 _ROW = re.compile(
     r"^\s*(?P<pct>[\d.]+)\s+(?P<seconds>[\d.]+)\s+(?P<usecs>\d+)\s+(?P<calls>\d+)"
     r"\s+(?:(?P<errors>\d+)\s+)?(?P<name>[a-z_0-9]+)\s*$"
@@ -131,11 +133,18 @@ class Tracer:
         deadline = time.monotonic() + ATTACH_TIMEOUT_S
         while time.monotonic() < deadline:
             log_text = self._log()
-            if _NOT_PERMITTED.search(log_text):
-                raise _not_permitted(log_text.splitlines()[0] if log_text else "")
+            failed = _ATTACH_FAILED.findall(log_text)
+            refused = [line for line in failed if _NOT_PERMITTED.search(line)]
             if self._proc.poll() is not None:
+                if refused:
+                    raise _not_permitted(refused[0])
                 raise SyscallsError(f"strace exited at attach: {log_text.strip()[:300]}")
-            if log_text.count("attached") >= len(self.pids):
+            attached = log_text.count(" attached")
+            # A process that exited since it was listed (a worker being recycled, a zombie)
+            # fails the attach too: only a trace with nothing attached is not permitted.
+            if attached + len(failed) >= len(self.pids):
+                if not attached:
+                    raise _not_permitted(refused[0] if refused else "")
                 return
             time.sleep(0.02)
         raise SyscallsError(f"strace did not attach within {ATTACH_TIMEOUT_S:.0f} s")
