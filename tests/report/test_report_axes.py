@@ -22,7 +22,7 @@ ARGS = [
     *("--python", default_interpreters()[0].name, "-c", "4", "-d", "1"),
     *("--warmup", "fixed", "--warmup-duration", "0.5", "--replicates", "1"),
     *("--max-replicates", "1", "--worker-max-requests", "0,100"),
-    *("--connection-mode", "keepalive,close", "--syscalls", "--syscalls-duration", "0.5"),
+    *("--connection-mode", "keepalive,close", "--syscalls", "--syscalls-duration", "1"),
     "--no-report",
 ]
 
@@ -77,8 +77,12 @@ def test_the_markdown_shows_the_stored_syscalls(axes_report: tuple[Path, Path]) 
     md = html.with_suffix(".md").read_text()
     with Store(store_path, create=False) as store:
         study = store.load_study()
-    totals = sorted(r.syscalls["per_request"] for r in study.replicates if r.syscalls_json)
-    assert len(totals) == 4
+    windows = [r.syscalls for r in study.replicates if r.syscalls_json]
+    assert len(windows) == 4
+    # A loaded machine may complete no request in a window of a recycling server (a worker
+    # started under ptrace is slow): the report then shows why, not a figure.
+    totals = sorted(w["per_request"] for w in windows if w.get("per_request") is not None)
+    assert len(totals) >= 2, windows
     section = md.split("## Syscalls per request", 1)[1].split("## ", 1)[0]
     assert "not throughput figures" in section
     shown = sorted(float(v) for v in re.findall(r"\| ([\d.]+) \| [a-z_0-9]+ \d", section))
