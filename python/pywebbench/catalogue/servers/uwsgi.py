@@ -42,6 +42,12 @@ class UWSGI(BaseAdapter):
     pins = {"modern": ("uwsgi==2.0.31",), "py39": ("uwsgi==2.0.31",)}
     max_requests_flag = "--max-requests"
 
+    def max_requests_args(self, ctx: LaunchContext) -> list[str]:
+        """``--max-requests N`` and ``--min-worker-lifetime 0``: uWSGI otherwise keeps a
+        worker at least 10 s whatever its requests, so a short window would never recycle."""
+        args = super().max_requests_args(ctx)
+        return [*args, "--min-worker-lifetime", "0"] if args else []
+
     def command(self, ctx: LaunchContext) -> LaunchCommand:
         argv = [str(ctx.bin / "uwsgi")]
         if ctx.interpreter.is_pypy:
