@@ -236,6 +236,8 @@ def start_server(
             f"{adapter.name} runs at most {max_workers} worker process(es); "
             f"got --workers {workers}",
         )
+    if max_requests and getattr(adapter, "max_requests_flag", None) is None:
+        raise LaunchError("config", f"{adapter.name} has no worker recycling (max requests)")
     if app_dir is None:
         app_dir = getattr(stack.framework, "app_dir", None) or default_app_dir()
     app_dir = Path(app_dir)
