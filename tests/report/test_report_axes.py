@@ -38,8 +38,9 @@ def axes_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return store, paths.html
 
 
-def test_the_axes_section_draws_every_plot(browser: Any, axes_report: tuple[Path, Path]) -> None:
-    page, events = open_report(browser, axes_report[1])
+def test_the_axes_section_draws_every_plot(axes_report: tuple[Path, Path], browser: Any) -> None:
+    # The study has just loaded the machine: give the page more than the usual 30 s.
+    page, events = open_report(browser, axes_report[1], timeout_ms=90_000)
     try:
         section = page.locator("#axes")
         section.scroll_into_view_if_needed()
