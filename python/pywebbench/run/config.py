@@ -186,11 +186,12 @@ class LoadConfig(_Model):
 
     def window_s(self) -> tuple[float, float]:
         """Load seconds per replicate: (least, most); steady warm-ups are between their
-        window and their cap."""
+        window and their cap. A syscalls window (``syscalls``) counts too."""
+        measured = self.iterations * self.duration_s
+        measured += self.syscalls_duration_s if self.syscalls else 0.0
         if self.warmup == "steady":
-            least = self.steady_window_s + self.iterations * self.duration_s
-            return least, self.warmup_cap_s + self.iterations * self.duration_s
-        fixed = self.warmup_iterations * self.warmup_duration_s + self.iterations * self.duration_s
+            return self.steady_window_s + measured, self.warmup_cap_s + measured
+        fixed = self.warmup_iterations * self.warmup_duration_s + measured
         return fixed, fixed
 
     @field_validator("faults")
