@@ -113,22 +113,26 @@ def test_connection_mode_close_is_its_own_cell_and_costs_per_request(
     study = _run(
         tmp_path / "res",
         *("--server", "granian-wsgi", "--framework", "raw-wsgi", "--workload", "hello"),
-        *("-c", "4", "--connection-mode", "keepalive,close"),
+        *("-c", "4", "-d", "2", "--connection-mode", "keepalive,close"),
     )
     by_mode = {c.connection_mode: c for c in study.cells}
     assert set(by_mode) == {"keepalive", "close"}
     assert by_mode["keepalive"].load_point == "c4"  # unlabelled default: keys unchanged
     assert by_mode["close"].load_point == "c4 close"
-    figures = {}
+    cpu_per_request = {}
     for mode, cell in by_mode.items():
         (it,) = study.iterations_of(cell.id)
         conns = it.result["connections"]
-        figures[mode] = it.rps
+        assert it.requests_per_cpu_s, it
+        cpu_per_request[mode] = 1 / it.requests_per_cpu_s
         if mode == "close":  # a connection per request
             assert conns["requests_per_connection"]["max"] <= 1, conns
         else:
             assert conns["requests_per_connection"]["p50"] > 10, conns
-    assert figures["close"] < figures["keepalive"], figures
+    # Slower per request: the server spends more CPU on each (accept, close, a new
+    # connection's state). Its CPU, not req/s: on a shared machine the server's share of the
+    # core moves req/s by more than the connection costs (seen: 1,211 vs 1,349 req/s once).
+    assert cpu_per_request["close"] > 1.1 * cpu_per_request["keepalive"], cpu_per_request
 
 
 def test_worker_recycling_replaces_workers_during_the_run(tmp_path: Path, census: str) -> None:

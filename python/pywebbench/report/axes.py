@@ -207,6 +207,7 @@ def connection_table(view: ReportView) -> Table | None:
         Column("ratio", "Close / keep-alive", True, "requests/s with a connection per request"),
         Column("p50", "p50 ms keep / close", True, "close: the connect is in the latency"),
         Column("p99", "p99 ms keep / close", True, "close: the connect is in the latency"),
+        Column("per_cpu", "Req/CPU-s keep / close", True, "requests per server CPU-second"),
     ]
     rows = []
     for pair in view.axes.connection:
@@ -220,6 +221,10 @@ def connection_table(view: ReportView) -> Table | None:
             "ratio": TCell(fmt_ratio(share), share),
             "p50": TCell(f"{fmt_ms(keep.p50_ms)} / {fmt_ms(close.p50_ms)}", close.p50_ms),
             "p99": TCell(f"{fmt_ms(keep.p99_ms)} / {fmt_ms(close.p99_ms)}", close.p99_ms),
+            "per_cpu": TCell(
+                f"{fmt_rps(keep.rps_per_cpu_s)} / {fmt_rps(close.rps_per_cpu_s)}",
+                close.rps_per_cpu_s,
+            ),
         }
         rows.append(Row(cells, stack))
     return Table(columns, rows)
