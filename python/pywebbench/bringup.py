@@ -162,6 +162,7 @@ class LaunchOptions:
     threads: int = 1
     app_env: Mapping[str, str] = field(default_factory=dict)
     start_timeout_s: float = 60.0
+    max_requests: int = 0  # recycle each worker after this many requests; 0 = never
 
 
 def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str) -> RunningServer:
@@ -186,6 +187,7 @@ def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str)
             log_dir=options.log_dir,
             ready_path=ready,
             start_timeout_s=options.start_timeout_s,
+            max_requests=options.max_requests,
         )
     except LaunchError as exc:
         tail = " | ".join(exc.log_tail.strip().splitlines()[-3:])

@@ -18,8 +18,11 @@ class PageEvents:
     requests: list[str] = field(default_factory=list)
 
 
-def open_report(browser: Any, html: Path, *, width: int = 1366, height: int = 900) -> tuple:
-    """Open a report file in a fresh page; returns (page, events) once the page script ran."""
+def open_report(
+    browser: Any, html: Path, *, width: int = 1366, height: int = 900, timeout_ms: int = 30_000
+) -> tuple:
+    """Open a report file in a fresh page; returns (page, events) once the page script ran
+    (within ``timeout_ms``: a report is megabytes of inline script)."""
     page = browser.new_page(viewport={"width": width, "height": height})
     events = PageEvents()
     page.on(
@@ -43,8 +46,8 @@ def open_report(browser: Any, html: Path, *, width: int = 1366, height: int = 90
             events.requests.append(r.url)
 
     page.on("request", on_request)
-    page.goto(html.resolve().as_uri())
-    page.wait_for_function("window.PWB_READY === true", timeout=30_000)
+    page.goto(html.resolve().as_uri(), timeout=timeout_ms)
+    page.wait_for_function("window.PWB_READY === true", timeout=timeout_ms)
     return page, events
 
 

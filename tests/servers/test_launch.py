@@ -297,3 +297,31 @@ def test_registry_contract() -> None:
             argv = adapter.command(ctx).argv
             joined = " ".join(argv)
             assert "12345" in joined and "0.0.0.0" not in joined, (name, argv)
+
+
+def test_worker_recycling_flags_follow_the_catalogue() -> None:
+    """--worker-max-requests: an adapter with a ``max_requests_flag`` passes it (and records
+    it in the manifest); any other refuses the setting instead of ignoring it."""
+    import dataclasses
+
+    from pywebbench.catalogue.interpreters import default_interpreters
+
+    interp = default_interpreters()[0]
+    base = LaunchContext(interp, Path("/nonexistent/venv"), Path("/x"), "mod:app", "127.0.0.1", 1)
+    recycling = {name for name, a in ADAPTERS.items() if a.max_requests_flag}
+    assert {"gunicorn-sync", "gunicorn-gthread", "uwsgi", "hypercorn"} <= recycling
+    assert "granian-wsgi" not in recycling and "uvicorn-h11" not in recycling
+    for name, adapter in ADAPTERS.items():
+        if adapter.unavailable(interp):
+            continue
+        never = adapter.command(base).argv
+        assert "--max-requests" not in never, name
+        ctx = dataclasses.replace(base, max_requests=100)
+        if name not in recycling:  # start_server refuses it with a config error
+            with pytest.raises(ValueError, match="no worker recycling"):
+                adapter.max_requests_args(ctx)
+            continue
+        argv = adapter.command(ctx).argv
+        i = argv.index(str(adapter.max_requests_flag))
+        assert argv[i + 1] == "100", (name, argv)
+        assert adapter.settings(ctx)["max_requests"] == 100

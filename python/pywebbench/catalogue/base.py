@@ -78,6 +78,7 @@ class LaunchContext:
     workers: int = 1
     threads: int = 1
     env: dict[str, str] = field(default_factory=dict)  # extra env for the app (service URLs...)
+    max_requests: int = 0  # recycle each worker after this many requests; 0 = never
 
     @property
     def bin(self) -> Path:
@@ -112,6 +113,18 @@ class ServerAdapter:
     stop_timeout_s: ClassVar[float] = 5.0  # after SIGTERM, then SIGKILL to the process group
     # Debian packages needed to build or run it (checked by provisioning, named in errors).
     system_packages: ClassVar[tuple[str, ...]] = ()
+    # Worker recycling: the server's flag that replaces a worker after N requests, or None
+    # when it has none (``--worker-max-requests`` then skips it for N > 0).
+    max_requests_flag: ClassVar[str | None] = None
+
+    def max_requests_args(self, ctx: LaunchContext) -> list[str]:
+        """The recycling flags for ``ctx.max_requests`` (none for 0); ValueError when the
+        server cannot recycle workers."""
+        if not ctx.max_requests:
+            return []
+        if self.max_requests_flag is None:
+            raise ValueError(f"{self.name} has no worker recycling (max requests) setting")
+        return [self.max_requests_flag, str(ctx.max_requests)]
 
     def requirements(self, interpreter: Interpreter) -> list[str]:
         """Pinned requirement specifiers for this server on this interpreter."""

@@ -59,6 +59,14 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         matrix["server_settings"] = {}
     if options["connections"]:
         load["connections"] = _numbers("--connections", options["connections"], int)
+    if options["worker_max_requests"]:
+        matrix["worker_max_requests"] = _numbers(
+            "--worker-max-requests", options["worker_max_requests"], int
+        )
+    if options["connection_mode"]:
+        load["connection_mode"] = _csv(options["connection_mode"])
+    if options["syscalls"]:
+        load["syscalls"] = True
     if options["rate"]:
         load["rates"] = _numbers("--rate", options["rate"], float)
         load["model"] = "open"
@@ -78,6 +86,7 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         ("slo_budget_s", "slo_budget"),
         ("load_agents", "load_agents"),
         ("ray_address", "ray"),
+        ("syscalls_duration_s", "syscalls_duration"),
     ]:
         if options[flag] is not None:
             load[key] = options[flag]
@@ -180,6 +189,22 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     help="cell: a fresh server for every replicate of every cell; stack: one fresh server "
     "per replicate serves all of a stack's workloads in turn (fewer starts, less overhead).",
 )
+@click.option(
+    "--connection-mode",
+    multiple=True,
+    help="Connection sweep: keepalive,close (close: a new connection per request).",
+)
+@click.option(
+    "--worker-max-requests",
+    multiple=True,
+    help="Worker recycling sweep: 0,1000,100 (0 = never; servers that support it).",
+)
+@click.option(
+    "--syscalls",
+    is_flag=True,
+    help="Trace the server with strace -f -c after each replicate: syscalls per request.",
+)
+@click.option("--syscalls-duration", type=float, help="syscalls: seconds of the traced window.")
 @click.option("--workers", multiple=True, help="Worker processes sweep: 1,2.")
 @click.option("--threads", multiple=True, help="Threads per worker sweep: 1,4.")
 @click.option(
@@ -289,6 +314,8 @@ def _main(options: dict[str, Any], console: Console) -> int:
             source=str(path or DEFAULT_CONFIG),
         )
     check(config)
+    if config.load.syscalls:
+        _check_tracing()
     matrix = expand(config)
     if not matrix.cells:
         reasons = "; ".join(f"{n}: {r}" for n, r in matrix.unavailable[:5])
@@ -308,11 +335,23 @@ def _main(options: dict[str, Any], console: Console) -> int:
     )
     for name, reason in matrix.unavailable:
         console.print(f"  [yellow]unavailable[/] {name}: {reason}")
+    for name, reason in matrix.skipped:
+        console.print(f"  [yellow]skipped[/] {name}: {reason}")
     if options["dry_run"]:
         for cell in matrix.cells:
             console.print(f"  {cell.label}")
         return 0
     return _execute(config, matrix, console, run_id)
+
+
+def _check_tracing() -> None:
+    """--syscalls: strace installed and allowed to attach, before anything runs."""
+    from pywebbench.run.syscalls import SyscallsError, preflight
+
+    try:
+        preflight()
+    except SyscallsError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _as_keyboard_interrupt(signum: int, _frame: object) -> None:

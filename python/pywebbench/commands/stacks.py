@@ -56,6 +56,8 @@ def candidate_record(c: Candidate) -> dict[str, object]:
         "available": c.available,
         "reason": c.unavailable,
         "workloads": list(c.workloads),
+        # the server's worker recycling flag (--worker-max-requests), None: it has none
+        "worker_recycling": c.server.max_requests_flag,
     }
     if c.stack is not None:
         rec["requirements"] = list(c.stack.requirements)

@@ -1,11 +1,11 @@
-"""Pair the cells of two runs: same stack, workload and load point.
+"""Pair the cells of two runs: same stack, workload and load point (and connection mode).
 
-A stack is identified by its interpreter, its server (with workers x threads), its
-framework (or app) and the exact versions of its installed packages. ``vary`` names the
-axes the user expects to differ between the runs (``--vary interpreter``), which are then
-left out of the identity: cpython3.11 cells pair with pypy3.9 cells of the same server and
-framework. Cells whose measurement was cut short (a run still running, or interrupted) are
-set aside, never compared.
+A stack is identified by its interpreter, its server (with workers x threads and worker
+recycling), its framework (or app) and the exact versions of its installed packages. ``vary``
+names the axes the user expects to differ between the runs (``--vary interpreter``), which
+are then left out of the identity: cpython3.11 cells pair with pypy3.9 cells of the same
+server and framework. Cells whose measurement was cut short (a run still running, or
+interrupted) are set aside, never compared.
 """
 
 from __future__ import annotations
@@ -37,7 +37,15 @@ def match_key(fig: CellFigures, vary: Iterable[str] = ()) -> MatchKey:
     """What must be equal for two cells to pair, with the ``vary`` axes left out."""
     released = set(vary)
     axes = tuple(_axis_value(fig, a) if a not in released else "*" for a in AXES)
-    return (*axes, fig.stack.workers, fig.stack.threads, fig.cell.workload, fig.cell.load_point)
+    return (
+        *axes,
+        fig.stack.workers,
+        fig.stack.threads,
+        fig.stack.worker_max_requests,
+        fig.cell.workload,
+        fig.cell.load_point,
+        fig.cell.connection_mode,
+    )
 
 
 def describe_difference(base: CellFigures, new: CellFigures) -> list[str]:

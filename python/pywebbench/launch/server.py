@@ -213,13 +213,16 @@ def start_server(
     ready_path: str = "/hello",
     start_timeout_s: float = 60.0,
     host: str = "127.0.0.1",
+    max_requests: int = 0,
 ) -> RunningServer:
     """Start ``stack``'s server in ``env`` and return once it answers HTTP.
 
     ``port`` None picks a free port (and retries on another if the server loses the race for
-    it). ``app`` defaults to the framework's app, ``app_dir`` to the framework's ``app_dir``
-    attribute if it has one (a plugin's or a user's), else the built-in apps. Raises
-    :class:`LaunchError` (phase config/spawn/start/ready) with the end of the server's log.
+    it). ``max_requests`` > 0 recycles each worker after that many requests (adapters with a
+    ``max_requests_flag``). ``app`` defaults to the framework's app, ``app_dir`` to the
+    framework's ``app_dir`` attribute if it has one (a plugin's or a user's), else the
+    built-in apps. Raises :class:`LaunchError` (phase config/spawn/start/ready) with the end
+    of the server's log.
     """
     if host not in LOOPBACK_HOSTS:
         raise LaunchError("config", f"host {host!r} is not a loopback address")
@@ -233,6 +236,8 @@ def start_server(
             f"{adapter.name} runs at most {max_workers} worker process(es); "
             f"got --workers {workers}",
         )
+    if max_requests and getattr(adapter, "max_requests_flag", None) is None:
+        raise LaunchError("config", f"{adapter.name} has no worker recycling (max requests)")
     if app_dir is None:
         app_dir = getattr(stack.framework, "app_dir", None) or default_app_dir()
     app_dir = Path(app_dir)
@@ -253,6 +258,7 @@ def start_server(
             workers=workers,
             threads=threads,
             env=dict(app_env or {}),
+            max_requests=max_requests,
         )
         try:
             return _start_once(stack, ctx, cpus, log_dir, ready_path, start_timeout_s)

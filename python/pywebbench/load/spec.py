@@ -188,9 +188,11 @@ def spec_for_request(
     timeout_s: float,
     cpus: Sequence[int],
     rate: float | None = None,
+    keepalive: bool = True,
 ) -> LoadSpec:
     """The spec that repeats a workload's ``request`` against the server at ``base_url``
-    (one iteration of a study cell; one generator thread)."""
+    (one iteration of a study cell; one generator thread). ``keepalive`` False opens a new
+    connection per request."""
     return LoadSpec(
         url=base_url.rstrip("/") + request.path,
         method=request.method,
@@ -202,4 +204,5 @@ def spec_for_request(
         timeout_s=timeout_s,
         cpus=list(cpus),
         rate=rate,
+        keepalive=keepalive,
     )

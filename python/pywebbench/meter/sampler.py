@@ -38,6 +38,7 @@ class TreeSnapshot:
     ctx_voluntary: int
     ctx_involuntary: int
     alive: bool = True  # the root process still existed
+    pids: frozenset[int] = frozenset()  # the tree's processes at that instant
 
 
 def tree(pid: int) -> list[psutil.Process]:
@@ -60,6 +61,7 @@ def snapshot(pid: int, *, memory_detail: bool = True) -> TreeSnapshot:
     pss: int | None = 0 if memory_detail else None
     fds: int | None = 0
     counted = 0
+    pids: set[int] = set()
     for p in procs:
         try:
             with p.oneshot():
@@ -80,6 +82,7 @@ def snapshot(pid: int, *, memory_detail: bool = True) -> TreeSnapshot:
         except psutil.Error:
             continue  # exited between listing and reading
         counted += 1
+        pids.add(p.pid)
         user += t.user + t.children_user
         system += t.system + t.children_system
         rss += mem.rss
@@ -107,6 +110,7 @@ def snapshot(pid: int, *, memory_detail: bool = True) -> TreeSnapshot:
         ctx_voluntary=vol,
         ctx_involuntary=invol,
         alive=counted > 0,
+        pids=frozenset(pids),
     )
 
 
@@ -127,6 +131,9 @@ class MeterSummary:
     fds_peak: int | None = None
     processes_peak: int | None = None
     processes_end: int | None = None
+    # Distinct PIDs seen in the tree over the samples: above processes_peak when workers
+    # were replaced (recycled or crashed) meanwhile; a lower bound between samples.
+    processes_seen: int | None = None
     ctx_voluntary: int | None = None
     ctx_involuntary: int | None = None
     alive_at_end: bool = True
@@ -200,6 +207,11 @@ def summarize(snaps: list[TreeSnapshot]) -> MeterSummary:
         return MeterSummary(alive_at_end=False)
     base = snaps[0]
     live = [s for s in snaps if s.alive]
+    seen: list[int] = []  # distinct PIDs up to each live snapshot
+    pids: set[int] = set()
+    for s in live:
+        pids |= s.pids
+        seen.append(len(pids))
     samples = [
         Sample(
             iteration_id=0,
@@ -214,8 +226,9 @@ def summarize(snaps: list[TreeSnapshot]) -> MeterSummary:
             processes=s.processes,
             ctx_voluntary=max(0, s.ctx_voluntary - base.ctx_voluntary),
             ctx_involuntary=max(0, s.ctx_involuntary - base.ctx_involuntary),
+            processes_seen=n_seen or None,
         )
-        for s in live
+        for s, n_seen in zip(live, seen, strict=True)
     ]
     if not samples:
         return MeterSummary(alive_at_end=False)
@@ -234,6 +247,7 @@ def summarize(snaps: list[TreeSnapshot]) -> MeterSummary:
         fds_peak=_peak([s.fds for s in samples]),
         processes_peak=max(s.processes for s in samples),
         processes_end=end.processes,
+        processes_seen=end.processes_seen,
         ctx_voluntary=end.ctx_voluntary,
         ctx_involuntary=end.ctx_involuntary,
         alive_at_end=snaps[-1].alive,

@@ -26,6 +26,7 @@ from typing import Any
 
 from pywebbench import __version__, stats
 from pywebbench.report import figures
+from pywebbench.report.axes import build_axes
 from pywebbench.report.history import run_history
 from pywebbench.report.knee import knee_views
 from pywebbench.report.series import iteration_histogram, per_second_rps
@@ -56,6 +57,8 @@ def stack_label(row: StackRow) -> str:
     label = f"{row.interpreter} · {row.server} · {row.framework}"
     if (row.workers, row.threads) != (1, 1):
         label += f" · {row.workers}w×{row.threads}t"
+    if row.worker_max_requests:
+        label += f" · max-requests {row.worker_max_requests}"
     return label
 
 
@@ -71,6 +74,7 @@ def _stack_view(row: StackRow) -> StackView:
         framework=row.framework,
         workers=row.workers,
         threads=row.threads,
+        worker_max_requests=row.worker_max_requests,
         packages=row.packages,
         settings=row.settings,
         run_ids=[row.run_id],
@@ -378,6 +382,17 @@ def _rank(workload: str, selection: str, points: list[tuple[StackView, PointView
     return ranking
 
 
+def replaced_samples(samples: Sequence[Sample]) -> list[int]:
+    """Indexes of the samples at which the tree had a process not seen before in the
+    iteration (a worker replaced since the previous sample)."""
+    out = []
+    for i in range(1, len(samples)):
+        before, now = samples[i - 1].processes_seen, samples[i].processes_seen
+        if before is not None and now is not None and now > before:
+            out.append(i)
+    return out
+
+
 def _series(index: _Index, cell: Cell, stack_key: str) -> list[CellSeriesView]:
     by_rep: dict[int, list[Iteration]] = defaultdict(list)
     for it in index.iterations_of(cell.id):
@@ -410,6 +425,7 @@ def _series(index: _Index, cell: Cell, stack_key: str) -> list[CellSeriesView]:
                     mem_t=[s.t_s for s in samples],
                     rss_mib=[s.rss_bytes / MIB for s in samples],
                     cpu_pct=cpu_pct,
+                    replaced_at=replaced_samples(samples),
                 )
             )
             t0 += it.duration_s
@@ -547,7 +563,7 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
         wv.history = history.get(wv.name, [])
 
     runs = sorted(study.runs, key=lambda r: (r.created_at, r.id))
-    return ReportView(
+    view = ReportView(
         title=title or _title(runs),
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         pywebbench_version=__version__,
@@ -558,3 +574,5 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
         failures=failures,
         knees=knee_views(study, {i: (k, stacks[k].label) for i, k in key_of.items()}),
     )
+    view.axes = build_axes(view, study)  # syscalls, connection mode, worker recycling
+    return view

@@ -425,8 +425,12 @@ def cell_figure(view: ReportView, cell: CellSeriesView) -> Figure:
     mem_x: list[float | None] = []
     mem_y: list[float | None] = []
     cpu_y: list[float | None] = []
+    replaced_x: list[float | None] = []
+    replaced_y: list[float | None] = []
     shapes = []
     for it in cell.iterations:
+        replaced_x += [_round(it.t0_s + it.mem_t[i], 5) for i in it.replaced_at]
+        replaced_y += [_round(it.rss_mib[i], 5) for i in it.replaced_at]
         rps_x += [_round(it.t0_s + t, 5) for t in it.rps_t] + [None]
         rps_y += [_round(v, 5) for v in it.rps] + [None]
         mem_x += [_round(it.t0_s + t, 5) for t in it.mem_t] + [None]
@@ -472,6 +476,20 @@ def cell_figure(view: ReportView, cell: CellSeriesView) -> Figure:
             "meta": {"stack": label},
         },
     ]
+    if replaced_x:  # worker recycling: where the RSS saw-tooth drops
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "worker replaced",
+                "x": replaced_x,
+                "y": replaced_y,
+                "yaxis": "y2",
+                "marker": {"symbol": "triangle-down", "size": 8, "color": PALETTE[3]},
+                "hovertemplate": "t=%{x:.1f} s: a new worker since the last sample<extra></extra>",
+                "meta": {"stack": label},
+            }
+        )
     if any(v is not None for v in cpu_y):
         data.append(
             {
@@ -496,7 +514,7 @@ def cell_figure(view: ReportView, cell: CellSeriesView) -> Figure:
         yaxis=_axis("requests/s", domain=[0.56, 1], rangemode="tozero", tickformat="~s"),
         yaxis2=_axis("RSS MiB", domain=[0, 0.44], rangemode="tozero"),
     )
-    if len(data) == 3:
+    if any(trace.get("yaxis") == "y3" for trace in data):
         layout["yaxis3"] = _axis(
             "CPU %",
             overlaying="y2",

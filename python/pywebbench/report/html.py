@@ -18,7 +18,7 @@ from typing import Any
 
 import jinja2
 
-from pywebbench.report import figures, figures_warmup, flags, tables
+from pywebbench.report import axes, figures, figures_axes, figures_warmup, flags, tables
 from pywebbench.report import history as figures_history
 from pywebbench.report.figures_knee import knee_context
 from pywebbench.report.view import Ranking, ReportView, StackView
@@ -186,6 +186,18 @@ def build_context(view: ReportView) -> dict[str, Any]:
                 f"{c.replicate + 1}",
             }
         )
+    axes_figs = {
+        "syscalls-fig": figures_axes.syscalls_figure(view),
+        "recycling-fig": figures_axes.recycling_figure(view),
+    }
+    figs.update({k: v for k, v in axes_figs.items() if v is not None})
+    study_axes = {
+        "syscalls": axes.syscalls_table(view),
+        "connection": axes.connection_table(view),
+        "recycling": axes.recycling_table(view),
+        "figs": {k: k in figs for k in axes_figs},
+        "traced_note": axes.TRACED_NOTE,
+    }
     stacks_env = [(s, _environment_rows(s)) for s in view.stacks.values()]
     failures = tables.failures_table(view)
     return {
@@ -193,6 +205,7 @@ def build_context(view: ReportView) -> dict[str, Any]:
         "workloads": workloads,
         "cells": cells,
         "failures": failures,
+        "axes": study_axes,
         "stacks_env": stacks_env,
         "gen_bound": view.generator_bound_points,
         "knees": knee_context(view.knees, figs),

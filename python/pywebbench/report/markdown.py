@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pywebbench.report import flags, tables
+from pywebbench.report import axes, flags, tables
 from pywebbench.report.knee import markdown_lines
 from pywebbench.report.view import ReportView, WorkloadView
 
@@ -113,6 +113,31 @@ def _steady(view: ReportView) -> list[str]:
     return out + [""] if out else []
 
 
+def _axes(view: ReportView) -> list[str]:
+    """The study axes: syscalls per request, keep-alive vs close, worker recycling."""
+    out: list[str] = []
+    sections = [
+        ("Syscalls per request", axes.syscalls_table(view), axes.TRACED_NOTE),
+        (
+            "Keep-alive against a connection per request",
+            axes.connection_table(view),
+            "Close: a new connection per request; its latency includes the TCP connect (the"
+            " engine does not report connect time apart).",
+        ),
+        (
+            "Worker recycling",
+            axes.recycling_table(view),
+            "Requests/s and latency against the requests a worker serves before it is "
+            "replaced; workers replaced: new processes seen in one measured iteration (at least).",
+        ),
+    ]
+    for title, table, note in sections:
+        if table is not None:
+            out += [f"## {title}", "", md_text(note), ""]
+            out += _table(table, [c.key for c in table.columns]) + [""]
+    return out
+
+
 def render_markdown(view: ReportView) -> str:
     """The whole Markdown summary as a string."""
     out = [f"# {md_text(view.title)}", ""]
@@ -148,6 +173,7 @@ def render_markdown(view: ReportView) -> str:
         out += _memory(w)
         out += _robustness(view, w)
     out += markdown_lines(view.knees, md_text)
+    out += _axes(view)
     if view.failures:
         out += ["## Failures", ""]
         out += _table(

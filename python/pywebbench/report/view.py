@@ -93,6 +93,7 @@ class StackView:
     run_ids: list[str] = field(default_factory=list)
     cold_start_s: float | None = None  # median over every replicate of the stack
     idle_rss_mib: float | None = None  # median over every replicate of the stack
+    worker_max_requests: int = 0  # workers recycled after this many requests; 0 = never
 
 
 @dataclass(frozen=True)
@@ -251,6 +252,9 @@ class IterationSeries:
     mem_t: list[float] = field(default_factory=list)
     rss_mib: list[float] = field(default_factory=list)
     cpu_pct: list[float] = field(default_factory=list)  # server tree CPU % between samples
+    # Samples (index into mem_t) at which a new process had appeared in the tree since the
+    # previous sample: a worker replaced (recycled) meanwhile.
+    replaced_at: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -295,6 +299,55 @@ class RunView:
 
 
 @dataclass
+class SyscallsPoint:
+    """The traced windows (``--syscalls``) of one stack x workload x load point."""
+
+    stack_key: str
+    workload: str
+    load_point: str
+    replicates: int = 0  # traced windows behind the figures
+    requests: int = 0  # requests completed in them, in total
+    per_request: float | None = None  # all syscalls per request, median over windows
+    by_name: list[tuple[str, float]] = field(default_factory=list)  # median per request, desc
+    top_by_time: list[str] = field(default_factory=list)  # most system time first
+    errors: list[str] = field(default_factory=list)  # why a window has no figures
+
+
+@dataclass
+class ConnectionPair:
+    """One stack x workload x load point measured with keep-alive and with a connection per
+    request (``--connection-mode keepalive,close``)."""
+
+    stack_key: str
+    workload: str
+    load_point: str  # the keep-alive label ("c16")
+    keepalive: PointView
+    close: PointView
+
+
+@dataclass
+class RecyclingPoint:
+    """One point of a worker recycling sweep (``--worker-max-requests``)."""
+
+    stack_key: str
+    base_key: str  # the stack key without its recycling setting: the sweep's group
+    workload: str
+    load_point: str
+    max_requests: int  # 0 = never recycled
+    point: PointView
+    replaced: int | None = None  # workers replaced in a measured iteration, at least (most)
+
+
+@dataclass
+class AxesView:
+    """The study axes beyond the rankings: syscalls, connection mode, worker recycling."""
+
+    syscalls: list[SyscallsPoint] = field(default_factory=list)
+    connection: list[ConnectionPair] = field(default_factory=list)
+    recycling: list[RecyclingPoint] = field(default_factory=list)
+
+
+@dataclass
 class ReportView:
     """A whole report."""
 
@@ -307,6 +360,7 @@ class ReportView:
     cells: list[CellSeriesView] = field(default_factory=list)
     failures: list[FailureView] = field(default_factory=list)
     knees: list[KneeView] = field(default_factory=list)  # docs/slo.md
+    axes: AxesView = field(default_factory=AxesView)
 
     @property
     def has_robustness(self) -> bool:

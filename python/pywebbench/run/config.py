@@ -76,6 +76,19 @@ class MatrixConfig(_Model):
         default_factory=dict,
         description="Parameters per workload, e.g. {cpu = {n = 20}, io = {ms = 10}}.",
     )
+    worker_max_requests: list[int] = Field(
+        default=[0],
+        min_length=1,
+        description="Worker recycling sweep: a worker is replaced after this many requests "
+        "(0 = never), on servers that support it (docs/config.md#worker-recycling).",
+    )
+
+    @field_validator("worker_max_requests")
+    @classmethod
+    def _max_requests(cls, v: list[int]) -> list[int]:
+        if any(x < 0 or x > 100_000_000 for x in v):
+            raise ValueError("every value must be 0..100000000 (0 = never recycle)")
+        return list(dict.fromkeys(v))
 
 
 class LoadConfig(_Model):
@@ -140,6 +153,20 @@ class LoadConfig(_Model):
         description="cell: a fresh server process for every replicate of every cell; stack: "
         "one fresh server per replicate serves all the stack's cells in turn (fewer starts).",
     )
+    connection_mode: list[Literal["keepalive", "close"]] = Field(
+        default=["keepalive"],
+        min_length=1,
+        description="Connection mode sweep: keepalive (connections reused) and/or close "
+        "(a new connection per request, as ab without -k).",
+    )
+    syscalls: bool = Field(
+        False,
+        description="After each replicate's measured iterations, trace the server tree with "
+        "strace -f -c in a separate, unmeasured window (docs/syscalls.md).",
+    )
+    syscalls_duration_s: float = Field(
+        2.0, gt=0, le=600, description="syscalls: length of the traced load window."
+    )
     faults: str | None = Field(
         None,
         description=(
@@ -185,11 +212,12 @@ class LoadConfig(_Model):
 
     def window_s(self) -> tuple[float, float]:
         """Load seconds per replicate: (least, most); steady warm-ups are between their
-        window and their cap."""
+        window and their cap. A syscalls window (``syscalls``) counts too."""
+        measured = self.iterations * self.duration_s
+        measured += self.syscalls_duration_s if self.syscalls else 0.0
         if self.warmup == "steady":
-            least = self.steady_window_s + self.iterations * self.duration_s
-            return least, self.warmup_cap_s + self.iterations * self.duration_s
-        fixed = self.warmup_iterations * self.warmup_duration_s + self.iterations * self.duration_s
+            return self.steady_window_s + measured, self.warmup_cap_s + measured
+        fixed = self.warmup_iterations * self.warmup_duration_s + measured
         return fixed, fixed
 
     @field_validator("faults")
@@ -230,6 +258,11 @@ class LoadConfig(_Model):
         if any(x <= 0 for x in v):
             raise ValueError("every rate must be > 0")
         return v
+
+    @field_validator("connection_mode")
+    @classmethod
+    def _connection_modes(cls, v: list[str]) -> list[str]:
+        return list(dict.fromkeys(v))
 
 
 class CpuConfig(_Model):

@@ -25,6 +25,7 @@ class Variant:
     workers: int
     threads: int
     key: str
+    max_requests: int = 0  # workers recycled after this many requests; 0 = never
 
     @property
     def name(self) -> str:
@@ -43,10 +44,14 @@ class CellPlan:
     load_model: str  # "closed" | "open"
     connections: int
     rate: float | None
+    connection_mode: str = "keepalive"  # or "close": a new connection per request
 
     @property
     def load_point(self) -> str:
-        return f"r{self.rate:g}" if self.rate is not None else f"c{self.connections}"
+        """``c64`` / ``r1000``, with `` close`` for a connection per request (keep-alive is
+        the unlabelled default, so keep-alive cells keep their labels and keys)."""
+        point = f"r{self.rate:g}" if self.rate is not None else f"c{self.connections}"
+        return point + (" close" if self.connection_mode == "close" else "")
 
     @property
     def request(self) -> HttpRequest:
@@ -64,6 +69,7 @@ class Matrix:
     variants: list[Variant] = field(default_factory=list)
     cells: list[CellPlan] = field(default_factory=list)
     unavailable: list[tuple[str, str]] = field(default_factory=list)  # (stack name, reason)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (variant, why): not failures
     interpreters: list[Interpreter] = field(default_factory=list)
 
     @property
@@ -82,6 +88,7 @@ class Matrix:
                     out.interpreters.append(i)
             out.variants += [v for v in m.variants if v.key not in {x.key for x in out.variants}]
             out.unavailable += m.unavailable
+            out.skipped += m.skipped
             for c in m.cells:
                 out.cells.append(dataclasses.replace(c, ordinal=len(out.cells)))
         keys = [c.key for c in out.cells]
@@ -173,44 +180,54 @@ def expand(config: StudyConfig) -> Matrix:
             raise ConfigError(f"matrix.workload_params.{name}: {exc}") from None
 
     out = Matrix(interpreters=interpreters)
+    modes = config.load.connection_mode
     if config.load.model == "open":
-        points: list[tuple[int, float | None]] = [
-            (c, r) for r in config.load.rates for c in config.load.connections
+        points: list[tuple[int, float | None, str]] = [
+            (c, r, mode)
+            for r in config.load.rates
+            for c in config.load.connections
+            for mode in modes
         ]
     else:
-        points = [(c, None) for c in config.load.connections]
+        points = [(c, None, mode) for c in config.load.connections for mode in modes]
     ordinal = 0
     for cand in candidates:
         if cand.stack is None:
             out.unavailable.append((cand.name, cand.unavailable or "unavailable"))
             continue
         settings = config.workers_threads(cand.server.name)
-        for workers, threads in settings:
-            key = cand.stack.name
+        for workers, threads, max_requests in _server_settings(config, cand.stack, out):
+            parts = []
             if len(settings) > 1 or (workers, threads) != (1, 1):
-                key += f"@w{workers}t{threads}"
-            variant = Variant(cand.stack, workers, threads, key)
+                parts.append(f"w{workers}t{threads}")
+            if max_requests:
+                parts.append(f"mr{max_requests}")
+            key = cand.stack.name + ("@" + ",".join(parts) if parts else "")
+            variant = Variant(cand.stack, workers, threads, key, max_requests)
             out.variants.append(variant)
             workloads = [byo[w] if byo else WORKLOADS[w] for w in cand.workloads]
             for wl in workloads:
                 params = wl.resolve(**m.workload_params.get(wl.name, {}))
-                for conc, rate in points:
+                for conc, rate, mode in points:
                     cell = CellPlan(
-                        key="",
-                        ordinal=ordinal,
-                        variant=variant,
-                        workload=wl,
-                        params=params,
-                        load_model=config.load.model,
-                        connections=conc,
-                        rate=rate,
+                        "", ordinal, variant, wl, params, config.load.model, conc, rate, mode
                     )
                     params_tag = "".join(f",{k}={v}" for k, v in sorted(params.items()))
                     key_cell = f"{variant.key}|{wl.name}{params_tag}|{cell.load_point}"
-                    out.cells.append(
-                        CellPlan(
-                            key_cell, ordinal, variant, wl, params, cell.load_model, conc, rate
-                        )
-                    )
+                    out.cells.append(dataclasses.replace(cell, key=key_cell))
                     ordinal += 1
     return out
+
+
+def _server_settings(config: StudyConfig, stack: Stack, out: Matrix) -> list[tuple[int, int, int]]:
+    """(workers, threads, max requests) of a stack's variants. Recycling values a server
+    cannot apply are skipped with a note in ``out.skipped`` (not a failure)."""
+    settings = config.workers_threads(stack.server.name)
+    recycling = config.matrix.worker_max_requests
+    usable = [n for n in recycling if n == 0 or stack.server.max_requests_flag is not None]
+    for n in recycling:
+        if n not in usable:
+            out.skipped.append(
+                (f"{stack.name} max-requests {n}", f"{stack.server.name} cannot recycle workers")
+            )
+    return [(w, t, n) for w, t in settings for n in usable]

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from pywebbench.bringup import StackFailure
 from pywebbench.load import LoadAgent, LoadProgress, iteration_figures, spec_for_request
-from pywebbench.meter import Sampler
+from pywebbench.meter import Sampler, tree
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.health import judge_iteration
 from pywebbench.run.matrix import CellPlan
 from pywebbench.run.robustness import fault_phase
 from pywebbench.run.rows import iteration_row
 from pywebbench.run.steadiness import replicate_checks, warm_until_steady
+from pywebbench.run.syscalls import traced_window
 from pywebbench.steady import SteadyRule, WarmupVerdict
 from pywebbench.store import IterationKind, Phase, Sample, Store, utcnow
 
@@ -130,6 +131,8 @@ class Measurer:
                 drift_json=json.dumps(trend.to_dict()),
                 leak_json=json.dumps(memory.to_dict()),
             )
+        if cfg.syscalls and measured:
+            self._syscalls_window(cell, rep_id, server)
         if not (cfg.faults and measured):
             return None, None
         self._phase(f"faults {cell.variant.key}: {cfg.faults}")
@@ -144,6 +147,21 @@ class Measurer:
             progress=self._progress,
         )
         return None, robustness
+
+    def _syscalls_window(self, cell: CellPlan, rep_id: int, server: RunningServer) -> None:
+        """The unmeasured traced window (docs/syscalls.md), stored on the replicate."""
+        self._phase(f"tracing syscalls of {cell.variant.key}")
+        duration = self.config.load.syscalls_duration_s
+
+        def load() -> tuple[int, float]:
+            result = self.agent.run(self._spec(cell, server, duration), progress=self._progress)
+            if result.interrupted:
+                raise Interrupted()
+            return result.requests, result.duration_s
+
+        doc = traced_window([p.pid for p in tree(server.pid)], load)
+        with no_sigint():
+            self.store.update_replicate(rep_id, syscalls_json=json.dumps(doc))
 
     def _runner_of(self, spec: Any) -> Callable[[], LoadResult]:
         return lambda: self.agent.run(spec, progress=self._progress)
@@ -186,6 +204,7 @@ class Measurer:
             timeout_s=self.config.load.timeout_s,
             cpus=self.generator_cpus,
             rate=cell.rate,
+            keepalive=cell.connection_mode != "close",
         )
 
     def _judge(

@@ -30,6 +30,7 @@ def stack_row(run_id: str, variant: Variant) -> StackRow:
         framework=st.framework.name,
         workers=variant.workers,
         threads=variant.threads,
+        worker_max_requests=variant.max_requests,
         env_key=st.env_key(),
         requirements_json=json.dumps(list(st.requirements)),
     )
@@ -75,6 +76,7 @@ def iteration_row(
         processes_peak=meter.processes_peak,
         ctx_voluntary=meter.ctx_voluntary,
         ctx_involuntary=meter.ctx_involuntary,
+        processes_seen=meter.processes_seen,
         result_json=result.to_json(),
         **cols,
     )

@@ -237,6 +237,7 @@ class StudyRunner:
             connections=cell.connections,
             rate=cell.rate,
             load_point=cell.load_point,
+            connection_mode=cell.connection_mode,
             status=CellStatus.PENDING,
             server_cpus_json=json.dumps(self.server_cpus),
             generator_cpus_json=json.dumps(self.generator_cpus),
@@ -482,6 +483,7 @@ class StudyRunner:
             threads=variant.threads,
             app_env=self._services.env if self._services is not None else {},
             start_timeout_s=self.config.timeouts.start_s,
+            max_requests=variant.max_requests,
         )
         ready = bringup.ready_path(variant.stack, [c.workload for c in round_cells])
         try:

@@ -142,6 +142,7 @@ class StackRow:
     settings_json: str = "{}"  # the server's fairness manifest (adapter settings())
     provision_s: float | None = None
     provision_cached: bool | None = None
+    worker_max_requests: int = 0  # a worker is recycled after this many requests; 0 = never
 
     @property
     def requirements(self) -> list[str]:
@@ -179,6 +180,7 @@ class Cell:
     started_at: str | None = None
     finished_at: str | None = None
     flags_json: str = "{}"  # {"not_steady": false, "leak": false, "generator_bound": ...}
+    connection_mode: str = "keepalive"  # "keepalive" | "close" (a new connection per request)
 
     @property
     def workload_params(self) -> dict[str, Any]:
@@ -223,6 +225,7 @@ class Replicate:
     warmup_curve_json: str | None = None  # [[t_s, req/s], ...] in buckets
     drift_json: str | None = None  # trend test of the measured iterations
     leak_json: str | None = None  # memory slope after the steady state
+    syscalls_json: str | None = None  # the traced window's syscalls per request (--syscalls)
 
     @property
     def warmup_curve(self) -> list[list[float]]:
@@ -235,6 +238,10 @@ class Replicate:
     @property
     def leak(self) -> dict[str, Any]:
         return _loads(self.leak_json, {})
+
+    @property
+    def syscalls(self) -> dict[str, Any]:
+        return _loads(self.syscalls_json, {})
 
 
 @dataclass
@@ -286,6 +293,7 @@ class Iteration:
     ctx_voluntary: int | None = None  # context switches during the iteration
     ctx_involuntary: int | None = None
     result_json: str = "{}"
+    processes_seen: int | None = None  # distinct PIDs of the tree sampled (recycled workers)
 
     @property
     def result(self) -> dict[str, Any]:
@@ -325,6 +333,7 @@ class Sample:
     processes: int
     ctx_voluntary: int | None = None  # cumulative since the iteration started
     ctx_involuntary: int | None = None
+    processes_seen: int | None = None  # distinct PIDs of the tree since the iteration started
 
 
 @dataclass

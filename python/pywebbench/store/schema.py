@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -97,6 +97,7 @@ CREATE TABLE IF NOT EXISTS stacks (
     settings_json        TEXT NOT NULL DEFAULT '{}',
     provision_s          REAL,
     provision_cached     INTEGER,
+    worker_max_requests  INTEGER NOT NULL DEFAULT 0,
     UNIQUE (run_id, key)
 );
 
@@ -121,6 +122,7 @@ CREATE TABLE IF NOT EXISTS cells (
     started_at           TEXT,
     finished_at          TEXT,
     flags_json           TEXT NOT NULL DEFAULT '{}',
+    connection_mode      TEXT NOT NULL DEFAULT 'keepalive',
     UNIQUE (run_id, key)
 );
 
@@ -147,6 +149,7 @@ CREATE TABLE IF NOT EXISTS replicates (
     warmup_curve_json    TEXT,
     drift_json           TEXT,
     leak_json            TEXT,
+    syscalls_json        TEXT,
     UNIQUE (cell_id, replicate)
 );
 
@@ -191,6 +194,7 @@ CREATE TABLE IF NOT EXISTS iterations (
     ctx_voluntary        INTEGER,
     ctx_involuntary      INTEGER,
     result_json          TEXT NOT NULL,
+    processes_seen       INTEGER,
     UNIQUE (cell_id, replicate, kind, idx)
 );
 
@@ -206,7 +210,8 @@ CREATE TABLE IF NOT EXISTS samples (
     fds                  INTEGER,
     processes            INTEGER NOT NULL,
     ctx_voluntary        INTEGER,
-    ctx_involuntary      INTEGER
+    ctx_involuntary      INTEGER,
+    processes_seen       INTEGER
 );
 
 CREATE TABLE IF NOT EXISTS failures (
@@ -274,4 +279,14 @@ ALTER TABLE replicates ADD COLUMN leak_json TEXT
     # Load agents (docs/scale-out.md): each agent's own result, node, start and self-check
     # for iterations loaded by several agents at once.
     5: LOAD_AGENTS_DDL,
+    # Study axes (docs/config.md): a worker recycling setting per stack, a connection mode
+    # per cell, the syscalls of a traced window per replicate, and the distinct processes
+    # the meter saw per iteration (workers recycled meanwhile).
+    6: """
+ALTER TABLE stacks ADD COLUMN worker_max_requests INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE cells ADD COLUMN connection_mode TEXT NOT NULL DEFAULT 'keepalive';
+ALTER TABLE replicates ADD COLUMN syscalls_json TEXT;
+ALTER TABLE iterations ADD COLUMN processes_seen INTEGER;
+ALTER TABLE samples ADD COLUMN processes_seen INTEGER
+""",
 }

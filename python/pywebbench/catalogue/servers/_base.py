@@ -146,6 +146,8 @@ class BaseAdapter(ServerAdapter):
             "access_log": False,
             "backlog": backlog,
         }
+        if ctx.max_requests:
+            out["max_requests"] = ctx.max_requests  # workers recycled after this many
         out.update(extra)
         return out
 

@@ -27,6 +27,13 @@ class GunicornBase(BaseAdapter):
     listening socket (gunicorn sets it; accepted connections inherit it)."""
 
     worker_class: ClassVar[str]
+    max_requests_flag = "--max-requests"
+
+    def max_requests_args(self, ctx: LaunchContext) -> list[str]:
+        """``--max-requests N`` with no jitter: every worker recycles after exactly N
+        requests, so the cost per request is the same in every replicate."""
+        args = super().max_requests_args(ctx)
+        return [*args, "--max-requests-jitter", "0"] if args else []
 
     def gunicorn_args(self, ctx: LaunchContext) -> list[str]:
         """Worker-class specific arguments (threads, connections...)."""
@@ -42,6 +49,7 @@ class GunicornBase(BaseAdapter):
             "--worker-class",
             self.worker_class,
             *self.gunicorn_args(ctx),
+            *self.max_requests_args(ctx),
             "--backlog",
             str(backlog()),
             "--keep-alive",

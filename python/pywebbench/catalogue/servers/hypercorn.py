@@ -16,6 +16,9 @@ class Hypercorn(BaseAdapter):
         "default backlog is 100; we set 2048 like everywhere else."
     )
     pins = {"modern": ("hypercorn==0.18.0",), "py39": ("hypercorn==0.17.3",)}
+    # Its --max-requests-jitter flag sets the jitter to max_requests (0.17-0.18), so it is
+    # never passed: the jitter stays 0.
+    max_requests_flag = "--max-requests"
 
     def command(self, ctx: LaunchContext) -> LaunchCommand:
         return LaunchCommand(
@@ -37,6 +40,7 @@ class Hypercorn(BaseAdapter):
                 "warning",
                 "--error-logfile",
                 "-",
+                *self.max_requests_args(ctx),
                 ctx.app,
             ]
         )

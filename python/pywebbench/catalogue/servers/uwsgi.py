@@ -40,6 +40,13 @@ class UWSGI(BaseAdapter):
     sends_server_header = False
     sends_date_header = False
     pins = {"modern": ("uwsgi==2.0.31",), "py39": ("uwsgi==2.0.31",)}
+    max_requests_flag = "--max-requests"
+
+    def max_requests_args(self, ctx: LaunchContext) -> list[str]:
+        """``--max-requests N`` and ``--min-worker-lifetime 0``: uWSGI otherwise keeps a
+        worker at least 10 s whatever its requests, so a short window would never recycle."""
+        args = super().max_requests_args(ctx)
+        return [*args, "--min-worker-lifetime", "0"] if args else []
 
     def command(self, ctx: LaunchContext) -> LaunchCommand:
         argv = [str(ctx.bin / "uwsgi")]
@@ -92,6 +99,7 @@ class UWSGI(BaseAdapter):
             "--ignore-sigpipe",
             "--ignore-write-errors",
             "--disable-write-exception",
+            *self.max_requests_args(ctx),
         ]
         return LaunchCommand(argv)
 
