@@ -1,14 +1,16 @@
-"""Row mapping: what the runner stores for a stack variant and for one load iteration."""
+"""Row mapping: what the runner stores for a stack variant, for one load iteration and for a
+finished cell's flags."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pywebbench.load import iteration_figures
 from pywebbench.load.result import LoadResult
 from pywebbench.meter import MeterSummary
 from pywebbench.run.matrix import Variant
-from pywebbench.store import Iteration, IterationKind, StackRow
+from pywebbench.store import CellStatus, Iteration, IterationKind, Replicate, StackRow
 
 
 def stack_row(run_id: str, variant: Variant) -> StackRow:
@@ -80,3 +82,33 @@ def iteration_row(
         result_json=result.to_json(),
         **cols,
     )
+
+
+def replicate_figures(replicates: list[Replicate], iterations: list[Iteration]) -> list[float]:
+    """Each ok replicate's figure: the median req/s of its measured iterations."""
+    by_rep: dict[int, list[float]] = {}
+    ok = {r.replicate for r in replicates if r.status == CellStatus.OK}
+    for it in iterations:
+        if it.kind == IterationKind.MEASURED and it.replicate in ok and not it.interrupted:
+            by_rep.setdefault(it.replicate, []).append(it.rps)
+    return [sorted(v)[len(v) // 2] for v in by_rep.values()]
+
+
+def cell_flags(replicates: list[Replicate], iterations: list[Iteration]) -> dict[str, Any]:
+    """A finished cell's flags (``cells.flags_json``) from its replicates and iterations."""
+    measured = [i for i in iterations if i.kind == IterationKind.MEASURED]
+    reps = [r for r in replicates if r.status == CellStatus.OK]
+    leaks = [r.leak for r in reps if r.leak]
+    flags: dict[str, Any] = {
+        "generator_bound": any(i.generator_bound for i in measured),
+        "errors": any(i.errors > 0 for i in measured),
+        # steady state (docs/steady-state.md): a warm-up that hit its cap, a trend across
+        # the measured iterations, memory that kept growing with requests once steady
+        "not_steady": any(r.warmup_end == "cap" for r in reps),
+        "drift": any(r.drift.get("drifting") for r in reps),
+        "leak": bool(leaks) and all(x.get("leaking") for x in leaks),
+    }
+    if leaks:
+        slopes = sorted(float(x["bytes_per_1k"]) for x in leaks)
+        flags["leak_bytes_per_1k"] = slopes[len(slopes) // 2]
+    return flags

@@ -33,13 +33,12 @@ from pywebbench.run.knee import KneePhase, measured_rps
 from pywebbench.run.matrix import CellPlan, Matrix, Variant
 from pywebbench.run.measure import Interrupted, Measurer, no_sigint
 from pywebbench.run.orphans import reap_orphan
-from pywebbench.run.rows import stack_row
+from pywebbench.run.rows import cell_flags, replicate_figures, stack_row
 from pywebbench.stats import summarize
 from pywebbench.store import (
     Cell,
     CellStatus,
     Failure,
-    IterationKind,
     Phase,
     Replicate,
     Run,
@@ -377,13 +376,7 @@ class StudyRunner:
         return math.isnan(width) or width > cfg.ci_target  # NaN: too few values for a CI
 
     def _replicate_figures(self, cell_id: int) -> list[float]:
-        """Each ok replicate's figure: the median req/s of its measured iterations."""
-        by_rep: dict[int, list[float]] = {}
-        ok = {r.replicate for r in self.store.replicates(cell_id) if r.status == CellStatus.OK}
-        for it in self.store.iterations(cell_id):
-            if it.kind == IterationKind.MEASURED and it.replicate in ok and not it.interrupted:
-                by_rep.setdefault(it.replicate, []).append(it.rps)
-        return [sorted(v)[len(v) // 2] for v in by_rep.values()]
+        return replicate_figures(self.store.replicates(cell_id), self.store.iterations(cell_id))
 
     def _round(self, active: list[_CellState]) -> None:
         """One replicate of every active cell, on one fresh server (restarted if it died)."""
@@ -450,22 +443,7 @@ class StudyRunner:
             self.events.cell_done(cell, CellStatus.FAILED, f"{failure.phase}: {failure.reason}")
 
     def _flags(self, cell_id: int) -> dict[str, Any]:
-        its = self.store.iterations(cell_id)
-        measured = [i for i in its if i.kind == IterationKind.MEASURED]
-        reps = [r for r in self.store.replicates(cell_id) if r.status == CellStatus.OK]
-        leaks = [r.leak for r in reps if r.leak]
-        flags: dict[str, Any] = {
-            "generator_bound": any(i.generator_bound for i in measured),
-            "errors": any(i.errors > 0 for i in measured),
-            # steady state (docs/steady-state.md): a warm-up that hit its cap, a trend across
-            # the measured iterations, memory that kept growing with requests once steady
-            "not_steady": any(r.warmup_end == "cap" for r in reps),
-            "drift": any(r.drift.get("drifting") for r in reps),
-            "leak": bool(leaks) and all(x.get("leaking") for x in leaks),
-        }
-        if leaks:
-            slopes = sorted(float(x["bytes_per_1k"]) for x in leaks)
-            flags["leak_bytes_per_1k"] = slopes[len(slopes) // 2]
+        flags = cell_flags(self.store.replicates(cell_id), self.store.iterations(cell_id))
         if cell_id in self._robustness:
             flags["robustness"] = self._robustness.pop(cell_id)
         return flags
