@@ -28,7 +28,7 @@ from pywebbench.store import (
     utcnow,
 )
 from pywebbench.store.export import export_csv, export_json
-from pywebbench.store.model import TABLE_CLASSES
+from pywebbench.store.model import TABLE_CLASSES, LoadAgentRow
 
 
 def make_run(store: Store, run_id: str | None = None) -> str:
@@ -93,7 +93,7 @@ def make_run(store: Store, run_id: str | None = None) -> str:
         )
         store.add_replicate(Replicate(None, cid, 0, "ok", utcnow(), pid=123, cold_start_s=0.5))
         for kind, idx in [("warmup", 0), ("measured", 0), ("measured", 1)]:
-            store.add_iteration(
+            it_id = store.add_iteration(
                 Iteration(
                     id=None,
                     cell_id=cid,
@@ -116,6 +116,30 @@ def make_run(store: Store, run_id: str | None = None) -> str:
                     for t in range(4)
                 ],
             )
+            agents = [  # as if loaded by two Ray agents (docs/scale-out.md)
+                LoadAgentRow(
+                    None,
+                    it_id,
+                    f"agent-{a}",
+                    "127.0.0.1",
+                    "n1",
+                    None,
+                    "[1]",
+                    "ok",
+                    None,
+                    32,
+                    None,
+                    500 + idx,
+                    500.0,
+                    120.0,
+                    40.0,
+                    0.3,
+                    False,
+                    "{}",
+                )  # fmt: skip
+                for a in range(2)
+            ]
+            store.add_load_agents(agents)
         store.update_cell(cid, status="ok", finished_at=utcnow())
     store.add_failure(Failure(None, rid, "verify", "bad body", utcnow(), stack_id=sid))
     store.update_run(rid, status="completed", finished_at=utcnow())
@@ -161,6 +185,7 @@ def test_export_json_round_trips(tmp_path: Path) -> None:
         make_run(b)  # the target already holds a run: ids get remapped
         assert b.import_study(study_from_dict(json.loads(doc))) == [rid]
         again = b.load_study([rid])
+        assert len(again.load_agents) == 12  # per-agent rows travel with their iterations
         assert _same(original, again)
         with pytest.raises(StoreError, match="already"):
             b.import_study(study_from_dict(json.loads(doc)))
@@ -239,11 +264,12 @@ def test_a_crash_loses_nothing_committed(tmp_path: Path) -> None:
 
 def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
     """Version 2 renamed cells.concurrency to cells.connections; older stores still open."""
-    from pywebbench.store.schema import DDL
+    from pywebbench.store.schema import _KNEE_TABLES, DDL, LOAD_AGENTS_DDL
 
     path = tmp_path / "v1.sqlite"
     db = sqlite3.connect(path)
-    v1 = DDL.replace("connections          INTEGER", "concurrency          INTEGER")
+    v1 = DDL.replace(_KNEE_TABLES, "").replace(LOAD_AGENTS_DDL, "")  # added by versions 4, 5
+    v1 = v1.replace("connections          INTEGER", "concurrency          INTEGER")
     for column in ("warmup_end", "warmup_s", "steady_start_s", "warmup_curve_json",
                    "drift_json", "leak_json", "worker_max_requests", "connection_mode",
                    "syscalls_json", "processes_seen"):  # fmt: skip

@@ -398,7 +398,8 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
                     run_id=run_id,
                 )
         except (RunLocked, RayUnavailable, AgentsError) as exc:
-            raise ConfigError(str(exc)) from None
+            # the load agents' errors name `load`'s flag; here it is spelled --load-agents
+            raise ConfigError(str(exc).replace("--agents:", "--load-agents:", 1)) from None
         study = store.load_study([outcome.run_id])
     for table in summary_tables(study):
         console.print(table)

@@ -381,6 +381,11 @@ class Store:
             knees=self._select(
                 Knee, f"SELECT * FROM knees WHERE cell_id IN ({cells_sql}) ORDER BY id", ids
             ),
+            load_agents=self._select(
+                LoadAgentRow,
+                f"SELECT * FROM load_agents WHERE iteration_id IN ({its_sql}) ORDER BY id",
+                ids,
+            ),
         )
 
     def import_study(self, study: Study) -> list[str]:
@@ -422,6 +427,11 @@ class Store:
                         stack_id=stack_ids.get(f.stack_id),
                         cell_id=cell_ids.get(f.cell_id),
                     ),
+                )
+            for agent in study.load_agents:
+                self._insert(
+                    "load_agents",
+                    dataclasses.replace(agent, id=None, iteration_id=it_ids[agent.iteration_id]),
                 )
             for table in ("knee_probes", "knees"):
                 for row in getattr(study, table):

@@ -389,6 +389,7 @@ class Study:
     failures: list[Failure] = field(default_factory=list)
     knee_probes: list[KneeProbe] = field(default_factory=list)  # docs/slo.md
     knees: list[Knee] = field(default_factory=list)
+    load_agents: list[LoadAgentRow] = field(default_factory=list)  # docs/scale-out.md
 
     def stack(self, stack_id: int) -> StackRow:
         """The stack row with this id."""
@@ -438,4 +439,5 @@ TABLE_CLASSES: dict[str, type] = {
     "failures": Failure,
     "knee_probes": KneeProbe,
     "knees": Knee,
+    "load_agents": LoadAgentRow,
 }
