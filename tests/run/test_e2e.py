@@ -20,9 +20,10 @@ from pathlib import Path
 from pwbtest import MARK_VAR, PYWEBBENCH, marked_processes, pwb
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.run.config import resolve
+from pywebbench.run.events import Outcome
 from pywebbench.run.matrix import Matrix, expand
 from pywebbench.run.runner import run_study
-from pywebbench.store import Store, study_from_dict
+from pywebbench.store import Store, Study, study_from_dict
 from pywebbench.store.export import export_json
 
 WSGI_SERVER = "granian-wsgi"
@@ -281,8 +282,8 @@ def test_ctrl_c_then_resume(tmp_path: Path, census: str) -> None:
     assert os.path.exists(db)
 
 
-def test_stack_scope_shares_one_server_per_replicate(tmp_path: Path, census: str) -> None:
-    """server_scope = "stack": each round one fresh server serves the stack's cells."""
+def _two_workloads_twice(tmp_path: Path, scope: str) -> tuple[Outcome, Study]:
+    """hello and json on one ASGI stack, 2 replicates each, under ``server_scope``."""
     config = resolve(
         {
             "matrix": {
@@ -292,20 +293,25 @@ def test_stack_scope_shares_one_server_per_replicate(tmp_path: Path, census: str
                 "workloads": ["hello", "json"],
             },
             "load": {
-                "duration_s": 0.5,
+                "duration_s": 0.4,
                 "warmup": "fixed",
                 "max_replicates": 1,
                 "warmup_duration_s": 0.3,
                 "replicates": 2,
                 "connections": [8],
-                "server_scope": "stack",
+                "server_scope": scope,
             },
             "report": False,
         }
     )
     with Store(tmp_path / "s.sqlite") as store:
         outcome = run_study(config, expand(config), store, results_dir=tmp_path)
-        study = store.load_study([outcome.run_id])
+        return outcome, store.load_study([outcome.run_id])
+
+
+def test_stack_scope_shares_one_server_per_replicate(tmp_path: Path, census: str) -> None:
+    """server_scope = "stack": each round one fresh server serves the stack's cells."""
+    outcome, study = _two_workloads_twice(tmp_path, "stack")
     assert outcome.status == "completed" and outcome.cells_ok == 2
     pids: dict[int, set[int]] = {}
     for rep in study.replicates:
@@ -322,29 +328,7 @@ def test_stack_scope_shares_one_server_per_replicate(tmp_path: Path, census: str
 def test_replicates_run_in_rounds_across_the_study(tmp_path: Path, census: str) -> None:
     """Replicate r of every cell runs before replicate r+1 of any, odd rounds reversed, so a
     cell's replicates span the study and its CI takes in the machine's drift."""
-    config = resolve(
-        {
-            "matrix": {
-                "interpreters": [CPYTHON],
-                "servers": [ASGI_SERVER],
-                "frameworks": ["raw-asgi"],
-                "workloads": ["hello", "json"],
-            },
-            "load": {
-                "duration_s": 0.3,
-                "warmup": "fixed",
-                "max_replicates": 1,
-                "warmup_duration_s": 0.2,
-                "replicates": 2,
-                "connections": [8],
-                "server_scope": "cell",
-            },
-            "report": False,
-        }
-    )
-    with Store(tmp_path / "s.sqlite") as store:
-        outcome = run_study(config, expand(config), store, results_dir=tmp_path)
-        study = store.load_study([outcome.run_id])
+    outcome, study = _two_workloads_twice(tmp_path, "cell")
     assert outcome.status == "completed" and outcome.cells_ok == 2
     workload = {c.id: c.workload for c in study.cells}
     order = [
