@@ -14,6 +14,17 @@ pub enum Arrival {
     Poisson,
 }
 
+/// Which I/O backend drives the sockets (docs/load-engine.md, "I/O backends").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Io {
+    /// io_uring when the kernel passes the probe, else epoll.
+    #[default]
+    Auto,
+    Epoll,
+    Uring,
+}
+
 /// What to run. Field documentation: docs/load-engine.md.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -48,6 +59,7 @@ pub struct LoadSpec {
     /// (docs/faults.md). Empty: none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<crate::faults::FaultSpec>,
+    pub io: Io,
 }
 
 impl Default for LoadSpec {
@@ -75,6 +87,7 @@ impl Default for LoadSpec {
             expect_status: Vec::new(),
             expect_body: None,
             faults: Vec::new(),
+            io: Io::Auto,
         }
     }
 }
@@ -111,6 +124,8 @@ pub struct Plan {
     pub connect_timeout_ns: u64,
     pub queue_limit: u64,
     pub expect_body: Option<Vec<u8>>,
+    /// The io_uring backend and what it may use; None: epoll. Set by the engine at start.
+    pub uring: Option<crate::uring::Support>,
 }
 
 fn bad(field: &str, msg: impl std::fmt::Display) -> String {
@@ -397,6 +412,7 @@ impl LoadSpec {
             connect_timeout_ns: secs_to_ns(self.connect_timeout_s.unwrap_or(self.timeout_s)),
             queue_limit,
             expect_body: self.expect_body.as_ref().map(|b| b.as_bytes().to_vec()),
+            uring: None,
         })
     }
 
@@ -526,6 +542,7 @@ mod tests {
             (r#""timeout_s": 0"#, "timeout_s:"),
             (r#""rate": 0"#, "rate:"),
             (r#""arrival": "bursty""#, "arrival: unknown variant"),
+            (r#""io": "kqueue""#, "io: unknown variant"),
             (r#""method": "G T""#, "method:"),
             (r#""expect_status": [42]"#, "expect_status:"),
             (r#""headers": [["Content-Length", "1"]]"#, "headers:"),

@@ -99,6 +99,11 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
         &total,
         RunInfo {
             mode: first.mode,
+            io: if results.iter().all(|r| r.io == first.io) {
+                first.io.clone()
+            } else {
+                "mixed".into()
+            },
             interrupted: results.iter().any(|r| r.interrupted),
             started_at: results
                 .iter()
