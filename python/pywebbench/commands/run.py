@@ -75,6 +75,7 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         ("timeout_s", "timeout"),
         ("server_scope", "server_scope"),
         ("faults", "faults"),
+        ("io", "io"),
     ]:
         if options[flag] is not None:
             load[key] = options[flag]
@@ -150,6 +151,11 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
 )
 @click.option("--max-replicates", type=int, help="Most replicates per cell (with --ci-target).")
 @click.option("--timeout", type=float, help="Per-request timeout (s).")
+@click.option(
+    "--io",
+    type=click.Choice(["auto", "epoll", "uring"]),
+    help="The engine's I/O backend (auto: io_uring where supported, else epoll).",
+)
 @click.option(
     "--faults",
     help="Also measure every cell under this fault mix and score its robustness: 'default', "

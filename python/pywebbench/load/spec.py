@@ -106,6 +106,9 @@ class LoadSpec(BaseModel):
     cpus: list[int] = []
     expect_status: list[int] = []
     expect_body: str | None = None
+    #: I/O backend: ``auto`` (io_uring where the kernel supports it, else epoll), ``epoll``
+    #: or ``uring`` (docs/load-engine.md, "I/O backends").
+    io: Literal["auto", "epoll", "uring"] = "auto"
     #: Fault clients run beside the load (docs/faults.md), as the engine normalised them.
     faults: list[dict[str, Any]] = []
 
@@ -183,9 +186,10 @@ def spec_for_request(
     timeout_s: float,
     cpus: Sequence[int],
     rate: float | None = None,
+    io: Literal["auto", "epoll", "uring"] = "auto",
 ) -> LoadSpec:
     """The spec that repeats a workload's ``request`` against the server at ``base_url``
-    (one iteration of a study cell; one generator thread)."""
+    (one iteration of a study cell; one generator thread; ``io``: the engine's I/O backend)."""
     return LoadSpec(
         url=base_url.rstrip("/") + request.path,
         method=request.method,
@@ -197,4 +201,5 @@ def spec_for_request(
         timeout_s=timeout_s,
         cpus=list(cpus),
         rate=rate,
+        io=io,
     )

@@ -186,6 +186,7 @@ class Measurer:
             timeout_s=self.config.load.timeout_s,
             cpus=self.generator_cpus,
             rate=cell.rate,
+            io=self.config.load.io,
         )
 
     def _judge(
