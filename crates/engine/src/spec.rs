@@ -14,16 +14,8 @@ pub enum Arrival {
     Poisson,
 }
 
-/// Which I/O backend drives the sockets (docs/load-engine.md, "I/O backends").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Io {
-    /// io_uring when the kernel passes the probe, else epoll.
-    #[default]
-    Auto,
-    Epoll,
-    Uring,
-}
+/// Which I/O backend drives the sockets (defined beside the probe that resolves `auto`).
+pub use crate::uring::Io;
 
 /// What to run. Field documentation: docs/load-engine.md.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

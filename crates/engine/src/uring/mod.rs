@@ -7,7 +7,7 @@ mod bufs;
 mod probe;
 
 pub use bufs::{BufRing, BGID};
-pub use probe::{probe, resolve, Support};
+pub use probe::{probe, resolve, Io, Support};
 
 use io_uring::{cqueue, squeue, types, IoUring};
 use std::io;
@@ -85,6 +85,9 @@ pub struct Ring {
     pub multishot: bool,
     /// Operations submitted whose last completion has not arrived yet.
     pub pending_ops: u64,
+    /// Sends queued since the last `wait`: it waits for their completions and one more, so
+    /// a turn does not end on send completions alone (a send completes in full or fails).
+    pub sends_queued: usize,
     /// Completions of the last `wait`, reused (no allocation per turn).
     pub cqes: Vec<Cqe>,
     /// Sockets to close once the submissions that name them by number are in the kernel:
@@ -106,6 +109,7 @@ impl Ring {
             leaked: false,
             multishot: support.multishot_recv,
             pending_ops: 0,
+            sends_queued: 0,
             cqes: Vec::with_capacity(entries as usize * 4),
             closing: Vec::new(),
         })
@@ -158,7 +162,8 @@ impl Ring {
             .sec(timeout_ns / 1_000_000_000)
             .nsec((timeout_ns % 1_000_000_000) as u32);
         let args = types::SubmitArgs::new().timespec(&ts);
-        match self.ring.submitter().submit_with_args(1, &args) {
+        let want = 1 + std::mem::take(&mut self.sends_queued);
+        match self.ring.submitter().submit_with_args(want, &args) {
             Ok(_) => {}
             Err(e) => match e.raw_os_error() {
                 Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) => {}

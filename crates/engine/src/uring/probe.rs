@@ -2,10 +2,21 @@
 //! doing it: a ring, a provided-buffer ring, and a multishot receive on a socket pair.
 
 use super::bufs::{BufRing, BGID};
-use crate::spec::Io;
 use io_uring::{cqueue, opcode, types, Probe};
+use serde::{Deserialize, Serialize};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::OnceLock;
+
+/// Which I/O backend drives the sockets (docs/load-engine.md, "I/O backends").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Io {
+    /// io_uring when the kernel passes the probe, else epoll.
+    #[default]
+    Auto,
+    Epoll,
+    Uring,
+}
 
 /// What the kernel supports beyond the minimum (ring, provided-buffer ring, send, receive,
 /// poll, cancel).

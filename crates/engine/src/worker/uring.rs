@@ -75,11 +75,14 @@ impl Worker {
         c.send_busy = true;
         let rest = &self.batch[c.woff..c.writing as usize * self.req_len];
         let (ptr, len) = (rest.as_ptr(), rest.len() as u32);
+        // MSG_WAITALL: the kernel retries a short send itself, so a completion means all of
+        // it was sent (or an error).
         self.uring_push(i, Op::Send, |fd| {
             opcode::Send::new(fd, ptr, len)
-                .flags(libc::MSG_NOSIGNAL)
+                .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
                 .build()
         });
+        self.ring().sends_queued += 1;
     }
 
     /// Connection `i`'s socket is about to be closed: cancel what is armed on it (an armed
