@@ -2,10 +2,12 @@
 
 nginx (1 worker, ``return 200 "Hello, World!"``, access_log off) runs pinned to core 0 from
 its own temporary prefix on a free loopback port. wrk (``-t1 -c64``) and ``pywebbench load``
-(1 thread, 64 connections) run alternately pinned to core 1, ``--rounds`` rounds each. For
-each run it prints requests/s and the generator's CPU-microseconds per request (CPU time of
-the generator process from ``wait4()``, user + system), and at the end the medians as a
-ratio to wrk's. Target: requests/s >= 1.0x wrk, CPU per request <= 0.9x wrk.
+(1 thread, 64 connections) on each of its I/O backends (``--io epoll``, ``--io uring``) run
+alternately pinned to core 1, ``--rounds`` rounds each. For each run it prints requests/s,
+the generator's CPU-microseconds per request (CPU time of the generator process from
+``wait4()``, user + system) and the kernel's share of that CPU (system / (user + system)),
+and at the end the medians as ratios to wrk's. Targets: the io_uring backend at >= 1.3x
+wrk's requests/s and <= 0.75x its CPU per request; the epoll backend at >= 1.0x and <= 0.9x.
 
     python benchmarks/loadgen_vs_wrk.py                # 10 s x 3 rounds
     python benchmarks/loadgen_vs_wrk.py -d 3 -r 2      # quicker
@@ -44,6 +46,15 @@ http {{
     }}
 }}
 """
+
+
+#: Generators, in the order of each round, with their targets relative to wrk:
+#: (minimum requests/s ratio, maximum CPU-per-request ratio).
+GENERATORS: dict[str, tuple[float, float]] = {
+    "wrk": (1.0, 1.0),
+    "pywebbench-epoll": (1.0, 0.9),
+    "pywebbench-uring": (1.3, 0.75),
+}
 
 
 def free_port() -> int:
@@ -99,8 +110,9 @@ def stop(p: subprocess.Popen) -> None:
         p.wait()
 
 
-def run_child(argv: list[str]) -> tuple[str, str, float, int]:
-    """Run argv to completion; (stdout, stderr, CPU seconds, exit status) via wait4."""
+def run_child(argv: list[str]) -> tuple[str, str, float, int, float]:
+    """Run argv to completion; (stdout, stderr, CPU seconds, exit status, system CPU seconds)
+    via wait4."""
     with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
         p = subprocess.Popen(argv, stdout=fo, stderr=fe)
         _, status, ru = os.wait4(p.pid, 0)
@@ -112,23 +124,28 @@ def run_child(argv: list[str]) -> tuple[str, str, float, int]:
             fe.read().decode(errors="replace"),
             ru.ru_utime + ru.ru_stime,
             p.returncode,
+            ru.ru_stime,
         )
 
 
-def run_wrk(wrk: str, url: str, cpu: int, conns: int, duration: float) -> tuple[float, float]:
+def run_wrk(
+    wrk: str, url: str, cpu: int, conns: int, duration: float
+) -> tuple[float, float, float]:
+    """One wrk run; (rps, CPU-us per request, system share of its CPU)."""
     argv = ["taskset", "-c", str(cpu), wrk, "-t1", f"-c{conns}", f"-d{duration:g}s", url]
-    out, err, cpu_s, rc = run_child(argv)
+    out, err, cpu_s, rc, sys_s = run_child(argv)
     m = re.search(r"Requests/sec:\s+([\d.]+)", out)
     n = re.search(r"(\d+) requests in", out)
     if rc != 0 or not m or not n:
         sys.exit(f"wrk failed ({rc}):\n{out}\n{err}")
-    return float(m.group(1)), cpu_s * 1e6 / int(n.group(1))
+    return float(m.group(1)), cpu_s * 1e6 / int(n.group(1)), sys_s / max(cpu_s, 1e-9)
 
 
 def run_pwb(
-    url: str, cpu: int, conns: int, duration: float | None, startup_cpu_s: float = 0.0
+    url: str, cpu: int, conns: int, duration: float | None, io: str, startup_cpu_s: float = 0.0
 ) -> tuple[float, float, dict]:
-    """One ``pywebbench load`` run; (rps, process CPU-us per request, result).
+    """One ``pywebbench load --io <io>`` run; (rps, process CPU-us per request, result; the
+    result's ``process_cpu_s`` and ``process_sys_s`` are the process's CPU and system CPU).
 
     The process CPU (wait4) minus ``startup_cpu_s`` (what the same command costs for a single
     request: interpreter start-up and imports), divided by the requests.
@@ -138,13 +155,16 @@ def run_pwb(
     bound = ["-d", str(duration)] if duration else ["-n", "1"]
     argv = [
         "taskset", "-c", str(cpu), sys.executable, "-c", code, url,
-        "-t", "1", "-c", str(conns), *bound, "--cpus", str(cpu), "-q", "--json", "-",
+        "-t", "1", "-c", str(conns), *bound, "--cpus", str(cpu), "--io", io, "-q", "--json", "-",
     ]  # fmt: skip
-    out, err, cpu_s, rc = run_child(argv)
+    out, err, cpu_s, rc, sys_s = run_child(argv)
     if rc != 0:
         sys.exit(f"pywebbench load failed ({rc}):\n{err}")
     d = json.loads(out)
+    if d.get("io") != io:
+        sys.exit(f"pywebbench load ran on {d.get('io')!r}, not {io!r}")
     d["process_cpu_s"] = cpu_s
+    d["process_sys_s"] = sys_s
     return d["rps"], max(0.0, cpu_s - startup_cpu_s) * 1e6 / max(1, d["requests"]), d
 
 
@@ -170,43 +190,51 @@ def main(argv: list[str] | None = None) -> int:
             )
             # Short warm-up of nginx itself; start-up CPU of `pywebbench load` (1 request).
             run_wrk(wrk, url, args.generator_cpu, args.connections, 1)
-            startups = [
-                run_pwb(url, args.generator_cpu, 1, None)[2]["process_cpu_s"] for _ in range(3)
-            ]
-            startup = min(startups)
+            startups = [run_pwb(url, args.generator_cpu, 1, None, "epoll")[2] for _ in range(3)]
+            first = min(startups, key=lambda d: d["process_cpu_s"])
+            startup, startup_sys = first["process_cpu_s"], first["process_sys_s"]
             print(f"pywebbench start-up CPU (1 request, subtracted): {startup * 1000:.0f} ms")
-            rows: dict[str, list[tuple[float, float]]] = {"wrk": [], "pywebbench": []}
+            rows: dict[str, list[tuple[float, float, float]]] = {name: [] for name in GENERATORS}
             for i in range(args.rounds):
-                rps, cpr = run_wrk(wrk, url, args.generator_cpu, args.connections, args.duration)
-                rows["wrk"].append((rps, cpr))
-                print(f"round {i + 1}  wrk         {rps:>10,.0f} req/s  {cpr:6.2f} CPU-us/req",
-                      flush=True)  # fmt: skip
-                rps, cpr, d = run_pwb(
-                    url, args.generator_cpu, args.connections, args.duration, startup
+                rps, cpr, kernel = run_wrk(
+                    wrk, url, args.generator_cpu, args.connections, args.duration
                 )
-                rows["pywebbench"].append((rps, cpr))
-                eng = d["generator"]["cpu_us_per_request"]
-                bound = " GENERATOR-BOUND" if d["generator"]["generator_bound"] else ""
-                busy = d["generator"]["threads"][0]["busy"]
-                print(
-                    f"round {i + 1}  pywebbench  {rps:>10,.0f} req/s  {cpr:6.2f} CPU-us/req "
-                    f"(engine thread {eng:.2f}, busy {busy:.0%}; errors {d['errors']}){bound}",
-                    flush=True,
-                )
+                rows["wrk"].append((rps, cpr, kernel))
+                print(f"round {i + 1}  {'wrk':<16}{rps:>10,.0f} req/s  {cpr:6.2f} CPU-us/req  "
+                      f"kernel {kernel:4.0%}", flush=True)  # fmt: skip
+                for io in ("epoll", "uring"):
+                    rps, cpr, d = run_pwb(
+                        url, args.generator_cpu, args.connections, args.duration, io, startup
+                    )
+                    # The kernel's share of the load's CPU (start-up CPU taken out of both).
+                    load_cpu = max(d["process_cpu_s"] - startup, 1e-9)
+                    kernel = max(d["process_sys_s"] - startup_sys, 0.0) / load_cpu
+                    rows[f"pywebbench-{io}"].append((rps, cpr, kernel))
+                    eng = d["generator"]["cpu_us_per_request"]
+                    bound = " GENERATOR-BOUND" if d["generator"]["generator_bound"] else ""
+                    busy = d["generator"]["threads"][0]["busy"]
+                    print(
+                        f"round {i + 1}  {'pywebbench-' + io:<16}{rps:>10,.0f} req/s  "
+                        f"{cpr:6.2f} CPU-us/req  kernel {kernel:4.0%} (engine thread "
+                        f"{eng:.2f}, busy {busy:.0%}; errors {d['errors']}){bound}",
+                        flush=True,
+                    )
         finally:
             stop(nginx)
-    med = {k: (statistics.median(r for r, _ in v), statistics.median(c for _, c in v))
-           for k, v in rows.items()}  # fmt: skip
-    rps_ratio = med["pywebbench"][0] / med["wrk"][0]
-    cpu_ratio = med["pywebbench"][1] / med["wrk"][1]
     print()
-    print(f"median wrk         {med['wrk'][0]:>10,.0f} req/s  {med['wrk'][1]:6.2f} CPU-us/req")
-    print(f"median pywebbench  {med['pywebbench'][0]:>10,.0f} req/s  "
-          f"{med['pywebbench'][1]:6.2f} CPU-us/req")  # fmt: skip
-    ok_rps = "ok" if rps_ratio >= 1.0 else "BELOW TARGET"
-    ok_cpu = "ok" if cpu_ratio <= 0.9 else "ABOVE TARGET"
-    print(f"ratio to wrk: requests/s {rps_ratio:.2f}x (target >= 1.0: {ok_rps}), "
-          f"CPU per request {cpu_ratio:.2f}x (target <= 0.9: {ok_cpu})")  # fmt: skip
+    med = {name: tuple(statistics.median(r[k] for r in v) for k in range(3))
+           for name, v in rows.items()}  # fmt: skip
+    for name, (rps, cpr, kernel) in med.items():
+        print(f"median {name:<16}{rps:>10,.0f} req/s  {cpr:6.2f} CPU-us/req  kernel {kernel:4.0%}")
+    for name, (min_rps, max_cpu) in GENERATORS.items():
+        if name == "wrk":
+            continue
+        rps_ratio = med[name][0] / med["wrk"][0]
+        cpu_ratio = med[name][1] / med["wrk"][1]
+        ok_rps = "ok" if rps_ratio >= min_rps else "BELOW TARGET"
+        ok_cpu = "ok" if cpu_ratio <= max_cpu else "ABOVE TARGET"
+        print(f"{name} / wrk: requests/s {rps_ratio:.2f}x (target >= {min_rps}: {ok_rps}), "
+              f"CPU per request {cpu_ratio:.2f}x (target <= {max_cpu}: {ok_cpu})")  # fmt: skip
     return 0
 
 

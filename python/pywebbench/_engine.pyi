@@ -30,10 +30,12 @@ def run_load(
     The engine runs on its own threads with the GIL released; every ``interval_s`` seconds
     ``progress`` gets a snapshot (JSON). On KeyboardInterrupt the engine stops within ~50 ms
     and the partial result comes back with ``"interrupted": true``; any other exception
-    raised by ``progress`` stops the engine and is re-raised.
+    raised by ``progress`` stops the engine and is re-raised. The spec's ``io`` (``auto``,
+    ``epoll``, ``uring``) picks the I/O backend; the result's ``io`` names the one that ran.
 
     Raises:
-        ValueError: the spec is invalid (the message names the field).
+        ValueError: the spec is invalid (the message names the field), or ``io: uring`` was
+            asked for on a kernel without the io_uring features the engine needs.
         OSError: the system refused, e.g. not enough file descriptors.
     """
 

@@ -63,6 +63,7 @@ def test_durations_and_cpus_parse() -> None:
         (["--rate", "-1"], "--rate"),
         (["--expect-status", "abc"], "--expect-status"),
         (["--arrival", "bursty"], "--arrival"),
+        (["--io", "kqueue"], "--io"),
     ],
 )
 def test_bad_input_names_the_flag(args: list[str], flag: str) -> None:
@@ -99,9 +100,13 @@ def test_json_to_stdout_is_pure_json(refserver) -> None:
     assert "req/s" in stderr  # the text summary goes to stderr then
 
 
-def test_open_loop_summary(refserver) -> None:
-    res = CliRunner().invoke(command, [f"{refserver.url}/hello", "--rate", "500", "-d", "0.5"])
+@pytest.mark.parametrize("io", ["epoll", "uring"])
+def test_open_loop_summary(refserver, io: str) -> None:
+    res = CliRunner().invoke(
+        command, [f"{refserver.url}/hello", "--rate", "500", "-d", "0.5", "--io", io]
+    )
     assert res.exit_code == 0, res.output
+    assert f"(io: {io})" in res.output.splitlines()[0]
     for word in ("open loop", "corrected", "Service time", "Schedule lag", "offered"):
         assert word in res.output
 

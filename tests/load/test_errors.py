@@ -17,8 +17,9 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("io", ["epoll", "uring"])
 @pytest.mark.parametrize(("mode", "cls"), CASES)
-def test_misbehaviour_is_classified(refserver, mode: str, cls: str) -> None:
+def test_misbehaviour_is_classified(refserver, mode: str, cls: str, io: str) -> None:
     # One connection for the huge body: with two, the server streams the other connection's
     # body at full speed while a reopened one waits, and that wait may honestly end in a
     # header_timeout instead.
@@ -29,8 +30,10 @@ def test_misbehaviour_is_classified(refserver, mode: str, cls: str) -> None:
             connections=connections,
             duration_s=0.8,
             timeout_s=0.3,
+            io=io,
         )
     )
+    assert r.io == io
     assert cls in ERROR_CLASSES
     assert set(r.error_classes) == {cls}, r.error_classes
     entry = r.error_classes[cls]
@@ -45,7 +48,8 @@ def test_misbehaviour_is_classified(refserver, mode: str, cls: str) -> None:
         assert r.bytes_in > 10_000_000  # streamed through, not buffered
 
 
-def test_drip_completes_slowly_and_correctly(refserver) -> None:
+@pytest.mark.parametrize("io", ["epoll", "uring"])
+def test_drip_completes_slowly_and_correctly(refserver, io: str) -> None:
     r = run_load(
         LoadSpec(
             url=f"{refserver.url}/misbehave/drip?interval_ms=1",
@@ -53,6 +57,7 @@ def test_drip_completes_slowly_and_correctly(refserver) -> None:
             duration_s=1.0,
             timeout_s=5.0,
             expect_status=[200],
+            io=io,
         )
     )
     assert r.errors == 0, r.error_classes
@@ -60,13 +65,17 @@ def test_drip_completes_slowly_and_correctly(refserver) -> None:
     assert r.latency.summary.p50 > 20_000  # one byte per ms
 
 
-def test_connect_refused(closed_port: int) -> None:
-    r = run_load(LoadSpec(url=f"http://127.0.0.1:{closed_port}/", connections=2, duration_s=0.3))
+@pytest.mark.parametrize("io", ["epoll", "uring"])
+def test_connect_refused(closed_port: int, io: str) -> None:
+    url = f"http://127.0.0.1:{closed_port}/"
+    r = run_load(LoadSpec(url=url, connections=2, duration_s=0.3, io=io))
     assert set(r.error_classes) == {"connect_refused"}
     assert r.requests == 0
     assert "no response completed" in r.warnings
 
 
-def test_connect_refused_with_only_max_requests_still_ends(closed_port: int) -> None:
-    r = run_load(LoadSpec(url=f"http://127.0.0.1:{closed_port}/", connections=2, max_requests=20))
+@pytest.mark.parametrize("io", ["epoll", "uring"])
+def test_connect_refused_with_only_max_requests_still_ends(closed_port: int, io: str) -> None:
+    url = f"http://127.0.0.1:{closed_port}/"
+    r = run_load(LoadSpec(url=url, connections=2, max_requests=20, io=io))
     assert r.error_classes["connect_refused"].count >= 20

@@ -34,6 +34,8 @@ def test_file_then_overrides() -> None:
     assert cfg.load.connections == [64]
     assert cfg.matrix.servers == ["a"]
     assert cfg.load.replicates == 2  # from the quick profile
+    assert cfg.load.io == "auto"
+    assert resolve({"load": {"io": "epoll"}}, {}).load.io == "epoll"
 
 
 @pytest.mark.parametrize(

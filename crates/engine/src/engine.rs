@@ -109,7 +109,8 @@ impl std::error::Error for StartError {}
 
 /// Validate the spec, raise the open-file limit, and start the generator threads.
 pub fn start(spec: &LoadSpec) -> Result<RunningLoad, StartError> {
-    let plan = spec.plan().map_err(StartError::Invalid)?;
+    let mut plan = spec.plan().map_err(StartError::Invalid)?;
+    plan.uring = crate::uring::resolve(spec.io).map_err(StartError::Invalid)?;
     let ncpu = cpu_count();
     if let Some(&c) = spec.cpus.iter().find(|&&c| c >= ncpu) {
         return Err(StartError::Invalid(format!(
@@ -148,8 +149,14 @@ pub fn start(spec: &LoadSpec) -> Result<RunningLoad, StartError> {
             rate: spec.rate.unwrap_or(0.0) * conns as f64 / spec.connections as f64,
             budget: spec.max_requests.map(|m| split(m, threads, i)),
         };
-        let w = Worker::new(plan.clone(), shared.clone(), tp)
-            .map_err(|e| StartError::System(format!("cannot create the event loop: {e}")))?;
+        let w = Worker::new(plan.clone(), shared.clone(), tp).map_err(|e| {
+            let what = if plan.uring.is_some() {
+                "io_uring"
+            } else {
+                "epoll"
+            };
+            StartError::System(format!("cannot create the {what} event loop: {e}"))
+        })?;
         workers.push(w);
     }
     let mut handles = Vec::with_capacity(threads);
@@ -301,6 +308,12 @@ impl RunningLoad {
             RunInfo {
                 spec: self.plan.spec.clone(),
                 mode: self.plan.mode,
+                io: if self.plan.uring.is_some() {
+                    "uring"
+                } else {
+                    "epoll"
+                }
+                .into(),
                 interrupted: interrupted || stopped_early,
                 started_at,
                 duration_s: finished.saturating_sub(measure_start) as f64 / 1e9,

@@ -1,4 +1,4 @@
-//! pywebbench's load-generation engine: an HTTP/1.1 load generator on mio (epoll) with
+//! pywebbench's load-generation engine: an HTTP/1.1 load generator on io_uring or epoll (mio), with
 //! httparse and HdrHistogram. No Python inside; see docs/load-engine.md.
 //!
 //! ```no_run
@@ -18,6 +18,7 @@ pub mod hist;
 pub mod http;
 pub mod result;
 pub mod spec;
+pub mod uring;
 mod worker;
 
 /// The OS-call wrappers (clocks, open-file limit, pinning, timerfd), shared with the
@@ -27,4 +28,4 @@ pub use pywebbench_sys as sys;
 pub use engine::{run, start, Progress, RunningLoad, StartError};
 pub use errors::{ErrorClass, ErrorEntry};
 pub use result::{merge, LoadResult};
-pub use spec::{normalise_spec_json, Arrival, LoadSpec, Mode};
+pub use spec::{normalise_spec_json, Arrival, Io, LoadSpec, Mode};

@@ -14,6 +14,9 @@ pub enum Arrival {
     Poisson,
 }
 
+/// Which I/O backend drives the sockets (defined beside the probe that resolves `auto`).
+pub use crate::uring::Io;
+
 /// What to run. Field documentation: docs/load-engine.md.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -52,6 +55,7 @@ pub struct LoadSpec {
     /// it, so load agents on several hosts start together. None: start at once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_at_unix_ns: Option<u64>,
+    pub io: Io,
 }
 
 impl Default for LoadSpec {
@@ -80,6 +84,7 @@ impl Default for LoadSpec {
             expect_body: None,
             faults: Vec::new(),
             start_at_unix_ns: None,
+            io: Io::Auto,
         }
     }
 }
@@ -116,6 +121,8 @@ pub struct Plan {
     pub connect_timeout_ns: u64,
     pub queue_limit: u64,
     pub expect_body: Option<Vec<u8>>,
+    /// The io_uring backend and what it may use; None: epoll. Set by the engine at start.
+    pub uring: Option<crate::uring::Support>,
 }
 
 fn bad(field: &str, msg: impl std::fmt::Display) -> String {
@@ -402,6 +409,7 @@ impl LoadSpec {
             connect_timeout_ns: secs_to_ns(self.connect_timeout_s.unwrap_or(self.timeout_s)),
             queue_limit,
             expect_body: self.expect_body.as_ref().map(|b| b.as_bytes().to_vec()),
+            uring: None,
         })
     }
 
@@ -531,6 +539,7 @@ mod tests {
             (r#""timeout_s": 0"#, "timeout_s:"),
             (r#""rate": 0"#, "rate:"),
             (r#""arrival": "bursty""#, "arrival: unknown variant"),
+            (r#""io": "kqueue""#, "io: unknown variant"),
             (r#""method": "G T""#, "method:"),
             (r#""expect_status": [42]"#, "expect_status:"),
             (r#""headers": [["Content-Length", "1"]]"#, "headers:"),

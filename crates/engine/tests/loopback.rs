@@ -1,6 +1,6 @@
 //! End-to-end tests of the engine against tiny in-process servers on loopback.
 
-use pywebbench_engine::{merge, run, LoadSpec, Mode};
+use pywebbench_engine::{merge, run, Io, LoadSpec, Mode};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::thread;
@@ -51,23 +51,61 @@ const HELLO: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHello, World
 const CHUNKED: &[u8] =
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nHello\r\n8\r\n, World!\r\n0\r\n\r\n";
 
-fn spec(port: u16) -> LoadSpec {
+fn spec(port: u16, io: Io) -> LoadSpec {
     LoadSpec {
         url: format!("http://127.0.0.1:{port}/"),
+        io,
         ..LoadSpec::default()
     }
 }
 
-#[test]
-fn closed_loop_exact_budget() {
+/// Every test runs once on each I/O backend, and checks that backend ran.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod epoll {
+            $(#[test]
+            fn $name() {
+                super::$name(pywebbench_engine::Io::Epoll)
+            })*
+        }
+        mod uring {
+            $(#[test]
+            fn $name() {
+                super::$name(pywebbench_engine::Io::Uring)
+            })*
+        }
+    };
+}
+
+on_both_backends!(
+    closed_loop_exact_budget,
+    pipelined_chunked_with_body_check,
+    server_closing_connections_is_followed,
+    connection_per_request_and_open_loop,
+    results_merge,
+    refused_connections_end_a_budgeted_run,
+    server_that_goes_away_still_ends_a_budgeted_run,
+    rate_shortfall_names_the_limit_consistently_with_generator_bound,
+);
+
+/// The backend name a result must carry.
+fn io_name(io: Io) -> &'static str {
+    match io {
+        Io::Uring => "uring",
+        _ => "epoll",
+    }
+}
+
+fn closed_loop_exact_budget(io: Io) {
     let port = serve(HELLO, None);
     let r = run(&LoadSpec {
         connections: 4,
         max_requests: Some(2000),
-        ..spec(port)
+        ..spec(port, io)
     })
     .unwrap();
     assert_eq!(r.mode, Mode::Closed);
+    assert_eq!(r.io, io_name(io));
     assert_eq!(r.requests, 2000);
     assert_eq!(r.errors, 0);
     assert_eq!(r.status_counts["200"], 2000);
@@ -77,8 +115,7 @@ fn closed_loop_exact_budget() {
     assert!(r.bytes_in >= 2000 * HELLO.len() as u64);
 }
 
-#[test]
-fn pipelined_chunked_with_body_check() {
+fn pipelined_chunked_with_body_check(io: Io) {
     let port = serve(CHUNKED, None);
     let r = run(&LoadSpec {
         connections: 2,
@@ -86,15 +123,14 @@ fn pipelined_chunked_with_body_check() {
         max_requests: Some(3200),
         expect_status: vec![200],
         expect_body: Some("Hello, World!".into()),
-        ..spec(port)
+        ..spec(port, io)
     })
     .unwrap();
     assert_eq!(r.requests, 3200);
     assert_eq!(r.errors, 0, "{:?}", r.error_classes);
 }
 
-#[test]
-fn server_closing_connections_is_followed() {
+fn server_closing_connections_is_followed(io: Io) {
     // Like nginx's keepalive_requests: the third response says `Connection: close`. Pipelined
     // requests written after it are sent again on a new connection, not lost, not errors.
     const LAST: &[u8] =
@@ -104,7 +140,7 @@ fn server_closing_connections_is_followed() {
         connections: 2,
         pipeline: 4,
         max_requests: Some(600),
-        ..spec(port)
+        ..spec(port, io)
     })
     .unwrap();
     assert_eq!(r.requests, 600);
@@ -120,7 +156,7 @@ fn server_closing_connections_is_followed() {
         connections: 2,
         pipeline: 4,
         max_requests: Some(600),
-        ..spec(port)
+        ..spec(port, io)
     })
     .unwrap();
     // (EOF, or a reset when the server closed with our next requests unread.)
@@ -136,14 +172,13 @@ fn server_closing_connections_is_followed() {
     assert_eq!(r.requests + r.errors, 600);
 }
 
-#[test]
-fn connection_per_request_and_open_loop() {
+fn connection_per_request_and_open_loop(io: Io) {
     let port = serve(HELLO, None);
     let r = run(&LoadSpec {
         connections: 2,
         keepalive: false,
         max_requests: Some(300),
-        ..spec(port)
+        ..spec(port, io)
     })
     .unwrap();
     assert_eq!(r.mode, Mode::ConnectionPerRequest);
@@ -154,7 +189,7 @@ fn connection_per_request_and_open_loop() {
         connections: 4,
         rate: Some(1000.0),
         duration_s: Some(0.5),
-        ..spec(port)
+        ..spec(port, io)
     })
     .unwrap();
     assert_eq!(r.mode, Mode::Open);
@@ -169,23 +204,23 @@ fn connection_per_request_and_open_loop() {
     assert_eq!(r.schedule_lag.as_ref().unwrap().summary.count, ol.offered);
 }
 
-#[test]
-fn results_merge() {
+fn results_merge(io: Io) {
     let port = serve(HELLO, None);
     let a = run(&LoadSpec {
         connections: 2,
         max_requests: Some(500),
-        ..spec(port)
+        ..spec(port, io)
     })
     .unwrap();
     let b = run(&LoadSpec {
         connections: 3,
         max_requests: Some(700),
-        ..spec(port)
+        ..spec(port, io)
     })
     .unwrap();
     let m = merge(&[a.clone(), b]).unwrap();
     assert_eq!(m.requests, 1200);
+    assert_eq!(m.io, io_name(io));
     assert_eq!(m.latency.summary.count, 1200);
     assert_eq!(m.spec.connections, 5);
     assert_eq!(m.generator.threads.len(), 2);
@@ -195,8 +230,7 @@ fn results_merge() {
     let _ = a;
 }
 
-#[test]
-fn refused_connections_end_a_budgeted_run() {
+fn refused_connections_end_a_budgeted_run(io: Io) {
     let port = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -204,7 +238,7 @@ fn refused_connections_end_a_budgeted_run() {
     let r = run(&LoadSpec {
         connections: 2,
         max_requests: Some(10),
-        ..spec(port)
+        ..spec(port, io)
     })
     .unwrap();
     assert_eq!(r.requests, 0);
@@ -212,8 +246,7 @@ fn refused_connections_end_a_budgeted_run() {
     let _ = TcpStream::connect(("127.0.0.1", port)).is_err();
 }
 
-#[test]
-fn server_that_goes_away_still_ends_a_budgeted_run() {
+fn server_that_goes_away_still_ends_a_budgeted_run(io: Io) {
     // Answers one request on each of two connections, closes them abruptly, and is gone.
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
@@ -230,7 +263,7 @@ fn server_that_goes_away_still_ends_a_budgeted_run() {
         connections: 2,
         pipeline: 4,
         max_requests: Some(100),
-        ..spec(port)
+        ..spec(port, io)
     })
     .unwrap();
     assert!(t.elapsed().as_secs() < 10, "{:?}", t.elapsed());
@@ -239,15 +272,14 @@ fn server_that_goes_away_still_ends_a_budgeted_run() {
     assert!(r.error_classes.contains_key("connect_refused"));
 }
 
-#[test]
-fn rate_shortfall_names_the_limit_consistently_with_generator_bound() {
+fn rate_shortfall_names_the_limit_consistently_with_generator_bound(io: Io) {
     use pywebbench_engine::result::self_check;
     let port = serve(HELLO, None);
     let base = run(&LoadSpec {
         connections: 4,
         rate: Some(500.0),
         duration_s: Some(1.0),
-        ..spec(port)
+        ..spec(port, io)
     })
     .unwrap();
     let mut ok_hist = pywebbench_engine::hist::new_hist();

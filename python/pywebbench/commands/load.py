@@ -65,6 +65,7 @@ _FLAGS = {
     "cpus": "--cpus",
     "expect_status": "--expect-status",
     "expect_body": "--expect-body",
+    "io": "--io",
 }
 
 
@@ -170,7 +171,7 @@ def render_summary(r: LoadResult) -> str:
     else:
         model = "closed loop" + (f", pipeline {sp.pipeline}" if sp.pipeline > 1 else "")
     lines = [
-        f"pywebbench load {sp.method} {sp.url}",
+        f"pywebbench load {sp.method} {sp.url} (io: {r.io})",
         f"  {model}; {sp.connections} connections, {sp.threads} thread(s), "
         f"{r.duration_s:.2f} s measured"
         + (f" after {sp.warmup_s:g} s warm-up" if sp.warmup_s else ""),
@@ -369,6 +370,13 @@ def succeeded(r: LoadResult) -> int:
 )
 @click.option("--expect-body", default=None, help="Expected response body (exact).")
 @click.option(
+    "--io",
+    type=click.Choice(["auto", "epoll", "uring"]),
+    default="auto",
+    show_default=True,
+    help="I/O backend: auto = io_uring where the kernel supports it, else epoll.",
+)
+@click.option(
     "--json",
     "json_out",
     default=None,
@@ -413,6 +421,7 @@ def command(
     cpus: list[int],
     expect_status: list[int],
     expect_body: str | None,
+    io: str,
     json_out: str | None,
     agents: int,
     ray_address: str | None,
@@ -444,7 +453,7 @@ def command(
             max_requests=max_requests, warmup_s=warmup, timeout_s=timeout,
             connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,
             rate=rate, arrival=arrival, seed=seed, queue_limit=queue_limit, cpus=cpus,
-            expect_status=expect_status, expect_body=expect_body,
+            expect_status=expect_status, expect_body=expect_body, io=io,
         )  # fmt: skip
     except ValueError as e:
         raise _usage(e) from None

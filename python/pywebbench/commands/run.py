@@ -87,6 +87,7 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         ("load_agents", "load_agents"),
         ("ray_address", "ray"),
         ("syscalls_duration_s", "syscalls_duration"),
+        ("io", "io"),
     ]:
         if options[flag] is not None:
             load[key] = options[flag]
@@ -170,6 +171,11 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
 )
 @click.option("--max-replicates", type=int, help="Most replicates per cell (with --ci-target).")
 @click.option("--timeout", type=float, help="Per-request timeout (s).")
+@click.option(
+    "--io",
+    type=click.Choice(["auto", "epoll", "uring"]),
+    help="The engine's I/O backend (auto: io_uring where supported, else epoll).",
+)
 @click.option(
     "--faults",
     help="Also measure every cell under this fault mix and score its robustness: 'default', "

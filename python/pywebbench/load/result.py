@@ -130,6 +130,9 @@ class LoadResult(_EngineRecord):
     version: int
     spec: LoadSpec
     mode: LoadMode
+    #: The I/O backend that ran: ``uring`` or ``epoll`` (``mixed`` in a merge of both);
+    #: documents from before the io_uring backend ran on epoll.
+    io: str = "epoll"
     interrupted: bool
     started_at: float
     duration_s: float

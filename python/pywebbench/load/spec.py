@@ -106,6 +106,9 @@ class LoadSpec(BaseModel):
     cpus: list[int] = []
     expect_status: list[int] = []
     expect_body: str | None = None
+    #: I/O backend: ``auto`` (io_uring where the kernel supports it, else epoll), ``epoll``
+    #: or ``uring`` (docs/load-engine.md, "I/O backends").
+    io: Literal["auto", "epoll", "uring"] = "auto"
     #: Fault clients run beside the load (docs/faults.md), as the engine normalised them.
     faults: list[dict[str, Any]] = []
     #: Wall-clock instant (Unix ns) at which the engine starts the run, waiting for it;
@@ -189,10 +192,11 @@ def spec_for_request(
     cpus: Sequence[int],
     rate: float | None = None,
     keepalive: bool = True,
+    io: Literal["auto", "epoll", "uring"] = "auto",
 ) -> LoadSpec:
     """The spec that repeats a workload's ``request`` against the server at ``base_url``
     (one iteration of a study cell; one generator thread). ``keepalive`` False opens a new
-    connection per request."""
+    connection per request; ``io`` is the engine's I/O backend."""
     return LoadSpec(
         url=base_url.rstrip("/") + request.path,
         method=request.method,
@@ -205,4 +209,5 @@ def spec_for_request(
         cpus=list(cpus),
         rate=rate,
         keepalive=keepalive,
+        io=io,
     )

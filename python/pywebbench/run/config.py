@@ -147,6 +147,11 @@ class LoadConfig(_Model):
         5, ge=1, le=100, description="Replicate budget: the most replicates a cell gets."
     )
     timeout_s: float = Field(5.0, gt=0, le=600, description="Per-request timeout of the engine.")
+    io: Literal["auto", "epoll", "uring"] = Field(
+        "auto",
+        description="The engine's I/O backend: auto = io_uring where the kernel supports it, "
+        "else epoll.",
+    )
     pause_s: float = Field(0.0, ge=0, le=60, description="Pause between iterations.")
     server_scope: Literal["cell", "stack"] = Field(
         "cell",

@@ -205,6 +205,7 @@ class Measurer:
             cpus=self.generator_cpus,
             rate=cell.rate,
             keepalive=cell.connection_mode != "close",
+            io=self.config.load.io,
         )
 
     def _judge(

@@ -39,6 +39,7 @@ def fault_phase(
         timeout_s=cfg.timeout_s,
         cpus=generator_cpus,
         rate=cell.rate,
+        io=cfg.io,
     )
     run = measure_robustness(
         base_url.rstrip("/") + cell.request.path,

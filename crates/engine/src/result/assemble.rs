@@ -12,6 +12,8 @@ use crate::spec::{LoadSpec, Mode};
 pub struct RunInfo {
     pub spec: LoadSpec,
     pub mode: Mode,
+    /// The I/O backend that ran ("uring" or "epoll").
+    pub io: String,
     pub interrupted: bool,
     pub started_at: f64,
     pub duration_s: f64,
@@ -66,6 +68,7 @@ pub fn assemble(t: &Tally, info: RunInfo) -> LoadResult {
     let mut r = LoadResult {
         version: RESULT_VERSION,
         mode: info.mode,
+        io: info.io,
         interrupted: info.interrupted,
         started_at: info.started_at,
         duration_s: d,

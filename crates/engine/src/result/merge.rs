@@ -112,6 +112,11 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
         &total,
         RunInfo {
             mode: first.mode,
+            io: if results.iter().all(|r| r.io == first.io) {
+                first.io.clone()
+            } else {
+                "mixed".into()
+            },
             interrupted: results.iter().any(|r| r.interrupted),
             started_at: base,
             duration_s: results.iter().map(|r| r.duration_s).fold(0.0, f64::max),

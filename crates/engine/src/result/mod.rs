@@ -131,6 +131,9 @@ pub struct LoadResult {
     pub version: u32,
     pub spec: LoadSpec,
     pub mode: Mode,
+    /// The I/O backend that ran ("uring" or "epoll"; "mixed" for a merge of both).
+    #[serde(default = "epoll_name")]
+    pub io: String,
     pub interrupted: bool,
     /// Unix time at the start of the measured phase.
     pub started_at: f64,
@@ -169,6 +172,11 @@ pub struct LoadResult {
     /// for the spec's `start_at_unix_ns`; the skew between load agents is measured from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launched_at_unix_ns: Option<u64>,
+}
+
+/// Documents from before the io_uring backend ran on epoll.
+fn epoll_name() -> String {
+    "epoll".into()
 }
 
 /// Raw counters and histograms of one phase of one thread (or of a whole result, for merging).

@@ -1,15 +1,15 @@
-//! A generator thread's connections: connecting and reconnecting, reading and parsing
-//! responses, writing request batches, and timeouts.
+//! A generator thread's connections, whatever the I/O backend: connecting and
+//! reconnecting, parsing responses, taking request batches to write, and timeouts.
 
-use super::{Worker, BACKOFF_NS};
+use super::{Io, Worker, BACKOFF_NS};
 use crate::errors::ErrorClass;
 use crate::hist;
 use crate::http::{Feed, ResponseParser};
+use crate::spec::Plan;
 use crate::sys;
 use mio::net::TcpStream;
-use mio::{Interest, Token};
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io;
 
 #[derive(Clone, Copy)]
 pub(super) struct Slot {
@@ -42,6 +42,11 @@ pub(super) struct Conn {
     pub(super) opened_at: u64,
     pub(super) attempted: bool,
     pub(super) in_free: bool,
+    /// io_uring: generation of the socket (completions of an earlier one are stale), and
+    /// whether a receive or a send is armed on it.
+    pub(super) gen: u32,
+    pub(super) recv_armed: bool,
+    pub(super) send_busy: bool,
 }
 
 impl Conn {
@@ -58,6 +63,9 @@ impl Conn {
             opened_at: 0,
             attempted: false,
             in_free: false,
+            gen: 0,
+            recv_armed: false,
+            send_busy: false,
         }
     }
 
@@ -65,6 +73,14 @@ impl Conn {
     pub(super) fn written(&self) -> usize {
         self.inflight.len() - self.unsent as usize
     }
+}
+
+/// Create a non-blocking socket to the target and start connecting: the one way both I/O
+/// backends open connections.
+pub(super) fn dial(plan: &Plan) -> io::Result<TcpStream> {
+    let s = TcpStream::connect(plan.addr)?;
+    let _ = s.set_nodelay(true);
+    Ok(s)
 }
 
 impl Worker {
@@ -75,14 +91,13 @@ impl Worker {
             self.tally.reopened += 1;
         }
         c.attempted = true;
-        match TcpStream::connect(self.plan.addr) {
+        match dial(&self.plan) {
             Ok(mut s) => {
-                let _ = s.set_nodelay(true);
-                if let Err(e) = self.poll.registry().register(
-                    &mut s,
-                    Token(i),
-                    Interest::READABLE | Interest::WRITABLE,
-                ) {
+                let armed = match &mut self.io {
+                    Io::Epoll(e) => e.register(&mut s, i),
+                    Io::Uring(_) => Ok(()),
+                };
+                if let Err(e) = armed {
                     self.connect_failed(i, &e, now);
                     return;
                 }
@@ -90,15 +105,51 @@ impl Worker {
                 c.stream = Some(s);
                 c.state = CState::Connecting(now);
                 c.opened_at = now;
+                if let Io::Uring(_) = self.io {
+                    self.uring_arm_connect(i);
+                }
             }
             Err(e) => self.connect_failed(i, &e, now),
         }
     }
 
+    /// A connect in progress on `i` signalled (`failed`: with an error or hang-up): learn
+    /// its outcome. It may still be in progress after a spurious wake-up.
+    pub(super) fn finish_connect(&mut self, i: usize, failed: bool, now: u64) {
+        let Some(s) = self.conns[i].stream.as_ref() else {
+            return;
+        };
+        match s.take_error() {
+            Ok(Some(e)) | Err(e) => return self.connect_failed(i, &e, now),
+            Ok(None) => {}
+        }
+        match s.peer_addr() {
+            Ok(_) => self.connected(i, now),
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                if failed {
+                    let e = io::Error::from_raw_os_error(libc::ECONNREFUSED);
+                    self.connect_failed(i, &e, now);
+                }
+            }
+            Err(e) => self.connect_failed(i, &e, now),
+        }
+    }
+
+    /// Close the socket of connection `i` (the backend lets go of it first).
+    fn drop_stream(&mut self, i: usize) {
+        if let Io::Uring(_) = self.io {
+            self.uring_release(i);
+        }
+        let s = self.conns[i].stream.take();
+        if let (Io::Uring(r), Some(s)) = (&mut self.io, s) {
+            r.close_after_submit(s.into());
+        }
+    }
+
     pub(super) fn connect_failed(&mut self, i: usize, e: &io::Error, now: u64) {
         let class = ErrorClass::from_connect_error(e);
+        self.drop_stream(i);
         let c = &mut self.conns[i];
-        c.stream = None;
         c.parser.reset();
         c.writing = 0;
         c.woff = 0;
@@ -126,6 +177,9 @@ impl Worker {
     pub(super) fn connected(&mut self, i: usize, now: u64) {
         self.conns[i].state = CState::Open;
         self.tally.established += 1;
+        if let Io::Uring(_) = self.io {
+            self.uring_arm_recv(i);
+        }
         if self.open {
             if self.conns[i].inflight.is_empty() {
                 self.conn_idle(i, now);
@@ -138,11 +192,11 @@ impl Worker {
 
     /// Close the socket (slots stay, for the caller to deal with).
     pub(super) fn close_conn(&mut self, i: usize) {
+        self.drop_stream(i);
         let c = &mut self.conns[i];
         if c.reqs > 0 {
             let _ = self.tally.per_conn.record(c.reqs);
         }
-        c.stream = None;
         c.state = CState::Closed;
         c.parser.reset();
         c.writing = 0;
@@ -175,88 +229,16 @@ impl Worker {
         self.reopen(i, now);
     }
 
-    pub(super) fn on_event(&mut self, i: usize, ev: &mio::event::Event, now: u64) {
-        if i >= self.conns.len() {
-            return;
-        }
-        match self.conns[i].state {
-            CState::Connecting(_) => {
-                let Some(s) = self.conns[i].stream.as_ref() else {
-                    return;
-                };
-                match s.take_error() {
-                    Ok(Some(e)) | Err(e) => {
-                        self.connect_failed(i, &e, now);
-                        return;
-                    }
-                    Ok(None) => {}
-                }
-                match s.peer_addr() {
-                    Ok(_) => self.connected(i, now),
-                    Err(e) if e.kind() == io::ErrorKind::NotConnected => {
-                        if ev.is_error() || ev.is_write_closed() {
-                            let e = io::Error::from_raw_os_error(libc::ECONNREFUSED);
-                            self.connect_failed(i, &e, now);
-                        }
-                        return;
-                    }
-                    Err(e) => {
-                        self.connect_failed(i, &e, now);
-                        return;
-                    }
-                }
-            }
-            CState::Open => {}
-            _ => return,
-        }
-        let drain = ev.is_read_closed() || ev.is_error();
-        if ev.is_readable() || drain {
-            self.on_readable(i, now, drain);
-        }
-        if ev.is_writable() && self.conns[i].state == CState::Open {
-            self.flush(i, now);
-        }
-    }
-
-    pub(super) fn on_readable(&mut self, i: usize, now: u64, drain: bool) {
-        let mut rbuf = std::mem::take(&mut self.rbuf);
-        let open_after = loop {
-            let Some(s) = self.conns[i].stream.as_mut() else {
-                break false;
-            };
-            match s.read(&mut rbuf) {
-                Ok(0) => {
-                    self.on_eof(i, now);
-                    break false;
-                }
-                Ok(n) => {
-                    self.tally.bytes_in += n as u64;
-                    if !self.process(i, &rbuf[..n], now) {
-                        break false;
-                    }
-                    if n < rbuf.len() && !drain {
-                        break true;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break true,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    let c = &self.conns[i];
-                    if c.written() == 0 {
-                        // Nothing was asked on this connection: not a request failure.
-                        self.close_conn(i);
-                        self.reopen(i, now);
-                    } else {
-                        let (class, msg) = c.parser.on_reset(&e);
-                        self.fail(i, class, msg, now);
-                    }
-                    break false;
-                }
-            }
-        };
-        self.rbuf = rbuf;
-        if open_after {
-            self.flush(i, now);
+    /// Reading from connection `i` failed with `e`.
+    pub(super) fn on_read_error(&mut self, i: usize, e: &io::Error, now: u64) {
+        let c = &self.conns[i];
+        if c.written() == 0 {
+            // Nothing was asked on this connection: not a request failure.
+            self.close_conn(i);
+            self.reopen(i, now);
+        } else {
+            let (class, msg) = c.parser.on_reset(e);
+            self.fail(i, class, msg, now);
         }
     }
 
@@ -384,49 +366,45 @@ impl Worker {
 
     /// Write whatever requests are waiting on connection `i`, in one batch where possible.
     pub(super) fn flush(&mut self, i: usize, now: u64) {
-        loop {
-            let c = &mut self.conns[i];
-            if c.state != CState::Open {
-                return;
+        match self.io {
+            Io::Epoll(_) => self.epoll_flush(i, now),
+            Io::Uring(_) => self.uring_flush(i, now),
+        }
+    }
+
+    /// Start writing the next batch of unsent requests on connection `i` (up to `pipeline`
+    /// of them, stamped with their send time); false when none is waiting.
+    pub(super) fn take_batch(&mut self, i: usize, now: u64) -> bool {
+        let c = &mut self.conns[i];
+        if c.unsent == 0 {
+            return false;
+        }
+        let k = c.unsent.min(self.depth);
+        let start = c.inflight.len() - c.unsent as usize;
+        // A fresh timestamp: the send time is taken right before the write, not when the
+        // event that led to it was picked up (that would overstate latency).
+        let t = sys::now_ns().max(now);
+        let base = if self.cpr { c.opened_at } else { t };
+        for s in c.inflight.range_mut(start..start + k as usize) {
+            s.sent = t;
+            if s.intended == 0 {
+                s.intended = base;
             }
-            if c.writing == 0 {
-                if c.unsent == 0 {
-                    return;
-                }
-                let k = c.unsent.min(self.depth);
-                let start = c.inflight.len() - c.unsent as usize;
-                // A fresh timestamp: the send time is taken right before the write, not when
-                // the event that led to it was picked up (that would overstate latency).
-                let t = sys::now_ns().max(now);
-                let base = if self.cpr { c.opened_at } else { t };
-                for s in c.inflight.range_mut(start..start + k as usize) {
-                    s.sent = t;
-                    if s.intended == 0 {
-                        s.intended = base;
-                    }
-                }
-                c.unsent -= k;
-                c.writing = k;
-                c.woff = 0;
-            }
-            let total = c.writing as usize * self.req_len;
-            let Some(s) = c.stream.as_mut() else { return };
-            match s.write(&self.batch[c.woff..total]) {
-                Ok(n) => {
-                    self.tally.bytes_out += n as u64;
-                    c.woff += n;
-                    if c.woff >= total {
-                        c.writing = 0;
-                        c.woff = 0;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.fail(i, ErrorClass::WriteError, format!("write failed: {e}"), now);
-                    return;
-                }
-            }
+        }
+        c.unsent -= k;
+        c.writing = k;
+        c.woff = 0;
+        true
+    }
+
+    /// `n` bytes of the batch on connection `i` were written.
+    pub(super) fn wrote(&mut self, i: usize, n: usize) {
+        self.tally.bytes_out += n as u64;
+        let c = &mut self.conns[i];
+        c.woff += n;
+        if c.woff >= c.writing as usize * self.req_len {
+            c.writing = 0;
+            c.woff = 0;
         }
     }
 

@@ -1,29 +1,33 @@
-//! One generator thread: a mio (epoll, edge-triggered) loop over its share of connections.
+//! One generator thread: an event loop over its share of connections, on one of two I/O
+//! backends (docs/load-engine.md, "I/O backends"):
 //!
-//! Hot path per request: one `write` (usually merged with other requests in the same batch)
-//! and one `read`; no locks, channels, allocations or interest re-registration. Sockets are
-//! registered once for READABLE|WRITABLE: with edge-triggered epoll the kernel only signals
-//! writability again after a write hit EAGAIN, so steady-state load causes no extra events.
+//! - epoll (mio, edge-triggered; epoll.rs): per request one `write` (usually merged with
+//!   other requests in the same batch) and one `read`. Sockets are registered once for
+//!   READABLE|WRITABLE: with edge-triggered epoll the kernel only signals writability again
+//!   after a write hit EAGAIN, so steady-state load causes no extra events.
+//! - io_uring (uring.rs): the sends of all connections go in one `io_uring_enter` with the
+//!   wait for the next completions; one multishot receive per connection stays armed.
+//!
+//! Everything else (connection states, scheduling, parsing, counting, timeouts) is shared.
+//! No locks, channels, allocations or interest re-registration per request.
 
 mod conn;
+mod epoll;
 mod schedule;
+mod uring;
 
 use self::conn::Conn;
+use self::epoll::EpollIo;
 use self::schedule::Rng;
 use crate::errors::ErrorClass;
 use crate::result::{Tally, ThreadStats};
 use crate::spec::{Arrival, Mode, Plan};
 use crate::sys;
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
 
-const RBUF: usize = 64 * 1024;
-const TIMER_TOKEN: Token = Token(usize::MAX - 1);
 /// Wait before reconnecting after a failed connect.
 const BACKOFF_NS: u64 = 10_000_000;
 /// Longest sleep in poll, so a stop request is seen quickly.
@@ -77,14 +81,29 @@ pub struct ThreadPlan {
     pub budget: Option<u64>,
 }
 
+/// The I/O backend of a thread.
+enum Io {
+    Epoll(EpollIo),
+    Uring(Box<crate::uring::Ring>),
+}
+
+/// When the event loop should wake next (see `Worker::next_wake`).
+struct Wake {
+    /// Longest wait (ns): the next scan, phase change, end or stop check.
+    sleep: u64,
+    /// An open-loop send is due so soon that the loop polls without waiting.
+    spinning: bool,
+    /// Open loop: wake at this time (ns), a lead before the next send time.
+    timer_at: Option<u64>,
+}
+
 /// One generator thread.
 pub struct Worker {
     id: usize,
     plan: Arc<Plan>,
     shared: Arc<Shared>,
-    poll: Poll,
+    io: Io,
     conns: Vec<Conn>,
-    rbuf: Vec<u8>,
     /// The request repeated `pipeline` times: any batch is a prefix of it.
     batch: Vec<u8>,
     req_len: usize,
@@ -108,7 +127,6 @@ pub struct Worker {
     interval_ns: f64,
     poisson: bool,
     rng: Rng,
-    timer: Option<sys::TimerFd>,
     scan_every: u64,
     next_scan: u64,
     cpu: Option<usize>,
@@ -124,30 +142,23 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Prepare a worker (creates its poller; no connection yet).
+    /// Prepare a worker (creates its poller or ring; no connection yet).
     pub fn new(plan: Arc<Plan>, shared: Arc<Shared>, tp: ThreadPlan) -> io::Result<Worker> {
-        let poll = Poll::new()?;
+        let open = plan.mode == Mode::Open;
+        let io = match plan.uring {
+            Some(support) => Io::Uring(Box::new(crate::uring::Ring::new(tp.connections, support)?)),
+            None => Io::Epoll(EpollIo::new(open)?),
+        };
         let depth = plan.spec.pipeline;
         let mut batch = Vec::with_capacity(plan.request.len() * depth as usize);
         for _ in 0..depth {
             batch.extend_from_slice(&plan.request);
         }
-        let open = plan.mode == Mode::Open;
         let t0 = shared.t0;
         let warm_end = t0 + plan.warmup_ns;
         let end = warm_end + plan.duration_ns;
         let min_timeout = plan.timeout_ns.min(plan.connect_timeout_ns);
         let scan_every = (min_timeout / 10).clamp(2_000_000, 50_000_000);
-        let mut timer = None;
-        if open {
-            let t = sys::TimerFd::new()?;
-            poll.registry().register(
-                &mut SourceFd(&t.raw_fd()),
-                TIMER_TOKEN,
-                Interest::READABLE,
-            )?;
-            timer = Some(t);
-        }
         let rate = tp.rate.max(1e-9);
         let interval_ns = 1e9 / rate;
         let threads = plan.spec.threads.max(1) as f64;
@@ -159,7 +170,6 @@ impl Worker {
             conns: (0..tp.connections)
                 .map(|_| Conn::new(depth as usize))
                 .collect(),
-            rbuf: vec![0u8; RBUF],
             req_len: plan.request.len(),
             batch,
             depth,
@@ -181,7 +191,6 @@ impl Worker {
             interval_ns,
             poisson: plan.spec.arrival == Arrival::Poisson,
             rng: Rng(seed),
-            timer,
             scan_every,
             next_scan: 0,
             cpu: tp.cpu,
@@ -189,7 +198,7 @@ impl Worker {
             lead_ns: 20_000,
             max_lead_ns: ((interval_ns / 4.0) as u64).min(MAX_LEAD_NS),
             spin_ns: 0,
-            poll,
+            io,
             plan,
             shared,
         };
@@ -219,7 +228,13 @@ impl Worker {
         if self.open {
             sys::set_timer_slack_ns(1_000);
         }
-        let mut events = Events::with_capacity(1024);
+        if let Io::Uring(r) = &self.io {
+            if let Err(e) = r.enable() {
+                self.warnings
+                    .push(format!("thread {}: cannot enable io_uring: {e}", self.id));
+                self.shared.stop.store(true, Relaxed);
+            }
+        }
         let mut now = sys::now_ns();
         let mut cpu_mark = sys::thread_cpu_ns();
         let mut delay_mark = sys::thread_run_delay_ns();
@@ -260,60 +275,17 @@ impl Worker {
                 self.scan(now);
                 self.next_scan = now + self.scan_every;
             }
-            let mut wake = self.next_scan.min(self.end).min(now + MAX_SLEEP_NS);
-            if !self.measuring {
-                wake = wake.min(self.warm_end);
-            }
-            let mut sleep = wake.saturating_sub(now);
-            let mut spinning = false;
-            if self.open && self.next_arrival != u64::MAX {
-                // Set the timer `lead` early (its typical wake-up lateness) and spin the rest.
-                let lead = self.lead_ns.min(self.max_lead_ns).max(SPIN_NS);
-                if self.next_arrival <= now + lead {
-                    sleep = 0;
-                    spinning = true;
-                } else if self.next_arrival - lead < wake {
-                    if let Some(t) = self.timer.as_mut() {
-                        t.arm_at(self.next_arrival - lead);
-                    }
-                }
-            }
-            if let Err(e) = self
-                .poll
-                .poll(&mut events, Some(Duration::from_nanos(sleep)))
-            {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    self.warnings
-                        .push(format!("thread {}: poll failed: {e}", self.id));
-                    break;
-                }
-            }
-            if self.open {
-                let woke = sys::now_ns();
-                if spinning && events.is_empty() && self.measuring {
-                    self.spin_ns += woke.saturating_sub(now);
-                }
-                if let Some(t) = self.timer.as_mut() {
-                    if events.iter().any(|ev| ev.token() == TIMER_TOKEN) {
-                        // Track the wake-up lateness: up 3 steps when later than the lead,
-                        // down 1 when not (converges on the 75th percentile).
-                        let late = woke.saturating_sub(t.armed_at());
-                        t.fired();
-                        if late > self.lead_ns {
-                            self.lead_ns = (self.lead_ns + 3 * LEAD_STEP_NS).min(2 * MAX_LEAD_NS);
-                        } else {
-                            self.lead_ns = self.lead_ns.saturating_sub(LEAD_STEP_NS);
-                        }
-                    }
-                }
-            }
-            for ev in events.iter() {
-                let tok = ev.token();
-                if tok == TIMER_TOKEN {
-                    continue;
-                }
-                let now = sys::now_ns();
-                self.on_event(tok.0, ev, now);
+            let wake = self.next_wake(now);
+            let turned = match self.io {
+                Io::Epoll(_) => self.epoll_turn(now, &wake),
+                Io::Uring(_) => self.uring_turn(now, &wake),
+            };
+            if let Err(e) = turned {
+                self.warnings.push(format!(
+                    "thread {}: waiting for events failed: {e}",
+                    self.id
+                ));
+                break;
             }
             let p = &self.shared.progress[self.id];
             p.requests.store(self.tally.requests, Relaxed);
@@ -364,6 +336,51 @@ impl Worker {
         }
     }
 
+    /// How long the next wait may last, and whether an open-loop timer is due first.
+    fn next_wake(&self, now: u64) -> Wake {
+        let mut wake = self.next_scan.min(self.end).min(now + MAX_SLEEP_NS);
+        if !self.measuring {
+            wake = wake.min(self.warm_end);
+        }
+        let mut w = Wake {
+            sleep: wake.saturating_sub(now),
+            spinning: false,
+            timer_at: None,
+        };
+        if self.open && self.next_arrival != u64::MAX {
+            // Set the timer `lead` early (its typical wake-up lateness) and spin the rest.
+            let lead = self.lead_ns.min(self.max_lead_ns).max(SPIN_NS);
+            if self.next_arrival <= now + lead {
+                w.sleep = 0;
+                w.spinning = true;
+            } else if self.next_arrival - lead < wake {
+                w.timer_at = Some(self.next_arrival - lead);
+            }
+        }
+        w
+    }
+
+    /// After a wait: count spinning as such, and track how late the open-loop timer woke
+    /// the thread (`fired_at`: the wait ended by the timer set for that time).
+    fn after_wait(&mut self, now: u64, wake: &Wake, idle: bool, fired_at: Option<u64>) {
+        if !self.open {
+            return;
+        }
+        let woke = sys::now_ns();
+        if wake.spinning && idle && self.measuring {
+            self.spin_ns += woke.saturating_sub(now);
+        }
+        if let Some(at) = fired_at {
+            // Up 3 steps when later than the lead, down 1 when not (converges on the 75th
+            // percentile).
+            if woke.saturating_sub(at) > self.lead_ns {
+                self.lead_ns = (self.lead_ns + 3 * LEAD_STEP_NS).min(2 * MAX_LEAD_NS);
+            } else {
+                self.lead_ns = self.lead_ns.saturating_sub(LEAD_STEP_NS);
+            }
+        }
+    }
+
     fn done(&self) -> bool {
         match self.budget {
             Some(b) => self.issued >= b && self.inflight_total == 0 && self.queue.is_empty(),
@@ -389,6 +406,10 @@ impl Worker {
         self.tally.in_flight_at_end = in_flight;
         if self.open {
             self.tally.unsent_at_end = unsent;
+        }
+        if let Io::Uring(_) = self.io {
+            // Before the sockets close: queued submissions name them by number.
+            self.uring_drain();
         }
         self.conns.clear();
     }
