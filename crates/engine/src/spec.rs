@@ -1,7 +1,9 @@
 //! The load spec (JSON in) and its validated, prepared form (`Plan`).
 
+use crate::dial::Target;
 use serde::{Deserialize, Serialize};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, ToSocketAddrs};
+use std::path::PathBuf;
 
 /// How open-loop arrivals are spaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -48,6 +50,14 @@ pub struct LoadSpec {
     /// (docs/faults.md). Empty: none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<crate::faults::FaultSpec>,
+    /// Local IP addresses the TCP connections are spread over, in turn. Empty: automatic
+    /// (several 127.0.0.x on a loopback target with many connections, see `dial.rs`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub source_addresses: Vec<String>,
+    /// Connect to this unix-domain socket instead of the URL's host and port (the URL still
+    /// gives the path and the Host header), as curl's `--unix-socket`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unix_socket: Option<String>,
 }
 
 impl Default for LoadSpec {
@@ -75,6 +85,8 @@ impl Default for LoadSpec {
             expect_status: Vec::new(),
             expect_body: None,
             faults: Vec::new(),
+            source_addresses: Vec::new(),
+            unix_socket: None,
         }
     }
 }
@@ -101,7 +113,8 @@ pub const MAX_DURATION_S: f64 = 24.0 * 3600.0;
 pub struct Plan {
     pub spec: LoadSpec,
     pub mode: Mode,
-    pub addr: SocketAddr,
+    /// Where connections go (TCP address and source addresses, or a unix socket).
+    pub target: Target,
     /// One serialised request (head and body).
     pub request: Vec<u8>,
     pub is_head: bool,
@@ -224,7 +237,19 @@ impl LoadSpec {
     /// Check every field (without resolving the host). Errors name the field:
     /// `"connections: must be >= 1"`.
     pub fn validate(&self) -> Result<(), String> {
-        parse_url(&self.url)?;
+        let endpoint = self.endpoint()?;
+        if endpoint.unix_socket.is_some() {
+            if !self.source_addresses.is_empty() {
+                return Err(bad(
+                    "source_addresses",
+                    "apply to TCP targets only, not to a unix socket",
+                ));
+            }
+            if !self.faults.is_empty() {
+                return Err(bad("faults", "fault clients need a TCP target"));
+            }
+        }
+        self.source_ips()?;
         if !valid_token(&self.method) {
             return Err(bad(
                 "method",
@@ -339,7 +364,12 @@ impl LoadSpec {
     /// Validate every field and prepare the run. Errors name the field: `"connections: must be >= 1"`.
     pub fn plan(&self) -> Result<Plan, String> {
         self.validate()?;
-        let (host, port, path) = parse_url(&self.url)?;
+        let Endpoint {
+            host,
+            port,
+            path,
+            unix_socket,
+        } = self.endpoint()?;
         let mut has_host = false;
         let mut head = format!("{} {} HTTP/1.1\r\n", self.method, path);
         for (name, value) in &self.headers {
@@ -367,11 +397,10 @@ impl LoadSpec {
         let mut request = head.into_bytes();
         request.extend_from_slice(&body);
 
-        let addr = (host.as_str(), port)
-            .to_socket_addrs()
-            .map_err(|e| bad("url", format!("cannot resolve {host:?}: {e}")))?
-            .next()
-            .ok_or_else(|| bad("url", format!("{host:?} resolves to no address")))?;
+        let target = match unix_socket {
+            Some((field, path)) => unix_target(field, path)?,
+            None => self.tcp_target(&host, port)?,
+        };
 
         let duration_s = match (self.duration_s, self.max_requests) {
             (Some(d), _) => d,
@@ -388,7 +417,7 @@ impl LoadSpec {
         Ok(Plan {
             spec: self.clone(),
             mode: self.mode(),
-            addr,
+            target,
             request,
             is_head: self.method == "HEAD",
             duration_ns: secs_to_ns(duration_s),
@@ -398,6 +427,74 @@ impl LoadSpec {
             queue_limit,
             expect_body: self.expect_body.as_ref().map(|b| b.as_bytes().to_vec()),
         })
+    }
+
+    /// Host (for the Host header), port, request path and, for a unix socket target, the
+    /// field that named the socket and its path.
+    fn endpoint(&self) -> Result<Endpoint, String> {
+        if let Some(rest) = self.url.strip_prefix("unix:") {
+            if self.unix_socket.is_some() {
+                return Err(bad(
+                    "unix_socket",
+                    "the url already names a unix socket (unix:PATH:/request-path)",
+                ));
+            }
+            let (socket, path) = match rest.rfind(":/") {
+                Some(i) => (&rest[..i], &rest[i + 1..]),
+                None => (rest, "/"),
+            };
+            if socket.is_empty() || path.contains([' ', '\r', '\n']) {
+                return Err(bad(
+                    "url",
+                    format!("{:?}: expected unix:/path/to.sock:/request-path", self.url),
+                ));
+            }
+            return Ok(Endpoint {
+                host: "localhost".into(),
+                port: 80,
+                path: path.into(),
+                unix_socket: Some(("url", socket.into())),
+            });
+        }
+        let (host, port, path) = parse_url(&self.url)?;
+        if self.unix_socket.as_deref() == Some("") {
+            return Err(bad("unix_socket", "must be a path, not empty"));
+        }
+        Ok(Endpoint {
+            host,
+            port,
+            path,
+            unix_socket: self.unix_socket.clone().map(|p| ("unix_socket", p)),
+        })
+    }
+
+    /// `source_addresses` parsed.
+    fn source_ips(&self) -> Result<Vec<IpAddr>, String> {
+        self.source_addresses
+            .iter()
+            .map(|a| {
+                a.parse::<IpAddr>()
+                    .map_err(|_| bad("source_addresses", format!("{a:?} is not an IP address")))
+            })
+            .collect()
+    }
+
+    /// Resolve the host and check the source addresses against it.
+    fn tcp_target(&self, host: &str, port: u16) -> Result<Target, String> {
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| bad("url", format!("cannot resolve {host:?}: {e}")))?
+            .next()
+            .ok_or_else(|| bad("url", format!("{host:?} resolves to no address")))?;
+        let sources = self.source_ips()?;
+        if let Some(ip) = sources.iter().find(|ip| ip.is_ipv4() != addr.is_ipv4()) {
+            return Err(bad(
+                "source_addresses",
+                format!("{ip} is not of the target's address family ({addr})"),
+            ));
+        }
+        crate::dial::check_sources(&sources).map_err(|e| bad("source_addresses", e))?;
+        Ok(Target::tcp(addr, sources, self.connections))
     }
 
     /// The request body as bytes: `body_b64` decoded, or `body` as UTF-8.
@@ -421,6 +518,27 @@ impl LoadSpec {
             + 3 * self.threads as u64
             + 64
             + crate::faults::fds_needed(&self.faults)
+    }
+}
+
+/// What the URL (and `unix_socket`) say about where to connect.
+struct Endpoint {
+    host: String,
+    port: u16,
+    path: String,
+    unix_socket: Option<(&'static str, String)>,
+}
+
+/// A unix socket target, checked to exist (errors name `field`, the one that gave the path).
+fn unix_target(field: &str, path: String) -> Result<Target, String> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(&path) {
+        Ok(m) if m.file_type().is_socket() => Ok(Target::Unix(PathBuf::from(path))),
+        Ok(_) => Err(bad(field, format!("{path} is not a unix socket"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(bad(field, format!("unix socket {path} does not exist")))
+        }
+        Err(e) => Err(bad(field, format!("unix socket {path}: {e}"))),
     }
 }
 

@@ -64,22 +64,22 @@ fn set_nofile_limit(soft: libc::rlim_t, hard: libc::rlim_t) -> bool {
     unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 }
 }
 
-/// Make sure the process may open `need` file descriptors: raise the soft RLIMIT_NOFILE
-/// (and, if allowed, the hard one). Returns the resulting soft limit, or a clear error.
+/// Make sure the process may open `need` file descriptors: raise the soft RLIMIT_NOFILE to
+/// the hard limit (and beyond it, where the kernel allows). Returns the resulting soft limit,
+/// or an error naming the limit and its value.
 pub fn ensure_nofile(need: u64) -> Result<u64, String> {
+    let soft = raise_nofile_limit();
+    if soft >= need {
+        return Ok(soft);
+    }
+    if set_nofile_limit(need, need) {
+        return Ok(need);
+    }
     let lim = nofile_limit().map_err(|e| format!("getrlimit(RLIMIT_NOFILE) failed: {e}"))?;
-    if lim.rlim_cur >= need {
-        return Ok(lim.rlim_cur);
-    }
-    if set_nofile_limit(need, lim.rlim_max.max(need)) {
-        return Ok(need);
-    }
-    if lim.rlim_max >= need && set_nofile_limit(need, lim.rlim_max) {
-        return Ok(need);
-    }
     Err(format!(
-        "need {need} file descriptors (connections + margin), limit is {} (hard {}); \
-         raise it with `ulimit -n {need}` or use fewer connections",
+        "need {need} file descriptors, but the open-file limit (RLIMIT_NOFILE) is {} \
+         (hard limit {}); raise it with `ulimit -n {need}` (as root for the hard limit) \
+         or use fewer connections",
         lim.rlim_cur, lim.rlim_max
     ))
 }
