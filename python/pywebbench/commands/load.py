@@ -60,6 +60,8 @@ _FLAGS = {
     "cpus": "--cpus",
     "expect_status": "--expect-status",
     "expect_body": "--expect-body",
+    "source_addresses": "--source-addresses",
+    "unix_socket": "--unix-socket",
 }
 
 
@@ -113,6 +115,10 @@ def _headers_cb(
             raise click.BadParameter(f"expected 'Name: value', got {h!r}")
         out.append((name.strip(), v.strip()))
     return out
+
+
+def _addresses_cb(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str]:
+    return [a.strip() for a in value.split(",") if a.strip()] if value else []
 
 
 def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[int]:
@@ -222,6 +228,7 @@ def render_summary(r: LoadResult) -> str:
     lines.append(
         f"  {'Connections':<13} {c.targeted:,} targeted, {c.established:,} established, "
         f"{c.reopened:,} reopened; requests per connection p50 {rpc.p50:,} (max {rpc.max:,})"
+        + (f"; from {', '.join(c.source_addresses)}" if c.source_addresses else "")
     )
     g = r.generator
     busy = ", ".join(f"{t.busy * 100:.0f}%" for t in g.threads)
@@ -364,6 +371,21 @@ def succeeded(r: LoadResult) -> int:
 )
 @click.option("--expect-body", default=None, help="Expected response body (exact).")
 @click.option(
+    "--unix-socket",
+    default=None,
+    metavar="PATH",
+    help="Connect to this unix-domain socket; URL gives the path and Host header "
+    "(as curl). The URL form unix:PATH:/request-path does the same.",
+)
+@click.option(
+    "--source-addresses",
+    callback=_addresses_cb,
+    default=None,
+    metavar="IP,IP,...",
+    help="Spread the connections over these local addresses.  [default: on a loopback "
+    "target, one 127.0.0.x per 10,000 connections]",
+)
+@click.option(
     "--json",
     "json_out",
     default=None,
@@ -393,6 +415,8 @@ def command(
     cpus: list[int],
     expect_status: list[int],
     expect_body: str | None,
+    unix_socket: str | None,
+    source_addresses: list[str],
     json_out: str | None,
     quiet: bool,
 ) -> None:
@@ -423,6 +447,7 @@ def command(
             connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,
             rate=rate, arrival=arrival, seed=seed, queue_limit=queue_limit, cpus=cpus,
             expect_status=expect_status, expect_body=expect_body,
+            unix_socket=unix_socket, source_addresses=source_addresses,
         )  # fmt: skip
     except ValueError as e:
         raise _usage(e) from None

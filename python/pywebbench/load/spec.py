@@ -108,6 +108,10 @@ class LoadSpec(BaseModel):
     expect_body: str | None = None
     #: Fault clients run beside the load (docs/faults.md), as the engine normalised them.
     faults: list[dict[str, Any]] = []
+    #: Local IP addresses the TCP connections are spread over (empty: automatic).
+    source_addresses: list[str] = []
+    #: Connect to this unix-domain socket (the url gives the path and Host header).
+    unix_socket: str | None = None
 
     if not TYPE_CHECKING:  # type checkers see pydantic's typed keyword constructor
 
@@ -136,8 +140,11 @@ class LoadSpec(BaseModel):
         body_b64 = doc.pop("body")
         if body_b64:
             doc["body_b64"] = body_b64
-        if not self.faults:
-            del doc["faults"]  # as the engine writes it
+        for name in ("faults", "source_addresses"):
+            if not doc[name]:
+                del doc[name]  # as the engine writes it
+        if doc["unix_socket"] is None:
+            del doc["unix_socket"]
         return doc
 
     @property
