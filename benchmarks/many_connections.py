@@ -59,10 +59,12 @@ def _run_load(
         p = subprocess.Popen(argv, stdout=out, stderr=err)
         samples: list[tuple[float, float]] = []
         start = time.monotonic()
-        while p.poll() is None:
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)  # reaps it, with its rusage
+            if pid == p.pid:
+                break
             samples.append((time.monotonic() - start, _proc_kb(p.pid, "VmRSS") / 1024))
             time.sleep(0.05)
-        _, status, ru = os.wait4(p.pid, 0)
         rc = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
