@@ -251,7 +251,7 @@ mod tests {
     fn nofile_is_raised_or_explained() {
         assert!(ensure_nofile(64).unwrap() >= 64);
         let err = ensure_nofile(u64::MAX / 2).unwrap_err();
-        assert!(err.contains("ulimit -n"), "{err}");
+        assert!(err.contains("ulimit -n") && err.contains("(RLIMIT_NOFILE) is "), "{err}");
     }
 
     #[test]

@@ -76,7 +76,7 @@ pub struct ConnStats {
     /// Requests per connection (counted when a connection closes and at the end).
     pub requests_per_connection: hist::Summary,
     /// Local addresses the connections were spread over (empty: the kernel's choice).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub source_addresses: Vec<String>,
 }
 
