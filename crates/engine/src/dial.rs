@@ -11,12 +11,13 @@
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 use mio::event::Source;
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Registry, Token};
+use pywebbench_sys as sys;
 
 /// Connections one source address carries cheaply towards one `host:port`: about half of the
 /// default ephemeral range (32768-60999), with a margin.
@@ -188,67 +189,10 @@ pub fn dial(target: &Target, seq: usize) -> io::Result<Stream> {
 /// rather than on every connect). Errors name the address.
 pub fn check_sources(sources: &[IpAddr]) -> Result<(), String> {
     for &ip in sources {
-        let s = socket_for(ip)?;
+        let s = sys::tcp_socket(ip.is_ipv4()).map_err(|e| format!("socket: {e}"))?;
         bind_no_port(&s, ip).map_err(|e| format!("cannot bind {ip}: {e}"))?;
     }
     Ok(())
-}
-
-fn socket_for(ip: IpAddr) -> Result<OwnedFd, String> {
-    let domain = if ip.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    };
-    // SAFETY: plain syscall; the fd is owned right after.
-    let fd = unsafe {
-        libc::socket(
-            domain,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(format!("socket: {}", io::Error::last_os_error()));
-    }
-    // SAFETY: a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// A `sockaddr_storage` holding `addr`, and its length.
-fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sa = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sa) };
-            std::mem::size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sa = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
-            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sa) };
-            std::mem::size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (ss, len as libc::socklen_t)
 }
 
 /// Bind `fd` to `ip` with the port left for `connect()` to choose.
@@ -265,7 +209,7 @@ fn bind_no_port(fd: &OwnedFd, ip: IpAddr) -> io::Result<()> {
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
     }
-    let (ss, len) = sockaddr(SocketAddr::new(ip, 0));
+    let (ss, len) = sys::sockaddr(SocketAddr::new(ip, 0));
     // SAFETY: a valid sockaddr of `len` bytes.
     if unsafe {
         libc::bind(
@@ -282,9 +226,9 @@ fn bind_no_port(fd: &OwnedFd, ip: IpAddr) -> io::Result<()> {
 
 /// A non-blocking TCP socket bound to `source` and connecting to `addr`.
 fn connect_from(source: IpAddr, addr: SocketAddr) -> io::Result<TcpStream> {
-    let fd = socket_for(source).map_err(io::Error::other)?;
+    let fd = sys::tcp_socket(source.is_ipv4())?;
     bind_no_port(&fd, source)?;
-    let (ss, len) = sockaddr(addr);
+    let (ss, len) = sys::sockaddr(addr);
     // SAFETY: a valid sockaddr of `len` bytes.
     let r = unsafe {
         libc::connect(
