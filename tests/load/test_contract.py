@@ -57,8 +57,14 @@ def test_python_defaults_are_the_engines() -> None:
     for name, field in LoadSpec.model_fields.items():
         if field.is_required():
             continue
-        # the engine leaves them out when empty
-        absent = {"body": b"", "faults": [], "start_at_unix_ns": None}
+        # The engine leaves these out when empty.
+        absent = {
+            "body": b"",
+            "faults": [],
+            "start_at_unix_ns": None,
+            "source_addresses": [],
+            "unix_socket": None,
+        }
         want = engine[name] if name in engine else absent[name]
         got = [list(h) for h in field.default] if name == "headers" else field.default
         assert got == want, name

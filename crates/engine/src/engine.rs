@@ -1,5 +1,6 @@
 //! Starting, watching, stopping and collecting a run.
 
+use crate::dial::Target;
 use crate::result::{self, LoadResult, RunInfo, Tally};
 use crate::spec::{LoadSpec, Plan};
 use crate::sys;
@@ -118,7 +119,11 @@ pub fn start(spec: &LoadSpec) -> Result<RunningLoad, StartError> {
             ncpu - 1
         )));
     }
-    let nofile = sys::ensure_nofile(spec.fds_needed()).map_err(StartError::System)?;
+    // More connections than file descriptors is a property of the spec on this machine: an
+    // up-front error naming the limit, not thousands of failed connects.
+    let nofile = sys::ensure_nofile(spec.fds_needed()).map_err(|e| {
+        StartError::Invalid(format!("connections: {} connections {e}", spec.connections))
+    })?;
     if let Some(at) = spec.start_at_unix_ns {
         if at > unix_now_ns() + MAX_START_WAIT_NS {
             return Err(StartError::Invalid(
@@ -174,8 +179,13 @@ pub fn start(spec: &LoadSpec) -> Result<RunningLoad, StartError> {
     } else {
         3_600_000_000_000
     }) + Duration::from_secs(60);
-    let faults = crate::faults::start_beside(&plan.spec.url, plan.addr, &plan.spec.faults, max)
-        .map_err(StartError::System)?;
+    let faults = match &plan.target {
+        Target::Tcp { addr, .. } => {
+            crate::faults::start_beside(&plan.spec.url, *addr, &plan.spec.faults, max)
+                .map_err(StartError::System)?
+        }
+        Target::Unix(_) => None, // refused by validation when faults are asked for
+    };
     Ok(RunningLoad {
         plan,
         shared,
@@ -321,6 +331,13 @@ impl RunningLoad {
                 warmup,
                 nofile_limit: self.nofile,
                 queue_limit: self.plan.queue_limit,
+                source_addresses: self
+                    .plan
+                    .target
+                    .sources()
+                    .iter()
+                    .map(|ip| ip.to_string())
+                    .collect(),
             },
         );
         r.warnings.extend(warnings);

@@ -11,6 +11,7 @@
 //! println!("{} requests/s, p99 {} us", result.rps, result.latency.summary.p99);
 //! ```
 
+pub mod dial;
 pub mod engine;
 pub mod errors;
 pub mod faults;

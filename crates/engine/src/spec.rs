@@ -1,7 +1,9 @@
 //! The load spec (JSON in) and its validated, prepared form (`Plan`).
 
+use crate::dial::Target;
 use serde::{Deserialize, Serialize};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, ToSocketAddrs};
+use std::path::PathBuf;
 
 /// How open-loop arrivals are spaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -56,6 +58,14 @@ pub struct LoadSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_at_unix_ns: Option<u64>,
     pub io: Io,
+    /// Local IP addresses the TCP connections are spread over, in turn. Empty: automatic
+    /// (several 127.0.0.x on a loopback target with many connections, see `dial.rs`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub source_addresses: Vec<String>,
+    /// Connect to this unix-domain socket instead of the URL's host and port (the URL still
+    /// gives the path and the Host header), as curl's `--unix-socket`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unix_socket: Option<String>,
 }
 
 impl Default for LoadSpec {
@@ -85,6 +95,8 @@ impl Default for LoadSpec {
             faults: Vec::new(),
             start_at_unix_ns: None,
             io: Io::Auto,
+            source_addresses: Vec::new(),
+            unix_socket: None,
         }
     }
 }
@@ -111,7 +123,8 @@ pub const MAX_DURATION_S: f64 = 24.0 * 3600.0;
 pub struct Plan {
     pub spec: LoadSpec,
     pub mode: Mode,
-    pub addr: SocketAddr,
+    /// Where connections go (TCP address and source addresses, or a unix socket).
+    pub target: Target,
     /// One serialised request (head and body).
     pub request: Vec<u8>,
     pub is_head: bool,
@@ -236,7 +249,19 @@ impl LoadSpec {
     /// Check every field (without resolving the host). Errors name the field:
     /// `"connections: must be >= 1"`.
     pub fn validate(&self) -> Result<(), String> {
-        parse_url(&self.url)?;
+        let endpoint = self.endpoint()?;
+        if endpoint.unix_socket.is_some() {
+            if !self.source_addresses.is_empty() {
+                return Err(bad(
+                    "source_addresses",
+                    "apply to TCP targets only, not to a unix socket",
+                ));
+            }
+            if !self.faults.is_empty() {
+                return Err(bad("faults", "fault clients need a TCP target"));
+            }
+        }
+        self.source_ips()?;
         if !valid_token(&self.method) {
             return Err(bad(
                 "method",
@@ -351,7 +376,12 @@ impl LoadSpec {
     /// Validate every field and prepare the run. Errors name the field: `"connections: must be >= 1"`.
     pub fn plan(&self) -> Result<Plan, String> {
         self.validate()?;
-        let (host, port, path) = parse_url(&self.url)?;
+        let Endpoint {
+            host,
+            port,
+            path,
+            unix_socket,
+        } = self.endpoint()?;
         let mut has_host = false;
         let mut head = format!("{} {} HTTP/1.1\r\n", self.method, path);
         for (name, value) in &self.headers {
@@ -379,11 +409,10 @@ impl LoadSpec {
         let mut request = head.into_bytes();
         request.extend_from_slice(&body);
 
-        let addr = (host.as_str(), port)
-            .to_socket_addrs()
-            .map_err(|e| bad("url", format!("cannot resolve {host:?}: {e}")))?
-            .next()
-            .ok_or_else(|| bad("url", format!("{host:?} resolves to no address")))?;
+        let target = match unix_socket {
+            Some((field, path)) => unix_target(field, path)?,
+            None => self.tcp_target(&host, port)?,
+        };
 
         let duration_s = match (self.duration_s, self.max_requests) {
             (Some(d), _) => d,
@@ -400,7 +429,7 @@ impl LoadSpec {
         Ok(Plan {
             spec: self.clone(),
             mode: self.mode(),
-            addr,
+            target,
             request,
             is_head: self.method == "HEAD",
             duration_ns: secs_to_ns(duration_s),
@@ -411,6 +440,74 @@ impl LoadSpec {
             expect_body: self.expect_body.as_ref().map(|b| b.as_bytes().to_vec()),
             uring: None,
         })
+    }
+
+    /// Host (for the Host header), port, request path and, for a unix socket target, the
+    /// field that named the socket and its path.
+    fn endpoint(&self) -> Result<Endpoint, String> {
+        if let Some(rest) = self.url.strip_prefix("unix:") {
+            if self.unix_socket.is_some() {
+                return Err(bad(
+                    "unix_socket",
+                    "the url already names a unix socket (unix:PATH:/request-path)",
+                ));
+            }
+            let (socket, path) = match rest.rfind(":/") {
+                Some(i) => (&rest[..i], &rest[i + 1..]),
+                None => (rest, "/"),
+            };
+            if socket.is_empty() || path.contains([' ', '\r', '\n']) {
+                return Err(bad(
+                    "url",
+                    format!("{:?}: expected unix:/path/to.sock:/request-path", self.url),
+                ));
+            }
+            return Ok(Endpoint {
+                host: "localhost".into(),
+                port: 80,
+                path: path.into(),
+                unix_socket: Some(("url", socket.into())),
+            });
+        }
+        let (host, port, path) = parse_url(&self.url)?;
+        if self.unix_socket.as_deref() == Some("") {
+            return Err(bad("unix_socket", "must be a path, not empty"));
+        }
+        Ok(Endpoint {
+            host,
+            port,
+            path,
+            unix_socket: self.unix_socket.clone().map(|p| ("unix_socket", p)),
+        })
+    }
+
+    /// `source_addresses` parsed.
+    fn source_ips(&self) -> Result<Vec<IpAddr>, String> {
+        self.source_addresses
+            .iter()
+            .map(|a| {
+                a.parse::<IpAddr>()
+                    .map_err(|_| bad("source_addresses", format!("{a:?} is not an IP address")))
+            })
+            .collect()
+    }
+
+    /// Resolve the host and check the source addresses against it.
+    fn tcp_target(&self, host: &str, port: u16) -> Result<Target, String> {
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| bad("url", format!("cannot resolve {host:?}: {e}")))?
+            .next()
+            .ok_or_else(|| bad("url", format!("{host:?} resolves to no address")))?;
+        let sources = self.source_ips()?;
+        if let Some(ip) = sources.iter().find(|ip| ip.is_ipv4() != addr.is_ipv4()) {
+            return Err(bad(
+                "source_addresses",
+                format!("{ip} is not of the target's address family ({addr})"),
+            ));
+        }
+        crate::dial::check_sources(&sources).map_err(|e| bad("source_addresses", e))?;
+        Ok(Target::tcp(addr, sources, self.connections))
     }
 
     /// The request body as bytes: `body_b64` decoded, or `body` as UTF-8.
@@ -437,6 +534,27 @@ impl LoadSpec {
     }
 }
 
+/// What the URL (and `unix_socket`) say about where to connect.
+struct Endpoint {
+    host: String,
+    port: u16,
+    path: String,
+    unix_socket: Option<(&'static str, String)>,
+}
+
+/// A unix socket target, checked to exist (errors name `field`, the one that gave the path).
+fn unix_target(field: &str, path: String) -> Result<Target, String> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(&path) {
+        Ok(m) if m.file_type().is_socket() => Ok(Target::Unix(PathBuf::from(path))),
+        Ok(_) => Err(bad(field, format!("{path} is not a unix socket"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(bad(field, format!("unix socket {path} does not exist")))
+        }
+        Err(e) => Err(bad(field, format!("unix socket {path}: {e}"))),
+    }
+}
+
 /// Parse and validate a spec (JSON) with the engine's own rules and return it with every
 /// default filled in (JSON): the one check every caller (Python, remote agents) goes through.
 /// Errors name the field, on one line: `"connections: must be >= 1"`.
@@ -447,141 +565,4 @@ pub fn normalise_spec_json(spec_json: &str) -> Result<String, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(url: &str) -> LoadSpec {
-        LoadSpec {
-            url: url.into(),
-            ..LoadSpec::default()
-        }
-    }
-
-    #[test]
-    fn urls_parse() {
-        assert_eq!(
-            parse_url("http://127.0.0.1:8080/a?b=1").unwrap(),
-            ("127.0.0.1".into(), 8080, "/a?b=1".into())
-        );
-        assert_eq!(
-            parse_url("http://localhost").unwrap(),
-            ("localhost".into(), 80, "/".into())
-        );
-        assert_eq!(
-            parse_url("http://[::1]:81/x").unwrap(),
-            ("::1".into(), 81, "/x".into())
-        );
-        assert_eq!(
-            parse_url("http://h:1?q").unwrap(),
-            ("h".into(), 1, "/?q".into())
-        );
-        assert!(parse_url("https://x/").unwrap_err().contains("https"));
-        assert!(parse_url("ftp://x/").unwrap_err().starts_with("url:"));
-        assert!(parse_url("http://x:99999/").is_err());
-    }
-
-    #[test]
-    fn request_is_serialised_once() {
-        let mut s = spec("http://127.0.0.1:8080/p");
-        s.method = "POST".into();
-        s.body = "abc".into();
-        s.headers = vec![("X-A".into(), "1".into())];
-        let p = s.plan().unwrap();
-        let r = String::from_utf8(p.request).unwrap();
-        assert_eq!(
-            r,
-            "POST /p HTTP/1.1\r\nX-A: 1\r\nHost: 127.0.0.1:8080\r\nContent-Length: 3\r\n\r\nabc"
-        );
-        s.keepalive = false;
-        s.body.clear();
-        s.method = "GET".into();
-        let r = String::from_utf8(s.plan().unwrap().request).unwrap();
-        assert!(r.ends_with("Connection: close\r\n\r\n"));
-    }
-
-    #[test]
-    fn binary_body_from_base64() {
-        use base64::Engine as _;
-        let all: Vec<u8> = (0..=255u8).collect();
-        let mut s = spec("http://127.0.0.1:8080/p");
-        s.method = "POST".into();
-        s.body_b64 = base64::engine::general_purpose::STANDARD.encode(&all);
-        let p = s.plan().unwrap();
-        let head = b"POST /p HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Length: 256\r\n\r\n";
-        assert_eq!(&p.request[..head.len()], head);
-        assert_eq!(&p.request[head.len()..], &all[..]);
-        // The spec round-trips through JSON with the base64 form only.
-        let j = serde_json::to_string(&s).unwrap();
-        assert!(j.contains("\"body_b64\"") && !j.contains("\"body\""), "{j}");
-        assert_eq!(serde_json::from_str::<LoadSpec>(&j).unwrap(), s);
-        s.body = "x".into();
-        assert!(s.plan().unwrap_err().starts_with("body_b64:"));
-        s.body.clear();
-        s.body_b64 = "not base64!".into();
-        assert!(s
-            .plan()
-            .unwrap_err()
-            .starts_with("body_b64: not valid base64"));
-    }
-
-    #[test]
-    fn validation_names_the_field() {
-        let cases = [
-            (r#""connections": 0"#, "connections: must be >= 1"),
-            (r#""connections": -1"#, "connections: invalid value"),
-            (r#""connections": "8""#, "connections: invalid type"),
-            (r#""conections": 1"#, "conections: unknown load spec field"),
-            (r#""threads": 0"#, "threads:"),
-            (r#""threads": 65"#, "threads:"),
-            (r#""pipeline": 0"#, "pipeline:"),
-            (r#""pipeline": 4, "keepalive": false"#, "pipeline:"),
-            (r#""duration_s": -1"#, "duration_s:"),
-            (r#""timeout_s": 0"#, "timeout_s:"),
-            (r#""rate": 0"#, "rate:"),
-            (r#""arrival": "bursty""#, "arrival: unknown variant"),
-            (r#""io": "kqueue""#, "io: unknown variant"),
-            (r#""method": "G T""#, "method:"),
-            (r#""expect_status": [42]"#, "expect_status:"),
-            (r#""headers": [["Content-Length", "1"]]"#, "headers:"),
-            (r#""queue_limit": 5"#, "queue_limit:"),
-            (r#""url": "https://x/""#, "url:"),
-        ];
-        for (field, prefix) in cases {
-            let json = format!(r#"{{"url": "http://127.0.0.1:1/", "connections": 64, {field}}}"#);
-            let e = normalise_spec_json(&json).unwrap_err();
-            assert!(e.starts_with(prefix), "{e} should start with {prefix}");
-            assert!(!e.contains('\n'), "{e} is one line");
-        }
-        assert!(normalise_spec_json("[1]")
-            .unwrap_err()
-            .starts_with("load spec:"));
-    }
-
-    #[test]
-    fn normalised_spec_has_every_default() {
-        let j = normalise_spec_json(r#"{"url": "http://nowhere.invalid/", "rate": 5}"#).unwrap();
-        let back: LoadSpec = serde_json::from_str(&j).unwrap();
-        let want = LoadSpec {
-            rate: Some(5.0),
-            ..spec("http://nowhere.invalid/")
-        };
-        assert_eq!(back, want, "validation does not resolve the host");
-        assert!(j.contains(r#""connections":64"#) && j.contains(r#""queue_limit":null"#));
-    }
-
-    #[test]
-    fn modes_and_defaults() {
-        let mut s = spec("http://127.0.0.1:1/");
-        assert_eq!(s.mode(), Mode::Closed);
-        assert_eq!(s.plan().unwrap().duration_ns, 10_000_000_000);
-        s.keepalive = false;
-        assert_eq!(s.mode(), Mode::ConnectionPerRequest);
-        s.rate = Some(100.0);
-        assert_eq!(s.mode(), Mode::Open);
-        assert_eq!(s.plan().unwrap().queue_limit, 1000);
-        let j: LoadSpec =
-            serde_json::from_str(r#"{"url": "http://x:1/", "arrival": "poisson"}"#).unwrap();
-        assert_eq!(j.arrival, Arrival::Poisson);
-        assert!(serde_json::from_str::<LoadSpec>(r#"{"url": "x", "conections": 1}"#).is_err());
-    }
-}
+mod tests;

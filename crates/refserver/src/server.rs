@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -73,68 +73,18 @@ fn bind_listener(
     backlog: i32,
     reuseport: bool,
 ) -> io::Result<std::net::TcpListener> {
-    let domain = if addr.is_ipv4() {
-        libc::AF_INET
-    } else {
-        libc::AF_INET6
-    };
-    // SAFETY: plain syscall; the fd is owned right after.
-    let fd = unsafe {
-        libc::socket(
-            domain,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd is fresh and owned by nothing else.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let owned = pywebbench_sys::tcp_socket(addr.is_ipv4())?;
+    let fd = owned.as_raw_fd();
     setopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
     if reuseport {
         setopt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
     }
-    let r = match addr {
-        SocketAddr::V4(a) => {
-            let sa = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: a valid sockaddr_in and its size.
-            unsafe {
-                libc::bind(
-                    fd,
-                    (&sa as *const libc::sockaddr_in).cast(),
-                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-                )
-            }
-        }
-        SocketAddr::V6(a) => {
-            setopt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
-            let sa = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: 0,
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: 0,
-            };
-            // SAFETY: a valid sockaddr_in6 and its size.
-            unsafe {
-                libc::bind(
-                    fd,
-                    (&sa as *const libc::sockaddr_in6).cast(),
-                    std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
-                )
-            }
-        }
-    };
+    if addr.is_ipv6() {
+        setopt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
+    }
+    let (sa, len) = pywebbench_sys::sockaddr(addr);
+    // SAFETY: a valid sockaddr of `len` bytes.
+    let r = unsafe { libc::bind(fd, (&sa as *const libc::sockaddr_storage).cast(), len) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -2,6 +2,7 @@
 //! (Linux): clocks, the open-file limit, CPU pinning, timer slack and a timerfd.
 
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
@@ -64,22 +65,22 @@ fn set_nofile_limit(soft: libc::rlim_t, hard: libc::rlim_t) -> bool {
     unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 }
 }
 
-/// Make sure the process may open `need` file descriptors: raise the soft RLIMIT_NOFILE
-/// (and, if allowed, the hard one). Returns the resulting soft limit, or a clear error.
+/// Make sure the process may open `need` file descriptors: raise the soft RLIMIT_NOFILE to
+/// the hard limit (and beyond it, where the kernel allows). Returns the resulting soft limit,
+/// or an error naming the limit and its value.
 pub fn ensure_nofile(need: u64) -> Result<u64, String> {
+    let soft = raise_nofile_limit();
+    if soft >= need {
+        return Ok(soft);
+    }
+    if set_nofile_limit(need, need) {
+        return Ok(need);
+    }
     let lim = nofile_limit().map_err(|e| format!("getrlimit(RLIMIT_NOFILE) failed: {e}"))?;
-    if lim.rlim_cur >= need {
-        return Ok(lim.rlim_cur);
-    }
-    if set_nofile_limit(need, lim.rlim_max.max(need)) {
-        return Ok(need);
-    }
-    if lim.rlim_max >= need && set_nofile_limit(need, lim.rlim_max) {
-        return Ok(need);
-    }
     Err(format!(
-        "need {need} file descriptors (connections + margin), limit is {} (hard {}); \
-         raise it with `ulimit -n {need}` or use fewer connections",
+        "need {need} file descriptors, but the open-file limit (RLIMIT_NOFILE) is {} \
+         (hard limit {}); raise it with `ulimit -n {need}` (as root for the hard limit) \
+         or use fewer connections",
         lim.rlim_cur, lim.rlim_max
     ))
 }
@@ -217,6 +218,60 @@ impl TimerFd {
     }
 }
 
+/// A new non-blocking, close-on-exec TCP socket (IPv4 or IPv6).
+pub fn tcp_socket(ipv4: bool) -> io::Result<OwnedFd> {
+    let domain = if ipv4 { libc::AF_INET } else { libc::AF_INET6 };
+    // SAFETY: plain syscall; the fd is owned right after.
+    let fd = unsafe {
+        libc::socket(
+            domain,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A `sockaddr_storage` holding `addr`, and its length.
+pub fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sa = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sa) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sa = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { std::ptr::write((&mut ss as *mut libc::sockaddr_storage).cast(), sa) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (ss, len as libc::socklen_t)
+}
+
 /// Resident set size of this process, in bytes (from /proc/self/statm).
 pub fn rss_bytes() -> u64 {
     let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
@@ -251,7 +306,10 @@ mod tests {
     fn nofile_is_raised_or_explained() {
         assert!(ensure_nofile(64).unwrap() >= 64);
         let err = ensure_nofile(u64::MAX / 2).unwrap_err();
-        assert!(err.contains("ulimit -n"), "{err}");
+        assert!(
+            err.contains("ulimit -n") && err.contains("(RLIMIT_NOFILE) is "),
+            "{err}"
+        );
     }
 
     #[test]

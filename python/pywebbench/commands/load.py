@@ -66,6 +66,8 @@ _FLAGS = {
     "expect_status": "--expect-status",
     "expect_body": "--expect-body",
     "io": "--io",
+    "source_addresses": "--source-addresses",
+    "unix_socket": "--unix-socket",
 }
 
 
@@ -119,6 +121,10 @@ def _headers_cb(
             raise click.BadParameter(f"expected 'Name: value', got {h!r}")
         out.append((name.strip(), v.strip()))
     return out
+
+
+def _addresses_cb(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str]:
+    return [a.strip() for a in value.split(",") if a.strip()] if value else []
 
 
 def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[int]:
@@ -228,6 +234,7 @@ def render_summary(r: LoadResult) -> str:
     lines.append(
         f"  {'Connections':<13} {c.targeted:,} targeted, {c.established:,} established, "
         f"{c.reopened:,} reopened; requests per connection p50 {rpc.p50:,} (max {rpc.max:,})"
+        + (f"; from {', '.join(c.source_addresses)}" if c.source_addresses else "")
     )
     g = r.generator
     busy = ", ".join(f"{t.busy * 100:.0f}%" for t in g.threads)
@@ -377,6 +384,21 @@ def succeeded(r: LoadResult) -> int:
     help="I/O backend: auto = io_uring where the kernel supports it, else epoll.",
 )
 @click.option(
+    "--unix-socket",
+    default=None,
+    metavar="PATH",
+    help="Connect to this unix-domain socket; URL gives the path and Host header "
+    "(as curl). The URL form unix:PATH:/request-path does the same.",
+)
+@click.option(
+    "--source-addresses",
+    callback=_addresses_cb,
+    default=None,
+    metavar="IP,IP,...",
+    help="Spread the connections over these local addresses.  [default: on a loopback "
+    "target, one 127.0.0.x per 10,000 connections]",
+)
+@click.option(
     "--json",
     "json_out",
     default=None,
@@ -422,6 +444,8 @@ def command(
     expect_status: list[int],
     expect_body: str | None,
     io: str,
+    unix_socket: str | None,
+    source_addresses: list[str],
     json_out: str | None,
     agents: int,
     ray_address: str | None,
@@ -454,6 +478,7 @@ def command(
             connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,
             rate=rate, arrival=arrival, seed=seed, queue_limit=queue_limit, cpus=cpus,
             expect_status=expect_status, expect_body=expect_body, io=io,
+            unix_socket=unix_socket, source_addresses=source_addresses,
         )  # fmt: skip
     except ValueError as e:
         raise _usage(e) from None

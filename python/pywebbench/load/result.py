@@ -78,6 +78,8 @@ class ConnStats(_EngineRecord):
     in_flight_at_end: int
     pipeline_resent: int
     requests_per_connection: HistSummary
+    #: Local addresses the connections were spread over (empty: the kernel's choice).
+    source_addresses: list[str] = []
 
 
 class WarmupStats(_EngineRecord):

@@ -114,6 +114,10 @@ class LoadSpec(BaseModel):
     #: Wall-clock instant (Unix ns) at which the engine starts the run, waiting for it;
     #: several load agents given the same instant start together. None: at once.
     start_at_unix_ns: int | None = None
+    #: Local IP addresses the TCP connections are spread over (empty: automatic).
+    source_addresses: list[str] = []
+    #: Connect to this unix-domain socket (the url gives the path and Host header).
+    unix_socket: str | None = None
 
     if not TYPE_CHECKING:  # type checkers see pydantic's typed keyword constructor
 
@@ -142,8 +146,11 @@ class LoadSpec(BaseModel):
         body_b64 = doc.pop("body")
         if body_b64:
             doc["body_b64"] = body_b64
-        if not self.faults:
-            del doc["faults"]  # as the engine writes it
+        for name in ("faults", "source_addresses"):
+            if not doc[name]:
+                del doc[name]  # as the engine writes it
+        if doc["unix_socket"] is None:
+            del doc["unix_socket"]
         if self.start_at_unix_ns is None:
             del doc["start_at_unix_ns"]
         return doc

@@ -21,6 +21,8 @@ pub struct RunInfo {
     pub warmup: Option<WarmupStats>,
     pub nofile_limit: u64,
     pub queue_limit: u64,
+    /// Source addresses the connections were spread over.
+    pub source_addresses: Vec<String>,
 }
 
 /// Build the result document from a merged tally, and run the generator self-check.
@@ -92,6 +94,7 @@ pub fn assemble(t: &Tally, info: RunInfo) -> LoadResult {
             in_flight_at_end: t.in_flight_at_end,
             pipeline_resent: t.pipeline_resent,
             requests_per_connection: hist::summary(&t.per_conn),
+            source_addresses: info.source_addresses,
         },
         per_second,
         warmup: info.warmup,

@@ -91,7 +91,13 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
     let mut nofile = u64::MAX;
     let mut spec = first.spec.clone();
     spec.connections = 0;
+    let mut sources: Vec<String> = Vec::new();
     for r in results {
+        for s in &r.connections.source_addresses {
+            if !sources.contains(s) {
+                sources.push(s.clone());
+            }
+        }
         let shift_s = (r.started_at - base).max(0.0).round() as usize;
         total.merge(&r.to_tally_shifted(shift_s)?);
         threads.extend(r.generator.threads.iter().cloned());
@@ -124,6 +130,7 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
             warmup: warm,
             nofile_limit: nofile,
             queue_limit: first.open_loop.as_ref().map(|o| o.queue_limit).unwrap_or(0),
+            source_addresses: sources,
             spec,
         },
     );

@@ -75,6 +75,9 @@ pub struct ConnStats {
     pub pipeline_resent: u64,
     /// Requests per connection (counted when a connection closes and at the end).
     pub requests_per_connection: hist::Summary,
+    /// Local addresses the connections were spread over (empty: the kernel's choice).
+    #[serde(default)]
+    pub source_addresses: Vec<String>,
 }
 
 /// Warm-up phase summary (kept apart from the measured figures).

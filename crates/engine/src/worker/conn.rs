@@ -1,13 +1,12 @@
 //! A generator thread's connections, whatever the I/O backend: connecting and
 //! reconnecting, parsing responses, taking request batches to write, and timeouts.
 
-use super::{Io, Worker, BACKOFF_NS};
+use super::{Io, Worker, BACKLOG_RETRY_NS, BACKOFF_NS};
+use crate::dial::{self, Stream};
 use crate::errors::ErrorClass;
 use crate::hist;
 use crate::http::{Feed, ResponseParser};
-use crate::spec::Plan;
 use crate::sys;
-use mio::net::TcpStream;
 use std::collections::VecDeque;
 use std::io;
 
@@ -29,7 +28,7 @@ pub(super) enum CState {
 }
 
 pub(super) struct Conn {
-    pub(super) stream: Option<TcpStream>,
+    pub(super) stream: Option<Stream>,
     pub(super) state: CState,
     /// Requests issued on this connection: written ones first, then `unsent` ones.
     pub(super) inflight: VecDeque<Slot>,
@@ -41,6 +40,11 @@ pub(super) struct Conn {
     pub(super) reqs: u64,
     pub(super) opened_at: u64,
     pub(super) attempted: bool,
+    /// The connection was established at least once.
+    pub(super) ever_open: bool,
+    /// Waiting to connect again because a unix socket's listen backlog was full (the wait
+    /// counts towards the connect timeout from `opened_at`, not as an error).
+    pub(super) backlog_full: bool,
     pub(super) in_free: bool,
     /// io_uring: generation of the socket (completions of an earlier one are stale), and
     /// whether a receive or a send is armed on it.
@@ -62,6 +66,8 @@ impl Conn {
             reqs: 0,
             opened_at: 0,
             attempted: false,
+            ever_open: false,
+            backlog_full: false,
             in_free: false,
             gen: 0,
             recv_armed: false,
@@ -75,23 +81,21 @@ impl Conn {
     }
 }
 
-/// Create a non-blocking socket to the target and start connecting: the one way both I/O
-/// backends open connections.
-pub(super) fn dial(plan: &Plan) -> io::Result<TcpStream> {
-    let s = TcpStream::connect(plan.addr)?;
-    let _ = s.set_nodelay(true);
-    Ok(s)
-}
-
 impl Worker {
     pub(super) fn start_connect(&mut self, i: usize, now: u64) {
         let c = &mut self.conns[i];
-        self.tally.attempts += 1;
-        if c.attempted {
-            self.tally.reopened += 1;
+        if !c.backlog_full {
+            self.tally.attempts += 1;
+            if c.attempted {
+                self.tally.reopened += 1;
+            }
+            c.attempted = true;
+            c.opened_at = now;
         }
-        c.attempted = true;
-        match dial(&self.plan) {
+        // The one way both I/O backends open connections (dial.rs: source addresses, unix
+        // sockets).
+        self.dial_seq = self.dial_seq.wrapping_add(1);
+        match dial::dial(&self.plan.target, self.dial_seq) {
             Ok(mut s) => {
                 let armed = match &mut self.io {
                     Io::Epoll(e) => e.register(&mut s, i),
@@ -103,10 +107,26 @@ impl Worker {
                 }
                 let c = &mut self.conns[i];
                 c.stream = Some(s);
-                c.state = CState::Connecting(now);
-                c.opened_at = now;
+                c.backlog_full = false;
+                c.state = CState::Connecting(c.opened_at);
                 if let Io::Uring(_) = self.io {
                     self.uring_arm_connect(i);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // A unix socket whose listen backlog is full: try again shortly, as TCP would
+                // retransmit its SYN; the connect timeout still runs from the first attempt.
+                let c = &mut self.conns[i];
+                if now.saturating_sub(c.opened_at) >= self.plan.connect_timeout_ns {
+                    c.backlog_full = false;
+                    let e = io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the server's listen backlog stayed full",
+                    );
+                    self.connect_failed_as(i, ErrorClass::ConnectTimeout, &e, now);
+                } else {
+                    c.backlog_full = true;
+                    c.state = CState::Backoff(now + BACKLOG_RETRY_NS);
                 }
             }
             Err(e) => self.connect_failed(i, &e, now),
@@ -123,9 +143,9 @@ impl Worker {
             Ok(Some(e)) | Err(e) => return self.connect_failed(i, &e, now),
             Ok(None) => {}
         }
-        match s.peer_addr() {
-            Ok(_) => self.connected(i, now),
-            Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+        match s.is_connected() {
+            Ok(true) => self.connected(i, now),
+            Ok(false) => {
                 if failed {
                     let e = io::Error::from_raw_os_error(libc::ECONNREFUSED);
                     self.connect_failed(i, &e, now);
@@ -147,7 +167,10 @@ impl Worker {
     }
 
     pub(super) fn connect_failed(&mut self, i: usize, e: &io::Error, now: u64) {
-        let class = ErrorClass::from_connect_error(e);
+        self.connect_failed_as(i, ErrorClass::from_connect_error(e), e, now);
+    }
+
+    fn connect_failed_as(&mut self, i: usize, class: ErrorClass, e: &io::Error, now: u64) {
         self.drop_stream(i);
         let c = &mut self.conns[i];
         c.parser.reset();
@@ -164,8 +187,10 @@ impl Worker {
             // Count the attempt against the budget so an unreachable server still ends the run.
             self.issued += 1;
         }
-        let addr = self.plan.addr;
-        self.record_error(class, n, now, || format!("connect to {addr}: {e}"));
+        let plan = self.plan.clone();
+        self.record_error(class, n, now, || {
+            format!("connect to {}: {e}", plan.target.describe())
+        });
         if self.open && !self.keepalive {
             self.conns[i].state = CState::Closed;
             self.make_free(i);
@@ -176,6 +201,7 @@ impl Worker {
 
     pub(super) fn connected(&mut self, i: usize, now: u64) {
         self.conns[i].state = CState::Open;
+        self.conns[i].ever_open = true;
         self.tally.established += 1;
         if let Io::Uring(_) = self.io {
             self.uring_arm_recv(i);
@@ -420,7 +446,11 @@ impl Worker {
                 }
                 CState::Backoff(until) if now >= until => {
                     self.conns[i].state = CState::Closed;
-                    self.reopen(i, now);
+                    if self.conns[i].backlog_full {
+                        self.start_connect(i, now);
+                    } else {
+                        self.reopen(i, now);
+                    }
                 }
                 CState::Open => {
                     let c = &self.conns[i];

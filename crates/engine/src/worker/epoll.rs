@@ -3,9 +3,9 @@
 
 use super::conn::CState;
 use super::{Io, Wake, Worker};
+use crate::dial::Stream;
 use crate::errors::ErrorClass;
 use crate::sys;
-use mio::net::TcpStream;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use std::io::{self, Read, Write};
@@ -44,7 +44,7 @@ impl EpollIo {
     }
 
     /// Watch a new socket (once, for both directions) as connection `i`.
-    pub(super) fn register(&mut self, s: &mut TcpStream, i: usize) -> io::Result<()> {
+    pub(super) fn register(&mut self, s: &mut Stream, i: usize) -> io::Result<()> {
         self.poll
             .registry()
             .register(s, Token(i), Interest::READABLE | Interest::WRITABLE)

@@ -16,7 +16,7 @@ mod epoll;
 mod schedule;
 mod uring;
 
-use self::conn::Conn;
+use self::conn::{CState, Conn};
 use self::epoll::EpollIo;
 use self::schedule::Rng;
 use crate::errors::ErrorClass;
@@ -30,6 +30,11 @@ use std::sync::Arc;
 
 /// Wait before reconnecting after a failed connect.
 const BACKOFF_NS: u64 = 10_000_000;
+/// Wait before connecting again to a unix socket whose listen backlog was full.
+const BACKLOG_RETRY_NS: u64 = 1_000_000;
+/// Connections started per turn of the loop while the pool is first opened, so the ones
+/// already established get served (and a slow connect phase is seen) meanwhile.
+const CONNECT_BATCH: usize = 256;
 /// Longest sleep in poll, so a stop request is seen quickly.
 const MAX_SLEEP_NS: u64 = 50_000_000;
 /// Open loop: an arrival this close is waited for by spinning (`poll` with a zero timeout),
@@ -139,6 +144,10 @@ pub struct Worker {
     max_lead_ns: u64,
     /// Wall time spent spinning for a send time in the measured phase (CPU, but not work).
     spin_ns: u64,
+    /// Connects started (picks each connection's source address in turn).
+    dial_seq: usize,
+    /// Connections of the initial pool not started yet (indices `pending_connect..`).
+    pending_connect: usize,
 }
 
 impl Worker {
@@ -198,6 +207,8 @@ impl Worker {
             lead_ns: 20_000,
             max_lead_ns: ((interval_ns / 4.0) as u64).min(MAX_LEAD_NS),
             spin_ns: 0,
+            dial_seq: tp.id,
+            pending_connect: 0,
             io,
             plan,
             shared,
@@ -235,14 +246,13 @@ impl Worker {
                 self.shared.stop.store(true, Relaxed);
             }
         }
-        let mut now = sys::now_ns();
+        let mut now;
         let mut cpu_mark = sys::thread_cpu_ns();
         let mut delay_mark = sys::thread_run_delay_ns();
         if !self.open || self.keepalive {
-            for i in 0..self.conns.len() {
-                self.start_connect(i, now);
-            }
+            self.pending_connect = 0;
         } else {
+            self.pending_connect = self.conns.len();
             for i in (0..self.conns.len()).rev() {
                 self.make_free(i);
             }
@@ -267,6 +277,9 @@ impl Worker {
             }
             if now >= self.end || self.shared.stop.load(Relaxed) || self.done() {
                 break;
+            }
+            if self.pending_connect < self.conns.len() {
+                self.connect_some(now);
             }
             if self.open {
                 self.dispatch(now);
@@ -347,6 +360,9 @@ impl Worker {
             spinning: false,
             timer_at: None,
         };
+        if self.pending_connect < self.conns.len() {
+            w.sleep = 0; // more of the pool to open: look at events, then connect more
+        }
         if self.open && self.next_arrival != u64::MAX {
             // Set the timer `lead` early (its typical wake-up lateness) and spin the rest.
             let lead = self.lead_ns.min(self.max_lead_ns).max(SPIN_NS);
@@ -393,7 +409,61 @@ impl Worker {
         self.budget.is_none_or(|b| self.issued < b)
     }
 
+    /// Start the next batch of the initial pool's connects.
+    fn connect_some(&mut self, now: u64) {
+        let end = (self.pending_connect + CONNECT_BATCH).min(self.conns.len());
+        for i in self.pending_connect..end {
+            self.pending_connect = i + 1;
+            self.start_connect(i, now);
+        }
+    }
+
+    /// Keep-alive pools: connections never established by the end of the run are errors
+    /// with their cause (still connecting: a connect timeout; never started: the connect
+    /// phase itself did not finish), never a silent shortfall.
+    fn report_unopened(&mut self, now: u64) {
+        if !self.keepalive || !self.measuring {
+            return;
+        }
+        let (mut connecting, mut unstarted) = (0u64, 0u64);
+        for c in &self.conns {
+            match c.state {
+                _ if c.ever_open => {}
+                CState::Connecting(_) => connecting += 1,
+                CState::Closed if !c.attempted => unstarted += 1,
+                _ => {}
+            }
+        }
+        let missing = connecting + unstarted;
+        if missing == 0 {
+            return;
+        }
+        let total = self.conns.len();
+        let target = self.plan.target.describe();
+        let secs = (now.saturating_sub(self.shared.t0)) as f64 / 1e9;
+        let timeout = self
+            .plan
+            .spec
+            .connect_timeout_s
+            .unwrap_or(self.plan.spec.timeout_s);
+        self.record_error(ErrorClass::ConnectTimeout, missing, now, || {
+            let why = if unstarted > 0 {
+                format!(
+                    "the connect phase did not finish ({unstarted} not even started: \
+                     connect() was too slow or the thread got too little CPU)"
+                )
+            } else {
+                format!("still connecting (connect timeout {timeout} s)")
+            };
+            format!(
+                "connect to {target}: {missing} of {total} connections never established \
+                 in {secs:.1} s, {why}"
+            )
+        });
+    }
+
     fn finish(&mut self) {
+        self.report_unopened(sys::now_ns());
         let mut in_flight = 0u64;
         let mut unsent = self.queue.len() as u64;
         for c in &self.conns {

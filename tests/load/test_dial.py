@@ -1,0 +1,160 @@
+"""Where connections go: spread over several source addresses, or to a unix-domain socket.
+
+The spread is checked on the sockets themselves (``/proc/net/tcp`` while the run is on), not
+on what the engine says it did. The unix socket tests use a small threaded HTTP/1.1 server
+from the standard library, in a thread of the test process, on a socket under ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import http.server
+import socketserver
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from pywebbench.commands.load import command
+from pywebbench.load import LoadSpec, run_load
+from pywebbench.refserver import RefServer
+
+SOURCES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+
+
+def _client_sources(server_port: int) -> dict[str, int]:
+    """Established TCP connections towards ``server_port``, counted by local address."""
+    seen: dict[str, int] = {}
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, state = fields[1], fields[2], fields[3]
+        if state != "01" or int(remote.split(":")[1], 16) != server_port:
+            continue
+        raw = bytes.fromhex(local.split(":")[0])[::-1]  # little-endian IPv4
+        ip = ".".join(str(b) for b in raw)
+        seen[ip] = seen.get(ip, 0) + 1
+    return seen
+
+
+def test_connections_spread_over_the_source_addresses(refserver: RefServer) -> None:
+    snapshots: list[dict[str, int]] = []
+
+    def look(_progress: Any) -> None:
+        snapshots.append(_client_sources(refserver.port))
+
+    spec = LoadSpec(
+        url=f"{refserver.url}/hello",
+        connections=3000,
+        warmup_s=0.5,
+        duration_s=1.0,
+        timeout_s=10.0,
+        source_addresses=SOURCES,
+    )
+    result = run_load(spec, look, interval_s=0.3)
+    assert result.connections.source_addresses == SOURCES
+    assert result.requests > 0
+    # Connects go to the sources in turn, so every source carries an even share of what
+    # was established (on a busy CI machine the pool may not be complete within the run).
+    fullest = max(snapshots, key=lambda s: sum(s.values()))
+    total = sum(fullest.values())
+    assert sorted(fullest) == SOURCES, fullest
+    assert total >= 900, fullest
+    assert min(fullest.values()) >= total // 4, fullest
+
+
+def test_a_source_address_that_is_not_local_is_bad_input(refserver: RefServer) -> None:
+    res = CliRunner().invoke(
+        command, [f"{refserver.url}/hello", "--source-addresses", "192.0.2.1", "-d", "0.2"]
+    )
+    assert res.exit_code == 2
+    assert "--source-addresses: cannot bind 192.0.2.1" in res.output
+
+
+class _Hello(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802  (the standard library's name)
+        body = f"hello {self.path} {self.headers['Host']}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def address_string(self) -> str:
+        return "unix"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+
+class _UnixHttpServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # the generator closing its connections at the end of a run
+
+
+@pytest.fixture()
+def unix_server(tmp_path: Path) -> Iterator[str]:
+    """A keep-alive HTTP/1.1 server on a unix socket; yields the socket's path."""
+    path = str(tmp_path / "app.sock")
+    srv = _UnixHttpServer(path, _Hello)
+    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05})
+    t.start()
+    try:
+        yield path
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"keepalive": True},
+        {"keepalive": False},
+        {"rate": 200.0},
+    ],
+    ids=["closed", "connection_per_request", "open"],
+)
+def test_every_load_model_runs_over_a_unix_socket(unix_server: str, model: dict[str, Any]) -> None:
+    spec = LoadSpec(
+        url="http://localhost/hello",
+        unix_socket=unix_server,
+        connections=4,
+        duration_s=0.5,
+        expect_body="hello /hello localhost",
+        **model,
+    )
+    result = run_load(spec)
+    assert result.mode == spec.mode
+    assert result.requests > 20
+    assert result.errors == 0, result.error_classes
+    assert result.status_counts == {"200": result.requests}
+
+
+def test_the_unix_url_form_and_the_flag(unix_server: str) -> None:
+    url_form = LoadSpec(url=f"unix:{unix_server}:/x?y=1", max_requests=5, connections=1)
+    result = run_load(url_form)
+    assert result.requests == 5 and result.errors == 0
+    res = CliRunner().invoke(
+        command,
+        ["http://localhost/hello", "--unix-socket", unix_server, "-n", "10", "-c", "2"],
+    )
+    assert res.exit_code == 0, res.output
+    assert "200: 10" in res.output
+
+
+def test_a_unix_socket_that_does_not_exist_is_one_line_exit_2(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.sock"
+    res = CliRunner().invoke(
+        command, ["http://localhost/", "--unix-socket", str(missing), "-d", "0.2"]
+    )
+    assert res.exit_code == 2
+    assert f"--unix-socket: unix socket {missing} does not exist" in res.output
+    assert "Traceback" not in res.output
+    res = CliRunner().invoke(command, [f"unix:{missing}:/", "-d", "0.2"])
+    assert res.exit_code == 2
+    assert "does not exist" in res.output
