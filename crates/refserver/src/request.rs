@@ -10,7 +10,7 @@ use crate::context::Env;
 use crate::http::{route, Params, Route, MAX_HEAD, MAX_HEADERS};
 
 /// Longest chunk-size line accepted in a chunked request body.
-const MAX_CHUNK_LINE: usize = 4096;
+pub(crate) const MAX_CHUNK_LINE: usize = 4096;
 
 /// What a parsed request needs to be answered.
 #[derive(Debug, Clone, Copy)]
@@ -261,6 +261,11 @@ impl Conn {
                             }
                             break;
                         };
+                        if nl >= MAX_CHUNK_LINE {
+                            // The same limit whether the line came in one read or several.
+                            self.fail(env, 400, "chunk-size line too long".into(), now);
+                            return data.len();
+                        }
                         match httparse::parse_chunk_size(&buf[..=nl]) {
                             Ok(httparse::Status::Complete((used, size))) => {
                                 pos += used;
@@ -308,7 +313,8 @@ impl Conn {
                     }
                     ChunkSt::Trailer => {
                         let Some(nl) = buf.iter().position(|b| *b == b'\n') else {
-                            if buf.len() + *trailer > MAX_HEAD {
+                            // A lone CR may start the final blank line, which is not counted.
+                            if buf.len() + *trailer > MAX_HEAD && buf != b"\r" {
                                 self.fail(
                                     env,
                                     431,
