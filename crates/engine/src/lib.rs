@@ -16,6 +16,7 @@ pub mod errors;
 pub mod faults;
 pub mod hist;
 pub mod http;
+pub mod profile;
 pub mod result;
 pub mod spec;
 mod worker;
@@ -26,5 +27,6 @@ pub use pywebbench_sys as sys;
 
 pub use engine::{run, start, Progress, RunningLoad, StartError};
 pub use errors::{ErrorClass, ErrorEntry};
+pub use profile::RatePhase;
 pub use result::{merge, LoadResult};
 pub use spec::{normalise_spec_json, Arrival, LoadSpec, Mode};

@@ -1,5 +1,6 @@
 //! The load spec (JSON in) and its validated, prepared form (`Plan`).
 
+use crate::profile::{self, RatePhase};
 use serde::{Deserialize, Serialize};
 use std::net::{SocketAddr, ToSocketAddrs};
 
@@ -38,6 +39,10 @@ pub struct LoadSpec {
     pub keepalive: bool,
     pub pipeline: u32,
     pub rate: Option<f64>,
+    /// Open loop with a rate that changes: ramps and steps (docs/load-engine.md). Empty:
+    /// none (`rate` is the constant case; at most one of the two is set).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rate_profile: Vec<RatePhase>,
     pub arrival: Arrival,
     pub seed: u64,
     pub queue_limit: Option<u64>,
@@ -68,6 +73,7 @@ impl Default for LoadSpec {
             keepalive: true,
             pipeline: 1,
             rate: None,
+            rate_profile: Vec::new(),
             arrival: Arrival::Constant,
             seed: 1,
             queue_limit: None,
@@ -187,7 +193,7 @@ fn valid_token(s: &str) -> bool {
 impl LoadSpec {
     /// Which load model this spec selects.
     pub fn mode(&self) -> Mode {
-        if self.rate.is_some() {
+        if self.rate.is_some() || !self.rate_profile.is_empty() {
             Mode::Open
         } else if !self.keepalive {
             Mode::ConnectionPerRequest
@@ -288,8 +294,21 @@ impl LoadSpec {
                 return Err(bad("rate", "must be > 0 and <= 10000000 requests/s"));
             }
         }
-        if self.queue_limit.is_some() && self.rate.is_none() {
-            return Err(bad("queue_limit", "only applies to open loop (set rate)"));
+        if !self.rate_profile.is_empty() {
+            if self.rate.is_some() {
+                return Err(bad(
+                    "rate_profile",
+                    "give either rate (constant) or rate_profile (ramps, steps), not both",
+                ));
+            }
+            profile::validate(&self.rate_profile, MAX_DURATION_S)
+                .map_err(|e| bad("rate_profile", e))?;
+        }
+        if self.queue_limit.is_some() && self.mode() != Mode::Open {
+            return Err(bad(
+                "queue_limit",
+                "only applies to open loop (set rate or rate_profile)",
+            ));
         }
         if let Some(&c) = self.cpus.iter().find(|&&c| c >= libc::CPU_SETSIZE as usize) {
             return Err(bad("cpus", format!("cpu {c} is out of range")));
@@ -373,14 +392,10 @@ impl LoadSpec {
             .next()
             .ok_or_else(|| bad("url", format!("{host:?} resolves to no address")))?;
 
-        let duration_s = match (self.duration_s, self.max_requests) {
-            (Some(d), _) => d,
-            (None, Some(_)) => MAX_DURATION_S,
-            (None, None) => DEFAULT_DURATION_S,
-        };
-        let queue_limit = match self.rate {
+        let duration_s = self.planned_duration_s().unwrap_or(MAX_DURATION_S);
+        let queue_limit = match self.peak_rate() {
             Some(r) => self.queue_limit.unwrap_or_else(|| {
-                // Default: one timeout's worth of arrivals, at least 1000.
+                // Default: one timeout's worth of arrivals at the peak rate, at least 1000.
                 ((r * self.timeout_s) as u64).max(1000)
             }),
             None => 0,
@@ -398,6 +413,39 @@ impl LoadSpec {
             queue_limit,
             expect_body: self.expect_body.as_ref().map(|b| b.as_bytes().to_vec()),
         })
+    }
+
+    /// The measured duration: `duration_s`, else the rate profile's length, else the
+    /// default (10 s); None when bounded by `max_requests` only.
+    pub fn planned_duration_s(&self) -> Option<f64> {
+        match (self.duration_s, self.max_requests) {
+            (Some(d), _) => Some(d),
+            (None, _) if !self.rate_profile.is_empty() => {
+                Some(profile::total_s(&self.rate_profile))
+            }
+            (None, Some(_)) => None,
+            (None, None) => Some(DEFAULT_DURATION_S),
+        }
+    }
+
+    /// Open loop: the highest offered rate (requests/s).
+    pub fn peak_rate(&self) -> Option<f64> {
+        match self.rate {
+            Some(r) => Some(r),
+            None if !self.rate_profile.is_empty() => Some(profile::peak_rate(&self.rate_profile)),
+            None => None,
+        }
+    }
+
+    /// Open loop: the offered rate over time since the start of the run (warm-up
+    /// included), scaled by `share` (a thread's part).
+    pub fn rate_curve(&self, share: f64) -> profile::RateCurve {
+        profile::RateCurve::from_phases(
+            &self.rate_profile,
+            self.rate.unwrap_or(0.0),
+            self.warmup_s,
+            share,
+        )
     }
 
     /// The request body as bytes: `body_b64` decoded, or `body` as UTF-8.
@@ -531,6 +579,22 @@ mod tests {
             (r#""headers": [["Content-Length", "1"]]"#, "headers:"),
             (r#""queue_limit": 5"#, "queue_limit:"),
             (r#""url": "https://x/""#, "url:"),
+            (
+                r#""rate": 5, "rate_profile": [{"rate": 1, "duration_s": 1}]"#,
+                "rate_profile: give either",
+            ),
+            (
+                r#""rate_profile": [{"rate": 1}]"#,
+                "rate_profile: missing field",
+            ),
+            (
+                r#""rate_profile": [{"rate": 0, "duration_s": 1}]"#,
+                "rate_profile: every rate is 0",
+            ),
+            (
+                r#""rate_profile": [{"rate": 1, "end_rate": -2, "duration_s": 1}]"#,
+                "rate_profile: phase 1: rates must be >= 0",
+            ),
         ];
         for (field, prefix) in cases {
             let json = format!(r#"{{"url": "http://127.0.0.1:1/", "connections": 64, {field}}}"#);
