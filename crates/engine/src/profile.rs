@@ -6,6 +6,7 @@
 //! Poisson arrivals (time rescaling: a non-homogeneous Poisson process with the profile as
 //! its intensity).
 
+use crate::spec::{LoadSpec, DEFAULT_DURATION_S, MAX_DURATION_S};
 use serde::{Deserialize, Serialize};
 
 /// Largest rate of any phase (requests/s).
@@ -70,6 +71,53 @@ pub fn peak_rate(phases: &[RatePhase]) -> f64 {
         .iter()
         .map(|p| p.rate.max(p.last_rate()))
         .fold(0.0, f64::max)
+}
+
+impl LoadSpec {
+    /// Check `rate_profile` (and that `rate` is not also set). Errors name the field.
+    pub(crate) fn check_rate_profile(&self) -> Result<(), String> {
+        if self.rate_profile.is_empty() {
+            return Ok(());
+        }
+        if self.rate.is_some() {
+            return Err(
+                "rate_profile: give either rate (constant) or rate_profile (ramps, steps), not both"
+                    .into(),
+            );
+        }
+        validate(&self.rate_profile, MAX_DURATION_S).map_err(|e| format!("rate_profile: {e}"))
+    }
+
+    /// The measured duration: `duration_s`, else the rate profile's length, else the
+    /// default (10 s); None when bounded by `max_requests` only.
+    pub fn planned_duration_s(&self) -> Option<f64> {
+        match (self.duration_s, self.max_requests) {
+            (Some(d), _) => Some(d),
+            (None, _) if !self.rate_profile.is_empty() => Some(total_s(&self.rate_profile)),
+            (None, Some(_)) => None,
+            (None, None) => Some(DEFAULT_DURATION_S),
+        }
+    }
+
+    /// Open loop: the highest offered rate (requests/s).
+    pub fn peak_rate(&self) -> Option<f64> {
+        match self.rate {
+            Some(r) => Some(r),
+            None if !self.rate_profile.is_empty() => Some(peak_rate(&self.rate_profile)),
+            None => None,
+        }
+    }
+
+    /// Open loop: the offered rate over time since the start of the run (warm-up
+    /// included), scaled by `share` (a thread's part).
+    pub fn rate_curve(&self, share: f64) -> RateCurve {
+        RateCurve::from_phases(
+            &self.rate_profile,
+            self.rate.unwrap_or(0.0),
+            self.warmup_s,
+            share,
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -248,6 +296,49 @@ mod tests {
             end.time_of(10.5, &mut cur).is_none(),
             "rate 0 held: no more sends"
         );
+    }
+
+    #[test]
+    fn spec_errors_name_the_field() {
+        let cases = [
+            (
+                r#""rate": 5, "rate_profile": [{"rate": 1, "duration_s": 1}]"#,
+                "rate_profile: give either",
+            ),
+            (
+                r#""rate_profile": [{"rate": 1}]"#,
+                "rate_profile: missing field",
+            ),
+            (
+                r#""rate_profile": [{"rate": 0, "duration_s": 1}]"#,
+                "rate_profile: every rate is 0",
+            ),
+            (
+                r#""rate_profile": [{"rate": 1, "end_rate": -2, "duration_s": 1}]"#,
+                "rate_profile: phase 1: rates",
+            ),
+            (
+                r#""rate_profile": [{"rate": 1, "duration_s": 1}], "queue_limit": 5"#,
+                "",
+            ),
+        ];
+        for (fields, prefix) in cases {
+            let json = format!(r#"{{"url": "http://127.0.0.1:1/", {fields}}}"#);
+            match crate::spec::normalise_spec_json(&json) {
+                Ok(_) => assert!(prefix.is_empty(), "{fields} should fail"),
+                Err(e) => assert!(
+                    !prefix.is_empty() && e.starts_with(prefix),
+                    "{e} / {prefix}"
+                ),
+            }
+        }
+        let spec = LoadSpec {
+            rate_profile: vec![ramp(10.0, 30.0, 4.0), step(50.0, 2.0)],
+            ..LoadSpec::default()
+        };
+        assert_eq!(spec.planned_duration_s(), Some(6.0));
+        assert_eq!(spec.peak_rate(), Some(50.0));
+        assert_eq!(spec.mode(), crate::spec::Mode::Open);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The load spec (JSON in) and its validated, prepared form (`Plan`).
 
-use crate::profile::{self, RatePhase};
+use crate::profile::RatePhase;
 use serde::{Deserialize, Serialize};
 use std::net::{SocketAddr, ToSocketAddrs};
 
@@ -294,16 +294,7 @@ impl LoadSpec {
                 return Err(bad("rate", "must be > 0 and <= 10000000 requests/s"));
             }
         }
-        if !self.rate_profile.is_empty() {
-            if self.rate.is_some() {
-                return Err(bad(
-                    "rate_profile",
-                    "give either rate (constant) or rate_profile (ramps, steps), not both",
-                ));
-            }
-            profile::validate(&self.rate_profile, MAX_DURATION_S)
-                .map_err(|e| bad("rate_profile", e))?;
-        }
+        self.check_rate_profile()?;
         if self.queue_limit.is_some() && self.mode() != Mode::Open {
             return Err(bad(
                 "queue_limit",
@@ -413,39 +404,6 @@ impl LoadSpec {
             queue_limit,
             expect_body: self.expect_body.as_ref().map(|b| b.as_bytes().to_vec()),
         })
-    }
-
-    /// The measured duration: `duration_s`, else the rate profile's length, else the
-    /// default (10 s); None when bounded by `max_requests` only.
-    pub fn planned_duration_s(&self) -> Option<f64> {
-        match (self.duration_s, self.max_requests) {
-            (Some(d), _) => Some(d),
-            (None, _) if !self.rate_profile.is_empty() => {
-                Some(profile::total_s(&self.rate_profile))
-            }
-            (None, Some(_)) => None,
-            (None, None) => Some(DEFAULT_DURATION_S),
-        }
-    }
-
-    /// Open loop: the highest offered rate (requests/s).
-    pub fn peak_rate(&self) -> Option<f64> {
-        match self.rate {
-            Some(r) => Some(r),
-            None if !self.rate_profile.is_empty() => Some(profile::peak_rate(&self.rate_profile)),
-            None => None,
-        }
-    }
-
-    /// Open loop: the offered rate over time since the start of the run (warm-up
-    /// included), scaled by `share` (a thread's part).
-    pub fn rate_curve(&self, share: f64) -> profile::RateCurve {
-        profile::RateCurve::from_phases(
-            &self.rate_profile,
-            self.rate.unwrap_or(0.0),
-            self.warmup_s,
-            share,
-        )
     }
 
     /// The request body as bytes: `body_b64` decoded, or `body` as UTF-8.
@@ -579,22 +537,6 @@ mod tests {
             (r#""headers": [["Content-Length", "1"]]"#, "headers:"),
             (r#""queue_limit": 5"#, "queue_limit:"),
             (r#""url": "https://x/""#, "url:"),
-            (
-                r#""rate": 5, "rate_profile": [{"rate": 1, "duration_s": 1}]"#,
-                "rate_profile: give either",
-            ),
-            (
-                r#""rate_profile": [{"rate": 1}]"#,
-                "rate_profile: missing field",
-            ),
-            (
-                r#""rate_profile": [{"rate": 0, "duration_s": 1}]"#,
-                "rate_profile: every rate is 0",
-            ),
-            (
-                r#""rate_profile": [{"rate": 1, "end_rate": -2, "duration_s": 1}]"#,
-                "rate_profile: phase 1: rates must be >= 0",
-            ),
         ];
         for (field, prefix) in cases {
             let json = format!(r#"{{"url": "http://127.0.0.1:1/", "connections": 64, {field}}}"#);

@@ -9,8 +9,11 @@
 //! Cases per property: `PWB_FUZZ_CASES` (default: a few hundred, for CI);
 //! `benchmarks/fuzz_parsers.py` runs millions.
 
+#[macro_use]
+mod fuzz;
+
+use fuzz::{config, cut, cuts, edits, fill, junk, mutate};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
 use pywebbench_engine::http::{Feed, ResponseParser, MAX_HEAD};
 use pywebbench_engine::ErrorClass;
 
@@ -21,18 +24,6 @@ const MAX_HEADERS: usize = 64;
 /// The parser's buffer may hold one head (or chunk-size line) over the limit, and a `Vec`
 /// may double its capacity once past what it holds.
 const MAX_BUFFERED: usize = 2 * (MAX_HEAD + 1);
-
-fn config(default_cases: u32) -> Config {
-    let cases = std::env::var("PWB_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default_cases);
-    Config {
-        cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Off)),
-        ..Config::default()
-    }
-}
 
 /// One completed response: status, body length, close, body mismatch, bytes received.
 type Done = (u16, u64, bool, bool, u64);
@@ -93,22 +84,8 @@ fn whole(data: &[u8]) -> Outcome {
     o
 }
 
-/// `data` cut at the given points (any order, out-of-range points clamped).
-fn pieces(data: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
-    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
-    cuts.sort_unstable();
-    let mut out = Vec::new();
-    let mut at = 0;
-    for c in cuts.into_iter().chain([data.len()]) {
-        out.push(data[at..c].to_vec());
-        at = c;
-    }
-    out
-}
-
-fn split_outcome(data: &[u8], cuts: &[usize]) -> Outcome {
-    let parts = pieces(data, cuts);
-    let (o, most) = drive(parts.iter().map(|p| &p[..]), false, None);
+fn split(data: &[u8], cuts: &[usize]) -> Outcome {
+    let (o, most) = drive(cut(data, cuts), false, None);
     assert!(most <= MAX_BUFFERED, "buffer grew to {most}");
     o
 }
@@ -139,33 +116,12 @@ struct Resp {
 const FRAMING: [&str; 3] = ["content-length", "transfer-encoding", "connection"];
 const TOKEN: &[u8] = b"ABCXYZabcxyz0189!#$%&'*+.^_`|~-";
 
-/// `len` pseudo-random bytes from `seed`, each from `alphabet` (all bytes when empty).
-/// Generating bytes from a seed keeps a case cheap (millions of cases are run).
-fn fill(seed: u64, len: usize, alphabet: &[u8]) -> Vec<u8> {
-    let mut x = seed;
-    (0..len)
-        .map(|_| {
-            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let z = (x ^ (x >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            let z = (z ^ (z >> 29)) as usize;
-            match alphabet.len() {
-                0 => z as u8,
-                n => alphabet[z % n],
-            }
-        })
-        .collect()
-}
-
 fn text(seed: u64, len: usize, alphabet: &[u8]) -> String {
     String::from_utf8(fill(seed, len, alphabet)).expect("ASCII alphabet")
 }
 
 fn printable() -> Vec<u8> {
     (b' '..=b'~').collect()
-}
-
-fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
-    (0..max, any::<u64>()).prop_map(|(n, seed)| fill(seed, n, &[]))
 }
 
 fn header() -> impl Strategy<Value = (String, String)> {
@@ -208,14 +164,14 @@ fn body() -> impl Strategy<Value = Body> {
         format!("{}: {}", text(seed, n, TOKEN), text(!seed, v, &printable()))
     });
     prop_oneof![
-        4 => bytes(300).prop_map(Body::Length),
+        4 => junk(300).prop_map(Body::Length),
         4 => (
             proptest::collection::vec((chunk, chunk_ext()), 0..5),
             proptest::collection::vec(trailer, 0..3),
         )
             .prop_map(|(c, t)| Body::Chunked(c, t)),
         1 => proptest::option::of(0u64..100).prop_map(Body::Bodiless),
-        1 => bytes(300).prop_map(Body::UntilClose),
+        1 => junk(300).prop_map(Body::UntilClose),
     ]
 }
 
@@ -353,12 +309,10 @@ fn expected_outcome(rs: &[Resp]) -> Outcome {
 }
 
 fn concat(rs: &[Resp]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for r in rs {
-        out.extend_from_slice(&r.bytes());
-    }
-    out
+    rs.iter().map(Resp::bytes).collect::<Vec<_>>().concat()
 }
+
+split_properties!(400);
 
 proptest! {
     #![proptest_config(config(400))]
@@ -368,56 +322,6 @@ proptest! {
     fn valid_responses_parse_to_what_was_sent(rs in pipeline()) {
         let data = concat(&rs);
         prop_assert_eq!(whole(&data), expected_outcome(&rs));
-    }
-
-    /// Split at random points, the stream parses exactly as it does whole.
-    #[test]
-    fn split_at_random_points_equals_whole(
-        rs in pipeline(),
-        cuts in proptest::collection::vec(any::<usize>(), 0..12),
-    ) {
-        let data = concat(&rs);
-        prop_assert_eq!(split_outcome(&data, &cuts), whole(&data));
-    }
-
-    /// Mutated responses and plain garbage: no panic, bounded buffer, split equals whole.
-    #[test]
-    fn hostile_bytes_split_equals_whole(
-        rs in pipeline(),
-        edits in proptest::collection::vec((any::<usize>(), 0u8..3, any::<u8>()), 0..6),
-        junk in bytes(200),
-        cuts in proptest::collection::vec(any::<usize>(), 0..8),
-    ) {
-        let mut data = concat(&rs);
-        for (at, op, b) in edits {
-            let at = at % (data.len() + 1);
-            match op {
-                0 if at < data.len() => data[at] = b,
-                1 => data.insert(at, b),
-                _ if at < data.len() => { data.remove(at); }
-                _ => {}
-            }
-        }
-        data.extend_from_slice(&junk);
-        prop_assert_eq!(split_outcome(&data, &cuts), whole(&data));
-        prop_assert_eq!(split_outcome(&junk, &cuts), whole(&junk));
-    }
-}
-
-proptest! {
-    #![proptest_config(config(100))]
-
-    /// Small responses split in two at every byte boundary parse as they do whole.
-    #[test]
-    fn split_at_every_boundary_equals_whole(rs in pipeline()) {
-        let data = concat(&rs);
-        let data = &data[..data.len().min(600)];
-        let want = whole(data);
-        for i in 0..=data.len() {
-            let (got, most) = drive([&data[..i], &data[i..]], false, None);
-            prop_assert!(most <= MAX_BUFFERED);
-            prop_assert_eq!(&got, &want, "split at {}", i);
-        }
     }
 }
 
@@ -435,5 +339,5 @@ fn long_chunk_extension_is_refused_whole_and_split() {
         end: Err(ErrorClass::MalformedChunked),
     };
     assert_eq!(whole(&data), want);
-    assert_eq!(split_outcome(&data, &[60, 3000]), want);
+    assert_eq!(split(&data, &[60, 3000]), want);
 }

@@ -78,6 +78,9 @@ fn parse_content_length(v: &[u8]) -> Option<u64> {
 /// Parses a request head at the start of `buf`: request line, framing headers (rejecting
 /// ambiguous ones), `Connection`, `Expect`, and the route.
 pub(crate) fn parse_head(buf: &[u8]) -> HeadResult {
+    // Look at no more than the limit allows, so a head gets the same verdict (and message)
+    // whether it arrived in one read or several.
+    let buf = &buf[..buf.len().min(MAX_HEAD + 1)];
     let mut headers: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS] =
         [const { MaybeUninit::uninit() }; MAX_HEADERS];
     let mut r = httparse::Request::new(&mut []);

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
 use pywebbench_sys::TimerFd;
 
 use crate::conn::{Active, Conn};
@@ -27,17 +26,11 @@ use crate::request::{Parse, MAX_CHUNK_LINE};
 use crate::stats::ThreadStats;
 use crate::RefServerConfig;
 
-fn config(default_cases: u32) -> Config {
-    let cases = std::env::var("PWB_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default_cases);
-    Config {
-        cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Off)),
-        ..Config::default()
-    }
-}
+// Shared with the engine's parser properties.
+#[path = "../../engine/tests/fuzz/mod.rs"]
+#[macro_use]
+mod fuzz;
+use fuzz::{config, cut, cuts, edits, fill, junk, mutate};
 
 /// A connection (over a real loopback socket that is never read or written) and its context,
 /// reused by every case of a thread.
@@ -128,38 +121,12 @@ fn whole(data: &[u8]) -> Outcome {
 }
 
 fn split(data: &[u8], cuts: &[usize]) -> Outcome {
-    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
-    cuts.sort_unstable();
-    let mut parts = Vec::new();
-    let mut at = 0;
-    for c in cuts.into_iter().chain([data.len()]) {
-        parts.push(&data[at..c]);
-        at = c;
-    }
-    let (o, most) = drive(parts);
+    let (o, most) = drive(cut(data, cuts));
     assert!(most <= MAX_HEAD, "kept {most} unparsed bytes");
     o
 }
 
 // ---- generated requests -------------------------------------------------------------------
-
-/// `len` pseudo-random bytes from `seed` out of `alphabet` (any byte when empty): cheap
-/// generation, as millions of cases are run.
-fn fill(seed: u64, len: usize, alphabet: &[u8]) -> Vec<u8> {
-    let mut x = seed;
-    (0..len)
-        .map(|_| {
-            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let z = (x ^ (x >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            let z = (z ^ (z >> 29)) as usize;
-            if alphabet.is_empty() {
-                z as u8
-            } else {
-                alphabet[z % alphabet.len()]
-            }
-        })
-        .collect()
-}
 
 const NAME: &[u8] = b"ABCXYZabcxyz0189!#$%&'*+.^_`|~-";
 const VALUE: &[u8] = b" !\"#*+,-./09:;<=>?@AZ[\\]^_`az{|}~";
@@ -295,50 +262,13 @@ fn pipeline() -> impl Strategy<Value = Vec<Req>> {
 }
 
 fn concat(rs: &[Req]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for r in rs {
-        out.extend_from_slice(&r.bytes());
-    }
-    out
+    rs.iter().map(Req::bytes).collect::<Vec<_>>().concat()
 }
+
+split_properties!(400);
 
 proptest! {
     #![proptest_config(config(400))]
-
-    /// Split at random points, a stream yields what it yields whole.
-    #[test]
-    fn split_at_random_points_equals_whole(
-        rs in pipeline(),
-        cuts in proptest::collection::vec(any::<usize>(), 0..12),
-    ) {
-        let data = concat(&rs);
-        prop_assert_eq!(split(&data, &cuts), whole(&data));
-    }
-
-    /// Mutated requests and plain garbage: no panic, bounded buffer, split equals whole.
-    #[test]
-    fn hostile_bytes_split_equals_whole(
-        rs in pipeline(),
-        edits in proptest::collection::vec((any::<usize>(), 0u8..3, any::<u8>()), 0..6),
-        junk in (0usize..200, any::<u64>()).prop_map(|(n, s)| fill(s, n, &[])),
-        cuts in proptest::collection::vec(any::<usize>(), 0..8),
-    ) {
-        let mut data = concat(&rs);
-        for (at, op, b) in edits {
-            let at = at % (data.len() + 1);
-            match op {
-                0 if at < data.len() => data[at] = b,
-                1 => data.insert(at, b),
-                _ if at < data.len() => {
-                    data.remove(at);
-                }
-                _ => {}
-            }
-        }
-        data.extend_from_slice(&junk);
-        prop_assert_eq!(split(&data, &cuts), whole(&data));
-        prop_assert_eq!(split(&junk, &cuts), whole(&junk));
-    }
 
     /// Plain valid requests (known target, small head, keep-alive) are each answered, and
     /// none with an error.
@@ -361,21 +291,6 @@ proptest! {
         let got = whole(&concat(&plain));
         prop_assert_eq!(got.answers.len(), plain.len(), "{:?}", got);
         prop_assert!(got.answers.iter().all(|a| !a.starts_with("Error")), "{:?}", got);
-    }
-}
-
-proptest! {
-    #![proptest_config(config(100))]
-
-    /// Small streams split in two at every byte boundary yield what they yield whole.
-    #[test]
-    fn split_at_every_boundary_equals_whole(rs in pipeline()) {
-        let data = concat(&rs);
-        let data = &data[..data.len().min(600)];
-        let want = whole(data);
-        for i in 0..=data.len() {
-            prop_assert_eq!(&split(data, &[i]), &want, "split at {}", i);
-        }
     }
 }
 
@@ -411,4 +326,18 @@ fn trailers_at_the_limit_then_a_split_blank_line_are_accepted() {
     assert_eq!(want.answers.len(), 1);
     assert!(!want.answers[0].starts_with("Error"), "{want:?}");
     assert_eq!(split(&data, &[data.len() - 1]), want);
+}
+
+#[test]
+fn too_many_headers_past_the_size_limit_get_one_verdict() {
+    // More than 100 header fields in a head over 16 KiB: "more than 100 header fields" when
+    // the head arrived whole, "larger than 16 KiB" when it arrived in pieces.
+    let mut data = b"GET / HTTP/1.1\r\n".to_vec();
+    for i in 0..101 {
+        data.extend_from_slice(format!("X-{i}: {}\r\n", "v".repeat(200)).as_bytes());
+    }
+    data.extend_from_slice(b"\r\n");
+    let want = whole(&data);
+    assert!(want.answers[0].contains("431"), "{want:?}");
+    assert_eq!(split(&data, &[MAX_HEAD / 2, MAX_HEAD + 10]), want);
 }
