@@ -108,7 +108,9 @@ def run_property(prop: Property, cases: int) -> Outcome:
     if proc.returncode == 0 and "1 passed" in out:
         return Outcome(prop, cases, False, seconds, "")
     ran = re.search(r"successes: (\d+)", out)
-    detail = "\n".join(line[:300] for line in out.splitlines() if line.strip())[-6000:]
+    lines = [line[:300] for line in out.splitlines() if line.strip()]
+    verdict = [line for line in lines if re.search(r"Test failed|left|right|panicked", line)]
+    detail = "\n".join(verdict[:8] + ["..."] + lines[-40:])
     return Outcome(prop, int(ran.group(1)) + 1 if ran else 0, True, seconds, detail)
 
 
