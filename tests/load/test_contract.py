@@ -64,6 +64,7 @@ def test_python_defaults_are_the_engines() -> None:
             "start_at_unix_ns": None,
             "source_addresses": [],
             "unix_socket": None,
+            "rate_profile": [],
         }
         want = engine[name] if name in engine else absent[name]
         got = [list(h) for h in field.default] if name == "headers" else field.default

@@ -89,6 +89,21 @@ fn cpu_count() -> usize {
     }
 }
 
+/// Open loop: the offered rate of each measured second (the whole run's rate curve, its mean
+/// over each second; over the measured part of the last one). `start_s`: when the measured
+/// phase began, in seconds since the run started; at least `seconds` entries.
+fn offered_per_second(spec: &LoadSpec, start_s: f64, measured_s: f64, seconds: usize) -> Vec<f64> {
+    let curve = spec.rate_curve(1.0);
+    let n = seconds.max(measured_s.ceil() as usize);
+    (0..n)
+        .map(|t| {
+            let a = start_s + t as f64;
+            let b = start_s + (t as f64 + 1.0).min(measured_s.max(t as f64));
+            curve.mean_rate(a, b)
+        })
+        .collect()
+}
+
 /// Why a run could not start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartError {
@@ -151,7 +166,6 @@ pub fn start(spec: &LoadSpec) -> Result<RunningLoad, StartError> {
             } else {
                 Some(spec.cpus[i % spec.cpus.len()])
             },
-            rate: spec.rate.unwrap_or(0.0) * conns as f64 / spec.connections as f64,
             budget: spec.max_requests.map(|m| split(m, threads, i)),
         };
         let w = Worker::new(plan.clone(), shared.clone(), tp).map_err(|e| {
@@ -242,13 +256,7 @@ impl RunningLoad {
             elapsed_s: self.started.elapsed().as_secs_f64(),
             phase: String::new(),
             warmup_s: self.plan.spec.warmup_s,
-            duration_s: self.plan.spec.duration_s.or_else(|| {
-                self.plan
-                    .spec
-                    .max_requests
-                    .is_none()
-                    .then_some(crate::spec::DEFAULT_DURATION_S)
-            }),
+            duration_s: self.plan.spec.planned_duration_s(),
             max_requests: self.plan.spec.max_requests,
             requests: 0,
             errors: 0,
@@ -310,6 +318,18 @@ impl RunningLoad {
         } else {
             None
         };
+        let measured_s = finished.saturating_sub(measure_start) as f64 / 1e9;
+        if self.plan.mode == crate::spec::Mode::Open {
+            total.offered_per_second = offered_per_second(
+                &self.plan.spec,
+                measure_start.saturating_sub(t0) as f64 / 1e9,
+                measured_s,
+                total.per_second.len(),
+            );
+            if let Some(last) = total.offered_per_second.len().checked_sub(1) {
+                total.second(last); // every measured second is in the series
+            }
+        }
         let now_unix = sys::unix_time_s();
         let started_at = now_unix - (sys::now_ns().saturating_sub(measure_start)) as f64 / 1e9;
         let stopped_early = self.shared.stop.load(Relaxed) && !self.enough.load(Relaxed);
@@ -326,7 +346,7 @@ impl RunningLoad {
                 .into(),
                 interrupted: interrupted || stopped_early,
                 started_at,
-                duration_s: finished.saturating_sub(measure_start) as f64 / 1e9,
+                duration_s: measured_s,
                 threads,
                 warmup,
                 nofile_limit: self.nofile,

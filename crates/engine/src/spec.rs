@@ -1,6 +1,7 @@
 //! The load spec (JSON in) and its validated, prepared form (`Plan`).
 
 use crate::dial::Target;
+use crate::profile::RatePhase;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -43,6 +44,10 @@ pub struct LoadSpec {
     pub keepalive: bool,
     pub pipeline: u32,
     pub rate: Option<f64>,
+    /// Open loop with a rate that changes: ramps and steps (docs/load-engine.md). Empty:
+    /// none (`rate` is the constant case; at most one of the two is set).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rate_profile: Vec<RatePhase>,
     pub arrival: Arrival,
     pub seed: u64,
     pub queue_limit: Option<u64>,
@@ -86,6 +91,7 @@ impl Default for LoadSpec {
             keepalive: true,
             pipeline: 1,
             rate: None,
+            rate_profile: Vec::new(),
             arrival: Arrival::Constant,
             seed: 1,
             queue_limit: None,
@@ -212,7 +218,7 @@ fn valid_token(s: &str) -> bool {
 impl LoadSpec {
     /// Which load model this spec selects.
     pub fn mode(&self) -> Mode {
-        if self.rate.is_some() {
+        if self.rate.is_some() || !self.rate_profile.is_empty() {
             Mode::Open
         } else if !self.keepalive {
             Mode::ConnectionPerRequest
@@ -325,8 +331,12 @@ impl LoadSpec {
                 return Err(bad("rate", "must be > 0 and <= 10000000 requests/s"));
             }
         }
-        if self.queue_limit.is_some() && self.rate.is_none() {
-            return Err(bad("queue_limit", "only applies to open loop (set rate)"));
+        self.check_rate_profile()?;
+        if self.queue_limit.is_some() && self.mode() != Mode::Open {
+            return Err(bad(
+                "queue_limit",
+                "only applies to open loop (set rate or rate_profile)",
+            ));
         }
         if let Some(&c) = self.cpus.iter().find(|&&c| c >= libc::CPU_SETSIZE as usize) {
             return Err(bad("cpus", format!("cpu {c} is out of range")));
@@ -414,14 +424,10 @@ impl LoadSpec {
             None => self.tcp_target(&host, port)?,
         };
 
-        let duration_s = match (self.duration_s, self.max_requests) {
-            (Some(d), _) => d,
-            (None, Some(_)) => MAX_DURATION_S,
-            (None, None) => DEFAULT_DURATION_S,
-        };
-        let queue_limit = match self.rate {
+        let duration_s = self.planned_duration_s().unwrap_or(MAX_DURATION_S);
+        let queue_limit = match self.peak_rate() {
             Some(r) => self.queue_limit.unwrap_or_else(|| {
-                // Default: one timeout's worth of arrivals, at least 1000.
+                // Default: one timeout's worth of arrivals at the peak rate, at least 1000.
                 ((r * self.timeout_s) as u64).max(1000)
             }),
             None => 0,

@@ -18,6 +18,8 @@ mod context;
 mod http;
 mod modes;
 mod request;
+#[cfg(test)]
+mod request_props;
 mod response;
 mod server;
 mod stats;

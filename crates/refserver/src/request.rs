@@ -10,7 +10,7 @@ use crate::context::Env;
 use crate::http::{route, Params, Route, MAX_HEAD, MAX_HEADERS};
 
 /// Longest chunk-size line accepted in a chunked request body.
-const MAX_CHUNK_LINE: usize = 4096;
+pub(crate) const MAX_CHUNK_LINE: usize = 4096;
 
 /// What a parsed request needs to be answered.
 #[derive(Debug, Clone, Copy)]
@@ -78,6 +78,9 @@ fn parse_content_length(v: &[u8]) -> Option<u64> {
 /// Parses a request head at the start of `buf`: request line, framing headers (rejecting
 /// ambiguous ones), `Connection`, `Expect`, and the route.
 pub(crate) fn parse_head(buf: &[u8]) -> HeadResult {
+    // Look at no more than the limit allows, so a head gets the same verdict (and message)
+    // whether it arrived in one read or several.
+    let buf = &buf[..buf.len().min(MAX_HEAD + 1)];
     let mut headers: [MaybeUninit<httparse::Header<'_>>; MAX_HEADERS] =
         [const { MaybeUninit::uninit() }; MAX_HEADERS];
     let mut r = httparse::Request::new(&mut []);
@@ -261,6 +264,11 @@ impl Conn {
                             }
                             break;
                         };
+                        if nl >= MAX_CHUNK_LINE {
+                            // The same limit whether the line came in one read or several.
+                            self.fail(env, 400, "chunk-size line too long".into(), now);
+                            return data.len();
+                        }
                         match httparse::parse_chunk_size(&buf[..=nl]) {
                             Ok(httparse::Status::Complete((used, size))) => {
                                 pos += used;
@@ -308,7 +316,8 @@ impl Conn {
                     }
                     ChunkSt::Trailer => {
                         let Some(nl) = buf.iter().position(|b| *b == b'\n') else {
-                            if buf.len() + *trailer > MAX_HEAD {
+                            // A lone CR may start the final blank line, which is not counted.
+                            if buf.len() + *trailer > MAX_HEAD && buf != b"\r" {
                                 self.fail(
                                     env,
                                     431,

@@ -13,7 +13,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from pywebbench.load import LoadProgress, LoadResult, LoadSpec, ProgressFn, run_load
+from pywebbench.load import (
+    LoadProgress,
+    LoadResult,
+    LoadSpec,
+    ProgressFn,
+    RatePhase,
+    parse_rate,
+    run_load,
+)
+from pywebbench.load.profile import describe, phase_lines
 
 if TYPE_CHECKING:
     from pywebbench.commands.load_agents import DistributedRunner
@@ -26,12 +35,18 @@ Load models:
   --rate R                open loop: R requests/s (--arrival constant|poisson) over a pool
                           of -c connections; latency is measured from the intended send time
                           (coordinated omission corrected) and from the actual write
+  --rate A:B:30s          open loop, a linear ramp from A to B requests/s over 30 s
+  --rate A,B,C@10s        open loop, steps: 10 s at A, then at B, then at C requests/s
+                          (after a ramp or steps the last rate holds; -d defaults to their
+                          length; the summary shows offered vs achieved per phase)
 
 \b
 Examples:
   pywebbench load http://127.0.0.1:8080/ -c 64 -d 10
   pywebbench load http://127.0.0.1:8080/ -c 64 -d 30s --warmup 5s --cpus 1 --json out.json
   pywebbench load http://127.0.0.1:8080/ --rate 5000 --arrival poisson -c 256 -d 1m
+  pywebbench load http://127.0.0.1:8080/ --rate 1000:20000:30s -c 256 --cpus 1
+  pywebbench load http://127.0.0.1:8080/ --rate 1000,5000,10000@10s --arrival poisson
   pywebbench load http://127.0.0.1:8080/upload -m POST --body-file data.json \
       -H 'Content-Type: application/json'
   pywebbench load http://127.0.0.1:8080/hello --expect-status 200 --expect-body 'Hello, World!'
@@ -60,6 +75,7 @@ _FLAGS = {
     "connect_timeout_s": "--connect-timeout",
     "pipeline": "--pipeline",
     "rate": "--rate",
+    "rate_profile": "--rate",
     "arrival": "--arrival",
     "queue_limit": "--queue-limit",
     "cpus": "--cpus",
@@ -127,6 +143,17 @@ def _addresses_cb(ctx: click.Context, param: click.Parameter, value: str | None)
     return [a.strip() for a in value.split(",") if a.strip()] if value else []
 
 
+def _rate_cb(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> float | list[RatePhase] | None:
+    if value is None:
+        return None
+    try:
+        return parse_rate(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+
+
 def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> list[int]:
     out = []
     for item in value:
@@ -170,7 +197,9 @@ def _lat_line(label: str, s: Any) -> str:
 def render_summary(r: LoadResult) -> str:
     """The text report of a result (what ``pywebbench load`` prints)."""
     sp = r.spec
-    if r.mode == "open":
+    if r.mode == "open" and sp.rate_profile:
+        model = f"open loop, {describe(sp.rate_profile)}, {sp.arrival}"
+    elif r.mode == "open":
         model = f"open loop, {sp.rate or 0:,.0f} req/s {sp.arrival}"
     elif r.mode == "connection_per_request":
         model = "connection per request"
@@ -215,6 +244,7 @@ def render_summary(r: LoadResult) -> str:
                 f"{ol.queued:,} sends waited for a connection (deepest queue {ol.queue_max:,}, "
                 f"limit {ol.queue_limit:,}); {ol.unsent_at_end:,} unsent at the end"
             )
+        lines.extend(phase_lines(r))
     else:
         lines.append(_lat_line("Latency", r.latency.summary))
     if r.timeouts:
@@ -347,7 +377,12 @@ def succeeded(r: LoadResult) -> int:
     help="HTTP/1.1 pipelining depth (closed loop).",
 )
 @click.option("--no-keepalive", is_flag=True, help="A new connection for every request.")
-@click.option("--rate", type=float, default=None, help="Open loop: target requests/s.")
+@click.option(
+    "--rate",
+    callback=_rate_cb,
+    default=None,
+    help="Open loop: requests/s (5000), a ramp (1000:20000:30s) or steps (1000,5000@10s).",
+)
 @click.option(
     "--arrival",
     type=click.Choice(["constant", "poisson"]),
@@ -436,7 +471,7 @@ def command(
     connect_timeout: float | None,
     pipeline: int,
     no_keepalive: bool,
-    rate: float | None,
+    rate: float | list[RatePhase] | None,
     arrival: str,
     seed: int,
     queue_limit: int | None,
@@ -468,15 +503,17 @@ def command(
             raise click.BadParameter(
                 f"cannot read {body_file}: {e}", param_hint="--body-file"
             ) from e
+    profile = rate if isinstance(rate, list) else []
     if duration is None and max_requests is None:
-        duration = 10.0
+        duration = sum(p.duration_s for p in profile) if profile else 10.0
     try:
         spec = LoadSpec(
             url=url, method=method, headers=headers, body=payload,
             connections=connections, threads=threads, duration_s=duration,
             max_requests=max_requests, warmup_s=warmup, timeout_s=timeout,
             connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,
-            rate=rate, arrival=arrival, seed=seed, queue_limit=queue_limit, cpus=cpus,
+            rate=None if profile else rate, rate_profile=profile, arrival=arrival, seed=seed,
+            queue_limit=queue_limit, cpus=cpus,
             expect_status=expect_status, expect_body=expect_body, io=io,
             unix_socket=unix_socket, source_addresses=source_addresses,
         )  # fmt: skip

@@ -68,6 +68,12 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     if options["syscalls"]:
         load["syscalls"] = True
     if options["rate"]:
+        if any(":" in v or "@" in v for v in options["rate"]):
+            # A load point is one rate (stored, compared and warmed up to a steady state).
+            raise ConfigError(
+                "--rate: run sweeps constant rates (one load point each); for a ramp or "
+                "steps use pywebbench load --rate"
+            )
         load["rates"] = _numbers("--rate", options["rate"], float)
         load["model"] = "open"
     for key, flag in [

@@ -21,6 +21,7 @@ from pywebbench.load.agent import (
     run_load,
 )
 from pywebbench.load.histogram import Histogram, HistSummary
+from pywebbench.load.profile import parse_rate
 from pywebbench.load.result import (
     ConnStats,
     ErrorEntry,
@@ -34,7 +35,7 @@ from pywebbench.load.result import (
     WarmupStats,
     iteration_figures,
 )
-from pywebbench.load.spec import LoadMode, LoadSpec, spec_for_request
+from pywebbench.load.spec import LoadMode, LoadSpec, RatePhase, spec_for_request
 
 #: The stable error class names (docs/load-engine.md), as the engine defines them.
 ERROR_CLASSES: tuple[str, ...] = tuple(_engine.error_classes())
@@ -57,10 +58,12 @@ __all__ = [
     "LocalAgent",
     "OpenLoopStats",
     "ProgressFn",
+    "RatePhase",
     "SecondStats",
     "ThreadStats",
     "WarmupStats",
     "iteration_figures",
+    "parse_rate",
     "run_load",
     "spec_for_request",
 ]

@@ -53,6 +53,9 @@ class SecondStats(_EngineRecord):
     p99_us: int
     #: Latency histogram of this second (2 significant digits), for re-merging.
     hist: str
+    #: Open loop: the offered rate of this second (requests/s; the mean over the measured
+    #: part for the last one), beside the achieved ``completed``. None otherwise.
+    offered_rate: float | None = None
 
 
 class OpenLoopStats(_EngineRecord):

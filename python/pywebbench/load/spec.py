@@ -32,9 +32,29 @@ if TYPE_CHECKING:
 LoadMode = Literal["closed", "connection_per_request", "open"]
 
 
+class RatePhase(BaseModel):
+    """One phase of an open-loop rate profile: a linear ramp from ``rate`` to ``end_rate``
+    over ``duration_s``, or a step at ``rate`` when ``end_rate`` is None (requests/s).
+    Parse the command line's forms with :func:`pywebbench.load.profile.parse_rate`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rate: float
+    end_rate: float | None = None
+    duration_s: float
+
+    @property
+    def last_rate(self) -> float:
+        """Requests/s at the end of the phase."""
+        return self.rate if self.end_rate is None else self.end_rate
+
+
 def _to_engine(fields: dict[str, Any]) -> str:
     """The fields as the engine's JSON spec: a ``bytes`` body travels as ``body_b64``."""
     doc = dict(fields)
+    profile = doc.get("rate_profile")
+    if isinstance(profile, list | tuple):
+        doc["rate_profile"] = [p.model_dump() if isinstance(p, RatePhase) else p for p in profile]
     body = doc.pop("body", None)
     if isinstance(body, bytes | bytearray | memoryview):
         if body and doc.get("body_b64"):
@@ -72,10 +92,12 @@ def _first_error(e: ValidationError) -> str:
 class LoadSpec(BaseModel):
     """A load run: target, load model, bounds, checks (immutable; see :meth:`replace`).
 
-    Load model: ``rate`` set = open loop (constant or Poisson arrivals over a pool of
-    ``connections``); else ``keepalive=False`` = a new connection per request; else closed
-    loop (``connections`` keep-alive connections, ``pipeline`` requests in flight on each).
-    Bounded by ``duration_s`` and/or ``max_requests`` (10 s when neither is given).
+    Load model: ``rate`` (or ``rate_profile``: ramps and steps) set = open loop (constant or
+    Poisson arrivals over a pool of ``connections``); else ``keepalive=False`` = a new
+    connection per request; else closed loop (``connections`` keep-alive connections,
+    ``pipeline`` requests in flight on each).
+    Bounded by ``duration_s`` and/or ``max_requests`` (10 s when neither is given, or the
+    rate profile's length).
 
     ``body`` is sent byte for byte; ``str`` is accepted and encoded as UTF-8, ``None`` means no
     body. The defaults below are the engine's (a test keeps them equal).
@@ -100,6 +122,9 @@ class LoadSpec(BaseModel):
     keepalive: bool = True
     pipeline: int = 1
     rate: float | None = None
+    #: Open loop with a changing rate: ramps and steps (empty: none; ``rate`` is the
+    #: constant case, and at most one of the two is set).
+    rate_profile: list[RatePhase] = []
     arrival: str = "constant"
     seed: int = 1
     queue_limit: int | None = None
@@ -153,12 +178,14 @@ class LoadSpec(BaseModel):
             del doc["unix_socket"]
         if self.start_at_unix_ns is None:
             del doc["start_at_unix_ns"]
+        if not self.rate_profile:
+            del doc["rate_profile"]
         return doc
 
     @property
     def mode(self) -> LoadMode:
         """The load model (the engine's ``LoadSpec::mode``)."""
-        if self.rate is not None:
+        if self.rate is not None or self.rate_profile:
             return "open"
         return "closed" if self.keepalive else "connection_per_request"
 

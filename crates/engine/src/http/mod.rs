@@ -303,6 +303,10 @@ impl ResponseParser {
             (&self.buf[..], httparse::parse_chunk_size(&self.buf))
         };
         match parsed {
+            // The same limit whether the line came in one read or several.
+            Ok(httparse::Status::Complete((n, _))) if n > MAX_CHUNK_LINE => Err(format!(
+                "chunk-size line longer than {MAX_CHUNK_LINE} bytes"
+            )),
             Ok(httparse::Status::Complete((n, size))) => {
                 self.buf.clear();
                 self.received += (n - old) as u64;

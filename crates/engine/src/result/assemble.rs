@@ -50,6 +50,7 @@ pub fn assemble(t: &Tally, info: RunInfo) -> LoadResult {
                 p50_us: q[0],
                 p99_us: q[1],
                 hist: hist::encode(h),
+                offered_rate: open.then(|| t.offered_per_second.get(i).copied().unwrap_or(0.0)),
             }
         })
         .collect();
@@ -59,7 +60,10 @@ pub fn assemble(t: &Tally, info: RunInfo) -> LoadResult {
             .ok()
             .and_then(|v| v.as_str().map(String::from))
             .unwrap_or_default(),
-        offered_rate: info.spec.rate.unwrap_or(0.0),
+        offered_rate: match info.spec.rate {
+            Some(r) => r,
+            None => mean_offered_rate(&t.offered_per_second, d),
+        },
         offered: t.offered,
         achieved_rate: per_sec(t.requests),
         queue_limit: info.queue_limit,
@@ -116,6 +120,23 @@ pub fn assemble(t: &Tally, info: RunInfo) -> LoadResult {
     };
     self_check(&mut r);
     r
+}
+
+/// The mean of per-second offered rates over `duration_s` (the last second counted for its
+/// measured part).
+fn mean_offered_rate(per_second: &[f64], duration_s: f64) -> f64 {
+    let mut sum = 0.0;
+    let mut weight = 0.0;
+    for (t, r) in per_second.iter().enumerate() {
+        let w = (duration_s - t as f64).clamp(0.0, 1.0);
+        sum += r * w;
+        weight += w;
+    }
+    if weight > 0.0 {
+        sum / weight
+    } else {
+        per_second.first().copied().unwrap_or(0.0)
+    }
 }
 
 /// Open loop: explain an achieved rate below 95% of the offered one, naming the side that

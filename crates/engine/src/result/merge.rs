@@ -59,6 +59,13 @@ impl LoadResult {
             slot.0 += s.completed;
             slot.1 += s.errors;
             hist::add(&mut slot.2, &h);
+            if let Some(r) = s.offered_rate {
+                let i = s.t as usize;
+                if t.offered_per_second.len() <= i {
+                    t.offered_per_second.resize(i + 1, 0.0);
+                }
+                t.offered_per_second[i] += r;
+            }
         }
         Ok(t)
     }
@@ -135,9 +142,27 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
         },
     );
     if let Some(ol) = merged.open_loop.as_mut() {
-        ol.offered_rate = results.iter().filter_map(|r| r.spec.rate).sum();
+        ol.offered_rate = results
+            .iter()
+            .filter_map(|r| r.open_loop.as_ref().map(|o| o.offered_rate))
+            .sum();
     }
-    merged.spec.rate = merged.open_loop.as_ref().map(|o| o.offered_rate);
+    if merged.spec.rate_profile.is_empty() {
+        merged.spec.rate = merged.open_loop.as_ref().map(|o| o.offered_rate);
+    } else {
+        // The agents ran the same profile shape: scale the first one's to the total.
+        let first_rate = first.open_loop.as_ref().map_or(0.0, |o| o.offered_rate);
+        let total = merged.open_loop.as_ref().map_or(0.0, |o| o.offered_rate);
+        let k = if first_rate > 0.0 {
+            total / first_rate
+        } else {
+            1.0
+        };
+        for p in &mut merged.spec.rate_profile {
+            p.rate *= k;
+            p.end_rate = p.end_rate.map(|r| r * k);
+        }
+    }
     merged.launched_at_unix_ns = results.iter().filter_map(|r| r.launched_at_unix_ns).min();
     self_check(&mut merged);
     merged

@@ -36,13 +36,18 @@ pub struct SecondStats {
     pub p99_us: u64,
     /// Latency histogram of this second (2 significant digits), for re-merging.
     pub hist: String,
+    /// Open loop: the offered rate of this second (requests/s: the rate profile's mean
+    /// over the second, or over its measured part for the last one); null otherwise.
+    #[serde(default)]
+    pub offered_rate: Option<f64>,
 }
 
 /// Open-loop figures.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct OpenLoopStats {
     pub arrival: String,
-    /// Target rate (requests/s).
+    /// Target rate (requests/s): the constant rate, or a rate profile's mean over the
+    /// measured phase.
     pub offered_rate: f64,
     /// Sends scheduled in the measured phase.
     pub offered: u64,
@@ -207,6 +212,8 @@ pub struct Tally {
     pub unsent_at_end: u64,
     /// (completed, errors, latency histogram) per second.
     pub per_second: Vec<(u64, u64, Histogram<u64>)>,
+    /// Open loop: the offered rate of each second (requests/s), filled in when a run ends.
+    pub offered_per_second: Vec<f64>,
 }
 
 impl Default for Tally {
@@ -248,6 +255,7 @@ impl Tally {
             queue_max: 0,
             unsent_at_end: 0,
             per_second: Vec::new(),
+            offered_per_second: Vec::new(),
         }
     }
 
@@ -288,6 +296,13 @@ impl Tally {
             s.0 += c;
             s.1 += e;
             hist::add(&mut s.2, h);
+        }
+        let offered = &mut self.offered_per_second;
+        if offered.len() < o.offered_per_second.len() {
+            offered.resize(o.offered_per_second.len(), 0.0);
+        }
+        for (a, b) in offered.iter_mut().zip(&o.offered_per_second) {
+            *a += b;
         }
     }
 

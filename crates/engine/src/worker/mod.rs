@@ -18,10 +18,10 @@ mod uring;
 
 use self::conn::{CState, Conn};
 use self::epoll::EpollIo;
-use self::schedule::Rng;
+use self::schedule::Arrivals;
 use crate::errors::ErrorClass;
 use crate::result::{Tally, ThreadStats};
-use crate::spec::{Arrival, Mode, Plan};
+use crate::spec::{Mode, Plan};
 use crate::sys;
 use std::collections::VecDeque;
 use std::io;
@@ -80,8 +80,6 @@ pub struct ThreadPlan {
     pub id: usize,
     pub connections: usize,
     pub cpu: Option<usize>,
-    /// Open loop: this thread's rate (requests/s).
-    pub rate: f64,
     /// Requests this thread may issue (max_requests share), if bounded.
     pub budget: Option<u64>,
 }
@@ -129,9 +127,7 @@ pub struct Worker {
     free: Vec<u32>,
     queue: VecDeque<u64>,
     next_arrival: u64,
-    interval_ns: f64,
-    poisson: bool,
-    rng: Rng,
+    arrivals: Arrivals,
     scan_every: u64,
     next_scan: u64,
     cpu: Option<usize>,
@@ -168,13 +164,11 @@ impl Worker {
         let end = warm_end + plan.duration_ns;
         let min_timeout = plan.timeout_ns.min(plan.connect_timeout_ns);
         let scan_every = (min_timeout / 10).clamp(2_000_000, 50_000_000);
-        let rate = tp.rate.max(1e-9);
-        let interval_ns = 1e9 / rate;
-        let threads = plan.spec.threads.max(1) as f64;
-        // Stagger the threads' constant schedules so their sends interleave.
-        let first = t0 + (interval_ns * tp.id as f64 / threads) as u64;
-        let seed = plan.spec.seed ^ (tp.id as u64).wrapping_mul(0xA076_1D64_78BD_642F);
-        let mut w = Worker {
+        // This thread's share of the offered rate: its share of the connections.
+        let share = tp.connections as f64 / plan.spec.connections.max(1) as f64;
+        let mut arrivals = Arrivals::new(&plan, tp.id, share, t0);
+        let first = if open { arrivals.current() } else { u64::MAX };
+        let w = Worker {
             id: tp.id,
             conns: (0..tp.connections)
                 .map(|_| Conn::new(depth as usize))
@@ -196,16 +190,14 @@ impl Worker {
             inflight_total: 0,
             free: Vec::with_capacity(tp.connections),
             queue: VecDeque::new(),
-            next_arrival: if open { first } else { u64::MAX },
-            interval_ns,
-            poisson: plan.spec.arrival == Arrival::Poisson,
-            rng: Rng(seed),
+            next_arrival: first,
+            max_lead_ns: arrivals.max_lead_ns(first),
+            arrivals,
             scan_every,
             next_scan: 0,
             cpu: tp.cpu,
             warnings: Vec::new(),
             lead_ns: 20_000,
-            max_lead_ns: ((interval_ns / 4.0) as u64).min(MAX_LEAD_NS),
             spin_ns: 0,
             dial_seq: tp.id,
             pending_connect: 0,
@@ -213,9 +205,6 @@ impl Worker {
             plan,
             shared,
         };
-        if w.open && w.poisson {
-            w.next_arrival = t0 + w.exp_gap();
-        }
         Ok(w)
     }
 

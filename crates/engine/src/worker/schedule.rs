@@ -1,11 +1,14 @@
 //! What a generator thread sends when: the closed loop tops connections up to the
 //! pipeline depth; the open loop issues requests at their arrival times (constant or
-//! Poisson) onto free connections, or queues them.
+//! Poisson, following a constant rate or a rate profile) onto free connections, or queues
+//! them.
 
 use super::conn::{CState, Slot};
-use super::Worker;
+use super::{Worker, MAX_LEAD_NS};
 use crate::errors::ErrorClass;
 use crate::hist;
+use crate::profile::RateCurve;
+use crate::spec::{Arrival, Plan};
 
 /// Small, fast, seeded generator (SplitMix64) for Poisson arrivals.
 pub(super) struct Rng(pub(super) u64);
@@ -25,11 +28,72 @@ impl Rng {
     }
 }
 
-impl Worker {
-    pub(super) fn exp_gap(&mut self) -> u64 {
-        (-self.rng.unit().ln() * self.interval_ns) as u64
+/// A thread's send times: the k-th send is when the thread's share of the rate curve
+/// reaches its k-th target count (constant: `k + id/threads`, so the threads' sends
+/// interleave; Poisson: a running sum of Exp(1) draws, i.e. time rescaling, seeded).
+pub(super) struct Arrivals {
+    curve: RateCurve,
+    cursor: usize,
+    target: f64,
+    poisson: bool,
+    rng: Rng,
+    t0: u64,
+}
+
+impl Arrivals {
+    /// The schedule of thread `id` of a run that started at `t0`, with `share` of the rate.
+    pub(super) fn new(plan: &Plan, id: usize, share: f64, t0: u64) -> Arrivals {
+        let poisson = plan.spec.arrival == Arrival::Poisson;
+        let seed = plan.spec.seed ^ (id as u64).wrapping_mul(0xA076_1D64_78BD_642F);
+        let mut rng = Rng(seed);
+        let target = if poisson {
+            -rng.unit().ln()
+        } else {
+            id as f64 / plan.spec.threads.max(1) as f64
+        };
+        Arrivals {
+            curve: plan.spec.rate_curve(share),
+            cursor: 0,
+            target,
+            poisson,
+            rng,
+            t0,
+        }
     }
 
+    /// The time of the current send (CLOCK_MONOTONIC ns); u64::MAX when the rate fell to 0
+    /// for good.
+    pub(super) fn current(&mut self) -> u64 {
+        match self.curve.time_of(self.target, &mut self.cursor) {
+            Some(t) if t < 1e7 => self.t0 + (t * 1e9) as u64,
+            _ => u64::MAX,
+        }
+    }
+
+    /// Move on to the next send and return its time.
+    pub(super) fn advance(&mut self) -> u64 {
+        self.target += if self.poisson {
+            -self.rng.unit().ln()
+        } else {
+            1.0
+        };
+        self.current()
+    }
+
+    /// How early the timer may be set for a send at `at`: at most a quarter of the send
+    /// interval there (so spinning stays below ~25% of a core at any rate), and
+    /// `MAX_LEAD_NS`.
+    pub(super) fn max_lead_ns(&self, at: u64) -> u64 {
+        let rate = self.curve.rate_at(at.saturating_sub(self.t0) as f64 / 1e9);
+        if rate > 0.0 {
+            ((1e9 / rate / 4.0) as u64).min(MAX_LEAD_NS)
+        } else {
+            MAX_LEAD_NS
+        }
+    }
+}
+
+impl Worker {
     /// Closed loop: top the connection up to `pipeline` requests.
     pub(super) fn fill(&mut self, i: usize) {
         let depth = self.depth as usize;
@@ -94,16 +158,10 @@ impl Worker {
     }
 
     pub(super) fn advance_arrival(&mut self) {
-        let gap = if self.poisson { self.exp_gap() } else { 0 };
-        if self.poisson {
-            self.next_arrival += gap.max(1);
-        } else {
-            // Constant: exact multiples of the interval from the thread's phase, no drift.
-            let k = ((self.next_arrival - self.shared.t0) as f64 / self.interval_ns).round() + 1.0;
-            let phase = self.interval_ns * self.id as f64 / self.plan.spec.threads as f64;
-            let next = self.shared.t0 + (k * self.interval_ns + phase) as u64;
-            self.next_arrival = next.max(self.next_arrival + 1);
-        }
+        // Targets are exact counts on the curve: no drift, whatever the rate does.
+        let next = self.arrivals.advance();
+        self.next_arrival = next.max(self.next_arrival.saturating_add(1));
+        self.max_lead_ns = self.arrivals.max_lead_ns(self.next_arrival);
     }
 
     pub(super) fn dispatch(&mut self, now: u64) {

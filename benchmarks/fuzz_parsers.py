@@ -1,0 +1,154 @@
+"""Property-based fuzzing of the HTTP parsers at scale: millions of generated cases.
+
+Runs the proptest properties of the engine's response parser
+(crates/engine/tests/parser_props.rs) and the reference server's request parser
+(crates/refserver/src/request_props.rs) with many more cases than CI does (the case count of a
+property comes from ``PWB_FUZZ_CASES``). The cases are shared out by weight: the properties
+that split each input at every byte boundary cost hundreds of parses per case and get fewer.
+Properties run in parallel (``--jobs``), each in its own ``cargo test`` process, at low
+priority. Prints, per property and in total: cases run, failures, wall time; a failing
+property prints proptest's minimal case. Exit status 1 when any property failed.
+
+    python benchmarks/fuzz_parsers.py                      # 10M cases
+    python benchmarks/fuzz_parsers.py --cases 100000 --jobs 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Property:
+    """One proptest property: where it lives and its share of the cases."""
+
+    crate: str
+    target: list[str]
+    name: str
+    weight: float
+
+
+ENGINE = ["--test", "parser_props"]
+REFSERVER = ["--lib"]
+PROPERTIES = [
+    Property("pywebbench-engine", ENGINE, "valid_responses_parse_to_what_was_sent", 0.15),
+    Property("pywebbench-engine", ENGINE, "split_at_random_points_equals_whole", 0.20),
+    Property("pywebbench-engine", ENGINE, "hostile_bytes_split_equals_whole", 0.20),
+    Property("pywebbench-engine", ENGINE, "split_at_every_boundary_equals_whole", 0.01),
+    Property(
+        "pywebbench-refserver", REFSERVER, "request_props::split_at_random_points_equals_whole", 0.2
+    ),
+    Property(
+        "pywebbench-refserver", REFSERVER, "request_props::hostile_bytes_split_equals_whole", 0.2
+    ),
+    Property(
+        "pywebbench-refserver", REFSERVER, "request_props::valid_requests_are_each_answered", 0.03
+    ),
+    Property(
+        "pywebbench-refserver",
+        REFSERVER,
+        "request_props::split_at_every_boundary_equals_whole",
+        0.01,
+    ),
+]
+
+
+@dataclass
+class Outcome:
+    """What one property's run found."""
+
+    prop: Property
+    cases: int
+    failed: bool
+    seconds: float
+    detail: str
+
+
+def _cargo(prop: Property, extra: list[str]) -> list[str]:
+    return [
+        "nice",
+        "-n",
+        "10",
+        "cargo",
+        "test",
+        "--release",
+        "-q",
+        "-p",
+        prop.crate,
+        *prop.target,
+        *extra,
+    ]
+
+
+def run_property(prop: Property, cases: int) -> Outcome:
+    """Run one property with ``cases`` cases; the case count is what proptest ran (all of them
+    on success, the successes before the failure otherwise)."""
+    env = {**os.environ, "PWB_FUZZ_CASES": str(cases)}
+    start = time.monotonic()
+    proc = subprocess.run(
+        _cargo(prop, ["--", "--exact", prop.name]),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    seconds = time.monotonic() - start
+    out = proc.stdout + proc.stderr
+    if proc.returncode == 0 and "1 passed" in out:
+        return Outcome(prop, cases, False, seconds, "")
+    ran = re.search(r"successes: (\d+)", out)
+    lines = [line[:300] for line in out.splitlines() if line.strip()]
+    verdict = [line for line in lines if re.search(r"Test failed|left|right|panicked", line)]
+    detail = "\n".join(verdict[:8] + ["..."] + lines[-40:])
+    return Outcome(prop, int(ran.group(1)) + 1 if ran else 0, True, seconds, detail)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", type=int, default=10_000_000, help="cases in all properties")
+    ap.add_argument("--jobs", type=int, default=2, help="properties run at the same time")
+    args = ap.parse_args(argv)
+    if args.cases < len(PROPERTIES) or args.jobs < 1:
+        ap.error(f"--cases must be >= {len(PROPERTIES)} and --jobs >= 1")
+    total_weight = sum(p.weight for p in PROPERTIES)
+    plan = [(p, max(1, round(args.cases * p.weight / total_weight))) for p in PROPERTIES]
+    print(f"building the test binaries (release); {args.cases:,} cases, {args.jobs} job(s)")
+    for crate in sorted({p.crate for p in PROPERTIES}):
+        build = subprocess.run(
+            ["nice", "cargo", "test", "--release", "-q", "-p", crate, "--no-run"], cwd=ROOT
+        )
+        if build.returncode != 0:
+            print(f"error: cannot build the tests of {crate}", file=sys.stderr)
+            return 2
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        outcomes = list(pool.map(lambda pc: run_property(*pc), plan))
+    wall = time.monotonic() - start
+    print(f"\n{'crate':<22} {'property':<55} {'cases':>12} {'failed':>6} {'time':>8}")
+    for o in outcomes:
+        name = o.prop.name.removeprefix("request_props::")
+        print(
+            f"{o.prop.crate:<22} {name:<55} {o.cases:>12,} {'yes' if o.failed else 'no':>6} "
+            f"{o.seconds:>7.0f}s"
+        )
+    failures = [o for o in outcomes if o.failed]
+    cases = sum(o.cases for o in outcomes)
+    print(f"\ntotal: {cases:,} cases, {len(failures)} failing properties, {wall:.0f} s wall")
+    for o in failures:
+        print(f"\n--- {o.prop.crate} {o.prop.name}: minimal failing case ---\n{o.detail}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

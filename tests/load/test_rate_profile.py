@@ -1,0 +1,151 @@
+"""Open-loop ramps and steps: the engine follows the offered rate second by second, the
+per-second series carries the offered rate beside the achieved one, and the command line
+reads and reports profiles."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from click.testing import CliRunner
+from pywebbench.commands.load import command
+from pywebbench.commands.run import command as run_command
+from pywebbench.load import LoadResult, LoadSpec, RatePhase, parse_rate, run_load
+from pywebbench.load.profile import phase_lines, tracking_error
+from pywebbench.refserver import RefServer
+
+GENERATOR_CPUS = [1]
+
+
+def _whole_seconds(result: LoadResult) -> list[tuple[int, int, float]]:
+    """(t, completed, offered rate) of the whole seconds after the first."""
+    return [
+        (s.t, s.completed, s.offered_rate or 0.0)
+        for s in result.per_second
+        if s.t >= 1 and s.t + 1 <= result.duration_s
+    ]
+
+
+@pytest.fixture(scope="module")
+def ramp_result(refserver: RefServer) -> LoadResult:
+    """1000 -> 20000 requests/s over 6 s, constant arrivals, the generator pinned to core 1."""
+    spec = LoadSpec(
+        url=refserver.url + "/hello",
+        rate_profile=[RatePhase(rate=1000, end_rate=20000, duration_s=6)],
+        connections=64,
+        cpus=GENERATOR_CPUS,
+    )
+    return run_load(spec)
+
+
+def test_ramp_tracks_the_offered_rate_within_2_percent(ramp_result: LoadResult) -> None:
+    r = ramp_result
+    assert r.spec.duration_s is None and 5.9 < r.duration_s < 6.5  # the ramp's length
+    seconds = _whole_seconds(r)
+    assert len(seconds) >= 4
+    for t, completed, offered in seconds:
+        # The ramp's mean over second t: 1000 + 19000 * (t + 0.5) / 6.
+        assert offered == pytest.approx(1000 + 19000 * (t + 0.5) / 6, rel=1e-3)
+        assert completed == pytest.approx(offered, rel=0.02), f"second {t}"
+    assert r.open_loop is not None
+    assert r.open_loop.offered_rate == pytest.approx(10500, rel=0.02)
+    assert r.errors == 0 and r.open_loop.offered == pytest.approx(63000, rel=0.02)
+    worst = tracking_error(r)
+    assert worst is not None and abs(worst[1]) <= 0.02
+
+
+def test_summary_shows_offered_vs_achieved_per_phase(ramp_result: LoadResult) -> None:
+    lines = phase_lines(ramp_result)
+    assert "1,000 -> 20,000/s over 6 s" in lines[0] and "offered" in lines[0]
+    assert "(9" in lines[0] or "(10" in lines[0]  # achieved as a share of offered
+    assert lines[-1].strip().startswith("per second: achieved within")
+
+
+def test_merged_results_add_the_offered_rates(ramp_result: LoadResult) -> None:
+    merged = LoadResult.merge([ramp_result, ramp_result])
+    assert merged.open_loop is not None and ramp_result.open_loop is not None
+    assert merged.open_loop.offered_rate == pytest.approx(2 * ramp_result.open_loop.offered_rate)
+    assert merged.spec.rate is None
+    assert merged.spec.rate_profile[0].end_rate == pytest.approx(40000, rel=1e-6)
+    for a, b in zip(merged.per_second, ramp_result.per_second, strict=True):
+        assert a.offered_rate == pytest.approx(2 * (b.offered_rate or 0.0))
+
+
+def test_steps_hold_each_rate(refserver: RefServer) -> None:
+    spec = LoadSpec(
+        url=refserver.url + "/hello",
+        rate_profile=[RatePhase(rate=r, duration_s=2) for r in (2000, 8000, 4000)],
+        connections=32,
+        cpus=GENERATOR_CPUS,
+    )
+    r = run_load(spec)
+    want = {1: 2000, 2: 8000, 3: 8000, 4: 4000, 5: 4000}
+    for t, completed, offered in _whole_seconds(r):
+        assert offered == want[t]
+        assert completed == pytest.approx(offered, rel=0.02), f"second {t}"
+
+
+def test_poisson_arrivals_follow_a_ramp(refserver: RefServer) -> None:
+    """Non-homogeneous Poisson arrivals (seeded): each second within 5 standard deviations of
+    its offered count; the same seed gives the same number of sends."""
+    spec = LoadSpec(
+        url=refserver.url + "/hello",
+        rate_profile=[RatePhase(rate=2000, end_rate=6000, duration_s=3)],
+        arrival="poisson",
+        seed=7,
+        connections=32,
+        cpus=GENERATOR_CPUS,
+    )
+    r = run_load(spec)
+    for t, completed, offered in _whole_seconds(r):
+        assert offered == pytest.approx(2000 + 4000 * (t + 0.5) / 3, rel=1e-3)
+        assert abs(completed - offered) <= 5 * math.sqrt(offered), f"second {t}"
+    assert r.open_loop is not None and r.open_loop.arrival == "poisson"
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("5000", 5000.0),
+        ("1000:20000:30s", [RatePhase(rate=1000, end_rate=20000, duration_s=30)]),
+        ("1000,5000@500ms", [RatePhase(rate=r, duration_s=0.5) for r in (1000, 5000)]),
+        ("20000:0:1m", [RatePhase(rate=20000, end_rate=0, duration_s=60)]),
+    ],
+)
+def test_rate_forms(text: str, want: float | list[RatePhase]) -> None:
+    assert parse_rate(text) == want
+
+
+def test_bad_profiles_name_the_field() -> None:
+    for bad in ("1000:2000", "1000:x:3s", "1,2@", "fast"):
+        with pytest.raises(ValueError, match="^expected R, FROM:TO:DURATION"):
+            parse_rate(bad)
+    url = "http://127.0.0.1:9/"
+    with pytest.raises(ValueError, match="^rate_profile: give either rate"):
+        LoadSpec(url=url, rate=5, rate_profile=[RatePhase(rate=1, duration_s=1)])
+    with pytest.raises(ValueError, match="^rate_profile: phase 2: duration_s must be > 0"):
+        LoadSpec(url=url, rate_profile=[{"rate": 1, "duration_s": 1}, {"rate": 1, "duration_s": 0}])
+    spec = LoadSpec(url=url, rate_profile=[RatePhase(rate=1, duration_s=1)])
+    assert spec.mode == "open" and LoadSpec.from_json(spec.to_json()) == spec
+    assert "rate_profile" not in LoadSpec(url=url).to_dict()
+
+
+def test_cli_rejects_a_bad_rate_in_one_line() -> None:
+    res = CliRunner().invoke(command, ["http://127.0.0.1:9/", "--rate", "0,0@1s"])
+    assert res.exit_code == 2
+    assert "--rate: every rate is 0" in res.output and "Traceback" not in res.output
+
+
+def test_cli_runs_steps_and_reports_each_phase(refserver: RefServer) -> None:
+    res = CliRunner().invoke(
+        command, [refserver.url + "/hello", "--rate", "500,1000@500ms", "-c", "4", "-q"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "open loop, steps 500, 1,000/s, 0.5 s each" in res.output
+    assert "phase 1" in res.output and "phase 2" in res.output
+
+
+def test_run_keeps_constant_rates_and_says_so() -> None:
+    res = CliRunner().invoke(run_command, ["--rate", "1000:2000:3s"])
+    assert res.exit_code == 2
+    assert "--rate: run sweeps constant rates" in res.output and "Traceback" not in res.output
