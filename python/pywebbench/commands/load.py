@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from pywebbench.commands.load_summary import render_summary, succeeded
 from pywebbench.load import (
     LoadProgress,
     LoadResult,
@@ -22,7 +23,6 @@ from pywebbench.load import (
     parse_rate,
     run_load,
 )
-from pywebbench.load.profile import describe, phase_lines
 
 if TYPE_CHECKING:
     from pywebbench.commands.load_agents import DistributedRunner
@@ -165,143 +165,6 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 
 
 # ---- formatting ------------------------------------------------------------------------------
-
-
-def fmt_us(us: float) -> str:
-    """Microseconds, human-readable: ``850us``, ``1.25ms``, ``2.50s``."""
-    if us < 1000:
-        return f"{us:.0f}us"
-    if us < 1_000_000:
-        return f"{us / 1000:.2f}ms"
-    return f"{us / 1e6:.2f}s"
-
-
-def fmt_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1024
-    return f"{n:.1f}GB"
-
-
-def _lat_line(label: str, s: Any) -> str:
-    if s.count == 0:
-        return f"  {label:<13} (no samples)"
-    return (
-        f"  {label:<13} p50 {fmt_us(s.p50):>8}  p90 {fmt_us(s.p90):>8}  p99 {fmt_us(s.p99):>8}  "
-        f"p99.9 {fmt_us(s.p999):>8}  max {fmt_us(s.max):>8}  "
-        f"(mean {fmt_us(s.mean)}, stdev {fmt_us(s.stdev)})"
-    )
-
-
-def render_summary(r: LoadResult) -> str:
-    """The text report of a result (what ``pywebbench load`` prints)."""
-    sp = r.spec
-    if r.mode == "open" and sp.rate_profile:
-        model = f"open loop, {describe(sp.rate_profile)}, {sp.arrival}"
-    elif r.mode == "open":
-        model = f"open loop, {sp.rate or 0:,.0f} req/s {sp.arrival}"
-    elif r.mode == "connection_per_request":
-        model = "connection per request"
-    else:
-        model = "closed loop" + (f", pipeline {sp.pipeline}" if sp.pipeline > 1 else "")
-    lines = [
-        f"pywebbench load {sp.method} {sp.url} (io: {r.io})",
-        f"  {model}; {sp.connections} connections, {sp.threads} thread(s), "
-        f"{r.duration_s:.2f} s measured"
-        + (f" after {sp.warmup_s:g} s warm-up" if sp.warmup_s else ""),
-    ]
-    if r.interrupted:
-        lines.append("  INTERRUPTED: partial results")
-    lines.append(
-        f"  {'Requests':<13} {r.requests:,} in {r.duration_s:.2f} s = {r.rps:,.0f} req/s"
-        f"   ({r.ok_requests:,} 2xx)"
-    )
-    d = r.duration_s or 1.0
-    lines.append(
-        f"  {'Transfer':<13} in {fmt_bytes(r.bytes_in)} ({fmt_bytes(r.bytes_in / d)}/s), "
-        f"out {fmt_bytes(r.bytes_out)}"
-    )
-    if r.mode == "open":
-        lines.append(
-            _lat_line("Latency", r.latency.summary) + "  <- corrected (from intended send)"
-        )
-        if r.service_time is not None:
-            lines.append(
-                _lat_line("Service time", r.service_time.summary) + "  <- from actual write"
-            )
-        if r.schedule_lag is not None:
-            lag = r.schedule_lag.summary
-            lines.append(
-                f"  {'Schedule lag':<13} p50 {fmt_us(lag.p50)}  p99 {fmt_us(lag.p99)}  "
-                f"max {fmt_us(lag.max)}"
-            )
-        if r.open_loop is not None:
-            ol = r.open_loop
-            lines.append(
-                f"  {'Rate':<13} offered {ol.offered_rate:,.0f}/s, "
-                f"achieved {ol.achieved_rate:,.0f}/s; "
-                f"{ol.queued:,} sends waited for a connection (deepest queue {ol.queue_max:,}, "
-                f"limit {ol.queue_limit:,}); {ol.unsent_at_end:,} unsent at the end"
-            )
-        lines.extend(phase_lines(r))
-    else:
-        lines.append(_lat_line("Latency", r.latency.summary))
-    if r.timeouts:
-        lines.append(
-            f"  {'Timeouts':<13} {r.timeouts:,} (>= {sp.timeout_s:g} s, kept in the percentiles)"
-        )
-    status = "  ".join(f"{k}: {v:,}" for k, v in sorted(r.status_counts.items())) or "none"
-    lines.append(f"  {'Status':<13} {status}")
-    if r.error_classes:
-        lines.append(f"  {'Errors':<13} {r.errors:,}")
-        for name, e in sorted(r.error_classes.items(), key=lambda kv: -kv[1].count):
-            lines.append(f"    {name:<22} {e.count:>9,}  e.g. {e.example}")
-    else:
-        lines.append(f"  {'Errors':<13} none")
-    c = r.connections
-    rpc = c.requests_per_connection
-    lines.append(
-        f"  {'Connections':<13} {c.targeted:,} targeted, {c.established:,} established, "
-        f"{c.reopened:,} reopened; requests per connection p50 {rpc.p50:,} (max {rpc.max:,})"
-        + (f"; from {', '.join(c.source_addresses)}" if c.source_addresses else "")
-    )
-    g = r.generator
-    busy = ", ".join(f"{t.busy * 100:.0f}%" for t in g.threads)
-    extra = ""
-    spin = sum(t.spin_s for t in g.threads)
-    if spin > 0:
-        extra += f"; {spin * 1e3:.0f} ms spinning for send times"
-    delays = [t.run_delay_s for t in g.threads if t.run_delay_s is not None]
-    if delays:
-        extra += f"; waited {sum(delays) * 1e3:.1f} ms for a CPU"
-    lines.append(
-        f"  {'Generator':<13} {g.cpu_us_per_request:.2f} CPU-us/request; "
-        f"{g.cpu_s:.2f} CPU-s; thread busy {busy}{extra}"
-    )
-    if r.warmup is not None:
-        w = r.warmup
-        lines.append(
-            f"  {'Warm-up':<13} {w.requests:,} requests ({w.rps:,.0f} req/s), {w.errors:,} errors, "
-            f"p50 {fmt_us(w.p50_us)}, p99 {fmt_us(w.p99_us)} (not in the figures above)"
-        )
-    if g.generator_bound:
-        lines.append("")
-        lines.append("  !!! GENERATOR-BOUND: the load generator may have been the bottleneck !!!")
-    for warning in r.warnings:
-        lines.append(f"  warning: {warning}")
-    return "\n".join(lines)
-
-
-def succeeded(r: LoadResult) -> int:
-    """Requests that count as a success (see the exit status in ``--help``)."""
-    if r.spec.expect_status or r.spec.expect_body is not None:
-        failed = r.error_classes.get("check_failed")
-        return r.requests - (failed.count if failed else 0)
-    return sum(n for code, n in r.status_counts.items() if code[0] in "23")
-
-
-# ---- command ---------------------------------------------------------------------------------
 
 
 @click.command(name="load", epilog=EPILOG)
