@@ -162,6 +162,8 @@ class LaunchOptions:
     threads: int = 1
     app_env: Mapping[str, str] = field(default_factory=dict)
     start_timeout_s: float = 60.0
+    #: Server settings the user set (the adapter's ``settable`` ones).
+    server_options: Mapping[str, int] = field(default_factory=dict)
 
 
 def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str) -> RunningServer:
@@ -186,6 +188,7 @@ def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str)
             log_dir=options.log_dir,
             ready_path=ready,
             start_timeout_s=options.start_timeout_s,
+            server_options=options.server_options,
         )
     except LaunchError as exc:
         tail = " | ".join(exc.log_tail.strip().splitlines()[-3:])

@@ -213,6 +213,7 @@ def start_server(
     ready_path: str = "/hello",
     start_timeout_s: float = 60.0,
     host: str = "127.0.0.1",
+    server_options: Mapping[str, int] | None = None,
 ) -> RunningServer:
     """Start ``stack``'s server in ``env`` and return once it answers HTTP.
 
@@ -253,6 +254,7 @@ def start_server(
             workers=workers,
             threads=threads,
             env=dict(app_env or {}),
+            options=dict(server_options or {}),
         )
         try:
             return _start_once(stack, ctx, cpus, log_dir, ready_path, start_timeout_s)
