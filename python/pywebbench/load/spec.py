@@ -98,6 +98,8 @@ class LoadSpec(BaseModel):
     timeout_s: float = 5.0
     connect_timeout_s: float | None = None
     keepalive: bool = True
+    #: Closed loop: share (0..1) of the connections that reconnect for every request.
+    fresh_share: float = 0.0
     pipeline: int = 1
     rate: float | None = None
     arrival: str = "constant"
@@ -138,6 +140,8 @@ class LoadSpec(BaseModel):
             doc["body_b64"] = body_b64
         if not self.faults:
             del doc["faults"]  # as the engine writes it
+        if not self.fresh_share:
+            del doc["fresh_share"]  # as the engine writes it
         return doc
 
     @property

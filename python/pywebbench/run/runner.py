@@ -18,6 +18,8 @@ import math
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,6 +111,7 @@ class StudyRunner:
             iteration_done=self.events.iteration_done,
             phase=self.events.phase,
         )
+        self._measure.fresh_server = lambda cell: lambda: self._fresh_server(cell)
 
     # -- the study -------------------------------------------------------------------------
 
@@ -443,17 +446,11 @@ class StudyRunner:
         """A fresh server for ``st``'s stack; a failure is recorded on ``st``'s replicate."""
         variant = st.cell.variant
         self.events.phase(f"starting {variant.key} (replicate {st.ok + 1})")
-        options = bringup.LaunchOptions(
-            log_dir=self.log_dir,
-            cpus=self.server_cpus,
-            workers=variant.workers,
-            threads=variant.threads,
-            app_env=self._services.env if self._services is not None else {},
-            start_timeout_s=self.config.timeouts.start_s,
-        )
         ready = bringup.ready_path(variant.stack, [c.workload for c in round_cells])
         try:
-            return bringup.start(variant.stack, self._envs[variant.key], options, ready)
+            return bringup.start(
+                variant.stack, self._envs[variant.key], self._launch_options(variant), ready
+            )
         except StackFailure as exc:
             with no_sigint():
                 self.store.add_replicate(
@@ -470,6 +467,32 @@ class StudyRunner:
                     )
                 )
             raise
+
+    def _launch_options(self, variant: Variant) -> bringup.LaunchOptions:
+        return bringup.LaunchOptions(
+            log_dir=self.log_dir,
+            cpus=self.server_cpus,
+            workers=variant.workers,
+            threads=variant.threads,
+            app_env=self._services.env if self._services is not None else {},
+            start_timeout_s=self.config.timeouts.start_s,
+            server_options=self.config.matrix.server_options.get(variant.stack.server.name, {}),
+        )
+
+    @contextmanager
+    def _fresh_server(self, cell: CellPlan) -> Iterator[tuple[str, Callable[[], bool]]]:
+        """A server of ``cell``'s stack for one fault-sweep size (docs/faults.md)."""
+        variant = cell.variant
+        self.events.phase(f"starting {variant.key} for the next fault size")
+        ready = bringup.ready_path(variant.stack, [cell.workload])
+        server = bringup.start(
+            variant.stack, self._envs[variant.key], self._launch_options(variant), ready
+        )
+        try:
+            yield server.base_url, server.alive
+        finally:
+            with no_sigint():
+                bringup.stop(server)
 
     def _stop_server(self, server: RunningServer, st: _CellState) -> None:
         """Stop the server's process group (shielded from Ctrl-C); a slow stop is recorded."""
