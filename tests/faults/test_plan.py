@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from pywebbench import _engine
@@ -79,3 +82,27 @@ def test_requests_that_never_completed_count_as_timeouts() -> None:
     m = measure_of(result)
     assert m.unanswered == 8 and m.errors == 8 and m.error_rate == 1.0
     assert m.p99_us is not None and m.p99_us >= 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--server-option", "waitress.backlogg=5"], "matrix.server_options.waitress.backlogg: "
+         "unknown setting; waitress takes: connection_limit"),
+        (["--server-option", "waitress=5"], "--server-option 'waitress=5': expected"),
+        (["--server-option", "uvicorn-h11.connection_limit=5"], "not a server of this study"),
+        (["--faults", "slowloris=100,50"], "sizes must increase"),
+    ],
+)  # fmt: skip
+def test_bad_server_options_and_sweeps_are_one_line_errors(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "pywebbench"), "run", "--server", "waitress",
+         "--framework", "raw-wsgi", "--workload", "hello", "--results-dir", str(tmp_path),
+         *args],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "pywebbench.sqlite").exists()
