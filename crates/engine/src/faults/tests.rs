@@ -194,19 +194,20 @@ fn lenient_server_accepts_and_is_listed() {
     let smuggle = &r.kinds["smuggle"];
     assert!(smuggle.extra_responses >= 2, "{smuggle:?}");
     // The smuggling finding gives the hidden request's answer (404), not the outer one's.
-    assert!(r
-        .findings
-        .iter()
-        .any(|f| f.kind == FaultKind::Smuggle
-            && f.what == "smuggled-request-answered"
-            && f.status == 404));
+    assert!(r.findings.iter().any(|f| f.kind == FaultKind::Smuggle
+        && f.what == "smuggled-request-answered"
+        && f.status == 404));
     // The oversized request is shown by its start, with the whole length sent (> 128 KiB).
     let big = r
         .findings
         .iter()
         .find(|f| f.kind == FaultKind::OversizedHeaders)
         .unwrap();
-    let sent: u64 = big.request.rsplit_once("... (").unwrap().1
+    let sent: u64 = big
+        .request
+        .rsplit_once("... (")
+        .unwrap()
+        .1
         .trim_end_matches(" bytes)")
         .parse()
         .unwrap();
