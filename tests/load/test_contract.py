@@ -57,7 +57,8 @@ def test_python_defaults_are_the_engines() -> None:
     for name, field in LoadSpec.model_fields.items():
         if field.is_required():
             continue
-        absent = {"body": b"", "faults": []}  # the engine leaves them out when empty
+        # the engine leaves them out when empty (zero)
+        absent = {"body": b"", "faults": [], "fresh_share": 0.0}
         want = engine[name] if name in engine else absent[name]
         got = [list(h) for h in field.default] if name == "headers" else field.default
         assert got == want, name
