@@ -43,9 +43,10 @@ def fault_phase(
 
     The good clients run the cell's load with the plan's share of arriving (fresh)
     connections, clean and then ``lead_s`` after the attack started. With a sweep, every size
-    after the first runs on ``fresh_server()`` (warmed up first); without one, on the same
-    server after it answered normally again. ``clean_result`` is used only when the plan has
-    no fresh connections (then the good stream is the measured one).
+    runs on its own ``fresh_server()``, warmed up with the same good stream first, so all
+    sizes are measured alike (without ``fresh_server``, one after the other on the cell's
+    server). ``clean_result`` is used only for a single mix without fresh connections (then
+    the good stream is the measured one).
     """
     from pywebbench.faults.plan import parse_plan
 
@@ -71,8 +72,8 @@ def fault_phase(
         return _measure(point_spec, specs, plan, agent, progress, is_alive, reuse)
 
     points = []
-    for i, (size, specs) in enumerate(plan.points()):
-        if i == 0 or fresh_server is None:
+    for size, specs in plan.points():
+        if not plan.is_sweep or fresh_server is None:
             points.append({"size": size, **measure(base_url, alive, specs)})
             continue
         with fresh_server() as (url, is_alive):
