@@ -163,6 +163,8 @@ class LaunchOptions:
     app_env: Mapping[str, str] = field(default_factory=dict)
     start_timeout_s: float = 60.0
     max_requests: int = 0  # recycle each worker after this many requests; 0 = never
+    #: Server settings the user set (the adapter's ``settable`` ones).
+    server_options: Mapping[str, int] = field(default_factory=dict)
 
 
 def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str) -> RunningServer:
@@ -188,6 +190,7 @@ def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str)
             ready_path=ready,
             start_timeout_s=options.start_timeout_s,
             max_requests=options.max_requests,
+            server_options=options.server_options,
         )
     except LaunchError as exc:
         tail = " | ".join(exc.log_tail.strip().splitlines()[-3:])

@@ -176,3 +176,26 @@ def test_real_servers_classify_every_malformed_request(
             assert any(f.kind == kind for f in report.findings), kind
     # Both parse request lines strictly.
     assert classes["bad-request-line"] in {"rejected", "closed"}
+
+
+def test_findings_text_matches_what_waitress_answered(
+    fault_env: Any, start_server_for_faults: Any, log_dir: Path
+) -> None:
+    """waitress answers the smuggled request (404 from the raw app) and takes a 128 KiB
+    header: the findings give the hidden request's own status and the whole length sent."""
+    specs = [FaultSpec(k, count=1, timeout_ms=2000) for k in ("smuggle", "oversized-headers")]
+    with start_server_for_faults(fault_env, "waitress-2", log_dir) as srv:
+        with FaultSession(srv.url + "/hello", specs) as fs:
+            deadline = time.monotonic() + 20
+            while fs.running and time.monotonic() < deadline:
+                time.sleep(0.05)
+    assert fs.report is not None
+    found = {(f.kind, f.what): f for f in fs.report.findings}
+    hidden = found[("smuggle", "smuggled-request-answered")]
+    # The status names the answer to the hidden request, which the excerpt shows second.
+    second = hidden.response.split("HTTP/1.1 ")[2]
+    assert second.startswith(f"{hidden.status} "), (hidden.status, hidden.response)
+    assert hidden.status == 404
+    big = found[("oversized-headers", "accepted")]
+    sent = int(big.request.rsplit("... (", 1)[1].removesuffix(" bytes)"))
+    assert sent > 128 * 1024, big.request

@@ -65,6 +65,7 @@ def test_python_defaults_are_the_engines() -> None:
             "source_addresses": [],
             "unix_socket": None,
             "rate_profile": [],
+            "fresh_share": 0.0,
         }
         want = engine[name] if name in engine else absent[name]
         got = [list(h) for h in field.default] if name == "headers" else field.default

@@ -42,6 +42,10 @@ pub struct LoadSpec {
     pub timeout_s: f64,
     pub connect_timeout_s: Option<f64>,
     pub keepalive: bool,
+    /// Closed loop: the share (0..1) of the connections that open a new connection for
+    /// every request (arriving clients); the rest stay keep-alive. 0: none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub fresh_share: f64,
     pub pipeline: u32,
     pub rate: Option<f64>,
     /// Open loop with a rate that changes: ramps and steps (docs/load-engine.md). Empty:
@@ -89,6 +93,7 @@ impl Default for LoadSpec {
             timeout_s: 5.0,
             connect_timeout_s: None,
             keepalive: true,
+            fresh_share: 0.0,
             pipeline: 1,
             rate: None,
             rate_profile: Vec::new(),
@@ -142,6 +147,10 @@ pub struct Plan {
     pub expect_body: Option<Vec<u8>>,
     /// The io_uring backend and what it may use; None: epoll. Set by the engine at start.
     pub uring: Option<crate::uring::Support>,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 fn bad(field: &str, msg: impl std::fmt::Display) -> String {
@@ -302,6 +311,15 @@ impl LoadSpec {
             return Err(bad(
                 "pipeline",
                 "pipelining needs keep-alive connections in a closed loop (no rate, keepalive on)",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.fresh_share) {
+            return Err(bad("fresh_share", "must be between 0 and 1"));
+        }
+        if self.fresh_share > 0.0 && (self.mode() != Mode::Closed || self.pipeline > 1) {
+            return Err(bad(
+                "fresh_share",
+                "fresh connections need the closed loop with keep-alive and no pipelining",
             ));
         }
         let finite_pos = |v: f64| v.is_finite() && v > 0.0;

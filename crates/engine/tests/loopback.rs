@@ -83,6 +83,7 @@ on_both_backends!(
     server_closing_connections_is_followed,
     connection_per_request_and_open_loop,
     results_merge,
+    a_share_of_fresh_connections_reconnects_for_every_request,
     refused_connections_end_a_budgeted_run,
     server_that_goes_away_still_ends_a_budgeted_run,
     rate_shortfall_names_the_limit_consistently_with_generator_bound,
@@ -202,6 +203,33 @@ fn connection_per_request_and_open_loop(io: Io) {
         r.error_classes
     );
     assert_eq!(r.schedule_lag.as_ref().unwrap().summary.count, ol.offered);
+}
+
+fn a_share_of_fresh_connections_reconnects_for_every_request(io: Io) {
+    // Half of 4 connections arrive anew for every request (arriving clients); the other
+    // two keep theirs. Requests per connection: 1 on the fresh ones, many on the others.
+    let port = serve(HELLO, None);
+    let r = run(&LoadSpec {
+        connections: 4,
+        fresh_share: 0.5,
+        max_requests: Some(400),
+        ..spec(port, io)
+    })
+    .unwrap();
+    assert_eq!(r.mode, Mode::Closed);
+    assert_eq!(r.requests, 400);
+    assert_eq!(r.errors, 0, "{:?}", r.error_classes);
+    let c = &r.connections;
+    assert!(c.established >= 50 && c.established < 400, "{c:?}");
+    assert_eq!(c.requests_per_connection.min, 1, "{c:?}");
+    assert!(c.requests_per_connection.max >= 20, "{c:?}");
+    // Only the closed loop with keep-alive takes fresh connections.
+    let bad = LoadSpec {
+        keepalive: false,
+        fresh_share: 0.2,
+        ..spec(port, io)
+    };
+    assert!(bad.validate().unwrap_err().starts_with("fresh_share:"));
 }
 
 fn results_merge(io: Io) {

@@ -79,6 +79,9 @@ class LaunchContext:
     threads: int = 1
     env: dict[str, str] = field(default_factory=dict)  # extra env for the app (service URLs...)
     max_requests: int = 0  # recycle each worker after this many requests; 0 = never
+    #: Server settings the user set (``matrix.server_options``), among the adapter's
+    #: ``settable`` ones; the adapter's own value applies to any other.
+    options: dict[str, int] = field(default_factory=dict)
 
     @property
     def bin(self) -> Path:
@@ -111,6 +114,8 @@ class ServerAdapter:
     # Pitfalls the adapter handles or that a user must know; shown by `pywebbench stacks`.
     notes: ClassVar[str] = ""
     stop_timeout_s: ClassVar[float] = 5.0  # after SIGTERM, then SIGKILL to the process group
+    #: Server settings a user may set (``matrix.server_options``): name -> what it does.
+    settable: ClassVar[dict[str, str]] = {}
     # Debian packages needed to build or run it (checked by provisioning, named in errors).
     system_packages: ClassVar[tuple[str, ...]] = ()
     # Worker recycling: the server's flag that replaces a worker after N requests, or None

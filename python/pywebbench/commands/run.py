@@ -39,6 +39,21 @@ def _numbers(flag: str, values: tuple[str, ...], kind: type) -> list[Any]:
     return out
 
 
+def _server_options(values: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    """``--server-option waitress.connection_limit=100`` -> {"waitress": {...: 100}}."""
+    out: dict[str, dict[str, int]] = {}
+    for text in values:
+        head, _, value = text.partition("=")
+        server, _, name = head.partition(".")
+        if not (server and name and value.strip().isdigit()):
+            raise ConfigError(
+                f"--server-option {text!r}: expected SERVER.SETTING=NUMBER, e.g. "
+                "waitress.connection_limit=100"
+            )
+        out.setdefault(server.strip(), {})[name.strip()] = int(value)
+    return out
+
+
 def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     """CLI options -> a nested dict shaped like pywebbench.toml."""
     matrix: dict[str, Any] = {}
@@ -57,6 +72,8 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     if options["threads"]:
         matrix["threads"] = _numbers("--threads", options["threads"], int)
         matrix["server_settings"] = {}
+    if options["server_option"]:
+        matrix["server_options"] = _server_options(options["server_option"])
     if options["connections"]:
         load["connections"] = _numbers("--connections", options["connections"], int)
     if options["worker_max_requests"]:
@@ -185,7 +202,8 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
 @click.option(
     "--faults",
     help="Also measure every cell under this fault mix and score its robustness: 'default', "
-    "'slowloris=50,reset-mid-response=10/s', ... (docs/faults.md).",
+    "'slowloris=50,reset-mid-response=10/s', ...; 'slowloris=10,100,500' sweeps the attack "
+    "size and names the breaking point; 'fresh=20%', 'lead=1s' (docs/faults.md).",
 )
 @click.option(
     "--slo",
@@ -217,6 +235,12 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     help="Trace the server with strace -f -c after each replicate: syscalls per request.",
 )
 @click.option("--syscalls-duration", type=float, help="syscalls: seconds of the traced window.")
+@click.option(
+    "--server-option",
+    multiple=True,
+    help="A server setting, SERVER.SETTING=NUMBER (repeatable), e.g. "
+    "waitress.connection_limit=100 (docs/servers.md lists them).",
+)
 @click.option("--workers", multiple=True, help="Worker processes sweep: 1,2.")
 @click.option("--threads", multiple=True, help="Threads per worker sweep: 1,4.")
 @click.option(

@@ -35,8 +35,13 @@ class Measure:
     rps: float
     p99_us: float | None
     requests: int
-    #: transport errors plus non-2xx responses seen by the good clients.
+    #: transport errors (timeouts included) plus non-2xx responses seen by the good clients,
+    #: plus the requests left unanswered at the end of a run that stalled.
     errors: int
+    #: Of ``errors``: requests still unanswered at the end of a run whose last second (or
+    #: more) completed nothing. They never completed, so they count as timeouts, as they do
+    #: in a run long enough for the timeout to fire; p99 is then at least the stall.
+    unanswered: int = 0
 
     @property
     def error_rate(self) -> float:
@@ -48,12 +53,19 @@ class Measure:
 def measure_of(result: LoadResult | Mapping[str, Any]) -> Measure:
     """A :class:`Measure` from a ``pywebbench.load.LoadResult`` (or its JSON document)."""
     r = LoadResult.of(result)
-    p99 = r.latency.summary.p99
+    p99 = float(r.latency.summary.p99 or 0)
+    stalled_s = r.stalled_tail_s() if r.requests else r.duration_s
+    unanswered = r.connections.in_flight_at_end if stalled_s >= 1.0 or not r.requests else 0
+    total = r.requests + r.errors + unanswered
+    if unanswered and unanswered >= 0.01 * total:
+        # More than 1 % never answered: the 99th percentile is at least their wait.
+        p99 = max(p99, stalled_s * 1e6)
     return Measure(
         rps=r.rps,
-        p99_us=float(p99) if p99 else None,
+        p99_us=p99 or None,
         requests=r.ok_requests,
-        errors=r.errors + r.non_2xx,
+        errors=r.errors + r.non_2xx + unanswered,
+        unanswered=unanswered,
     )
 
 

@@ -214,6 +214,7 @@ def start_server(
     start_timeout_s: float = 60.0,
     host: str = "127.0.0.1",
     max_requests: int = 0,
+    server_options: Mapping[str, int] | None = None,
 ) -> RunningServer:
     """Start ``stack``'s server in ``env`` and return once it answers HTTP.
 
@@ -259,6 +260,7 @@ def start_server(
             threads=threads,
             env=dict(app_env or {}),
             max_requests=max_requests,
+            options=dict(server_options or {}),
         )
         try:
             return _start_once(stack, ctx, cpus, log_dir, ready_path, start_timeout_s)

@@ -120,6 +120,8 @@ class LoadSpec(BaseModel):
     timeout_s: float = 5.0
     connect_timeout_s: float | None = None
     keepalive: bool = True
+    #: Closed loop: share (0..1) of the connections that reconnect for every request.
+    fresh_share: float = 0.0
     pipeline: int = 1
     rate: float | None = None
     #: Open loop with a changing rate: ramps and steps (empty: none; ``rate`` is the
@@ -180,6 +182,8 @@ class LoadSpec(BaseModel):
             del doc["start_at_unix_ns"]
         if not self.rate_profile:
             del doc["rate_profile"]
+        if not self.fresh_share:
+            del doc["fresh_share"]  # as the engine writes it
         return doc
 
     @property

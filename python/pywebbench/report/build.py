@@ -271,6 +271,8 @@ def _point(
             detail = _robustness_view(rob)
             if detail is not None:
                 point.robustness_detail = detail
+            if isinstance(rob.get("curve"), dict):
+                point.robustness_curve = rob["curve"]
             rob = rob.get("score")
         if isinstance(rob, int | float) and not isinstance(rob, bool):
             point.robustness = float(rob)

@@ -18,7 +18,15 @@ from typing import Any
 
 import jinja2
 
-from pywebbench.report import axes, figures, figures_axes, figures_warmup, flags, tables
+from pywebbench.report import (
+    axes,
+    figures,
+    figures_axes,
+    figures_warmup,
+    flags,
+    robustness_curve,
+    tables,
+)
 from pywebbench.report import history as figures_history
 from pywebbench.report.figures_knee import knee_context
 from pywebbench.report.view import Ranking, ReportView, StackView
@@ -153,6 +161,11 @@ def build_context(view: ReportView) -> dict[str, Any]:
         if jit is not None:
             jit_id = f"jit-{slug}"
             figs[jit_id] = jit
+        fault_curve = robustness_curve.curve_figure(view, w)
+        fault_curve_id = None
+        if fault_curve is not None:
+            fault_curve_id = f"faultcurve-{slug}"
+            figs[fault_curve_id] = fault_curve
         history = figures_history.history_figure(view, w, w.history, colours)
         history_id = None
         if history is not None:
@@ -164,6 +177,8 @@ def build_context(view: ReportView) -> dict[str, Any]:
                 "jit": jit_id,
                 "robustness": tables.robustness_table(view, w),
                 "fault_mix": tables.fault_mixes(w),
+                "fault_curve": fault_curve_id,
+                "breaking": robustness_curve.breaking_table(view, w),
                 "findings": tables.findings_table(view, w),
                 "view": w,
                 "slug": slug,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pywebbench.report import axes, flags, tables
+from pywebbench.report import axes, flags, robustness_curve, tables
 from pywebbench.report.knee import markdown_lines
 from pywebbench.report.view import ReportView, WorkloadView
 
@@ -71,6 +71,7 @@ def _robustness(view: ReportView, w: WorkloadView) -> list[str]:
     ]
     out += _table(table, [c.key for c in table.columns])
     out.append("")
+    out += robustness_curve.markdown_lines(view, w)
     findings = tables.findings_table(view, w)
     if findings is None:
         out += ["No malformed request was accepted.", ""]

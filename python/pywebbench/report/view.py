@@ -164,6 +164,7 @@ class PointView:
     rps_by_replicate: list[list[float]] = field(default_factory=list)
     robustness: float | None = None  # filled by robustness studies (issue 6) when stored
     robustness_detail: RobustnessView | None = None  # the fault phase behind the score
+    robustness_curve: dict[str, Any] | None = None  # a fault sweep (report/robustness_curve)
     cold_start_s: float | None = None  # median over replicates
     idle_rss_mib: float | None = None  # median over replicates
     # Latency spectrum of the merged histogram: (quantile 0..1, latency ms).

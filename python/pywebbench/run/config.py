@@ -72,6 +72,11 @@ class MatrixConfig(_Model):
         default_factory=dict,
         description="Per-server worker/thread lists overriding the defaults, by server name.",
     )
+    server_options: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="Server settings by server name, e.g. {waitress = {connection_limit = "
+        "100}}; each server lists the ones it takes (docs/servers.md).",
+    )
     workload_params: dict[str, dict[str, int]] = Field(
         default_factory=dict,
         description="Parameters per workload, e.g. {cpu = {n = 20}, io = {ms = 10}}.",
@@ -176,7 +181,9 @@ class LoadConfig(_Model):
         None,
         description=(
             "Fault mix (docs/faults.md), e.g. 'default' or 'slowloris=50,churn=100/s': each "
-            "replicate is measured again under it and the cell gets a robustness score."
+            "replicate is measured again under it and the cell gets a robustness score. "
+            "'slowloris=10,100,500' sweeps the attack size; 'fresh=20%' and 'lead=1s' set "
+            "the good clients' arriving connections and the attack's head start."
         ),
     )
     slo: str | None = Field(
@@ -229,9 +236,9 @@ class LoadConfig(_Model):
     @classmethod
     def _faults(cls, v: str | None) -> str | None:
         if v is not None:
-            from pywebbench.faults import parse_mix
+            from pywebbench.faults.plan import parse_plan
 
-            parse_mix(v)  # FaultMixError (a ValueError) names the bad item
+            parse_plan(v)  # FaultMixError (a ValueError) names the bad item
         return v
 
     @field_validator("slo")

@@ -140,6 +140,23 @@ def _user_framework(config: StudyConfig, interpreter: Interpreter) -> Framework:
         raise ConfigError(f"app: {exc}") from None
 
 
+def _check_server_options(config: StudyConfig, candidates: list[Any]) -> None:
+    """Every ``matrix.server_options`` entry names a server in the study and a setting it
+    takes (its adapter's ``settable``); ConfigError naming the entry otherwise."""
+    adapters = {c.server.name: c.server for c in candidates}
+    for name, options in config.matrix.server_options.items():
+        where = f"matrix.server_options.{name}"
+        if name not in adapters:
+            raise ConfigError(f"{where}: {name!r} is not a server of this study")
+        settable = getattr(adapters[name], "settable", {})
+        for key, value in options.items():
+            if key not in settable:
+                known = ", ".join(settable) or "none"
+                raise ConfigError(f"{where}.{key}: unknown setting; {name} takes: {known}")
+            if value < 1:
+                raise ConfigError(f"{where}.{key}: must be >= 1")
+
+
 def expand(config: StudyConfig) -> Matrix:
     """Resolve interpreters, pair servers and frameworks, and list the cells in run order.
 
@@ -179,6 +196,7 @@ def expand(config: StudyConfig) -> Matrix:
         except ValueError as exc:
             raise ConfigError(f"matrix.workload_params.{name}: {exc}") from None
 
+    _check_server_options(config, candidates)
     out = Matrix(interpreters=interpreters)
     modes = config.load.connection_mode
     if config.load.model == "open":

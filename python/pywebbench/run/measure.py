@@ -20,7 +20,7 @@ from pywebbench.meter import Sampler, tree
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.health import judge_iteration
 from pywebbench.run.matrix import CellPlan
-from pywebbench.run.robustness import fault_phase
+from pywebbench.run.robustness import FreshServer, fault_phase
 from pywebbench.run.rows import iteration_row
 from pywebbench.run.steadiness import replicate_checks, warm_until_steady
 from pywebbench.run.syscalls import traced_window
@@ -90,6 +90,8 @@ class Measurer:
         self._iteration_done = iteration_done
         self._phase = phase
         self.loaded_s = 0.0  # the sum of the load windows so far
+        #: Fresh servers for a fault sweep's sizes (set by the runner; None: the same one).
+        self.fresh_server: Callable[[CellPlan], FreshServer] | None = None
 
     def replicate(
         self, cell: CellPlan, cell_id: int, rep_id: int, replicate: int, server: RunningServer
@@ -145,6 +147,7 @@ class Measurer:
             agent=self.agent,
             generator_cpus=self.generator_cpus,
             progress=self._progress,
+            fresh_server=self.fresh_server(cell) if self.fresh_server else None,
         )
         return None, robustness
 

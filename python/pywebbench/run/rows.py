@@ -4,13 +4,16 @@ finished cell's flags."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pywebbench.load import iteration_figures
 from pywebbench.load.result import LoadResult
-from pywebbench.meter import MeterSummary
+from pywebbench.meter import MeterSummary, snapshot
 from pywebbench.run.matrix import Variant
 from pywebbench.store import CellStatus, Iteration, IterationKind, Replicate, StackRow
+
+if TYPE_CHECKING:
+    from pywebbench.launch import RunningServer
 
 
 def stack_row(run_id: str, variant: Variant) -> StackRow:
@@ -112,3 +115,17 @@ def cell_flags(replicates: list[Replicate], iterations: list[Iteration]) -> dict
         slopes = sorted(float(x["bytes_per_1k"]) for x in leaks)
         flags["leak_bytes_per_1k"] = slopes[len(slopes) // 2]
     return flags
+
+
+def started_server_columns(server: RunningServer) -> dict[str, Any]:
+    """A replicate's columns once its server answered: booted, no load yet (idle memory)."""
+    idle = snapshot(server.pid)
+    return {
+        "pid": server.pid,
+        "cold_start_s": server.cold_start_s,
+        "idle_rss_bytes": idle.rss_bytes,
+        "idle_uss_bytes": idle.uss_bytes,
+        "idle_pss_bytes": idle.pss_bytes,
+        "processes": idle.processes,
+        "log_path": str(server.log_path),
+    }

@@ -18,6 +18,8 @@ import math
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from pywebbench import __version__, bringup
 from pywebbench.bringup import StackFailure, one_line
 from pywebbench.load import LoadAgent, LoadProgress, LocalAgent
-from pywebbench.meter import snapshot
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events, Outcome
 from pywebbench.run.host import facts, git_revision, split_cpus
@@ -33,7 +34,7 @@ from pywebbench.run.knee import KneePhase, measured_rps
 from pywebbench.run.matrix import CellPlan, Matrix, Variant
 from pywebbench.run.measure import Interrupted, Measurer, no_sigint
 from pywebbench.run.orphans import reap_orphan
-from pywebbench.run.rows import cell_flags, replicate_figures, stack_row
+from pywebbench.run.rows import cell_flags, replicate_figures, stack_row, started_server_columns
 from pywebbench.stats import summarize
 from pywebbench.store import (
     Cell,
@@ -66,7 +67,7 @@ class _CellState:
 
 
 class StudyRunner:
-    """Runs the cells of a :class:`Matrix` into a store, one after the other."""
+    """Runs the cells of a :class:`Matrix` into a store, in rounds of replicates."""
 
     def __init__(
         self,
@@ -121,6 +122,7 @@ class StudyRunner:
             if config.load.slo
             else None
         )
+        self._measure.fresh_server = lambda cell: lambda: self._fresh_server(cell)
 
     # -- the study -------------------------------------------------------------------------
 
@@ -407,25 +409,22 @@ class StudyRunner:
     def _finish_cell(self, st: _CellState) -> None:
         cell, cell_id, failure = st.cell, st.cell_id, st.failure
         with no_sigint():
-            flags = self._flags(cell_id)
+            why = (
+                {"failure_phase": failure.phase, "failure_reason": failure.reason}
+                if failure
+                else {}
+            )
+            self.store.update_cell(
+                cell_id,
+                status=CellStatus.OK if failure is None else CellStatus.FAILED,
+                finished_at=utcnow(),
+                flags_json=json.dumps(self._flags(cell_id)),
+                **why,
+            )
             if failure is None:
-                self.store.update_cell(
-                    cell_id,
-                    status=CellStatus.OK,
-                    finished_at=utcnow(),
-                    flags_json=json.dumps(flags),
-                )
                 self.outcome.cells_ok += 1
                 self.events.cell_done(cell, CellStatus.OK, None)
                 return
-            self.store.update_cell(
-                cell_id,
-                status=CellStatus.FAILED,
-                failure_phase=failure.phase,
-                failure_reason=failure.reason,
-                finished_at=utcnow(),
-                flags_json=json.dumps(flags),
-            )
             self.store.add_failure(
                 Failure(
                     None,
@@ -454,18 +453,11 @@ class StudyRunner:
         """A fresh server for ``st``'s stack; a failure is recorded on ``st``'s replicate."""
         variant = st.cell.variant
         self.events.phase(f"starting {variant.key} (replicate {st.ok + 1})")
-        options = bringup.LaunchOptions(
-            log_dir=self.log_dir,
-            cpus=self.server_cpus,
-            workers=variant.workers,
-            threads=variant.threads,
-            app_env=self._services.env if self._services is not None else {},
-            start_timeout_s=self.config.timeouts.start_s,
-            max_requests=variant.max_requests,
-        )
         ready = bringup.ready_path(variant.stack, [c.workload for c in round_cells])
         try:
-            return bringup.start(variant.stack, self._envs[variant.key], options, ready)
+            return bringup.start(
+                variant.stack, self._envs[variant.key], self._launch_options(variant), ready
+            )
         except StackFailure as exc:
             with no_sigint():
                 self.store.add_replicate(
@@ -482,6 +474,33 @@ class StudyRunner:
                     )
                 )
             raise
+
+    def _launch_options(self, variant: Variant) -> bringup.LaunchOptions:
+        return bringup.LaunchOptions(
+            log_dir=self.log_dir,
+            cpus=self.server_cpus,
+            workers=variant.workers,
+            threads=variant.threads,
+            app_env=self._services.env if self._services is not None else {},
+            start_timeout_s=self.config.timeouts.start_s,
+            max_requests=variant.max_requests,
+            server_options=self.config.matrix.server_options.get(variant.stack.server.name, {}),
+        )
+
+    @contextmanager
+    def _fresh_server(self, cell: CellPlan) -> Iterator[tuple[str, Callable[[], bool]]]:
+        """A server of ``cell``'s stack for one fault-sweep size (docs/faults.md)."""
+        variant = cell.variant
+        self.events.phase(f"starting {variant.key} for the next fault size")
+        ready = bringup.ready_path(variant.stack, [cell.workload])
+        server = bringup.start(
+            variant.stack, self._envs[variant.key], self._launch_options(variant), ready
+        )
+        try:
+            yield server.base_url, server.alive
+        finally:
+            with no_sigint():
+                bringup.stop(server)
 
     def _stop_server(self, server: RunningServer, st: _CellState) -> None:
         """Stop the server's process group (shielded from Ctrl-C); a slow stop is recorded."""
@@ -542,17 +561,7 @@ class StudyRunner:
             raise fail
 
     def _record_start(self, variant: Variant, rep_id: int, server: RunningServer) -> None:
-        idle = snapshot(server.pid)  # the server answered: booted, no load yet
-        self.store.update_replicate(
-            rep_id,
-            pid=server.pid,
-            cold_start_s=server.cold_start_s,
-            idle_rss_bytes=idle.rss_bytes,
-            idle_uss_bytes=idle.uss_bytes,
-            idle_pss_bytes=idle.pss_bytes,
-            processes=idle.processes,
-            log_path=str(server.log_path),
-        )
+        self.store.update_replicate(rep_id, **started_server_columns(server))
         if variant.key not in self._settings_recorded:
             self._settings_recorded.add(variant.key)
             self.store.update_stack(

@@ -227,8 +227,8 @@ fn record(st: &mut SpecState, kind: FaultKind, outcome: Outcome, c: Option<&Conn
                     what: "accepted".into(),
                     count: 0,
                     status: s,
-                    request: escape(&c.request, 200),
-                    response: escape(&c.scanner.excerpt, 200),
+                    request: escape(&c.request, 200, c.bytes_out),
+                    response: escape(&c.scanner.excerpt, 200, c.bytes_in),
                 });
                 f.count += 1;
             }
@@ -242,9 +242,10 @@ fn record(st: &mut SpecState, kind: FaultKind, outcome: Outcome, c: Option<&Conn
             kind,
             what: "smuggled-request-answered".into(),
             count: 0,
-            status: c.scanner.first_status.unwrap_or(0),
-            request: escape(&c.request, 300),
-            response: escape(&c.scanner.excerpt, 240),
+            // The hidden request's answer (the outer request's is in `status_counts`).
+            status: c.scanner.second_status.unwrap_or(0),
+            request: escape(&c.request, 300, c.bytes_out),
+            response: escape(&c.scanner.excerpt, 240, c.bytes_in),
         });
         f.count += 1;
     }

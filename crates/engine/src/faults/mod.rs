@@ -387,9 +387,10 @@ pub struct Finding {
     pub what: String,
     /// How many attempts showed it.
     pub count: u64,
-    /// The first response's status.
+    /// `accepted`: the first response's status; `smuggled-request-answered`: the status
+    /// of the hidden request's answer (the second response on the connection).
     pub status: u16,
-    /// The request sent (escaped, truncated).
+    /// The request sent (escaped, truncated; `... (N bytes)` gives the whole length sent).
     pub request: String,
     /// The start of what came back (escaped, truncated).
     pub response: String,

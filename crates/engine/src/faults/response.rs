@@ -33,6 +33,8 @@ pub struct Scanner {
     pub complete: u32,
     /// Status of the first response whose head was parsed.
     pub first_status: Option<u16>,
+    /// Status of the second final response on the connection (a smuggled request's answer).
+    pub second_status: Option<u16>,
     /// The start of the stream (for findings).
     pub excerpt: Vec<u8>,
     /// The last response head asked to close the connection.
@@ -46,6 +48,7 @@ impl Scanner {
             state: Body::Head,
             complete: 0,
             first_status: None,
+            second_status: None,
             excerpt: Vec::new(),
             close_requested: false,
         }
@@ -103,8 +106,12 @@ impl Scanner {
                     match resp.parse(&self.buf) {
                         Ok(httparse::Status::Complete(n)) => {
                             let status = resp.code.unwrap_or(0);
-                            if self.first_status.is_none() && !(100..200).contains(&status) {
-                                self.first_status = Some(status);
+                            if !(100..200).contains(&status) {
+                                if self.first_status.is_none() {
+                                    self.first_status = Some(status);
+                                } else if self.second_status.is_none() {
+                                    self.second_status = Some(status);
+                                }
                             }
                             let mut length: Option<u64> = None;
                             let mut chunked = false;
@@ -227,8 +234,9 @@ impl Scanner {
 }
 
 /// Escapes bytes for display (printable ASCII kept, the rest as `\xNN`, CR LF as `\r\n`),
-/// truncated to `max` input bytes.
-pub fn escape(bytes: &[u8], max: usize) -> String {
+/// truncated to `max` input bytes; a truncated text ends with `... (N bytes)`, `N` being
+/// `total`: the whole length of what was sent or received, of which `bytes` is the start.
+pub fn escape(bytes: &[u8], max: usize, total: u64) -> String {
     let mut s = String::new();
     for &b in bytes.iter().take(max) {
         match b {
@@ -239,8 +247,9 @@ pub fn escape(bytes: &[u8], max: usize) -> String {
             _ => s.push_str(&format!("\\x{b:02x}")),
         }
     }
-    if bytes.len() > max {
-        s.push_str(&format!("... ({} bytes)", bytes.len()));
+    let total = total.max(bytes.len() as u64);
+    if total > max.min(bytes.len()) as u64 {
+        s.push_str(&format!("... ({total} bytes)"));
     }
     s
 }
@@ -262,6 +271,7 @@ mod tests {
             s.eof();
             assert_eq!(s.complete, 3, "step {step}");
             assert_eq!(s.first_status, Some(200));
+            assert_eq!(s.second_status, Some(404));
             assert!(s.close_requested);
         }
     }
@@ -285,7 +295,9 @@ mod tests {
 
     #[test]
     fn escape_shows_control_bytes() {
-        assert_eq!(escape(b"A\r\n\x00", 10), "A\\r\\n\\x00");
-        assert!(escape(b"abcdef", 3).starts_with("abc... (6 bytes)"));
+        assert_eq!(escape(b"A\r\n\x00", 10, 4), "A\\r\\n\\x00");
+        assert!(escape(b"abcdef", 3, 6).starts_with("abc... (6 bytes)"));
+        // An excerpt of a longer stream names the whole length, not the excerpt's.
+        assert_eq!(escape(b"abc", 10, 131_072), "abc... (131072 bytes)");
     }
 }

@@ -364,7 +364,7 @@ impl Worker {
             };
             self.record_error(ErrorClass::CheckFailed, 1, now, || msg);
         }
-        if close || !self.keepalive {
+        if close || !self.keepalive || i < self.fresh_conns {
             let c = &mut self.conns[i];
             let resent = c.written();
             if resent > 0 {

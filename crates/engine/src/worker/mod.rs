@@ -114,6 +114,9 @@ pub struct Worker {
     open: bool,
     cpr: bool,
     keepalive: bool,
+    /// Closed loop: connections `0..fresh_conns` close after every response and reconnect
+    /// (the spec's `fresh_share` of this thread's connections).
+    fresh_conns: usize,
     tally: Tally,
     warm: Option<Tally>,
     measuring: bool,
@@ -179,6 +182,7 @@ impl Worker {
             open,
             cpr: plan.mode == Mode::ConnectionPerRequest,
             keepalive: plan.spec.keepalive,
+            fresh_conns: (plan.spec.fresh_share * tp.connections as f64).round() as usize,
             tally: Tally::new(),
             warm: None,
             measuring: plan.warmup_ns == 0,

@@ -21,9 +21,13 @@ class Waitress(BaseAdapter):
     )
     pins = {"modern": ("waitress==3.0.2",), "py39": ("waitress==3.0.2",)}
     launcher = "launch_waitress"
+    settable = {
+        "connection_limit": "connections waitress accepts at once (waitress's default 100; "
+        "here 1000); past it new clients wait in the kernel's backlog",
+    }
 
     def launcher_options(self, ctx: LaunchContext) -> dict[str, object]:
-        return {"--connection-limit": CONNECTION_LIMIT}
+        return {"--connection-limit": ctx.options.get("connection_limit", CONNECTION_LIMIT)}
 
     def settings(self, ctx: LaunchContext) -> dict[str, object]:
         return self.manifest(
@@ -32,7 +36,7 @@ class Waitress(BaseAdapter):
             threads_used=True,
             event_loop="waitress wasyncore (select/poll)",
             http_parser="waitress (pure Python)",
-            connection_limit=CONNECTION_LIMIT,
+            connection_limit=ctx.options.get("connection_limit", CONNECTION_LIMIT),
             queue_warnings="silenced",
         )
 
