@@ -19,6 +19,7 @@ import itertools
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from pywebbench.stats import Summary, summarize
@@ -121,8 +122,12 @@ def main() -> None:
             results = Path(tempfile.mkdtemp(prefix=f"pwb-repro-{name}-"))
             argv = ["pywebbench", "run", "--results-dir", str(results), *args.extra]
             print("$", " ".join(argv), flush=True)
-            if subprocess.run(argv).returncode != 0:
-                sys.exit(f"run {name} failed")
+            started = time.monotonic()
+            code = subprocess.run(argv).returncode
+            print(f"run {name}: exit {code}, wall {time.monotonic() - started:.0f} s", flush=True)
+            if not (results / DEFAULT_FILENAME).exists():
+                sys.exit(f"run {name} failed before storing anything")
+            # A failed cell (exit 1) leaves the rest stored: compare what both runs measured.
             stores.append(results / DEFAULT_FILENAME)
     print(f"A: {stores[0]}\nB: {stores[1]}")
     compare(figures(stores[0]), figures(stores[1]))
