@@ -18,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from pywebbench.bind import Bind
 from pywebbench.catalogue.base import Stack
 from pywebbench.catalogue.byo import UserFramework, UserWorkload
 from pywebbench.catalogue.workloads import Workload
@@ -165,6 +166,8 @@ class LaunchOptions:
     max_requests: int = 0  # recycle each worker after this many requests; 0 = never
     #: Server settings the user set (the adapter's ``settable`` ones).
     server_options: Mapping[str, int] = field(default_factory=dict)
+    #: Where the server listens: "tcp" (a loopback port) or "unix" (a unix socket).
+    bind: Bind = "tcp"
 
 
 def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str) -> RunningServer:
@@ -191,6 +194,7 @@ def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str)
             start_timeout_s=options.start_timeout_s,
             max_requests=options.max_requests,
             server_options=options.server_options,
+            bind=options.bind,
         )
     except LaunchError as exc:
         tail = " | ".join(exc.log_tail.strip().splitlines()[-3:])

@@ -163,3 +163,18 @@ def test_unmatched_cells_are_listed(stored_runs: StoredRuns, tmp_path: Path) -> 
     ]
     rc, out, _ = compare(store, base, new, "--format", "markdown")
     assert f"unmatched NEW cell {STACK} \\| cpu-extra @ c8" in out
+
+
+def _bound_to_unix(study: Study) -> None:
+    """The copy's cells measured on a unix socket (``--bind unix``), labels left alone."""
+    for cell in study.cells:
+        cell.bind = "unix"
+
+
+def test_cells_pair_only_with_cells_of_the_same_bind(
+    stored_runs: StoredRuns, tmp_path: Path
+) -> None:
+    store = tmp_path / "s.sqlite"
+    base, new = edited_copy(stored_runs.store, stored_runs.a1, store, _bound_to_unix)
+    rc, out, err = compare(store, base, new, "--format", "json")
+    assert rc == 2 and "no complete cells in common" in err, (out, err)

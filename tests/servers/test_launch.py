@@ -1,16 +1,21 @@
 """pywebbench.launch with small real programs (no venv needed): readiness, failures with the
-log tail, servers that ignore SIGTERM, pinning, and that no process of a group survives."""
+log tail, servers that ignore SIGTERM, pinning, that no process of a group survives, and a
+server on a unix socket (``bind="unix"``)."""
 
 from __future__ import annotations
 
+import os
 import signal
+import stat
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from pywebbench.bind import SUN_PATH_MAX, http_connection, new_socket_dir, parse_base_url
 from pywebbench.catalogue.base import (
     WSGI,
     Framework,
@@ -21,8 +26,12 @@ from pywebbench.catalogue.base import (
     Stack,
 )
 from pywebbench.catalogue.servers import ADAPTERS
+from pywebbench.catalogue.workloads import HttpRequest
 from pywebbench.launch import LaunchError, free_port, group_members, start_server
 from pywebbench.launch.process import ProcessGroup
+from pywebbench.load import run_load
+from pywebbench.load.spec import spec_for_request
+from pywebbench.verify.httpclient import Client
 
 PY = sys.executable
 # A tiny HTTP server: argv = port, then flags. "ignore-term" ignores SIGTERM; "fork" starts a
@@ -325,3 +334,97 @@ def test_worker_recycling_flags_follow_the_catalogue() -> None:
         i = argv.index(str(adapter.max_requests_flag))
         assert argv[i + 1] == "100", (name, argv)
         assert adapter.settings(ctx)["max_requests"] == 100
+
+
+# A tiny keep-alive HTTP/1.1 server on the unix socket argv[1]; "exit" exits at once instead.
+UNIX_SERVER = textwrap.dedent(
+    """
+    import http.server, socketserver, sys
+    if "exit" in sys.argv:
+        print("boom", flush=True)
+        sys.exit(3)
+    class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        def do_GET(self):
+            body = ("hello %s" % self.headers["Host"]).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        def address_string(self):
+            return "unix"
+        def log_message(self, *a):
+            pass
+    class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+        daemon_threads = True
+    S(sys.argv[1], H).serve_forever()
+    """
+)
+
+
+class UnixScripted(ServerAdapter):
+    """A test adapter running UNIX_SERVER on the context's unix socket."""
+
+    __test__ = False
+    interface = WSGI
+    unix_bind = "argv[1] PATH"
+
+    def __init__(self, script: Path, *flags: str) -> None:
+        self.name = "unix-scripted"
+        self.script = script
+        self.flags = flags
+
+    def requirements(self, interpreter: Interpreter) -> list[str]:
+        return []
+
+    def command(self, ctx: LaunchContext) -> LaunchCommand:
+        return LaunchCommand([PY, str(self.script), str(ctx.unix_socket), *self.flags])
+
+
+def test_a_unix_server_answers_verification_and_load_over_its_socket(tmp_path: Path) -> None:
+    script = tmp_path / "server.py"
+    script.write_text(UNIX_SERVER)
+    srv = start_server(stack(UnixScripted(script)), ENV,
+                       log_dir=tmp_path / "logs", bind="unix")  # fmt: skip
+    with srv:
+        path = srv.unix_socket
+        assert path is not None and stat.S_ISSOCK(path.stat().st_mode)
+        assert len(os.fsencode(path)) <= SUN_PATH_MAX
+        assert srv.base_url == f"unix:{path}:"
+        with Client(srv.base_url) as client:
+            for _ in range(2):  # one keep-alive connection over the socket
+                resp = client.send(HttpRequest("GET", "/hello"))
+                assert (resp.status, resp.body) == (200, b"hello localhost")
+        conn = http_connection(parse_base_url(srv.base_url), 5.0)
+        conn.request("GET", "/")
+        assert conn.getresponse().read() == b"hello localhost"
+        conn.close()
+        # a study's load spec: the socket apart from the url, whose query may hold ":/"
+        request = HttpRequest("GET", "/hello?next=http://x/")
+        spec = spec_for_request(
+            srv.base_url, request, connections=2, duration_s=0.3, timeout_s=2.0, cpus=[]
+        )
+        assert (spec.url, spec.unix_socket) == ("http://localhost/hello?next=http://x/", str(path))
+        result = run_load(spec)
+        assert result.requests > 10 and result.errors == 0, result.error_classes
+        assert result.status_counts == {"200": result.requests}
+    assert group_members(srv.pgid) == []
+    assert not path.parent.exists()  # the socket's directory went with the server
+
+
+def test_a_failed_unix_start_leaves_no_socket_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "server.py"
+    script.write_text(UNIX_SERVER)
+    sockets = tmp_path / "t"
+    sockets.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(sockets))
+    probe = new_socket_dir()
+    probe.rmdir()
+    assert probe.parent == sockets  # socket directories are made there
+    failing = stack(UnixScripted(script, "exit"))
+    with pytest.raises(LaunchError) as err:
+        start_server(failing, ENV, log_dir=tmp_path / "logs", bind="unix")
+    assert err.value.phase == "start" and "boom" in err.value.log_tail
+    assert list(sockets.iterdir()) == []

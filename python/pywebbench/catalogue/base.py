@@ -74,7 +74,7 @@ class LaunchContext:
     app_dir: Path  # directory put first on PYTHONPATH (APPS_DIR, or the user's project)
     app: str  # "module:callable" of the application (WSGI/ASGI), or the native app module
     host: str  # always a loopback address
-    port: int
+    port: int  # ignored when ``unix_socket`` is set
     workers: int = 1
     threads: int = 1
     env: dict[str, str] = field(default_factory=dict)  # extra env for the app (service URLs...)
@@ -82,6 +82,9 @@ class LaunchContext:
     #: Server settings the user set (``matrix.server_options``), among the adapter's
     #: ``settable`` ones; the adapter's own value applies to any other.
     options: dict[str, int] = field(default_factory=dict)
+    #: Listen on this unix-domain socket instead of host:port (``--bind unix``); only for
+    #: adapters with a ``unix_bind``.
+    unix_socket: Path | None = None
 
     @property
     def bin(self) -> Path:
@@ -121,6 +124,9 @@ class ServerAdapter:
     # Worker recycling: the server's flag that replaces a worker after N requests, or None
     # when it has none (``--worker-max-requests`` then skips it for N > 0).
     max_requests_flag: ClassVar[str | None] = None
+    # Unix-domain socket (``--bind unix``): how the server is told to listen on one instead
+    # of host:port (``"--uds PATH"``), or None when it cannot (its unix cells are skipped).
+    unix_bind: ClassVar[str | None] = None
 
     def max_requests_args(self, ctx: LaunchContext) -> list[str]:
         """The recycling flags for ``ctx.max_requests`` (none for 0); ValueError when the
@@ -144,7 +150,8 @@ class ServerAdapter:
         return None
 
     def command(self, ctx: LaunchContext) -> LaunchCommand:
-        """The command that starts the server on ``ctx.host:ctx.port`` with logging off."""
+        """The command that starts the server on ``ctx.host:ctx.port`` (or on
+        ``ctx.unix_socket`` when set) with logging off."""
         raise NotImplementedError
 
     def settings(self, ctx: LaunchContext) -> dict[str, object]:

@@ -67,17 +67,22 @@ def unavailable_cell(adapter: ServerAdapter) -> str:
     return "; ".join(out) or "-"
 
 
+def unix_cell(adapter: ServerAdapter) -> str:
+    """How the adapter binds a unix socket (``--bind unix``), or "no"."""
+    return f"`{adapter.unix_bind}`" if adapter.unix_bind else "no"
+
+
 def server_pin_table(adapters: Iterable[ServerAdapter] | None = None) -> str:
-    """The markdown table: one row per adapter, its exact pins per interpreter column."""
+    """The markdown table: one row per adapter, its exact pins per interpreter column, where
+    it cannot run and how it binds a unix socket."""
     rows = [
-        "| adapter | " + " | ".join(h for h, _ in COLUMNS) + " | unavailable on |",
-        "|---" * (len(COLUMNS) + 2) + "|",
+        "| adapter | " + " | ".join(h for h, _ in COLUMNS) + " | unavailable on | unix socket |",
+        "|---" * (len(COLUMNS) + 3) + "|",
     ]
     for adapter in builtin_adapters() if adapters is None else adapters:
         cells = [pins_cell(adapter, interp) for _, interp in COLUMNS]
-        rows.append(
-            f"| {adapter.name} | " + " | ".join(cells) + f" | {unavailable_cell(adapter)} |"
-        )
+        cells += [unavailable_cell(adapter), unix_cell(adapter)]
+        rows.append(f"| {adapter.name} | " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 
 

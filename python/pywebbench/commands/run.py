@@ -82,6 +82,8 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         )
     if options["connection_mode"]:
         load["connection_mode"] = _csv(options["connection_mode"])
+    if options["bind"]:
+        load["bind"] = _csv(options["bind"])
     if options["syscalls"]:
         load["syscalls"] = True
     if options["rate"]:
@@ -225,6 +227,13 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     help="Connection sweep: keepalive,close (close: a new connection per request).",
 )
 @click.option(
+    "--bind",
+    multiple=True,
+    help="Where the server listens, a sweep: tcp (default: a loopback port) and/or unix (a "
+    "unix-domain socket, as behind nginx): --bind tcp,unix measures both side by side. "
+    "Servers that cannot bind one are skipped (pywebbench stacks --json: unix_bind).",
+)
+@click.option(
     "--worker-max-requests",
     multiple=True,
     help="Worker recycling sweep: 0,1000,100 (0 = never; servers that support it).",
@@ -290,6 +299,8 @@ def command(**options: Any) -> None:
       pywebbench run --app myapp:app --requirements requirements.txt --path / --path /api
       pywebbench run --server gunicorn-sync --framework raw-wsgi --workload hello \\
                      --slo p99=20ms                   the highest rate meeting the SLO
+      pywebbench run --server gunicorn-gthread,uwsgi --bind tcp,unix
+                                                      a port and a unix socket, side by side
       pywebbench run --config pywebbench.toml --profile standard
       pywebbench run --resume
     """
@@ -354,7 +365,7 @@ def _main(options: dict[str, Any], console: Console) -> int:
         _check_tracing()
     matrix = expand(config)
     if not matrix.cells:
-        reasons = "; ".join(f"{n}: {r}" for n, r in matrix.unavailable[:5])
+        reasons = "; ".join(f"{n}: {r}" for n, r in (matrix.unavailable + matrix.skipped)[:5])
         raise ConfigError(
             "the selection has no runnable cell" + (f" ({reasons})" if reasons else "")
         )

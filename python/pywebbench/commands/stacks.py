@@ -58,6 +58,8 @@ def candidate_record(c: Candidate) -> dict[str, object]:
         "workloads": list(c.workloads),
         # the server's worker recycling flag (--worker-max-requests), None: it has none
         "worker_recycling": c.server.max_requests_flag,
+        # how the server binds a unix socket (--bind unix), None: it cannot
+        "unix_bind": c.server.unix_bind,
     }
     if c.stack is not None:
         rec["requirements"] = list(c.stack.requirements)

@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from pywebbench.bind import BINDS, Bind, can_bind_unix, cannot_bind_unix
 from pywebbench.catalogue.base import Framework
 from pywebbench.catalogue.stacks import Candidate
 from pywebbench.catalogue.workloads import Workload
@@ -78,6 +79,14 @@ Exit status: 0 all passed, 1 a verification/provision/launch failed or nothing c
 @click.option("--workers", default=1, show_default=True, help="Server worker processes.")
 @click.option("--threads", default=1, show_default=True, help="Threads per worker.")
 @click.option(
+    "--bind",
+    type=click.Choice(BINDS),
+    default="tcp",
+    show_default=True,
+    help="Where each server listens: tcp (a loopback port) or unix (a unix-domain socket, "
+    "verified over it; servers that cannot are skipped).",
+)
+@click.option(
     "--log-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Where server/service logs go (default: $PWB_CACHE_DIR/verify/<time>).",
@@ -97,6 +106,7 @@ def command(
     expect_body: str | None,
     workers: int,
     threads: int,
+    bind: Bind,
     log_dir: Path | None,
     as_json: bool,
 ) -> None:
@@ -153,7 +163,9 @@ def command(
 
     log_root = log_dir or _default_log_dir()
     log_root.mkdir(parents=True, exist_ok=True)
-    outcomes = run_verification(candidates, console, log_root, workers=workers, threads=threads)
+    outcomes = run_verification(
+        candidates, console, log_root, workers=workers, threads=threads, bind=bind
+    )
 
     failed = [o for o in outcomes if o.status == "fail"]
     passed = [o for o in outcomes if o.status == "pass"]
@@ -194,18 +206,21 @@ def run_verification(
     *,
     workers: int = 1,
     threads: int = 1,
+    bind: Bind = "tcp",
 ) -> list[Outcome]:
-    """Verify every candidate (unavailable ones are reported as such); return the outcomes."""
+    """Verify every candidate (unavailable ones, and with ``bind`` "unix" those whose server
+    cannot bind a unix socket, are reported as such); return the outcomes."""
     from pywebbench import bringup
 
     outcomes: list[Outcome] = []
-    runnable = [c for c in candidates if c.available]
+    runnable = [c for c in candidates if c.available and (bind == "tcp" or can_bind_unix(c.server))]
     console.print(
         f"{len(runnable)} stack(s) to verify, {len(candidates) - len(runnable)} unavailable"
     )
     for c in candidates:
-        if not c.available:
-            o = Outcome(c.name, None, "unavailable", c.unavailable or "", phase="plan")
+        if c not in runnable:
+            reason = c.unavailable or cannot_bind_unix(c.server)
+            o = Outcome(c.name, None, "unavailable", reason, phase="plan")
             outcomes.append(o)
             console.print(f"[bold]{escape(c.name)}[/bold]")
             _print(console, o)
@@ -219,7 +234,7 @@ def run_verification(
             console.print(f"services {', '.join(needed)} started")
         for c in runnable:
             console.print(f"[bold]{escape(c.name)}[/bold]")
-            for o in _verify_one(c, console, log_root, services, workers, threads):
+            for o in _verify_one(c, console, log_root, services, workers, threads, bind):
                 outcomes.append(o)
                 _print(console, o)
     return outcomes
@@ -254,6 +269,7 @@ def _verify_one(
     services: Services,
     workers: int,
     threads: int,
+    bind: Bind,
 ) -> Iterator[Outcome]:
     from pywebbench import bringup
 
@@ -278,7 +294,7 @@ def _verify_one(
     if not runnable:
         return
     options = bringup.LaunchOptions(
-        log_dir=log_root, workers=workers, threads=threads, app_env=services.env
+        log_dir=log_root, workers=workers, threads=threads, app_env=services.env, bind=bind
     )
     try:
         with console.status(f"starting {c.server.name}"):

@@ -1,4 +1,4 @@
-"""Pair the cells of two runs: same stack, workload and load point (and connection mode).
+"""Pair the cells of two runs: same stack, workload and load point (connection mode, bind).
 
 A stack is identified by its interpreter, its server (with workers x threads and worker
 recycling), its framework (or app) and the exact versions of its installed packages. ``vary``
@@ -45,6 +45,7 @@ def match_key(fig: CellFigures, vary: Iterable[str] = ()) -> MatchKey:
         fig.cell.workload,
         fig.cell.load_point,
         fig.cell.connection_mode,
+        fig.cell.bind,
     )
 
 

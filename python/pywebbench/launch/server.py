@@ -4,25 +4,40 @@
 ...     print(srv.base_url, srv.cold_start_s, srv.settings)
 
 The server runs in its own session (``setsid``) pinned to ``cpus`` (inherited by its workers),
-with stdout+stderr appended to a log file. Readiness is a TCP connect and then an HTTP GET of
-``ready_path`` that gets any HTTP response. Stopping sends SIGTERM to the group, waits the
-adapter's ``stop_timeout_s``, then SIGKILLs the group and reaps it (servers that ignore
-SIGTERM, like robyn, are handled by the second step). If this process dies without stopping
-it (even by SIGKILL), a watchdog process does the same (see :mod:`pywebbench.launch.process`).
+with stdout+stderr appended to a log file. It listens on a loopback TCP port, or (``bind``
+"unix") on a unix-domain socket in a private temporary directory removed when it stops.
+Readiness is a connect and then an HTTP GET of ``ready_path`` that gets any HTTP response.
+Stopping sends SIGTERM to the group, waits the adapter's ``stop_timeout_s``, then SIGKILLs the
+group and reaps it (servers that ignore SIGTERM, like robyn, are handled by the second step).
+If this process dies without stopping it (even by SIGKILL), a watchdog process does the same
+(see :mod:`pywebbench.launch.process`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import os
 import random
 import re
+import shutil
 import socket
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from pywebbench.bind import (
+    BINDS,
+    SOCKET_NAME,
+    Bind,
+    Target,
+    can_bind_unix,
+    cannot_bind_unix,
+    http_connection,
+    new_socket_dir,
+    unix_base_url,
+)
 from pywebbench.catalogue.base import APPS_DIR, LaunchContext, Stack
 from pywebbench.launch.process import ProcessGroup, tail
 
@@ -134,6 +149,7 @@ class RunningServer:
         argv: list[str],
         stop_timeout_s: float,
         name: str,
+        socket_dir: Path | None = None,
     ) -> None:
         self.group = group
         self.pid = group.pid
@@ -145,12 +161,23 @@ class RunningServer:
         self.argv = argv
         self.stop_timeout_s = stop_timeout_s
         self.name = name
+        #: The private directory of its unix socket (removed by :meth:`stop`), or None (TCP).
+        self.socket_dir = socket_dir
         if group.log_path is None:
             raise ValueError("a server's process group must log to a file")
         self.log_path: Path = group.log_path
 
     @property
+    def unix_socket(self) -> Path | None:
+        """The unix socket it listens on, or None when it listens on ``host:port``."""
+        return self.socket_dir / SOCKET_NAME if self.socket_dir is not None else None
+
+    @property
     def base_url(self) -> str:
+        """``http://host:port``, or ``unix:/path/to.sock:`` on a unix socket (the engine's
+        URL form): append a request path to get a load spec's ``url``."""
+        if self.unix_socket is not None:
+            return unix_base_url(self.unix_socket)
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
@@ -163,8 +190,11 @@ class RunningServer:
         return self.group.members()
 
     def stop(self) -> None:
-        """SIGTERM the group, wait ``stop_timeout_s``, SIGKILL the group, reap. Idempotent."""
+        """SIGTERM the group, wait ``stop_timeout_s``, SIGKILL the group, reap, remove the
+        socket's directory. Idempotent."""
         self.group.stop(self.stop_timeout_s)
+        if self.socket_dir is not None:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
 
     def __enter__(self) -> RunningServer:
         return self
@@ -176,14 +206,14 @@ class RunningServer:
         return f"<RunningServer {self.name} pid={self.pid} {self.base_url}>"
 
 
-def _probe(host: str, port: int, path: str, timeout: float) -> str | None:
+def _probe(target: Target, path: str, timeout: float) -> str | None:
     """None if an HTTP response came back, else why not (for the error message)."""
+    conn = http_connection(target, timeout)
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
+        conn.connect()
     except OSError as exc:
+        conn.close()
         return f"connect: {exc}"
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request("GET", path, headers={"Connection": "close"})
         resp = conn.getresponse()
@@ -215,11 +245,14 @@ def start_server(
     host: str = "127.0.0.1",
     max_requests: int = 0,
     server_options: Mapping[str, int] | None = None,
+    bind: Bind = "tcp",
 ) -> RunningServer:
     """Start ``stack``'s server in ``env`` and return once it answers HTTP.
 
     ``port`` None picks a free port (and retries on another if the server loses the race for
-    it). ``max_requests`` > 0 recycles each worker after that many requests (adapters with a
+    it). ``bind`` "unix" listens on a unix socket instead, in a new private directory
+    (adapters with a ``unix_bind``; :attr:`RunningServer.base_url` then names the socket).
+    ``max_requests`` > 0 recycles each worker after that many requests (adapters with a
     ``max_requests_flag``). ``app`` defaults to the framework's app, ``app_dir`` to the
     framework's ``app_dir`` attribute if it has one (a plugin's or a user's), else the
     built-in apps. Raises :class:`LaunchError` (phase config/spawn/start/ready) with the end
@@ -239,37 +272,48 @@ def start_server(
         )
     if max_requests and getattr(adapter, "max_requests_flag", None) is None:
         raise LaunchError("config", f"{adapter.name} has no worker recycling (max requests)")
+    if bind not in BINDS:
+        raise LaunchError("config", f"bind {bind!r}: expected one of {', '.join(BINDS)}")
+    if bind == "unix" and not can_bind_unix(adapter):
+        raise LaunchError("config", cannot_bind_unix(adapter))
     if app_dir is None:
         app_dir = getattr(stack.framework, "app_dir", None) or default_app_dir()
     app_dir = Path(app_dir)
     app = app or stack.framework.app
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    attempts = 1 if port is not None else 3
-    last_error: LaunchError | None = None
-    for _ in range(attempts):
-        chosen = port if port is not None else free_port(host)
-        ctx = LaunchContext(
-            interpreter=stack.interpreter,
-            venv=Path(env.venv),
-            app_dir=app_dir,
-            app=app,
-            host=host,
-            port=chosen,
-            workers=workers,
-            threads=threads,
-            env=dict(app_env or {}),
-            max_requests=max_requests,
-            options=dict(server_options or {}),
-        )
-        try:
-            return _start_once(stack, ctx, cpus, log_dir, ready_path, start_timeout_s)
-        except LaunchError as exc:
-            last_error = exc
-            if exc.phase != "start" or not _PORT_CLASH.search(exc.log_tail):
-                raise
-    assert last_error is not None
-    raise last_error
+    socket_dir = new_socket_dir() if bind == "unix" else None
+    ctx = LaunchContext(
+        interpreter=stack.interpreter,
+        venv=Path(env.venv),
+        app_dir=app_dir,
+        app=app,
+        host=host,
+        port=port or 0,
+        workers=workers,
+        threads=threads,
+        env=dict(app_env or {}),
+        max_requests=max_requests,
+        options=dict(server_options or {}),
+        unix_socket=socket_dir / SOCKET_NAME if socket_dir is not None else None,
+    )
+    pick_port = port is None and socket_dir is None
+    attempts = 3 if pick_port else 1
+    try:
+        for attempt in range(attempts):
+            if pick_port:
+                ctx = dataclasses.replace(ctx, port=free_port(host))
+            try:
+                return _start_once(stack, ctx, cpus, log_dir, ready_path, start_timeout_s)
+            except LaunchError as exc:  # lost the race for a free port: try another one
+                clash = exc.phase == "start" and _PORT_CLASH.search(exc.log_tail)
+                if not clash or attempt == attempts - 1:
+                    raise
+    except BaseException:
+        if socket_dir is not None:
+            shutil.rmtree(socket_dir, ignore_errors=True)
+        raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _start_once(
@@ -286,7 +330,8 @@ def _start_once(
         settings = dict(adapter.settings(ctx))
     except (ValueError, NotImplementedError) as exc:
         raise LaunchError("config", f"{adapter.name}: {exc}") from exc
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{stack.name}-{ctx.port}")
+    where = ctx.unix_socket.parent.name if ctx.unix_socket is not None else ctx.port
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{stack.name}-{where}")
     log_path = log_dir / f"server-{safe}.log"
     env = launch_env(ctx.venv, ctx.app_dir, {**ctx.env, **cmd.env})
     with open(log_path, "ab") as fh:
@@ -304,6 +349,7 @@ def _start_once(
     except (OSError, ValueError) as exc:
         raise LaunchError("spawn", f"cannot run {cmd.argv[0]}: {exc}", "", log_path) from exc
     deadline = t0 + start_timeout_s
+    target = Target(ctx.host, ctx.port, str(ctx.unix_socket) if ctx.unix_socket else None)
     why: str | None = "no attempt"
     polls = 0
     fatal_patterns = tuple(getattr(adapter, "fatal_log_patterns", ()))
@@ -314,7 +360,7 @@ def _start_once(
                 raise LaunchError(
                     "start", f"{adapter.name} exited with code {code}", tail(log_path), log_path
                 )
-            why = _probe(ctx.host, ctx.port, ready_path, timeout=2.0)
+            why = _probe(target, ready_path, timeout=2.0)
             if why is None:
                 break
             polls += 1
@@ -354,4 +400,5 @@ def _start_once(
         argv=cmd.argv,
         stop_timeout_s=adapter.stop_timeout_s,
         name=stack.name,
+        socket_dir=ctx.unix_socket.parent if ctx.unix_socket is not None else None,
     )

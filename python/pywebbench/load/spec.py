@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from pywebbench import _engine
+from pywebbench.bind import parse_base_url
 
 if TYPE_CHECKING:
     from pywebbench.catalogue.workloads import HttpRequest
@@ -234,9 +235,16 @@ def spec_for_request(
 ) -> LoadSpec:
     """The spec that repeats a workload's ``request`` against the server at ``base_url``
     (one iteration of a study cell; one generator thread). ``keepalive`` False opens a new
-    connection per request; ``io`` is the engine's I/O backend."""
+    connection per request; ``io`` is the engine's I/O backend. A ``unix:/path/to.sock:``
+    base URL (a server on a unix socket, :mod:`pywebbench.bind`) becomes ``unix_socket``."""
+    url, unix_socket = base_url.rstrip("/") + request.path, None
+    if base_url.startswith("unix:"):  # the request path may hold ":/": keep it in the url
+        target = parse_base_url(base_url)
+        url = f"http://{target.host_header}{target.prefix}{request.path}"
+        unix_socket = target.unix_socket
     return LoadSpec(
-        url=base_url.rstrip("/") + request.path,
+        url=url,
+        unix_socket=unix_socket,
         method=request.method,
         headers=[(name, value) for name, value in request.headers],
         body=bytes(request.body),

@@ -169,6 +169,13 @@ class LoadConfig(_Model):
         description="Connection mode sweep: keepalive (connections reused) and/or close "
         "(a new connection per request, as ab without -k).",
     )
+    bind: list[Literal["tcp", "unix"]] = Field(
+        default=["tcp"],
+        min_length=1,
+        description="Bind sweep: where the server under test listens, tcp (a loopback port) "
+        "and/or unix (a unix-domain socket, as behind nginx), on servers that can "
+        "(docs/config.md#bind).",
+    )
     syscalls: bool = Field(
         False,
         description="After each replicate's measured iterations, trace the server tree with "
@@ -271,9 +278,9 @@ class LoadConfig(_Model):
             raise ValueError("every rate must be > 0")
         return v
 
-    @field_validator("connection_mode")
+    @field_validator("connection_mode", "bind")
     @classmethod
-    def _connection_modes(cls, v: list[str]) -> list[str]:
+    def _distinct(cls, v: list[str]) -> list[str]:
         return list(dict.fromkeys(v))
 
 
@@ -507,6 +514,11 @@ def check(config: StudyConfig) -> None:
         )
     if config.load.model == "open" and not config.load.rates:
         raise ConfigError("load.rates: open loop needs at least one rate")
+    if config.load.faults and "unix" in config.load.bind:
+        raise ConfigError(
+            "--faults with --bind unix (load.faults, load.bind): fault clients need a TCP "
+            "target; measure the unix cells in a run without --faults"
+        )
 
 
 def json_schema() -> dict[str, Any]:

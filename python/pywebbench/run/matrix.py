@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pywebbench.bind import Bind, can_bind_unix, cannot_bind_unix
 from pywebbench.catalogue.base import Framework, Interpreter, Stack
 from pywebbench.catalogue.workloads import HttpRequest, Workload
 from pywebbench.run.config import ConfigError, StudyConfig
@@ -45,12 +46,15 @@ class CellPlan:
     connections: int
     rate: float | None
     connection_mode: str = "keepalive"  # or "close": a new connection per request
+    bind: Bind = "tcp"  # or "unix": the server listens on a unix-domain socket
 
     @property
     def load_point(self) -> str:
-        """``c64`` / ``r1000``, with `` close`` for a connection per request (keep-alive is
-        the unlabelled default, so keep-alive cells keep their labels and keys)."""
+        """``c64`` / ``r1000``, with `` unix`` for a server on a unix socket and `` close``
+        for a connection per request (``c64 unix close``). TCP and keep-alive are the
+        unlabelled defaults, so such cells keep their labels and keys."""
         point = f"r{self.rate:g}" if self.rate is not None else f"c{self.connections}"
+        point += " unix" if self.bind == "unix" else ""
         return point + (" close" if self.connection_mode == "close" else "")
 
     @property
@@ -213,6 +217,10 @@ def expand(config: StudyConfig) -> Matrix:
         if cand.stack is None:
             out.unavailable.append((cand.name, cand.unavailable or "unavailable"))
             continue
+        binds = _binds(config, cand.stack, out)
+        if not binds:
+            continue
+        stack_points = [(c, r, mode, b) for c, r, mode in points for b in binds]
         settings = config.workers_threads(cand.server.name)
         for workers, threads, max_requests in _server_settings(config, cand.stack, out):
             parts = []
@@ -226,15 +234,24 @@ def expand(config: StudyConfig) -> Matrix:
             workloads = [byo[w] if byo else WORKLOADS[w] for w in cand.workloads]
             for wl in workloads:
                 params = wl.resolve(**m.workload_params.get(wl.name, {}))
-                for conc, rate, mode in points:
+                for conc, rate, mode, bind in stack_points:
                     cell = CellPlan(
-                        "", ordinal, variant, wl, params, config.load.model, conc, rate, mode
+                        "", ordinal, variant, wl, params, config.load.model, conc, rate, mode, bind
                     )
                     params_tag = "".join(f",{k}={v}" for k, v in sorted(params.items()))
                     key_cell = f"{variant.key}|{wl.name}{params_tag}|{cell.load_point}"
                     out.cells.append(dataclasses.replace(cell, key=key_cell))
                     ordinal += 1
     return out
+
+
+def _binds(config: StudyConfig, stack: Stack, out: Matrix) -> list[Bind]:
+    """Where a stack's server listens, cell by cell: the ``bind`` values it can do. A unix
+    socket a server cannot bind is skipped with a note in ``out.skipped`` (not a failure)."""
+    usable = [b for b in config.load.bind if b == "tcp" or can_bind_unix(stack.server)]
+    if len(usable) < len(config.load.bind):
+        out.skipped.append((f"{stack.name} bind unix", cannot_bind_unix(stack.server)))
+    return usable
 
 
 def _server_settings(config: StudyConfig, stack: Stack, out: Matrix) -> list[tuple[int, int, int]]:

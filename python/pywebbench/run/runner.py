@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pywebbench import __version__, bringup
+from pywebbench.bind import Bind
 from pywebbench.bringup import StackFailure, one_line
 from pywebbench.load import LoadAgent, LoadProgress, LocalAgent
 from pywebbench.run.config import StudyConfig
@@ -239,6 +240,7 @@ class StudyRunner:
             rate=cell.rate,
             load_point=cell.load_point,
             connection_mode=cell.connection_mode,
+            bind=cell.bind,
             status=CellStatus.PENDING,
             server_cpus_json=json.dumps(self.server_cpus),
             generator_cpus_json=json.dumps(self.generator_cpus),
@@ -290,12 +292,13 @@ class StudyRunner:
 
     def _groups(self) -> list[list[CellPlan]]:
         """Cells that share server processes: one cell each (``server_scope = "cell"``), or
-        all cells of a stack variant (``"stack"``: one server per replicate serves them)."""
+        all cells of a stack variant with one bind (``"stack"``: one server per replicate
+        serves them)."""
         if self.config.load.server_scope == "cell":
             return [[c] for c in self.matrix.cells]
-        groups: dict[str, list[CellPlan]] = {}
+        groups: dict[tuple[str, str], list[CellPlan]] = {}
         for c in self.matrix.cells:
-            groups.setdefault(c.variant.key, []).append(c)
+            groups.setdefault((c.variant.key, c.bind), []).append(c)
         return list(groups.values())
 
     def _open_cell(self, cell: CellPlan) -> _CellState:
@@ -455,9 +458,8 @@ class StudyRunner:
         self.events.phase(f"starting {variant.key} (replicate {st.ok + 1})")
         ready = bringup.ready_path(variant.stack, [c.workload for c in round_cells])
         try:
-            return bringup.start(
-                variant.stack, self._envs[variant.key], self._launch_options(variant), ready
-            )
+            options = self._launch_options(variant, st.cell.bind)
+            return bringup.start(variant.stack, self._envs[variant.key], options, ready)
         except StackFailure as exc:
             with no_sigint():
                 self.store.add_replicate(
@@ -475,7 +477,7 @@ class StudyRunner:
                 )
             raise
 
-    def _launch_options(self, variant: Variant) -> bringup.LaunchOptions:
+    def _launch_options(self, variant: Variant, bind: Bind) -> bringup.LaunchOptions:
         return bringup.LaunchOptions(
             log_dir=self.log_dir,
             cpus=self.server_cpus,
@@ -485,6 +487,7 @@ class StudyRunner:
             start_timeout_s=self.config.timeouts.start_s,
             max_requests=variant.max_requests,
             server_options=self.config.matrix.server_options.get(variant.stack.server.name, {}),
+            bind=bind,
         )
 
     @contextmanager
@@ -493,9 +496,8 @@ class StudyRunner:
         variant = cell.variant
         self.events.phase(f"starting {variant.key} for the next fault size")
         ready = bringup.ready_path(variant.stack, [cell.workload])
-        server = bringup.start(
-            variant.stack, self._envs[variant.key], self._launch_options(variant), ready
-        )
+        options = self._launch_options(variant, cell.bind)
+        server = bringup.start(variant.stack, self._envs[variant.key], options, ready)
         try:
             yield server.base_url, server.alive
         finally:

@@ -181,6 +181,7 @@ class Cell:
     finished_at: str | None = None
     flags_json: str = "{}"  # {"not_steady": false, "leak": false, "generator_bound": ...}
     connection_mode: str = "keepalive"  # "keepalive" | "close" (a new connection per request)
+    bind: str = "tcp"  # "tcp" | "unix": where the server listened (a unix-domain socket)
 
     @property
     def workload_params(self) -> dict[str, Any]:

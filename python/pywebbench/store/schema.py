@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -123,6 +123,7 @@ CREATE TABLE IF NOT EXISTS cells (
     finished_at          TEXT,
     flags_json           TEXT NOT NULL DEFAULT '{}',
     connection_mode      TEXT NOT NULL DEFAULT 'keepalive',
+    bind                 TEXT NOT NULL DEFAULT 'tcp',
     UNIQUE (run_id, key)
 );
 
@@ -289,4 +290,6 @@ ALTER TABLE replicates ADD COLUMN syscalls_json TEXT;
 ALTER TABLE iterations ADD COLUMN processes_seen INTEGER;
 ALTER TABLE samples ADD COLUMN processes_seen INTEGER
 """,
+    # Where the server under test listened, per cell (docs/config.md#bind): tcp or unix.
+    7: "ALTER TABLE cells ADD COLUMN bind TEXT NOT NULL DEFAULT 'tcp'",
 }

@@ -51,7 +51,8 @@ def verify(
     timeout_s: float = 10.0,
     **params: object,
 ) -> VerifyReport:
-    """Check the server at ``base_url`` (``http://host:port``) on ``workload``.
+    """Check the server at ``base_url`` (``http://host:port``, or ``unix:/path/to.sock:``)
+    on ``workload``.
 
     ``params`` override the workload's defaults (e.g. ``n=25`` for cpu); a bad parameter
     raises ValueError. ``expect_server_header``: the adapter's ``sends_server_header``

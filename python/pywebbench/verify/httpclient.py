@@ -2,7 +2,8 @@
 
 Keeps the raw framing facts (Content-Length, Transfer-Encoding) and the elapsed time, and
 reuses one keep-alive connection for consecutive requests (so a wrong Content-Length shows up
-as a broken second response).
+as a broken second response). The server may listen on TCP (``http://host:port``) or on a unix
+socket (``unix:/path/to.sock:``, see :mod:`pywebbench.bind`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 import http.client
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
+from pywebbench.bind import http_connection, parse_base_url
 from pywebbench.catalogue.workloads import HttpRequest
 
 
@@ -42,19 +43,16 @@ class Response:
 
 @dataclass
 class Client:
-    """Sends requests to ``base_url`` over one keep-alive connection (reopened if closed)."""
+    """Sends requests to ``base_url`` (``http://host:port`` or ``unix:/path/to.sock:``) over
+    one keep-alive connection (reopened if closed)."""
 
     base_url: str
     timeout_s: float = 10.0
     _conn: http.client.HTTPConnection | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.base_url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"base_url must be http://host:port, got {self.base_url!r}")
-        self.host = parts.hostname
-        self.port = parts.port or 80
-        self.prefix = parts.path.rstrip("/")
+        self.target = parse_base_url(self.base_url)  # ValueError naming the URL
+        self.prefix = self.target.prefix
 
     def close(self) -> None:
         if self._conn is not None:
@@ -70,10 +68,9 @@ class Client:
     def send(self, request: HttpRequest) -> Response:
         """Send ``request``; raises OSError / http.client.HTTPException on transport errors."""
         if self._conn is None:
-            self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+            self._conn = http_connection(self.target, self.timeout_s)
         conn = self._conn
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        headers = {"Host": f"{host}:{self.port}", "User-Agent": "pywebbench-verify"}
+        headers = {"Host": self.target.host_header, "User-Agent": "pywebbench-verify"}
         headers.update(dict(request.headers))
         if request.body or request.method in ("POST", "PUT", "PATCH"):
             headers["Content-Length"] = str(len(request.body))

@@ -64,6 +64,21 @@ def hostport(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def listen_address(ctx: LaunchContext, unix_scheme: str = "unix:") -> str:
+    """Where the server listens, as one value: ``host:port``, or the unix socket's path
+    after ``unix_scheme`` (gunicorn and hypercorn take ``unix:PATH``, uWSGI the bare path)."""
+    if ctx.unix_socket is not None:
+        return f"{unix_scheme}{ctx.unix_socket}"
+    return hostport(ctx.host, ctx.port)
+
+
+def listen_args(ctx: LaunchContext, uds_flag: str = "--uds") -> list[str]:
+    """Where the server listens, as flags: ``--host H --port P``, or ``uds_flag PATH``."""
+    if ctx.unix_socket is not None:
+        return [uds_flag, str(ctx.unix_socket)]
+    return ["--host", ctx.host, "--port", str(ctx.port)]
+
+
 class BaseAdapter(ServerAdapter):
     """Pins per generation, the Python floor, PyPy availability, the manifest helper.
 
@@ -79,7 +94,9 @@ class BaseAdapter(ServerAdapter):
 
     Servers started from Python name their launcher module in ``launcher`` (a file of
     ``pywebbench/inside/launchers``, run by the stack's Python with the common launcher command
-    line plus :meth:`launcher_options`); :meth:`command` then needs no override.
+    line plus :meth:`launcher_options`); :meth:`command` then needs no override. The common
+    command line carries ``--unix-socket PATH`` when the server binds a unix socket: an
+    adapter whose launcher honours it says so with ``unix_bind``.
     """
 
     pins: ClassVar[dict[str, tuple[str, ...]]] = {"modern": (), "py39": ()}
@@ -177,6 +194,8 @@ class BaseAdapter(ServerAdapter):
             "--backlog",
             str(backlog()),
         ]
+        if ctx.unix_socket is not None:
+            argv += ["--unix-socket", str(ctx.unix_socket)]
         for flag, value in self.launcher_options(ctx).items():
             argv += [flag, str(value)]
         return argv

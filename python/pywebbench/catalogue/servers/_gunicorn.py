@@ -10,7 +10,7 @@ from pywebbench.catalogue.servers._base import (
     BaseAdapter,
     backlog,
     generation,
-    hostport,
+    listen_address,
 )
 
 GUNICORN_PINS: dict[str, tuple[str, ...]] = {
@@ -28,6 +28,7 @@ class GunicornBase(BaseAdapter):
 
     worker_class: ClassVar[str]
     max_requests_flag = "--max-requests"
+    unix_bind = "--bind unix:PATH"
 
     def max_requests_args(self, ctx: LaunchContext) -> list[str]:
         """``--max-requests N`` with no jitter: every worker recycles after exactly N
@@ -43,7 +44,7 @@ class GunicornBase(BaseAdapter):
         argv = [
             str(ctx.bin / "gunicorn"),
             "--bind",
-            hostport(ctx.host, ctx.port),
+            listen_address(ctx),
             "--workers",
             str(ctx.workers),
             "--worker-class",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from pywebbench.catalogue.base import WSGI, LaunchCommand, LaunchContext
-from pywebbench.catalogue.servers._base import BaseAdapter, backlog
+from pywebbench.catalogue.servers._base import BaseAdapter, backlog, listen_args
 
 GRANIAN_PINS: dict[str, tuple[str, ...]] = {
     "modern": ("granian==2.8.7",),
@@ -18,6 +18,7 @@ class GranianBase(BaseAdapter):
     access log off. ``--blocking-threads`` is the number of Python threads running the app."""
 
     granian_interface: ClassVar[str]
+    unix_bind = "--uds PATH"
 
     def uses_threads(self) -> bool:
         return self.granian_interface == "wsgi"
@@ -31,10 +32,7 @@ class GranianBase(BaseAdapter):
                 str(ctx.bin / "granian"),
                 "--interface",
                 self.granian_interface,
-                "--host",
-                ctx.host,
-                "--port",
-                str(ctx.port),
+                *listen_args(ctx),
                 "--workers",
                 str(ctx.workers),
                 "--blocking-threads",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import ASGI, LaunchCommand, LaunchContext
-from pywebbench.catalogue.servers._base import KEEPALIVE_S, BaseAdapter, backlog, hostport
+from pywebbench.catalogue.servers._base import KEEPALIVE_S, BaseAdapter, backlog, listen_address
 
 
 class Hypercorn(BaseAdapter):
@@ -19,13 +19,14 @@ class Hypercorn(BaseAdapter):
     # Its --max-requests-jitter flag sets the jitter to max_requests (0.17-0.18), so it is
     # never passed: the jitter stays 0.
     max_requests_flag = "--max-requests"
+    unix_bind = "--bind unix:PATH"
 
     def command(self, ctx: LaunchContext) -> LaunchCommand:
         return LaunchCommand(
             [
                 str(ctx.bin / "hypercorn"),
                 "--bind",
-                hostport(ctx.host, ctx.port),
+                listen_address(ctx),
                 "--workers",
                 str(ctx.workers),
                 "--worker-class",

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 from pywebbench.catalogue.base import ASGI, LaunchCommand, LaunchContext
-from pywebbench.catalogue.servers._base import KEEPALIVE_S, BaseAdapter, backlog, launcher_path
+from pywebbench.catalogue.servers._base import (
+    KEEPALIVE_S,
+    BaseAdapter,
+    backlog,
+    launcher_path,
+    listen_args,
+)
 
 
 class UvicornBase(BaseAdapter):
@@ -16,6 +22,7 @@ class UvicornBase(BaseAdapter):
     http: ClassVar[str]
     # Takes uvicorn's own arguments (not the common launcher command line).
     launcher: ClassVar[str] = "launch_uvicorn"
+    unix_bind = "--uds PATH"
 
     def command(self, ctx: LaunchContext) -> LaunchCommand:
         return LaunchCommand(
@@ -23,10 +30,7 @@ class UvicornBase(BaseAdapter):
                 str(ctx.python),
                 str(launcher_path(self.launcher)),
                 ctx.app,
-                "--host",
-                ctx.host,
-                "--port",
-                str(ctx.port),
+                *listen_args(ctx),
                 "--workers",
                 str(ctx.workers),
                 "--loop",

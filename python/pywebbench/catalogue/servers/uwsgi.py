@@ -6,7 +6,7 @@ import glob
 from pathlib import Path
 
 from pywebbench.catalogue.base import WSGI, Interpreter, LaunchCommand, LaunchContext
-from pywebbench.catalogue.servers._base import BaseAdapter, backlog, hostport
+from pywebbench.catalogue.servers._base import BaseAdapter, backlog, listen_address
 
 
 def pypy_paths(interpreter: Interpreter) -> tuple[Path, Path] | None:
@@ -41,6 +41,8 @@ class UWSGI(BaseAdapter):
     sends_date_header = False
     pins = {"modern": ("uwsgi==2.0.31",), "py39": ("uwsgi==2.0.31",)}
     max_requests_flag = "--max-requests"
+    # uWSGI binds a unix socket when the address has no port
+    unix_bind = "--http11-socket PATH"
 
     def max_requests_args(self, ctx: LaunchContext) -> list[str]:
         """``--max-requests N`` and ``--min-worker-lifetime 0``: uWSGI otherwise keeps a
@@ -86,7 +88,7 @@ class UWSGI(BaseAdapter):
             ]
         argv += [
             "--http11-socket",
-            hostport(ctx.host, ctx.port),
+            listen_address(ctx, unix_scheme=""),
             "--master",
             "--processes",
             str(ctx.workers),

@@ -21,6 +21,8 @@ class Waitress(BaseAdapter):
     )
     pins = {"modern": ("waitress==3.0.2",), "py39": ("waitress==3.0.2",)}
     launcher = "launch_waitress"
+    # the launcher binds the socket and hands it to waitress.serve(sockets=...)
+    unix_bind = "launcher --unix-socket PATH"
     settable = {
         "connection_limit": "connections waitress accepts at once (waitress's default 100; "
         "here 1000); past it new clients wait in the kernel's backlog",

@@ -4,7 +4,10 @@ Runs inside a stack's virtualenv, on Python 3.9+ (PyPy included); never imports 
 Every launcher takes the same command line::
 
     python launch_<server>.py --app module:callable --host 127.0.0.1 --port 8000 \
-        --workers 2 --threads 4 [--backlog 2048] [server-specific options]
+        --workers 2 --threads 4 [--backlog 2048] [--unix-socket PATH] [server-specific options]
+
+``--unix-socket PATH`` replaces host and port (only launchers that pass ``args.unix_socket`` to
+:func:`bind_socket` honour it; their adapter declares ``unix_bind``).
 
 Server-specific options (``--connection-limit 1000``...) are required: their values come from
 the server's adapter in pywebbench (``launcher_options()``), the one place they are set.
@@ -33,6 +36,7 @@ def parse_args(description, argv=None, options=None):
     p.add_argument("--workers", type=int, default=1, help="processes")
     p.add_argument("--threads", type=int, default=1, help="threads per process (if used)")
     p.add_argument("--backlog", type=int, default=DEFAULT_BACKLOG, help="listen backlog")
+    p.add_argument("--unix-socket", default=None, help="listen on this unix socket instead")
     for flag, kind in (options or {}).items():
         p.add_argument(flag, type=kind, required=True)
     args = p.parse_args(argv)
@@ -50,14 +54,19 @@ def load_app(spec):
     return obj
 
 
-def bind_socket(host, port, backlog=DEFAULT_BACKLOG):
+def bind_socket(host, port, backlog=DEFAULT_BACKLOG, unix_socket=None):
     """A listening, non-blocking TCP socket on host:port with SO_REUSEADDR and TCP_NODELAY
-    (which Linux copies to every accepted connection)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port))
+    (which Linux copies to every accepted connection); with ``unix_socket``, a unix-domain
+    socket at that path instead."""
+    if unix_socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(unix_socket)
+    else:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
     sock.listen(backlog)
     # Non-blocking: with several worker processes on one socket, a worker woken for a
     # connection another worker took must not block in accept().

@@ -17,7 +17,7 @@ def main():
     logging.getLogger("waitress.queue").setLevel(logging.CRITICAL)
     logging.getLogger("waitress.queue").propagate = False
     app = load_app(args.app)
-    sock = bind_socket(args.host, args.port, args.backlog)
+    sock = bind_socket(args.host, args.port, args.backlog, args.unix_socket)
 
     def serve():
         waitress.serve(
