@@ -298,10 +298,14 @@ def start_server(
         unix_socket=socket_dir / SOCKET_NAME if socket_dir is not None else None,
     )
     pick_port = port is None and socket_dir is None
-    attempts = 3 if pick_port else 1
+    # socketify on PyPy was seen failing to listen on three fresh ports in a row, then
+    # succeeding seconds later: retry on new ports, with a growing pause between attempts.
+    attempts = 5 if pick_port else 1
     try:
         for attempt in range(attempts):
             if pick_port:
+                if attempt:
+                    time.sleep(0.5 * attempt)
                 ctx = dataclasses.replace(ctx, port=free_port(host))
             try:
                 return _start_once(stack, ctx, cpus, log_dir, ready_path, start_timeout_s)
