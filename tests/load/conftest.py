@@ -71,20 +71,25 @@ class _RayCluster:
         if self.cluster is not None:
             return self.address
         self.mark = uuid.uuid4().hex
-        os.environ[RAY_MARK] = self.mark  # inherited by every Ray process started below
+        # Inherited by the Ray processes started here and by everything they start (workers,
+        # the servers of their tasks), not by this process's other children.
+        os.environ[RAY_MARK] = self.mark
         slow_machine_ok()
-        for attempt in range(2):  # a busy machine can miss Ray's 15 s agent start once
-            self.cluster = Cluster()
-            try:
-                self.cluster.add_node(num_cpus=2, include_dashboard=False)
-                self.cluster.add_node(num_cpus=2)
-                self.cluster.wait_for_nodes()
-                break
-            except Exception:
-                self.cluster.shutdown()
-                if attempt:
-                    self.cluster = None
-                    raise
+        try:
+            for attempt in range(2):  # a busy machine can miss Ray's 15 s agent start once
+                self.cluster = Cluster()
+                try:
+                    self.cluster.add_node(num_cpus=2, include_dashboard=False)
+                    self.cluster.add_node(num_cpus=2)
+                    self.cluster.wait_for_nodes()
+                    break
+                except Exception:
+                    self.cluster.shutdown()
+                    if attempt:
+                        self.cluster = None
+                        raise
+        finally:
+            os.environ.pop(RAY_MARK, None)
         ray.init(address=self.cluster.address, log_to_driver=False)
         self.address = self.cluster.address
         return self.address
@@ -95,11 +100,8 @@ class _RayCluster:
         if self.cluster is None:
             return
         cluster, self.cluster = self.cluster, None
-        try:
-            ray.shutdown()
-            cluster.shutdown()
-        finally:
-            os.environ.pop(RAY_MARK, None)
+        ray.shutdown()
+        cluster.shutdown()
         left = marked_processes(RAY_MARK, self.mark)
         assert not left, f"Ray processes left behind: {left}"
 
