@@ -1,4 +1,5 @@
-"""Fixtures for the load engine tests: reference servers (separate processes, core 0).
+"""Fixtures for the load engine tests: reference servers (separate processes, core 0), and
+the two-node local Ray cluster of the Ray tests.
 
 The generator runs in the test process; where CPU placement matters it is pinned to core 1.
 Every server is started by a fixture and stopped (its whole process group) at teardown.
@@ -6,10 +7,14 @@ Every server is started by a fixture and stopped (its whole process group) at te
 
 from __future__ import annotations
 
+import os
 import socket
+import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from pwbtest import marked_processes
 from pywebbench.refserver import RefServer
 
 SERVER_CPUS = [0]
@@ -42,3 +47,81 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+RAY_MARK = "PWB_RAY_CLUSTER_MARK"
+
+
+class _RayCluster:
+    """A two-node local Ray cluster (``ray.cluster_utils.Cluster``: two raylets on this
+    machine, 2 CPUs each), the test process connected to it. Ray starts slowly, so it is
+    started once for every test that uses it and stopped after the last of them; its
+    processes carry a marker in their environment, and stopping checks that none is left."""
+
+    def __init__(self) -> None:
+        self.cluster: Any = None
+        self.address = ""
+        self.mark = ""
+
+    def start(self) -> str:
+        import ray
+        from pywebbench.load.ray_agents import slow_machine_ok
+        from ray.cluster_utils import Cluster
+
+        if self.cluster is not None:
+            return self.address
+        self.mark = uuid.uuid4().hex
+        # Inherited by the Ray processes started here and by everything they start (workers,
+        # the servers of their tasks), not by this process's other children.
+        os.environ[RAY_MARK] = self.mark
+        slow_machine_ok()
+        try:
+            for attempt in range(2):  # a busy machine can miss Ray's 15 s agent start once
+                self.cluster = Cluster()
+                try:
+                    self.cluster.add_node(num_cpus=2, include_dashboard=False)
+                    self.cluster.add_node(num_cpus=2)
+                    self.cluster.wait_for_nodes()
+                    break
+                except Exception:
+                    self.cluster.shutdown()
+                    if attempt:
+                        self.cluster = None
+                        raise
+        finally:
+            os.environ.pop(RAY_MARK, None)
+        ray.init(address=self.cluster.address, log_to_driver=False)
+        self.address = self.cluster.address
+        return self.address
+
+    def stop(self) -> None:
+        import ray
+
+        if self.cluster is None:
+            return
+        cluster, self.cluster = self.cluster, None
+        ray.shutdown()
+        cluster.shutdown()
+        left = marked_processes(RAY_MARK, self.mark)
+        assert not left, f"Ray processes left behind: {left}"
+
+
+_CLUSTER = _RayCluster()
+_LAST_USER: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """The address of the shared two-node local Ray cluster (see :class:`_RayCluster`)."""
+    yield _CLUSTER.start()
+    _CLUSTER.stop()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    users = [i.nodeid for i in session.items if "ray_cluster" in getattr(i, "fixturenames", ())]
+    _LAST_USER[:] = users[-1:]
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if _LAST_USER and item.nodeid == _LAST_USER[0]:
+        _CLUSTER.stop()  # the rest of the session runs without Ray

@@ -1,8 +1,7 @@
 """Distributed load on Ray (docs/scale-out.md), against the reference server on loopback.
 
-Ray starts slowly, so one two-node local cluster (``ray.cluster_utils.Cluster``: two raylets
-on this machine, each with its own resources) serves the whole module; its processes carry a
-marker in their environment, and teardown checks that none is left.
+Ray starts slowly, so one two-node local cluster (the ``ray_cluster`` fixture of conftest.py)
+serves these tests and those of the ray executor.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,6 @@ from pywebbench.load.ray_agents import (
     AgentsError,
     finish,
     run_distributed,
-    slow_machine_ok,
     split_spec,
 )
 from pywebbench.refserver import RefServer
@@ -37,38 +34,6 @@ from pywebbench.run.ray_load import RayStudyAgent
 from pywebbench.store import Store
 
 MARK = "PWB_RAY_TEST_MARK"
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[str]:
-    """A two-node local Ray cluster (2 CPUs per node), the driver connected to it."""
-    import ray
-    from ray.cluster_utils import Cluster
-
-    mark = uuid.uuid4().hex
-    os.environ[MARK] = mark  # inherited by every Ray process started below
-    slow_machine_ok()
-    cluster = Cluster()
-    try:
-        for attempt in range(2):  # a busy machine can miss Ray's 15 s agent start once
-            try:
-                cluster.add_node(num_cpus=2, include_dashboard=False)
-                cluster.add_node(num_cpus=2)
-                cluster.wait_for_nodes()
-                break
-            except Exception:
-                cluster.shutdown()
-                cluster = Cluster()
-                if attempt:
-                    raise
-        ray.init(address=cluster.address, log_to_driver=False)
-        yield cluster.address
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        del os.environ[MARK]
-    left = marked_processes(MARK, mark)
-    assert not left, f"Ray processes left behind: {left}"
 
 
 def _count(srv: RefServer) -> int:

@@ -111,6 +111,7 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         ("slo_budget_s", "slo_budget"),
         ("load_agents", "load_agents"),
         ("ray_address", "ray"),
+        ("executor", "executor"),
         ("syscalls_duration_s", "syscalls_duration"),
         ("io", "io"),
     ]:
@@ -257,7 +258,17 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     type=int,
     help="Load each iteration from N agents (Ray actors; docs/scale-out.md).",
 )
-@click.option("--ray", help="Ray cluster HOST:PORT for --load-agents (default: a local Ray).")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    help="Where cells run: local (default), or ray: independent cells (whole stacks with "
+    "--server-scope stack) in parallel on the nodes of a Ray cluster (docs/scale-out.md).",
+)
+@click.option(
+    "--ray",
+    help="Ray cluster HOST:PORT for --executor ray or --load-agents (default: a local Ray, "
+    "started for the run and stopped after).",
+)
 @click.option("--server-cpus", multiple=True, help="Cores for servers (default 0).")
 @click.option("--generator-cpus", multiple=True, help="Cores for the load generator.")
 @click.option("--app", help="Your app instead of the frameworks: module:callable.")
@@ -361,6 +372,9 @@ def _main(options: dict[str, Any], console: Console) -> int:
             source=str(path or DEFAULT_CONFIG),
         )
     check(config)
+    from pywebbench.run.executor import check_executor
+
+    check_executor(config.load)
     if config.load.syscalls:
         _check_tracing()
     matrix = expand(config)
@@ -409,6 +423,7 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
     from pywebbench.load.ray_agents import AgentsError, RayUnavailable
     from pywebbench.report import generate
     from pywebbench.run.console import LiveDisplay, summary_tables
+    from pywebbench.run.executor import open_executor
     from pywebbench.run.ray_load import study_agent
     from pywebbench.run.runner import run_study
     from pywebbench.store import DEFAULT_FILENAME, RunLocked, Store
@@ -419,7 +434,8 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
     # SIGTERM/SIGHUP end the study like Ctrl-C: servers stopped, run marked interrupted.
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _as_keyboard_interrupt)
-    with Store(store_path) as store:
+    executor = open_executor(load)  # ray: joined (or started) before anything is written
+    with executor, Store(store_path) as store:
         done = (
             {c.key for c in store.cells(run_id) if c.status in ("ok", "failed")}
             if run_id
@@ -443,6 +459,7 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
                     agent=agent,
                     events=live.events(),
                     run_id=run_id,
+                    executor=executor,
                 )
         except (RunLocked, RayUnavailable, AgentsError) as exc:
             # the load agents' errors name `load`'s flag; here it is spelled --load-agents

@@ -29,6 +29,7 @@ from pywebbench.report import figures
 from pywebbench.report.axes import build_axes
 from pywebbench.report.history import run_history
 from pywebbench.report.knee import knee_views
+from pywebbench.report.nodes import nodes_view
 from pywebbench.report.series import iteration_histogram, per_second_rps
 from pywebbench.report.ties import neighbour_ratios
 from pywebbench.report.view import (
@@ -577,4 +578,5 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
         knees=knee_views(study, {i: (k, stacks[k].label) for i, k in key_of.items()}),
     )
     view.axes = build_axes(view, study)  # syscalls, connection mode, worker recycling
+    view.nodes = nodes_view(study)  # --executor ray
     return view

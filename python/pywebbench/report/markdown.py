@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pywebbench.report import axes, flags, robustness_curve, tables
+from pywebbench.report import axes, flags, nodes, robustness_curve, tables
 from pywebbench.report.knee import markdown_lines
 from pywebbench.report.view import ReportView, WorkloadView
 
@@ -175,6 +175,7 @@ def render_markdown(view: ReportView) -> str:
         out += _robustness(view, w)
     out += markdown_lines(view.knees, md_text)
     out += _axes(view)
+    out += nodes.markdown_lines(view.nodes, md_text)
     if view.failures:
         out += ["## Failures", ""]
         out += _table(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pywebbench.report.knee import KneeView
+from pywebbench.report.nodes import NodesView
 
 
 @dataclass(frozen=True)
@@ -362,6 +363,7 @@ class ReportView:
     failures: list[FailureView] = field(default_factory=list)
     knees: list[KneeView] = field(default_factory=list)  # docs/slo.md
     axes: AxesView = field(default_factory=AxesView)
+    nodes: NodesView | None = None  # --executor ray: which node measured which cell
 
     @property
     def has_robustness(self) -> bool:

@@ -216,8 +216,14 @@ class LoadConfig(_Model):
     )
     ray_address: str | None = Field(
         None,
-        description="Ray cluster (HOST:PORT) for the load agents; none: a local Ray is started "
-        "for the run and stopped after.",
+        description="Ray cluster (HOST:PORT) for the load agents or the ray executor; none: a "
+        "local Ray is started for the run and stopped after.",
+    )
+    executor: Literal["local", "ray"] = Field(
+        "local",
+        description="Where cells run: local (one after another on this host) or ray "
+        "(independent cells, or whole stacks with server_scope = stack, in parallel on the "
+        "nodes of a Ray cluster; docs/scale-out.md).",
     )
 
     @property

@@ -127,9 +127,9 @@ def agent_row(iteration_id: int, agent: AgentOutcome) -> LoadAgentRow:
 
 
 def study_agent(load_agents: int, ray_address: str | None) -> AbstractContextManager[Any]:
-    """The study's load agent: a :class:`RayStudyAgent` for more than one agent or a Ray
-    address, else None (the runner's own local agent)."""
-    if load_agents > 1 or ray_address is not None:
+    """The study's load agent: a :class:`RayStudyAgent` for more than one agent, else None
+    (the runner's own local agent; ``ray_address`` alone is the ray executor's)."""
+    if load_agents > 1:
         return RayStudyAgent(load_agents, ray_address)
     none: AbstractContextManager[LoadAgent | None] = nullcontext(None)
     return none

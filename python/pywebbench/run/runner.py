@@ -30,6 +30,7 @@ from pywebbench.bringup import StackFailure, one_line
 from pywebbench.load import LoadAgent, LoadProgress, LocalAgent
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events, Outcome
+from pywebbench.run.executor import Executor, LocalExecutor
 from pywebbench.run.host import facts, git_revision, split_cpus
 from pywebbench.run.knee import KneePhase, measured_rps
 from pywebbench.run.matrix import CellPlan, Matrix, Variant
@@ -80,6 +81,7 @@ class StudyRunner:
         agent: LoadAgent | None = None,
         events: Events | None = None,
         run_id: str | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.config = config
         self.matrix = matrix
@@ -87,6 +89,7 @@ class StudyRunner:
         self.results_dir = Path(results_dir)
         self.agent = agent or LocalAgent()
         self.events = events or Events()
+        self.executor: Executor = executor or LocalExecutor()
         self.resume = run_id is not None
         self.run_id = run_id or new_run_id()
         self.server_cpus, self.generator_cpus = split_cpus(
@@ -142,9 +145,7 @@ class StudyRunner:
         status = RunStatus.FAILED
         try:
             self._register()
-            self._provision_all()
-            with self._start_services() as services:
-                self._services = services
+            with self.executor.prepared(self):  # local: provisioned, services started here
                 self._run_groups(self._groups())
             status = RunStatus.COMPLETED
         except (KeyboardInterrupt, Interrupted):
@@ -252,42 +253,6 @@ class StudyRunner:
             self._done = {c.key for c in self.store.cells(self.run_id) if c.status in finished}
         return self._done
 
-    # -- provisioning and services ---------------------------------------------------------
-
-    def _provision_all(self) -> None:
-        from pywebbench.provision import venv as venv_mod
-
-        venv_mod.UV_TIMEOUT_S = self.config.timeouts.provision_s
-        done = self._done_cells()
-        for variant in self.matrix.variants:
-            if all(c.key in done for c in self.matrix.cells_of(variant)):
-                continue
-            if variant.key in self._envs or variant.key in self._provision_failed:
-                continue
-            self.events.phase(f"provisioning {variant.stack.name}")
-            t0 = time.monotonic()
-            stack_id = self._stack_ids[variant.key]
-            try:
-                env = bringup.provision(variant.stack, progress=self.events.phase)
-            except StackFailure as exc:
-                self._provision_failed[variant.key] = exc
-                self.store.update_stack(stack_id, provision_s=time.monotonic() - t0)
-                continue
-            self._envs[variant.key] = env
-            self.store.update_stack(
-                stack_id,
-                packages_json=json.dumps(dict(env.packages), sort_keys=True),
-                provision_s=float(env.seconds),
-                provision_cached=bool(env.cached),
-            )
-
-    def _start_services(self) -> bringup.Services:
-        pending = [c for c in self.matrix.cells if c.key not in self._done_cells()]
-        needed = bringup.services_needed(c.workload for c in pending)
-        if needed:
-            self.events.phase(f"starting services: {', '.join(needed)}")
-        return bringup.Services(needed, self.results_dir / "services" / self.run_id)
-
     # -- groups of cells sharing server processes ------------------------------------------
 
     def _groups(self) -> list[list[CellPlan]]:
@@ -342,7 +307,7 @@ class StudyRunner:
         try:
             for round_no in range(self._most_replicates()):
                 order = opened if round_no % 2 == 0 else opened[::-1]
-                ran = False
+                batch = []
                 for states in order:
                     active = [st for st in states if st.failure is None and self._wants_more(st)]
                     if not active:
@@ -350,8 +315,9 @@ class StudyRunner:
                     # Rotate the order of the group's cells (workloads) from round to round,
                     # so no workload is always the first one a fresh server serves.
                     shift = round_no % len(active)
-                    self._round(active[shift:] + active[:shift])
-                    ran = True
+                    batch.append(active[shift:] + active[:shift])
+                self.executor.run_round(self, batch)  # local: in this order; ray: in parallel
+                ran = bool(batch)
                 for st in [st for st in pending if st.failure or not self._wants_more(st)]:
                     self._finish_cell(st)
                     pending.remove(st)
@@ -590,9 +556,17 @@ def run_study(
     agent: LoadAgent | None = None,
     events: Events | None = None,
     run_id: str | None = None,
+    executor: Executor | None = None,
 ) -> Outcome:
     """Run (or, with ``run_id``, resume) a study; see :class:`StudyRunner`."""
     runner = StudyRunner(
-        config, matrix, store, results_dir=results_dir, agent=agent, events=events, run_id=run_id
+        config,
+        matrix,
+        store,
+        results_dir=results_dir,
+        agent=agent,
+        events=events,
+        run_id=run_id,
+        executor=executor,
     )
     return runner.run()

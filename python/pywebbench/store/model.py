@@ -227,6 +227,10 @@ class Replicate:
     drift_json: str | None = None  # trend test of the measured iterations
     leak_json: str | None = None  # memory slope after the steady state
     syscalls_json: str | None = None  # the traced window's syscalls per request (--syscalls)
+    node: str | None = None  # --executor ray: the node that measured it, "host (ip)"
+    node_id: str | None = None  # its Ray node id (None: the run's own host)
+    node_cpu_model: str | None = None
+    node_cpus: int | None = None  # cores of that node
 
     @property
     def warmup_curve(self) -> list[list[float]]:

@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -151,6 +151,10 @@ CREATE TABLE IF NOT EXISTS replicates (
     drift_json           TEXT,
     leak_json            TEXT,
     syscalls_json        TEXT,
+    node                 TEXT,
+    node_id              TEXT,
+    node_cpu_model       TEXT,
+    node_cpus            INTEGER,
     UNIQUE (cell_id, replicate)
 );
 
@@ -292,4 +296,12 @@ ALTER TABLE samples ADD COLUMN processes_seen INTEGER
 """,
     # Where the server under test listened, per cell (docs/config.md#bind): tcp or unix.
     7: "ALTER TABLE cells ADD COLUMN bind TEXT NOT NULL DEFAULT 'tcp'",
+    # Parallel cells on Ray (docs/scale-out.md): the node that measured each replicate, and
+    # its type (CPU model, cores), so the report can say which node measured which cell.
+    8: """
+ALTER TABLE replicates ADD COLUMN node TEXT;
+ALTER TABLE replicates ADD COLUMN node_id TEXT;
+ALTER TABLE replicates ADD COLUMN node_cpu_model TEXT;
+ALTER TABLE replicates ADD COLUMN node_cpus INTEGER
+""",
 }
