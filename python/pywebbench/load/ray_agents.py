@@ -19,6 +19,7 @@ Ray is imported only inside these functions: the single-machine path needs no Ra
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -91,6 +92,9 @@ def ray_session(address: str | None = None, *, local_cpus: int = 0) -> Iterator[
     # A raylet gives its agents 15 s to come up, then dies: on a busy machine the first local
     # start can miss that (cold caches); the second one usually makes it.
     attempts = 2 if address is None else 1
+    # ray.init makes SIGTERM exit the process at once: keep the caller's handler (a run
+    # treats SIGTERM like Ctrl-C and stores what it measured).
+    on_sigterm = signal.getsignal(signal.SIGTERM)
     for attempt in range(attempts):
         try:
             if address is None:
@@ -104,6 +108,8 @@ def ray_session(address: str | None = None, *, local_cpus: int = 0) -> Iterator[
                 )
             else:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+            if on_sigterm is not None:
+                signal.signal(signal.SIGTERM, on_sigterm)
             break
         except Exception as e:  # Ray raises bare Exception when a node does not come up
             ray.shutdown()  # whatever did start

@@ -325,11 +325,8 @@ class RayExecutor:
         if address is not None:
             _reachable(address)
         session = ExitStack()
-        on_sigterm = signal.getsignal(signal.SIGTERM)
         try:
-            ray = session.enter_context(ray_session(address))
-            if on_sigterm is not None:  # ray.init makes SIGTERM exit at once
-                signal.signal(signal.SIGTERM, on_sigterm)
+            ray = session.enter_context(ray_session(address))  # keeps our SIGTERM handler
         except RayUnavailable as exc:
             text = str(exc).replace("--agents:", "--executor ray:", 1)
             if not text.startswith("--"):
