@@ -3,6 +3,10 @@
 Process census: every process started during the test session inherits ``PWB_TEST_SESSION``
 in its environment. When the session ends, any such process still alive is a leak: it is
 listed, killed by PID (it is ours), and the session fails.
+
+Ctrl-C: a suite started in the background of a non-interactive shell (``./scripts/test.sh &``,
+some CI runners) inherits SIGINT ignored, and every child would inherit that too, so the tests
+that press Ctrl-C on a run or a load would wait for nothing. The session takes SIGINT back.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from pwbtest import marked_processes
 _MARKER = "PWB_TEST_SESSION"
 _VALUE = uuid.uuid4().hex
 os.environ[_MARKER] = _VALUE
+
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # children start with SIG_DFL
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
