@@ -6,7 +6,8 @@
 Prints, over the cells both runs measured:
 - the CI half-widths reached (median and worst, as % of the median);
 - rank swaps: pairs of stacks (same workload) ordered one way in A and the other in B, out
-  of all pairs, and how many of those swaps the report shows as ties (CIs overlapping);
+  of all pairs, and how many of those swaps are not significant in A or B (the 95% CI of
+  the pair's ratio contains 1: the report's tie rule, pywebbench.compare.ratio);
 - cells whose medians differ by more than 15%, and steady cells whose B median lies outside
   A's CI (or A's outside B's);
 - the flags raised (not_steady, drift, leak) in each run.
@@ -22,14 +23,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from pywebbench.compare.ratio import ratio_of_medians, seed_for
 from pywebbench.stats import Summary, summarize
 from pywebbench.store import DEFAULT_FILENAME, Store
 
-Figures = dict[tuple[str, str, str], tuple[Summary, dict[str, object]]]
+Figures = dict[tuple[str, str, str], tuple[Summary, dict[str, object], list[list[float]]]]
 
 
 def figures(store_path: Path) -> Figures:
-    """(stack, workload, load point) -> (summary of replicate medians, flags) of ok cells."""
+    """(stack, workload, load point) -> (summary of replicate medians, flags, replicates'
+    iteration req/s) of ok cells."""
     with Store(store_path, create=False) as store:
         study = store.load_study()
     names = {s.id: s.key for s in study.stacks}
@@ -44,6 +47,7 @@ def figures(store_path: Path) -> Figures:
         out[(names[cell.stack_id], cell.workload, cell.load_point)] = (
             summarize(medians),
             cell.flags,
+            list(by_rep.values()),
         )
     return out
 
@@ -69,10 +73,8 @@ def compare(a: Figures, b: Figures) -> None:
             order_b = b[ka][0].median > b[kb][0].median
             if order_a != order_b:
                 swaps += 1
-                overlap_a = _overlap(a[ka][0], a[kb][0])
-                overlap_b = _overlap(b[ka][0], b[kb][0])
-                tied += overlap_a or overlap_b
-    print(f"rank swaps: {swaps} of {pairs} pairs ({tied} of them shown as ties in A or B)")
+                tied += _tie(a[ka][2], a[kb][2]) or _tie(b[ka][2], b[kb][2])
+    print(f"rank swaps: {swaps} of {pairs} pairs ({tied} of them not significant in A or B)")
     far = [k for k in common if _ratio(a[k][0].median, b[k][0].median) > 1.15]
     print(f"cells differing by more than 15%: {len(far)} of {len(common)}")
     for k in far:
@@ -97,8 +99,9 @@ def _ratio(x: float, y: float) -> float:
     return max(x, y) / min(x, y) if min(x, y) > 0 else float("inf")
 
 
-def _overlap(s: Summary, t: Summary) -> bool:
-    return s.n >= 2 and t.n >= 2 and s.ci_low <= t.ci_high and t.ci_low <= s.ci_high
+def _tie(x: list[list[float]], y: list[list[float]]) -> bool:
+    est = ratio_of_medians(x, y, seed=seed_for("pair"))
+    return est is not None and est.low <= 1.0 <= est.high
 
 
 def _inside(value: float, s: Summary) -> bool:

@@ -415,7 +415,9 @@ def test_the_replicate_budget_adds_replicates_until_the_ci_target(
     base = ["--server", WSGI_SERVER, "--framework", "raw-wsgi", "--workload", "hello"]
     fast = ["-d", "0.5", "--warmup", "fixed", "--warmup-duration", "0.3", "-c", "8"]
     counts = {}
-    for name, target in (("tight", "0.0001"), ("loose", "0.9")):
+    # loose: +-500%; 2 replicates' t interval (12.7 standard errors) is under it unless they
+    # differ by 79%
+    for name, target in (("tight", "0.0001"), ("loose", "5")):
         results = tmp_path / name
         proc = pwb(
             "run", *base, *fast, "--python", CPYTHON, "--replicates", "1", "--ci-target",

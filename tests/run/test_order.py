@@ -4,7 +4,7 @@ was measured colder than the next: hello 4,324 req/s, then json 10,983).
 Each workload warms up until steady on its own and the order rotates across replicates, so
 running the workloads as ``hello,json`` or as ``json,hello`` must give the same figures: for
 every cell steady in both runs, the 99% CI of the ratio of the two runs' medians (the
-two-level bootstrap `pywebbench compare` uses, replicates resampled as units) contains 1.
+interval `pywebbench compare` uses, built on replicates) contains 1.
 
 (Asking that one run's median lie inside the other's 95% CI would fail about one time in
 five for two runs of identical servers with three replicates each: a point is noisier than
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pwbtest import pwb
 from pywebbench.catalogue.interpreters import discover
-from pywebbench.compare.bootstrap import ratio_of_medians
+from pywebbench.compare.ratio import ratio_of_medians
 from pywebbench.store import Store
 
 Replicates = list[list[float]]

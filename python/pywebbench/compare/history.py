@@ -120,7 +120,7 @@ def cell_history(
                     cell_status=fig.cell.status,
                     stack_key=fig.stack.key,
                     load_point=fig.cell.load_point,
-                    rps=stats.summarize([v for rep in fig.rps for v in rep]),
+                    rps=stats.summarize_replicates(fig.rps),
                     p50_ms=_median_ms(fig.p50_us),
                     p99_ms=_median_ms(fig.p99_us),
                     peak_rss_bytes=fig.peak_rss_bytes,

@@ -9,19 +9,23 @@ aside (unmatched, incomplete) and the gate's outcome. The HTML page is in
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from pywebbench.compare import Comparison
-from pywebbench.compare.bootstrap import RatioEstimate
+from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.compare.verdict import FASTER, PairComparison
 
 MIB = 1024 * 1024
 
 
 def fmt_ratio(est: RatioEstimate | None) -> str:
-    """``1.23x [1.10, 1.35]``; ``–`` when there is none."""
+    """``1.23x [1.10, 1.35]``; ``1.23x [CI n/a: 1 replicate]`` with too few replicates for
+    an interval; ``–`` when there is no ratio."""
     if est is None:
         return "–"
+    if math.isnan(est.low) or math.isnan(est.high):
+        return f"{est.ratio:.2f}x [CI n/a: 1 replicate]"
     return f"{est.ratio:.2f}x [{est.low:.2f}, {est.high:.2f}]"
 
 
@@ -32,13 +36,13 @@ def fmt_memory(c: PairComparison) -> str:
     return f"{c.memory_change_bytes / MIB:+.1f} MiB ({(c.memory_ratio - 1) * 100:+.0f}%)"
 
 
-def _estimate_doc(est: RatioEstimate | None) -> dict[str, float] | None:
+def _estimate_doc(est: RatioEstimate | None) -> dict[str, float | None] | None:
     if est is None:
         return None
-    return {
+    return {  # no interval (1 replicate): null bounds, as JSON has no NaN
         "ratio": est.ratio,
-        "ci_low": est.low,
-        "ci_high": est.high,
+        "ci_low": None if math.isnan(est.low) else est.low,
+        "ci_high": None if math.isnan(est.high) else est.high,
         "base_median": est.base_median,
         "new_median": est.new_median,
     }
@@ -76,7 +80,8 @@ def notes(result: Comparison) -> list[str]:
     lines = [
         f"BASE {result.base.id} ({result.base.status}) vs NEW {result.new.id} "
         f"({result.new.status}); ratios NEW/BASE of medians, "
-        f"{result.level * 100:g}% two-level bootstrap CI; "
+        f"{result.level * 100:g}% CI over replicates (Welch's t below 10 a side, else "
+        "two-level bootstrap); "
         f"verdict needs the CI to exclude 1 and a change of at least "
         f"{result.min_change * 100:g}%"
         + (f"; varying: {', '.join(result.vary)}" if result.vary else "")

@@ -7,7 +7,7 @@ The verdict rule (docs/compare.md) is on throughput, the figure people rank stac
 - *faster*: the mirror image;
 - *no significant change*: anything else.
 
-The interval is the two-level bootstrap of :mod:`pywebbench.compare.bootstrap` at
+The interval is :mod:`pywebbench.compare.ratio`'s (over replicates) at
 ``level`` (99% by default: like asv's p < 0.002 rule, a verdict is a strong claim; on a
 busy machine run-to-run drift is larger than within-run spread suggests). A cell that
 failed in NEW while it worked in BASE gets the verdict *failed*; the reverse *recovered*.
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pywebbench.compare.bootstrap import RatioEstimate, ratio_of_medians, seed_for
 from pywebbench.compare.match import Pair
+from pywebbench.compare.ratio import RatioEstimate, ratio_of_medians, seed_for
 
 SLOWER = "slower"
 FASTER = "faster"

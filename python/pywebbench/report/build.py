@@ -4,8 +4,9 @@ Aggregation rules (also in docs/report.md):
 
 - A *point* is one stack x workload x load point. Cells of several runs with the same stack
   key, workload and load point are pooled (their replicates add up).
-- Throughput: median of the requests/s of every measured, non-interrupted iteration of every
-  replicate, with a percentile-bootstrap 95% CI (:func:`pywebbench.stats.summarize`).
+- Throughput: median of the replicates' figures (each the median requests/s of its measured,
+  non-interrupted iterations), with a 95% CI over those figures
+  (:func:`pywebbench.stats.summarize_replicates`: Student's t below 10 replicates).
 - Latency: quantiles of the merged HdrHistogram of those iterations (the engine's own
   histogram code: ``_engine.hist_merge`` / ``hist_quantiles``).
 - Peak memory: the highest RSS of the server's process tree over all iterations (warm-up too).
@@ -13,7 +14,7 @@ Aggregation rules (also in docs/report.md):
 - Error rate: (transport errors + non-2xx responses) / (responses + transport errors).
 - A ranking at "peak" takes each stack at its load point with the highest median requests/s.
 - Ties: a stack is tied with the one ranked above it when the 95% CI of the ratio of their
-  medians (two-level bootstrap, :mod:`pywebbench.report.ties`) contains 1.
+  medians (:mod:`pywebbench.compare.ratio`, via :mod:`pywebbench.report.ties`) contains 1.
 - Memory and warm-up curves: :mod:`pywebbench.report.warmup`.
 """
 
@@ -315,7 +316,7 @@ def _point(
             )
         return point
 
-    summary = stats.summarize([i.rps for i in measured])
+    summary = stats.summarize_replicates(point.rps_by_replicate)
     point.rps = Estimate(summary.median, summary.ci_low, summary.ci_high, summary.n)
     point.replicates = len({(i.cell_id, i.replicate) for i in measured})
     point.generator_bound |= any(i.generator_bound for i in measured)

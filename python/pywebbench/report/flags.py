@@ -44,12 +44,19 @@ def flag_notes(flags: Mapping[str, Any], *, generator_bound: bool = False) -> li
     return notes
 
 
+#: What a "tied with #k" note means (not a flag: a property of the ranking).
+TIE_HELP = (
+    "the 95% CI of the ratio to the stack ranked above contains 1: the difference between "
+    "them is not significant (docs/steady-state.md)"
+)
+
+
 def flag_help(note: str) -> str:
-    """What a note means (empty for notes that are not flags)."""
+    """What a note means: a flag's meaning, the tie's, or empty for other notes."""
     for key, text in FLAG_HELP.items():
         if note == key or note.startswith(key + " ("):
             return text
-    return ""
+    return TIE_HELP if note.startswith("tied with #") else ""
 
 
 def legend(notes: list[str]) -> list[tuple[str, str]]:

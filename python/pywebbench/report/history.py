@@ -2,8 +2,9 @@
 
 When a report covers more than two runs (a weekly series, say), each workload gets a figure
 with one line per stack and load point, one point per run in time order: the median
-requests/s of that run's measured iterations with its bootstrap 95% CI. The rest of the
-report pools the runs; this figure keeps them apart, so a drift or a step is visible.
+requests/s of that run's replicates with its 95% CI
+(:func:`pywebbench.stats.summarize_replicates`). The rest of the report pools the runs; this
+figure keeps them apart, so a drift or a step is visible.
 """
 
 from __future__ import annotations
@@ -38,16 +39,18 @@ def run_history(study: Study) -> dict[str, list[HistoryPoint]]:
     created = {r.id: r.created_at for r in study.runs}
     stack_key = {s.id: s.key for s in study.stacks}
     cells = {c.id: c for c in study.cells}
-    values: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    values: dict[tuple[str, str, str, str], dict[tuple[int, int], list[float]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
     for it in study.iterations:
         cell = cells.get(it.cell_id)
         if cell is None or it.kind != "measured" or it.interrupted:
             continue
         key = (cell.workload, cell.run_id, stack_key[cell.stack_id], cell.load_point)
-        values[key].append(it.rps)
+        values[key][(it.cell_id, it.replicate)].append(it.rps)
     out: dict[str, list[HistoryPoint]] = defaultdict(list)
-    for (workload, run_id, skey, load_point), rps in values.items():
-        s = stats.summarize(rps)
+    for (workload, run_id, skey, load_point), by_rep in values.items():
+        s = stats.summarize_replicates(list(by_rep.values()))
         est = Estimate(s.median, s.ci_low, s.ci_high, s.n)
         out[workload].append(HistoryPoint(run_id, created[run_id], skey, load_point, est))
     for points in out.values():

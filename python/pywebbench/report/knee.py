@@ -2,9 +2,10 @@
 
 A *knee point* is one stack x workload x load point whose replicates ran a knee search
 (cells of several runs pool, as everywhere in the report). Its knee is the median of the
-replicates' knees with a percentile-bootstrap 95% CI; only replicates that completed and
-whose search ended by itself count. Every stored probe of those replicates is kept for the
-throughput-latency curve (:mod:`pywebbench.report.figures_knee`).
+replicates' knees with a 95% CI (:func:`pywebbench.stats.summarize`: Student's t below 10
+replicates); only replicates that completed and whose search ended by itself count. Every
+stored probe of those replicates is kept for the throughput-latency curve
+(:mod:`pywebbench.report.figures_knee`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class KneeView:
 
     @property
     def estimate(self) -> Summary:
-        """Median knee and its 95% bootstrap CI over the replicates."""
+        """Median knee and its 95% CI over the replicates."""
         return summarize(self.knees)
 
     @property
@@ -173,7 +174,7 @@ def markdown_lines(views: list[KneeView], esc: Callable[[str], str]) -> list[str
         "",
         "Knee: the highest open-loop rate (constant arrivals) whose latency percentile, from the"
         " intended send time (coordinated omission corrected), met the SLO with no error;"
-        f" median over replicates, 95% bootstrap CI. Each probe aimed for {need} samples."
+        f" median over replicates, 95% CI (Student's t). Each probe aimed for {need} samples."
         " Method and limits: docs/slo.md.",
         "",
     ]

@@ -184,9 +184,10 @@ def render_markdown(view: ReportView) -> str:
         )
         out.append("")
     out += [
-        "Req/s: median over measured iterations of all replicates, 95% bootstrap CI; each stack at"
+        "Req/s: median of the replicates' figures, 95% CI over replicates (Student's t); each"
+        " stack at"
         ' its best load point. "=" before a rank: tied with the stack above (the 95% CI of'
-        " their ratio, a two-level bootstrap over replicates, contains 1); Gap above: how many"
+        " their ratio, Welch's t over replicates, contains 1); Gap above: how many"
         " times faster the stack above is. Latency (ms) from merged HdrHistograms. Peak RSS (MiB)"
         " over the server's whole process tree. Rounding rules: docs/report.md.",
         "",

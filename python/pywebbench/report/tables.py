@@ -200,13 +200,14 @@ def ranking_table(ranking: Ranking, *, robustness: bool = False) -> Table:
         Column("stack", "Stack"),
         Column("load", "Load", help="load point: cN = N connections (closed loop), rN = N req/s"),
         Column("rps", "Req/s", True, "median requests/s over measured iterations"),
-        Column("ci", "95% CI", True, "bootstrap confidence interval of the median"),
+        Column("ci", "95% CI", True, "95% confidence interval over the replicates (Student's t)"),
         Column(
             "vs_above",
             "Gap above",
             True,
             "the stack ranked above is this many times faster, with the 95% CI of the ratio "
-            "(two-level bootstrap over replicates); '=' before a rank: the CI contains 1, a tie",
+            "(over replicates: Welch's t, a bootstrap from 10 a side); '=' before a rank: the CI "
+            "contains 1, a tie",
         ),
         Column("vs_best", "vs best", True, "requests/s relative to the fastest stack"),
         Column("vs_worst", "vs slowest", True, "requests/s relative to the slowest stack"),

@@ -1,9 +1,10 @@
 """Honest comparisons: the ratio of two stacks' throughput with its CI, and ties.
 
 A ranking lists stacks by median requests/s. Two neighbours are *tied* when the 95% CI of
-the ratio of their medians contains 1. The interval is the two-level bootstrap of
-:func:`pywebbench.compare.bootstrap.ratio_of_medians` (replicates resampled as units, then
-their iterations), so the spread between server processes is in it. Fewer than two
+the ratio of their medians contains 1. The interval is
+:func:`pywebbench.compare.ratio.ratio_of_medians`'s, built on replicates (Welch's t on
+their log figures below 10 a side, else a two-level bootstrap), so the spread between
+server processes is in it. Fewer than two
 replicates on a side give no interval: the report says so instead of a zero-width one.
 """
 
@@ -13,7 +14,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from pywebbench.compare.bootstrap import ratio_of_medians, seed_for
+from pywebbench.compare.ratio import ratio_of_medians, seed_for
 from pywebbench.report.view import RatioView
 
 #: Replicates a side needs before its ratio gets a CI.
@@ -23,10 +24,10 @@ MIN_REPLICATES = 2
 def ratio_view(
     faster: Sequence[Sequence[float]], slower: Sequence[Sequence[float]], *, name: str
 ) -> RatioView | None:
-    """``faster`` / ``slower`` median requests/s with its bootstrap CI (None without data).
+    """``faster`` / ``slower`` median requests/s with its CI (None without data).
 
     Each side is a list of replicates, each a list of measured iterations' requests/s.
-    ``name`` seeds the bootstrap, so the same data give the same interval.
+    ``name`` seeds the bootstrap (10+ replicates), so the same data give the same interval.
     """
     fast = [list(r) for r in faster if r]
     slow = [list(r) for r in slower if r]

@@ -28,7 +28,7 @@ class Estimate:
 
 @dataclass(frozen=True)
 class RatioView:
-    """How many times faster one stack is than another: ``ratio`` with its bootstrap 95% CI.
+    """How many times faster one stack is than another: ``ratio`` with its 95% CI.
 
     ``low``/``high`` are None when there is no interval (fewer than two replicates on a
     side); ``why`` then says so ("1 replicate").
@@ -161,7 +161,7 @@ class PointView:
     leak_kb_per_1k: float | None = None  # the cell flag's slope (median over replicates)
     memory: MemoryView = field(default_factory=MemoryView)
     warmups: list[WarmupCurve] = field(default_factory=list)
-    # Measured requests/s per replicate (the units the ratio bootstrap resamples).
+    # Measured requests/s per replicate (the units of the CIs: docs/steady-state.md).
     rps_by_replicate: list[list[float]] = field(default_factory=list)
     robustness: float | None = None  # filled by robustness studies (issue 6) when stored
     robustness_detail: RobustnessView | None = None  # the fault phase behind the score

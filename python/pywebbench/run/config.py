@@ -144,9 +144,10 @@ class LoadConfig(_Model):
     ci_target: float | None = Field(
         None,
         gt=0,
-        lt=1,
+        le=10,
         description="Replicate budget: cells whose median req/s has a 95% CI half-width above "
-        "this fraction of the median (0.05 = +-5%) get more replicates, up to max_replicates.",
+        "this fraction of the median (0.05 = +-5%) get more replicates, up to max_replicates "
+        "(a CI from 2 replicates is wide: Student's t, docs/steady-state.md).",
     )
     max_replicates: int = Field(
         5, ge=1, le=100, description="Replicate budget: the most replicates a cell gets."

@@ -23,7 +23,7 @@ from pywebbench.report.tables import fmt_mib
 from pywebbench.report.ties import fmt_ratio_ci, neighbour_ratios, rank_marker
 from pywebbench.run.events import Events
 from pywebbench.run.matrix import CellPlan
-from pywebbench.stats import Summary, summarize
+from pywebbench.stats import Summary, summarize_replicates
 from pywebbench.store import Study
 from pywebbench.store.model import Iteration
 
@@ -155,7 +155,7 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
     """Per workload (and load point), one row per ok cell ranked by median rps.
 
     Each row after the first carries ``vs_above`` (the row above's rps / this one, with its
-    bootstrap CI) and ``tied`` when that CI contains 1 (docs/report.md).
+    CI over replicates) and ``tied`` when that CI contains 1 (docs/report.md).
     """
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for cell in study.cells:
@@ -182,7 +182,7 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
                 "stack": stack.key,
                 "key": f"{stack.key}@{cell.load_point}",
                 "workload": cell.workload,
-                "rps": summarize([i.rps for i in measured]),
+                "rps": summarize_replicates([by_rep[k] for k in sorted(by_rep)]),
                 "replicates": [by_rep[k] for k in sorted(by_rep)],
                 **_latency_us(measured),
                 "peak_rss": peak,
