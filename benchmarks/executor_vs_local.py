@@ -17,6 +17,7 @@ Options after ``--`` are added to both ``pywebbench run`` command lines.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -26,6 +27,9 @@ from pathlib import Path
 
 from pywebbench.stats import Summary, summarize
 from pywebbench.store import DEFAULT_FILENAME, Store
+
+# the pywebbench beside this interpreter (the venv's), whatever PATH says
+PYWEBBENCH = shutil.which("pywebbench") or str(Path(sys.executable).parent / "pywebbench")
 
 STUDY = [
     "--python", "cpython3.11",
@@ -58,7 +62,7 @@ def figures(store_path: Path) -> dict[str, Summary]:
 
 def run(executor: str, address: str, extra: list[str]) -> tuple[dict[str, Summary], float]:
     results = Path(tempfile.mkdtemp(prefix=f"pwb-exec-{executor}-"))
-    argv = ["pywebbench", "run", "--results-dir", str(results), *STUDY, *extra]
+    argv = [PYWEBBENCH, "run", "--results-dir", str(results), *STUDY, *extra]
     if executor == "ray":
         argv += ["--executor", "ray", "--ray", address]
     started = time.monotonic()
@@ -76,6 +80,10 @@ def main() -> int:
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be >= 1")
+    from pywebbench.load.ray_agents import local_ray_env, loopback_only
+
+    loopback_only()  # the cluster and the runs' drivers on 127.0.0.1 only
+    local_ray_env()  # its workers at nice 0, as ray_session's local Ray
     import ray
     from ray.cluster_utils import Cluster
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,9 @@ from pathlib import Path
 from pywebbench.compare.ratio import ratio_of_medians, seed_for
 from pywebbench.stats import Summary, summarize
 from pywebbench.store import DEFAULT_FILENAME, Store
+
+# the pywebbench beside this interpreter (the venv's), whatever PATH says
+PYWEBBENCH = shutil.which("pywebbench") or str(Path(sys.executable).parent / "pywebbench")
 
 Figures = dict[tuple[str, str, str], tuple[Summary, dict[str, object], list[list[float]]]]
 
@@ -123,7 +127,7 @@ def main() -> None:
         stores = []
         for name in ("A", "B"):
             results = Path(tempfile.mkdtemp(prefix=f"pwb-repro-{name}-"))
-            argv = ["pywebbench", "run", "--results-dir", str(results), *args.extra]
+            argv = [PYWEBBENCH, "run", "--results-dir", str(results), *args.extra]
             print("$", " ".join(argv), flush=True)
             started = time.monotonic()
             code = subprocess.run(argv).returncode

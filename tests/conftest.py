@@ -22,6 +22,9 @@ from pwbtest import marked_processes
 _MARKER = "PWB_TEST_SESSION"
 _VALUE = uuid.uuid4().hex
 os.environ[_MARKER] = _VALUE
+# Every Ray the tests start (local clusters, `--executor ray`, agents) binds and talks on
+# 127.0.0.1 only, never on the host's network address. Set before anything imports ray.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # children start with SIG_DFL

@@ -65,7 +65,7 @@ class _RayCluster:
 
     def start(self) -> str:
         import ray
-        from pywebbench.load.ray_agents import slow_machine_ok
+        from pywebbench.load.ray_agents import local_ray_env
         from ray.cluster_utils import Cluster
 
         if self.cluster is not None:
@@ -74,7 +74,7 @@ class _RayCluster:
         # Inherited by the Ray processes started here and by everything they start (workers,
         # the servers of their tasks), not by this process's other children.
         os.environ[RAY_MARK] = self.mark
-        slow_machine_ok()
+        local_ray_env()
         try:
             for attempt in range(2):  # a busy machine can miss Ray's 15 s agent start once
                 self.cluster = Cluster()

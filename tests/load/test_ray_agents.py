@@ -26,6 +26,7 @@ from pywebbench.load.ray_agents import (
     AgentPlace,
     AgentsError,
     finish,
+    measuring_priority,
     run_distributed,
     split_spec,
 )
@@ -203,3 +204,49 @@ def test_the_study_agent_replaces_a_lost_agent(ray_cluster: str, refserver: RefS
         again = agent.run(spec.replace(duration_s=0.3))  # a fresh set of agents
         assert agent.lost() is None and again.requests > 0
         assert agent._pool is not first
+
+
+_PRIORITY = (
+    "import os\n"
+    "from pywebbench.load.ray_agents import measuring_priority\n"
+    "try:\n"
+    "    measuring_priority()\n"
+    "except RuntimeError as e:\n"
+    "    print('refused:', e)\n"
+    "print('nice', os.getpriority(os.PRIO_PROCESS, 0))\n"
+)
+
+
+def test_a_measuring_worker_goes_back_to_nice_zero() -> None:
+    """Servers and engines started from a Ray worker inherit its niceness: measured at 15
+    they would lose their core to any nice-0 neighbour, unlike the local executor's."""
+    assert os.geteuid() == 0, "the suite runs as root (the brief's machine and CI)"
+    proc = subprocess.run(
+        [sys.executable, "-c", _PRIORITY],
+        preexec_fn=lambda: os.nice(15),  # as Ray starts its workers (RAY_worker_niceness=15)
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "nice 0", proc.stdout + proc.stderr
+
+
+def test_a_worker_that_may_not_lower_its_niceness_names_the_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(which: int, who: int, prio: int) -> None:
+        raise PermissionError(13, "Permission denied")  # as for a user without CAP_SYS_NICE
+
+    monkeypatch.setattr(os, "getpriority", lambda which, who: 15)
+    monkeypatch.setattr(os, "setpriority", refuse)
+    with pytest.raises(RuntimeError, match="runs at nice 15 .*RAY_worker_niceness=0"):
+        measuring_priority()
+
+
+def test_the_local_cluster_starts_its_workers_at_nice_zero(ray_cluster: str) -> None:
+    import ray
+
+    @ray.remote
+    def niceness() -> int:
+        return os.getpriority(os.PRIO_PROCESS, 0)
+
+    assert ray.get([niceness.remote() for _ in range(2)], timeout=60) == [0, 0]

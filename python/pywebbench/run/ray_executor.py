@@ -206,7 +206,10 @@ def measure_round(work: RoundWork, mailbox: Any) -> RoundOutcome:
     """Run by Ray on a node: one replicate of each of ``work``'s cells (see the module doc)."""
     import ray
 
+    from pywebbench.load.ray_agents import measuring_priority
     from pywebbench.run.runner import _CellState
+
+    measuring_priority()  # before any server or load starts from this worker
 
     relay = TaskRelay(ray, mailbox, work.key)
     node = this_node(ray)
