@@ -6,6 +6,7 @@ import math
 import random
 
 import pytest
+from pywebbench.run.steadiness import snapshot_series
 from pywebbench.steady import (
     SteadyRule,
     WarmupEnd,
@@ -99,3 +100,10 @@ def test_a_leak_is_a_slope_above_zero_and_the_floor() -> None:
     slow = [base + 64.0 * r for r in requests]  # 64 KB per 1,000 requests: under the floor
     assert not leak(requests, slow).leaking
     assert not leak([1.0, 2.0], [1.0, 2.0]).leaking  # too few points
+
+
+def test_snapshot_series_is_the_rate_between_snapshots() -> None:
+    snaps = [(0.25, 100), (0.5, 300), (0.6, 320), (0.75, 400), (1.0, 700)]
+    # 0.6 is too close to 0.5 to start an interval of its own: it is skipped
+    assert snapshot_series(snaps) == pytest.approx([800.0, 400.0, 1200.0])
+    assert snapshot_series([]) == [] and snapshot_series([(0.25, 10)]) == []

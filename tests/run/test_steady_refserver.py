@@ -1,15 +1,17 @@
 """The steady-state rule against the reference server's warm-up shapes (deterministic):
 a delay that falls to zero over T seconds must be found steady within +-1 s of T; a
-saw-tooth delay that never settles must end at the cap."""
+saw-tooth delay that never settles must end at the cap; a measured iteration taken while
+the delay still falls is flagged drifting, one of a settled server is not."""
 
 from __future__ import annotations
 
 import pytest
 from pwbtest import GEN_CPUS
-from pywebbench.load import LoadSpec, LocalAgent
+from pywebbench.load import LoadProgress, LoadSpec, LocalAgent
+from pywebbench.load.result import LoadResult
 from pywebbench.refserver import RefServer
-from pywebbench.run.steadiness import warm_until_steady
-from pywebbench.steady import SteadyRule, WarmupEnd
+from pywebbench.run.steadiness import replicate_checks, warm_until_steady
+from pywebbench.steady import SteadyRule, WarmupEnd, drift
 
 
 def _spec_for(url: str):  # noqa: ANN202 - a spec builder
@@ -42,3 +44,32 @@ def test_a_sawtooth_never_settles_and_ends_at_the_cap() -> None:
     assert verdict.end == WarmupEnd.CAP and verdict.steady_start_s is None, verdict.curve
     assert verdict.elapsed_s == pytest.approx(9.0, abs=0.5)
     assert result.requests > 0
+
+
+def _measured(srv: RefServer) -> tuple[LoadResult, list[tuple[float, int]]]:
+    snapshots: list[tuple[float, int]] = []
+
+    def keep(p: LoadProgress) -> None:
+        snapshots.append((p.elapsed_s, p.requests))
+
+    spec = _spec_for(srv.url)(3.0)  # the quick profile's one measured 3 s iteration
+    return LocalAgent().run(spec, progress=keep), snapshots
+
+
+def test_a_3_s_iteration_that_keeps_warming_up_is_flagged_drifting() -> None:
+    """The engine's per-second series gives a 3 s iteration 3 points, and no trend test
+    reaches p < 0.01 on 3; the progress snapshots (about 4 a second) do."""
+    with RefServer(delay_ms=20.0, delay_ramp_s=6.0, delay_jitter_ms=2.0, cpus=[0]) as srv:
+        result, snapshots = _measured(srv)
+    trend, _ = replicate_checks([(result, [], snapshots)], max_drift=0.05)
+    assert trend.drifting and trend.change > 0.05 and trend.points >= 10, trend
+    per_second = [float(s.completed) for s in result.per_second if s.t < 3]
+    assert len(per_second) == 3 and not drift(per_second).drifting  # what it used to see
+
+
+def test_a_settled_server_is_not_flagged_drifting() -> None:
+    with RefServer(delay_ms=2.0, delay_jitter_ms=2.0, cpus=[0]) as srv:
+        _measured(srv)  # past any start-up effect
+        result, snapshots = _measured(srv)
+    trend, _ = replicate_checks([(result, [], snapshots)], max_drift=0.05)
+    assert not trend.drifting and trend.points >= 10, trend

@@ -22,7 +22,7 @@ from pywebbench.run.health import judge_iteration
 from pywebbench.run.matrix import CellPlan
 from pywebbench.run.robustness import FreshServer, fault_phase
 from pywebbench.run.rows import iteration_row
-from pywebbench.run.steadiness import replicate_checks, warm_until_steady
+from pywebbench.run.steadiness import Snapshot, replicate_checks, warm_until_steady
 from pywebbench.run.syscalls import traced_window
 from pywebbench.steady import SteadyRule, WarmupVerdict
 from pywebbench.store import IterationKind, Phase, Sample, Store, utcnow
@@ -113,19 +113,20 @@ class Measurer:
                 for i in range(cfg.warmup_iterations)
             ]
         plan += [(IterationKind.MEASURED, i, cfg.duration_s) for i in range(cfg.iterations)]
-        measured: list[tuple[LoadResult, list[Sample]]] = []
+        measured: list[tuple[LoadResult, list[Sample], list[Snapshot]]] = []
         for kind, idx, duration in plan:
             if cfg.pause_s:
                 time.sleep(cfg.pause_s)
             spec = self._spec(cell, server, duration)
+            snapshots: list[Snapshot] = []
             result, alive, samples = self._iteration(
-                cell, cell_id, replicate, server, kind, idx, self._runner_of(spec)
+                cell, cell_id, replicate, server, kind, idx, self._runner_of(spec, snapshots)
             )
             fail = self._judge(kind, duration, result, alive, server)
             if fail is not None:
                 return fail, None
             if kind == IterationKind.MEASURED:
-                measured.append((result, samples))
+                measured.append((result, samples, snapshots))
         trend, memory = replicate_checks(measured, max_drift=self.rule.max_drift)
         with no_sigint():
             self.store.update_replicate(
@@ -166,8 +167,19 @@ class Measurer:
         with no_sigint():
             self.store.update_replicate(rep_id, syscalls_json=json.dumps(doc))
 
-    def _runner_of(self, spec: Any) -> Callable[[], LoadResult]:
-        return lambda: self.agent.run(spec, progress=self._progress)
+    def _runner_of(
+        self, spec: Any, snapshots: list[Snapshot] | None = None
+    ) -> Callable[[], LoadResult]:
+        """The load of ``spec``; its progress snapshots are kept in ``snapshots`` (if given)
+        for the drift test."""
+        if snapshots is None:
+            return lambda: self.agent.run(spec, progress=self._progress)
+
+        def progress(p: LoadProgress) -> None:
+            snapshots.append((p.elapsed_s, p.requests))
+            self._progress(p)
+
+        return lambda: self.agent.run(spec, progress=progress)
 
     def _steady_warmup(
         self, cell: CellPlan, cell_id: int, rep_id: int, replicate: int, server: RunningServer
