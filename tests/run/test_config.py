@@ -33,7 +33,7 @@ def test_file_then_overrides() -> None:
     assert cfg.load.duration_s == 7
     assert cfg.load.connections == [64]
     assert cfg.matrix.servers == ["a"]
-    assert cfg.load.replicates == 2  # from the quick profile
+    assert cfg.load.warmup_cap_s == 15  # from the quick profile (the model says 20)
     assert cfg.load.io == "auto"
     assert resolve({"load": {"io": "epoll"}}, {}).load.io == "epoll"
 

@@ -385,9 +385,9 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             "warmup": "steady",
             "warmup_cap_s": 15.0,
             "iterations": 1,
-            "replicates": 2,
-            "ci_target": 0.05,
-            "max_replicates": 3,
+            # 3: a 95% t interval from 2 replicates spans +-9 standard deviations, from 3
+            # +-2.5 (docs/steady-state.md); the replicate budget has no room left in ~10 min
+            "replicates": 3,
             # one server per stack replicate serves its 3 workloads: 3x fewer cold starts,
             # which keeps the wall time near the sum of the load windows (runner_overhead.py)
             "server_scope": "stack",

@@ -52,6 +52,9 @@ from pywebbench.store import (
     utcnow,
 )
 
+#: The replicate budget (``ci_target``) judges a cell's CI only from this many replicates on.
+BUDGET_MIN_REPLICATES = 3
+
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
     from pywebbench.provision.venv import ProvisionedEnv
@@ -337,12 +340,18 @@ class StudyRunner:
 
     def _wants_more(self, st: _CellState) -> bool:
         """Another replicate for this cell? The planned ones, then (replicate budget) more
-        while the CI of its median is wider than ``ci_target``, up to ``max_replicates``."""
+        while the CI of its median is wider than ``ci_target``, up to ``max_replicates``.
+
+        The budget judges a CI only from :data:`BUDGET_MIN_REPLICATES` on: 2 values that
+        happen to agree give a narrow interval by luck, and stopping on it would leave the
+        cells that stopped early with intervals that cover less than they claim."""
         cfg = self.config.load
         if st.ok < cfg.replicates:
             return True
         if cfg.ci_target is None or st.ok >= cfg.max_replicates:
             return False
+        if st.ok < BUDGET_MIN_REPLICATES:
+            return True
         width = summarize(self._replicate_figures(st.cell_id)).ci_halfwidth_rel
         return math.isnan(width) or width > cfg.ci_target  # NaN: too few values for a CI
 
