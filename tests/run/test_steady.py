@@ -87,19 +87,24 @@ def test_drift_is_a_significant_trend_of_some_size() -> None:
     assert not drift([1.0, 2.0]).drifting  # too few points to say
 
 
-def test_a_leak_is_a_slope_above_zero_and_the_floor() -> None:
+def test_a_leak_is_a_slope_whose_interval_lies_above_the_floor() -> None:
     rng = random.Random(5)
     requests = [k * 500.0 for k in range(60)]
     base = 60e6
     leaking = [base + 2048.0 * r + rng.gauss(0, 200e3) for r in requests]  # 2 KB per request
     found = leak(requests, leaking)
-    assert found.leaking and found.ci_low > 0
+    assert found.leaking and found.ci_low > 256 * 1024
     assert found.bytes_per_1k == pytest.approx(2048e3, rel=0.1)
     plateau = [base + rng.gauss(0, 200e3) for _ in requests]  # allocated before, now flat
     assert not leak(requests, plateau).leaking
     slow = [base + 64.0 * r for r in requests]  # 64 KB per 1,000 requests: under the floor
     assert not leak(requests, slow).leaking
     assert not leak([1.0, 2.0], [1.0, 2.0]).leaking  # too few points
+    # PyPy's GC widening its heap once: 280 MB, a step to 299 MB early on, then flat (seen)
+    step = [280e6 + (19e6 if k >= 4 else 0.0) + rng.gauss(0, 100e3) for k in range(26)]
+    at = [k * 1050.0 for k in range(26)]
+    stepped = leak(at, step)
+    assert stepped.ci_low < 256 * 1024 and not stepped.leaking, stepped
 
 
 def test_snapshot_series_is_the_rate_between_snapshots() -> None:

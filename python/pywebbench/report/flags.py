@@ -16,8 +16,8 @@ FLAG_HELP: dict[str, str] = {
     "measured iterations may still include warm-up (docs/steady-state.md)",
     "drift": "throughput trends across the measured iterations (Mann-Kendall p < 0.01 and "
     "more than 5% across the span)",
-    "leak": "memory keeps growing with requests once steady: the slope's 95% CI is above zero "
-    "and the slope above 256 KB per 1,000 requests",
+    "leak": "memory keeps growing with requests once steady: the slope's whole 95% CI lies above "
+    "256 KB per 1,000 requests",
     "generator-bound": "the load generator's core was saturated: the stack may be faster",
     "errors": "some measured iteration had transport errors",
 }
