@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from pywebbench.stats import Summary, summarize
+from pywebbench.stats import Summary, summarize_replicates
 from pywebbench.store import DEFAULT_FILENAME, Store
 
 # the pywebbench beside this interpreter (the venv's), whatever PATH says
@@ -56,7 +55,7 @@ def figures(store_path: Path) -> dict[str, Summary]:
         for it in study.iterations_of(cell.id):
             by_rep.setdefault(it.replicate, []).append(it.rps)
         label = f"{names[cell.stack_id]} {cell.workload} {cell.load_point}"
-        out[label] = summarize([statistics.median(v) for v in by_rep.values()])
+        out[label] = summarize_replicates(list(by_rep.values()))
     return out
 
 

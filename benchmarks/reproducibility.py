@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from pywebbench.compare.ratio import ratio_of_medians, seed_for
-from pywebbench.stats import Summary, summarize
+from pywebbench.stats import Summary, summarize_replicates
 from pywebbench.store import DEFAULT_FILENAME, Store
 
 # the pywebbench beside this interpreter (the venv's), whatever PATH says
@@ -47,9 +47,8 @@ def figures(store_path: Path) -> Figures:
         by_rep: dict[int, list[float]] = {}
         for it in study.iterations_of(cell.id):
             by_rep.setdefault(it.replicate, []).append(it.rps)
-        medians = [sorted(v)[len(v) // 2] for v in by_rep.values()]
         out[(names[cell.stack_id], cell.workload, cell.load_point)] = (
-            summarize(medians),
+            summarize_replicates(list(by_rep.values())),
             cell.flags,
             list(by_rep.values()),
         )

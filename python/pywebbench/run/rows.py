@@ -87,14 +87,15 @@ def iteration_row(
     )
 
 
-def replicate_figures(replicates: list[Replicate], iterations: list[Iteration]) -> list[float]:
-    """Each ok replicate's figure: the median req/s of its measured iterations."""
+def replicate_rps(replicates: list[Replicate], iterations: list[Iteration]) -> list[list[float]]:
+    """Each ok replicate's measured req/s, one list per replicate (the unit of a cell's CI:
+    :func:`pywebbench.stats.summarize_replicates`)."""
     by_rep: dict[int, list[float]] = {}
     ok = {r.replicate for r in replicates if r.status == CellStatus.OK}
     for it in iterations:
         if it.kind == IterationKind.MEASURED and it.replicate in ok and not it.interrupted:
             by_rep.setdefault(it.replicate, []).append(it.rps)
-    return [sorted(v)[len(v) // 2] for v in by_rep.values()]
+    return list(by_rep.values())
 
 
 def cell_flags(replicates: list[Replicate], iterations: list[Iteration]) -> dict[str, Any]:

@@ -36,8 +36,8 @@ from pywebbench.run.knee import KneePhase, measured_rps
 from pywebbench.run.matrix import CellPlan, Matrix, Variant
 from pywebbench.run.measure import Interrupted, Measurer, no_sigint
 from pywebbench.run.orphans import reap_orphan
-from pywebbench.run.rows import cell_flags, replicate_figures, stack_row, started_server_columns
-from pywebbench.stats import summarize
+from pywebbench.run.rows import cell_flags, replicate_rps, stack_row, started_server_columns
+from pywebbench.stats import summarize_replicates
 from pywebbench.store import (
     Cell,
     CellStatus,
@@ -352,11 +352,9 @@ class StudyRunner:
             return False
         if st.ok < BUDGET_MIN_REPLICATES:
             return True
-        width = summarize(self._replicate_figures(st.cell_id)).ci_halfwidth_rel
+        rps = replicate_rps(self.store.replicates(st.cell_id), self.store.iterations(st.cell_id))
+        width = summarize_replicates(rps).ci_halfwidth_rel
         return math.isnan(width) or width > cfg.ci_target  # NaN: too few values for a CI
-
-    def _replicate_figures(self, cell_id: int) -> list[float]:
-        return replicate_figures(self.store.replicates(cell_id), self.store.iterations(cell_id))
 
     def _round(self, active: list[_CellState]) -> None:
         """One replicate of every active cell, on one fresh server (restarted if it died)."""
