@@ -9,14 +9,17 @@ Prints, over the cells both runs measured:
   of all pairs, and how many of those swaps are not significant in A or B (the 95% CI of
   the pair's ratio contains 1: the report's tie rule, pywebbench.compare.ratio);
 - cells whose medians differ by more than 15%, and steady cells whose B median lies outside
-  A's CI (or A's outside B's);
+  A's CI and A's outside B's, with how many a run of the same cell twice would give by
+  chance;
 - the flags raised (not_steady, drift, leak) in each run.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
+import random
 import shutil
 import subprocess
 import sys
@@ -82,16 +85,17 @@ def compare(a: Figures, b: Figures) -> None:
     print(f"cells differing by more than 15%: {len(far)} of {len(common)}")
     for k in far:
         print(f"  {'/'.join(k)}: {a[k][0].median:,.0f} vs {b[k][0].median:,.0f}")
+    steady = [k for k in common if not (a[k][1].get("not_steady") or b[k][1].get("not_steady"))]
     outside = [
         k
-        for k in common
-        if not a[k][1].get("not_steady")
-        and not b[k][1].get("not_steady")
-        and not (_inside(b[k][0].median, a[k][0]) or _inside(a[k][0].median, b[k][0]))
+        for k in steady
+        if not (_inside(b[k][0].median, a[k][0]) or _inside(a[k][0].median, b[k][0]))
     ]
     print(f"steady cells outside each other's CI: {len(outside)} of {len(common)}")
     for k in outside:
         print(f"  {'/'.join(k)}: A {_fmt(a[k][0])}  B {_fmt(b[k][0])}")
+    chance = sum(_chance_outside(a[k][0].n, b[k][0].n) for k in steady)
+    print(f"  expected by chance alone: {chance:.1f} (95% CIs; replicates normal, same mean)")
     for name, f in (("A", a), ("B", b)):
         counts = {flag: sum(bool(f[k][1].get(flag)) for k in f) for flag in
                   ("not_steady", "drift", "leak")}  # fmt: skip
@@ -105,6 +109,21 @@ def _ratio(x: float, y: float) -> float:
 def _tie(x: list[list[float]], y: list[list[float]]) -> bool:
     est = ratio_of_medians(x, y, seed=seed_for("pair"))
     return est is not None and est.low <= 1.0 <= est.high
+
+
+@functools.cache
+def _chance_outside(n_a: int, n_b: int, trials: int = 4000) -> float:
+    """How often two runs of one unchanging cell, with ``n_a`` and ``n_b`` normal replicates,
+    put each median outside the other's CI (simulated with the report's own intervals)."""
+    if n_a < 2 or n_b < 2:
+        return 0.0
+    rng = random.Random(n_a * 1000 + n_b)
+    hits = 0
+    for _ in range(trials):
+        x = summarize_replicates([[rng.gauss(0.0, 1.0)] for _ in range(n_a)])
+        y = summarize_replicates([[rng.gauss(0.0, 1.0)] for _ in range(n_b)])
+        hits += not (_inside(y.median, x) or _inside(x.median, y))
+    return hits / trials
 
 
 def _inside(value: float, s: Summary) -> bool:

@@ -164,7 +164,7 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
 @click.option(
     "--profile",
     type=click.Choice(PROFILES),
-    help="Built-in study to start from: quick (default, ~10 min), standard (~30 min), "
+    help="Built-in study to start from: quick (default, 10-11 min), standard (~30 min), "
     "full (hours).",
 )
 @click.option("--python", multiple=True, help="Interpreters: cpython3.11,pypy3.9 or paths.")
@@ -304,7 +304,7 @@ def command(**options: Any) -> None:
 
     \b
     Examples:
-      pywebbench run                                  the quick profile (~10 min)
+      pywebbench run                                  the quick profile (10-11 min)
       pywebbench run --server granian-wsgi,gunicorn-gthread --framework flask \\
                      --workload hello,json -c 1,16,64 -d 5
       pywebbench run --app myapp:app --requirements requirements.txt --path / --path /api
