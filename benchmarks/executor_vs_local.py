@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from pywebbench.run.rows import replicate_rps
 from pywebbench.stats import Summary, summarize_replicates
 from pywebbench.store import DEFAULT_FILENAME, Store
 
@@ -51,11 +52,9 @@ def figures(store_path: Path) -> dict[str, Summary]:
     for cell in study.cells:
         if cell.status != "ok" or cell.id is None:
             continue
-        by_rep: dict[int, list[float]] = {}
-        for it in study.iterations_of(cell.id):
-            by_rep.setdefault(it.replicate, []).append(it.rps)
+        rps = replicate_rps(study.replicates_of(cell.id), study.iterations_of(cell.id))
         label = f"{names[cell.stack_id]} {cell.workload} {cell.load_point}"
-        out[label] = summarize_replicates(list(by_rep.values()))
+        out[label] = summarize_replicates(rps)
     return out
 
 

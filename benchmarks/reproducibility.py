@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from pywebbench.compare.ratio import ratio_of_medians, seed_for
+from pywebbench.run.rows import replicate_rps
 from pywebbench.stats import Summary, summarize_replicates
 from pywebbench.store import DEFAULT_FILENAME, Store
 
@@ -47,13 +48,11 @@ def figures(store_path: Path) -> Figures:
     for cell in study.cells:
         if cell.status != "ok" or cell.id is None:
             continue
-        by_rep: dict[int, list[float]] = {}
-        for it in study.iterations_of(cell.id):
-            by_rep.setdefault(it.replicate, []).append(it.rps)
+        rps = replicate_rps(study.replicates_of(cell.id), study.iterations_of(cell.id))
         out[(names[cell.stack_id], cell.workload, cell.load_point)] = (
-            summarize_replicates(list(by_rep.values())),
+            summarize_replicates(rps),
             cell.flags,
-            list(by_rep.values()),
+            rps,
         )
     return out
 
