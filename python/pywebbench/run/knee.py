@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pywebbench.bringup import StackFailure
-from pywebbench.load import LoadAgent, LoadProgress, spec_for_request
+from pywebbench.load import LoadAgent, LoadProgress, LoadSpec
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.matrix import CellPlan
 from pywebbench.run.measure import Interrupted, log_tail, no_sigint
@@ -289,6 +289,21 @@ class KneePhase:
         self._report(cell, result.message(self.slo) + f" ({len(result.probes)} probes)")
         return None
 
+    def probe_spec(
+        self, cell: CellPlan, server: RunningServer, plan: SearchPlan, rate: float
+    ) -> LoadSpec:
+        """A probe's load: the cell's own (connection mode, I/O backend, bind) at ``rate``,
+        over the connections a probe may use, with the plan's warm-up before its window."""
+        return cell.load_spec(
+            server.base_url,
+            self.config.load,
+            self.generator_cpus,
+            duration_s=plan.probe_s(rate),
+            rate=rate,
+            connections=probe_connections(cell.connections, server.settings),
+            warmup_s=plan.warmup_s,
+        )
+
     def _probe(
         self,
         cell: CellPlan,
@@ -300,15 +315,7 @@ class KneePhase:
         phase: str,
         idx: int,
     ) -> KneeProbe:
-        spec = spec_for_request(
-            server.base_url,
-            cell.request,
-            connections=probe_connections(cell.connections, server.settings),
-            duration_s=plan.probe_s(rate),
-            timeout_s=self.config.load.timeout_s,
-            cpus=self.generator_cpus,
-            rate=rate,
-        ).replace(warmup_s=plan.warmup_s)
+        spec = self.probe_spec(cell, server, plan, rate)
         started = utcnow()
 
         def watch(snap: LoadProgress) -> bool:

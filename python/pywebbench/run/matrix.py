@@ -8,6 +8,7 @@ Cells are independent units (own port, own cores) so they could be scheduled els
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ from typing import Any
 from pywebbench.bind import Bind, can_bind_unix, cannot_bind_unix
 from pywebbench.catalogue.base import Framework, Interpreter, Stack
 from pywebbench.catalogue.workloads import HttpRequest, Workload
-from pywebbench.run.config import ConfigError, StudyConfig
+from pywebbench.load.spec import LoadSpec, spec_for_request
+from pywebbench.run.config import ConfigError, LoadConfig, StudyConfig
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,36 @@ class CellPlan:
     @property
     def label(self) -> str:
         return f"{self.variant.key} {self.workload.name} {self.load_point}"
+
+    def load_spec(
+        self,
+        base_url: str,
+        load: LoadConfig,
+        cpus: Sequence[int],
+        *,
+        duration_s: float,
+        **changes: Any,
+    ) -> LoadSpec:
+        """The load this cell puts on the server at ``base_url``: the one place a phase's spec
+        is built (warm-up, measured iterations, knee probes, fault phase, syscalls window).
+
+        The cell's settings (request, connections, rate, connection mode; the bind is in
+        ``base_url``) and the study's (per-request timeout, I/O backend) are always carried;
+        a phase adds only what is its own through ``changes`` (a knee probe's ``rate``,
+        ``connections`` and ``warmup_s``; the fault phase's ``fresh_share``).
+        """
+        spec = spec_for_request(
+            base_url,
+            self.request,
+            connections=self.connections,
+            duration_s=duration_s,
+            timeout_s=load.timeout_s,
+            cpus=cpus,
+            rate=self.rate,
+            keepalive=self.connection_mode != "close",
+            io=load.io,
+        )
+        return spec.replace(**changes) if changes else spec
 
 
 @dataclass

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pywebbench.bringup import StackFailure
-from pywebbench.load import LoadAgent, LoadProgress, iteration_figures, spec_for_request
+from pywebbench.load import LoadAgent, LoadProgress, LoadSpec, iteration_figures
 from pywebbench.meter import Sampler, tree
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.health import judge_iteration
@@ -168,7 +168,7 @@ class Measurer:
             self.store.update_replicate(rep_id, syscalls_json=json.dumps(doc))
 
     def _runner_of(
-        self, spec: Any, snapshots: list[Snapshot] | None = None
+        self, spec: LoadSpec, snapshots: list[Snapshot] | None = None
     ) -> Callable[[], LoadResult]:
         """The load of ``spec``; its progress snapshots are kept in ``snapshots`` (if given)
         for the drift test."""
@@ -210,17 +210,9 @@ class Measurer:
             )
         return self._judge(IterationKind.WARMUP, verdict.elapsed_s, result, alive, server)
 
-    def _spec(self, cell: CellPlan, server: RunningServer, duration_s: float) -> Any:
-        return spec_for_request(
-            server.base_url,
-            cell.request,
-            connections=cell.connections,
-            duration_s=duration_s,
-            timeout_s=self.config.load.timeout_s,
-            cpus=self.generator_cpus,
-            rate=cell.rate,
-            keepalive=cell.connection_mode != "close",
-            io=self.config.load.io,
+    def _spec(self, cell: CellPlan, server: RunningServer, duration_s: float) -> LoadSpec:
+        return cell.load_spec(
+            server.base_url, self.config.load, self.generator_cpus, duration_s=duration_s
         )
 
     def _judge(

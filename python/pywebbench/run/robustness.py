@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from pywebbench.load import LoadAgent, LoadSpec, spec_for_request
+from pywebbench.load import LoadAgent, LoadSpec
 from pywebbench.load.result import LoadResult
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.matrix import CellPlan
@@ -54,23 +54,20 @@ def fault_phase(
     if cfg.faults is None:
         raise ValueError("the study has no fault mix")
     plan = parse_plan(cfg.faults)
-    spec = spec_for_request(
-        base_url,
-        cell.request,
-        connections=cell.connections,
-        duration_s=cfg.duration_s,
-        timeout_s=cfg.timeout_s,
-        cpus=generator_cpus,
-        rate=cell.rate,
-        io=cfg.io,
-    )
-    if plan.fresh_share > 0 and cell.rate is None:
-        spec = LoadSpec(**{**dict(spec), "fresh_share": plan.fresh_share})
+
+    def spec_at(url: str) -> LoadSpec:
+        """The cell's load on the server at ``url``, with the plan's arriving clients (a
+        share of fresh connections) where the cell reuses connections in a closed loop."""
+        spec = cell.load_spec(url, cfg, generator_cpus, duration_s=cfg.duration_s)
+        if plan.fresh_share > 0 and spec.mode == "closed":
+            spec = spec.replace(fresh_share=plan.fresh_share)
+        return spec
+
+    spec = spec_at(base_url)
     reuse = clean_result if spec.fresh_share == 0 else None
 
     def measure(url: str, is_alive: Callable[[], bool], specs: list[FaultSpec]) -> dict[str, Any]:
-        point_spec = LoadSpec(**{**dict(spec), "url": url.rstrip("/") + cell.request.path})
-        return _measure(point_spec, specs, plan, agent, progress, is_alive, reuse)
+        return _measure(spec_at(url), specs, plan, agent, progress, is_alive, reuse)
 
     points = []
     for size, specs in plan.points():
@@ -78,8 +75,7 @@ def fault_phase(
             points.append({"size": size, **measure(base_url, alive, specs)})
             continue
         with fresh_server() as (url, is_alive):
-            warm = LoadSpec(**{**dict(spec), "url": url.rstrip("/") + cell.request.path})
-            agent.run(warm, progress=progress)  # the fresh server's warm-up (not stored)
+            agent.run(spec_at(url), progress=progress)  # the fresh server's warm-up (not stored)
             reuse = None  # another process: its own clean baseline
             points.append({"size": size, **measure(url, is_alive, specs)})
     result = dict(points[-1])
