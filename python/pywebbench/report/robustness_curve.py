@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pywebbench.mdtext import md_text
 from pywebbench.report.figures import (
     _axis,
     base_layout,
@@ -124,7 +125,6 @@ def breaking_table(view: ReportView, workload: WorkloadView) -> Table | None:
 def markdown_lines(view: ReportView, workload: WorkloadView) -> list[str]:
     """The sweep's breaking points (when there is a sweep) and, always, the server settings
     behind the robustness verdicts, as Markdown lines."""
-    from pywebbench.report.markdown import md_text
 
     out: list[str] = []
     table = breaking_table(view, workload)
