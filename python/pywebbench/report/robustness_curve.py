@@ -10,7 +10,7 @@ from typing import Any
 
 from pywebbench.mdtext import md_text
 from pywebbench.report.figures import (
-    _axis,
+    axis_layout,
     base_layout,
     family_colour,
     panel_title,
@@ -173,10 +173,10 @@ def curve_figure(view: ReportView, workload: WorkloadView) -> Figure | None:
     )
     kinds = sorted({str(c.get("kind")) for _, c in curves})
     size_title = f"attack size ({', '.join(kinds)} connections)"
-    layout["xaxis"] = _axis(size_title, domain=[0.0, 0.46], type="log", anchor="y")
-    layout["xaxis2"] = _axis(size_title, domain=[0.54, 1.0], type="log", anchor="y2")
-    layout["yaxis"] = _axis("retained throughput %", anchor="x", rangemode="tozero")
-    layout["yaxis2"] = _axis("good p99 ms", anchor="x2", type="log")
+    layout["xaxis"] = axis_layout(size_title, domain=[0.0, 0.46], type="log", anchor="y")
+    layout["xaxis2"] = axis_layout(size_title, domain=[0.54, 1.0], type="log", anchor="y2")
+    layout["yaxis"] = axis_layout("retained throughput %", anchor="x", rangemode="tozero")
+    layout["yaxis2"] = axis_layout("good p99 ms", anchor="x2", type="log")
     layout["annotations"] = [
         panel_title("Retained good throughput", 0.0, 1.02),
         panel_title("Good p99 under attack", 0.54, 1.02),
