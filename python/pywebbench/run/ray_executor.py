@@ -35,6 +35,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, cast
 
 from pywebbench.bringup import StackFailure, one_line
+from pywebbench.faults.outcome import CellRobustness
 from pywebbench.run.config import ConfigError, StudyConfig
 from pywebbench.run.executor import prepared_here
 from pywebbench.run.host import cpu_model, usable_cpus
@@ -82,7 +83,7 @@ class CellOutcome:
     ok: int
     next_rep: int
     failure: tuple[str, str, str | None] | None  # phase, reason, detail
-    robustness: dict[str, Any] | None
+    robustness: CellRobustness | None
 
 
 @dataclass(frozen=True)
