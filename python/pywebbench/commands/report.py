@@ -31,12 +31,21 @@ DEFAULT_STORE = Path("pywebbench-results") / "pywebbench.sqlite"
 )
 @click.option("--title", default=None, help="Title of the report [default: profile and date].")
 @click.option("--open", "open_browser", is_flag=True, help="Open the HTML report in a browser.")
+@click.option(
+    "--capacity",
+    "capacity_text",
+    default=None,
+    metavar="TARGET",
+    help="Add a capacity section sizing every stack for TARGET: "
+    "rps=10000[,slo=p99=50ms][,core_hour=0.0416][,gib_hour=0.0056] (docs/capacity.md).",
+)
 def command(
     runs: tuple[str, ...],
     store_path: Path,
     out_dir: Path | None,
     title: str | None,
     open_browser: bool,
+    capacity_text: str | None,
 ) -> None:
     """Write the report of RUN... (ids or unique prefixes; default: the latest run).
 
@@ -57,7 +66,13 @@ def command(
     `pywebbench runs` lists the stored runs.
     """
     from pywebbench.report import ReportRenderError, generate
+    from pywebbench.report.capacity import parse_target
     from pywebbench.store import StoreError
+
+    try:
+        capacity = parse_target(capacity_text) if capacity_text is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--capacity") from None
 
     if not store_path.exists():
         raise click.BadParameter(
@@ -66,7 +81,7 @@ def command(
             param_hint="--store",
         )
     try:
-        paths = generate(store_path, list(runs), out_dir, title=title)
+        paths = generate(store_path, list(runs), out_dir, title=title, capacity=capacity)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
     except ReportRenderError as exc:

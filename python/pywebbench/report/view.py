@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pywebbench.faults.outcome import RobustnessCurve
+from pywebbench.report.capacity import CapacityView
 from pywebbench.report.knee import KneeView
 from pywebbench.report.nodes import NodesView
 
@@ -365,6 +366,7 @@ class ReportView:
     knees: list[KneeView] = field(default_factory=list)  # docs/slo.md
     axes: AxesView = field(default_factory=AxesView)
     nodes: NodesView | None = None  # --executor ray: which node measured which cell
+    capacity: CapacityView | None = None  # `report --capacity`: docs/capacity.md
 
     @property
     def has_robustness(self) -> bool:
