@@ -332,10 +332,11 @@ class RayExecutor:
         try:
             ray = session.enter_context(ray_session(address))  # keeps our SIGTERM handler
         except RayUnavailable as exc:
-            text = str(exc).replace("--agents:", "--executor ray:", 1)
-            if not text.startswith("--"):
-                text = f"--executor ray: {text}"
-            raise ConfigError(text) from None
+            from pywebbench.run.options import flag_of
+
+            # the field at fault, named by run's flag; anything else is --executor ray's need
+            where = flag_of("load.ray_address") if exc.field == "ray_address" else "--executor ray"
+            raise ConfigError(f"{where}: {exc.why}") from None
         return cls(ray, session)
 
     def __enter__(self) -> RayExecutor:
