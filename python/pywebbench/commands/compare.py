@@ -71,8 +71,9 @@ def command(
 
     \b
     Cells pair by stack, workload and load point. Per pair: NEW/BASE ratios of the median
-    requests/s, p50 and p99 latency with bootstrap intervals, the peak-memory change, and a
-    verdict: faster, slower or no significant change. Method: docs/compare.md.
+    requests/s, p50 and p99 latency with confidence intervals over replicates (Welch's t
+    below 10 replicates a side, a two-level bootstrap from 10), the peak-memory change, and
+    a verdict: faster, slower or no significant change. Method: docs/compare.md.
 
     \b
     Exit status: 0 = compared (gate passed), 1 = a --fail-if rule tripped, 2 = bad input.
