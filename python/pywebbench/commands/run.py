@@ -62,6 +62,11 @@ def command(**options: Any) -> None:
     keeps everything measured: continue with `pywebbench run --resume`.
 
     \b
+    Each option but --config, --resume and --dry-run is also a key of pywebbench.toml
+    (docs/config.md lists every key and its flag); flags override the file, which
+    overrides the profile.
+
+    \b
     Examples:
       pywebbench run                                  the quick profile (10-11 min)
       pywebbench run --server granian-wsgi,gunicorn-gthread --framework flask \\

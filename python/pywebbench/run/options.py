@@ -13,6 +13,7 @@ docs/config.md (:func:`docs_table`). The click options themselves are built in
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import types
@@ -192,7 +193,7 @@ def overrides(values: Mapping[str, Any]) -> dict[str, Any]:
             node = node.setdefault(table, {})
         node[name] = value
         assert option.flag is not None
-        node.update(json.loads(json.dumps(dict(option.flag.also))))  # a fresh copy
+        node.update(copy.deepcopy(dict(option.flag.also)))
     _check_required(chosen)
     return out
 
