@@ -161,3 +161,15 @@ def test_a_switch_and_a_choice_are_click_types() -> None:
     assert isinstance(params["load__syscalls"], click.Option) and params["load__syscalls"].is_flag
     assert isinstance(params["load__io"].type, click.Choice)
     assert params["load__connections"].multiple
+
+
+def test_load_agent_errors_are_named_by_runs_flags() -> None:
+    from pywebbench.commands.run import named_by_flag
+    from pywebbench.load.ray_agents import AgentsError, RayUnavailable
+
+    assert named_by_flag(AgentsError("agents", "need 4 CPUs")) == "--load-agents: need 4 CPUs"
+    assert named_by_flag(AgentsError("connections", "too few")) == "--connections: too few"
+    unreachable = RayUnavailable("cannot join the Ray cluster at h:1: refused", "ray_address")
+    assert named_by_flag(unreachable) == "--ray: cannot join the Ray cluster at h:1: refused"
+    missing = RayUnavailable("Ray is not installed")
+    assert named_by_flag(missing) == "Ray is not installed"

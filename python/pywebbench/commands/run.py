@@ -176,7 +176,7 @@ def _check_tracing() -> None:
         raise ConfigError(str(exc)) from None
 
 
-def _named(exc: Exception) -> str:
+def named_by_flag(exc: Exception) -> str:
     """An error of the store or the load agents, its field named by run's flag."""
     field = getattr(exc, "field", None)
     if field is None:
@@ -231,7 +231,7 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
                     executor=executor,
                 )
         except (RunLocked, RayUnavailable, AgentsError) as exc:
-            raise ConfigError(_named(exc)) from None
+            raise ConfigError(named_by_flag(exc)) from None
         study = store.load_study([outcome.run_id])
     for table in summary_tables(study):
         console.print(table)
