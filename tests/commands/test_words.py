@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from pywebbench.cli import cli
 
 # Commands that read the results store: all take the directory and the file alike.
-READERS = ("report", "compare", "runs", "export", "history")
+READERS = ("report", "compare", "runs", "export", "history", "capacity")
 
 
 def _flags(name: str) -> set[str]:
