@@ -12,12 +12,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LoadAgent, LoadProgress, LoadSpec, iteration_figures
 from pywebbench.meter import Sampler, tree
+from pywebbench.meter.flame import PYPY_NOT_SAMPLED, sampled_window
+from pywebbench.meter.owners import app_paths, stack_packages
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.health import judge_iteration
 from pywebbench.run.matrix import CellPlan
@@ -137,6 +139,8 @@ class Measurer:
             )
         if cfg.syscalls and measured:
             self._syscalls_window(cell, rep_id, server)
+        if cfg.flamegraph and measured:
+            self._flame_window(cell, rep_id, server)
         if not (cfg.faults and measured):
             return None, None
         self._phase(f"faults {cell.variant.key}: {cfg.faults}")
@@ -167,6 +171,31 @@ class Measurer:
         doc = traced_window([p.pid for p in tree(server.pid)], load)
         with no_sigint():
             self.store.update_replicate(rep_id, syscalls_json=json.dumps(doc))
+
+    def _flame_window(self, cell: CellPlan, rep_id: int, server: RunningServer) -> None:
+        """The unmeasured sampled window (docs/flamegraphs.md), stored on the replicate."""
+        if cell.variant.stack.interpreter.is_pypy:
+            doc: dict[str, Any] = {"error": PYPY_NOT_SAMPLED}
+        else:
+            self._phase(f"sampling stacks of {cell.variant.key}")
+            duration = self.config.load.flamegraph_duration_s
+
+            def load() -> tuple[int, float]:
+                spec = self._spec(cell, server, duration)
+                result = self.agent.run(spec, progress=self._progress)
+                if result.interrupted:
+                    raise Interrupted()
+                return result.requests, result.duration_s
+
+            doc = sampled_window(
+                server.pid,
+                lambda: [p.pid for p in tree(server.pid)],
+                load,
+                packages=stack_packages(cell.variant.stack),
+                app_paths=app_paths(cell.variant.stack),
+            )
+        with no_sigint():
+            self.store.update_replicate(rep_id, flame_json=json.dumps(doc))
 
     def _runner_of(
         self, spec: LoadSpec, snapshots: list[Snapshot] | None = None
