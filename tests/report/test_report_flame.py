@@ -35,11 +35,13 @@ CPYTHON = default_interpreters()[0].name
 FIB_CALLS = {20: 21_891, 22: 57_313, 25: 242_785}
 
 
-def _study(store: Path, server: str, workload: str, n: int | None, replicates: int) -> str:
+def _study(
+    store: Path, server: str, workload: str, n: int | None, replicates: int, python: str = CPYTHON
+) -> str:
     config = resolve(
         {
             "matrix": {
-                "interpreters": [CPYTHON],
+                "interpreters": [python],
                 "servers": [server],
                 "frameworks": ["raw-wsgi"],
                 "workloads": [workload],
@@ -80,6 +82,7 @@ def studies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "store": store,
         "fib25": _study(store, "gunicorn-sync", "cpu", 25, 1),
         "granian": _study(store, "granian-wsgi", "hello", None, 1),
+        "pypy": _study(store, "gunicorn-sync", "cpu", 25, 1, python="pypy3.9"),
         # 3 replicates a side: Welch's t on 2 has one degree of freedom (an interval of +-12 sd)
         "fib20": _study(store, "gunicorn-sync", "cpu", 20, 3),
         "fib22": _study(store, "gunicorn-sync", "cpu", 22, 3),
@@ -145,6 +148,16 @@ def test_a_rust_servers_own_threads_are_native_unsampled(studies: dict[str, Any]
     [row] = rows
     assert row["stack"].endswith("granian-wsgi/raw-wsgi") and row["workload"] == "hello"
     assert float(row["native, unsampled"]) == pytest.approx(b.shares["native, unsampled"])
+
+
+def test_pypy_is_sampled_by_vmprof_from_inside_the_server(studies: dict[str, Any]) -> None:
+    """vmprof, switched on in the worker by the start-up hook's signal: the time is the app's
+    (fib, or the app function the JIT inlined it into), read from vmprof's own call tree."""
+    [window] = _windows(studies["store"], studies["pypy"])
+    assert window.sampler == "vmprof (PyPy)" and window.samples > 0
+    b = breakdown([window])
+    assert b.shares["app"] >= 0.5, b
+    assert any("pwb_common.py" in s or "pwb_raw_wsgi.py" in s for s in window.stacks)
 
 
 def test_compare_names_fib_as_what_grew(studies: dict[str, Any]) -> None:

@@ -53,13 +53,6 @@ CATEGORIES = (
 )
 
 
-#: Why a PyPy server's window has no samples (said once at the start of a study, too).
-PYPY_NOT_SAMPLED = (
-    "--flamegraph samples CPython only: py-spy reads CPython's own frame structures, which "
-    "PyPy does not have (docs/flamegraphs.md#pypy)"
-)
-
-
 class FlameError(Exception):
     """py-spy is missing, not permitted, or failed; one line naming why."""
 

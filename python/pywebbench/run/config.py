@@ -197,7 +197,7 @@ class LoadConfig(Table):
         False,
         description="After each replicate's measured iterations, sample the server tree's "
         "stacks with py-spy in a separate, unmeasured window: flame graphs and where the time "
-        "goes (docs/flamegraphs.md). CPython only.",
+        "goes (docs/flamegraphs.md): py-spy on CPython, vmprof on PyPy.",
     )
     flamegraph_duration_s: Annotated[
         float, Flag("--flamegraph-duration", help="flamegraph: seconds of the sampled window.")

@@ -12,14 +12,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LoadAgent, LoadProgress, LoadSpec, iteration_figures
 from pywebbench.meter import Sampler, tree
-from pywebbench.meter.flame import PYPY_NOT_SAMPLED, sampled_window
+from pywebbench.meter.flame import sampled_window
 from pywebbench.meter.owners import app_paths, stack_packages
+from pywebbench.meter.vmprof import vmprof_env, vmprof_window
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.health import judge_iteration
 from pywebbench.run.matrix import CellPlan
@@ -173,27 +174,28 @@ class Measurer:
             self.store.update_replicate(rep_id, syscalls_json=json.dumps(doc))
 
     def _flame_window(self, cell: CellPlan, rep_id: int, server: RunningServer) -> None:
-        """The unmeasured sampled window (docs/flamegraphs.md), stored on the replicate."""
-        if cell.variant.stack.interpreter.is_pypy:
-            doc: dict[str, Any] = {"error": PYPY_NOT_SAMPLED}
+        """The unmeasured sampled window (docs/flamegraphs.md), stored on the replicate:
+        py-spy on CPython, vmprof (switched on inside the server) on PyPy."""
+        self._phase(f"sampling stacks of {cell.variant.key}")
+        duration = self.config.load.flamegraph_duration_s
+        stack = cell.variant.stack
+
+        def load() -> tuple[int, float]:
+            result = self.agent.run(self._spec(cell, server, duration), progress=self._progress)
+            if result.interrupted:
+                raise Interrupted()
+            return result.requests, result.duration_s
+
+        def pids() -> list[int]:
+            return [p.pid for p in tree(server.pid)]
+
+        packages, paths = stack_packages(stack), app_paths(stack)
+        env = vmprof_env(True, stack)
+        if env:
+            where = Path(env["PWB_VMPROF_DIR"])
+            doc = vmprof_window(where, pids, load, packages=packages, app_paths=paths)
         else:
-            self._phase(f"sampling stacks of {cell.variant.key}")
-            duration = self.config.load.flamegraph_duration_s
-
-            def load() -> tuple[int, float]:
-                spec = self._spec(cell, server, duration)
-                result = self.agent.run(spec, progress=self._progress)
-                if result.interrupted:
-                    raise Interrupted()
-                return result.requests, result.duration_s
-
-            doc = sampled_window(
-                server.pid,
-                lambda: [p.pid for p in tree(server.pid)],
-                load,
-                packages=stack_packages(cell.variant.stack),
-                app_paths=app_paths(cell.variant.stack),
-            )
+            doc = sampled_window(server.pid, pids, load, packages=packages, app_paths=paths)
         with no_sigint():
             self.store.update_replicate(rep_id, flame_json=json.dumps(doc))
 
