@@ -278,7 +278,7 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 @click.option(
     "--rate",
     cls=SpecOption,
-    fields=("rate", "rate_profile"),
+    fields=("rate", "rate_phases"),
     callback=_rate_cb,
     default=None,
     help="Open loop: requests/s (5000), a ramp (1000:20000:30s) or steps (1000,5000@10s).",
@@ -435,16 +435,16 @@ def command(
             raise click.BadParameter(
                 f"cannot read {body_file}: {e}", param_hint="--body-file"
             ) from e
-    profile = rate if isinstance(rate, list) else []
+    phases = rate if isinstance(rate, list) else []
     if duration is None and max_requests is None:
-        duration = sum(p.duration_s for p in profile) if profile else 10.0
+        duration = sum(p.duration_s for p in phases) if phases else 10.0
     try:
         spec = LoadSpec(
             url=url, method=method, headers=headers, body=payload,
             connections=connections, threads=threads, duration_s=duration,
             max_requests=max_requests, warmup_s=warmup, timeout_s=timeout,
             connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,
-            rate=None if profile else rate, rate_profile=profile, arrival=arrival, seed=seed,
+            rate=None if phases else rate, rate_phases=phases, arrival=arrival, seed=seed,
             queue_limit=queue_limit, cpus=cpus,
             expect_status=expect_status, expect_body=expect_body, io=io,
             unix_socket=unix_socket, source_addresses=source_addresses,
