@@ -32,7 +32,7 @@ from pywebbench.load.ray_agents import (
     split_spec,
 )
 from pywebbench.refserver import RefServer
-from pywebbench.run.ray_load import RayStudyAgent
+from pywebbench.run.ray_load import RayStudyAgent, agent_row
 from pywebbench.store import Store
 
 MARK = "PWB_RAY_TEST_MARK"
@@ -243,6 +243,12 @@ def test_a_failed_agent_is_in_the_agents_document(refserver: RefServer) -> None:
         "generator_bound": False,
         "result": None,
     }
+    # The study's store rows hold the same fields.
+    rows = [agent_row(7, a) for a in load.agents]
+    assert [r.agent for r in rows] == ["agent-0", "agent-1"] and rows[0].iteration_id == 7
+    assert rows[0].cpus_json == "[1]" and rows[0].requests == 20 and rows[0].status == "ok"
+    assert json.loads(rows[0].result_json or "") == ok["result"]
+    assert rows[1].failure_reason == "the node died" and rows[1].result_json is None
 
 
 def test_the_study_agent_replaces_a_lost_agent(ray_cluster: str, refserver: RefServer) -> None:
