@@ -91,7 +91,7 @@ def test_every_spec_field_has_one_flag_with_the_specs_default() -> None:
 
 def test_errors_name_the_flag_of_their_field() -> None:
     assert flag_of("warmup_s") == "--warmup-duration"  # as in run; --warmup still parses
-    assert flag_of("rate_profile") == "--rate"
+    assert flag_of("rate_phases") == "--rate"
     assert flag_of("agents") == "--agents"
     assert flag_of("ray_address") == "--ray"
     assert flag_of("url") == "URL"

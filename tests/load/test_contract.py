@@ -64,7 +64,7 @@ def test_python_defaults_are_the_engines() -> None:
             "start_at_unix_ns": None,
             "source_addresses": [],
             "unix_socket": None,
-            "rate_profile": [],
+            "rate_phases": [],
             "fresh_share": 0.0,
         }
         want = engine[name] if name in engine else absent[name]

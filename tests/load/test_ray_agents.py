@@ -6,6 +6,7 @@ serves these tests and those of the ray executor.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 from pwbtest import PYWEBBENCH, marked_processes, pwb
 from pywebbench.catalogue.interpreters import default_interpreters
-from pywebbench.load import Histogram, LoadSpec, run_load
+from pywebbench.load import Histogram, LoadResult, LoadSpec, run_load
 from pywebbench.load.ray_agents import (
     AgentOutcome,
     AgentPlace,
@@ -31,7 +32,7 @@ from pywebbench.load.ray_agents import (
     split_spec,
 )
 from pywebbench.refserver import RefServer
-from pywebbench.run.ray_load import RayStudyAgent
+from pywebbench.run.ray_load import RayStudyAgent, agent_row
 from pywebbench.store import Store
 
 MARK = "PWB_RAY_TEST_MARK"
@@ -116,11 +117,26 @@ def test_cli_agents_start_and_stop_a_local_ray(refserver: RefServer, tmp_path: A
     mark = uuid.uuid4().hex
     env = {**os.environ, MARK: mark}
     url = refserver.url + "/hello"
-    done = _run_cli(url, "--agents", "2", "-c", "4", "-d", "0.5", "-q", env=env)
+    out = tmp_path / "out.json"
+    done = _run_cli(url, "--agents", "2", "-c", "4", "-d", "0.5", "-q", "--json", str(out), env=env)
     assert done.returncode == 0, done.stderr
     assert "Agents        2, start skew" in done.stdout
     assert "agent-0 on" in done.stdout and "agent-1 on" in done.stdout
     assert not marked_processes(MARK, mark), "the local Ray was not stopped"
+    # The JSON holds what the console printed per agent, and each agent's own result.
+    doc = json.loads(out.read_text())
+    agents = doc.pop("agents")
+    assert doc.pop("start_skew_ms") >= 0
+    merged = LoadResult.from_dict(doc)
+    assert [a["agent"] for a in agents] == ["agent-0", "agent-1"]
+    for a in agents:
+        assert a["status"] == "ok" and a["failure_reason"] is None and a["node"]
+        assert a["connections"] == 2 and len(a["cpus"]) == 1 and a["start_lateness_us"] >= 0
+        assert a["result"]["requests"] == a["requests"] > 0
+        assert f"{a['agent']} on {a['node']} cpus {a['cpus'][0]}: {a['requests']:,} requests" in (
+            done.stdout
+        )
+    assert sum(a["requests"] for a in agents) == merged.requests
 
 
 def test_cli_without_ray_says_how_to_install_it(refserver: RefServer) -> None:
@@ -191,6 +207,48 @@ def test_one_generator_bound_agent_flags_the_merged_result(refserver: RefServer)
     load = finish(agents)
     assert load.merged is not None and load.merged.requests == 100
     assert load.generator_bound and load.merged.generator_bound
+    rows = load.agents_document()["agents"]
+    assert [r["generator_bound"] for r in rows] == [False, True]
+
+
+def test_a_failed_agent_is_in_the_agents_document(refserver: RefServer) -> None:
+    spec = LoadSpec(url=refserver.url + "/hello", connections=1, max_requests=20, cpus=[1])
+    place = AgentPlace("agent-0", "n0", "host", "127.0.0.1", 1, [0, 1], "cpu")
+    lost = replace(place, name="agent-1", node_id="n1", ip="127.0.0.2")
+    load = finish(
+        [
+            AgentOutcome(place=place, spec=spec, result=run_load(spec)),
+            AgentOutcome(place=lost, spec=spec, result=None, failure="the node died"),
+        ]
+    )
+    doc = json.loads(json.dumps(load.agents_document()))  # JSON through and through
+    ok, failed = doc["agents"]
+    assert ok["status"] == "ok" and ok["requests"] == 20 and ok["cpus"] == [1]
+    assert ok["result"]["requests"] == 20 and ok["node"] == "host (127.0.0.1)"
+    assert failed == {
+        "agent": "agent-1",
+        "node": "host (127.0.0.2)",
+        "node_id": "n1",
+        "cpu_model": "cpu",
+        "cpus": [1],
+        "status": "failed",
+        "failure_reason": "the node died",
+        "connections": 1,
+        "rate": None,
+        "requests": None,
+        "rps": None,
+        "start_lateness_us": None,
+        "schedule_lag_p99_us": None,
+        "generator_cpu_s": None,
+        "generator_bound": False,
+        "result": None,
+    }
+    # The study's store rows hold the same fields.
+    rows = [agent_row(7, a) for a in load.agents]
+    assert [r.agent for r in rows] == ["agent-0", "agent-1"] and rows[0].iteration_id == 7
+    assert rows[0].cpus_json == "[1]" and rows[0].requests == 20 and rows[0].status == "ok"
+    assert json.loads(rows[0].result_json or "") == ok["result"]
+    assert rows[1].failure_reason == "the node died" and rows[1].result_json is None
 
 
 def test_the_study_agent_replaces_a_lost_agent(ray_cluster: str, refserver: RefServer) -> None:

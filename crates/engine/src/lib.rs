@@ -17,7 +17,7 @@ pub mod errors;
 pub mod faults;
 pub mod hist;
 pub mod http;
-pub mod profile;
+pub mod rate;
 pub mod result;
 pub mod spec;
 pub mod uring;
@@ -29,6 +29,6 @@ pub use pywebbench_sys as sys;
 
 pub use engine::{run, start, Progress, RunningLoad, StartError};
 pub use errors::{ErrorClass, ErrorEntry};
-pub use profile::RatePhase;
+pub use rate::RatePhase;
 pub use result::{merge, LoadResult};
 pub use spec::{normalise_spec_json, Arrival, Io, LoadSpec, Mode};

@@ -1,7 +1,7 @@
 //! The load spec (JSON in) and its validated, prepared form (`Plan`).
 
 use crate::dial::Target;
-use crate::profile::RatePhase;
+use crate::rate::RatePhase;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -49,9 +49,10 @@ pub struct LoadSpec {
     pub pipeline: u32,
     pub rate: Option<f64>,
     /// Open loop with a rate that changes: ramps and steps (docs/load-engine.md). Empty:
-    /// none (`rate` is the constant case; at most one of the two is set).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub rate_profile: Vec<RatePhase>,
+    /// none (`rate` is the constant case; at most one of the two is set). Read under its
+    /// former name `rate_profile` too, so specs stored before the rename still load.
+    #[serde(skip_serializing_if = "Vec::is_empty", alias = "rate_profile")]
+    pub rate_phases: Vec<RatePhase>,
     pub arrival: Arrival,
     pub seed: u64,
     pub queue_limit: Option<u64>,
@@ -96,7 +97,7 @@ impl Default for LoadSpec {
             fresh_share: 0.0,
             pipeline: 1,
             rate: None,
-            rate_profile: Vec::new(),
+            rate_phases: Vec::new(),
             arrival: Arrival::Constant,
             seed: 1,
             queue_limit: None,
@@ -227,7 +228,7 @@ fn valid_token(s: &str) -> bool {
 impl LoadSpec {
     /// Which load model this spec selects.
     pub fn mode(&self) -> Mode {
-        if self.rate.is_some() || !self.rate_profile.is_empty() {
+        if self.rate.is_some() || !self.rate_phases.is_empty() {
             Mode::Open
         } else if !self.keepalive {
             Mode::ConnectionPerRequest
@@ -349,11 +350,11 @@ impl LoadSpec {
                 return Err(bad("rate", "must be > 0 and <= 10000000 requests/s"));
             }
         }
-        self.check_rate_profile()?;
+        self.check_rate_phases()?;
         if self.queue_limit.is_some() && self.mode() != Mode::Open {
             return Err(bad(
                 "queue_limit",
-                "only applies to open loop (set rate or rate_profile)",
+                "only applies to open loop (set rate or rate_phases)",
             ));
         }
         if let Some(&c) = self.cpus.iter().find(|&&c| c >= libc::CPU_SETSIZE as usize) {
@@ -588,5 +589,6 @@ pub fn normalise_spec_json(spec_json: &str) -> Result<String, String> {
     serde_json::to_string(&spec).map_err(|e| format!("load spec: {e}"))
 }
 
+mod rate_phases;
 #[cfg(test)]
 mod tests;

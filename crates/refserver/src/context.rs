@@ -11,7 +11,6 @@ use pywebbench_sys::TimerFd;
 use serde_json::{json, Map};
 
 use crate::config::Settings;
-use crate::conn::Conn;
 use crate::http::DateCache;
 use crate::stats::{snapshot, ThreadStats};
 
@@ -137,35 +136,30 @@ impl Env {
         let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
         base + Duration::from_nanos(r % s.jitter_ns)
     }
-}
 
-/// Registers a wake-up of connection `c` at `t` unless an earlier one is registered.
-pub(crate) fn set_wake(c: &mut Conn, env: &mut Env, t: Instant) {
-    wake_at(env, &mut c.wake_at, c.idx, t);
-}
-
-/// Registers a wake-up of connection `idx` at `t` unless an earlier one is registered.
-fn wake_at(env: &mut Env, wake: &mut Option<Instant>, idx: usize, t: Instant) {
-    if wake.is_none_or(|w| t < w) {
-        *wake = Some(t);
-        env.push_timer(t, idx);
+    /// Registers a wake-up of connection `idx` at `t` unless an earlier one is registered.
+    pub fn wake_at(&mut self, wake: &mut Option<Instant>, idx: usize, t: Instant) {
+        if wake.is_none_or(|w| t < w) {
+            *wake = Some(t);
+            self.push_timer(t, idx);
+        }
     }
-}
 
-/// Whether a paced stream must wait (a stall, or its next tick is ahead); if so the wake-up
-/// is registered.
-pub(crate) fn hold(
-    env: &mut Env,
-    wake: &mut Option<Instant>,
-    idx: usize,
-    now: Instant,
-    next: Instant,
-) -> bool {
-    let until = match env.shared.stall_end(now) {
-        Some(end) => end,
-        None if now < next => next,
-        None => return false,
-    };
-    wake_at(env, wake, idx, until);
-    true
+    /// Whether a paced stream must wait (a stall, or its next tick is ahead); if so the
+    /// wake-up is registered.
+    pub fn hold(
+        &mut self,
+        wake: &mut Option<Instant>,
+        idx: usize,
+        now: Instant,
+        next: Instant,
+    ) -> bool {
+        let until = match self.shared.stall_end(now) {
+            Some(end) => end,
+            None if now < next => next,
+            None => return false,
+        };
+        self.wake_at(wake, idx, until);
+        true
+    }
 }

@@ -16,11 +16,8 @@ mod config;
 mod conn;
 mod context;
 mod http;
-mod modes;
-mod request;
 #[cfg(test)]
 mod request_props;
-mod response;
 mod server;
 mod stats;
 mod worker;
@@ -30,7 +27,7 @@ pub use pywebbench_sys::raise_nofile_limit;
 pub use server::{Error, RefServer};
 
 /// `Content-Length` announced by the `huge-body` misbehaviour.
-pub const HUGE_BODY_LENGTH: u64 = modes::HUGE_BODY;
+pub const HUGE_BODY_LENGTH: u64 = conn::HUGE_BODY;
 /// Largest request head accepted before answering 431.
 pub const MAX_REQUEST_HEAD: usize = http::MAX_HEAD;
 /// Value of the `Server` header.

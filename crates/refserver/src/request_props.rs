@@ -19,10 +19,9 @@ use std::time::Instant;
 use proptest::prelude::*;
 use pywebbench_sys::TimerFd;
 
-use crate::conn::{Active, Conn};
+use crate::conn::{Active, Conn, Parse, MAX_CHUNK_LINE};
 use crate::context::{Env, Shared};
 use crate::http::MAX_HEAD;
-use crate::request::{Parse, MAX_CHUNK_LINE};
 use crate::stats::ThreadStats;
 use crate::RefServerConfig;
 

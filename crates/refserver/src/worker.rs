@@ -2,7 +2,7 @@
 //! precise timers (delays, drip pacing, stall ends), and a coarse sweep for timeouts.
 //!
 //! The loop accepts connections, hands socket events and due timers to each connection's
-//! state machine (`conn.rs`), and sweeps for timeouts. Nothing ever sleeps in the loop.
+//! state machine (`conn/`), and sweeps for timeouts. Nothing ever sleeps in the loop.
 
 use std::cmp::Reverse;
 use std::io::{self, Read};
@@ -15,9 +15,8 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use pywebbench_sys::TimerFd;
 
-use crate::conn::{Active, Conn};
+use crate::conn::{Active, Conn, Parse};
 use crate::context::{Env, Shared};
-use crate::request::Parse;
 use crate::stats::C;
 
 pub(crate) const LISTENER: Token = Token(usize::MAX - 1);

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from pywebbench.commands.load_summary import render_summary, succeeded
+from pywebbench.commands._load_summary import render_summary, succeeded
 from pywebbench.load import (
     LoadProgress,
     LoadResult,
@@ -25,7 +26,7 @@ from pywebbench.load import (
 )
 
 if TYPE_CHECKING:
-    from pywebbench.commands.load_agents import DistributedRunner
+    from pywebbench.commands._load_agents import DistributedRunner
 
 EPILOG = """\b
 Load models:
@@ -278,7 +279,7 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 @click.option(
     "--rate",
     cls=SpecOption,
-    fields=("rate", "rate_profile"),
+    fields=("rate", "rate_phases"),
     callback=_rate_cb,
     default=None,
     help="Open loop: requests/s (5000), a ramp (1000:20000:30s) or steps (1000,5000@10s).",
@@ -366,7 +367,8 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     "json_out",
     default=None,
     metavar="FILE|-",
-    help="Write the full result JSON to FILE, or to stdout with '-'.",
+    help="Write the full result JSON to FILE, or to stdout with '-' (with --agents, also "
+    "each agent's part: 'agents' and 'start_skew_ms').",
 )
 @click.option(
     "--agents",
@@ -435,16 +437,16 @@ def command(
             raise click.BadParameter(
                 f"cannot read {body_file}: {e}", param_hint="--body-file"
             ) from e
-    profile = rate if isinstance(rate, list) else []
+    phases = rate if isinstance(rate, list) else []
     if duration is None and max_requests is None:
-        duration = sum(p.duration_s for p in profile) if profile else 10.0
+        duration = sum(p.duration_s for p in phases) if phases else 10.0
     try:
         spec = LoadSpec(
             url=url, method=method, headers=headers, body=payload,
             connections=connections, threads=threads, duration_s=duration,
             max_requests=max_requests, warmup_s=warmup, timeout_s=timeout,
             connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,
-            rate=None if profile else rate, rate_profile=profile, arrival=arrival, seed=seed,
+            rate=None if phases else rate, rate_phases=phases, arrival=arrival, seed=seed,
             queue_limit=queue_limit, cpus=cpus,
             expect_status=expect_status, expect_body=expect_body, io=io,
             unix_socket=unix_socket, source_addresses=source_addresses,
@@ -459,7 +461,7 @@ def command(
     runner: Callable[[LoadSpec, ProgressFn | None], LoadResult] = run_load
     distributed: DistributedRunner | None = None
     if agents > 1 or ray_address is not None:
-        from pywebbench.commands.load_agents import DistributedRunner
+        from pywebbench.commands._load_agents import DistributedRunner
 
         runner = distributed = DistributedRunner(agents, ray_address)
     try:
@@ -470,16 +472,16 @@ def command(
         err.print(f"[red]error:[/red] {escape(_named(e))}", soft_wrap=True)
         sys.exit(1)
     out.print(render_summary(result), markup=False)
-    if distributed is not None and distributed.last is not None:
-        from pywebbench.commands.load_agents import render_agents
+    shares = distributed.last if distributed is not None else None
+    if shares is not None:
+        from pywebbench.commands._load_agents import render_agents
 
-        out.print(render_agents(distributed.last), markup=False)
-        failed = distributed.last.failure_message()
-        if failed:
-            err.print(f"[red]error:[/red] agents failed: {escape(failed)}", soft_wrap=True)
-            sys.exit(1)
+        out.print(render_agents(shares), markup=False)
     if json_out:
-        text = result.to_json(indent=1)
+        doc = result.to_dict()
+        if shares is not None:
+            doc |= shares.agents_document()
+        text = json.dumps(doc, indent=1)
         if to_stdout:
             click.echo(text)
         else:
@@ -488,6 +490,10 @@ def command(
             except OSError as e:
                 err.print(f"[red]error:[/red] cannot write --json {json_out}: {e}")
                 sys.exit(1)
+    failed = shares.failure_message() if shares is not None else None
+    if failed:
+        err.print(f"[red]error:[/red] agents failed: {escape(failed)}", soft_wrap=True)
+        sys.exit(1)
     if result.interrupted:
         sys.exit(130)
     if succeeded(result) == 0:

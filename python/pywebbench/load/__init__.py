@@ -21,7 +21,7 @@ from pywebbench.load.agent import (
     run_load,
 )
 from pywebbench.load.histogram import Histogram, HistSummary
-from pywebbench.load.profile import parse_rate
+from pywebbench.load.rate_phases import parse_rate
 from pywebbench.load.result import (
     ConnStats,
     ErrorEntry,

@@ -279,6 +279,33 @@ class AgentOutcome:
         lag = self.result.schedule_lag if self.result is not None else None
         return float(lag.summary.p99) if lag is not None else None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The agent's part as a JSON document: where it ran (``agent``, ``node``, ``node_id``,
+        ``cpu_model``, ``cpus``), its share (``connections``, ``rate``), ``status`` (``ok`` or
+        ``failed``, with ``failure_reason``), what it measured (``requests``, ``rps``), when it
+        started (``start_lateness_us``), ``schedule_lag_p99_us``, its self-check
+        (``generator_cpu_s``, ``generator_bound``) and its whole LoadResult document
+        (``result``, None when it failed). The store's ``load_agents`` rows hold the same."""
+        r = self.result
+        return {
+            "agent": self.place.name,
+            "node": self.place.node,
+            "node_id": self.place.node_id,
+            "cpu_model": self.place.cpu_model or None,
+            "cpus": list(self.spec.cpus),
+            "status": "ok" if r is not None else "failed",
+            "failure_reason": self.failure,
+            "connections": self.spec.connections,
+            "rate": self.spec.rate,
+            "requests": r.requests if r is not None else None,
+            "rps": r.rps if r is not None else None,
+            "start_lateness_us": self.start_lateness_us,
+            "schedule_lag_p99_us": self.schedule_lag_p99_us,
+            "generator_cpu_s": r.generator.cpu_s if r is not None else None,
+            "generator_bound": bool(r is not None and r.generator_bound),
+            "result": r.to_dict() if r is not None else None,
+        }
+
 
 @dataclass(frozen=True)
 class DistributedLoad:
@@ -304,6 +331,14 @@ class DistributedLoad:
     def generator_bound(self) -> bool:
         """True when any agent's generator may have limited the result."""
         return any(a.result.generator_bound for a in self.agents if a.result is not None)
+
+    def agents_document(self) -> dict[str, Any]:
+        """The per-agent part as JSON, for beside the merged result document: ``agents`` (one
+        :meth:`AgentOutcome.to_dict` each, failed ones included) and ``start_skew_ms``."""
+        return {
+            "agents": [a.to_dict() for a in self.agents],
+            "start_skew_ms": self.start_skew_ms,
+        }
 
     def failure_message(self) -> str | None:
         """One line naming each failed agent, its node and the reason; None when all finished."""

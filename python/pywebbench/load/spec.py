@@ -34,9 +34,9 @@ LoadMode = Literal["closed", "connection_per_request", "open"]
 
 
 class RatePhase(BaseModel):
-    """One phase of an open-loop rate profile: a linear ramp from ``rate`` to ``end_rate``
+    """One open-loop rate phase: a linear ramp from ``rate`` to ``end_rate``
     over ``duration_s``, or a step at ``rate`` when ``end_rate`` is None (requests/s).
-    Parse the command line's forms with :func:`pywebbench.load.profile.parse_rate`."""
+    Parse the command line's forms with :func:`pywebbench.load.rate_phases.parse_rate`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -53,9 +53,10 @@ class RatePhase(BaseModel):
 def _to_engine(fields: dict[str, Any]) -> str:
     """The fields as the engine's JSON spec: a ``bytes`` body travels as ``body_b64``."""
     doc = dict(fields)
-    profile = doc.get("rate_profile")
-    if isinstance(profile, list | tuple):
-        doc["rate_profile"] = [p.model_dump() if isinstance(p, RatePhase) else p for p in profile]
+    for key in ("rate_phases", "rate_profile"):  # rate_profile: the former name
+        phases = doc.get(key)
+        if isinstance(phases, list | tuple):
+            doc[key] = [p.model_dump() if isinstance(p, RatePhase) else p for p in phases]
     body = doc.pop("body", None)
     if isinstance(body, bytes | bytearray | memoryview):
         if body and doc.get("body_b64"):
@@ -93,12 +94,12 @@ def _first_error(e: ValidationError) -> str:
 class LoadSpec(BaseModel):
     """A load run: target, load model, bounds, checks (immutable; see :meth:`replace`).
 
-    Load model: ``rate`` (or ``rate_profile``: ramps and steps) set = open loop (constant or
+    Load model: ``rate`` (or ``rate_phases``: ramps and steps) set = open loop (constant or
     Poisson arrivals over a pool of ``connections``); else ``keepalive=False`` = a new
     connection per request; else closed loop (``connections`` keep-alive connections,
     ``pipeline`` requests in flight on each).
     Bounded by ``duration_s`` and/or ``max_requests`` (10 s when neither is given, or the
-    rate profile's length).
+    rate phases' length).
 
     ``body`` is sent byte for byte; ``str`` is accepted and encoded as UTF-8, ``None`` means no
     body. The defaults below are the engine's (a test keeps them equal).
@@ -127,7 +128,7 @@ class LoadSpec(BaseModel):
     rate: float | None = None
     #: Open loop with a changing rate: ramps and steps (empty: none; ``rate`` is the
     #: constant case, and at most one of the two is set).
-    rate_profile: list[RatePhase] = []
+    rate_phases: list[RatePhase] = []
     arrival: str = "constant"
     seed: int = 1
     queue_limit: int | None = None
@@ -181,8 +182,8 @@ class LoadSpec(BaseModel):
             del doc["unix_socket"]
         if self.start_at_unix_ns is None:
             del doc["start_at_unix_ns"]
-        if not self.rate_profile:
-            del doc["rate_profile"]
+        if not self.rate_phases:
+            del doc["rate_phases"]
         if not self.fresh_share:
             del doc["fresh_share"]  # as the engine writes it
         return doc
@@ -190,7 +191,7 @@ class LoadSpec(BaseModel):
     @property
     def mode(self) -> LoadMode:
         """The load model (the engine's ``LoadSpec::mode``)."""
-        if self.rate is not None or self.rate_profile:
+        if self.rate is not None or self.rate_phases:
             return "open"
         return "closed" if self.keepalive else "connection_per_request"
 

@@ -103,26 +103,14 @@ class RayStudyAgent:
 
 def agent_row(iteration_id: int, agent: AgentOutcome) -> LoadAgentRow:
     """The store row of one agent's part of an iteration."""
-    r = agent.result
+    doc = agent.to_dict()
+    cpus, result = doc.pop("cpus"), doc.pop("result")
     return LoadAgentRow(
         id=None,
         iteration_id=iteration_id,
-        agent=agent.place.name,
-        node=agent.place.node,
-        node_id=agent.place.node_id,
-        cpu_model=agent.place.cpu_model or None,
-        cpus_json=json.dumps(agent.spec.cpus),
-        status="ok" if r is not None else "failed",
-        failure_reason=agent.failure,
-        connections=agent.spec.connections,
-        rate=agent.spec.rate,
-        requests=r.requests if r is not None else None,
-        rps=r.rps if r is not None else None,
-        start_lateness_us=agent.start_lateness_us,
-        schedule_lag_p99_us=agent.schedule_lag_p99_us,
-        generator_cpu_s=r.generator.cpu_s if r is not None else None,
-        generator_bound=bool(r is not None and r.generator_bound),
-        result_json=r.to_json() if r is not None else None,
+        cpus_json=json.dumps(cpus),
+        result_json=json.dumps(result) if result is not None else None,
+        **doc,
     )
 
 

@@ -2,11 +2,10 @@
 //! own timers (trickling a request, reading slowly, resetting, lingering for a smuggled
 //! answer), deciding when the attempt has ended and how.
 
-use super::driver::SpecState;
 use super::requests::{initial, trickle_piece};
 use super::response::Scanner;
 use super::sock::is_reset;
-use super::{FaultKind, Outcome};
+use super::{FaultKind, FaultSpec, FaultTarget, Outcome};
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::time::{Duration, Instant};
@@ -19,6 +18,28 @@ const RESET_DELAY: Duration = Duration::from_millis(20);
 const READ_BUDGET: usize = 256 * 1024;
 /// Request bytes kept for findings.
 const REQUEST_EXCERPT: usize = 300;
+
+/// What every connection of one fault kind is opened with: the kind's settings and the
+/// request target it points at.
+pub(super) struct KindSettings {
+    pub(super) spec: FaultSpec,
+    pub(super) host: String,
+    pub(super) path: String,
+    pub(super) interval: Duration,
+    pub(super) timeout: Duration,
+}
+
+impl KindSettings {
+    pub(super) fn new(spec: &FaultSpec, target: &FaultTarget) -> Self {
+        KindSettings {
+            spec: spec.clone(),
+            host: target.host.clone(),
+            path: spec.path.clone().unwrap_or_else(|| target.path.clone()),
+            interval: spec.interval(),
+            timeout: spec.timeout(),
+        }
+    }
+}
 
 enum Phase {
     Connecting,
@@ -170,7 +191,7 @@ impl Conn {
         self.out.extend_from_slice(bytes);
     }
 
-    fn on_connected(&mut self, st: &SpecState, now: Instant) -> Step {
+    fn on_connected(&mut self, st: &KindSettings, now: Instant) -> Step {
         self.phase = Phase::Open;
         self.connected = Some(now);
         self.deadline = None;
@@ -253,7 +274,7 @@ impl Conn {
 
     pub(super) fn on_ready(
         &mut self,
-        st: &SpecState,
+        st: &KindSettings,
         readable: bool,
         writable: bool,
         now: Instant,
@@ -290,7 +311,7 @@ impl Conn {
         Step::Finish(Outcome::ConnectFailed)
     }
 
-    pub(super) fn on_timer(&mut self, st: &SpecState, now: Instant) -> Step {
+    pub(super) fn on_timer(&mut self, st: &KindSettings, now: Instant) -> Step {
         if let Phase::Connecting = self.phase {
             if self.deadline.is_some_and(|d| now >= d) {
                 return Step::Finish(Outcome::TimedOut);

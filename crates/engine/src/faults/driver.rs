@@ -1,7 +1,7 @@
 //! The fault clients' event loop: one thread, one `mio` poll, the kinds' schedules
 //! (connections held, a rate, a count), and the books each ended attempt goes into. Every
 //! connection is a state machine of its own (`conn.rs`).
-use super::conn::{Conn, Step};
+use super::conn::{Conn, KindSettings, Step};
 use super::response::escape;
 use super::sock::{connect_nonblocking, set_linger_zero};
 use super::{
@@ -30,13 +30,9 @@ enum Amount {
     Count(u64),
 }
 
-pub(super) struct SpecState {
-    pub(super) spec: FaultSpec,
-    pub(super) host: String,
-    pub(super) path: String,
+struct SpecState {
+    settings: KindSettings,
     amount: Amount,
-    pub(super) interval: Duration,
-    pub(super) timeout: Duration,
     inflight: u32,
     started: u64,
     next_start: Instant,
@@ -56,12 +52,8 @@ impl SpecState {
             Amount::Count(spec.count.unwrap_or(1))
         };
         SpecState {
-            spec: spec.clone(),
-            host: target.host.clone(),
-            path: spec.path.clone().unwrap_or_else(|| target.path.clone()),
+            settings: KindSettings::new(spec, target),
             amount,
-            interval: spec.interval(),
-            timeout: spec.timeout(),
             inflight: 0,
             started: 0,
             next_start: now,
@@ -101,7 +93,7 @@ impl Driver<'_> {
         let st = &mut self.states[i];
         st.started += 1;
         st.report.attempts += 1;
-        let kind = st.spec.kind;
+        let kind = st.settings.spec.kind;
         let rcvbuf = (kind == FaultKind::SlowReader).then_some(SLOW_READER_RCVBUF);
         let mut stream = match connect_nonblocking(self.target.addr, rcvbuf) {
             Ok(s) => s,
@@ -127,7 +119,7 @@ impl Driver<'_> {
             return;
         }
         st.inflight += 1;
-        self.conns[slot] = Some(Conn::new(i, kind, stream, now + st.timeout));
+        self.conns[slot] = Some(Conn::new(i, kind, stream, now + st.settings.timeout));
     }
 
     fn start_due(&mut self, now: Instant) {
@@ -193,7 +185,7 @@ impl Driver<'_> {
         }
         if outcome == Outcome::ConnectFailed {
             st.next_start = st.next_start.max(now + CONNECT_BACKOFF);
-        } else if st.spec.kind.is_held() {
+        } else if st.settings.spec.kind.is_held() {
             st.next_start = st.next_start.max(now + REOPEN_DELAY);
         }
         st.inflight = st.inflight.saturating_sub(1);
@@ -348,7 +340,7 @@ pub fn run_faults(
             let st = &d.states[c.spec];
             let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
             let writable = ev.is_writable() || ev.is_error();
-            let step = c.on_ready(st, readable, writable, now);
+            let step = c.on_ready(&st.settings, readable, writable, now);
             if !matches!(step, Step::Continue) {
                 d.finish(slot, step, now);
             }
@@ -359,7 +351,7 @@ pub fn run_faults(
             };
             if c.earliest_timer().is_some_and(|t| now >= t) {
                 let st = &d.states[c.spec];
-                let step = c.on_timer(st, now);
+                let step = c.on_timer(&st.settings, now);
                 if !matches!(step, Step::Continue) {
                     d.finish(slot, step, now);
                 }
@@ -387,7 +379,7 @@ pub fn run_faults(
         if let Some(f) = st.smuggled.take() {
             report.findings.push(f);
         }
-        let name = st.spec.kind.name().to_string();
+        let name = st.settings.spec.kind.name().to_string();
         match report.kinds.get_mut(&name) {
             // The same kind twice in one mix: keep both, the second under a suffixed name.
             Some(_) => {

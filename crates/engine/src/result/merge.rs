@@ -147,10 +147,10 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
             .filter_map(|r| r.open_loop.as_ref().map(|o| o.offered_rate))
             .sum();
     }
-    if merged.spec.rate_profile.is_empty() {
+    if merged.spec.rate_phases.is_empty() {
         merged.spec.rate = merged.open_loop.as_ref().map(|o| o.offered_rate);
     } else {
-        // The agents ran the same profile shape: scale the first one's to the total.
+        // The agents ran the same rate phases' shape: scale the first one's to the total.
         let first_rate = first.open_loop.as_ref().map_or(0.0, |o| o.offered_rate);
         let total = merged.open_loop.as_ref().map_or(0.0, |o| o.offered_rate);
         let k = if first_rate > 0.0 {
@@ -158,7 +158,7 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, String> {
         } else {
             1.0
         };
-        for p in &mut merged.spec.rate_profile {
+        for p in &mut merged.spec.rate_phases {
             p.rate *= k;
             p.end_rate = p.end_rate.map(|r| r * k);
         }

@@ -36,7 +36,7 @@ pub struct SecondStats {
     pub p99_us: u64,
     /// Latency histogram of this second (2 significant digits), for re-merging.
     pub hist: String,
-    /// Open loop: the offered rate of this second (requests/s: the rate profile's mean
+    /// Open loop: the offered rate of this second (requests/s: the rate phases' mean
     /// over the second, or over its measured part for the last one); null otherwise.
     #[serde(default)]
     pub offered_rate: Option<f64>,
@@ -46,7 +46,7 @@ pub struct SecondStats {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct OpenLoopStats {
     pub arrival: String,
-    /// Target rate (requests/s): the constant rate, or a rate profile's mean over the
+    /// Target rate (requests/s): the constant rate, or the rate phases' mean over the
     /// measured phase.
     pub offered_rate: f64,
     /// Sends scheduled in the measured phase.

@@ -1,13 +1,13 @@
 //! What a generator thread sends when: the closed loop tops connections up to the
 //! pipeline depth; the open loop issues requests at their arrival times (constant or
-//! Poisson, following a constant rate or a rate profile) onto free connections, or queues
+//! Poisson, following a constant rate or rate phases) onto free connections, or queues
 //! them.
 
 use super::conn::{CState, Slot};
 use super::{Worker, MAX_LEAD_NS};
 use crate::errors::ErrorClass;
 use crate::hist;
-use crate::profile::RateCurve;
+use crate::rate::RateCurve;
 use crate::spec::{Arrival, Plan};
 
 /// Small, fast, seeded generator (SplitMix64) for Poisson arrivals.

@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant};
 
+use super::request::Parse;
+use super::{Active, Conn};
 use crate::config::Mode;
-use crate::conn::{Active, Conn};
 use crate::context::Env;
 use crate::http::{write_head, Head, HELLO, PATTERN, SERVER_NAME};
-use crate::request::Parse;
 
 /// `Content-Length` of the `huge-body` misbehaviour (10 GB).
 pub(crate) const HUGE_BODY: u64 = 10_000_000_000;

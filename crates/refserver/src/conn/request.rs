@@ -5,7 +5,7 @@
 use std::mem::MaybeUninit;
 use std::time::Instant;
 
-use crate::conn::{Active, Conn, MAX_PENDING};
+use super::{Active, Conn, MAX_PENDING};
 use crate::context::Env;
 use crate::http::{route, Params, Route, MAX_HEAD, MAX_HEADERS};
 

@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant};
 
+use super::request::{Parse, Req};
+use super::{Active, Conn};
 use crate::config::Mode;
-use crate::conn::{Active, Conn};
 use crate::context::Env;
 use crate::http::{bodiless, push_hex, push_u64, write_head, Head, Route, HELLO, PATTERN};
-use crate::request::{Parse, Req};
 use crate::stats::C;
 
 /// The body of a proper response.

@@ -1,20 +1,19 @@
-//! Open-loop rate profiles: phases of a linear ramp or a constant step, and the rate curve
-//! the send schedule follows (expected sends as a function of time, and its inverse).
+//! Open-loop rate phases: each a linear ramp or a constant step, and the rate curve the
+//! send schedule follows (expected sends as a function of time, and its inverse).
 //!
 //! The k-th send of a thread is at the time the curve's expected count reaches its k-th
 //! target: `k + offset` for constant arrivals, a running sum of exponential gaps for
-//! Poisson arrivals (time rescaling: a non-homogeneous Poisson process with the profile as
+//! Poisson arrivals (time rescaling: a non-homogeneous Poisson process with the phases as
 //! its intensity).
 
-use crate::spec::{LoadSpec, DEFAULT_DURATION_S, MAX_DURATION_S};
 use serde::{Deserialize, Serialize};
 
 /// Largest rate of any phase (requests/s).
 pub const MAX_RATE: f64 = 10_000_000.0;
-/// Most phases in a profile.
+/// Most phases in one spec.
 pub const MAX_PHASES: usize = 10_000;
 
-/// One phase of a rate profile: from `rate` to `end_rate` (a linear ramp) over `duration_s`,
+/// One rate phase: from `rate` to `end_rate` (a linear ramp) over `duration_s`,
 /// or at `rate` throughout when `end_rate` is null (a step).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -34,7 +33,7 @@ impl RatePhase {
     }
 }
 
-/// Check a profile; the message does not name the field (the caller does).
+/// Check rate phases; the message does not name the field (the caller does).
 pub fn validate(phases: &[RatePhase], max_total_s: f64) -> Result<(), String> {
     if phases.len() > MAX_PHASES {
         return Err(format!("at most {MAX_PHASES} phases"));
@@ -65,59 +64,12 @@ pub fn total_s(phases: &[RatePhase]) -> f64 {
     phases.iter().map(|p| p.duration_s).sum()
 }
 
-/// The highest rate a profile reaches.
+/// The highest rate the phases reach.
 pub fn peak_rate(phases: &[RatePhase]) -> f64 {
     phases
         .iter()
         .map(|p| p.rate.max(p.last_rate()))
         .fold(0.0, f64::max)
-}
-
-impl LoadSpec {
-    /// Check `rate_profile` (and that `rate` is not also set). Errors name the field.
-    pub(crate) fn check_rate_profile(&self) -> Result<(), String> {
-        if self.rate_profile.is_empty() {
-            return Ok(());
-        }
-        if self.rate.is_some() {
-            return Err(
-                "rate_profile: give either rate (constant) or rate_profile (ramps, steps), not both"
-                    .into(),
-            );
-        }
-        validate(&self.rate_profile, MAX_DURATION_S).map_err(|e| format!("rate_profile: {e}"))
-    }
-
-    /// The measured duration: `duration_s`, else the rate profile's length, else the
-    /// default (10 s); None when bounded by `max_requests` only.
-    pub fn planned_duration_s(&self) -> Option<f64> {
-        match (self.duration_s, self.max_requests) {
-            (Some(d), _) => Some(d),
-            (None, _) if !self.rate_profile.is_empty() => Some(total_s(&self.rate_profile)),
-            (None, Some(_)) => None,
-            (None, None) => Some(DEFAULT_DURATION_S),
-        }
-    }
-
-    /// Open loop: the highest offered rate (requests/s).
-    pub fn peak_rate(&self) -> Option<f64> {
-        match self.rate {
-            Some(r) => Some(r),
-            None if !self.rate_profile.is_empty() => Some(peak_rate(&self.rate_profile)),
-            None => None,
-        }
-    }
-
-    /// Open loop: the offered rate over time since the start of the run (warm-up
-    /// included), scaled by `share` (a thread's part).
-    pub fn rate_curve(&self, share: f64) -> RateCurve {
-        RateCurve::from_phases(
-            &self.rate_profile,
-            self.rate.unwrap_or(0.0),
-            self.warmup_s,
-            share,
-        )
-    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -145,8 +97,8 @@ impl RateCurve {
         RateCurve::from_phases(&[], rate, 0.0, 1.0)
     }
 
-    /// The curve of a profile scaled by `share`: the warm-up (`warmup_s`) at the first
-    /// phase's starting rate, then the phases, then the last rate held. An empty profile is
+    /// The curve of rate phases scaled by `share`: the warm-up (`warmup_s`) at the first
+    /// phase's starting rate, then the phases, then the last rate held. No phases is
     /// the constant `rate`.
     pub fn from_phases(phases: &[RatePhase], rate: f64, warmup_s: f64, share: f64) -> RateCurve {
         let mut segments = Vec::with_capacity(phases.len() + 2);
@@ -296,49 +248,6 @@ mod tests {
             end.time_of(10.5, &mut cur).is_none(),
             "rate 0 held: no more sends"
         );
-    }
-
-    #[test]
-    fn spec_errors_name_the_field() {
-        let cases = [
-            (
-                r#""rate": 5, "rate_profile": [{"rate": 1, "duration_s": 1}]"#,
-                "rate_profile: give either",
-            ),
-            (
-                r#""rate_profile": [{"rate": 1}]"#,
-                "rate_profile: missing field",
-            ),
-            (
-                r#""rate_profile": [{"rate": 0, "duration_s": 1}]"#,
-                "rate_profile: every rate is 0",
-            ),
-            (
-                r#""rate_profile": [{"rate": 1, "end_rate": -2, "duration_s": 1}]"#,
-                "rate_profile: phase 1: rates",
-            ),
-            (
-                r#""rate_profile": [{"rate": 1, "duration_s": 1}], "queue_limit": 5"#,
-                "",
-            ),
-        ];
-        for (fields, prefix) in cases {
-            let json = format!(r#"{{"url": "http://127.0.0.1:1/", {fields}}}"#);
-            match crate::spec::normalise_spec_json(&json) {
-                Ok(_) => assert!(prefix.is_empty(), "{fields} should fail"),
-                Err(e) => assert!(
-                    !prefix.is_empty() && e.starts_with(prefix),
-                    "{e} / {prefix}"
-                ),
-            }
-        }
-        let spec = LoadSpec {
-            rate_profile: vec![ramp(10.0, 30.0, 4.0), step(50.0, 2.0)],
-            ..LoadSpec::default()
-        };
-        assert_eq!(spec.planned_duration_s(), Some(6.0));
-        assert_eq!(spec.peak_rate(), Some(50.0));
-        assert_eq!(spec.mode(), crate::spec::Mode::Open);
     }
 
     #[test]

@@ -10,12 +10,20 @@ use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 
-use crate::context::{hold, set_wake, Env};
+use crate::context::Env;
 use crate::http::{push_hex, push_u64, PATTERN, PATTERN_PERIOD};
-use crate::modes::ENDLESS_BATCH;
-use crate::request::Parse;
-use crate::response::{Pending, Plan};
 use crate::stats::C;
+
+mod modes;
+mod request;
+mod response;
+
+use modes::ENDLESS_BATCH;
+pub(crate) use modes::HUGE_BODY;
+pub(crate) use request::Parse;
+#[cfg(test)]
+pub(crate) use request::MAX_CHUNK_LINE;
+use response::{Pending, Plan};
 
 /// Requests parsed ahead of their responses (pipelining) before we stop reading.
 pub(crate) const MAX_PENDING: usize = 128;
@@ -103,6 +111,11 @@ impl Conn {
         }
     }
 
+    /// Registers a wake-up of this connection at `t` unless an earlier one is registered.
+    fn set_wake(&mut self, env: &mut Env, t: Instant) {
+        env.wake_at(&mut self.wake_at, self.idx, t);
+    }
+
     pub fn input_paused(&self) -> bool {
         self.pending.len() >= MAX_PENDING || self.wbuf.len() - self.wpos >= MAX_OUT
     }
@@ -134,12 +147,12 @@ impl Conn {
                 };
                 if front.due > now {
                     let due = front.due;
-                    set_wake(self, env, due);
+                    self.set_wake(env, due);
                     break;
                 }
                 if !matches!(front.plan, Plan::Stats { .. }) {
                     if let Some(end) = env.shared.stall_end(now) {
-                        set_wake(self, env, end);
+                        self.set_wake(env, end);
                         break;
                     }
                 }
@@ -208,7 +221,7 @@ impl Conn {
                     chunked,
                 } => {
                     if let Some(end) = env.shared.stall_end(now) {
-                        set_wake(self, env, end);
+                        self.set_wake(env, end);
                         return true;
                     }
                     if *chunked {
@@ -254,7 +267,7 @@ impl Conn {
                     interval,
                     next,
                 } => {
-                    if hold(env, &mut self.wake_at, self.idx, now, *next) {
+                    if env.hold(&mut self.wake_at, self.idx, now, *next) {
                         return true;
                     }
                     self.wbuf.push(data[*pos]);
@@ -265,7 +278,7 @@ impl Conn {
                     }
                 }
                 Active::Endless { interval, next, n } => {
-                    if hold(env, &mut self.wake_at, self.idx, now, *next) {
+                    if env.hold(&mut self.wake_at, self.idx, now, *next) {
                         return true;
                     }
                     while self.wbuf.len() < ENDLESS_BATCH {

@@ -1,9 +1,10 @@
 """Open-loop ramps and steps: the engine follows the offered rate second by second, the
 per-second series carries the offered rate beside the achieved one, and the command line
-reads and reports profiles."""
+reads and reports rate phases."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 from pywebbench.commands.load import command
 from pywebbench.commands.run import command as run_command
 from pywebbench.load import LoadResult, LoadSpec, RatePhase, parse_rate, run_load
-from pywebbench.load.profile import phase_lines, tracking_error
+from pywebbench.load.rate_phases import phase_lines, tracking_error
 from pywebbench.refserver import RefServer
 
 GENERATOR_CPUS = [1]
@@ -31,7 +32,7 @@ def ramp_result(refserver: RefServer) -> LoadResult:
     """1000 -> 20000 requests/s over 6 s, constant arrivals, the generator pinned to core 1."""
     spec = LoadSpec(
         url=refserver.url + "/hello",
-        rate_profile=[RatePhase(rate=1000, end_rate=20000, duration_s=6)],
+        rate_phases=[RatePhase(rate=1000, end_rate=20000, duration_s=6)],
         connections=64,
         cpus=GENERATOR_CPUS,
     )
@@ -66,7 +67,7 @@ def test_merged_results_add_the_offered_rates(ramp_result: LoadResult) -> None:
     assert merged.open_loop is not None and ramp_result.open_loop is not None
     assert merged.open_loop.offered_rate == pytest.approx(2 * ramp_result.open_loop.offered_rate)
     assert merged.spec.rate is None
-    assert merged.spec.rate_profile[0].end_rate == pytest.approx(40000, rel=1e-6)
+    assert merged.spec.rate_phases[0].end_rate == pytest.approx(40000, rel=1e-6)
     for a, b in zip(merged.per_second, ramp_result.per_second, strict=True):
         assert a.offered_rate == pytest.approx(2 * (b.offered_rate or 0.0))
 
@@ -74,7 +75,7 @@ def test_merged_results_add_the_offered_rates(ramp_result: LoadResult) -> None:
 def test_steps_hold_each_rate(refserver: RefServer) -> None:
     spec = LoadSpec(
         url=refserver.url + "/hello",
-        rate_profile=[RatePhase(rate=r, duration_s=2) for r in (2000, 8000, 4000)],
+        rate_phases=[RatePhase(rate=r, duration_s=2) for r in (2000, 8000, 4000)],
         connections=32,
         cpus=GENERATOR_CPUS,
     )
@@ -90,7 +91,7 @@ def test_poisson_arrivals_follow_a_ramp(refserver: RefServer) -> None:
     its offered count; the same seed gives the same number of sends."""
     spec = LoadSpec(
         url=refserver.url + "/hello",
-        rate_profile=[RatePhase(rate=2000, end_rate=6000, duration_s=3)],
+        rate_phases=[RatePhase(rate=2000, end_rate=6000, duration_s=3)],
         arrival="poisson",
         seed=7,
         connections=32,
@@ -116,18 +117,35 @@ def test_rate_forms(text: str, want: float | list[RatePhase]) -> None:
     assert parse_rate(text) == want
 
 
-def test_bad_profiles_name_the_field() -> None:
+def test_bad_rate_phases_name_the_field() -> None:
     for bad in ("1000:2000", "1000:x:3s", "1,2@", "fast"):
         with pytest.raises(ValueError, match="^expected R, FROM:TO:DURATION"):
             parse_rate(bad)
     url = "http://127.0.0.1:9/"
-    with pytest.raises(ValueError, match="^rate_profile: give either rate"):
-        LoadSpec(url=url, rate=5, rate_profile=[RatePhase(rate=1, duration_s=1)])
-    with pytest.raises(ValueError, match="^rate_profile: phase 2: duration_s must be > 0"):
-        LoadSpec(url=url, rate_profile=[{"rate": 1, "duration_s": 1}, {"rate": 1, "duration_s": 0}])
-    spec = LoadSpec(url=url, rate_profile=[RatePhase(rate=1, duration_s=1)])
+    with pytest.raises(ValueError, match="^rate_phases: give either rate"):
+        LoadSpec(url=url, rate=5, rate_phases=[RatePhase(rate=1, duration_s=1)])
+    with pytest.raises(ValueError, match="^rate_phases: phase 2: duration_s must be > 0"):
+        LoadSpec(url=url, rate_phases=[{"rate": 1, "duration_s": 1}, {"rate": 1, "duration_s": 0}])
+    spec = LoadSpec(url=url, rate_phases=[RatePhase(rate=1, duration_s=1)])
     assert spec.mode == "open" and LoadSpec.from_json(spec.to_json()) == spec
-    assert "rate_profile" not in LoadSpec(url=url).to_dict()
+    assert "rate_phases" not in LoadSpec(url=url).to_dict()
+
+
+def test_documents_written_before_the_rename_still_read(ramp_result: LoadResult) -> None:
+    """Specs and results stored (in SQLite, in --json files) before ``rate_profile`` became
+    ``rate_phases`` read as the same spec and result, written back under the new name."""
+    doc = ramp_result.to_dict()
+    doc["spec"]["rate_profile"] = doc["spec"].pop("rate_phases")
+    old_text = json.dumps(doc)
+    assert LoadResult.from_json(old_text) == ramp_result
+    assert LoadResult.of(json.loads(old_text)) == ramp_result  # as the store's readers do
+    assert LoadSpec.from_dict(doc["spec"]) == ramp_result.spec
+    assert '"rate_phases"' in ramp_result.spec.to_json()
+    assert "rate_profile" not in ramp_result.to_json()
+    with pytest.raises(ValueError, match="^rate_phases: phase 1: duration_s"):
+        LoadSpec.from_dict(
+            {"url": ramp_result.spec.url, "rate_profile": [{"rate": 1, "duration_s": 0}]}
+        )
 
 
 def test_cli_rejects_a_bad_rate_in_one_line() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pywebbench.load import LoadResult
-from pywebbench.load.profile import describe, phase_lines
+from pywebbench.load.rate_phases import describe, phase_lines
 
 
 def fmt_us(us: float) -> str:
@@ -39,8 +39,8 @@ def _lat_line(label: str, s: Any) -> str:
 def render_summary(r: LoadResult) -> str:
     """The text report of a result (what ``pywebbench load`` prints)."""
     sp = r.spec
-    if r.mode == "open" and sp.rate_profile:
-        model = f"open loop, {describe(sp.rate_profile)}, {sp.arrival}"
+    if r.mode == "open" and sp.rate_phases:
+        model = f"open loop, {describe(sp.rate_phases)}, {sp.arrival}"
     elif r.mode == "open":
         model = f"open loop, {sp.rate or 0:,.0f} req/s {sp.arrival}"
     elif r.mode == "connection_per_request":

@@ -1,10 +1,10 @@
-"""Open-loop rate profiles: the command line's ``--rate`` forms, and offered vs achieved rate
+"""Open-loop rate phases: the command line's ``--rate`` forms, and offered vs achieved rate
 per phase of a result.
 
 ``--rate`` takes a constant rate (``5000``), a linear ramp (``1000:20000:30s``: from 1000 to
 20000 requests/s over 30 s) or steps (``1000,5000,10000@10s``: 10 s at each rate). After the
-profile the last rate is held; the measured duration defaults to the profile's length, so by
-default the run ends with it. The engine follows the profile with constant or Poisson
+phases the last rate is held; the measured duration defaults to the phases' length, so by
+default the run ends with them. The engine follows the phases with constant or Poisson
 arrivals (docs/load-engine.md).
 """
 
@@ -57,7 +57,7 @@ def parse_rate(text: str) -> float | list[RatePhase]:
 
 
 def describe(phases: Sequence[RatePhase]) -> str:
-    """A profile in words: ``ramp 1,000 -> 20,000/s over 30 s``, ``steps 1,000, 5,000/s, 10 s
+    """Rate phases in words: ``ramp 1,000 -> 20,000/s over 30 s``, ``steps 1,000, 5,000/s, 10 s
     each``, or the phases one by one."""
     if len(phases) == 1 and phases[0].end_rate is not None:
         p = phases[0]
@@ -92,8 +92,8 @@ def _mean_over(result: LoadResult, a: float, b: float, offered: bool) -> float:
 
 def phase_lines(result: LoadResult) -> list[str]:
     """Offered vs achieved rate per phase (and for the held last rate, when the run went on
-    past the profile), and how closely each whole second tracked the offered rate."""
-    phases = result.spec.rate_profile
+    past the phases), and how closely each whole second tracked the offered rate."""
+    phases = result.spec.rate_phases
     if not phases or result.mode != "open":
         return []
     spans: list[tuple[str, float, float]] = []
