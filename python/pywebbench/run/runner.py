@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pywebbench import __version__, bringup
+from pywebbench import bringup
 from pywebbench.bind import Bind
 from pywebbench.bringup import StackFailure, one_line
 from pywebbench.faults.outcome import CellRobustness
@@ -32,12 +32,18 @@ from pywebbench.load import LoadAgent, LoadProgress, LocalAgent
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events, Outcome
 from pywebbench.run.executor import Executor, LocalExecutor
-from pywebbench.run.host import facts, git_revision, split_cpus
+from pywebbench.run.host import git_revision, split_cpus
 from pywebbench.run.knee import KneePhase, measured_rps
 from pywebbench.run.matrix import CellPlan, Matrix, Variant
 from pywebbench.run.measure import Interrupted, Measurer, no_sigint
 from pywebbench.run.orphans import reap_orphan
-from pywebbench.run.rows import cell_flags, replicate_rps, stack_row, started_server_columns
+from pywebbench.run.rows import (
+    cell_flags,
+    replicate_rps,
+    run_row,
+    stack_row,
+    started_server_columns,
+)
 from pywebbench.stats import summarize_replicates
 from pywebbench.store import (
     Cell,
@@ -45,7 +51,6 @@ from pywebbench.store import (
     Failure,
     Phase,
     Replicate,
-    Run,
     RunStatus,
     Store,
     new_run_id,
@@ -180,32 +185,19 @@ class StudyRunner:
         if self.resume:
             self.store.update_run(self.run_id, status=RunStatus.RUNNING, finished_at=None)
             return
-        host = facts()
-        extra = dict(host["extra"])
+        extra: dict[str, object] = {}
         if self.config.app is not None:  # your own app: which commit of it was measured
             revision = git_revision(Path(self.config.app.project or "."))
             if revision is not None:
                 extra["app_git"] = revision
         self.store.create_run(
-            Run(
-                id=self.run_id,
-                created_at=utcnow(),
-                finished_at=None,
-                status=RunStatus.RUNNING,
+            run_row(
+                self.run_id,
                 profile=self.config.profile,
-                hostname=host["hostname"],
-                cpu_model=host["cpu_model"],
-                cpu_count=host["cpu_count"],
-                kernel=host["kernel"],
-                governor=host["governor"],
-                memory_bytes=host["memory_bytes"],
-                os=host["os"],
-                pywebbench_version=__version__,
-                orchestrator_python=sys.version.split()[0],
-                server_cpus_json=json.dumps(self.server_cpus),
-                generator_cpus_json=json.dumps(self.generator_cpus),
                 config_json=json.dumps(self.config.model_dump(mode="json")),
-                host_json=json.dumps(extra),
+                server_cpus=self.server_cpus,
+                generator_cpus=self.generator_cpus,
+                extra=extra,
             )
         )
 

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pywebbench.store.ab_rows import AbComparison
 from pywebbench.store.knee_rows import Knee, KneeProbe
 from pywebbench.store.model import (
     TABLE_CLASSES,
@@ -273,6 +274,21 @@ class Store:
         return self._insert("knees", knee)
 
     # -- reading ---------------------------------------------------------------------------
+
+    def add_ab_comparison(self, row: AbComparison) -> int:
+        """Record the paired ratio of an A/B run (docs/ab.md)."""
+        return self._insert("ab_comparisons", row)
+
+    def ab_comparisons(self, run_ids: Sequence[str] = ()) -> list[AbComparison]:
+        """The A/B rows of these runs (all runs when none is named), oldest first."""
+        if not run_ids:
+            return self._select(AbComparison, "SELECT * FROM ab_comparisons ORDER BY id")
+        marks = ",".join("?" * len(run_ids))
+        return self._select(
+            AbComparison,
+            f"SELECT * FROM ab_comparisons WHERE run_id IN ({marks}) ORDER BY id",
+            run_ids,
+        )
 
     def _select(self, cls: type[T], sql: str, params: Iterable[object] = ()) -> list[T]:
         return [_from_row(cls, r) for r in self._db.execute(sql, list(params))]
