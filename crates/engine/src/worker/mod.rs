@@ -281,9 +281,7 @@ impl Worker {
                 delay_mark = sys::thread_run_delay_ns();
                 self.shared.progress[self.id].phase.store(1, Relaxed);
             }
-            if self.slices.is_some() {
-                self.slice_step(now);
-            }
+            self.slice_tick(now);
             if now >= self.end || self.shared.stop.load(Relaxed) || self.done() {
                 break;
             }

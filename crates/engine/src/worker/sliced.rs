@@ -55,6 +55,17 @@ impl SliceTrack {
 }
 
 impl Worker {
+    /// Per event: a window boundary passed since the turn began is acted on at once, so no
+    /// request is issued outside the thread's windows however long a turn lasts.
+    #[inline]
+    pub(super) fn slice_tick(&mut self, now: u64) {
+        if let Some(t) = &self.slices {
+            if now >= t.next_boundary() {
+                self.slice_step(now);
+            }
+        }
+    }
+
     /// Move through the window boundaries that `now` has passed.
     pub(super) fn slice_step(&mut self, now: u64) {
         let Some(mut t) = self.slices.take() else {
@@ -64,8 +75,12 @@ impl Worker {
             match t.stage {
                 Stage::Idle if now >= w.load_start => {
                     t.stage = Stage::Loading;
-                    self.slice_open = true;
-                    self.slice_refill(now);
+                    // A thread that woke after its whole window (no CPU for that long) lets
+                    // it pass unloaded: its slice counts nothing, and its round is dropped.
+                    if now < w.end {
+                        self.slice_open = true;
+                        self.slice_refill(now);
+                    }
                 }
                 Stage::Loading if now >= w.count_start => {
                     t.stage = Stage::Counting;
@@ -79,7 +94,10 @@ impl Worker {
                     t.next += 1;
                     self.slice_open = false;
                     if let (Some(i), Some(mut outside)) = (w.slice, t.outside.take()) {
-                        t.board.add(i, &self.tally, t.counted_from, now);
+                        // Nothing was counted after the planned end (checked per event), so
+                        // a thread that notices the end late still ends the slice there.
+                        let ended = now.min(w.end).max(t.counted_from);
+                        t.board.add(i, &self.tally, t.counted_from, ended);
                         outside.merge(&self.tally);
                         self.tally = outside;
                     }
