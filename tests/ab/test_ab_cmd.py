@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-from pwbtest import pwb
+from pwbtest import PYWEBBENCH, pwb
 
 APP = """
 N = {n}
@@ -90,6 +90,19 @@ def test_two_revisions_slower_trips_the_gate_and_is_stored(tmp_path: Path, censu
     assert len(cells) == 2
     slices = db.execute("SELECT count(*) FROM iterations").fetchone()[0]
     assert slices == len(doc["slices"])
+    # the report of the run has its A/B section, the ratio as stored
+    report = subprocess.run(
+        [PYWEBBENCH, "report", run_id, "--store", str(results / "pywebbench.sqlite"), "-o",
+         str(tmp_path / "report")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    md = next((tmp_path / "report").glob("*.md")).read_text()
+    section = md.split("## A/B", 1)[1]
+    assert f"{row[1]:.3f}x" in section and "slower" in section
+    assert "## A/B" in next((tmp_path / "report").glob("*.html")).read_text().replace(
+        "<h2>A/B</h2>", "## A/B"
+    )
 
 
 def test_aa_passes_the_gate(tmp_path: Path, census: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pywebbench.mdtext import md_code, md_text
-from pywebbench.report import axes, flags, nodes, robustness_curve, tables
+from pywebbench.report import ab, axes, flags, nodes, robustness_curve, tables
 from pywebbench.report.knee import markdown_lines
 from pywebbench.report.view import ReportView, WorkloadView
 
@@ -159,6 +159,7 @@ def render_markdown(view: ReportView) -> str:
     out += markdown_lines(view.knees, md_text)
     out += _axes(view)
     out += nodes.markdown_lines(view.nodes, md_text)
+    out += ab.markdown_lines(view.ab, md_text)
     if view.failures:
         out += ["## Failures", ""]
         out += _table(

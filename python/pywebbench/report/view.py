@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pywebbench.faults.outcome import RobustnessCurve
+from pywebbench.report.ab import AbRow
 from pywebbench.report.knee import KneeView
 from pywebbench.report.nodes import NodesView
 
@@ -365,6 +366,7 @@ class ReportView:
     knees: list[KneeView] = field(default_factory=list)  # docs/slo.md
     axes: AxesView = field(default_factory=AxesView)
     nodes: NodesView | None = None  # --executor ray: which node measured which cell
+    ab: list[AbRow] = field(default_factory=list)  # pywebbench ab runs (docs/ab.md)
 
     @property
     def has_robustness(self) -> bool:

@@ -279,17 +279,6 @@ class Store:
         """Record the paired ratio of an A/B run (docs/ab.md)."""
         return self._insert("ab_comparisons", row)
 
-    def ab_comparisons(self, run_ids: Sequence[str] = ()) -> list[AbComparison]:
-        """The A/B rows of these runs (all runs when none is named), oldest first."""
-        if not run_ids:
-            return self._select(AbComparison, "SELECT * FROM ab_comparisons ORDER BY id")
-        marks = ",".join("?" * len(run_ids))
-        return self._select(
-            AbComparison,
-            f"SELECT * FROM ab_comparisons WHERE run_id IN ({marks}) ORDER BY id",
-            run_ids,
-        )
-
     def _select(self, cls: type[T], sql: str, params: Iterable[object] = ()) -> list[T]:
         return [_from_row(cls, r) for r in self._db.execute(sql, list(params))]
 
@@ -402,6 +391,11 @@ class Store:
                 f"SELECT * FROM load_agents WHERE iteration_id IN ({its_sql}) ORDER BY id",
                 ids,
             ),
+            ab_comparisons=self._select(
+                AbComparison,
+                f"SELECT * FROM ab_comparisons WHERE run_id IN ({marks}) ORDER BY id",
+                ids,
+            ),
         )
 
     def import_study(self, study: Study) -> list[str]:
@@ -453,6 +447,16 @@ class Store:
                 for row in getattr(study, table):
                     new_row = dataclasses.replace(row, id=None, cell_id=cell_ids[row.cell_id])
                     self._insert(table, new_row)
+            for ab in study.ab_comparisons:
+                self._insert(
+                    "ab_comparisons",
+                    dataclasses.replace(
+                        ab,
+                        id=None,
+                        base_cell_id=cell_ids[ab.base_cell_id],
+                        change_cell_id=cell_ids[ab.change_cell_id],
+                    ),
+                )
         return [r.id for r in study.runs]
 
 
