@@ -74,6 +74,7 @@ def test_two_revisions_slower_trips_the_gate_and_is_stored(tmp_path: Path, censu
     doc = json.loads(done.stdout)
     assert doc["verdict"] == "slower"
     assert doc["rps"]["ci_high"] < 0.97
+    assert doc["cpu"]["ratio"] < 0.97  # twice the work per request: per CPU-second too
     assert doc["stopped"] in ("ci", "budget")
     assert doc["rounds_kept"] >= 2
     assert [v["rule"] for v in doc["gate"]["violations"]] == ["slower>3%"]
@@ -110,12 +111,13 @@ def test_aa_passes_the_gate(tmp_path: Path, census: str) -> None:
         _write_app(tmp_path / name, 3000)
     done = pwb(
         "ab", *QUICK, "--base", str(tmp_path / "a"), "--change", str(tmp_path / "b"),
-        "--min-change", "0.1", "--fail-if", "slower>20%", "--format", "markdown",
+        "--min-change", "0.1", "--fail-if", "slower>20%", "--format", "markdown", "--figure", "cpu",
         "--no-store", results=tmp_path / "results",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "no significant change" in done.stdout
     assert "stopped:" in done.stdout
+    assert "judged on: requests per server CPU-second" in done.stdout
     assert not (tmp_path / "results" / "pywebbench.sqlite").exists()
 
 

@@ -105,9 +105,11 @@ def test_other_share_is_busy_minus_own_over_the_window() -> None:
         acc.at.append(t)
         acc.busy_s.append(busy)
         acc.own_s.append(own)
+        acc.tree_s.append([own])
     assert math.isclose(acc.other_share(0.0, 1.0) or 0, 0.3)
     assert math.isclose(acc.other_share(1.0, 2.0) or 0, 0.0)
     assert acc.other_share(1.2, 1.8) is None  # no two samples inside
+    assert math.isclose(acc.tree_share(0, 0.0, 2.0) or 0, 0.75)
     rule = acc.unequal(0.2)
     base, change = _slice(0, 0, 0, 1.0, start=0.0), _slice(1, 0, 1, 1.0, start=1.0)
     assert "unequal interference" in (rule(base, change) or "")

@@ -64,27 +64,44 @@ class CoreAccounting:
     pids: Sequence[int]
     at: list[float] = field(default_factory=list)  # Unix time
     busy_s: list[float] = field(default_factory=list)
-    own_s: list[float] = field(default_factory=list)
+    own_s: list[float] = field(default_factory=list)  # all the trees
+    #: Per tree (the index in ``pids``): its CPU seconds at each sample.
+    tree_s: list[list[float]] = field(default_factory=list)
 
     def sample(self) -> None:
         """Take one sample now."""
-        own = trees_cpu_s(self.pids)
+        trees = [trees_cpu_s([pid]) for pid in self.pids]
         self.busy_s.append(cores_busy_s(self.cores))
-        self.own_s.append(own)
+        self.own_s.append(sum(trees))
+        self.tree_s.append(trees)
         self.at.append(time.time())
+
+    def _span(self, started_at: float, ended_at: float) -> tuple[int, int, float] | None:
+        """The first and last samples inside [started_at, ended_at] and the time between."""
+        i = bisect.bisect_left(self.at, started_at)
+        j = bisect.bisect_right(self.at, ended_at) - 1
+        if j <= i or self.at[j] <= self.at[i]:
+            return None
+        return i, j, self.at[j] - self.at[i]
 
     def other_share(self, started_at: float, ended_at: float) -> float | None:
         """Other processes' CPU on the server cores over the widest sampled span inside
         [started_at, ended_at], as a share of the cores' time; None without two samples."""
-        i = bisect.bisect_left(self.at, started_at)
-        j = bisect.bisect_right(self.at, ended_at) - 1
-        if j <= i:
+        span = self._span(started_at, ended_at)
+        if span is None:
             return None
-        span = self.at[j] - self.at[i]
-        if span <= 0:
-            return None
+        i, j, seconds = span
         other = (self.busy_s[j] - self.busy_s[i]) - (self.own_s[j] - self.own_s[i])
-        return max(0.0, other) / (span * len(self.cores))
+        return max(0.0, other) / (seconds * len(self.cores))
+
+    def tree_share(self, tree: int, started_at: float, ended_at: float) -> float | None:
+        """CPU seconds per second that tree ``tree`` (its index in ``pids``) used over the
+        widest sampled span inside [started_at, ended_at]; None without two samples."""
+        span = self._span(started_at, ended_at)
+        if span is None:
+            return None
+        i, j, seconds = span
+        return (self.tree_s[j][tree] - self.tree_s[i][tree]) / seconds
 
     def unequal(self, limit: float) -> UnequalInterference:
         """The drop rule of this accounting at ``limit``."""

@@ -12,10 +12,15 @@ import math
 from collections import Counter
 from typing import Any
 
-from pywebbench.ab.session import STOPPED_BUDGET, STOPPED_CI, AbOutcome
+from pywebbench.ab.session import FIGURE_CPU, FIGURE_RPS, STOPPED_BUDGET, STOPPED_CI, AbOutcome
 from pywebbench.compare.gate import Violation
 from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.mdtext import md_text
+
+FIGURE_NAMES = {
+    FIGURE_RPS: "requests/s (--figure rps)",
+    FIGURE_CPU: "requests per server CPU-second (--figure cpu)",
+}
 
 
 def fmt_ratio(est: RatioEstimate | None) -> str:
@@ -43,6 +48,7 @@ def notes(o: AbOutcome, verdict: str, violations: list[Violation]) -> list[str]:
     """The lines under the table."""
     out = [
         stop_note(o),
+        f"judged on: {FIGURE_NAMES[o.options.figure]}",
         f"rounds: {o.kept} kept of {len(o.pairs)}, {o.options.slice_s:g} s slices; "
         f"{o.elapsed_s:.0f} s of load; servers on cores {o.server_cpus}, load from "
         f"{o.generator_cpus}",
@@ -85,7 +91,9 @@ def to_doc(o: AbOutcome, verdict: str, violations: list[Violation]) -> dict[str,
         "base": o.base.label,
         "change": o.change.label,
         "verdict": verdict,
+        "figure": o.options.figure,
         "rps": _est_doc(o.rps),
+        "cpu": _est_doc(o.cpu),
         "p50": _est_doc(o.p50),
         "p99": _est_doc(o.p99),
         "level": o.options.level,
@@ -128,10 +136,11 @@ def to_markdown(o: AbOutcome, verdict: str, violations: list[Violation]) -> str:
     lines = [
         "## A/B: CHANGE / BASE",
         "",
-        "| BASE | CHANGE | requests/s | p50 | p99 | verdict |",
-        "|---|---|---|---|---|---|",
+        "| BASE | CHANGE | requests/s | requests/CPU-s | p50 | p99 | verdict |",
+        "|---|---|---|---|---|---|---|",
         f"| {md_text(o.base.study.cell.label)} | {md_text(o.change.study.cell.label)} | "
-        f"{fmt_ratio(o.rps)} | {fmt_ratio(o.p50)} | {fmt_ratio(o.p99)} | **{verdict}** |",
+        f"{fmt_ratio(o.rps)} | {fmt_ratio(o.cpu)} | {fmt_ratio(o.p50)} | {fmt_ratio(o.p99)} "
+        f"| **{verdict}** |",
         "",
     ]
     lines += [f"- {md_text(n)}" for n in notes(o, verdict, violations)]
@@ -144,6 +153,7 @@ def to_table(o: AbOutcome, verdict: str, violations: list[Violation]) -> str:
         ("BASE", o.base.study.cell.label),
         ("CHANGE", o.change.study.cell.label),
         (f"requests/s ({o.options.level:.0%} CI)", fmt_ratio(o.rps)),
+        ("requests per server CPU-s", fmt_ratio(o.cpu)),
         ("p50 latency", fmt_ratio(o.p50)),
         ("p99 latency", fmt_ratio(o.p99)),
         ("verdict", verdict),

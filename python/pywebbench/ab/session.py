@@ -37,6 +37,16 @@ STOPPED_CI = "ci"
 STOPPED_BUDGET = "budget"
 STOPPED_INTERRUPTED = "interrupted"
 
+#: The figures a slice gives: requests per second of wall time, and requests per CPU-second
+#: of the side's own server tree (what a CPU-bound server would do with a core to itself:
+#: CPU that other processes took from it does not count against it).
+FIGURE_RPS = "rps"
+FIGURE_CPU = "cpu"
+FIGURES = (FIGURE_RPS, FIGURE_CPU)
+#: A slice whose server used less than this share of a core gives no per-CPU figure (too few
+#: clock ticks to divide by).
+MIN_CPU_SHARE = 0.05
+
 
 @dataclass(frozen=True)
 class AbOptions:
@@ -49,6 +59,8 @@ class AbOptions:
     warmup_s: float = 3.0  # per side, before the first round
     level: float = 0.95
     interference_limit: float = 0.05
+    #: What the stop rule, the verdict and the gate judge: FIGURE_RPS or FIGURE_CPU.
+    figure: str = "rps"
     seed: int = 0
     log_dir: Path = Path("pywebbench-results/logs/ab")
 
@@ -80,6 +92,7 @@ class AbOutcome:
     change: AbSideRun
     pairs: list[RoundPair]
     rps: RatioEstimate | None
+    cpu: RatioEstimate | None  # requests per server CPU-second, CHANGE/BASE
     p50: RatioEstimate | None
     p99: RatioEstimate | None
     stopped: str
@@ -94,8 +107,14 @@ class AbOutcome:
         return sum(1 for p in self.pairs if p.dropped is None)
 
     @property
+    def judged(self) -> RatioEstimate | None:
+        """The estimate the stop rule, the verdict and the gate judge (``options.figure``)."""
+        return self.cpu if self.options.figure == FIGURE_CPU else self.rps
+
+    @property
     def half_width(self) -> float | None:
-        return half_width(self.rps) if self.rps is not None else None
+        est = self.judged
+        return half_width(est) if est is not None else None
 
 
 def rounds_for(options: AbOptions, sides: int = 2) -> int:
@@ -117,6 +136,18 @@ def latency_ratio(pairs: Sequence[RoundPair], which: str, level: float) -> Ratio
         if getattr(p.base, which) > 0 and getattr(p.change, which) > 0
     ]
     return paired_ratio(values, level=level)
+
+
+def per_cpu_second(slices: Sequence[SliceStats], accounting: CoreAccounting) -> list[SliceStats]:
+    """The slices with ``rps`` replaced by requests per CPU-second of their side's server
+    tree (tree ``target`` of ``accounting``); slices without a usable CPU figure are left
+    out, so their rounds are incomplete."""
+    out = []
+    for s in slices:
+        share = accounting.tree_share(s.target, s.started_at, s.ended_at)
+        if share is not None and share >= MIN_CPU_SHARE:
+            out.append(s.model_copy(update={"rps": s.rps / share}))
+    return out
 
 
 def run_ab(
@@ -179,7 +210,10 @@ def run_ab(
         def watch(snap: SliceProgress) -> bool:
             nonlocal reached
             accounting.sample()
-            pairs = pair_rounds(snap.slices, drop=drop)
+            judged = snap.slices
+            if options.figure == FIGURE_CPU:
+                judged = per_cpu_second(judged, accounting)
+            pairs = pair_rounds(judged, drop=drop)
             est = paired_ratio(pairs, level=options.level)
             kept = sum(1 for p in pairs if p.dropped is None)
             reached = narrow_enough(est, kept, options.ci_width)
@@ -214,6 +248,9 @@ def run_ab(
         change=runs[1],
         pairs=pairs,
         rps=paired_ratio(pairs, level=options.level),
+        cpu=paired_ratio(
+            pair_rounds(per_cpu_second(result.slices, accounting), drop=drop), level=options.level
+        ),
         p50=latency_ratio(pairs, "p50_us", options.level),
         p99=latency_ratio(pairs, "p99_us", options.level),
         stopped=stopped,

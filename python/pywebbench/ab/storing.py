@@ -115,7 +115,7 @@ def store_outcome(
         )
         base_id = _side(store, run_id, o.base, o, 0)
         change_id = _side(store, run_id, o.change, o, 1)
-        est = o.rps
+        est = o.judged
         store.add_ab_comparison(
             AbComparison(
                 id=None,

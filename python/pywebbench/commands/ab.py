@@ -98,6 +98,15 @@ FORMATS = ("table", "markdown", "json")
     "cores differ by more than this (docs/ab.md).",
 )
 @click.option(
+    "--figure",
+    type=click.Choice(["rps", "cpu"]),
+    default="rps",
+    show_default=True,
+    help="What the stop rule, the verdict and the gate judge: rps = requests/s; cpu = "
+    "requests per CPU-second of each side's server (insensitive to CPU other processes take "
+    "from the server cores; for CPU-bound servers). Both are reported.",
+)
+@click.option(
     "--fail-if",
     "fail_if",
     multiple=True,
@@ -253,11 +262,12 @@ def _run(o: dict[str, Any]) -> None:
             warmup_s=o["warmup"],
             level=o["level"],
             interference_limit=o["interference_limit"],
+            figure=o["figure"],
             seed=o["seed"],
             log_dir=results_dir / "logs" / "ab",
         )
         outcome = run_ab(studies[0], studies[1], options, say=say)
-    verdict = throughput_verdict(outcome.rps, o["min_change"])
+    verdict = throughput_verdict(outcome.judged, o["min_change"])
     violations = _violations(rules, outcome)
     if not o["no_store"]:
         from pywebbench.ab.storing import store_outcome
@@ -286,7 +296,7 @@ def _violations(rules: Sequence[Rule], outcome: AbOutcome) -> list[Violation]:
     label = f"{outcome.change.study.cell.label} vs BASE"
     out = []
     for rule in rules:
-        detail = estimate_violation(rule, outcome.rps, outcome.p50, outcome.p99)
+        detail = estimate_violation(rule, outcome.judged, outcome.p50, outcome.p99)
         if rule.metric == "errors":
             errors, done = outcome.change.errors, outcome.change.requests
             rate = errors / (errors + done) if errors + done else 0.0

@@ -76,10 +76,11 @@ def markdown_lines(rows: list[AbRow], text: Callable[[str], str]) -> list[str]:
     out = [
         "## A/B",
         "",
-        "Interleaved A/B runs (`pywebbench ab`, docs/ab.md): CHANGE/BASE requests/s from "
-        "slices paired within rounds, with its CI.",
+        "Interleaved A/B runs (`pywebbench ab`, docs/ab.md): CHANGE/BASE of the judged figure "
+        "(requests/s, or per server CPU-second with --figure cpu) from slices paired within "
+        "rounds, with its CI.",
         "",
-        "| run | BASE | CHANGE | requests/s | verdict | stopped | rounds |",
+        "| run | BASE | CHANGE | ratio | verdict | stopped | rounds |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:

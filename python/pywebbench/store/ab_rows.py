@@ -18,7 +18,7 @@ class AbComparison:
     run_id: str
     base_cell_id: int
     change_cell_id: int
-    ratio: float | None  # CHANGE/BASE requests/s (geometric mean over the kept rounds)
+    ratio: float | None  # CHANGE/BASE of the judged figure (--figure), over the kept rounds
     ci_low: float | None
     ci_high: float | None
     level: float
