@@ -201,6 +201,7 @@ def main() -> None:
     ap.add_argument("--ci-width", type=float, default=0.01)
     ap.add_argument("--budget", type=float, default=BUDGET_S)
     ap.add_argument("--interference-limit", type=float, default=0.05)
+    ap.add_argument("--figure", choices=["rps", "cpu"], default="rps", help="what ab judges")
     ap.add_argument("--json", type=Path, help="also write every trial here")
     a = ap.parse_args()
     kinds = [k for k in a.kinds.split(",") if k]
@@ -232,7 +233,7 @@ def main() -> None:
                 )
         common = [
             "-c", str(a.connections), "--budget", str(a.budget), "--ci-width", str(a.ci_width),
-            "--interference-limit", str(a.interference_limit),
+            "--interference-limit", str(a.interference_limit), "--figure", a.figure,
         ]  # fmt: skip
         plans: dict[str, list[str]] = {
             "aa": [*app_flags(requirements), "--base", str(base), "--change", str(copy),
@@ -262,10 +263,18 @@ def main() -> None:
             gate = sum(r["exit"] == 1 for r in got)
             widths = [r["half_width"] for r in ok if r["half_width"] is not None]
             walls = [r["wall_s"] for r in got]
+            cpu_widths = [
+                max(r["cpu_ci"][1] / r["cpu_ratio"] - 1, 1 - r["cpu_ci"][0] / r["cpu_ratio"])
+                for r in ok
+                if r.get("cpu_ratio") and None not in r["cpu_ci"]
+            ]
+            cpu = (
+                f"; per CPU-s CI +-{statistics.median(cpu_widths):.2%} median" if cpu_widths else ""
+            )
             print(
                 f"{kind}: {n} trials; verdict slower/faster {sig}, slower {slower}; gate exit 1 "
                 f"{gate}; CI +-{statistics.median(widths):.2%} median, "
-                f"+-{max(widths):.2%} widest; wall {statistics.median(walls):.0f} s median, "
+                f"+-{max(widths):.2%} widest{cpu}; wall {statistics.median(walls):.0f} s median, "
                 f"{max(walls):.0f} s longest; stopped by CI "
                 f"{sum(r.get('stopped') == 'ci' for r in ok)}"
                 if widths

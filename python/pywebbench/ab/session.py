@@ -44,8 +44,8 @@ FIGURE_RPS = "rps"
 FIGURE_CPU = "cpu"
 FIGURES = (FIGURE_RPS, FIGURE_CPU)
 #: A slice whose server used less than this share of a core gives no per-CPU figure (too few
-#: clock ticks to divide by).
-MIN_CPU_SHARE = 0.05
+#: of the kernel's 10 ms clock ticks to divide by: 2 in a 1-s slice).
+MIN_CPU_SHARE = 0.02
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from pywebbench.ab.render import to_doc
 from pywebbench.ab.session import AbOutcome, AbSideRun
 from pywebbench.compare.gate import Violation
 from pywebbench.load.sliced import SliceStats
-from pywebbench.run.rows import run_row, stack_row
-from pywebbench.store import DEFAULT_FILENAME, Cell, CellStatus, Iteration, Replicate, Store
+from pywebbench.run.rows import cell_row, run_row, stack_row
+from pywebbench.store import DEFAULT_FILENAME, CellStatus, Iteration, Replicate, Store
 from pywebbench.store.ab_rows import AbComparison
 from pywebbench.store.db import new_run_id, utcnow
 from pywebbench.store.model import IterationKind, RunStatus
@@ -57,25 +57,10 @@ def _side(store: Store, run_id: str, side: AbSideRun, o: AbOutcome, ordinal: int
     role = side.study.side.role
     row = stack_row(run_id, cell.variant)
     stack_id = store.add_stack(dataclasses.replace(row, key=f"{row.key} [{role}]"))
+    status = CellStatus.OK if o.stopped != "interrupted" else CellStatus.INTERRUPTED
+    key = f"{row.key} [{role}]|{cell.workload.name}|{cell.load_point}"
     cell_id = store.add_cell(
-        Cell(
-            id=None,
-            run_id=run_id,
-            stack_id=stack_id,
-            key=f"{row.key} [{role}]|{cell.workload.name}|{cell.load_point}",
-            ordinal=ordinal,
-            workload=cell.workload.name,
-            workload_params_json=json.dumps(cell.params, sort_keys=True),
-            load_model=cell.load_model,
-            connections=cell.connections,
-            rate=cell.rate,
-            load_point=cell.load_point,
-            status=CellStatus.OK if o.stopped != "interrupted" else CellStatus.INTERRUPTED,
-            server_cpus_json=json.dumps(o.server_cpus),
-            generator_cpus_json=json.dumps(o.generator_cpus),
-            connection_mode=cell.connection_mode,
-            bind=cell.bind,
-        )
+        cell_row(run_id, stack_id, cell, o.server_cpus, o.generator_cpus, key=key, status=status)
     )
     store.add_replicate(
         Replicate(None, cell_id, 0, "ok", utcnow(), pid=side.pid, finished_at=utcnow())

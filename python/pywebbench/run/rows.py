@@ -13,8 +13,9 @@ from pywebbench.load import iteration_figures
 from pywebbench.load.result import LoadResult
 from pywebbench.meter import MeterSummary, snapshot
 from pywebbench.run.host import facts
-from pywebbench.run.matrix import Variant
+from pywebbench.run.matrix import CellPlan, Variant
 from pywebbench.store import (
+    Cell,
     CellStatus,
     Iteration,
     IterationKind,
@@ -59,6 +60,37 @@ def run_row(
         generator_cpus_json=json.dumps(list(generator_cpus)),
         config_json=config_json,
         host_json=json.dumps({**host["extra"], **extra}),
+    )
+
+
+def cell_row(
+    run_id: str,
+    stack_id: int,
+    cell: CellPlan,
+    server_cpus: Sequence[int],
+    generator_cpus: Sequence[int],
+    *,
+    key: str | None = None,
+    status: str = CellStatus.PENDING,
+) -> Cell:
+    """The ``cells`` row of a planned cell (``key``: another key than the plan's)."""
+    return Cell(
+        id=None,
+        run_id=run_id,
+        stack_id=stack_id,
+        key=key or cell.key,
+        ordinal=cell.ordinal,
+        workload=cell.workload.name,
+        workload_params_json=json.dumps(cell.params, sort_keys=True),
+        load_model=cell.load_model,
+        connections=cell.connections,
+        rate=cell.rate,
+        load_point=cell.load_point,
+        connection_mode=cell.connection_mode,
+        bind=cell.bind,
+        status=status,
+        server_cpus_json=json.dumps(list(server_cpus)),
+        generator_cpus_json=json.dumps(list(generator_cpus)),
     )
 
 

@@ -39,6 +39,7 @@ from pywebbench.run.measure import Interrupted, Measurer, no_sigint
 from pywebbench.run.orphans import reap_orphan
 from pywebbench.run.rows import (
     cell_flags,
+    cell_row,
     replicate_rps,
     run_row,
     stack_row,
@@ -224,24 +225,8 @@ class StudyRunner:
                         reap_orphan(rep, stacks.get(row.stack_id))
 
     def _cell_row(self, cell: CellPlan) -> Cell:
-        return Cell(
-            id=None,
-            run_id=self.run_id,
-            stack_id=self._stack_ids[cell.variant.key],
-            key=cell.key,
-            ordinal=cell.ordinal,
-            workload=cell.workload.name,
-            workload_params_json=json.dumps(cell.params, sort_keys=True),
-            load_model=cell.load_model,
-            connections=cell.connections,
-            rate=cell.rate,
-            load_point=cell.load_point,
-            connection_mode=cell.connection_mode,
-            bind=cell.bind,
-            status=CellStatus.PENDING,
-            server_cpus_json=json.dumps(self.server_cpus),
-            generator_cpus_json=json.dumps(self.generator_cpus),
-        )
+        stack_id = self._stack_ids[cell.variant.key]
+        return cell_row(self.run_id, stack_id, cell, self.server_cpus, self.generator_cpus)
 
     def _done_cells(self) -> set[str]:
         if self._done is None:
