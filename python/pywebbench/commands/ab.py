@@ -47,7 +47,9 @@ FORMATS = ("table", "markdown", "json")
 @click.option("--server", default="gunicorn-gthread", show_default=True, help="Server.")
 @click.option("--framework", default="raw-wsgi", show_default=True, help="Framework (no --app).")
 @click.option("--workload", default="cpu", show_default=True, help="Workload (no --app).")
-@click.option("--connections", "-c", type=int, default=64, show_default=True)
+@click.option(
+    "--connections", "-c", type=int, default=64, show_default=True, help="Connections per side."
+)
 @click.option("--timeout", type=float, help="Per-request timeout (s).")
 @click.option(
     "--ci-width",
@@ -64,7 +66,14 @@ FORMATS = ("table", "markdown", "json")
     help="Longest load time in seconds, warm-up included; the run stops there if the CI "
     "is still wider than --ci-width, and says so.",
 )
-@click.option("--slice", "slice_s", type=float, default=1.0, show_default=True, help="Seconds.")
+@click.option(
+    "--slice",
+    "slice_s",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Counted seconds of each slice.",
+)
 @click.option(
     "--settle",
     type=float,
@@ -127,9 +136,10 @@ def command(**options: Any) -> None:
     \b
     Both servers stay up and warm, pinned to the same cores; one load engine switches
     between them in short slices (random order within each round) on connections it keeps
-    open. The ratio CHANGE/BASE of requests/s comes from the slices paired within rounds,
-    with its CI; the run stops once the CI is within +-CI_WIDTH or the --budget ends, and
-    says which. Method and limits: docs/ab.md.
+    open. The ratio CHANGE/BASE of requests/s (and of requests per server CPU-second, see
+    --figure) comes from the slices paired within rounds, with its CI; the run stops once
+    the CI is within +-CI_WIDTH or the --budget ends, and says which. Method and limits:
+    docs/ab.md.
 
     \b
     Exit status: 0 = measured (gate passed), 1 = a --fail-if rule tripped, 2 = bad input
@@ -140,7 +150,8 @@ def command(**options: Any) -> None:
       pywebbench ab --app shop.wsgi:app --path /items --base main --change HEAD \\
           --fail-if 'slower>3%'
       pywebbench ab --app app:app --path / --base ../app-v1 --change ../app-v2
-      pywebbench ab --base python=cpython3.11 --change python=cpython3.12 --ci-width 0.02
+      pywebbench ab --base python=cpython3.11 --change python=/usr/bin/python3.12 \\
+          --ci-width 0.02
       pywebbench ab --app app:app --path / --base requirements=old.txt \\
           --change requirements=new.txt
     """
