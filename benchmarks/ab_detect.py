@@ -23,8 +23,11 @@ for the whole benchmark (the interference issue's steady neighbour).
 
 Calibration: the BASE server is started once and loaded for 5 s (the same connections as the
 trials); its process tree's CPU time over the requests it completed is the server's CPU per
-request. The middleware's loop is timed in the stack's own interpreter; its iteration count
-is set so the loop costs the wanted share of that per-request CPU.
+request. The middleware loop's cost is measured in situ: a probe project burning about 30%
+more is served and measured the same way, and the difference over the probe's iterations is
+the cost of one iteration inside the server (with the loop timed alone in the interpreter,
+the first reduced run's slowdowns came out 2-3x the aimed ones). The iteration count is set so the loop costs the wanted
+share of BASE's per-request CPU.
 """
 
 from __future__ import annotations
@@ -108,9 +111,9 @@ def app_flags(requirements: Path) -> list[str]:
     ]
 
 
-def calibrate(base: Path, requirements: Path, connections: int) -> tuple[float, float]:
-    """(server CPU seconds per request, seconds per burn-loop iteration in the stack's
-    interpreter), measured with BASE's server up on its pinned core."""
+def cpu_per_request(where: Path, requirements: Path, connections: int) -> tuple[float, Path]:
+    """Server CPU seconds per request of the project ``where`` (its server up on the pinned
+    server core, 5 s of load after 2 s of warm-up), and the stack venv's interpreter."""
     shared = {
         "matrix": {"servers": ["gunicorn-gthread"], "interpreters": ["cpython3.11"]},
         "load": {"connections": [connections], "model": "closed"},
@@ -121,8 +124,8 @@ def calibrate(base: Path, requirements: Path, connections: int) -> tuple[float, 
             "requirements": str(requirements),
         },
     }
-    side = parse_side("--base", str(base))
-    study = side_study(side, side_overrides(shared, side, base))
+    side = parse_side("--base", str(where))
+    study = side_study(side, side_overrides(shared, side, where))
     variant = study.cell.variant
     server_cpus, generator_cpus = split_cpus([], [])
     env = bringup.provision(variant.stack)
@@ -141,11 +144,31 @@ def calibrate(base: Path, requirements: Path, connections: int) -> tuple[float, 
         before = trees_cpu_s([server.pid])
         result = run_load(spec.replace(duration_s=5.0))
         cpu = trees_cpu_s([server.pid]) - before
-    per_request = cpu / max(1, result.requests)
+    return cpu / max(1, result.requests), env.python
+
+
+def calibrate(root: Path, base: Path, requirements: Path, connections: int) -> tuple[float, float]:
+    """(server CPU seconds per request of BASE, seconds per burn-loop iteration inside the
+    server). The loop is first timed alone in the stack's interpreter; then a probe project
+    burning about 30% more is served and measured, and the difference of the two servers'
+    CPU per request over the probe's iterations is the loop's cost in situ (what the
+    middleware really adds, cache and thread effects included)."""
+    per_request, python = cpu_per_request(base, requirements, connections)
     timed = subprocess.run(
-        [str(env.python), "-c", LOOP_TIMER], capture_output=True, text=True, check=True, timeout=120
+        [str(python), "-c", LOOP_TIMER], capture_output=True, text=True, check=True, timeout=120
     )
-    return per_request, float(timed.stdout.strip())
+    alone = float(timed.stdout.strip())
+    loops = max(1, round(0.3 * per_request / alone))
+    probe = project(root, "probe", BURN.format(loops=loops))
+    with_probe, _ = cpu_per_request(probe, requirements, connections)
+    in_situ = (with_probe - per_request) / loops
+    print(
+        f"calibration: a loop iteration costs {alone * 1e9:.1f} ns alone, "
+        f"{in_situ * 1e9:.1f} ns in the server (probe of {loops} iterations: "
+        f"{per_request * 1e6:.0f} -> {with_probe * 1e6:.0f} us/request)",
+        flush=True,
+    )
+    return per_request, in_situ if in_situ > 0 else alone
 
 
 def neighbour(core: int, busy: float = 0.03, period: float = 0.1) -> None:
@@ -221,7 +244,7 @@ def main() -> None:
     try:
         changes: dict[str, Path] = {}
         if {"slower3", "gate6"} & set(kinds):
-            per_request, per_loop = calibrate(base, requirements, a.connections)
+            per_request, per_loop = calibrate(root, base, requirements, a.connections)
             for kind, share in (("slower3", 0.03), ("gate6", 0.06)):
                 loops = round(share * per_request / per_loop)
                 changes[kind] = project(root, kind, BURN.format(loops=loops))
