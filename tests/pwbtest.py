@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # The pywebbench console script of the environment running the tests.
@@ -47,3 +50,21 @@ def pwb(*args: str, results: Path, timeout: float = 240) -> subprocess.Completed
         text=True,
         timeout=timeout,
     )
+
+
+@contextmanager
+def process_census() -> Iterator[str]:
+    """A fresh marker put in this process's environment (inherited by everything started
+    inside the block); after the block no process may still carry it."""
+    mark = uuid.uuid4().hex
+    old = os.environ.get(MARK_VAR)
+    os.environ[MARK_VAR] = mark
+    try:
+        yield mark
+    finally:
+        if old is None:
+            os.environ.pop(MARK_VAR, None)
+        else:
+            os.environ[MARK_VAR] = old
+    left = marked_processes(MARK_VAR, mark)
+    assert not left, f"processes left behind: {left}"

@@ -39,6 +39,21 @@ def run_load(
         OSError: the system refused, e.g. not enough file descriptors.
     """
 
+def run_sliced(
+    spec_json: str,
+    progress: Callable[[str], object] | None = None,
+    interval_s: float = 0.25,
+) -> str:
+    """Run an interleaved sliced plan (JSON) and return its result (JSON): several targets
+    loaded in turn, in slices, on connections kept open (docs/load-engine.md). Waiting,
+    signals and ``progress`` as in :func:`run_load`; the snapshot lists the complete slices;
+    ``True`` from ``progress`` ends the run early with a complete result.
+
+    Raises:
+        ValueError: the plan is invalid (the message names the field).
+        OSError: the system refused.
+    """
+
 def merge_results(items: Sequence[str]) -> str:
     """Merge result documents (JSON) of runs made at the same time by several load agents.
 

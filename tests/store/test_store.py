@@ -264,11 +264,12 @@ def test_a_crash_loses_nothing_committed(tmp_path: Path) -> None:
 
 def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
     """Version 2 renamed cells.concurrency to cells.connections; older stores still open."""
-    from pywebbench.store.schema import _KNEE_TABLES, DDL, LOAD_AGENTS_DDL
+    from pywebbench.store.schema import _KNEE_TABLES, AB_DDL, DDL, LOAD_AGENTS_DDL
 
     path = tmp_path / "v1.sqlite"
     db = sqlite3.connect(path)
-    v1 = DDL.replace(_KNEE_TABLES, "").replace(LOAD_AGENTS_DDL, "")  # added by versions 4, 5
+    v1 = DDL.replace(_KNEE_TABLES, "").replace(LOAD_AGENTS_DDL, "").replace(AB_DDL, "")
+    # (the knee tables, the load agents and A/B came with versions 4, 5 and 10)
     v1 = v1.replace("connections          INTEGER", "concurrency          INTEGER")
     for column in ("warmup_end", "warmup_s", "steady_start_s", "warmup_curve_json",
                    "drift_json", "leak_json", "worker_max_requests", "connection_mode",

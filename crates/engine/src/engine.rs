@@ -167,6 +167,7 @@ pub fn start(spec: &LoadSpec) -> Result<RunningLoad, StartError> {
                 Some(spec.cpus[i % spec.cpus.len()])
             },
             budget: spec.max_requests.map(|m| split(m, threads, i)),
+            slices: None,
         };
         let w = Worker::new(plan.clone(), shared.clone(), tp).map_err(|e| {
             let what = if plan.uring.is_some() {

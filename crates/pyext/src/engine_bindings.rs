@@ -46,13 +46,67 @@ fn run_load(
             StartError::Invalid(m) => PyValueError::new_err(m),
             StartError::System(m) => PyOSError::new_err(m),
         })?;
+    let (interrupted, callback_error) = drive(py, &running, progress.as_ref(), interval_s);
+    let result = py.detach(|| running.join(interrupted));
+    if let Some(e) = callback_error {
+        return Err(e);
+    }
+    Ok(result.to_json())
+}
+
+/// A run the binding waits on: `RunningLoad` or `RunningSlices`.
+trait Driven: Sync {
+    fn wait(&self, d: Duration) -> bool;
+    fn snapshot(&self) -> String;
+    fn stop(&self);
+    fn finish_early(&self);
+}
+
+impl Driven for pywebbench_engine::RunningLoad {
+    fn wait(&self, d: Duration) -> bool {
+        self.wait_timeout(d)
+    }
+    fn snapshot(&self) -> String {
+        serde_json::to_string(&self.progress()).unwrap_or_default()
+    }
+    fn stop(&self) {
+        pywebbench_engine::RunningLoad::stop(self)
+    }
+    fn finish_early(&self) {
+        pywebbench_engine::RunningLoad::finish_early(self)
+    }
+}
+
+impl Driven for pywebbench_engine::RunningSlices {
+    fn wait(&self, d: Duration) -> bool {
+        self.wait_timeout(d)
+    }
+    fn snapshot(&self) -> String {
+        serde_json::to_string(&self.progress()).unwrap_or_default()
+    }
+    fn stop(&self) {
+        pywebbench_engine::RunningSlices::stop(self)
+    }
+    fn finish_early(&self) {
+        pywebbench_engine::RunningSlices::finish_early(self)
+    }
+}
+
+/// Wait for a run with the GIL released, calling `progress(snapshot_json)` every
+/// `interval_s`; see `run_load` for the rules. Returns (interrupted, the callback's error).
+fn drive<R: Driven>(
+    py: Python<'_>,
+    running: &R,
+    progress: Option<&Py<PyAny>>,
+    interval_s: f64,
+) -> (bool, Option<PyErr>) {
     let interval = Duration::from_secs_f64(interval_s);
     let mut next_progress = Instant::now() + interval;
     let mut interrupted = false;
     let mut callback_error: Option<PyErr> = None;
     let mut enough = false;
     loop {
-        let finished = py.detach(|| running.wait_timeout(TICK));
+        let finished = py.detach(|| running.wait(TICK));
         if finished {
             break;
         }
@@ -61,11 +115,10 @@ fn run_load(
             interrupted = true;
             break;
         }
-        if let Some(cb) = progress.as_ref() {
+        if let Some(cb) = progress {
             if Instant::now() >= next_progress {
                 next_progress += interval;
-                let snap = serde_json::to_string(&running.progress()).unwrap_or_default();
-                match cb.call1(py, (snap,)) {
+                match cb.call1(py, (running.snapshot(),)) {
                     // `True` from the callback: enough (e.g. a warm-up that reached its steady
                     // state). The run stops and its result is complete, not interrupted.
                     Ok(answer) => {
@@ -92,8 +145,35 @@ fn run_load(
         running.finish_early();
     }
     if interrupted || enough {
-        py.detach(|| running.wait_timeout(STOP_WAIT));
+        py.detach(|| running.wait(STOP_WAIT));
     }
+    (interrupted, callback_error)
+}
+
+/// Run an interleaved sliced plan (JSON, docs/load-engine.md "Interleaved slices") and
+/// return its result (JSON). Waiting, signals and `progress` as in `run_load`; the snapshot
+/// lists the slices complete so far, and `True` from `progress` ends the run early with a
+/// complete result (`stopped_early`).
+#[pyfunction]
+#[pyo3(signature = (spec_json, progress=None, interval_s=0.25))]
+fn run_sliced(
+    py: Python<'_>,
+    spec_json: &str,
+    progress: Option<Py<PyAny>>,
+    interval_s: f64,
+) -> PyResult<String> {
+    let spec =
+        pywebbench_engine::SlicedSpec::from_json(spec_json).map_err(PyValueError::new_err)?;
+    if !(interval_s.is_finite() && interval_s > 0.0) {
+        return Err(PyValueError::new_err("interval_s: must be > 0"));
+    }
+    let running = py
+        .detach(|| pywebbench_engine::slices::start(&spec))
+        .map_err(|e| match e {
+            StartError::Invalid(m) => PyValueError::new_err(m),
+            StartError::System(m) => PyOSError::new_err(m),
+        })?;
+    let (interrupted, callback_error) = drive(py, &running, progress.as_ref(), interval_s);
     let result = py.detach(|| running.join(interrupted));
     if let Some(e) = callback_error {
         return Err(e);
@@ -192,6 +272,7 @@ fn hist_from_values(values: Vec<u64>) -> String {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(spec_validate, m)?)?;
     m.add_function(wrap_pyfunction!(run_load, m)?)?;
+    m.add_function(wrap_pyfunction!(run_sliced, m)?)?;
     m.add_function(wrap_pyfunction!(hist_merge, m)?)?;
     m.add_function(wrap_pyfunction!(hist_quantiles, m)?)?;
     m.add_function(wrap_pyfunction!(hist_summary, m)?)?;

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.compare.verdict import FAILED, PairComparison
 
 METRICS = ("slower", "p50", "p99", "memory", "errors")
@@ -70,21 +71,32 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%"
 
 
-def _violation(rule: Rule, c: PairComparison) -> str | None:
-    """Why ``c`` trips ``rule``, or None."""
+def estimate_violation(
+    rule: Rule,
+    rps: RatioEstimate | None,
+    p50: RatioEstimate | None,
+    p99: RatioEstimate | None,
+) -> str | None:
+    """Why the NEW/BASE estimates trip a ``slower``, ``p50`` or ``p99`` rule, or None (also
+    for the other metrics)."""
     if rule.metric == "slower":
-        est = c.rps
-        if est is not None and est.high < 1.0 - rule.limit:
-            return f"requests/s {_pct(est.change)} (CI {_pct(est.low - 1)} .. {_pct(est.high - 1)})"
+        if rps is not None and rps.high < 1.0 - rule.limit:
+            return f"requests/s {_pct(rps.change)} (CI {_pct(rps.low - 1)} .. {_pct(rps.high - 1)})"
         return None
     if rule.metric in ("p50", "p99"):
-        est = c.p50 if rule.metric == "p50" else c.p99
+        est = p50 if rule.metric == "p50" else p99
         if est is not None and est.low > 1.0 + rule.limit:
             return (
                 f"{rule.metric} latency {_pct(est.change)} "
                 f"(CI {_pct(est.low - 1)} .. {_pct(est.high - 1)})"
             )
-        return None
+    return None
+
+
+def _violation(rule: Rule, c: PairComparison) -> str | None:
+    """Why ``c`` trips ``rule``, or None."""
+    if rule.metric in ("slower", "p50", "p99"):
+        return estimate_violation(rule, c.rps, c.p50, c.p99)
     if rule.metric == "memory":
         if c.memory_ratio is not None and c.memory_ratio > 1.0 + rule.limit:
             return f"peak RSS {_pct(c.memory_ratio - 1)}"

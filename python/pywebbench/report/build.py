@@ -28,6 +28,7 @@ from typing import Any
 from pywebbench import __version__, stats
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.report import figures
+from pywebbench.report.ab import ab_rows
 from pywebbench.report.axes import build_axes
 from pywebbench.report.flame import flame_points
 from pywebbench.report.history import run_history
@@ -567,4 +568,5 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
     view.axes = build_axes(view, study)  # syscalls, connection mode, worker recycling
     view.flames = flame_points(study)  # --flamegraph
     view.nodes = nodes_view(study)  # --executor ray
+    view.ab = ab_rows(study)  # pywebbench ab runs
     return view

@@ -15,6 +15,7 @@ from typing import Any
 from pywebbench.faults.outcome import RobustnessCurve
 from pywebbench.meter.breakdown import Breakdown, breakdown
 from pywebbench.meter.flame import FlameWindow
+from pywebbench.report.ab import AbRow
 from pywebbench.report.capacity import CapacityView
 from pywebbench.report.knee import KneeView
 from pywebbench.report.nodes import NodesView
@@ -389,6 +390,7 @@ class ReportView:
     nodes: NodesView | None = None  # --executor ray: which node measured which cell
     capacity: CapacityView | None = None  # `report --capacity`: docs/capacity.md
     flames: list[FlamePoint] = field(default_factory=list)  # run --flamegraph
+    ab: list[AbRow] = field(default_factory=list)  # pywebbench ab runs (docs/ab.md)
 
     @property
     def has_robustness(self) -> bool:

@@ -4,16 +4,94 @@ finished cell's flags."""
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pywebbench import __version__
 from pywebbench.load import iteration_figures
 from pywebbench.load.result import LoadResult
 from pywebbench.meter import MeterSummary, snapshot
-from pywebbench.run.matrix import Variant
-from pywebbench.store import CellStatus, Iteration, IterationKind, Replicate, StackRow
+from pywebbench.run.host import facts
+from pywebbench.run.matrix import CellPlan, Variant
+from pywebbench.store import (
+    Cell,
+    CellStatus,
+    Iteration,
+    IterationKind,
+    Replicate,
+    Run,
+    RunStatus,
+    StackRow,
+    utcnow,
+)
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
+
+
+def run_row(
+    run_id: str,
+    *,
+    profile: str | None,
+    config_json: str,
+    server_cpus: Sequence[int],
+    generator_cpus: Sequence[int],
+    extra: Mapping[str, Any] = {},
+) -> Run:
+    """The ``runs`` row of a run starting now on this host (``extra``: more host facts)."""
+    host = facts()
+    return Run(
+        id=run_id,
+        created_at=utcnow(),
+        finished_at=None,
+        status=RunStatus.RUNNING,
+        profile=profile,
+        hostname=host["hostname"],
+        cpu_model=host["cpu_model"],
+        cpu_count=host["cpu_count"],
+        kernel=host["kernel"],
+        governor=host["governor"],
+        memory_bytes=host["memory_bytes"],
+        os=host["os"],
+        pywebbench_version=__version__,
+        orchestrator_python=sys.version.split()[0],
+        server_cpus_json=json.dumps(list(server_cpus)),
+        generator_cpus_json=json.dumps(list(generator_cpus)),
+        config_json=config_json,
+        host_json=json.dumps({**host["extra"], **extra}),
+    )
+
+
+def cell_row(
+    run_id: str,
+    stack_id: int,
+    cell: CellPlan,
+    server_cpus: Sequence[int],
+    generator_cpus: Sequence[int],
+    *,
+    key: str | None = None,
+    status: str = CellStatus.PENDING,
+) -> Cell:
+    """The ``cells`` row of a planned cell (``key``: another key than the plan's)."""
+    return Cell(
+        id=None,
+        run_id=run_id,
+        stack_id=stack_id,
+        key=key or cell.key,
+        ordinal=cell.ordinal,
+        workload=cell.workload.name,
+        workload_params_json=json.dumps(cell.params, sort_keys=True),
+        load_model=cell.load_model,
+        connections=cell.connections,
+        rate=cell.rate,
+        load_point=cell.load_point,
+        connection_mode=cell.connection_mode,
+        bind=cell.bind,
+        status=status,
+        server_cpus_json=json.dumps(list(server_cpus)),
+        generator_cpus_json=json.dumps(list(generator_cpus)),
+    )
 
 
 def stack_row(run_id: str, variant: Variant) -> StackRow:

@@ -26,18 +26,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pywebbench import __version__
 from pywebbench.bringup import one_line
 from pywebbench.load import LoadAgent, LocalAgent
 from pywebbench.run.bench import StudyContext, StudySetup
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events, Outcome
 from pywebbench.run.executor import Executor, LocalExecutor
-from pywebbench.run.host import facts, git_revision, split_cpus
+from pywebbench.run.host import git_revision, split_cpus
 from pywebbench.run.matrix import CellPlan, Matrix
 from pywebbench.run.measure import Interrupted, no_sigint
 from pywebbench.run.orphans import reap_orphan
-from pywebbench.run.rows import cell_flags, replicate_rps, stack_row
+from pywebbench.run.rows import cell_flags, cell_row, replicate_rps, run_row, stack_row
 from pywebbench.run.schedule import (
     CellProgress,
     done_keys,
@@ -51,7 +50,6 @@ from pywebbench.store import (
     CellStatus,
     Failure,
     Phase,
-    Run,
     RunStatus,
     StoreWriter,
     new_run_id,
@@ -152,32 +150,19 @@ class StudyRunner:
         if self.resume:
             self.store.update_run(self.run_id, status=RunStatus.RUNNING, finished_at=None)
             return
-        host = facts()
-        extra = dict(host["extra"])
+        extra: dict[str, object] = {}
         if self.config.app is not None:  # your own app: which commit of it was measured
             revision = git_revision(Path(self.config.app.project or "."))
             if revision is not None:
                 extra["app_git"] = revision
         self.store.create_run(
-            Run(
-                id=self.run_id,
-                created_at=utcnow(),
-                finished_at=None,
-                status=RunStatus.RUNNING,
+            run_row(
+                self.run_id,
                 profile=self.config.profile,
-                hostname=host["hostname"],
-                cpu_model=host["cpu_model"],
-                cpu_count=host["cpu_count"],
-                kernel=host["kernel"],
-                governor=host["governor"],
-                memory_bytes=host["memory_bytes"],
-                os=host["os"],
-                pywebbench_version=__version__,
-                orchestrator_python=sys.version.split()[0],
-                server_cpus_json=json.dumps(self.server_cpus),
-                generator_cpus_json=json.dumps(self.generator_cpus),
                 config_json=json.dumps(self.config.model_dump(mode="json")),
-                host_json=json.dumps(extra),
+                server_cpus=self.server_cpus,
+                generator_cpus=self.generator_cpus,
+                extra=extra,
             )
         )
 
@@ -204,24 +189,8 @@ class StudyRunner:
                         reap_orphan(rep, stacks.get(row.stack_id))
 
     def _cell_row(self, cell: CellPlan) -> Cell:
-        return Cell(
-            id=None,
-            run_id=self.run_id,
-            stack_id=self.stack_ids[cell.variant.key],
-            key=cell.key,
-            ordinal=cell.ordinal,
-            workload=cell.workload.name,
-            workload_params_json=json.dumps(cell.params, sort_keys=True),
-            load_model=cell.load_model,
-            connections=cell.connections,
-            rate=cell.rate,
-            load_point=cell.load_point,
-            connection_mode=cell.connection_mode,
-            bind=cell.bind,
-            status=CellStatus.PENDING,
-            server_cpus_json=json.dumps(self.server_cpus),
-            generator_cpus_json=json.dumps(self.generator_cpus),
-        )
+        stack_id = self.stack_ids[cell.variant.key]
+        return cell_row(self.run_id, stack_id, cell, self.server_cpus, self.generator_cpus)
 
     # -- cells -----------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pywebbench.store.ab_rows import AbComparison
 from pywebbench.store.knee_rows import Knee, KneeProbe
 from pywebbench.store.model import (
     TABLE_CLASSES,
@@ -274,6 +275,10 @@ class Store:
 
     # -- reading ---------------------------------------------------------------------------
 
+    def add_ab_comparison(self, row: AbComparison) -> int:
+        """Record the paired ratio of an A/B run (docs/ab.md)."""
+        return self._insert("ab_comparisons", row)
+
     def _select(self, cls: type[T], sql: str, params: Iterable[object] = ()) -> list[T]:
         return [_from_row(cls, r) for r in self._db.execute(sql, list(params))]
 
@@ -386,6 +391,11 @@ class Store:
                 f"SELECT * FROM load_agents WHERE iteration_id IN ({its_sql}) ORDER BY id",
                 ids,
             ),
+            ab_comparisons=self._select(
+                AbComparison,
+                f"SELECT * FROM ab_comparisons WHERE run_id IN ({marks}) ORDER BY id",
+                ids,
+            ),
         )
 
     def import_study(self, study: Study) -> list[str]:
@@ -437,6 +447,16 @@ class Store:
                 for row in getattr(study, table):
                     new_row = dataclasses.replace(row, id=None, cell_id=cell_ids[row.cell_id])
                     self._insert(table, new_row)
+            for ab in study.ab_comparisons:
+                self._insert(
+                    "ab_comparisons",
+                    dataclasses.replace(
+                        ab,
+                        id=None,
+                        base_cell_id=cell_ids[ab.base_cell_id],
+                        change_cell_id=cell_ids[ab.change_cell_id],
+                    ),
+                )
         return [r.id for r in study.runs]
 
 

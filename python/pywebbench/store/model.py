@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar, cast
 
+from pywebbench.store.ab_rows import AbComparison
 from pywebbench.store.knee_rows import Knee, KneeProbe
 
 _T = TypeVar("_T")
@@ -402,6 +403,7 @@ class Study:
     knee_probes: list[KneeProbe] = field(default_factory=list)  # docs/slo.md
     knees: list[Knee] = field(default_factory=list)
     load_agents: list[LoadAgentRow] = field(default_factory=list)  # docs/scale-out.md
+    ab_comparisons: list[AbComparison] = field(default_factory=list)  # docs/ab.md
 
     def stack(self, stack_id: int) -> StackRow:
         """The stack row with this id."""
@@ -452,4 +454,5 @@ TABLE_CLASSES: dict[str, type] = {
     "knee_probes": KneeProbe,
     "knees": Knee,
     "load_agents": LoadAgentRow,
+    "ab_comparisons": AbComparison,
 }

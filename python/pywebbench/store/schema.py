@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -265,6 +265,29 @@ CREATE TABLE IF NOT EXISTS load_agents (
 """
 DDL += LOAD_AGENTS_DDL
 
+# Interleaved A/B runs (docs/ab.md): the paired ratio of the run's two cells.
+AB_DDL = """
+CREATE TABLE IF NOT EXISTS ab_comparisons (
+    id                   INTEGER PRIMARY KEY,
+    run_id               TEXT NOT NULL REFERENCES runs(id),
+    base_cell_id         INTEGER NOT NULL REFERENCES cells(id),
+    change_cell_id       INTEGER NOT NULL REFERENCES cells(id),
+    ratio                REAL,
+    ci_low               REAL,
+    ci_high              REAL,
+    level                REAL NOT NULL,
+    ci_width_asked       REAL NOT NULL,
+    verdict              TEXT NOT NULL,
+    stopped              TEXT NOT NULL CHECK (stopped IN ('ci', 'budget', 'interrupted')),
+    rounds               INTEGER NOT NULL,
+    rounds_kept          INTEGER NOT NULL,
+    elapsed_s            REAL NOT NULL,
+    summary_json         TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (run_id)
+);
+"""
+DDL += AB_DDL
+
 # version -> SQL that brings a store from version-1 to version.
 MIGRATIONS: dict[int, str] = {
     # One word per idea: a load point's connections are "connections" in the CLI (-c), the
@@ -307,4 +330,6 @@ ALTER TABLE replicates ADD COLUMN node_cpus INTEGER
 """,
     # Where the time goes (docs/flamegraphs.md): the sampled stacks of a window per replicate.
     9: "ALTER TABLE replicates ADD COLUMN flame_json TEXT",
+    # Interleaved A/B (docs/ab.md): the paired ratio, CI and verdict of an `ab` run.
+    10: AB_DDL,
 }

@@ -93,6 +93,7 @@ impl Worker {
                 continue;
             }
             let now = sys::now_ns();
+            self.slice_tick(now);
             self.on_event(tok.0, ev, now);
         }
         self.epoll().events = Some(events);

@@ -14,7 +14,11 @@
 mod conn;
 mod epoll;
 mod schedule;
+mod sliced;
 mod uring;
+
+pub(crate) use self::schedule::Rng;
+use self::sliced::SliceTrack;
 
 use self::conn::{CState, Conn};
 use self::epoll::EpollIo;
@@ -82,6 +86,9 @@ pub struct ThreadPlan {
     pub cpu: Option<usize>,
     /// Requests this thread may issue (max_requests share), if bounded.
     pub budget: Option<u64>,
+    /// Interleaved slices (slices.rs): this thread's target's windows and the board its
+    /// slices go to. None: load all the time.
+    pub slices: Option<(Vec<crate::slices::Window>, Arc<crate::slices::SliceBoard>)>,
 }
 
 /// The I/O backend of a thread.
@@ -147,6 +154,10 @@ pub struct Worker {
     dial_seq: usize,
     /// Connections of the initial pool not started yet (indices `pending_connect..`).
     pending_connect: usize,
+    /// Interleaved slices: where this thread is in its windows.
+    slices: Option<SliceTrack>,
+    /// False outside this thread's slice windows: no new request is issued.
+    slice_open: bool,
 }
 
 impl Worker {
@@ -205,6 +216,8 @@ impl Worker {
             spin_ns: 0,
             dial_seq: tp.id,
             pending_connect: 0,
+            slice_open: tp.slices.is_none(),
+            slices: tp.slices.map(|(w, b)| SliceTrack::new(w, b)),
             io,
             plan,
             shared,
@@ -268,6 +281,7 @@ impl Worker {
                 delay_mark = sys::thread_run_delay_ns();
                 self.shared.progress[self.id].phase.store(1, Relaxed);
             }
+            self.slice_tick(now);
             if now >= self.end || self.shared.stop.load(Relaxed) || self.done() {
                 break;
             }
@@ -298,6 +312,7 @@ impl Worker {
             p.errors.store(self.tally.errors.total(), Relaxed);
             p.timeouts.store(self.tally.timeouts, Relaxed);
         }
+        self.slice_abandon();
         let finished_at = sys::now_ns();
         let cpu_ns = sys::thread_cpu_ns() - cpu_mark;
         let spin_ns = self.spin_ns.min(cpu_ns);
@@ -347,6 +362,9 @@ impl Worker {
         let mut wake = self.next_scan.min(self.end).min(now + MAX_SLEEP_NS);
         if !self.measuring {
             wake = wake.min(self.warm_end);
+        }
+        if let Some(t) = &self.slices {
+            wake = wake.min(t.next_boundary());
         }
         let mut w = Wake {
             sleep: wake.saturating_sub(now),
@@ -399,7 +417,7 @@ impl Worker {
 
     #[inline]
     fn may_issue(&self) -> bool {
-        self.budget.is_none_or(|b| self.issued < b)
+        self.slice_open && self.budget.is_none_or(|b| self.issued < b)
     }
 
     /// Start the next batch of the initial pool's connects.

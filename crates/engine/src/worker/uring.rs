@@ -153,6 +153,7 @@ impl Worker {
             return;
         }
         let now = sys::now_ns();
+        self.slice_tick(now);
         match op {
             x if x == Op::Recv as u8 => self.on_recv(i, res, flags, bid, now),
             x if x == Op::Send as u8 => {

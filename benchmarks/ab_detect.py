@@ -1,0 +1,316 @@
+"""Acceptance of ``pywebbench ab`` (docs/ab.md): false alarms, detection, the gate, CI width.
+
+    python benchmarks/ab_detect.py                       # the full acceptance: 20 trials each
+    python benchmarks/ab_detect.py --trials 2 --kinds aa,slower3   # a reduced run
+    python benchmarks/ab_detect.py --neighbour           # the same beside a steady neighbour
+
+The app is a third-party Flask app from PyPI, httpbin (pinned in REQUIREMENTS), on
+gunicorn-gthread with the running CPython, loaded on ``PATH``. Each trial is one
+``pywebbench ab`` command (exactly what a CI job runs) with a ``--budget`` that keeps the trial,
+bring-up included, under 3 minutes. Kinds of trial:
+
+- ``aa``: the same app twice (two copies of the project); the verdict must be slower or
+  faster in at most 1 of 20, and ``--fail-if 'slower>3%'`` exit 1 in at most 1 of 20;
+- ``slower3``: CHANGE wraps the app in a WSGI middleware that burns CPU equal to 3% of the
+  server's CPU time per request, calibrated at the start (and printed): verdict slower in at
+  least 19 of 20;
+- ``gate6``: the same with 6%: ``--fail-if 'slower>3%'`` exits 1 in at least 19 of 20;
+- ``interpreters``: cpython3.11 against cpython3.12 (pyenv) on gunicorn-gthread/raw-wsgi
+  with the cpu workload, ``--ci-width 0.02``: the 95% CI reaches +-2% within 3 minutes.
+
+``--neighbour`` runs a process pinned to the server core that spins 30 ms of every 100 ms
+for the whole benchmark (the interference issue's steady neighbour).
+
+Calibration: the BASE server is started once and loaded for 5 s (the same connections as the
+trials); its process tree's CPU time over the requests it completed is the server's CPU per
+request. The middleware loop's cost is measured in situ: a probe project burning about 30%
+more is served and measured the same way, and the difference over the probe's iterations is
+the cost of one iteration inside the server (with the loop timed alone in the interpreter,
+the first reduced run's slowdowns came out 2-3x the aimed ones). The iteration count is set so the loop costs the wanted
+share of BASE's per-request CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pywebbench import bringup
+from pywebbench.ab.interference import trees_cpu_s
+from pywebbench.ab.sides import parse_side, side_overrides, side_study
+from pywebbench.load import run_load
+from pywebbench.run.host import split_cpus
+
+PYWEBBENCH = shutil.which("pywebbench") or str(Path(sys.executable).parent / "pywebbench")
+REQUIREMENTS = "httpbin==0.10.4\n"
+PATH = "/get"
+APP = "abapp:app"
+BUDGET_S = 140.0  # of load; bring-up (~35 s on a loaded machine) fits in the rest of 3 minutes
+TRIAL_LIMIT_S = 180.0
+KINDS = ("aa", "slower3", "gate6", "interpreters")
+CPYTHON312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+
+PLAIN = "from httpbin import app  # noqa: F401\n"
+BURN = """from httpbin import app as inner
+
+LOOPS = {loops}
+
+
+def burn(n):
+    acc = 0
+    for i in range(n):
+        acc ^= i
+    return acc
+
+
+def app(environ, start_response):
+    burn(LOOPS)
+    return inner(environ, start_response)
+"""
+LOOP_TIMER = """
+import time
+def burn(n):
+    acc = 0
+    for i in range(n):
+        acc ^= i
+    return acc
+best = min((lambda t: (burn(200000), time.process_time() - t)[1])(time.process_time())
+           for _ in range(7))
+print(best / 200000)
+"""
+
+
+def project(root: Path, name: str, source: str) -> Path:
+    """A project directory holding ``abapp.py``."""
+    where = root / name
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "abapp.py").write_text(source)
+    return where
+
+
+def app_flags(requirements: Path) -> list[str]:
+    return [
+        "--app",
+        APP,
+        "--path",
+        PATH,
+        "--interface",
+        "wsgi",
+        "--requirements",
+        str(requirements),
+    ]
+
+
+def cpu_per_request(where: Path, requirements: Path, connections: int) -> tuple[float, Path]:
+    """Server CPU seconds per request of the project ``where`` (its server up on the pinned
+    server core, 5 s of load after 2 s of warm-up), and the stack venv's interpreter."""
+    shared = {
+        "matrix": {"servers": ["gunicorn-gthread"], "interpreters": ["cpython3.11"]},
+        "load": {"connections": [connections], "model": "closed"},
+        "app": {
+            "app": APP,
+            "paths": [PATH],
+            "interface": "wsgi",
+            "requirements": str(requirements),
+        },
+    }
+    side = parse_side("--base", str(where))
+    study = side_study(side, side_overrides(shared, side, where))
+    variant = study.cell.variant
+    server_cpus, generator_cpus = split_cpus([], [])
+    env = bringup.provision(variant.stack)
+    options = bringup.LaunchOptions(
+        log_dir=Path(tempfile.mkdtemp(prefix="ab-calib-")),
+        cpus=server_cpus,
+        workers=variant.workers,
+        threads=variant.threads,
+    )
+    ready = bringup.ready_path(variant.stack, [study.cell.workload])
+    with bringup.running(variant.stack, env, options, ready) as server:
+        spec = study.cell.load_spec(
+            server.base_url, study.config.load, generator_cpus, duration_s=2
+        )
+        run_load(spec)  # warm
+        before = trees_cpu_s([server.pid])
+        result = run_load(spec.replace(duration_s=5.0))
+        cpu = trees_cpu_s([server.pid]) - before
+    return cpu / max(1, result.requests), env.python
+
+
+def calibrate(root: Path, base: Path, requirements: Path, connections: int) -> tuple[float, float]:
+    """(server CPU seconds per request of BASE, seconds per burn-loop iteration inside the
+    server). The loop is first timed alone in the stack's interpreter; then a probe project
+    burning about 30% more is served and measured, and the difference of the two servers'
+    CPU per request over the probe's iterations is the loop's cost in situ (what the
+    middleware really adds, cache and thread effects included)."""
+    per_request, python = cpu_per_request(base, requirements, connections)
+    timed = subprocess.run(
+        [str(python), "-c", LOOP_TIMER], capture_output=True, text=True, check=True, timeout=120
+    )
+    alone = float(timed.stdout.strip())
+    loops = max(1, round(0.3 * per_request / alone))
+    probe = project(root, "probe", BURN.format(loops=loops))
+    with_probe, _ = cpu_per_request(probe, requirements, connections)
+    in_situ = (with_probe - per_request) / loops
+    print(
+        f"calibration: a loop iteration costs {alone * 1e9:.1f} ns alone, "
+        f"{in_situ * 1e9:.1f} ns in the server (probe of {loops} iterations: "
+        f"{per_request * 1e6:.0f} -> {with_probe * 1e6:.0f} us/request)",
+        flush=True,
+    )
+    return per_request, in_situ if in_situ > 0 else alone
+
+
+def neighbour(core: int, busy: float = 0.03, period: float = 0.1) -> None:
+    """Spin ``busy`` seconds of every ``period`` on ``core``, until killed."""
+    os.sched_setaffinity(0, {core})
+    while True:
+        start = time.monotonic()
+        while time.monotonic() - start < busy:
+            pass
+        time.sleep(max(0.0, period - (time.monotonic() - start)))
+
+
+def trial(args: list[str], results: Path) -> dict[str, Any]:
+    """One ``pywebbench ab`` command: its exit status, verdict, CI and wall time."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [PYWEBBENCH, "ab", *args, "--format", "json", "--results-dir", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=TRIAL_LIMIT_S + 120,
+    )
+    wall = time.monotonic() - started
+    try:
+        doc = json.loads(done.stdout) if done.returncode in (0, 1) else None
+    except json.JSONDecodeError:
+        doc = None
+    if doc is None:
+        return {"exit": done.returncode, "error": done.stderr.strip()[-300:], "wall_s": wall}
+    rps = doc["rps"] or {}
+    cpu = doc.get("cpu") or {}
+    return {
+        "exit": done.returncode,
+        "verdict": doc["verdict"],
+        "ratio": rps.get("ratio"),
+        "ci": [rps.get("ci_low"), rps.get("ci_high")],
+        "half_width": doc["ci_half_width"],
+        "cpu_ratio": cpu.get("ratio"),
+        "cpu_ci": [cpu.get("ci_low"), cpu.get("ci_high")],
+        "stopped": doc["stopped"],
+        "rounds": doc["rounds"],
+        "kept": doc["rounds_kept"],
+        "other_share": doc["other_share"],
+        "wall_s": wall,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--kinds", default=",".join(KINDS), help="comma list of " + ", ".join(KINDS))
+    ap.add_argument("--neighbour", action="store_true")
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--ci-width", type=float, default=0.01)
+    ap.add_argument("--budget", type=float, default=BUDGET_S)
+    ap.add_argument("--interference-limit", type=float, default=0.05)
+    ap.add_argument("--figure", choices=["rps", "cpu"], default="rps", help="what ab judges")
+    ap.add_argument("--json", type=Path, help="also write every trial here")
+    a = ap.parse_args()
+    kinds = [k for k in a.kinds.split(",") if k]
+    for k in kinds:
+        if k not in KINDS:
+            ap.error(f"--kinds: unknown kind {k!r}")
+    root = Path(tempfile.mkdtemp(prefix="ab-detect-"))
+    requirements = root / "requirements.txt"
+    requirements.write_text(REQUIREMENTS)
+    base = project(root, "base", PLAIN)
+    copy = project(root, "copy", PLAIN)
+    spinner = None
+    if a.neighbour:
+        server_core = split_cpus([], [])[0][0]
+        spinner = multiprocessing.Process(target=neighbour, args=(server_core,), daemon=True)
+        spinner.start()
+    try:
+        changes: dict[str, Path] = {}
+        if {"slower3", "gate6"} & set(kinds):
+            per_request, per_loop = calibrate(root, base, requirements, a.connections)
+            for kind, share in (("slower3", 0.03), ("gate6", 0.06)):
+                loops = round(share * per_request / per_loop)
+                changes[kind] = project(root, kind, BURN.format(loops=loops))
+                print(
+                    f"calibration: server CPU {per_request * 1e6:.0f} us/request; a loop "
+                    f"iteration {per_loop * 1e9:.1f} ns; {kind}: {loops} iterations = "
+                    f"{loops * per_loop * 1e6:.1f} us = {share:.0%} per request",
+                    flush=True,
+                )
+        common = [
+            "-c", str(a.connections), "--budget", str(a.budget), "--ci-width", str(a.ci_width),
+            "--interference-limit", str(a.interference_limit), "--figure", a.figure,
+        ]  # fmt: skip
+        plans: dict[str, list[str]] = {
+            "aa": [*app_flags(requirements), "--base", str(base), "--change", str(copy),
+                   "--fail-if", "slower>3%"],
+            "slower3": [*app_flags(requirements), "--base", str(base), "--change",
+                        str(changes.get("slower3", base))],
+            "gate6": [*app_flags(requirements), "--base", str(base), "--change",
+                      str(changes.get("gate6", base)), "--fail-if", "slower>3%"],
+            "interpreters": ["--framework", "raw-wsgi", "--workload", "cpu",
+                             "--base", "python=cpython3.11", "--change", f"python={CPYTHON312}",
+                             "--ci-width", "0.02"],
+        }  # fmt: skip
+        every: dict[str, list[dict[str, Any]]] = {}
+        for kind in kinds:
+            got = every.setdefault(kind, [])
+            for i in range(a.trials):
+                r = trial([*common, *plans[kind], "--seed", str(i)], root / "results")
+                got.append(r)
+                print(f"{kind} trial {i + 1}/{a.trials}: {json.dumps(r)}", flush=True)
+        print()
+        print(f"loadavg at the end: {os.getloadavg()}; neighbour: {a.neighbour}")
+        for kind, got in every.items():
+            n = len(got)
+            ok = [r for r in got if "verdict" in r]
+            sig = sum(r["verdict"] in ("slower", "faster") for r in ok)
+            slower = sum(r["verdict"] == "slower" for r in ok)
+            gate = sum(r["exit"] == 1 for r in got)
+            widths = [r["half_width"] for r in ok if r["half_width"] is not None]
+            walls = [r["wall_s"] for r in got]
+            cpu_widths = [
+                max(r["cpu_ci"][1] / r["cpu_ratio"] - 1, 1 - r["cpu_ci"][0] / r["cpu_ratio"])
+                for r in ok
+                if r.get("cpu_ratio") and None not in r["cpu_ci"]
+            ]
+            cpu = (
+                f"; per CPU-s CI +-{statistics.median(cpu_widths):.2%} median" if cpu_widths else ""
+            )
+            print(
+                f"{kind}: {n} trials; verdict slower/faster {sig}, slower {slower}; gate exit 1 "
+                f"{gate}; CI +-{statistics.median(widths):.2%} median, "
+                f"+-{max(widths):.2%} widest{cpu}; wall {statistics.median(walls):.0f} s median, "
+                f"{max(walls):.0f} s longest; stopped by CI "
+                f"{sum(r.get('stopped') == 'ci' for r in ok)}"
+                if widths
+                else f"{kind}: {n} trials, no estimate: {got}"
+            )
+        if a.json:
+            a.json.write_text(json.dumps(every, indent=1))
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.join()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

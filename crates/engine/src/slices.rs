@@ -1,0 +1,585 @@
+//! Interleaved slices: one run that loads several targets (variants) in turn, in short
+//! slices, keeping every connection open across slices (docs/load-engine.md, "Interleaved
+//! slices"; docs/ab.md).
+//!
+//! Each target gets its own generator threads and connection pool, opened once. The slice
+//! plan is fixed when the run starts: a warm-up window per target, then `rounds` rounds in
+//! which every target gets one slice, in a seeded random order within the round. Every
+//! thread knows the whole plan, so the switch costs no message between threads: a thread
+//! issues requests only inside its target's windows, and its connections sit idle (kept
+//! alive) outside them. A window is `settle_s` of load that is not counted (the previous
+//! target's in-flight requests drain meanwhile), then `slice_s` that is. At the end of a
+//! window each thread adds its slice's counts to a shared board (one lock per slice per
+//! thread, none per request).
+
+use crate::engine::StartError;
+use crate::hist::{self, HistData};
+use crate::result::{Tally, ThreadStats};
+use crate::spec::{LoadSpec, Mode};
+use crate::sys;
+use crate::worker::{Rng, Shared, ThreadOut, ThreadPlan, ThreadProgress, Worker};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Version of the sliced result document.
+pub const SLICED_VERSION: u32 = 1;
+/// The most slices one run may plan.
+const MAX_SLICES: u64 = 100_000;
+
+/// What to run: the load shape (`load`: connections and threads per target, pinning,
+/// request, timeouts, checks; its `url` and `duration_s` are unused) and the slice plan.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SlicedSpec {
+    pub load: LoadSpec,
+    /// One URL per target (variant), at least two, all different.
+    pub targets: Vec<String>,
+    /// Counted seconds of each slice.
+    pub slice_s: f64,
+    /// Uncounted seconds of load at the start of each slice.
+    #[serde(default = "default_settle")]
+    pub settle_s: f64,
+    /// Rounds planned; the caller may stop earlier (`RunningSlices::finish_early`).
+    pub rounds: u32,
+    /// Seed of the order within rounds.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn default_settle() -> f64 {
+    0.2
+}
+
+/// One target's window of load: from `load_start`, counted from `count_start` to `end`
+/// (CLOCK_MONOTONIC ns). `slice`: index on the board; None for a warm-up window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    pub slice: Option<usize>,
+    pub load_start: u64,
+    pub count_start: u64,
+    pub end: u64,
+}
+
+impl SlicedSpec {
+    /// Parse from JSON (one line naming the field on error).
+    pub fn from_json(s: &str) -> Result<SlicedSpec, String> {
+        serde_json::from_str(s).map_err(|e| format!("sliced spec: {e}"))
+    }
+
+    /// Check the plan; the message starts with the field name.
+    pub fn validate(&self) -> Result<(), String> {
+        let n = self.targets.len();
+        if n < 2 {
+            return Err("targets: at least two are needed".into());
+        }
+        for (i, t) in self.targets.iter().enumerate() {
+            if self.targets[..i].contains(t) {
+                return Err(format!("targets: {t} is given twice"));
+            }
+        }
+        if !(self.slice_s.is_finite() && self.slice_s >= 0.05) {
+            return Err("slice_s: must be >= 0.05".into());
+        }
+        if !(self.settle_s.is_finite() && self.settle_s >= 0.0) {
+            return Err("settle_s: must be >= 0".into());
+        }
+        if self.rounds == 0 {
+            return Err("rounds: must be >= 1".into());
+        }
+        if self.rounds as u64 * n as u64 > MAX_SLICES {
+            return Err(format!("rounds: at most {MAX_SLICES} slices in all"));
+        }
+        let l = &self.load;
+        if l.rate.is_some() || !l.rate_profile.is_empty() {
+            return Err("load.rate: slices run a closed loop only".into());
+        }
+        if !l.keepalive || l.fresh_share > 0.0 {
+            return Err("load.keepalive: slices keep their connections open".into());
+        }
+        if l.max_requests.is_some() {
+            return Err("load.max_requests: slices are bounded by the plan".into());
+        }
+        if !l.faults.is_empty() {
+            return Err("load.faults: not available with slices".into());
+        }
+        Ok(())
+    }
+
+    /// Seconds the whole plan lasts (warm-up windows included).
+    pub fn planned_s(&self) -> f64 {
+        let n = self.targets.len() as f64;
+        n * self.load.warmup_s + self.rounds as f64 * n * (self.settle_s + self.slice_s)
+    }
+
+    /// The order of the targets in each round (seeded shuffles).
+    pub fn order(&self) -> Vec<Vec<usize>> {
+        let mut rng = Rng(self.seed ^ 0x5EED_AB00_0000_0001);
+        (0..self.rounds)
+            .map(|_| {
+                let mut o: Vec<usize> = (0..self.targets.len()).collect();
+                for i in (1..o.len()).rev() {
+                    let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+                    o.swap(i, j);
+                }
+                o
+            })
+            .collect()
+    }
+
+    /// Each target's windows for a run that started at `t0`, and the board's slices
+    /// (target, round) in time order.
+    pub fn windows(&self, t0: u64) -> (Vec<Vec<Window>>, Vec<(usize, u32)>) {
+        let ns = |s: f64| (s * 1e9).round() as u64;
+        let n = self.targets.len();
+        let mut per: Vec<Vec<Window>> = vec![Vec::new(); n];
+        let mut at = t0;
+        if self.load.warmup_s > 0.0 {
+            for (t, w) in per.iter_mut().enumerate() {
+                let end = t0 + ns(self.load.warmup_s * (t + 1) as f64);
+                w.push(Window {
+                    slice: None,
+                    load_start: at,
+                    count_start: end,
+                    end,
+                });
+                at = end;
+            }
+        }
+        let mut board = Vec::new();
+        let step = ns(self.settle_s + self.slice_s);
+        let settle = ns(self.settle_s);
+        for (r, order) in self.order().into_iter().enumerate() {
+            for t in order {
+                per[t].push(Window {
+                    slice: Some(board.len()),
+                    load_start: at,
+                    count_start: at + settle,
+                    end: at + step,
+                });
+                board.push((t, r as u32));
+                at += step;
+            }
+        }
+        (per, board)
+    }
+}
+
+/// The counts of one slice, summed over its target's threads.
+struct SliceAcc {
+    target: usize,
+    round: u32,
+    requests: u64,
+    errors: u64,
+    timeouts: u64,
+    latency: Histogram<u64>,
+    /// Threads that reported it so far.
+    parts: u32,
+    started_ns: u64,
+    ended_ns: u64,
+}
+
+/// Where threads put their finished slices (one lock per slice per thread).
+pub struct SliceBoard {
+    slices: Mutex<Vec<SliceAcc>>,
+    threads_per_target: u32,
+}
+
+impl SliceBoard {
+    /// Add one thread's part of slice `index`.
+    pub(crate) fn add(&self, index: usize, tally: &Tally, started_ns: u64, ended_ns: u64) {
+        let mut b = self.slices.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &mut b[index];
+        s.requests += tally.requests;
+        s.errors += tally.errors.total();
+        s.timeouts += tally.timeouts;
+        hist::add(&mut s.latency, &tally.latency);
+        s.started_ns = if s.parts == 0 {
+            started_ns
+        } else {
+            s.started_ns.min(started_ns)
+        };
+        s.ended_ns = s.ended_ns.max(ended_ns);
+        s.parts += 1;
+    }
+
+    /// The slices every thread of their target has reported, in time order.
+    fn complete(&self, with_hist: bool) -> Vec<SliceStats> {
+        let b = self.slices.lock().unwrap_or_else(|e| e.into_inner());
+        let mono = sys::now_ns();
+        let unix = sys::unix_time_s();
+        let to_unix = |ns: u64| unix - mono.saturating_sub(ns) as f64 / 1e9;
+        b.iter()
+            .enumerate()
+            .filter(|(_, s)| s.parts == self.threads_per_target)
+            .map(|(i, s)| {
+                let d = s.ended_ns.saturating_sub(s.started_ns) as f64 / 1e9;
+                let h = HistData::from_hist(&s.latency);
+                SliceStats {
+                    index: i,
+                    round: s.round,
+                    target: s.target,
+                    requests: s.requests,
+                    errors: s.errors,
+                    timeouts: s.timeouts,
+                    duration_s: d,
+                    rps: if d > 0.0 { s.requests as f64 / d } else { 0.0 },
+                    started_at: to_unix(s.started_ns),
+                    ended_at: to_unix(s.ended_ns),
+                    p50_us: h.summary.p50,
+                    p99_us: h.summary.p99,
+                    latency: with_hist.then_some(h),
+                }
+            })
+            .collect()
+    }
+}
+
+/// One slice of one target in the result.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SliceStats {
+    /// Position in the run (time order).
+    pub index: usize,
+    pub round: u32,
+    /// Index into the spec's `targets`.
+    pub target: usize,
+    pub requests: u64,
+    pub errors: u64,
+    pub timeouts: u64,
+    /// Counted wall seconds (first thread's start to last thread's end).
+    pub duration_s: f64,
+    pub rps: f64,
+    /// Unix times of the counted part.
+    pub started_at: f64,
+    pub ended_at: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    /// The slice's latency histogram (absent from progress snapshots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<HistData>,
+}
+
+/// Whole-run figures of one target.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TargetStats {
+    pub url: String,
+    /// Responses over the run (settle parts and warm-up included).
+    pub requests: u64,
+    pub errors: u64,
+    pub error_classes: BTreeMap<String, crate::errors::ErrorEntry>,
+    pub attempts: u64,
+    pub established: u64,
+    pub reopened: u64,
+}
+
+/// Everything a sliced run measured.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SlicedResult {
+    pub version: u32,
+    pub spec: SlicedSpec,
+    /// Stopped by a signal (the last, unfinished slices are absent).
+    pub interrupted: bool,
+    /// Stopped by the caller before the planned rounds ended ("enough").
+    pub stopped_early: bool,
+    pub elapsed_s: f64,
+    pub slices: Vec<SliceStats>,
+    pub targets: Vec<TargetStats>,
+    pub threads: Vec<ThreadStats>,
+    pub warnings: Vec<String>,
+}
+
+impl SlicedResult {
+    /// JSON text.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("result serialises")
+    }
+}
+
+/// A live snapshot: the slices complete so far (no histograms).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SlicedProgress {
+    pub elapsed_s: f64,
+    pub planned_s: f64,
+    pub slices: Vec<SliceStats>,
+}
+
+/// A sliced run in progress. Dropping it stops the run and waits for its threads.
+pub struct RunningSlices {
+    spec: SlicedSpec,
+    shared: Arc<Shared>,
+    board: Arc<SliceBoard>,
+    handles: Vec<JoinHandle<ThreadOut>>,
+    started: Instant,
+    enough: AtomicBool,
+}
+
+/// Validate the spec and start every target's threads.
+pub fn start(spec: &SlicedSpec) -> Result<RunningSlices, StartError> {
+    spec.validate().map_err(StartError::Invalid)?;
+    let uring = crate::uring::resolve(spec.load.io).map_err(StartError::Invalid)?;
+    let n = spec.targets.len();
+    let threads = spec.load.threads.max(1) as usize;
+    let mut plans = Vec::with_capacity(n);
+    for url in &spec.targets {
+        let mut l = spec.load.clone();
+        l.url = url.clone();
+        l.warmup_s = 0.0;
+        l.duration_s = Some(spec.planned_s() + 1.0);
+        let mut p = l
+            .plan()
+            .map_err(|e| StartError::Invalid(format!("targets: {url}: {e}")))?;
+        if p.mode != Mode::Closed {
+            return Err(StartError::Invalid(
+                "load: slices run a closed keep-alive loop only".into(),
+            ));
+        }
+        p.uring = uring;
+        plans.push(Arc::new(p));
+    }
+    sys::ensure_nofile(spec.load.fds_needed() * n as u64).map_err(|e| {
+        StartError::Invalid(format!(
+            "connections: {} connections per target {e}",
+            spec.load.connections
+        ))
+    })?;
+    let shared = Arc::new(Shared {
+        stop: Default::default(),
+        progress: (0..threads * n)
+            .map(|_| ThreadProgress::default())
+            .collect(),
+        t0: sys::now_ns(),
+    });
+    let (windows, board_plan) = spec.windows(shared.t0);
+    let board = Arc::new(SliceBoard {
+        slices: Mutex::new(
+            board_plan
+                .iter()
+                .map(|&(target, round)| SliceAcc {
+                    target,
+                    round,
+                    requests: 0,
+                    errors: 0,
+                    timeouts: 0,
+                    latency: hist::new_hist(),
+                    parts: 0,
+                    started_ns: 0,
+                    ended_ns: 0,
+                })
+                .collect(),
+        ),
+        threads_per_target: threads as u32,
+    });
+    let mut workers = Vec::with_capacity(threads * n);
+    for (t, plan) in plans.iter().enumerate() {
+        for k in 0..threads {
+            let id = t * threads + k;
+            let tp = ThreadPlan {
+                id,
+                connections: split(spec.load.connections as usize, threads, k),
+                cpu: if spec.load.cpus.is_empty() {
+                    None
+                } else {
+                    Some(spec.load.cpus[k % spec.load.cpus.len()])
+                },
+                budget: None,
+                slices: Some((windows[t].clone(), board.clone())),
+            };
+            let w = Worker::new(plan.clone(), shared.clone(), tp)
+                .map_err(|e| StartError::System(format!("cannot create the event loop: {e}")))?;
+            workers.push(w);
+        }
+    }
+    let mut handles = Vec::with_capacity(workers.len());
+    for (i, w) in workers.into_iter().enumerate() {
+        let h = std::thread::Builder::new()
+            .name(format!("pwb-slice-{i}"))
+            .spawn(move || w.run())
+            .map_err(|e| StartError::System(format!("cannot start generator thread: {e}")))?;
+        handles.push(h);
+    }
+    Ok(RunningSlices {
+        spec: spec.clone(),
+        shared,
+        board,
+        handles,
+        started: Instant::now(),
+        enough: AtomicBool::new(false),
+    })
+}
+
+fn split(total: usize, parts: usize, i: usize) -> usize {
+    total / parts + usize::from(i < total % parts)
+}
+
+/// Run a sliced plan to completion (blocking).
+pub fn run(spec: &SlicedSpec) -> Result<SlicedResult, StartError> {
+    let r = start(spec)?;
+    r.wait_timeout(Duration::from_secs_f64(spec.planned_s() + 60.0));
+    Ok(r.join(false))
+}
+
+impl RunningSlices {
+    /// Ask every thread to stop (they notice within ~50 ms).
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Relaxed);
+    }
+
+    /// Stop now because the caller knows enough (e.g. a narrow CI): not an interruption.
+    pub fn finish_early(&self) {
+        self.enough.store(true, Relaxed);
+        self.stop();
+    }
+
+    /// Wait up to `d` for the run to finish; true if it did.
+    pub fn wait_timeout(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        loop {
+            if self.handles.iter().all(|h| h.is_finished()) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            std::thread::sleep((until - now).min(Duration::from_millis(5)));
+        }
+    }
+
+    /// The slices complete so far.
+    pub fn progress(&self) -> SlicedProgress {
+        SlicedProgress {
+            elapsed_s: self.started.elapsed().as_secs_f64(),
+            planned_s: self.spec.planned_s(),
+            slices: self.board.complete(false),
+        }
+    }
+
+    /// Wait for the threads and build the result.
+    pub fn join(mut self, interrupted: bool) -> SlicedResult {
+        let outs: Vec<ThreadOut> = self
+            .handles
+            .drain(..)
+            .map(|h| h.join().expect("generator thread panicked"))
+            .collect();
+        let threads = self.spec.load.threads.max(1) as usize;
+        let mut warnings = Vec::new();
+        let mut targets = Vec::new();
+        for (t, url) in self.spec.targets.iter().enumerate() {
+            let mut total = Tally::new();
+            for o in &outs[t * threads..(t + 1) * threads] {
+                total.merge(&o.tally);
+                warnings.extend(o.warnings.iter().cloned());
+            }
+            targets.push(TargetStats {
+                url: url.clone(),
+                requests: total.requests,
+                errors: total.errors.total(),
+                error_classes: total.errors.to_map(),
+                attempts: total.attempts,
+                established: total.established,
+                reopened: total.reopened,
+            });
+        }
+        let stopped = self.shared.stop.load(Relaxed);
+        SlicedResult {
+            version: SLICED_VERSION,
+            spec: self.spec.clone(),
+            interrupted: interrupted || (stopped && !self.enough.load(Relaxed)),
+            stopped_early: self.enough.load(Relaxed),
+            elapsed_s: self.started.elapsed().as_secs_f64(),
+            slices: self.board.complete(true),
+            targets,
+            threads: outs.iter().map(|o| o.stats.clone()).collect(),
+            warnings,
+        }
+    }
+}
+
+impl Drop for RunningSlices {
+    fn drop(&mut self) {
+        self.stop();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(rounds: u32) -> SlicedSpec {
+        SlicedSpec {
+            load: LoadSpec {
+                warmup_s: 0.5,
+                ..Default::default()
+            },
+            targets: vec!["http://127.0.0.1:1/".into(), "http://127.0.0.1:2/".into()],
+            slice_s: 1.0,
+            settle_s: 0.25,
+            rounds,
+            seed: 7,
+        }
+    }
+
+    #[test]
+    fn windows_tile_the_plan_one_target_at_a_time() {
+        let s = spec(10);
+        let (per, board) = s.windows(1_000);
+        assert_eq!(board.len(), 20);
+        for w in &per {
+            assert_eq!(w.len(), 11, "one warm-up window and one per round");
+        }
+        let mut all: Vec<Window> = per.iter().flatten().copied().collect();
+        all.sort_by_key(|w| w.load_start);
+        assert_eq!(all[0].load_start, 1_000);
+        for pair in all.windows(2) {
+            assert_eq!(pair[0].end, pair[1].load_start, "no gap, no overlap");
+        }
+        let last = all.last().unwrap().end;
+        assert_eq!(last - 1_000, (s.planned_s() * 1e9).round() as u64);
+        for (i, &(t, r)) in board.iter().enumerate() {
+            let w = per[t].iter().find(|w| w.slice == Some(i)).unwrap();
+            assert_eq!(w.count_start - w.load_start, 250_000_000);
+            assert_eq!(w.end - w.count_start, 1_000_000_000);
+            assert_eq!(r as usize, i / 2, "each round has one slice per target");
+        }
+    }
+
+    #[test]
+    fn order_is_seeded_and_mixes_within_rounds() {
+        let s = spec(200);
+        let o = s.order();
+        assert_eq!(o, s.order());
+        let first_is_zero = o.iter().filter(|r| r[0] == 0).count();
+        assert!((60..=140).contains(&first_is_zero), "{first_is_zero}");
+        for r in &o {
+            let mut r = r.clone();
+            r.sort();
+            assert_eq!(r, vec![0, 1]);
+        }
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut s = spec(3);
+        s.targets[1] = s.targets[0].clone();
+        assert!(s.validate().unwrap_err().starts_with("targets:"));
+        let mut s = spec(3);
+        s.load.rate = Some(100.0);
+        assert!(s.validate().unwrap_err().starts_with("load.rate:"));
+        let mut s = spec(0);
+        assert!(s.validate().unwrap_err().starts_with("rounds:"));
+        s.rounds = 1;
+        s.slice_s = 0.0;
+        assert!(s.validate().unwrap_err().starts_with("slice_s:"));
+        let mut s = spec(1);
+        s.load.keepalive = false;
+        assert!(s.validate().unwrap_err().starts_with("load.keepalive:"));
+    }
+}

@@ -1,0 +1,128 @@
+//! A thread's part of an interleaved run (crate::slices): it issues requests only inside its
+//! target's windows, counts each slice in a tally of its own, and hands the slice to the
+//! board when its window ends. Connections stay open between windows.
+
+use super::conn::CState;
+use super::Worker;
+use crate::result::Tally;
+use crate::slices::{SliceBoard, Window};
+use std::sync::Arc;
+
+/// Where a thread is in its windows.
+pub(super) struct SliceTrack {
+    windows: Vec<Window>,
+    /// The current (or next) window.
+    next: usize,
+    stage: Stage,
+    board: Arc<SliceBoard>,
+    /// The run's tally while a slice is counted in `Worker::tally`.
+    outside: Option<Tally>,
+    /// When the counted part of the current slice began (ns).
+    counted_from: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Before the window's load starts.
+    Idle,
+    /// Loading, not counted yet (settle).
+    Loading,
+    /// Loading and counted.
+    Counting,
+}
+
+impl SliceTrack {
+    pub(super) fn new(windows: Vec<Window>, board: Arc<SliceBoard>) -> SliceTrack {
+        SliceTrack {
+            windows,
+            next: 0,
+            stage: Stage::Idle,
+            board,
+            outside: None,
+            counted_from: 0,
+        }
+    }
+
+    /// The next instant at which the stage changes (u64::MAX after the last window).
+    pub(super) fn next_boundary(&self) -> u64 {
+        match (self.windows.get(self.next), self.stage) {
+            (None, _) => u64::MAX,
+            (Some(w), Stage::Idle) => w.load_start,
+            (Some(w), Stage::Loading) => w.count_start,
+            (Some(w), Stage::Counting) => w.end,
+        }
+    }
+}
+
+impl Worker {
+    /// Per event: a window boundary passed since the turn began is acted on at once, so no
+    /// request is issued outside the thread's windows however long a turn lasts.
+    #[inline]
+    pub(super) fn slice_tick(&mut self, now: u64) {
+        if let Some(t) = &self.slices {
+            if now >= t.next_boundary() {
+                self.slice_step(now);
+            }
+        }
+    }
+
+    /// Move through the window boundaries that `now` has passed.
+    pub(super) fn slice_step(&mut self, now: u64) {
+        let Some(mut t) = self.slices.take() else {
+            return;
+        };
+        while let Some(w) = t.windows.get(t.next).copied() {
+            match t.stage {
+                Stage::Idle if now >= w.load_start => {
+                    t.stage = Stage::Loading;
+                    // A thread that woke after its whole window (no CPU for that long) lets
+                    // it pass unloaded: its slice counts nothing, and its round is dropped.
+                    if now < w.end {
+                        self.slice_open = true;
+                        self.slice_refill(now);
+                    }
+                }
+                Stage::Loading if now >= w.count_start => {
+                    t.stage = Stage::Counting;
+                    if w.slice.is_some() {
+                        t.outside = Some(std::mem::take(&mut self.tally));
+                        t.counted_from = now;
+                    }
+                }
+                Stage::Counting if now >= w.end => {
+                    t.stage = Stage::Idle;
+                    t.next += 1;
+                    self.slice_open = false;
+                    if let (Some(i), Some(mut outside)) = (w.slice, t.outside.take()) {
+                        // Nothing was counted after the planned end (checked per event), so
+                        // a thread that notices the end late still ends the slice there.
+                        let ended = now.min(w.end).max(t.counted_from);
+                        t.board.add(i, &self.tally, t.counted_from, ended);
+                        outside.merge(&self.tally);
+                        self.tally = outside;
+                    }
+                }
+                _ => break,
+            }
+        }
+        self.slices = Some(t);
+    }
+
+    /// A run stopped inside a counted slice: the part is not a slice; fold it back.
+    pub(super) fn slice_abandon(&mut self) {
+        if let Some(outside) = self.slices.as_mut().and_then(|t| t.outside.take()) {
+            let part = std::mem::replace(&mut self.tally, outside);
+            self.tally.merge(&part);
+        }
+    }
+
+    /// A window opened: put requests on every idle open connection.
+    fn slice_refill(&mut self, now: u64) {
+        for i in 0..self.conns.len() {
+            if self.conns[i].state == CState::Open && self.conns[i].inflight.is_empty() {
+                self.fill(i);
+                self.flush(i, now);
+            }
+        }
+    }
+}

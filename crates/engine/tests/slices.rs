@@ -1,0 +1,192 @@
+//! Interleaved slices against two in-process servers on loopback: one target loaded at a
+//! time, connections opened once and kept, per-slice results per target.
+
+use pywebbench_engine::slices::{self, SlicedSpec};
+use pywebbench_engine::{Io, LoadSpec};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const HELLO: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHello, World!";
+
+/// What a test server saw: connections accepted, and the Unix time of every request.
+#[derive(Default)]
+struct Seen {
+    accepted: AtomicUsize,
+    requests: Mutex<Vec<f64>>,
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// A keep-alive hello server (one thread per connection) that records what it saw.
+fn serve() -> (u16, Arc<Seen>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = Arc::new(Seen::default());
+    let s2 = seen.clone();
+    thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            s2.accepted.fetch_add(1, Ordering::Relaxed);
+            let seen = s2.clone();
+            thread::spawn(move || {
+                let mut buf = [0u8; 65536];
+                let mut pending = Vec::new();
+                loop {
+                    let n = match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    pending.extend_from_slice(&buf[..n]);
+                    let mut out = Vec::new();
+                    while let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..i + 4);
+                        seen.requests.lock().unwrap().push(unix_now());
+                        out.extend_from_slice(HELLO);
+                    }
+                    if s.write_all(&out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, seen)
+}
+
+fn plan(ports: &[u16], io: Io, rounds: u32) -> SlicedSpec {
+    SlicedSpec {
+        load: LoadSpec {
+            connections: 4,
+            threads: 1,
+            warmup_s: 0.2,
+            io,
+            ..LoadSpec::default()
+        },
+        targets: ports
+            .iter()
+            .map(|p| format!("http://127.0.0.1:{p}/"))
+            .collect(),
+        slice_s: 0.2,
+        settle_s: 0.1,
+        rounds,
+        seed: 3,
+    }
+}
+
+fn one_target_at_a_time(io: Io) {
+    let (pa, a) = serve();
+    let (pb, b) = serve();
+    let spec = plan(&[pa, pb], io, 6);
+    let r = slices::run(&spec).unwrap();
+    assert!(!r.interrupted && !r.stopped_early);
+    assert_eq!(r.slices.len(), 12, "two targets x six rounds");
+    for round in 0..6 {
+        let mut targets: Vec<usize> = r
+            .slices
+            .iter()
+            .filter(|s| s.round == round)
+            .map(|s| s.target)
+            .collect();
+        targets.sort();
+        assert_eq!(targets, vec![0, 1], "round {round}");
+    }
+    let seen = [a, b];
+    for s in &r.slices {
+        assert!(s.requests > 0, "slice {} counted nothing", s.index);
+        assert!(s.latency.is_some());
+        assert!((s.duration_s - 0.2).abs() < 0.05, "{}", s.duration_s);
+        // While one target's slice is counted, the other target gets no new request: at
+        // most the ones in flight at the switch, one per connection, if its server thread
+        // was slow to read them (the server stamps a request when it reads it).
+        let other = seen[1 - s.target].requests.lock().unwrap();
+        let during = other
+            .iter()
+            .filter(|&&t| t > s.started_at && t < s.ended_at)
+            .count();
+        assert!(
+            during <= 4,
+            "slice {}: the other target was loaded ({during})",
+            s.index
+        );
+        let own = seen[s.target].requests.lock().unwrap();
+        let got = own
+            .iter()
+            .filter(|&&t| t >= s.started_at && t <= s.ended_at)
+            .count() as u64;
+        // The server saw (about) what the slice counted: in-flight ones at either edge.
+        assert!(
+            got + 8 >= s.requests && s.requests + 8 >= got,
+            "{got} vs {}",
+            s.requests
+        );
+    }
+    for (t, s) in seen.iter().enumerate() {
+        assert_eq!(
+            s.accepted.load(Ordering::Relaxed),
+            4,
+            "target {t}: connections opened once and kept"
+        );
+        assert_eq!(r.targets[t].reopened, 0);
+        assert_eq!(r.targets[t].errors, 0);
+    }
+}
+
+fn finish_early_keeps_complete_slices(io: Io) {
+    let (pa, _a) = serve();
+    let (pb, _b) = serve();
+    let spec = plan(&[pa, pb], io, 1000);
+    let running = slices::start(&spec).unwrap();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if running.progress().slices.len() >= 4 {
+            break;
+        }
+    }
+    running.finish_early();
+    running.wait_timeout(std::time::Duration::from_secs(5));
+    let r = running.join(false);
+    assert!(r.stopped_early && !r.interrupted);
+    assert!(
+        r.slices.len() >= 4 && r.slices.len() < 20,
+        "{}",
+        r.slices.len()
+    );
+    for (i, s) in r.slices.iter().enumerate() {
+        assert_eq!(s.index, i, "complete slices only, in order");
+    }
+}
+
+#[test]
+fn epoll_one_target_at_a_time() {
+    one_target_at_a_time(Io::Epoll)
+}
+
+#[test]
+fn uring_one_target_at_a_time() {
+    one_target_at_a_time(Io::Uring)
+}
+
+#[test]
+fn epoll_finish_early_keeps_complete_slices() {
+    finish_early_keeps_complete_slices(Io::Epoll)
+}
+
+#[test]
+fn bad_plans_are_refused_naming_the_field() {
+    let mut spec = plan(&[1, 1], Io::Epoll, 2);
+    let err = slices::start(&spec).err().unwrap().to_string();
+    assert!(err.starts_with("targets:"), "{err}");
+    spec = plan(&[1, 2], Io::Epoll, 2);
+    spec.load.rate = Some(10.0);
+    let err = slices::start(&spec).err().unwrap().to_string();
+    assert!(err.starts_with("load.rate:"), "{err}");
+}

@@ -1,0 +1,128 @@
+"""Unequal interference: a round whose two slices saw different amounts of other processes'
+CPU on the server cores is dropped, pair and all (docs/ab.md, "Interference").
+
+The minimal honest guard, from what the kernel reports: the busy time of the server cores
+(``/proc/stat`` per-CPU counters: user, nice, system, irq, softirq, steal) minus the CPU
+time of the variants' own server trees (every process of every variant, so the idle
+variant's drain and housekeeping are not counted as interference). What is left is other
+processes' work (and the kernel's for them) on those cores: the neighbours. A neighbour that
+is there all the time slows both variants alike and is cancelled by the pairing; one that
+comes and goes biases the ratio, and that is what this guard drops: a pair whose two slices'
+shares differ by more than ``limit`` of a core.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pywebbench.load.sliced import SliceStats
+from pywebbench.meter.sampler import tree
+
+#: Default limit: a pair is dropped when its slices' other-process shares differ by more.
+DEFAULT_LIMIT = 0.05
+
+_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal
+
+
+def cores_busy_s(cores: Sequence[int], stat_text: str | None = None) -> float:
+    """Busy seconds of ``cores`` since boot, from ``/proc/stat``."""
+    if stat_text is None:
+        with open("/proc/stat") as fh:
+            stat_text = fh.read()
+    wanted = {f"cpu{c}" for c in cores}
+    ticks = 0
+    for line in stat_text.splitlines():
+        parts = line.split()
+        if parts and parts[0] in wanted:
+            values = [int(v) for v in parts[1:]]
+            ticks += sum(values[i] for i in _BUSY_FIELDS if i < len(values))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def trees_cpu_s(pids: Sequence[int]) -> float:
+    """CPU seconds (user + system, reaped children included) of the trees rooted at ``pids``."""
+    total = 0.0
+    for pid in pids:
+        for proc in tree(pid):
+            try:
+                t = proc.cpu_times()
+            except Exception:  # noqa: BLE001 - a process that ended between listing and reading
+                continue
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+@dataclass
+class CoreAccounting:
+    """Samples of the server cores' busy time and the server trees' CPU time, over time."""
+
+    cores: Sequence[int]
+    pids: Sequence[int]
+    at: list[float] = field(default_factory=list)  # Unix time
+    busy_s: list[float] = field(default_factory=list)
+    own_s: list[float] = field(default_factory=list)  # all the trees
+    #: Per tree (the index in ``pids``): its CPU seconds at each sample.
+    tree_s: list[list[float]] = field(default_factory=list)
+
+    def sample(self) -> None:
+        """Take one sample now."""
+        trees = [trees_cpu_s([pid]) for pid in self.pids]
+        self.busy_s.append(cores_busy_s(self.cores))
+        self.own_s.append(sum(trees))
+        self.tree_s.append(trees)
+        self.at.append(time.time())
+
+    def _span(self, started_at: float, ended_at: float) -> tuple[int, int, float] | None:
+        """The first and last samples inside [started_at, ended_at] and the time between."""
+        i = bisect.bisect_left(self.at, started_at)
+        j = bisect.bisect_right(self.at, ended_at) - 1
+        if j <= i or self.at[j] <= self.at[i]:
+            return None
+        return i, j, self.at[j] - self.at[i]
+
+    def other_share(self, started_at: float, ended_at: float) -> float | None:
+        """Other processes' CPU on the server cores over the widest sampled span inside
+        [started_at, ended_at], as a share of the cores' time; None without two samples."""
+        span = self._span(started_at, ended_at)
+        if span is None:
+            return None
+        i, j, seconds = span
+        other = (self.busy_s[j] - self.busy_s[i]) - (self.own_s[j] - self.own_s[i])
+        return max(0.0, other) / (seconds * len(self.cores))
+
+    def tree_share(self, tree: int, started_at: float, ended_at: float) -> float | None:
+        """CPU seconds per second that tree ``tree`` (its index in ``pids``) used over the
+        widest sampled span inside [started_at, ended_at]; None without two samples."""
+        span = self._span(started_at, ended_at)
+        if span is None:
+            return None
+        i, j, seconds = span
+        return (self.tree_s[j][tree] - self.tree_s[i][tree]) / seconds
+
+    def unequal(self, limit: float) -> UnequalInterference:
+        """The drop rule of this accounting at ``limit``."""
+        return UnequalInterference(self, limit)
+
+
+@dataclass(frozen=True)
+class UnequalInterference:
+    """Drop rule: the two slices' other-process shares differ by more than ``limit``."""
+
+    accounting: CoreAccounting
+    limit: float
+
+    def __call__(self, base: SliceStats, change: SliceStats) -> str | None:
+        a = self.accounting.other_share(base.started_at, base.ended_at)
+        b = self.accounting.other_share(change.started_at, change.ended_at)
+        if a is None or b is None:
+            return None
+        if abs(a - b) > self.limit:
+            return (
+                f"unequal interference: other processes took {a:.0%} of the server cores "
+                f"in the BASE slice, {b:.0%} in the CHANGE slice"
+            )
+        return None

@@ -1,0 +1,163 @@
+"""Lay an A/B out in ``compare``'s formats: terminal table, Markdown, JSON.
+
+One row: BASE and CHANGE, the requests/s ratio CHANGE/BASE with its CI, the p50 and p99
+latency ratios, the verdict; then how the run ended (CI reached or budget), the rounds kept
+and dropped and why, and the gate's outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from typing import Any
+
+from pywebbench.ab.session import FIGURE_CPU, FIGURE_RPS, STOPPED_BUDGET, STOPPED_CI, AbOutcome
+from pywebbench.compare.gate import Violation
+from pywebbench.compare.ratio import RatioEstimate
+from pywebbench.mdtext import md_text
+
+FIGURE_NAMES = {
+    FIGURE_RPS: "requests/s (--figure rps)",
+    FIGURE_CPU: "requests per server CPU-second (--figure cpu)",
+}
+
+
+def fmt_ratio(est: RatioEstimate | None) -> str:
+    """``0.970x [0.962, 0.978]``; ``–`` without an estimate."""
+    if est is None:
+        return "–"
+    return f"{est.ratio:.3f}x [{est.low:.3f}, {est.high:.3f}]"
+
+
+def stop_note(o: AbOutcome) -> str:
+    """Why the run stopped, in words."""
+    width = o.half_width
+    reached = f"+-{width:.2%}" if width is not None else "no CI (fewer than 2 rounds kept)"
+    if o.stopped == STOPPED_CI:
+        return f"stopped: the CI reached {reached} (asked +-{o.options.ci_width:.2%})"
+    if o.stopped == STOPPED_BUDGET:
+        return (
+            f"stopped: the time budget ({o.options.budget_s:g} s) ended; CI {reached}, "
+            f"wider than asked (+-{o.options.ci_width:.2%})"
+        )
+    return f"stopped: interrupted; CI {reached}"
+
+
+def notes(o: AbOutcome, verdict: str, violations: list[Violation]) -> list[str]:
+    """The lines under the table."""
+    out = [
+        stop_note(o),
+        f"judged on: {FIGURE_NAMES[o.options.figure]}",
+        f"rounds: {o.kept} kept of {len(o.pairs)}, {o.options.slice_s:g} s slices; "
+        f"{o.elapsed_s:.0f} s of load; servers on cores {o.server_cpus}, load from "
+        f"{o.generator_cpus}",
+    ]
+    for name, share in (("BASE", o.base.other_share), ("CHANGE", o.change.other_share)):
+        if share is not None:
+            out.append(f"{name}: other processes took {share:.0%} of the server cores (median)")
+    for why, n in Counter(_reason(p.dropped) for p in o.pairs if p.dropped).most_common():
+        out.append(f"dropped {n} round(s): {why}")
+    for side in (o.base, o.change):
+        if side.errors:
+            out.append(f"{side.label}: {side.errors} errors in {side.requests} responses")
+    for w in o.result.warnings:
+        out.append(f"engine: {w}")
+    if violations:
+        out += [f"gate FAILED: {v.rule}: {v.detail}" for v in violations]
+    return out
+
+
+def _reason(dropped: str) -> str:
+    """The kind of a drop reason (its figures left out, so like reasons count together)."""
+    return dropped.split(":")[0]
+
+
+def _est_doc(est: RatioEstimate | None) -> dict[str, float] | None:
+    if est is None:
+        return None
+    return {
+        "ratio": est.ratio,
+        "ci_low": est.low,
+        "ci_high": est.high,
+        "base_median": est.base_median,
+        "new_median": est.new_median,
+    }
+
+
+def to_doc(o: AbOutcome, verdict: str, violations: list[Violation]) -> dict[str, Any]:
+    """The JSON document."""
+    return {
+        "base": o.base.label,
+        "change": o.change.label,
+        "verdict": verdict,
+        "figure": o.options.figure,
+        "rps": _est_doc(o.rps),
+        "cpu": _est_doc(o.cpu),
+        "p50": _est_doc(o.p50),
+        "p99": _est_doc(o.p99),
+        "level": o.options.level,
+        "ci_half_width": o.half_width,
+        "ci_width_asked": o.options.ci_width,
+        "stopped": o.stopped,
+        "elapsed_s": o.elapsed_s,
+        "rounds": len(o.pairs),
+        "rounds_kept": o.kept,
+        "dropped": [{"round": p.round, "why": p.dropped} for p in o.pairs if p.dropped],
+        "slices": [
+            {"side": side, **s.model_dump(exclude={"latency"})}
+            for side, run in (("base", o.base), ("change", o.change))
+            for s in run.slices
+        ],
+        "errors": {"base": o.base.errors, "change": o.change.errors},
+        "other_share": {"base": o.base.other_share, "change": o.change.other_share},
+        "gate": {
+            "passed": not violations,
+            "violations": [{"rule": v.rule, "detail": v.detail} for v in violations],
+        },
+        "warnings": list(o.result.warnings),
+    }
+
+
+def to_json(o: AbOutcome, verdict: str, violations: list[Violation]) -> str:
+    """JSON text (finite numbers only)."""
+    doc = to_doc(o, verdict, violations)
+    return json.dumps(doc, indent=2, allow_nan=False, default=_finite)
+
+
+def _finite(x: object) -> object:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    raise TypeError(type(x).__name__)
+
+
+def to_markdown(o: AbOutcome, verdict: str, violations: list[Violation]) -> str:
+    """A Markdown section (for a CI job's summary)."""
+    lines = [
+        "## A/B: CHANGE / BASE",
+        "",
+        "| BASE | CHANGE | requests/s | requests/CPU-s | p50 | p99 | verdict |",
+        "|---|---|---|---|---|---|---|",
+        f"| {md_text(o.base.study.cell.label)} | {md_text(o.change.study.cell.label)} | "
+        f"{fmt_ratio(o.rps)} | {fmt_ratio(o.cpu)} | {fmt_ratio(o.p50)} | {fmt_ratio(o.p99)} "
+        f"| **{verdict}** |",
+        "",
+    ]
+    lines += [f"- {md_text(n)}" for n in notes(o, verdict, violations)]
+    return "\n".join(lines) + "\n"
+
+
+def to_table(o: AbOutcome, verdict: str, violations: list[Violation]) -> str:
+    """Plain text for a terminal."""
+    rows = [
+        ("BASE", o.base.study.cell.label),
+        ("CHANGE", o.change.study.cell.label),
+        (f"requests/s ({o.options.level:.0%} CI)", fmt_ratio(o.rps)),
+        ("requests per server CPU-s", fmt_ratio(o.cpu)),
+        ("p50 latency", fmt_ratio(o.p50)),
+        ("p99 latency", fmt_ratio(o.p99)),
+        ("verdict", verdict),
+    ]
+    width = max(len(k) for k, _ in rows)
+    out = [f"{k.ljust(width)}  {v}" for k, v in rows]
+    return "\n".join(out + [""] + notes(o, verdict, violations)) + "\n"

@@ -1,0 +1,262 @@
+"""Run an A/B: both sides' servers up and verified, one interleaved engine run, the estimate.
+
+Each side's server is started with the shared bring-up (:mod:`pywebbench.bringup`), pinned to
+the same server cores, and stays up and warm for the whole run; the load comes from one
+engine run (:func:`pywebbench.load.sliced.run_sliced`) whose targets are the two servers.
+While it runs, every progress snapshot samples the server cores' CPU accounting
+(:mod:`pywebbench.ab.interference`) and re-estimates the ratio; once its CI is narrower than
+asked the engine is told "enough".
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pywebbench import bringup
+from pywebbench.ab.estimate import (
+    RoundPair,
+    half_width,
+    narrow_enough,
+    pair_rounds,
+    paired_ratio,
+)
+from pywebbench.ab.interference import CoreAccounting
+from pywebbench.ab.sides import SideError, SideStudy
+from pywebbench.compare.ratio import RatioEstimate
+from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats, run_sliced
+from pywebbench.run.host import split_cpus
+from pywebbench.stats import median
+
+#: How the run ended: the CI reached the asked width, the time budget ran out, or Ctrl-C.
+STOPPED_CI = "ci"
+STOPPED_BUDGET = "budget"
+STOPPED_INTERRUPTED = "interrupted"
+
+#: The figures a slice gives: requests per second of wall time, and requests per CPU-second
+#: of the side's own server tree (what a CPU-bound server would do with a core to itself:
+#: CPU that other processes took from it does not count against it).
+FIGURE_RPS = "rps"
+FIGURE_CPU = "cpu"
+FIGURES = (FIGURE_RPS, FIGURE_CPU)
+#: A slice whose server used less than this share of a core gives no per-CPU figure (too few
+#: of the kernel's 10 ms clock ticks to divide by: 2 in a 1-s slice).
+MIN_CPU_SHARE = 0.02
+
+
+@dataclass(frozen=True)
+class AbOptions:
+    """How to measure."""
+
+    ci_width: float = 0.01  # stop once the CI lies within +-this
+    budget_s: float = 180.0  # longest load time, warm-up included
+    slice_s: float = 1.0
+    settle_s: float = 0.2
+    warmup_s: float = 3.0  # per side, before the first round
+    level: float = 0.95
+    interference_limit: float = 0.05
+    #: What the stop rule, the verdict and the gate judge: FIGURE_RPS or FIGURE_CPU.
+    figure: str = "rps"
+    seed: int = 0
+    log_dir: Path = Path("pywebbench-results/logs/ab")
+
+
+@dataclass
+class AbSideRun:
+    """What one side was and what it did."""
+
+    study: SideStudy
+    url: str
+    pid: int
+    slices: list[SliceStats] = field(default_factory=list)
+    errors: int = 0
+    requests: int = 0
+    #: Median share of the server cores other processes took during this side's slices.
+    other_share: float | None = None
+
+    @property
+    def label(self) -> str:
+        """``base: cpython3.11/gunicorn-gthread/raw-wsgi | cpu @ c64``."""
+        return f"{self.study.side.role}: {self.study.cell.label}"
+
+
+@dataclass
+class AbOutcome:
+    """The measured A/B."""
+
+    base: AbSideRun
+    change: AbSideRun
+    pairs: list[RoundPair]
+    rps: RatioEstimate | None
+    cpu: RatioEstimate | None  # requests per server CPU-second, CHANGE/BASE
+    p50: RatioEstimate | None
+    p99: RatioEstimate | None
+    stopped: str
+    elapsed_s: float
+    options: AbOptions
+    result: SlicedResult
+    server_cpus: list[int]
+    generator_cpus: list[int]
+
+    @property
+    def kept(self) -> int:
+        return sum(1 for p in self.pairs if p.dropped is None)
+
+    @property
+    def judged(self) -> RatioEstimate | None:
+        """The estimate the stop rule, the verdict and the gate judge (``options.figure``)."""
+        return self.cpu if self.options.figure == FIGURE_CPU else self.rps
+
+    @property
+    def half_width(self) -> float | None:
+        est = self.judged
+        return half_width(est) if est is not None else None
+
+
+def rounds_for(options: AbOptions, sides: int = 2) -> int:
+    """Rounds that fit the budget after the warm-up (at least 2)."""
+    left = options.budget_s - sides * options.warmup_s
+    return max(2, math.floor(left / (sides * (options.slice_s + options.settle_s))))
+
+
+def latency_ratio(pairs: Sequence[RoundPair], which: str, level: float) -> RatioEstimate | None:
+    """CHANGE/BASE of a slice latency percentile (``p50_us``/``p99_us``), paired by round."""
+    values = [
+        RoundPair(
+            p.round,
+            p.base.model_copy(update={"rps": float(getattr(p.base, which))}),
+            p.change.model_copy(update={"rps": float(getattr(p.change, which))}),
+            p.dropped,
+        )
+        for p in pairs
+        if getattr(p.base, which) > 0 and getattr(p.change, which) > 0
+    ]
+    return paired_ratio(values, level=level)
+
+
+def per_cpu_second(slices: Sequence[SliceStats], accounting: CoreAccounting) -> list[SliceStats]:
+    """The slices with ``rps`` replaced by requests per CPU-second of their side's server
+    tree (tree ``target`` of ``accounting``); slices without a usable CPU figure are left
+    out, so their rounds are incomplete."""
+    out = []
+    for s in slices:
+        share = accounting.tree_share(s.target, s.started_at, s.ended_at)
+        if share is not None and share >= MIN_CPU_SHARE:
+            out.append(s.model_copy(update={"rps": s.rps / share}))
+    return out
+
+
+def run_ab(
+    base: SideStudy,
+    change: SideStudy,
+    options: AbOptions,
+    *,
+    say: Callable[[str], None] = lambda _: None,
+) -> AbOutcome:
+    """Bring both sides up (SideError naming the side when one fails), measure, take down."""
+    config = base.config
+    server_cpus, generator_cpus = split_cpus(config.cpus.server, config.cpus.generator)
+    with ExitStack() as cleanup:
+        runs = []
+        for study in (base, change):
+            variant = study.cell.variant
+            say(f"{study.side.role}: provisioning {variant.stack.name}")
+            try:
+                env = bringup.provision(variant.stack, progress=say)
+                launch = bringup.LaunchOptions(
+                    log_dir=options.log_dir / study.side.role,
+                    cpus=server_cpus,
+                    workers=variant.workers,
+                    threads=variant.threads,
+                    start_timeout_s=study.config.timeouts.start_s,
+                    server_options=study.config.matrix.server_options.get(
+                        variant.stack.server.name, {}
+                    ),
+                )
+                ready = bringup.ready_path(variant.stack, [study.cell.workload])
+                server = bringup.start(variant.stack, env, launch, ready)
+            except bringup.StackFailure as exc:
+                raise SideError(f"{study.side.flag}: {exc}") from None
+            cleanup.callback(bringup.stop, server)
+            checked = bringup.check(server, variant.stack, study.cell.workload, study.cell.params)
+            if not checked.ok:
+                raise SideError(
+                    f"{study.side.flag}: {study.cell.label} fails verification: "
+                    + bringup.one_line("; ".join(checked.problems))
+                )
+            spec = study.cell.load_spec(
+                server.base_url, study.config.load, generator_cpus, duration_s=1.0
+            )
+            runs.append(AbSideRun(study, spec.url, server.pid))
+        load = base.cell.load_spec(
+            runs[0].url, config.load, generator_cpus, duration_s=1.0, warmup_s=options.warmup_s
+        )
+        plan = SlicePlan(
+            load=load,
+            targets=[r.url for r in runs],
+            slice_s=options.slice_s,
+            settle_s=options.settle_s,
+            rounds=rounds_for(options),
+            seed=options.seed,
+        )
+        accounting = CoreAccounting(server_cpus, [r.pid for r in runs])
+        drop = accounting.unequal(options.interference_limit)
+        reached = False
+
+        def watch(snap: SliceProgress) -> bool:
+            nonlocal reached
+            accounting.sample()
+            judged = snap.slices
+            if options.figure == FIGURE_CPU:
+                judged = per_cpu_second(judged, accounting)
+            pairs = pair_rounds(judged, drop=drop)
+            est = paired_ratio(pairs, level=options.level)
+            kept = sum(1 for p in pairs if p.dropped is None)
+            reached = narrow_enough(est, kept, options.ci_width)
+            return reached
+
+        say(
+            f"measuring: {plan.rounds} rounds at most of {options.slice_s:g} s slices, "
+            f"until the {options.level:.0%} CI is within +-{options.ci_width:.1%}"
+        )
+        started = time.monotonic()
+        accounting.sample()
+        result = run_sliced(plan, watch, interval_s=0.1)
+        accounting.sample()
+        elapsed = time.monotonic() - started
+    pairs = pair_rounds(result.slices, drop=drop)
+    for i, r in enumerate(runs):
+        r.slices = [s for s in result.slices if s.target == i]
+        shares = [accounting.other_share(s.started_at, s.ended_at) for s in r.slices]
+        known = [x for x in shares if x is not None]
+        r.other_share = median(known) if known else None
+        r.requests = result.targets[i].requests
+        r.errors = result.targets[i].errors
+    stopped = (
+        STOPPED_INTERRUPTED
+        if result.interrupted
+        else STOPPED_CI
+        if result.stopped_early and reached
+        else STOPPED_BUDGET
+    )
+    return AbOutcome(
+        base=runs[0],
+        change=runs[1],
+        pairs=pairs,
+        rps=paired_ratio(pairs, level=options.level),
+        cpu=paired_ratio(
+            pair_rounds(per_cpu_second(result.slices, accounting), drop=drop), level=options.level
+        ),
+        p50=latency_ratio(pairs, "p50_us", options.level),
+        p99=latency_ratio(pairs, "p99_us", options.level),
+        stopped=stopped,
+        elapsed_s=elapsed,
+        options=options,
+        result=result,
+        server_cpus=list(server_cpus),
+        generator_cpus=list(generator_cpus),
+    )

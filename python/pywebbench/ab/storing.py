@@ -1,0 +1,125 @@
+"""Store an A/B: one run holding both sides (a stack and a cell each, every slice an
+iteration whose ``idx`` is its round) and the paired ratio (an ``ab_comparisons`` row)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pywebbench.ab.render import to_doc
+from pywebbench.ab.session import AbOutcome, AbSideRun
+from pywebbench.compare.gate import Violation
+from pywebbench.load.sliced import SliceStats
+from pywebbench.run.rows import cell_row, run_row, stack_row
+from pywebbench.store import DEFAULT_FILENAME, CellStatus, Iteration, Replicate, Store
+from pywebbench.store.ab_rows import AbComparison
+from pywebbench.store.db import new_run_id, utcnow
+from pywebbench.store.model import IterationKind, RunStatus
+
+#: The ``runs.profile`` of an A/B run.
+AB_PROFILE = "ab"
+
+
+def _iso(unix: float) -> str:
+    return datetime.fromtimestamp(unix, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def slice_iteration(s: SliceStats, cell_id: int, dropped: str | None) -> Iteration:
+    """The ``iterations`` row of one slice (``idx``: its round)."""
+    summary = s.latency.summary if s.latency is not None else None
+    return Iteration(
+        id=None,
+        cell_id=cell_id,
+        replicate=0,
+        kind=IterationKind.MEASURED,
+        idx=s.round,
+        started_at=_iso(s.started_at),
+        duration_s=s.duration_s,
+        requests=s.requests,
+        errors=s.errors,
+        non_2xx=0,
+        timeouts=s.timeouts,
+        rps=s.rps,
+        latency_mean_us=summary.mean if summary else None,
+        latency_p50_us=float(s.p50_us),
+        latency_p90_us=float(summary.p90) if summary else None,
+        latency_p99_us=float(s.p99_us),
+        latency_p999_us=float(summary.p999) if summary else None,
+        latency_max_us=float(summary.max) if summary else None,
+        result_json=json.dumps({"ab_slice": s.model_dump(mode="json"), "dropped": dropped}),
+    )
+
+
+def _side(store: Store, run_id: str, side: AbSideRun, o: AbOutcome, ordinal: int) -> int:
+    cell = side.study.cell
+    role = side.study.side.role
+    row = stack_row(run_id, cell.variant)
+    stack_id = store.add_stack(dataclasses.replace(row, key=f"{row.key} [{role}]"))
+    status = CellStatus.OK if o.stopped != "interrupted" else CellStatus.INTERRUPTED
+    key = f"{row.key} [{role}]|{cell.workload.name}|{cell.load_point}"
+    cell_id = store.add_cell(
+        cell_row(run_id, stack_id, cell, o.server_cpus, o.generator_cpus, key=key, status=status)
+    )
+    store.add_replicate(
+        Replicate(None, cell_id, 0, "ok", utcnow(), pid=side.pid, finished_at=utcnow())
+    )
+    dropped = {p.round: p.dropped for p in o.pairs}
+    for s in side.slices:
+        store.add_iteration(slice_iteration(s, cell_id, dropped.get(s.round)))
+    return cell_id
+
+
+def store_outcome(
+    o: AbOutcome,
+    verdict: str,
+    violations: list[Violation],
+    results_dir: Path,
+    store_file: Path | None = None,
+) -> str:
+    """Write the A/B into the store (``store_file``, else the one in ``results_dir``);
+    returns the run id."""
+    run_id = new_run_id()
+    doc = to_doc(o, verdict, violations)
+    with Store(store_file or results_dir / DEFAULT_FILENAME) as store:
+        store.create_run(
+            run_row(
+                run_id,
+                profile=AB_PROFILE,
+                config_json=json.dumps(
+                    {
+                        "ab": dataclasses.asdict(o.options) | {"log_dir": str(o.options.log_dir)},
+                        "base": o.base.study.config.model_dump(mode="json"),
+                        "change": o.change.study.config.model_dump(mode="json"),
+                    }
+                ),
+                server_cpus=o.server_cpus,
+                generator_cpus=o.generator_cpus,
+            )
+        )
+        base_id = _side(store, run_id, o.base, o, 0)
+        change_id = _side(store, run_id, o.change, o, 1)
+        est = o.judged
+        store.add_ab_comparison(
+            AbComparison(
+                id=None,
+                run_id=run_id,
+                base_cell_id=base_id,
+                change_cell_id=change_id,
+                ratio=est.ratio if est else None,
+                ci_low=est.low if est else None,
+                ci_high=est.high if est else None,
+                level=o.options.level,
+                ci_width_asked=o.options.ci_width,
+                verdict=verdict,
+                stopped=o.stopped,
+                rounds=len(o.pairs),
+                rounds_kept=o.kept,
+                elapsed_s=o.elapsed_s,
+                summary_json=json.dumps(doc, default=str),
+            )
+        )
+        status = RunStatus.INTERRUPTED if o.stopped == "interrupted" else RunStatus.COMPLETED
+        store.update_run(run_id, status=status, finished_at=utcnow())
+    return run_id

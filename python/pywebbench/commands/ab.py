@@ -1,0 +1,320 @@
+"""``pywebbench ab``: interleaved A/B of two variants of an app or stack, in one command."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from pywebbench.commands._common import fail, store_options
+
+if TYPE_CHECKING:
+    from pywebbench.ab.session import AbOutcome
+    from pywebbench.compare.gate import Rule, Violation
+
+FORMATS = ("table", "markdown", "json")
+
+
+@click.command("ab")
+@click.option(
+    "--base",
+    required=True,
+    metavar="SIDE",
+    help="BASE: a project directory, a git revision of --repo, or KEY=VALUE[,KEY=VALUE] with "
+    "KEY in python, server, framework, project, requirements.",
+)
+@click.option("--change", required=True, metavar="SIDE", help="CHANGE, as --base.")
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Git repository whose revisions --base/--change name.",
+)
+@click.option("--app", help="Your app, module:callable (both sides; the project differs).")
+@click.option("--path", help="The path to load (with --app), e.g. /items.")
+@click.option("--interface", type=click.Choice(["wsgi", "asgi"]), help="With --app.")
+@click.option("--requirements", help="requirements.txt for both sides (with --app).")
+@click.option("--expect-status", type=int, help="With --app: expected status (default 2xx).")
+@click.option("--expect-body", help="With --app: a substring the body must contain.")
+@click.option(
+    "--python",
+    help="Interpreter of both sides unless a side sets its own (default: the running CPython).",
+)
+@click.option("--server", default="gunicorn-gthread", show_default=True, help="Server.")
+@click.option("--framework", default="raw-wsgi", show_default=True, help="Framework (no --app).")
+@click.option("--workload", default="cpu", show_default=True, help="Workload (no --app).")
+@click.option(
+    "--connections", "-c", type=int, default=64, show_default=True, help="Connections per side."
+)
+@click.option("--timeout", type=float, help="Per-request timeout (s).")
+@click.option(
+    "--ci-width",
+    type=float,
+    default=0.01,
+    show_default=True,
+    help="Stop once the ratio's CI lies within +-this fraction of it (0.01 = +-1%).",
+)
+@click.option(
+    "--budget",
+    type=float,
+    default=180.0,
+    show_default=True,
+    help="Longest load time in seconds, warm-up included; the run stops there if the CI "
+    "is still wider than --ci-width, and says so.",
+)
+@click.option(
+    "--slice",
+    "slice_s",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Counted seconds of each slice.",
+)
+@click.option(
+    "--settle",
+    type=float,
+    default=0.2,
+    show_default=True,
+    help="Uncounted seconds of load at the start of each slice.",
+)
+@click.option(
+    "--warmup", type=float, default=3.0, show_default=True, help="Seconds per side, once."
+)
+@click.option(
+    "--level",
+    type=float,
+    default=0.95,
+    show_default=True,
+    help="Confidence level of the interval the stop rule, the verdict and the gate use.",
+)
+@click.option(
+    "--min-change",
+    type=float,
+    default=0.02,
+    show_default=True,
+    help="Smallest relative change a verdict calls faster or slower.",
+)
+@click.option(
+    "--interference-limit",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="Drop a round whose two slices' shares of other processes' CPU on the server "
+    "cores differ by more than this (docs/ab.md).",
+)
+@click.option(
+    "--figure",
+    type=click.Choice(["rps", "cpu"]),
+    default="rps",
+    show_default=True,
+    help="What the stop rule, the verdict and the gate judge: rps = requests/s; cpu = "
+    "requests per CPU-second of each side's server (insensitive to CPU other processes take "
+    "from the server cores; for CPU-bound servers). Both are reported.",
+)
+@click.option(
+    "--fail-if",
+    "fail_if",
+    multiple=True,
+    metavar="RULE",
+    help="Exit 1 when CHANGE is significantly worse: slower>3%, p50>10%, p99>10%, errors>0, "
+    "errors>1% (repeatable or comma list).",
+)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("-o", "--output", help="Write to this file (default: standard output).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Order within rounds.")
+@click.option("--server-cpus", help="Server cores of both sides, e.g. 0 (default: first).")
+@click.option("--generator-cpus", help="Load generator cores (default: the others).")
+@click.option("--no-store", is_flag=True, help="Do not store the run.")
+@store_options
+def command(**options: Any) -> None:
+    """Measure CHANGE against BASE in the same minutes: interleaved slices, paired ratio.
+
+    \b
+    Both servers stay up and warm, pinned to the same cores; one load engine switches
+    between them in short slices (random order within each round) on connections it keeps
+    open. The ratio CHANGE/BASE of requests/s (and of requests per server CPU-second, see
+    --figure) comes from the slices paired within rounds, with its CI; the run stops once
+    the CI is within +-CI_WIDTH or the --budget ends, and says which. Method and limits:
+    docs/ab.md.
+
+    \b
+    Exit status: 0 = measured (gate passed), 1 = a --fail-if rule tripped, 2 = bad input
+    (a missing revision, the same variant twice, a side that fails verification).
+
+    \b
+    Examples:
+      pywebbench ab --app shop.wsgi:app --path /items --base main --change HEAD \\
+          --fail-if 'slower>3%'
+      pywebbench ab --app app:app --path / --base ../app-v1 --change ../app-v2
+      pywebbench ab --base python=cpython3.11 --change python=/usr/bin/python3.12 \\
+          --ci-width 0.02
+      pywebbench ab --app app:app --path / --base requirements=old.txt \\
+          --change requirements=new.txt
+    """
+    from pywebbench.ab.sides import SideError
+
+    try:
+        _run(options)
+    except SideError as exc:
+        fail(str(exc))
+
+
+def _check_numbers(o: dict[str, Any]) -> None:
+    if not 0.0 < o["ci_width"] < 1.0:
+        fail(f"--ci-width: {o['ci_width']} is not a fraction between 0 and 1 (e.g. 0.01)")
+    if not 0.5 <= o["level"] < 1.0:
+        fail(f"--level: {o['level']} is not a confidence level between 0.5 and 1 (e.g. 0.95)")
+    if not 0.0 <= o["min_change"] < 1.0:
+        fail(f"--min-change: {o['min_change']} is not a fraction between 0 and 1 (e.g. 0.02)")
+    if not o["slice_s"] >= 0.1:
+        fail(f"--slice: {o['slice_s']} s is too short (at least 0.1)")
+    if not o["settle"] >= 0.0 or not o["warmup"] >= 0.0:
+        fail("--settle/--warmup: must be >= 0")
+    if not o["budget"] >= 2 * (o["warmup"] + 2 * (o["slice_s"] + o["settle"])):
+        fail(f"--budget: {o['budget']} s leaves no room for two rounds after the warm-up")
+    if not 0.0 <= o["interference_limit"] <= 1.0:
+        fail(f"--interference-limit: {o['interference_limit']} is not a fraction of a core")
+    if o["fmt"] == "table" and o["output"]:
+        fail("--output: the table is for the terminal; use --format markdown or json")
+
+
+def _cores(flag: str, text: str | None) -> list[int]:
+    if not text:
+        return []
+    try:
+        return [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        fail(f"{flag}: {text!r} is not a comma list of core numbers")
+
+
+def _shared(o: dict[str, Any]) -> dict[str, Any]:
+    """The study overrides both sides share."""
+    matrix: dict[str, Any] = {"servers": [o["server"]], "frameworks": [o["framework"]]}
+    matrix["workloads"] = [o["workload"]]
+    if o["python"]:
+        matrix["interpreters"] = [o["python"]]
+    else:
+        from pywebbench.catalogue.interpreters import default_interpreters
+
+        matrix["interpreters"] = [default_interpreters()[0].name]
+    load: dict[str, Any] = {"connections": [o["connections"]], "model": "closed"}
+    if o["timeout"] is not None:
+        load["timeout_s"] = o["timeout"]
+    out: dict[str, Any] = {"matrix": matrix, "load": load, "results_dir": o["results_dir"]}
+    cpus = {"server": _cores("--server-cpus", o["server_cpus"])}
+    cpus["generator"] = _cores("--generator-cpus", o["generator_cpus"])
+    out["cpus"] = cpus
+    if o["app"]:
+        app: dict[str, Any] = {"app": o["app"], "paths": [o["path"] or "/"]}
+        for key in ("interface", "requirements", "expect_status", "expect_body"):
+            if o[key] is not None:
+                app[key] = o[key]
+        out["app"] = app
+    elif any(o[k] for k in ("path", "interface", "requirements")):
+        fail("--path/--interface/--requirements need --app")
+    return out
+
+
+def _run(o: dict[str, Any]) -> None:
+    from contextlib import ExitStack
+
+    from pywebbench.ab.render import to_json, to_markdown, to_table
+    from pywebbench.ab.session import AbOptions, run_ab
+    from pywebbench.ab.sides import (
+        SideError,
+        checked_out,
+        locate_project,
+        parse_side,
+        side_overrides,
+        side_study,
+    )
+    from pywebbench.compare.gate import GateSyntaxError, parse_rules
+    from pywebbench.compare.verdict import throughput_verdict
+
+    _check_numbers(o)
+    try:
+        rules = parse_rules(o["fail_if"])
+    except GateSyntaxError as exc:
+        fail(f"--fail-if: {exc}")
+    for rule in rules:
+        if rule.metric == "memory":
+            fail("--fail-if: memory: ab does not measure memory; compare stored runs for it")
+    shared = _shared(o)
+    sides = [parse_side("--base", o["base"]), parse_side("--change", o["change"])]
+    projects = [
+        locate_project(s.flag, s.settings["project"], o["repo"])
+        if "project" in s.settings
+        else None
+        for s in sides
+    ]
+    others = [{k: v for k, v in s.settings.items() if k != "project"} for s in sides]
+    if projects[0] == projects[1] and others[0] == others[1]:
+        raise SideError(f"--change: {o['change']!r} is the same variant as --base {o['base']!r}")
+    results_dir = Path(o["results_dir"])
+    say = (lambda m: click.echo(m, err=True)) if o["fmt"] == "table" or o["output"] else _quiet
+    with ExitStack() as stack:
+        studies = []
+        for side, project in zip(sides, projects, strict=True):
+            where = (
+                stack.enter_context(checked_out(project, results_dir / "ab-checkouts"))
+                if project is not None
+                else None
+            )
+            studies.append(side_study(side, side_overrides(shared, side, where)))
+        options = AbOptions(
+            ci_width=o["ci_width"],
+            budget_s=o["budget"],
+            slice_s=o["slice_s"],
+            settle_s=o["settle"],
+            warmup_s=o["warmup"],
+            level=o["level"],
+            interference_limit=o["interference_limit"],
+            figure=o["figure"],
+            seed=o["seed"],
+            log_dir=results_dir / "logs" / "ab",
+        )
+        outcome = run_ab(studies[0], studies[1], options, say=say)
+    verdict = throughput_verdict(outcome.judged, o["min_change"])
+    violations = _violations(rules, outcome)
+    if not o["no_store"]:
+        from pywebbench.ab.storing import store_outcome
+
+        store_file = Path(o["store_path"]) if o["store_path"] else None
+        run_id = store_outcome(outcome, verdict, violations, results_dir, store_file)
+        say(f"stored as run {run_id}")
+    render = {"table": to_table, "markdown": to_markdown, "json": to_json}[o["fmt"]]
+    text = render(outcome, verdict, violations)
+    if o["output"]:
+        Path(o["output"]).write_text(text, encoding="utf-8")
+        click.echo(f"wrote {o['output']}", err=True)
+    else:
+        sys.stdout.write(text)
+    sys.exit(1 if violations else 0)
+
+
+def _quiet(message: str) -> None:
+    """Progress messages are dropped when standard output carries the document."""
+
+
+def _violations(rules: Sequence[Rule], outcome: AbOutcome) -> list[Violation]:
+    """Every ``--fail-if`` rule CHANGE trips against BASE."""
+    from pywebbench.compare.gate import Violation, estimate_violation
+
+    label = f"{outcome.change.study.cell.label} vs BASE"
+    out = []
+    for rule in rules:
+        detail = estimate_violation(rule, outcome.judged, outcome.p50, outcome.p99)
+        if rule.metric == "errors":
+            errors, done = outcome.change.errors, outcome.change.requests
+            rate = errors / (errors + done) if errors + done else 0.0
+            if rule.percent and rate > rule.limit:
+                detail = f"error rate {rate * 100:.2f}% ({errors} errors)"
+            elif not rule.percent and errors > rule.limit:
+                detail = f"{errors} errors in {done + errors} requests"
+        if detail is not None:
+            out.append(Violation(label, rule.text, detail))
+    return out

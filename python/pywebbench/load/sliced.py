@@ -1,0 +1,140 @@
+"""Interleaved slices: one engine run that loads several targets in turn, keeping every
+connection open (the engine's ``slices`` module; docs/load-engine.md, "Interleaved slices").
+
+::
+
+    from pywebbench.load import LoadSpec
+    from pywebbench.load.sliced import SlicePlan, run_sliced
+
+    plan = SlicePlan(load=LoadSpec(url="http://x/", connections=64, warmup_s=2),
+                     targets=["http://127.0.0.1:8001/", "http://127.0.0.1:8002/"],
+                     slice_s=1.0, rounds=60)
+    result = run_sliced(plan)
+    for s in result.slices:
+        print(s.round, s.target, s.rps)
+
+Each target gets its own connections and generator threads; only one target is loaded at a
+time; the order of the targets within each round is shuffled with ``seed``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pywebbench import _engine
+from pywebbench.load.result import ErrorEntry, HistData, ThreadStats
+from pywebbench.load.spec import LoadSpec
+
+__all__ = [
+    "SlicePlan",
+    "SliceProgress",
+    "SliceStats",
+    "SlicedResult",
+    "SlicedProgressFn",
+    "TargetStats",
+    "run_sliced",
+]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SlicePlan(_Record):
+    """What to run: the load shape (``load``: connections and threads per target, request,
+    pinning, timeouts; its ``url`` is not used: the path and headers are) and the plan."""
+
+    load: LoadSpec
+    targets: list[str] = Field(description="One base URL per target (variant), >= 2, distinct.")
+    slice_s: float = Field(description="Counted seconds of each slice.")
+    settle_s: float = Field(0.2, description="Uncounted seconds of load before each slice.")
+    rounds: int = Field(description="Rounds planned (one slice per target each).")
+    seed: int = 0
+
+    def planned_s(self) -> float:
+        """Seconds the whole plan lasts (warm-up windows included)."""
+        n = len(self.targets)
+        return n * self.load.warmup_s + self.rounds * n * (self.settle_s + self.slice_s)
+
+    def to_json(self) -> str:
+        """The plan as the engine's JSON document."""
+        doc = self.model_dump(mode="json")
+        doc["load"] = self.load.to_dict()
+        return json.dumps(doc)
+
+
+class SliceStats(_Record):
+    """One counted slice of one target (the engine's ``SliceStats``)."""
+
+    index: int
+    round: int
+    target: int
+    requests: int
+    errors: int
+    timeouts: int
+    duration_s: float
+    rps: float
+    started_at: float
+    ended_at: float
+    p50_us: int
+    p99_us: int
+    latency: HistData | None = None
+
+
+class TargetStats(_Record):
+    """Whole-run figures of one target, settle parts and warm-up included."""
+
+    url: str
+    requests: int
+    errors: int
+    error_classes: dict[str, ErrorEntry]
+    attempts: int
+    established: int
+    reopened: int
+
+
+class SlicedResult(_Record):
+    """Everything a sliced run measured."""
+
+    version: int
+    spec: dict[str, object]
+    interrupted: bool
+    stopped_early: bool
+    elapsed_s: float
+    slices: list[SliceStats]
+    targets: list[TargetStats]
+    threads: list[ThreadStats]
+    warnings: list[str]
+
+
+class SliceProgress(_Record):
+    """A live snapshot: the slices complete so far (without histograms)."""
+
+    elapsed_s: float
+    planned_s: float
+    slices: list[SliceStats]
+
+
+#: Called with each snapshot; True ends the run early with a complete result.
+SlicedProgressFn = Callable[[SliceProgress], bool | None]
+
+
+def run_sliced(
+    plan: SlicePlan, progress: SlicedProgressFn | None = None, *, interval_s: float = 0.25
+) -> SlicedResult:
+    """Run ``plan`` on the engine's threads; ``progress`` sees every complete slice.
+
+    Raises ValueError naming the field for a bad plan, OSError when the system refuses.
+    """
+
+    def relay(snapshot: str) -> bool:
+        assert progress is not None
+        return bool(progress(SliceProgress.model_validate_json(snapshot)))
+
+    text = _engine.run_sliced(
+        plan.to_json(), relay if progress is not None else None, interval_s=interval_s
+    )
+    return SlicedResult.model_validate_json(text)

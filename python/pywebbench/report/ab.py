@@ -1,0 +1,89 @@
+"""The A/B section of a report: each ``pywebbench ab`` run's paired ratio (docs/ab.md).
+
+An A/B run's two sides are cells like any run's and are drawn as such; what only the pairing
+gives (the ratio CHANGE/BASE with its CI, the verdict, how the run stopped) is in this
+section. Studies without an A/B run have none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pywebbench.store.model import Cell, Study
+
+
+@dataclass(frozen=True)
+class AbRow:
+    """One A/B run as the report shows it."""
+
+    run_id: str
+    base: str
+    change: str
+    ratio: str  # "0.970x [0.962, 0.978]" or "–"
+    verdict: str
+    stopped: str  # "CI reached +-0.84% (asked +-1.00%)" / "budget ended at +-1.6%"
+    rounds: str  # "42 of 44 kept"
+
+
+def _ratio(ratio: float | None, low: float | None, high: float | None) -> str:
+    if ratio is None or low is None or high is None:
+        return "–"
+    return f"{ratio:.3f}x [{low:.3f}, {high:.3f}]"
+
+
+def _label(cell: Cell | None, stacks: dict[int | None, str]) -> str:
+    if cell is None:
+        return "?"
+    return f"{stacks.get(cell.stack_id, '?')} {cell.workload} {cell.load_point}"
+
+
+def ab_rows(study: Study) -> list[AbRow]:
+    """The A/B rows of ``study`` (empty without an A/B run)."""
+    cells = {c.id: c for c in study.cells}
+    stacks: dict[int | None, str] = {s.id: s.key for s in study.stacks}
+    out = []
+    for row in study.ab_comparisons:
+        base, change = cells.get(row.base_cell_id), cells.get(row.change_cell_id)
+        half = (
+            max(row.ci_high / row.ratio - 1, 1 - row.ci_low / row.ratio)
+            if row.ratio and row.ci_low is not None and row.ci_high is not None
+            else None
+        )
+        width = f"+-{half:.2%}" if half is not None else "no CI"
+        stopped = {
+            "ci": f"CI reached {width} (asked +-{row.ci_width_asked:.2%})",
+            "budget": f"budget ended at {width} (asked +-{row.ci_width_asked:.2%})",
+        }.get(row.stopped, f"interrupted at {width}")
+        out.append(
+            AbRow(
+                run_id=row.run_id,
+                base=_label(base, stacks),
+                change=_label(change, stacks),
+                ratio=_ratio(row.ratio, row.ci_low, row.ci_high),
+                verdict=row.verdict,
+                stopped=stopped,
+                rounds=f"{row.rounds_kept} of {row.rounds} kept",
+            )
+        )
+    return out
+
+
+def markdown_lines(rows: list[AbRow], text: Callable[[str], str]) -> list[str]:
+    """The Markdown section (``text`` escapes a table cell); none without A/B runs."""
+    if not rows:
+        return []
+    out = [
+        "## A/B",
+        "",
+        "Interleaved A/B runs (`pywebbench ab`, docs/ab.md): CHANGE/BASE of the judged figure "
+        "(requests/s, or per server CPU-second with --figure cpu) from slices paired within "
+        "rounds, with its CI.",
+        "",
+        "| run | BASE | CHANGE | ratio | verdict | stopped | rounds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cells = [r.run_id, r.base, r.change, r.ratio, r.verdict, r.stopped, r.rounds]
+        out.append("| " + " | ".join(text(c) for c in cells) + " |")
+    return out + [""]

@@ -1,0 +1,169 @@
+"""``pywebbench ab`` end to end: real gunicorn servers on loopback, the real engine.
+
+Two revisions of a small WSGI app in a git repository (the second does twice the work per
+request) are told apart with the gate tripping; an A/A pair of directories passes; bad input
+is refused on one line with exit 2. Every test ends with a census: no process it started may
+remain, and the git worktrees ab made are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+
+from pwbtest import PYWEBBENCH, pwb
+
+APP = """
+N = {n}
+
+def app(environ, start_response):
+    if {fail}:
+        start_response("500 Internal Server Error", [("Content-Type", "text/plain")])
+        return [b"broken"]
+    acc = 0
+    for i in range(N):
+        acc ^= i
+    body = str(acc).encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+"""
+
+# Short enough for a test, long enough for a few rounds; the machine may be loaded by other
+# tests, so interference dropping is off here (tests/ab/test_estimate.py covers the rule).
+QUICK = [
+    "--app", "work:app", "--path", "/", "--interface", "wsgi", "-c", "8",
+    "--budget", "30", "--warmup", "1", "--slice", "0.8", "--settle", "0.1",
+    "--ci-width", "0.03", "--interference-limit", "1",
+]  # fmt: skip
+
+
+def _write_app(project: Path, n: int, fail: bool = False) -> None:
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "work.py").write_text(APP.format(n=n, fail=fail))
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, timeout=60
+    )
+    return done.stdout
+
+
+def _repo(tmp_path: Path) -> Path:
+    """A repository whose HEAD~1 does N work per request and HEAD twice as much."""
+    repo = tmp_path / "repo"
+    _write_app(repo, 3000)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "work.py")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "v1")
+    _write_app(repo, 6000)
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "v2")
+    return repo
+
+
+def test_two_revisions_slower_trips_the_gate_and_is_stored(tmp_path: Path, census: str) -> None:
+    repo = _repo(tmp_path)
+    results = tmp_path / "results"
+    done = pwb(
+        "ab", *QUICK, "--repo", str(repo), "--base", "HEAD~1", "--change", "HEAD",
+        "--fail-if", "slower>3%", "--format", "json", results=results,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["verdict"] == "slower"
+    assert doc["rps"]["ci_high"] < 0.97
+    assert doc["cpu"]["ratio"] < 0.97  # twice the work per request: per CPU-second too
+    assert doc["stopped"] in ("ci", "budget")
+    assert doc["rounds_kept"] >= 2
+    assert [v["rule"] for v in doc["gate"]["violations"]] == ["slower>3%"]
+    sides = {s["side"] for s in doc["slices"]}
+    assert sides == {"base", "change"}
+    # the worktrees ab checked the revisions out into are gone
+    assert len(_git(repo, "worktree", "list").splitlines()) == 1
+    db = sqlite3.connect(results / "pywebbench.sqlite")
+    (run_id, profile) = db.execute("SELECT id, profile FROM runs").fetchone()
+    assert profile == "ab"
+    row = db.execute("SELECT verdict, ratio, rounds FROM ab_comparisons").fetchone()
+    assert row[0] == "slower" and row[1] < 1 and row[2] == doc["rounds"]
+    cells = db.execute("SELECT id FROM cells WHERE run_id = ?", (run_id,)).fetchall()
+    assert len(cells) == 2
+    slices = db.execute("SELECT count(*) FROM iterations").fetchone()[0]
+    assert slices == len(doc["slices"])
+    # the report of the run has its A/B section, the ratio as stored
+    report = subprocess.run(
+        [PYWEBBENCH, "report", run_id, "--store", str(results / "pywebbench.sqlite"), "-o",
+         str(tmp_path / "report")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    md = next((tmp_path / "report").glob("*.md")).read_text()
+    section = md.split("## A/B", 1)[1]
+    assert f"{row[1]:.3f}x" in section and "slower" in section
+    assert "## A/B" in next((tmp_path / "report").glob("*.html")).read_text().replace(
+        "<h2>A/B</h2>", "## A/B"
+    )
+
+
+def test_aa_passes_the_gate(tmp_path: Path, census: str) -> None:
+    for name in ("a", "b"):
+        _write_app(tmp_path / name, 3000)
+    done = pwb(
+        "ab", *QUICK, "--base", str(tmp_path / "a"), "--change", str(tmp_path / "b"),
+        "--min-change", "0.1", "--fail-if", "slower>20%", "--format", "markdown", "--figure", "cpu",
+        "--no-store", results=tmp_path / "results",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "no significant change" in done.stdout
+    assert "stopped:" in done.stdout
+    assert "judged on: requests per server CPU-second" in done.stdout
+    assert not (tmp_path / "results" / "pywebbench.sqlite").exists()
+
+
+def _refused(done: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    # progress lines may come first; the refusal is one line, the last
+    lines = done.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("error:")]
+    assert errors == lines[-1:], done.stderr
+    for w in words:
+        assert w in errors[0], errors[0]
+
+
+def test_bad_input_is_refused_on_one_line(tmp_path: Path, census: str) -> None:
+    repo = _repo(tmp_path)
+    results = tmp_path / "results"
+    common = [*QUICK, "--repo", str(repo)]
+    _refused(
+        pwb("ab", *common, "--base", "HEAD", "--change", "no-such-rev", results=results),
+        "--change",
+        "neither a directory nor a revision",
+    )
+    _refused(
+        pwb("ab", *common, "--base", "HEAD", "--change", "HEAD", results=results),
+        "--change",
+        "same variant",
+    )
+    _refused(
+        pwb("ab", *common, "--base", "HEAD~1", "--change", "HEAD", "--fail-if", "memory>5%",
+            results=results),
+        "--fail-if",
+        "memory",
+    )  # fmt: skip
+    _refused(
+        pwb("ab", "--base", "python=cpython3.11", "--change", "colour=red", results=results),
+        "--change",
+        "KEY=VALUE",
+    )
+    assert not results.exists() or not (results / "pywebbench.sqlite").exists()
+
+
+def test_a_side_that_fails_verification_is_refused(tmp_path: Path, census: str) -> None:
+    _write_app(tmp_path / "good", 3000)
+    _write_app(tmp_path / "broken", 3000, fail=True)
+    done = pwb(
+        "ab", *QUICK, "--base", str(tmp_path / "good"), "--change", str(tmp_path / "broken"),
+        results=tmp_path / "results",
+    )  # fmt: skip
+    _refused(done, "--change", "fails verification")

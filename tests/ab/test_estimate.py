@@ -1,0 +1,116 @@
+"""The paired ratio and the interference rule, on slices made here (no server needed)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from pywebbench.ab.estimate import half_width, narrow_enough, pair_rounds, paired_ratio
+from pywebbench.ab.interference import CoreAccounting, cores_busy_s
+from pywebbench.load.sliced import SliceStats
+
+
+def _slice(index: int, rnd: int, target: int, rps: float, start: float = 0.0) -> SliceStats:
+    return SliceStats(
+        index=index,
+        round=rnd,
+        target=target,
+        requests=int(rps),
+        errors=0,
+        timeouts=0,
+        duration_s=1.0,
+        rps=rps,
+        started_at=start,
+        ended_at=start + 1.0,
+        p50_us=1000,
+        p99_us=2000,
+    )
+
+
+def _run(ratio: float, rounds: int, drift: float, noise: float, seed: int) -> list[SliceStats]:
+    """Rounds of BASE/CHANGE slices on a machine whose speed drifts by ``drift`` per round
+    and jitters by ``noise`` per slice."""
+    rng = random.Random(seed)
+    out = []
+    speed = 1000.0
+    for r in range(rounds):
+        speed *= 1.0 + rng.uniform(-drift, drift)
+        order = [0, 1] if rng.random() < 0.5 else [1, 0]
+        for t in order:
+            rps = speed * (ratio if t == 1 else 1.0) * (1.0 + rng.gauss(0, noise))
+            out.append(_slice(len(out), r, t, rps, start=float(len(out))))
+    return out
+
+
+def test_the_pairing_cancels_drift_and_finds_the_ratio() -> None:
+    slices = _run(0.97, 60, drift=0.05, noise=0.01, seed=1)
+    est = paired_ratio(pair_rounds(slices))
+    assert est is not None
+    assert est.low < 0.97 < est.high
+    assert est.high < 1.0
+    assert half_width(est) < 0.01
+
+
+def test_an_aa_interval_covers_one() -> None:
+    covered = 0
+    for seed in range(40):
+        est = paired_ratio(pair_rounds(_run(1.0, 30, drift=0.05, noise=0.02, seed=seed)))
+        assert est is not None
+        covered += est.low <= 1.0 <= est.high
+    assert covered >= 34  # 95% intervals: about 38 of 40
+
+
+def test_incomplete_rounds_and_empty_slices_are_not_pairs() -> None:
+    slices = [_slice(0, 0, 0, 100.0), _slice(1, 0, 1, 90.0), _slice(2, 1, 1, 95.0)]
+    slices.append(_slice(3, 2, 0, 0.0))
+    slices.append(_slice(4, 2, 1, 100.0))
+    pairs = pair_rounds(slices)
+    assert [p.round for p in pairs] == [0, 2]
+    assert pairs[0].dropped is None
+    assert pairs[1].dropped == "a slice completed no request"
+    assert paired_ratio(pairs) is None  # one kept pair: no interval
+
+
+def test_the_stop_rule_needs_rounds_and_width() -> None:
+    slices = _run(1.0, 6, drift=0.0, noise=0.001, seed=3)
+    est = paired_ratio(pair_rounds(slices))
+    assert est is not None and half_width(est) < 0.01
+    assert not narrow_enough(est, 6, 0.01)  # too few rounds to trust
+    assert narrow_enough(est, 8, 0.01)
+    assert not narrow_enough(est, 8, half_width(est) / 2)
+
+
+def test_drop_rule_removes_the_pair() -> None:
+    slices = _run(1.0, 10, drift=0.0, noise=0.01, seed=4)
+    pairs = pair_rounds(slices, drop=lambda b, c: "noisy" if b.round == 3 else None)
+    assert [p.round for p in pairs if p.dropped] == [3]
+
+
+STAT = """cpu  100 0 50 1000 0 0 0 0 0 0
+cpu0 60 5 30 400 7 1 2 3 0 0
+cpu1 40 0 20 600 0 0 0 0 0 0
+intr 1 2 3
+"""
+
+
+def test_busy_time_counts_the_named_cores_without_idle_and_iowait() -> None:
+    tick = 1 / __import__("os").sysconf("SC_CLK_TCK")
+    assert math.isclose(cores_busy_s([0], STAT), (60 + 5 + 30 + 1 + 2 + 3) * tick)
+    assert math.isclose(cores_busy_s([0, 1], STAT), (101 + 60) * tick)
+
+
+def test_other_share_is_busy_minus_own_over_the_window() -> None:
+    acc = CoreAccounting(cores=[0], pids=[])
+    for t, busy, own in [(0.0, 0.0, 0.0), (1.0, 0.9, 0.6), (2.0, 1.8, 1.5), (3.0, 2.0, 1.6)]:
+        acc.at.append(t)
+        acc.busy_s.append(busy)
+        acc.own_s.append(own)
+        acc.tree_s.append([own])
+    assert math.isclose(acc.other_share(0.0, 1.0) or 0, 0.3)
+    assert math.isclose(acc.other_share(1.0, 2.0) or 0, 0.0)
+    assert acc.other_share(1.2, 1.8) is None  # no two samples inside
+    assert math.isclose(acc.tree_share(0, 0.0, 2.0) or 0, 0.75)
+    rule = acc.unequal(0.2)
+    base, change = _slice(0, 0, 0, 1.0, start=0.0), _slice(1, 0, 1, 1.0, start=1.0)
+    assert "unequal interference" in (rule(base, change) or "")
+    assert acc.unequal(0.5)(base, change) is None
