@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # The pywebbench console script of the environment running the tests.
@@ -47,3 +50,24 @@ def pwb(*args: str, results: Path, timeout: float = 240) -> subprocess.Completed
         text=True,
         timeout=timeout,
     )
+
+
+# The neighbour process of the interference benchmark (docs/interference.md).
+NEIGHBOUR = Path(__file__).parents[1] / "benchmarks" / "neighbour.py"
+
+
+@contextmanager
+def neighbour(core: int, on: str = "1s", off: str = "0") -> Iterator[subprocess.Popen[bytes]]:
+    """A neighbour spinning ``on`` then sleeping ``off`` on ``core`` for the duration
+    (bounded: it stops by itself after 120 s); stopped and reaped on exit."""
+    proc = subprocess.Popen(
+        [sys.executable, str(NEIGHBOUR), "--cpu", str(core), "--on", on, "--off", off,
+         "--for", "120s"],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)

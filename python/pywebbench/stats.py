@@ -111,9 +111,15 @@ class Summary:
     @property
     def ci_halfwidth_rel(self) -> float:
         """Half the CI width relative to the median (0.05 = +-5%)."""
-        if not self.median or math.isnan(self.median):
-            return math.nan
-        return (self.ci_high - self.ci_low) / 2.0 / abs(self.median)
+        return halfwidth_rel(self.ci_low, self.ci_high, self.median)
+
+
+def halfwidth_rel(low: float, high: float, centre: float) -> float:
+    """Half the width of ``low``..``high`` relative to ``centre`` (0.05 = +-5%); NaN without
+    an interval or a centre. A log-scale interval is asymmetric: this is its mean half."""
+    if not centre or math.isnan(centre):
+        return math.nan
+    return (high - low) / 2.0 / abs(centre)
 
 
 def summarize(values: Sequence[float], *, level: float = 0.95, seed: int = 0) -> Summary:

@@ -48,6 +48,11 @@ STUDY = [
     "--replicates",
     "3",
     "--no-report",
+    # These studies judge compare's statistics on real servers; on a machine shared with
+    # other work every iteration could be interfered and every verdict "interfered". The
+    # guard has its own tests (tests/run/test_interference_guard.py, test_compare_cmd.py).
+    "--interference-max",
+    "2",
 ]
 
 

@@ -105,6 +105,31 @@ def test_vary_interpreter_pairs_other_interpreters(stored_runs: StoredRuns, tmp_
     assert cell["verdict"] == "no significant change" and cell["rps"]["ratio"] == 1.0
 
 
+def _interfere(study: Study) -> None:
+    """Other processes took CPU from every measured iteration's cores (docs/interference.md)."""
+    for it in study.iterations:
+        if it.kind == "measured":
+            it.interfered = True
+            it.others_cpu_s = 0.13 * it.duration_s
+
+
+def test_an_interfered_cell_is_never_no_significant_change(
+    stored_runs: StoredRuns, tmp_path: Path
+) -> None:
+    store = tmp_path / "s.sqlite"
+    base, new = edited_copy(stored_runs.store, stored_runs.a1, store, _interfere)
+    rc, out, err = compare(store, base, new, "--format", "json")
+    assert rc == 0, err  # no gate asked for
+    cell = json.loads(out)["cells"][0]
+    assert cell["rps"]["ratio"] == 1.0 and cell["verdict"] == "interfered"
+    rc, out, err = compare(store, base, new, "--fail-if", "slower>5%")
+    assert rc == 1 and "GATE FAILED [interfered]" in out and "in NEW" in out, out + err
+    rc, out, err = compare(store, new, base, "--fail-if", "slower>5%")  # BASE interfered
+    assert rc == 1 and "in BASE" in out, out + err
+    rc, out, err = compare(store, base, new, "--fail-if", "slower>5%", "--accept-interfered")
+    assert rc == 0 and "gate passed" in out, out + err  # the same figures: nothing slower
+
+
 def _interrupt_last_cell(study: Study) -> None:
     study.runs[0].status = "interrupted"
     study.cells[-1].status = "interrupted"

@@ -101,6 +101,8 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         ("warmup_cap_s", "warmup_cap"),
         ("ci_target", "ci_target"),
         ("max_replicates", "max_replicates"),
+        ("interference_max", "interference_max"),
+        ("interference_retries", "interference_retries"),
         ("warmup_duration_s", "warmup_duration"),
         ("warmup_iterations", "warmup_iterations"),
         ("iterations", "iterations"),
@@ -109,6 +111,7 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         ("server_scope", "server_scope"),
         ("faults", "faults"),
         ("slo_budget_s", "slo_budget"),
+        ("slo_repeats", "slo_repeats"),
         ("load_agents", "load_agents"),
         ("ray_address", "ray"),
         ("executor", "executor"),
@@ -196,6 +199,19 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     "median (0.05 = +-5%%), up to --max-replicates.",
 )
 @click.option("--max-replicates", type=int, help="Most replicates per cell (with --ci-target).")
+@click.option(
+    "--interference-max",
+    type=float,
+    help="Share of one core other processes may take from the study's cores during a "
+    "measured iteration before it is measured again (default 0.05 = 5%%; "
+    "docs/interference.md).",
+)
+@click.option(
+    "--interference-retries",
+    type=int,
+    help="Times an interfered iteration is measured again before it is stored flagged "
+    "'interfered' (default 2).",
+)
 @click.option("--timeout", type=float, help="Per-request timeout (s).")
 @click.option(
     "--io",
@@ -215,6 +231,11 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
 )
 @click.option(
     "--slo-budget", type=float, help="Longest knee search per replicate, in seconds (120)."
+)
+@click.option(
+    "--slo-repeats",
+    type=int,
+    help="Probes per rate of a knee search (3): a rate passes when all of them meet the SLO.",
 )
 @click.option(
     "--server-scope",
@@ -398,11 +419,25 @@ def _main(options: dict[str, Any], console: Console) -> int:
         console.print(f"  [yellow]unavailable[/] {name}: {reason}")
     for name, reason in matrix.skipped:
         console.print(f"  [yellow]skipped[/] {name}: {reason}")
+    _preflight(config, console)
     if options["dry_run"]:
         for cell in matrix.cells:
             console.print(f"  {cell.label}")
         return 0
     return _execute(config, matrix, console, run_id)
+
+
+def _preflight(config: StudyConfig, console: Console) -> None:
+    """Warn about what will disturb the study (``pywebbench preflight``); never blocks."""
+    from pywebbench.run.host import split_cpus
+    from pywebbench.run.preflight import preflight
+
+    try:
+        server, generator = split_cpus(config.cpus.server, config.cpus.generator)
+    except ValueError:
+        return  # the runner reports unusable cores
+    for finding in preflight(server + generator):
+        console.print(f"  [yellow]pre-flight[/] {finding.line()}", highlight=False)
 
 
 def _check_tracing() -> None:

@@ -32,6 +32,8 @@ class CellFigures:
     peak_rss_bytes: int | None = None  # highest RSS of the server tree, warm-up included
     idle_rss_bytes: int | None = None  # median idle RSS before load, over replicates
     latency_hists: list[str] = field(default_factory=list)  # measured iterations' histograms
+    # Some measured iteration stayed interfered after its re-measures (docs/interference.md).
+    interfered: bool = False
 
     @property
     def label(self) -> str:
@@ -100,6 +102,7 @@ def cell_figures(study: Study) -> list[CellFigures]:
             peak_rss_bytes=max(peaks) if peaks else None,
             idle_rss_bytes=_idle_rss(replicates[cell.id]),
             latency_hists=[h for h in (i.latency_histogram() for i in measured) if h],
+            interfered=any(i.interfered for i in measured),
         )
         out.append(figures)
     return out

@@ -159,6 +159,22 @@ class LoadConfig(_Model):
         "else epoll.",
     )
     pause_s: float = Field(0.0, ge=0, le=60, description="Pause between iterations.")
+    interference_max: float = Field(
+        0.05,
+        ge=0,
+        le=2,
+        description="Interference guard: the share of one core other processes (and steal) "
+        "may take from the pinned cores over a measured iteration before it is interfered "
+        "and measured again (0.05 = 5%; docs/interference.md).",
+    )
+    interference_retries: int = Field(
+        2,
+        ge=0,
+        le=20,
+        description="Interference guard: how many times an interfered measured iteration is "
+        "measured again; one still interfered after them is stored flagged (the cell reads "
+        "'interfered').",
+    )
     server_scope: Literal["cell", "stack"] = Field(
         "cell",
         description="cell: a fresh server process for every replicate of every cell; stack: "
@@ -207,6 +223,13 @@ class LoadConfig(_Model):
     )
     slo_warmup_s: float = Field(
         1.0, ge=0, le=600, description="slo: warm-up at each probe's rate before it is measured."
+    )
+    slo_repeats: int = Field(
+        3,
+        ge=1,
+        le=10,
+        description="slo: probes per rate, by design; a rate passes when all of them meet the "
+        "SLO, and an edge whose probes disagree is reported as a range (docs/slo.md).",
     )
     load_agents: int = Field(
         1,

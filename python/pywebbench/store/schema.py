@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -200,6 +200,10 @@ CREATE TABLE IF NOT EXISTS iterations (
     ctx_involuntary      INTEGER,
     result_json          TEXT NOT NULL,
     processes_seen       INTEGER,
+    others_cpu_s         REAL,
+    steal_s              REAL,
+    interfered           INTEGER NOT NULL DEFAULT 0,
+    remeasured_json      TEXT NOT NULL DEFAULT '[]',
     UNIQUE (cell_id, replicate, kind, idx)
 );
 
@@ -237,6 +241,14 @@ CREATE INDEX IF NOT EXISTS samples_by_iteration ON samples (iteration_id, t_s);
 CREATE INDEX IF NOT EXISTS failures_by_run ON failures (run_id);
 """
 DDL += _KNEE_TABLES  # the knee tables (version 4), as the migration adds them
+
+# Knees judged on repeated probes (version 9, docs/slo.md): probes per rate, and the highest
+# rate whose probes disagreed.
+KNEE_FLIPS_DDL = """
+ALTER TABLE knees ADD COLUMN flip_rps REAL;
+ALTER TABLE knees ADD COLUMN repeats INTEGER NOT NULL DEFAULT 1;
+"""
+DDL += KNEE_FLIPS_DDL
 
 # Per-agent results of iterations loaded by several agents at once (docs/scale-out.md).
 LOAD_AGENTS_DDL = """
@@ -304,4 +316,15 @@ ALTER TABLE replicates ADD COLUMN node_id TEXT;
 ALTER TABLE replicates ADD COLUMN node_cpu_model TEXT;
 ALTER TABLE replicates ADD COLUMN node_cpus INTEGER
 """,
+    # The interference guard (docs/interference.md): the CPU other processes and steal took
+    # from an iteration's pinned cores, whether that made it interfered, and the interfered
+    # attempts measured again before it. Knees (docs/slo.md): probes per rate by design, and
+    # the highest rate whose probes disagreed.
+    9: """
+ALTER TABLE iterations ADD COLUMN others_cpu_s REAL;
+ALTER TABLE iterations ADD COLUMN steal_s REAL;
+ALTER TABLE iterations ADD COLUMN interfered INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE iterations ADD COLUMN remeasured_json TEXT NOT NULL DEFAULT '[]';
+"""
+    + KNEE_FLIPS_DDL,
 }
