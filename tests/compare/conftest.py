@@ -13,11 +13,11 @@ from pwbtest import MARK_VAR, marked_processes
 
 @pytest.fixture(scope="session")
 def stored_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoredRuns]:
-    """Three real runs in one store: A/A pair and the fib(24) regression (compare_study.py)."""
+    """Three real runs in one store: A/A pair and the fib(27) regression (compare_study.py)."""
     root = tmp_path_factory.mktemp("compare")
     results = root / "results"
     slow_config = root / "slow.toml"
-    slow_config.write_text("[matrix.workload_params]\ncpu = { n = 24 }\n")
+    slow_config.write_text("[matrix.workload_params]\ncpu = { n = 27 }\n")
     mark = uuid.uuid4().hex
     old = os.environ.get(MARK_VAR)
     os.environ[MARK_VAR] = mark

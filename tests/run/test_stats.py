@@ -69,7 +69,11 @@ def test_no_interval_of_wild_replicates_goes_below_zero() -> None:
 
 def test_small_sample_intervals_cover_95_percent() -> None:
     """What the report claims: a 95% CI from 2-3 replicates holds the true centre about 95%
-    of the time. The percentile bootstrap it replaced held it about half the time on 2."""
+    of the time. The percentile bootstrap it replaced held it about half the time on 2.
+
+    Designed false-failure rate: 0. A seeded simulation, no measurement: the same counts on
+    every machine. (Unseeded, the band 0.93-0.97 is 4.1 binomial sd, 0.0049 at 2,000
+    trials, either side of 0.95: about 4 failures in 100,000.)"""
     rng = random.Random(7)
     trials = 2000
     for n in (2, 3, 5):

@@ -24,7 +24,7 @@ FLAG_HELP: dict[str, str] = {
     "pinned cores during a measured iteration, still after its re-measures: the figure is "
     "disturbed (docs/interference.md)",
     "re-measured": "measured iterations that other processes interfered with were measured "
-    "again; the figures are from the clean attempts (docs/interference.md)",
+    "again; each attempt's figure replaces the interfered one before it (docs/interference.md)",
 }
 
 
