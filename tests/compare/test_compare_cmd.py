@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from compare_study import STACK, StoredRuns, edited_copy, pwb
 from pywebbench.cli import cli
-from pywebbench.store import Study
+from pywebbench.store import Store, Study
 
 GATE = "slower>5%,p99>10%,errors>0"
 
@@ -220,3 +220,44 @@ def test_cells_pair_only_with_cells_of_the_same_bind(
     base, new = edited_copy(stored_runs.store, stored_runs.a1, store, _bound_to_unix)
     rc, out, err = compare(store, base, new, "--format", "json")
     assert rc == 2 and "no complete cells in common" in err, (out, err)
+
+
+def _wild_replicates(study: Study) -> None:
+    """Replicates 20x apart (one server process crawled, one flew), as the quick study saw
+    on a PyPy cell that printed a CI of -546-5,091 req/s (issue 22)."""
+    for it in study.iterations:
+        if it.kind == "measured":
+            it.rps *= {0: 0.05, 1: 1.0}.get(it.replicate, 3.0)
+
+
+def test_no_interval_of_a_stored_run_goes_below_zero(
+    stored_runs: StoredRuns, tmp_path: Path
+) -> None:
+    """Every interval pywebbench prints for a cell (report, console summary, compare,
+    history) stays above zero, on a stored run with wild replicates."""
+    from pywebbench.report.build import build_view
+    from pywebbench.run.console import summary_rows
+
+    store = tmp_path / "s.sqlite"
+    base, new = edited_copy(stored_runs.store, stored_runs.a1, store, _wild_replicates)
+    with Store(store, create=False) as db:
+        study = db.load_study([new])
+    estimates = [p.rps for w in build_view(study).workloads for p in w.points if p.rps]
+    summaries = [row["rps"] for rows in summary_rows(study).values() for row in rows]
+    assert estimates and summaries
+    for est in estimates:
+        assert est.n >= 2 and 0 < est.low < est.median < est.high, est
+    for s in summaries:
+        assert s.n >= 2 and 0 < s.ci_low < s.median < s.ci_high, s
+    rc, out, err = compare(store, base, new, "--format", "json")
+    assert rc == 0, err
+    rps = json.loads(out)["cells"][0]["rps"]
+    assert 0 < rps["ci_low"] < rps["ci_high"], rps
+    history = CliRunner().invoke(
+        cli, ["history", STACK, "-w", "cpu", "--store", str(store), "--format", "json"]
+    )
+    assert history.exit_code == 0, history.output
+    rows = json.loads(history.stdout)
+    assert len(rows) == 2  # the original and the wild copy
+    for row in rows:
+        assert row["rps"]["n"] >= 2 and 0 < row["rps"]["ci_low"] < row["rps"]["ci_high"], row

@@ -77,7 +77,7 @@ class KneeView:
         s = self.estimate
         if s.n < 2 or math.isnan(s.ci_low):
             return f"n/a ({s.n} replicate)" if s.n else "–"
-        return f"{s.ci_low:,.0f}–{s.ci_high:,.0f}"
+        return f"{s.ci_low:,.0f}–{s.ci_high:,.0f} (±{s.ci_halfwidth_rel:.1%})"
 
     @property
     def notes(self) -> str:
