@@ -24,7 +24,9 @@ def stored_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoredRuns
     try:
         a1 = study(results)
         a2 = study(results)
-        slow = study(results, "--config", str(slow_config))
+        # 3 s windows: a request of fib(27) takes ~70 ms of CPU, ~1 s on a loaded core, and a
+        # 1 s window may then see no response at all.
+        slow = study(results, "--config", str(slow_config), "-d", "3", "--warmup-duration", "1")
     finally:
         if old is None:
             os.environ.pop(MARK_VAR, None)

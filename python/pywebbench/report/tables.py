@@ -243,6 +243,8 @@ def _ranking_row(r: RankingRow, robustness: bool) -> Row:
             "drift": p.drift,
             "leak": p.leak,
             "leak_bytes_per_1k": (p.leak_kb_per_1k or math.nan) * 1024,
+            "interfered": p.interfered,
+            "remeasured": p.remeasured,
         },
         generator_bound=p.generator_bound,
     )
