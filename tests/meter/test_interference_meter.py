@@ -40,6 +40,9 @@ def test_share_is_of_one_core_over_the_window() -> None:
     assert abs(x.share - 0.13) < 1e-12
     assert x.interfered(0.05) and not x.interfered(0.2)
     assert Interference(window_s=0.0, others_cpu_s=1.0, steal_s=0.0).share == 0.0
+    # load agents in their own processes: their CPU is the generator's, taken off others'
+    assert abs(x.without(0.15).others_cpu_s - 0.05) < 1e-12 and x.without(0.15).steal_s == 0.06
+    assert x.without(1.0).others_cpu_s == 0.0 and x.without(-1.0) == x
 
 
 def _cpu(pid: int) -> float:

@@ -84,6 +84,13 @@ class Interference:
         """Whether others took more than ``max_share`` of a core over the window."""
         return self.share > max_share
 
+    def without(self, cpu_s: float) -> Interference:
+        """The same window with ``cpu_s`` more of the busy time accounted for (the load
+        generator's, when it ran in other processes of this host: Ray load agents)."""
+        return Interference(
+            self.window_s, max(0.0, self.others_cpu_s - max(0.0, cpu_s)), self.steal_s
+        )
+
     def to_dict(self) -> dict[str, float]:
         """The figures, rounded for the store (seconds and the share)."""
         return {

@@ -288,6 +288,9 @@ class Measurer:
         cols = iteration_figures(result)
         alive = server.alive() and meter.alive_at_end
         interference = meter.interference
+        if interference is not None and getattr(self.agent, "name", "local") != "local":
+            # Load agents in their own processes: their CPU is the generator's, not others'.
+            interference = interference.without(float(cols["generator_cpu_s"] or 0.0))
         interfered = interference is not None and interference.interfered(
             self.config.load.interference_max
         )
