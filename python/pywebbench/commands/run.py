@@ -195,15 +195,15 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
 @click.option(
     "--ci-target",
     type=float,
-    help="More replicates for cells whose 95%% CI half-width exceeds this fraction of the "
-    "median (0.05 = +-5%%), up to --max-replicates.",
+    help="More replicates for cells whose 95% CI half-width exceeds this fraction of the "
+    "median (0.05 = +-5%), up to --max-replicates.",
 )
 @click.option("--max-replicates", type=int, help="Most replicates per cell (with --ci-target).")
 @click.option(
     "--interference-max",
     type=float,
     help="Share of one core other processes may take from the study's cores during a "
-    "measured iteration before it is measured again (default 0.05 = 5%%; "
+    "measured iteration before it is measured again (default 0.05 = 5%; "
     "docs/interference.md).",
 )
 @click.option(
