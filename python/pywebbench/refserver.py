@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import functools
 import http.client
 import json
 import os
@@ -40,6 +41,7 @@ __all__ = [
     "RefServer",
     "RefServerConfig",
     "RefServerError",
+    "engine_defaults",
     "serve",
 ]
 
@@ -128,6 +130,16 @@ class RefServerConfig:
         from pywebbench import _engine
 
         _engine.refserver_validate(self.to_json())
+
+
+@functools.cache
+def engine_defaults() -> dict[str, Any]:
+    """Every field of the Rust ``RefServerConfig`` with its default: the one source of the
+    ``pywebbench refserver`` flags' defaults (``threads`` is 1 there: one per pinned CPU)."""
+    from pywebbench import _engine
+
+    defaults: dict[str, Any] = json.loads(_engine.refserver_config_defaults())
+    return defaults
 
 
 def serve(config: RefServerConfig, *, quiet: bool = False) -> None:

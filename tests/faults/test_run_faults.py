@@ -8,15 +8,15 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from pywebbench.catalogue.interpreters import default_interpreters
-from pywebbench.catalogue.workloads import HttpRequest
-from pywebbench.load import LocalAgent, spec_for_request
+from pywebbench.faults.outcome import CellRobustness
+from pywebbench.load import LocalAgent
 from pywebbench.refserver import RefServer
 from pywebbench.run.config import resolve
+from pywebbench.run.matrix import expand
 from pywebbench.run.robustness import fault_phase
 from pywebbench.store import Store
 
@@ -25,22 +25,20 @@ PYWEBBENCH = str(Path(sys.executable).parent / "pywebbench")
 
 def test_fault_phase_of_the_runner_against_the_reference_server() -> None:
     """The runner's own fault phase (real engine, real fault clients, reference server)."""
-    config = resolve(None, {"load": {"duration_s": 1.0, "faults": "slowloris=4,smuggle=1"}})
-    assert config.load.faults == "slowloris=4,smuggle=1"
-    agent = LocalAgent()
-    cell = SimpleNamespace(
-        variant=SimpleNamespace(key="refserver"),
-        request=HttpRequest("GET", "/hello"),
-        connections=8,
-        rate=None,
+    config = resolve(
+        None,
+        {
+            "matrix": {"servers": ["gunicorn-sync"], "frameworks": ["raw-wsgi"]},
+            "load": {"duration_s": 1.0, "faults": "slowloris=4,smuggle=1", "connections": [8]},
+        },
     )
+    assert config.load.faults == "slowloris=4,smuggle=1"
+    [cell] = [c for c in expand(config).cells if c.workload.name == "hello"][:1]
+    agent = LocalAgent()
     with RefServer(cpus=[0]) as srv:
-        spec = spec_for_request(
-            srv.url, cell.request, connections=8, duration_s=1.0, timeout_s=2.0, cpus=[1]
-        )
-        clean = agent.run(spec)
+        clean = agent.run(cell.load_spec(srv.url, config.load, [1], duration_s=1.0))
         rob = fault_phase(
-            cell,  # type: ignore[arg-type]
+            cell,
             srv.url,
             lambda: True,
             clean,
@@ -48,16 +46,18 @@ def test_fault_phase_of_the_runner_against_the_reference_server() -> None:
             agent=agent,
             generator_cpus=[1],
         )
-    json.dumps(rob)  # stored as JSON in the cell's flags
-    assert rob["mix"] == "slowloris=4,smuggle=1"
-    assert rob["survived"] and rob["answered_after"]
-    assert rob["clean_rps"] > 100 and rob["faulted_rps"] > 100
-    assert rob["malformed"] == {"smuggle": "rejected"} and rob["malformed_accepted"] == []
+    flag = json.loads(json.dumps(rob.to_flag()))  # stored as JSON in the cell's flags
+    assert CellRobustness.from_flag(flag) == rob
+    assert rob.mix == "slowloris=4,smuggle=1"
+    assert rob.survived and rob.answered_after
+    assert rob.clean_rps > 100 and rob.faulted_rps > 100
+    assert rob.malformed == {"smuggle": "rejected"} and rob.malformed_accepted == []
     # Timing-free: with no good request failed and the malformed one rejected, the error and
     # malformed parts give 30 points whatever a busy machine does to throughput and p99.
-    assert rob["good_errors"] == 0, rob
-    assert rob["score"] >= 30, rob
-    assert rob["report"]["kinds"]["slow-headers"]["attempts"] >= 4
+    assert rob.good_errors == 0, rob
+    assert rob.score >= 30, rob
+    assert rob.fault_report.kinds["slow-headers"].attempts >= 4
+    assert rob.curve is None and "curve" not in flag  # a single mix, no sweep
 
 
 # uvicorn 0.54 + h11 (the catalogue's uvicorn-h11) answers a request with both Content-Length

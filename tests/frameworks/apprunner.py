@@ -27,7 +27,6 @@ from pywebbench.catalogue.base import (
     Stack,
 )
 from pywebbench.catalogue.frameworks import FRAMEWORKS
-from pywebbench.catalogue.frameworks._base import generation
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.launch.process import ProcessGroup, group_members, tail
 from pywebbench.provision.services import free_port
@@ -56,7 +55,7 @@ class TestRunners(ServerAdapter):
     interface = WSGI
 
     def requirements(self, interpreter: Interpreter) -> list[str]:
-        return list(RUNNER_PINS[generation(interpreter)])
+        return list(RUNNER_PINS[interpreter.generation])
 
 
 class AllFrameworks(Framework):

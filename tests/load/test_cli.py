@@ -11,8 +11,12 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from pywebbench.commands.load import Seconds, command, parse_cpus
-from pywebbench.load import LoadResult
+from pywebbench.commands.load import NOT_FLAGS, Seconds, SpecOption, command, flag_of, parse_cpus
+from pywebbench.load import LoadResult, LoadSpec
+
+# Fields the options set that are not LoadSpec fields: the load agents', and the body's
+# name in the engine's JSON (its errors say body_b64).
+NOT_SPEC = {"agents", "ray_address", "body_b64"}
 
 
 def _cli(*args: str) -> subprocess.Popen:
@@ -70,6 +74,29 @@ def test_bad_input_names_the_flag(args: list[str], flag: str) -> None:
     res = CliRunner().invoke(command, ["http://127.0.0.1:9/", *args])
     assert res.exit_code == 2, res.output
     assert flag in res.output
+
+
+def test_every_spec_field_has_one_flag_with_the_specs_default() -> None:
+    options = [p for p in command.params if isinstance(p, SpecOption)]
+    fields = [f for p in options for f in p.fields]
+    assert len(fields) == len(set(fields)), "a field set by two flags"
+    spec_fields = set(LoadSpec.model_fields)
+    assert set(fields) - NOT_SPEC <= spec_fields
+    assert spec_fields - set(fields) - {"url"} == set(NOT_FLAGS)  # url: the argument
+    for option in options:
+        field = option.fields[0]
+        if field in spec_fields and option.show_default:  # a default shown in --help
+            assert option.default == LoadSpec.model_fields[field].default, field
+
+
+def test_errors_name_the_flag_of_their_field() -> None:
+    assert flag_of("warmup_s") == "--warmup-duration"  # as in run; --warmup still parses
+    assert flag_of("rate_profile") == "--rate"
+    assert flag_of("agents") == "--agents"
+    assert flag_of("ray_address") == "--ray"
+    assert flag_of("url") == "URL"
+    res = CliRunner().invoke(command, ["http://127.0.0.1:9/", "--warmup", "soon"])
+    assert res.exit_code == 2 and "--warmup-duration" in res.output
 
 
 def test_bad_url_is_a_usage_error() -> None:

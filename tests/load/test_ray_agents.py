@@ -48,8 +48,9 @@ def test_split_shares_connections_rate_and_budget() -> None:
     assert sum(p.rate or 0 for p in parts) == pytest.approx(1000.0)
     assert [p.max_requests for p in parts] == [6, 5]
     assert len({p.seed for p in parts}) == 2
-    with pytest.raises(AgentsError, match="^--connections: 3 agents need at least 3"):
+    with pytest.raises(AgentsError, match="^connections: 3 agents need at least 3") as err:
         split_spec(spec.replace(connections=2, rate=None, max_requests=None), 3)
+    assert err.value.field == "connections"  # each command names its own flag for it
 
 
 def test_merge_is_exact_and_agents_start_together(ray_cluster: str, refserver: RefServer) -> None:

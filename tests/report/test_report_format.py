@@ -7,9 +7,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from pywebbench.mdtext import md_text
 from pywebbench.report.figures import text
 from pywebbench.report.html import plotly_js, safe_json
-from pywebbench.report.markdown import md_text
 from pywebbench.report.tables import fmt_mib, fmt_ms, fmt_pct, fmt_ratio, fmt_rps, headline
 
 

@@ -81,4 +81,4 @@ def test_the_guard_can_be_set_off_and_is_stored_either_way(tmp_path: Path, censu
     assert json.loads(cell.flags_json)["interfered"] is False
     bad = pwb(*STUDY, "--interference-retries", "-1", results=results)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
-    assert "interference_retries" in bad.stderr
+    assert "--interference-retries" in bad.stderr

@@ -52,6 +52,13 @@ class Interpreter:
     def is_pypy(self) -> bool:
         return self.implementation == "pypy"
 
+    @property
+    def generation(self) -> str:
+        """The package pins' generation: ``"py39"`` for Python 3.9 (PyPy included),
+        ``"modern"`` for 3.10 and later."""
+        major, minor = (int(x) for x in self.minor.split(".")[:2])
+        return "py39" if (major, minor) < (3, 10) else "modern"
+
 
 @dataclass(frozen=True)
 class InstallStep:

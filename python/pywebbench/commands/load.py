@@ -43,11 +43,12 @@ Load models:
 \b
 Examples:
   pywebbench load http://127.0.0.1:8080/ -c 64 -d 10
-  pywebbench load http://127.0.0.1:8080/ -c 64 -d 30s --warmup 5s --cpus 1 --json out.json
+  pywebbench load http://127.0.0.1:8080/ -c 64 -d 30s --warmup-duration 5s --cpus 1 \\
+      --json out.json
   pywebbench load http://127.0.0.1:8080/ --rate 5000 --arrival poisson -c 256 -d 1m
   pywebbench load http://127.0.0.1:8080/ --rate 1000:20000:30s -c 256 --cpus 1
   pywebbench load http://127.0.0.1:8080/ --rate 1000,5000,10000@10s --arrival poisson
-  pywebbench load http://127.0.0.1:8080/upload -m POST --body-file data.json \
+  pywebbench load http://127.0.0.1:8080/upload -m POST --body-file data.json \\
       -H 'Content-Type: application/json'
   pywebbench load http://127.0.0.1:8080/hello --expect-status 200 --expect-body 'Hello, World!'
 
@@ -59,32 +60,26 @@ still printed and written).
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
-# Spec field -> the flag a user typed, for error messages.
-_FLAGS = {
-    "url": "URL",
-    "method": "--method",
-    "headers": "--header",
-    "body": "--body",
-    "body_b64": "--body-file",
-    "connections": "--connections",
-    "threads": "--threads",
-    "duration_s": "--duration",
-    "max_requests": "--max-requests",
-    "warmup_s": "--warmup",
-    "timeout_s": "--timeout",
-    "connect_timeout_s": "--connect-timeout",
-    "pipeline": "--pipeline",
-    "rate": "--rate",
-    "rate_profile": "--rate",
-    "arrival": "--arrival",
-    "queue_limit": "--queue-limit",
-    "cpus": "--cpus",
-    "expect_status": "--expect-status",
-    "expect_body": "--expect-body",
-    "io": "--io",
-    "source_addresses": "--source-addresses",
-    "unix_socket": "--unix-socket",
+# LoadSpec fields with no flag of their own, and why (tests/load/test_cli.py checks the list).
+NOT_FLAGS = {
+    "fresh_share": "a fault mix's share of fresh connections: pywebbench run --faults",
+    "faults": "fault clients: pywebbench run --faults",
+    "start_at_unix_ns": "set by the load agents so that they start together",
 }
+
+
+class SpecOption(click.Option):
+    """An option of ``load`` that sets ``fields`` of the :class:`LoadSpec` (or of the load
+    agents): errors that name one of those fields are reported with this option's flag."""
+
+    def __init__(self, *args: Any, fields: tuple[str, ...], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields = fields
+
+
+def spec_default(field: str) -> Any:
+    """The :class:`LoadSpec` default of ``field``: the one source of the flags' defaults."""
+    return LoadSpec.model_fields[field].default
 
 
 class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic in newer click only
@@ -172,22 +167,28 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 @click.option(
     "-c",
     "--connections",
+    cls=SpecOption,
+    fields=("connections",),
     type=int,
-    default=64,
+    default=spec_default("connections"),
     show_default=True,
     help="Connections (closed loop) or pool size (open loop).",
 )
 @click.option(
     "-t",
     "--threads",
+    cls=SpecOption,
+    fields=("threads",),
     type=int,
-    default=1,
+    default=spec_default("threads"),
     show_default=True,
     help="Generator threads (connections are split between them).",
 )
 @click.option(
     "-d",
     "--duration",
+    cls=SpecOption,
+    fields=("duration_s",),
     type=Seconds(),
     default=None,
     help="Measured duration: 10, 10s, 500ms, 1m.  [default: 10s]",
@@ -195,67 +196,115 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 @click.option(
     "-n",
     "--max-requests",
+    cls=SpecOption,
+    fields=("max_requests",),
     type=int,
     default=None,
     help="Stop after this many requests (with or without --duration).",
 )
 @click.option(
+    "--warmup-duration",
     "--warmup",
+    "warmup",
+    cls=SpecOption,
+    fields=("warmup_s",),
     type=Seconds(),
-    default=0.0,
+    default=spec_default("warmup_s"),
     show_default=True,
-    help="Load before measuring; reported apart.",
+    help="Load before measuring, reported apart (as run's --warmup-duration; the old "
+    "spelling --warmup is deprecated: in run it is steady|fixed).",
 )
-@click.option("-m", "--method", default="GET", show_default=True)
+@click.option(
+    "-m",
+    "--method",
+    cls=SpecOption,
+    fields=("method",),
+    default=spec_default("method"),
+    show_default=True,
+    help="Request method.",
+)
 @click.option(
     "-H",
     "--header",
     "headers",
+    cls=SpecOption,
+    fields=("headers",),
     multiple=True,
     callback=_headers_cb,
     help="'Name: value', repeatable.",
 )
-@click.option("--body", default=None, help="Request body (text).")
+@click.option("--body", cls=SpecOption, fields=("body",), default=None, help="Request body (text).")
 @click.option(
     "--body-file",
+    cls=SpecOption,
+    fields=("body_b64",),
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
     help="Request body from a file, sent byte for byte (binary is fine).",
 )
 @click.option(
     "--timeout",
+    cls=SpecOption,
+    fields=("timeout_s",),
     type=Seconds(),
-    default=5.0,
+    default=spec_default("timeout_s"),
     show_default=True,
     help="Response timeout; slower responses count as timeouts (censored, >= timeout).",
 )
 @click.option(
-    "--connect-timeout", type=Seconds(), default=None, help="Connect timeout.  [default: --timeout]"
+    "--connect-timeout",
+    cls=SpecOption,
+    fields=("connect_timeout_s",),
+    type=Seconds(),
+    default=None,
+    help="Connect timeout.  [default: --timeout]",
 )
 @click.option(
     "--pipeline",
+    cls=SpecOption,
+    fields=("pipeline",),
     type=int,
-    default=1,
+    default=spec_default("pipeline"),
     show_default=True,
     help="HTTP/1.1 pipelining depth (closed loop).",
 )
-@click.option("--no-keepalive", is_flag=True, help="A new connection for every request.")
+@click.option(
+    "--no-keepalive",
+    cls=SpecOption,
+    fields=("keepalive",),
+    is_flag=True,
+    help="A new connection for every request.",
+)
 @click.option(
     "--rate",
+    cls=SpecOption,
+    fields=("rate", "rate_profile"),
     callback=_rate_cb,
     default=None,
     help="Open loop: requests/s (5000), a ramp (1000:20000:30s) or steps (1000,5000@10s).",
 )
 @click.option(
     "--arrival",
+    cls=SpecOption,
+    fields=("arrival",),
     type=click.Choice(["constant", "poisson"]),
-    default="constant",
+    default=spec_default("arrival"),
     show_default=True,
     help="Open loop: spacing of sends.",
 )
-@click.option("--seed", type=int, default=1, show_default=True, help="Seed of Poisson arrivals.")
+@click.option(
+    "--seed",
+    cls=SpecOption,
+    fields=("seed",),
+    type=int,
+    default=spec_default("seed"),
+    show_default=True,
+    help="Seed of Poisson arrivals.",
+)
 @click.option(
     "--queue-limit",
+    cls=SpecOption,
+    fields=("queue_limit",),
     type=int,
     default=None,
     help="Open loop: sends allowed to wait for a free connection; beyond it they "
@@ -263,26 +312,40 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 )
 @click.option(
     "--cpus",
+    cls=SpecOption,
+    fields=("cpus",),
     callback=_cpus_cb,
     default=None,
     help="Pin generator threads: thread i on CPU i mod len, e.g. 1 or 0-1.",
 )
 @click.option(
     "--expect-status",
+    cls=SpecOption,
+    fields=("expect_status",),
     multiple=True,
     callback=_status_cb,
     help="Allowed status codes (repeatable or comma-separated); others are check_failed.",
 )
-@click.option("--expect-body", default=None, help="Expected response body (exact).")
+@click.option(
+    "--expect-body",
+    cls=SpecOption,
+    fields=("expect_body",),
+    default=None,
+    help="Expected response body (exact).",
+)
 @click.option(
     "--io",
+    cls=SpecOption,
+    fields=("io",),
     type=click.Choice(["auto", "epoll", "uring"]),
-    default="auto",
+    default=spec_default("io"),
     show_default=True,
     help="I/O backend: auto = io_uring where the kernel supports it, else epoll.",
 )
 @click.option(
     "--unix-socket",
+    cls=SpecOption,
+    fields=("unix_socket",),
     default=None,
     metavar="PATH",
     help="Connect to this unix-domain socket; URL gives the path and Host header "
@@ -290,6 +353,8 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 )
 @click.option(
     "--source-addresses",
+    cls=SpecOption,
+    fields=("source_addresses",),
     callback=_addresses_cb,
     default=None,
     metavar="IP,IP,...",
@@ -305,6 +370,8 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 )
 @click.option(
     "--agents",
+    cls=SpecOption,
+    fields=("agents",),
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
@@ -314,6 +381,8 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 @click.option(
     "--ray",
     "ray_address",
+    cls=SpecOption,
+    fields=("ray_address",),
     default=None,
     metavar="HOST:PORT",
     help="Run the agents on this Ray cluster.  [default: a local Ray started for the run]",
@@ -398,7 +467,7 @@ def command(
     except ValueError as e:
         raise _usage(e) from None
     except (OSError, RuntimeError) as e:  # RuntimeError: Ray missing, or every agent failed
-        err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(_named(e))}", soft_wrap=True)
         sys.exit(1)
     out.print(render_summary(result), markup=False)
     if distributed is not None and distributed.last is not None:
@@ -426,12 +495,26 @@ def command(
         sys.exit(1)
 
 
+def flag_of(field: str) -> str | None:
+    """The flag of ``load`` that sets ``field`` of the spec or of the load agents
+    (``duration_s`` -> ``--duration``), from the options' own declarations."""
+    if field == "url":
+        return "URL"
+    for param in command.params:
+        if isinstance(param, SpecOption) and field in param.fields:
+            return next(o for o in param.opts if o.startswith("--"))
+    return None
+
+
+def _named(e: Exception) -> str:
+    """``e``'s message, the field it starts with (``"field: why"``) named by its flag."""
+    field, sep, rest = str(e).partition(":")
+    flag = flag_of(field) if sep else None
+    return f"{flag}: {rest.strip()}" if flag else str(e)
+
+
 def _usage(e: ValueError) -> click.UsageError:
-    msg = str(e)
-    field, sep, rest = msg.partition(":")
-    if sep and field in _FLAGS:
-        return click.UsageError(f"{_FLAGS[field]}: {rest.strip()}")
-    return click.UsageError(msg)
+    return click.UsageError(_named(e))
 
 
 def _run(

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from pywebbench.refserver import MODES, RefServerConfig, serve
+from pywebbench.refserver import MODES, RefServerConfig, engine_defaults, serve
 
 EPILOG = """\b
 Routes:
@@ -86,14 +86,24 @@ def _cpus(ctx: click.Context, param: click.Parameter, value: str | None) -> list
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _ms(flag: str, help_text: str, default: float) -> Callable[[_F], _F]:
-    """A ``--...-ms`` option: a non-negative number of milliseconds."""
+def _default(flag: str) -> Any:
+    """The engine's default for ``--some-flag`` (its field ``some_flag``)."""
+    return engine_defaults()[flag.removeprefix("--").replace("-", "_")]
+
+
+def flag_of(field: str) -> str:
+    """The flag of config field ``some_flag``: ``--some-flag``."""
+    return "--" + field.replace("_", "-")
+
+
+def _length(flag: str, help_text: str, metavar: str = "MS") -> Callable[[_F], _F]:
+    """A ``--...-ms`` (or ``--...-s``) option: a non-negative length of time."""
     return click.option(
         flag,
         type=click.FloatRange(min=0.0),
-        default=default,
+        default=_default(flag),
         show_default=True,
-        metavar="MS",
+        metavar=metavar,
         help=help_text,
     )
 
@@ -105,7 +115,7 @@ def _ms(flag: str, help_text: str, default: float) -> Callable[[_F], _F]:
 )
 @click.option(
     "--host",
-    default="127.0.0.1",
+    default=_default("--host"),
     show_default=True,
     help="Loopback address to bind (127.0.0.0/8 or ::1; anything else is refused).",
 )
@@ -113,7 +123,7 @@ def _ms(flag: str, help_text: str, default: float) -> Callable[[_F], _F]:
     "--port",
     "-p",
     type=click.IntRange(0, 65535),
-    default=0,
+    default=_default("--port"),
     show_default=True,
     help="TCP port; 0 picks a free one (printed on stdout).",
 )
@@ -131,71 +141,59 @@ def _ms(flag: str, help_text: str, default: float) -> Callable[[_F], _F]:
     metavar="LIST",
     help="Pin the server to these CPUs, e.g. 0 or 0,2 or 0-3.",
 )
-@_ms("--delay-ms", "Fixed delay before every response.", 0.0)
-@_ms("--delay-jitter-ms", "Extra random delay, uniform in [0, X), per response.", 0.0)
-@click.option(
+@_length("--delay-ms", "Fixed delay before every response.")
+@_length("--delay-jitter-ms", "Extra random delay, uniform in [0, X), per response.")
+@_length(
     "--delay-ramp-s",
-    type=click.FloatRange(min=0.0),
-    default=0.0,
-    show_default=True,
-    metavar="S",
-    help="A warm-up that settles: --delay-ms falls linearly to 0 over S seconds, then stays 0.",
+    "A warm-up that settles: --delay-ms falls linearly to 0 over S seconds, then stays 0.",
+    "S",
 )
-@click.option(
+@_length(
     "--delay-saw-s",
-    type=click.FloatRange(min=0.0),
-    default=0.0,
-    show_default=True,
-    metavar="S",
-    help="A warm-up that never settles: the delay climbs 0 -> --delay-ms over every S seconds.",
+    "A warm-up that never settles: the delay climbs 0 -> --delay-ms over every S seconds.",
+    "S",
 )
-@_ms(
+@_length(
     "--service-ms",
     "Serial service time: each thread serves requests one after another, X ms each "
     "(a single-server queue of capacity threads/X per ms; timers, no spinning).",
-    0.0,
 )
-@_ms("--stall-ms", "Stall length: the server answers nothing for X ms...", 0.0)
-@click.option(
+@_length("--stall-ms", "Stall length: the server answers nothing for X ms...")
+@_length(
     "--stall-every-s",
-    type=click.FloatRange(min=0.0),
-    default=0.0,
-    show_default=True,
-    metavar="S",
-    help="...every S seconds (responses due during a stall are released after it).",
+    "...every S seconds (responses due during a stall are released after it).",
+    "S",
 )
-@_ms("--header-timeout-ms", "408 + close when request headers are incomplete this long.", 10_000.0)
-@_ms("--body-timeout-ms", "408 + close when a request body is incomplete this long.", 60_000.0)
-@_ms("--idle-timeout-ms", "Close keep-alive connections idle this long (0 = never).", 0.0)
-@_ms(
-    "--write-timeout-ms", "Drop connections that accept none of our output for this long.", 60_000.0
-)
+@_length("--header-timeout-ms", "408 + close when request headers are incomplete this long.")
+@_length("--body-timeout-ms", "408 + close when a request body is incomplete this long.")
+@_length("--idle-timeout-ms", "Close keep-alive connections idle this long (0 = never).")
+@_length("--write-timeout-ms", "Drop connections that accept none of our output for this long.")
 @click.option(
     "--mode",
     type=click.Choice(MODES),
-    default="normal",
+    default=_default("--mode"),
     show_default=True,
     help="How every request is answered (see Modes below).",
 )
-@_ms("--drip-interval-ms", "Pace of drip (per byte) and endless-headers (per 4 KiB).", 10.0)
+@_length("--drip-interval-ms", "Pace of drip (per byte) and endless-headers (per 4 KiB).")
 @click.option(
     "--max-connections",
     type=click.IntRange(min=0),
-    default=0,
+    default=_default("--max-connections"),
     show_default=True,
     help="Refuse connections beyond this many open (0 = no limit but the fd limit).",
 )
 @click.option(
     "--backlog",
     type=click.IntRange(1, 1 << 20),
-    default=4096,
+    default=_default("--backlog"),
     show_default=True,
     help="listen() backlog.",
 )
 @click.option(
     "--seed",
     type=click.IntRange(min=0),
-    default=0,
+    default=_default("--seed"),
     show_default=True,
     help="Seed of the delay jitter (0 = from the clock).",
 )
@@ -219,7 +217,7 @@ def command(config_json: str | None, quiet: bool, **opts: Any) -> None:
         config.validate()
     except ValueError as e:
         field, _, why = str(e).partition(": ")
-        flag = "--" + field.replace("_", "-") if why else "config"
+        flag = flag_of(field) if why else "config"
         raise click.UsageError(f"{flag}: {why or e}") from None
     try:
         serve(config, quiet=quiet)

@@ -8,19 +8,12 @@ from pathlib import Path
 
 import click
 
-DEFAULT_STORE = Path("pywebbench-results") / "pywebbench.sqlite"
+from pywebbench.commands._common import store_options, store_path_of
 
 
 @click.command("report")
 @click.argument("runs", nargs=-1, metavar="[RUN]...")
-@click.option(
-    "--store",
-    "store_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=DEFAULT_STORE,
-    show_default=True,
-    help="The results store (SQLite file written by `pywebbench run`).",
-)
+@store_options
 @click.option(
     "-o",
     "--output",
@@ -31,12 +24,22 @@ DEFAULT_STORE = Path("pywebbench-results") / "pywebbench.sqlite"
 )
 @click.option("--title", default=None, help="Title of the report [default: profile and date].")
 @click.option("--open", "open_browser", is_flag=True, help="Open the HTML report in a browser.")
+@click.option(
+    "--capacity",
+    "capacity_text",
+    default=None,
+    metavar="TARGET",
+    help="Add a capacity section sizing every stack for TARGET: "
+    "rps=10000[,slo=p99=50ms][,core_hour=0.0416][,gib_hour=0.0056] (docs/capacity.md).",
+)
 def command(
     runs: tuple[str, ...],
-    store_path: Path,
+    results_dir: str,
+    store_path: str | None,
     out_dir: Path | None,
     title: str | None,
     open_browser: bool,
+    capacity_text: str | None,
 ) -> None:
     """Write the report of RUN... (ids or unique prefixes; default: the latest run).
 
@@ -53,20 +56,28 @@ def command(
       pywebbench report                       latest run in ./pywebbench-results
       pywebbench report 20261121-1530 --open  one run, then open it in a browser
       pywebbench report RUN1 RUN2 -o out/     two runs (e.g. CPython and PyPy) in one report
+      pywebbench report --results-dir res     the latest run in ./res (as run --results-dir)
 
     `pywebbench runs` lists the stored runs.
     """
     from pywebbench.report import ReportRenderError, generate
+    from pywebbench.report.capacity import parse_target
     from pywebbench.store import StoreError
 
-    if not store_path.exists():
+    try:
+        capacity = parse_target(capacity_text) if capacity_text is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--capacity") from None
+
+    path = store_path_of(results_dir, store_path)
+    if not path.exists():
         raise click.BadParameter(
-            f"no results store at {store_path} (run `pywebbench run` first, or point --store "
-            "at a pywebbench.sqlite file)",
-            param_hint="--store",
+            f"no results store at {path} (run `pywebbench run` first, or point --results-dir "
+            "at its directory or --store at a pywebbench.sqlite file)",
+            param_hint="--store" if store_path else "--results-dir",
         )
     try:
-        paths = generate(store_path, list(runs), out_dir, title=title)
+        paths = generate(path, list(runs), out_dir, title=title, capacity=capacity)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
     except ReportRenderError as exc:

@@ -10,151 +10,28 @@ from typing import Any
 import click
 from rich.console import Console
 
+from pywebbench.commands._options import study_options
 from pywebbench.run.config import (
     DEFAULT_RESULTS_DIR,
-    PROFILES,
     ConfigError,
     StudyConfig,
     check,
     load_toml,
     resolve,
 )
+from pywebbench.run.options import flag_of, given, overrides
 
 DEFAULT_CONFIG = "pywebbench.toml"
 EXIT_CONFIG = 2
 EXIT_INTERRUPTED = 130
-
-
-def _csv(values: tuple[str, ...]) -> list[str]:
-    return [p.strip() for v in values for p in v.split(",") if p.strip()]
-
-
-def _numbers(flag: str, values: tuple[str, ...], kind: type) -> list[Any]:
-    out = []
-    for p in _csv(values):
-        try:
-            out.append(kind(p))
-        except ValueError:
-            raise ConfigError(f"{flag} {p!r}: not a number") from None
-    return out
-
-
-def _server_options(values: tuple[str, ...]) -> dict[str, dict[str, int]]:
-    """``--server-option waitress.connection_limit=100`` -> {"waitress": {...: 100}}."""
-    out: dict[str, dict[str, int]] = {}
-    for text in values:
-        head, _, value = text.partition("=")
-        server, _, name = head.partition(".")
-        if not (server and name and value.strip().isdigit()):
-            raise ConfigError(
-                f"--server-option {text!r}: expected SERVER.SETTING=NUMBER, e.g. "
-                "waitress.connection_limit=100"
-            )
-        out.setdefault(server.strip(), {})[name.strip()] = int(value)
-    return out
-
-
-def _overrides(options: dict[str, Any]) -> dict[str, Any]:
-    """CLI options -> a nested dict shaped like pywebbench.toml."""
-    matrix: dict[str, Any] = {}
-    load: dict[str, Any] = {}
-    for key, flag in [
-        ("interpreters", "python"),
-        ("servers", "server"),
-        ("frameworks", "framework"),
-        ("workloads", "workload"),
-    ]:
-        if options[flag]:
-            matrix[key] = _csv(options[flag])
-    if options["workers"]:
-        matrix["workers"] = _numbers("--workers", options["workers"], int)
-        matrix["server_settings"] = {}
-    if options["threads"]:
-        matrix["threads"] = _numbers("--threads", options["threads"], int)
-        matrix["server_settings"] = {}
-    if options["server_option"]:
-        matrix["server_options"] = _server_options(options["server_option"])
-    if options["connections"]:
-        load["connections"] = _numbers("--connections", options["connections"], int)
-    if options["worker_max_requests"]:
-        matrix["worker_max_requests"] = _numbers(
-            "--worker-max-requests", options["worker_max_requests"], int
-        )
-    if options["connection_mode"]:
-        load["connection_mode"] = _csv(options["connection_mode"])
-    if options["bind"]:
-        load["bind"] = _csv(options["bind"])
-    if options["syscalls"]:
-        load["syscalls"] = True
-    if options["rate"]:
-        if any(":" in v or "@" in v for v in options["rate"]):
-            # A load point is one rate (stored, compared and warmed up to a steady state).
-            raise ConfigError(
-                "--rate: run sweeps constant rates (one load point each); for a ramp or "
-                "steps use pywebbench load --rate"
-            )
-        load["rates"] = _numbers("--rate", options["rate"], float)
-        load["model"] = "open"
-    for key, flag in [
-        ("duration_s", "duration"),
-        ("warmup", "warmup"),
-        ("warmup_cap_s", "warmup_cap"),
-        ("ci_target", "ci_target"),
-        ("max_replicates", "max_replicates"),
-        ("interference_max", "interference_max"),
-        ("interference_retries", "interference_retries"),
-        ("warmup_duration_s", "warmup_duration"),
-        ("warmup_iterations", "warmup_iterations"),
-        ("iterations", "iterations"),
-        ("replicates", "replicates"),
-        ("timeout_s", "timeout"),
-        ("server_scope", "server_scope"),
-        ("faults", "faults"),
-        ("slo_budget_s", "slo_budget"),
-        ("slo_repeats", "slo_repeats"),
-        ("load_agents", "load_agents"),
-        ("ray_address", "ray"),
-        ("executor", "executor"),
-        ("syscalls_duration_s", "syscalls_duration"),
-        ("io", "io"),
-    ]:
-        if options[flag] is not None:
-            load[key] = options[flag]
-    if options["slo"] is not None:
-        from pywebbench.run.slo import SloError, parse_slo
-
-        try:
-            parse_slo(options["slo"])
-        except SloError as exc:
-            raise ConfigError(f"--slo: {exc}") from None
-        load["slo"] = options["slo"]
-    out: dict[str, Any] = {}
-    if matrix:
-        out["matrix"] = matrix
-    if load:
-        out["load"] = load
-    cpus: dict[str, Any] = {}
-    if options["server_cpus"]:
-        cpus["server"] = _numbers("--server-cpus", options["server_cpus"], int)
-    if options["generator_cpus"]:
-        cpus["generator"] = _numbers("--generator-cpus", options["generator_cpus"], int)
-    if cpus:
-        out["cpus"] = cpus
-    if options["results_dir"]:
-        out["results_dir"] = options["results_dir"]
-    if options["no_report"]:
-        out["report"] = False
-    if options["app"]:
-        app: dict[str, Any] = {"app": options["app"]}
-        for key in ("interface", "requirements", "project", "expect_status", "expect_body"):
-            if options[key] is not None:
-                app[key] = options[key]
-        if options["path"]:
-            app["paths"] = list(options["path"])
-        out["app"] = app
-    elif any(options[k] for k in ("interface", "requirements", "project", "path")):
-        raise ConfigError("--interface/--requirements/--project/--path need --app")
-    return out
+# The keys --resume takes besides the run's stored configuration.
+_RESUMABLE = ("results_dir", "report")
+# The load agents' fields (pywebbench.load.ray_agents errors) -> the study keys that set them.
+_AGENT_KEYS = {
+    "agents": "load.load_agents",
+    "ray_address": "load.ray_address",
+    "connections": "load.connections",
+}
 
 
 @click.command("run")
@@ -164,146 +41,7 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     type=click.Path(dir_okay=False, path_type=Path),
     help=f"Study file (default: ./{DEFAULT_CONFIG} if present). Reference: docs/config.md.",
 )
-@click.option(
-    "--profile",
-    type=click.Choice(PROFILES),
-    help="Built-in study to start from: quick (default, 10-11 min), standard (~30 min), "
-    "full (hours).",
-)
-@click.option("--python", multiple=True, help="Interpreters: cpython3.11,pypy3.9 or paths.")
-@click.option("--server", multiple=True, help="Servers (comma list, globs): granian-*.")
-@click.option("--framework", multiple=True, help="Frameworks (comma list, globs).")
-@click.option("--workload", multiple=True, help="Workloads: hello,json,cpu,...")
-@click.option(
-    "--connections", "-c", multiple=True, help="Connections sweep: 1,16,64 (one load point each)."
-)
-@click.option("--rate", multiple=True, help="Open loop: target requests/s sweep: 1000,5000.")
-@click.option("--duration", "-d", type=float, help="Seconds per measured iteration.")
-@click.option(
-    "--warmup",
-    type=click.Choice(["steady", "fixed"]),
-    help="steady (default): warm up until throughput is steady, or --warmup-cap; fixed: "
-    "--warmup-iterations x --warmup-duration (docs/steady-state.md).",
-)
-@click.option(
-    "--warmup-cap", type=float, help="steady: longest warm-up in seconds (then: not_steady)."
-)
-@click.option("--warmup-duration", type=float, help="fixed: seconds per warm-up iteration.")
-@click.option("--warmup-iterations", type=int, help="fixed: warm-up iterations per replicate.")
-@click.option("--iterations", type=int, help="Measured iterations per replicate.")
-@click.option("--replicates", type=int, help="Fresh server processes per cell.")
-@click.option(
-    "--ci-target",
-    type=float,
-    help="More replicates for cells whose 95% CI half-width exceeds this fraction of the "
-    "median (0.05 = +-5%), up to --max-replicates.",
-)
-@click.option("--max-replicates", type=int, help="Most replicates per cell (with --ci-target).")
-@click.option(
-    "--interference-max",
-    type=float,
-    help="Share of one core other processes may take from the study's cores during a "
-    "measured iteration before it is measured again (default 0.05 = 5%; "
-    "docs/interference.md).",
-)
-@click.option(
-    "--interference-retries",
-    type=int,
-    help="Times an interfered iteration is measured again before it is stored flagged "
-    "'interfered' (default 2).",
-)
-@click.option("--timeout", type=float, help="Per-request timeout (s).")
-@click.option(
-    "--io",
-    type=click.Choice(["auto", "epoll", "uring"]),
-    help="The engine's I/O backend (auto: io_uring where supported, else epoll).",
-)
-@click.option(
-    "--faults",
-    help="Also measure every cell under this fault mix and score its robustness: 'default', "
-    "'slowloris=50,reset-mid-response=10/s', ...; 'slowloris=10,100,500' sweeps the attack "
-    "size and names the breaking point; 'fresh=20%', 'lead=1s' (docs/faults.md).",
-)
-@click.option(
-    "--slo",
-    help="Latency SLO, e.g. p99=50ms: each replicate also searches the highest open-loop "
-    "rate that meets it, the knee (docs/slo.md).",
-)
-@click.option(
-    "--slo-budget", type=float, help="Longest knee search per replicate, in seconds (120)."
-)
-@click.option(
-    "--slo-repeats",
-    type=int,
-    help="Probes per rate of a knee search (3): a rate passes when all of them meet the SLO.",
-)
-@click.option(
-    "--server-scope",
-    type=click.Choice(["cell", "stack"]),
-    help="cell: a fresh server for every replicate of every cell; stack: one fresh server "
-    "per replicate serves all of a stack's workloads in turn (fewer starts, less overhead).",
-)
-@click.option(
-    "--connection-mode",
-    multiple=True,
-    help="Connection sweep: keepalive,close (close: a new connection per request).",
-)
-@click.option(
-    "--bind",
-    multiple=True,
-    help="Where the server listens, a sweep: tcp (default: a loopback port) and/or unix (a "
-    "unix-domain socket, as behind nginx): --bind tcp,unix measures both side by side. "
-    "Servers that cannot bind one are skipped (pywebbench stacks --json: unix_bind).",
-)
-@click.option(
-    "--worker-max-requests",
-    multiple=True,
-    help="Worker recycling sweep: 0,1000,100 (0 = never; servers that support it).",
-)
-@click.option(
-    "--syscalls",
-    is_flag=True,
-    help="Trace the server with strace -f -c after each replicate: syscalls per request.",
-)
-@click.option("--syscalls-duration", type=float, help="syscalls: seconds of the traced window.")
-@click.option(
-    "--server-option",
-    multiple=True,
-    help="A server setting, SERVER.SETTING=NUMBER (repeatable), e.g. "
-    "waitress.connection_limit=100 (docs/servers.md lists them).",
-)
-@click.option("--workers", multiple=True, help="Worker processes sweep: 1,2.")
-@click.option("--threads", multiple=True, help="Threads per worker sweep: 1,4.")
-@click.option(
-    "--load-agents",
-    type=int,
-    help="Load each iteration from N agents (Ray actors; docs/scale-out.md).",
-)
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "ray"]),
-    help="Where cells run: local (default), or ray: independent cells (whole stacks with "
-    "--server-scope stack) in parallel on the nodes of a Ray cluster (docs/scale-out.md).",
-)
-@click.option(
-    "--ray",
-    help="Ray cluster HOST:PORT for --executor ray or --load-agents (default: a local Ray, "
-    "started for the run and stopped after).",
-)
-@click.option("--server-cpus", multiple=True, help="Cores for servers (default 0).")
-@click.option("--generator-cpus", multiple=True, help="Cores for the load generator.")
-@click.option("--app", help="Your app instead of the frameworks: module:callable.")
-@click.option("--interface", type=click.Choice(["wsgi", "asgi"]), help="Your app's interface.")
-@click.option("--requirements", help="requirements.txt of your app.")
-@click.option("--project", help="Directory of your app (put on PYTHONPATH).")
-@click.option("--path", multiple=True, help="Path of your app to load (repeatable).")
-@click.option("--expect-status", type=int, help="Status your app must answer.")
-@click.option("--expect-body", help="A substring the body of your app must contain.")
-@click.option(
-    "--results-dir",
-    help=f"Where the store, reports and logs go (default ./{DEFAULT_RESULTS_DIR}).",
-)
-@click.option("--no-report", is_flag=True, help="Skip the HTML/Markdown report.")
+@study_options
 @click.option(
     "--resume",
     is_flag=False,
@@ -322,6 +60,11 @@ def command(**options: Any) -> None:
     Every iteration is stored at once in RESULTS_DIR/pywebbench.sqlite; failures are
     recorded with their phase and the matrix carries on. Ctrl-C stops within seconds and
     keeps everything measured: continue with `pywebbench run --resume`.
+
+    \b
+    Each option but --config, --resume and --dry-run is also a key of pywebbench.toml
+    (docs/config.md lists every key and its flag); flags override the file, which
+    overrides the profile.
 
     \b
     Examples:
@@ -352,14 +95,16 @@ def _main(options: dict[str, Any], console: Console) -> int:
     from pywebbench.store import DEFAULT_FILENAME, Store, StoreError
 
     run_id: str | None = None
+    study = overrides(options)  # validated here: an error names the flag
+    profile = study.pop("profile", None)
     if options["resume"]:
-        extra = set(_overrides(options)) - {"results_dir", "report"}
-        if extra or options["config_path"] or options["profile"]:
+        extra = [o.flag.name for o in given(options) if o.flag and o.path not in _RESUMABLE]
+        if extra or options["config_path"]:
             raise ConfigError(
                 "--resume continues a run with its own stored configuration; drop the other "
-                "study options (" + ", ".join(sorted(extra) or ["--config/--profile"]) + ")"
+                "study options (" + ", ".join(extra or ["--config"]) + ")"
             )
-        results_dir = Path(options["results_dir"] or DEFAULT_RESULTS_DIR)
+        results_dir = Path(study.get("results_dir", DEFAULT_RESULTS_DIR))
         store_path = results_dir / DEFAULT_FILENAME
         try:
             with Store(store_path, create=False) as store:
@@ -377,7 +122,7 @@ def _main(options: dict[str, Any], console: Console) -> int:
             return 0
         config = StudyConfig.model_validate(run.config)
         config.results_dir = str(results_dir)
-        if options["no_report"]:
+        if study.get("report") is False:
             config.report = False
         run_id = run.id
         console.print(f"resuming run {run.id} ({run.status})")
@@ -386,12 +131,7 @@ def _main(options: dict[str, Any], console: Console) -> int:
         if path is None and Path(DEFAULT_CONFIG).exists():
             path = Path(DEFAULT_CONFIG)
         data = load_toml(path) if path is not None else {}
-        config = resolve(
-            data,
-            _overrides(options),
-            profile=options["profile"],
-            source=str(path or DEFAULT_CONFIG),
-        )
+        config = resolve(data, study, profile=profile, source=str(path or DEFAULT_CONFIG))
     check(config)
     from pywebbench.run.executor import check_executor
 
@@ -450,6 +190,14 @@ def _check_tracing() -> None:
         raise ConfigError(str(exc)) from None
 
 
+def named_by_flag(exc: Exception) -> str:
+    """An error of the store or the load agents, its field named by run's flag."""
+    field = getattr(exc, "field", None)
+    if field is None:
+        return str(exc)
+    return f"{flag_of(_AGENT_KEYS.get(field, field))}: {getattr(exc, 'why', exc)}"
+
+
 def _as_keyboard_interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -497,8 +245,7 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
                     executor=executor,
                 )
         except (RunLocked, RayUnavailable, AgentsError) as exc:
-            # the load agents' errors name `load`'s flag; here it is spelled --load-agents
-            raise ConfigError(str(exc).replace("--agents:", "--load-agents:", 1)) from None
+            raise ConfigError(named_by_flag(exc)) from None
         study = store.load_study([outcome.run_id])
     for table in summary_tables(study):
         console.print(table)

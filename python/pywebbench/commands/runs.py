@@ -3,28 +3,21 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from pywebbench.run.config import DEFAULT_RESULTS_DIR
+from pywebbench.commands._common import store_options, store_path_of
 
 
 @click.command("runs")
-@click.option(
-    "--results-dir",
-    default=DEFAULT_RESULTS_DIR,
-    show_default=True,
-    help="Directory holding pywebbench.sqlite.",
-)
-@click.option("--store", "store_path", help="Path of the store file itself (overrides).")
+@store_options
 def command(results_dir: str, store_path: str | None) -> None:
     """List stored runs: id, status, profile, cells ok/failed, iterations, host."""
-    from pywebbench.store import DEFAULT_FILENAME, Store, StoreError
+    from pywebbench.store import Store, StoreError
 
-    path = Path(store_path) if store_path else Path(results_dir) / DEFAULT_FILENAME
+    path = store_path_of(results_dir, store_path)
     try:
         store = Store(path, create=False)
     except StoreError as exc:

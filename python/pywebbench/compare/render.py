@@ -15,6 +15,7 @@ from typing import Any
 from pywebbench.compare import Comparison
 from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.compare.verdict import FASTER, PairComparison
+from pywebbench.mdtext import md_text
 
 MIB = 1024 * 1024
 
@@ -145,10 +146,6 @@ def to_json(result: Comparison) -> str:
     return json.dumps(doc, indent=1)
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def to_markdown(result: Comparison) -> str:
     """A Markdown table and notes, ready for a pull-request comment."""
     table = rows(result)
@@ -160,12 +157,12 @@ def to_markdown(result: Comparison) -> str:
         "|" + "|".join(["---"] + ["---:"] * 4 + ["---"]) + "|",
     ]
     for row in table:
-        cells = [_md_escape(row[h]) for h in header]
+        cells = [md_text(row[h]) for h in header]
         if row["differs"]:
-            cells[0] += f" ({_md_escape(row['differs'])})"
+            cells[0] += f" ({md_text(row['differs'])})"
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    lines += [f"- {_md_escape(n)}" for n in notes(result)]
+    lines += [f"- {md_text(n)}" for n in notes(result)]
     return "\n".join(lines) + "\n"
 
 

@@ -51,11 +51,26 @@ POLL_S = 0.25
 
 
 class RayUnavailable(RuntimeError):
-    """Ray is needed for this command and is not installed, or cannot start or be joined."""
+    """Ray is needed for this command and is not installed, or cannot start or be joined.
+
+    ``field`` names the setting at fault (``agents``, ``ray_address``), or is None; the
+    message is ``"<field>: <why>"``, and a command names its own flag for the field.
+    """
+
+    def __init__(self, why: str, field: str | None = None) -> None:
+        super().__init__(f"{field}: {why}" if field else why)
+        self.field = field
+        self.why = why
 
 
 class AgentsError(ValueError):
-    """The agents cannot be started as asked (one line naming the flag or field)."""
+    """The agents cannot be started as asked: ``field`` (``agents``, or a
+    :class:`~pywebbench.load.LoadSpec` field) and ``why``; the message is ``"<field>: <why>"``."""
+
+    def __init__(self, field: str, why: str) -> None:
+        super().__init__(f"{field}: {why}")
+        self.field = field
+        self.why = why
 
 
 def import_ray() -> ModuleType:
@@ -159,12 +174,11 @@ def ray_session(address: str | None = None, *, local_cpus: int = 0) -> Iterator[
             if attempt + 1 < attempts:
                 continue
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        where = (
-            f"--ray: cannot join the Ray cluster at {address}"
-            if address
-            else ("--agents: cannot start a local Ray")
-        )
-        raise RayUnavailable(f"{where}: {first}") from None
+        if address:
+            raise RayUnavailable(
+                f"cannot join the Ray cluster at {address}: {first}", "ray_address"
+            ) from None
+        raise RayUnavailable(f"cannot start a local Ray: {first}", "agents") from None
     try:
         yield ray
     finally:
@@ -184,14 +198,14 @@ def split_spec(spec: LoadSpec, agents: int) -> list[LoadSpec]:
         AgentsError: fewer connections (or requests) than agents.
     """
     if agents < 1:
-        raise AgentsError("--agents: must be >= 1")
+        raise AgentsError("agents", "must be >= 1")
     if spec.connections < agents:
         raise AgentsError(
-            f"--connections: {agents} agents need at least {agents} connections "
-            f"(got {spec.connections})"
+            "connections",
+            f"{agents} agents need at least {agents} connections (got {spec.connections})",
         )
     if spec.max_requests is not None and spec.max_requests < agents:
-        raise AgentsError(f"--max-requests: {agents} agents need at least {agents} requests")
+        raise AgentsError("max_requests", f"{agents} agents need at least {agents} requests")
     specs = []
     for i in range(agents):
         conns = _share(spec.connections, agents, i)
@@ -401,8 +415,9 @@ class AgentPool:
         have = float(ray.cluster_resources().get("CPU", 0))
         if have < self.count * per:
             raise AgentsError(
-                f"--agents: {self.count} agents of {per} CPU each need {self.count * per} "
-                f"CPUs; the Ray cluster has {have:g}"
+                "agents",
+                f"{self.count} agents of {per} CPU each need {self.count * per} CPUs; "
+                f"the Ray cluster has {have:g}",
             )
         try:
             self._group = placement_group([{"CPU": per}] * self.count, strategy="SPREAD")

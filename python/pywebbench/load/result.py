@@ -1,8 +1,9 @@
 """`LoadResult`: everything a load run measured, typed as the engine writes it.
 
-Each model mirrors one struct of crates/engine/src/result.rs, field for field (docs/load-engine.md
-documents them). Unknown keys are refused and every key the engine always writes is required, so
-a drift between the engine and these models fails loudly (tests/load/test_contract.py).
+Each model mirrors one struct of crates/engine/src/result/mod.rs, field for field
+(docs/load-engine.md documents them). Unknown keys are refused and every key the engine always
+writes is required, so a drift between the engine and these models fails loudly
+(tests/load/test_contract.py).
 """
 
 from __future__ import annotations

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pywebbench.report.build import build_view
+from pywebbench.report.capacity import CapacityTarget, server_cores
 from pywebbench.report.html import ReportRenderError, render_html, write_html
 from pywebbench.report.markdown import render_markdown, write_markdown
+from pywebbench.report.sizing import capacity_view
 from pywebbench.report.view import ReportView
 
 __all__ = [
@@ -55,10 +57,12 @@ def generate(
     out_dir: str | os.PathLike[str] | None = None,
     *,
     title: str | None = None,
+    capacity: CapacityTarget | None = None,
 ) -> ReportPaths:
     """Write the HTML report and the Markdown summary of ``run_ids`` (default: latest run).
 
-    ``run_ids`` may be id prefixes. ``out_dir`` defaults to the store's directory. Files are
+    ``run_ids`` may be id prefixes. ``capacity`` adds the section sizing each stack for that
+    target (docs/capacity.md). ``out_dir`` defaults to the store's directory. Files are
     named ``report-<last run id>.html`` / ``.md``. Raises
     :class:`pywebbench.store.StoreError` when the store or a run does not exist.
     """
@@ -68,6 +72,8 @@ def generate(
         ids = store.resolve_run_ids(list(run_ids or []))
         study = store.load_study(ids)
     view = build_view(study, title=title)
+    if capacity is not None:
+        view.capacity = capacity_view(view, capacity, server_cores(study))
     out = Path(out_dir) if out_dir is not None else Path(store_path).resolve().parent
     stem = report_basename(sorted(ids))
     return ReportPaths(

@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pywebbench import __version__, stats
+from pywebbench.faults.outcome import CellRobustness
 from pywebbench.report import figures
 from pywebbench.report.axes import build_axes
 from pywebbench.report.history import run_history
@@ -176,48 +177,34 @@ def _median(values: Sequence[float]) -> float | None:
     return stats.median(vals) if vals else None
 
 
-def _opt_float(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
-
-def _robustness_view(rob: dict[str, Any]) -> RobustnessView | None:
+def _robustness_view(rob: CellRobustness) -> RobustnessView:
     """The stored fault phase of a cell (``flags.robustness``, written by the runner)."""
-    score = _opt_float(rob.get("score"))
-    if score is None:
-        return None
-    stored = rob.get("report")
-    report: dict[str, Any] = stored if isinstance(stored, dict) else {}
-    findings = []
-    for f in report.get("findings") or []:
-        if not isinstance(f, dict):
-            continue
-        findings.append(
-            FindingView(
-                kind=str(f.get("kind", "")),
-                what=str(f.get("what", "")),
-                count=int(f.get("count", 0) or 0),
-                status=int(f.get("status", 0) or 0),
-                request=str(f.get("request", "")),
-                response=str(f.get("response", "")),
-            )
+    findings = [
+        FindingView(
+            kind=f.kind,
+            what=f.what,
+            count=f.count,
+            status=f.status,
+            request=f.request,
+            response=f.response,
         )
-    stored_malformed = rob.get("malformed")
-    malformed: dict[str, Any] = stored_malformed if isinstance(stored_malformed, dict) else {}
+        for f in rob.fault_report.findings
+    ]
     return RobustnessView(
-        mix=str(rob.get("mix", "")),
-        score=score,
-        retained_pct=_opt_float(rob.get("retained_pct")),
-        clean_rps=_opt_float(rob.get("clean_rps")),
-        faulted_rps=_opt_float(rob.get("faulted_rps")),
-        p99_clean_ms=_opt_float(rob.get("p99_clean_ms")),
-        p99_faulted_ms=_opt_float(rob.get("p99_faulted_ms")),
-        good_errors=int(rob.get("good_errors", 0) or 0),
-        good_error_rate=_opt_float(rob.get("good_error_rate")),
-        survived=bool(rob.get("survived", False)),
-        answered_after=bool(rob.get("answered_after", False)),
-        recovery_s=_opt_float(rob.get("recovery_s")),
-        malformed={str(k): str(v) for k, v in malformed.items()},
-        malformed_accepted=[str(k) for k in rob.get("malformed_accepted") or []],
+        mix=rob.mix,
+        score=rob.score,
+        retained_pct=rob.retained_pct,
+        clean_rps=rob.clean_rps,
+        faulted_rps=rob.faulted_rps,
+        p99_clean_ms=rob.p99_clean_ms,
+        p99_faulted_ms=rob.p99_faulted_ms,
+        good_errors=rob.good_errors,
+        good_error_rate=rob.good_error_rate,
+        survived=rob.survived,
+        answered_after=rob.answered_after,
+        recovery_s=rob.recovery_s,
+        malformed=dict(rob.malformed),
+        malformed_accepted=list(rob.malformed_accepted),
         findings=findings,
     )
 
@@ -272,16 +259,14 @@ def _point(
         slope = flags.get("leak_bytes_per_1k")
         if isinstance(slope, int | float) and not isinstance(slope, bool):
             point.leak_kb_per_1k = max(point.leak_kb_per_1k or 0.0, slope / 1024)
-        rob = flags.get("robustness")
-        if isinstance(rob, dict):  # the runner's fault phase (docs/faults.md): score 0-100
-            detail = _robustness_view(rob)
-            if detail is not None:
-                point.robustness_detail = detail
-            if isinstance(rob.get("curve"), dict):
-                point.robustness_curve = rob["curve"]
-            rob = rob.get("score")
-        if isinstance(rob, int | float) and not isinstance(rob, bool):
-            point.robustness = float(rob)
+        stored = flags.get("robustness")
+        rob = CellRobustness.from_flag(stored)  # the runner's fault phase (docs/faults.md)
+        if rob is not None:
+            point.robustness_detail = _robustness_view(rob)
+            point.robustness_curve = rob.curve
+            point.robustness = rob.score
+        elif isinstance(stored, int | float) and not isinstance(stored, bool):
+            point.robustness = float(stored)  # the earliest stores kept the score alone
     point.memory = memory_view(reps, its_by_rep)
     all_reps = [r for c in cells for r in index.replicates.get(c.id or -1, [])]
     point.cold_start_s = _median([r.cold_start_s for r in all_reps if r.cold_start_s is not None])

@@ -73,7 +73,7 @@ def text(s: object) -> str:
     return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _round(x: float | None, digits: int = 4) -> float | None:
+def sig_round(x: float | None, digits: int = 4) -> float | None:
     """Round to ``digits`` significant digits to keep the embedded JSON small."""
     if x is None or not math.isfinite(x):
         return None
@@ -97,7 +97,7 @@ def base_layout(**extra: Any) -> dict[str, Any]:
     return layout
 
 
-def _axis(title: str, **extra: Any) -> dict[str, Any]:
+def axis_layout(title: str, **extra: Any) -> dict[str, Any]:
     axis: dict[str, Any] = {
         "title": {"text": title, "font": {"size": 11, "color": "#52606d"}},
         "gridcolor": "#e4e7eb",
@@ -116,13 +116,13 @@ def ci_bars(estimates: list[Any], **style: Any) -> dict[str, Any]:
     return {
         "type": "data",
         "symmetric": False,
-        "array": [_round(e.high - e.median) for e in estimates],
-        "arrayminus": [_round(e.median - e.low) for e in estimates],
+        "array": [sig_round(e.high - e.median) for e in estimates],
+        "arrayminus": [sig_round(e.median - e.low) for e in estimates],
         **style,
     }
 
 
-def _legend_below() -> dict[str, Any]:
+def legend_below() -> dict[str, Any]:
     """A legend under the plot, one entry per line (long stack labels stay readable)."""
     return {
         "orientation": "h",
@@ -176,7 +176,7 @@ def ranking_figure(view: ReportView, ranking: Ranking) -> Figure:
                 "orientation": "h",
                 "name": text(interp),
                 "y": [text(r.stack.label) for r in rows],
-                "x": [_round(e.median, 6) for e in est],
+                "x": [sig_round(e.median, 6) for e in est],
                 "error_x": ci_bars(est, color="#3e4c59", thickness=1.2, width=3),
                 "marker": {
                     "color": family_colour(rows[0].stack),
@@ -217,8 +217,8 @@ def ranking_figure(view: ReportView, ranking: Ranking) -> Figure:
             showlegend=len(by_interp) > 1,
             legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
             margin={"l": 8, "r": 16, "t": 28 if len(by_interp) > 1 else 8, "b": 40},
-            xaxis=_axis("requests/s (median, 95% CI)", rangemode="tozero", tickformat=",d"),
-            yaxis=_axis(
+            xaxis=axis_layout("requests/s (median, 95% CI)", rangemode="tozero", tickformat=",d"),
+            yaxis=axis_layout(
                 "",
                 categoryorder="array",
                 categoryarray=order,
@@ -260,7 +260,7 @@ def facet_grid(count: int) -> tuple[int, int, list[tuple[float, float, float, fl
 
 def panel_rps_axis(suffix: str, domain: list[float], *, first: bool) -> dict[str, Any]:
     """The requests/s axis of one panel of a faceted figure (titled in the first column)."""
-    return _axis(
+    return axis_layout(
         "requests/s" if first else "",
         domain=domain,
         anchor=f"x{suffix}",
@@ -305,7 +305,7 @@ def sweep_figure(view: ReportView, workload: WorkloadView, colours: Colours) -> 
         row, col = divmod(i, ncols)
         suffix = "" if i == 0 else str(i + 1)
         x0, x1, y0, y1 = cells[i]
-        layout[f"xaxis{suffix}"] = _axis(
+        layout[f"xaxis{suffix}"] = axis_layout(
             ("connections" if closed else "load (connections or req/s)")
             if row == nrows - 1
             else "",
@@ -335,7 +335,7 @@ def sweep_figure(view: ReportView, workload: WorkloadView, colours: Colours) -> 
                     "xaxis": f"x{suffix}",
                     "yaxis": f"y{suffix}",
                     "x": [p.load_sort for p, _ in pts],
-                    "y": [_round(e.median, 6) for e in est],
+                    "y": [sig_round(e.median, 6) for e in est],
                     "error_y": ci_bars(est, thickness=1, width=2),
                     "line": {"color": colours.colour(key), "dash": colours.dash(key), "width": 2},
                     "marker": {
@@ -389,8 +389,8 @@ def spectrum_figure(view: ReportView, ranking: Ranking, colours: Colours) -> Fig
                 "type": "scatter",
                 "mode": "lines",
                 "name": text(label),
-                "x": [_round(_spectrum_x(q), 6) for q, _ in p.spectrum],
-                "y": [_round(ms) for _, ms in p.spectrum],
+                "x": [sig_round(_spectrum_x(q), 6) for q, _ in p.spectrum],
+                "y": [sig_round(ms) for _, ms in p.spectrum],
                 "customdata": [f"{q * 100:.6g}%" for q, _ in p.spectrum],
                 "line": {"color": colours.colour(label), "dash": colours.dash(label), "width": 2},
                 "hovertemplate": f"<b>{text(label)}</b><br>%{{customdata}}: %{{y:.3s}} ms"
@@ -404,16 +404,16 @@ def spectrum_figure(view: ReportView, ranking: Ranking, colours: Colours) -> Fig
         "data": data,
         "layout": base_layout(
             height=360 + 18 * len(data),
-            legend=_legend_below(),
+            legend=legend_below(),
             margin={"l": 64, "r": 36, "t": 16, "b": 40},
-            xaxis=_axis(
+            xaxis=axis_layout(
                 "percentile",
                 type="log",
                 tickvals=SPECTRUM_TICKS["vals"],
                 ticktext=SPECTRUM_TICKS["text"],
                 range=[math.log10(2) - 0.02, 4.02],
             ),
-            yaxis=_axis("latency ms (log)", type="log"),
+            yaxis=axis_layout("latency ms (log)", type="log"),
         ),
     }
 
@@ -429,13 +429,13 @@ def cell_figure(view: ReportView, cell: CellSeriesView) -> Figure:
     replaced_y: list[float | None] = []
     shapes = []
     for it in cell.iterations:
-        replaced_x += [_round(it.t0_s + it.mem_t[i], 5) for i in it.replaced_at]
-        replaced_y += [_round(it.rss_mib[i], 5) for i in it.replaced_at]
-        rps_x += [_round(it.t0_s + t, 5) for t in it.rps_t] + [None]
-        rps_y += [_round(v, 5) for v in it.rps] + [None]
-        mem_x += [_round(it.t0_s + t, 5) for t in it.mem_t] + [None]
-        mem_y += [_round(v, 5) for v in it.rss_mib] + [None]
-        cpu_y += [_round(v, 4) for v in it.cpu_pct] + [None]
+        replaced_x += [sig_round(it.t0_s + it.mem_t[i], 5) for i in it.replaced_at]
+        replaced_y += [sig_round(it.rss_mib[i], 5) for i in it.replaced_at]
+        rps_x += [sig_round(it.t0_s + t, 5) for t in it.rps_t] + [None]
+        rps_y += [sig_round(v, 5) for v in it.rps] + [None]
+        mem_x += [sig_round(it.t0_s + t, 5) for t in it.mem_t] + [None]
+        mem_y += [sig_round(v, 5) for v in it.rss_mib] + [None]
+        cpu_y += [sig_round(v, 4) for v in it.cpu_pct] + [None]
         if it.kind == "warmup":
             shapes.append(
                 {
@@ -510,12 +510,12 @@ def cell_figure(view: ReportView, cell: CellSeriesView) -> Figure:
         showlegend=True,
         legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
         margin={"l": 64, "r": 16, "t": 24, "b": 44},
-        xaxis=_axis("seconds since the server started taking load", anchor="y2"),
-        yaxis=_axis("requests/s", domain=[0.56, 1], rangemode="tozero", tickformat="~s"),
-        yaxis2=_axis("RSS MiB", domain=[0, 0.44], rangemode="tozero"),
+        xaxis=axis_layout("seconds since the server started taking load", anchor="y2"),
+        yaxis=axis_layout("requests/s", domain=[0.56, 1], rangemode="tozero", tickformat="~s"),
+        yaxis2=axis_layout("RSS MiB", domain=[0, 0.44], rangemode="tozero"),
     )
     if any(trace.get("yaxis") == "y3" for trace in data):
-        layout["yaxis3"] = _axis(
+        layout["yaxis3"] = axis_layout(
             "CPU %",
             overlaying="y2",
             side="right",

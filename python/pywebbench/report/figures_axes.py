@@ -12,11 +12,11 @@ from pywebbench.report.figures import (
     PALETTE,
     Colours,
     Figure,
-    _axis,
-    _legend_below,
-    _round,
+    axis_layout,
     base_layout,
     ci_bars,
+    legend_below,
+    sig_round,
     text,
 )
 from pywebbench.report.view import RecyclingPoint, ReportView
@@ -46,7 +46,7 @@ def syscalls_figure(view: ReportView) -> Figure | None:
                 "orientation": "h",
                 "name": text(label),
                 "y": list(reversed(names)),
-                "x": [_round(per.get(n, 0.0)) for n in reversed(names)],
+                "x": [sig_round(per.get(n, 0.0)) for n in reversed(names)],
                 "marker": {"color": PALETTE[i % len(PALETTE)]},
                 "hovertemplate": "%{y}: %{x:.2f} per request<extra>" + text(label) + "</extra>",
             }
@@ -57,9 +57,9 @@ def syscalls_figure(view: ReportView) -> Figure | None:
             height=max(280, 60 + 24 * len(names) + 14 * len(points)),
             barmode="group",
             showlegend=True,
-            legend=_legend_below(),
-            xaxis=_axis("syscalls per request (traced window)", rangemode="tozero"),
-            yaxis=_axis(""),
+            legend=legend_below(),
+            xaxis=axis_layout("syscalls per request (traced window)", rangemode="tozero"),
+            yaxis=axis_layout(""),
         ),
     }
 
@@ -94,7 +94,7 @@ def recycling_figure(view: ReportView) -> Figure | None:
                 "name": label,
                 "legendgroup": label,
                 "x": x,
-                "y": [_round(e.median) if e else None for e in estimates],
+                "y": [sig_round(e.median) if e else None for e in estimates],
                 "error_y": ci_bars([e for e in estimates if e], color=colour, thickness=1.2),
                 "line": style,
                 "hovertemplate": "recycle after %{x}: %{y:,.0f} req/s<extra>" + label + "</extra>",
@@ -108,7 +108,7 @@ def recycling_figure(view: ReportView) -> Figure | None:
                 "legendgroup": label,
                 "showlegend": False,
                 "x": x,
-                "y": [_round(r.point.p99_ms) for r in rs],
+                "y": [sig_round(r.point.p99_ms) for r in rs],
                 "yaxis": "y2",
                 "line": {**style, "dash": "dot"},
                 "hovertemplate": "recycle after %{x}: p99 %{y:.3g} ms<extra>" + label + "</extra>",
@@ -119,15 +119,15 @@ def recycling_figure(view: ReportView) -> Figure | None:
         "layout": base_layout(
             height=460,
             showlegend=True,
-            legend=_legend_below(),
-            xaxis=_axis(
+            legend=legend_below(),
+            xaxis=axis_layout(
                 "requests per worker before it is recycled",
                 type="category",
                 categoryorder="array",
                 categoryarray=categories,
                 anchor="y2",
             ),
-            yaxis=_axis("requests/s", domain=[0.55, 1], rangemode="tozero", tickformat="~s"),
-            yaxis2=_axis("p99 ms", domain=[0, 0.42], rangemode="tozero"),
+            yaxis=axis_layout("requests/s", domain=[0.55, 1], rangemode="tozero", tickformat="~s"),
+            yaxis2=axis_layout("p99 ms", domain=[0, 0.42], rangemode="tozero"),
         ),
     }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pywebbench.report.figures import PALETTE, Figure, _axis, _round, base_layout, text
+from pywebbench.report.figures import PALETTE, Figure, axis_layout, base_layout, sig_round, text
 from pywebbench.report.knee import KneeView
 
 KNEE_COLOUR = "#59a14f"
@@ -49,9 +49,11 @@ def knee_figure(kv: KneeView) -> Figure:
                 "type": "scatter",
                 "mode": "lines+markers",
                 "name": f"replicate {rep + 1}: {kv.percentile_label}",
-                "x": [_round(p.offered) for p in pts],
-                "y": [_round(max(p.latency_ms, 0.001)) for p in pts],
-                "customdata": [[p.verdict, p.samples, p.errors, _round(p.achieved)] for p in pts],
+                "x": [sig_round(p.offered) for p in pts],
+                "y": [sig_round(max(p.latency_ms, 0.001)) for p in pts],
+                "customdata": [
+                    [p.verdict, p.samples, p.errors, sig_round(p.achieved)] for p in pts
+                ],
                 "marker": {
                     "size": 9,
                     "color": colour,
@@ -71,8 +73,8 @@ def knee_figure(kv: KneeView) -> Figure:
                 "type": "scatter",
                 "mode": "markers",
                 "name": f"replicate {rep + 1}: achieved req/s",
-                "x": [_round(p.offered) for p in pts],
-                "y": [_round(p.achieved) for p in pts],
+                "x": [sig_round(p.offered) for p in pts],
+                "y": [sig_round(p.achieved) for p in pts],
                 "yaxis": "y2",
                 "marker": {"size": 6, "symbol": "square-open", "color": colour},
                 "hovertemplate": "%{x:,.0f} offered: %{y:,.0f} achieved<extra></extra>",
@@ -142,9 +144,9 @@ def knee_figure(kv: KneeView) -> Figure:
         showlegend=True,
         margin={"l": 64, "r": 64, "t": 36, "b": 48},
         legend={"orientation": "h", "x": 0, "y": -0.16, "yanchor": "top", "font": {"size": 11}},
-        xaxis=_axis("offered rate (requests/s, open loop)", range=[0, top], tickformat="~s"),
-        yaxis=_axis(f"{kv.percentile_label} latency (ms, log)", type="log"),
-        yaxis2=_axis(
+        xaxis=axis_layout("offered rate (requests/s, open loop)", range=[0, top], tickformat="~s"),
+        yaxis=axis_layout(f"{kv.percentile_label} latency (ms, log)", type="log"),
+        yaxis2=axis_layout(
             "achieved requests/s",
             overlaying="y",
             side="right",

@@ -13,12 +13,12 @@ from pywebbench.report.figures import (
     FAMILY_COLOURS,
     PALETTE,
     Figure,
-    _axis,
-    _round,
+    axis_layout,
     base_layout,
     facet_grid,
     panel_rps_axis,
     panel_title,
+    sig_round,
     text,
 )
 from pywebbench.report.view import PointView, ReportView, StackView, WarmupCurve, WorkloadView
@@ -27,7 +27,7 @@ WARMUP_SHADE = "#f5f7fa"
 
 
 def _xy(points: list[tuple[float, float]]) -> tuple[list[float | None], list[float | None]]:
-    return [_round(t, 5) for t, _ in points], [_round(v, 5) for _, v in points]
+    return [sig_round(t, 5) for t, _ in points], [sig_round(v, 5) for _, v in points]
 
 
 def _verdict(w: WarmupCurve) -> str:
@@ -131,8 +131,8 @@ def point_warmup_figure(view: ReportView, point: PointView) -> Figure | None:
             showlegend=True,
             legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"},
             margin={"l": 64, "r": 16, "t": 20 + 16 * len(notes), "b": 48},
-            xaxis=_axis("seconds since the warm-up began", rangemode="tozero"),
-            yaxis=_axis("requests/s", rangemode="tozero", tickformat="~s"),
+            xaxis=axis_layout("seconds since the warm-up began", rangemode="tozero"),
+            yaxis=axis_layout("requests/s", rangemode="tozero", tickformat="~s"),
         ),
     }
 
@@ -188,7 +188,7 @@ def jit_effect_figure(view: ReportView, workload: WorkloadView) -> Figure | None
         x0, x1, y0, y1 = cells[i]
         suffix = "" if i == 0 else str(i + 1)
         last_row = i // ncols == nrows - 1
-        layout[f"xaxis{suffix}"] = _axis(
+        layout[f"xaxis{suffix}"] = axis_layout(
             "seconds since the warm-up began" if last_row else "",
             domain=[x0, x1],
             anchor=f"y{suffix}",

@@ -13,7 +13,15 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from pywebbench import stats
-from pywebbench.report.figures import Colours, Figure, _axis, _round, base_layout, ci_bars, text
+from pywebbench.report.figures import (
+    Colours,
+    Figure,
+    axis_layout,
+    base_layout,
+    ci_bars,
+    sig_round,
+    text,
+)
 from pywebbench.report.view import Estimate, ReportView, WorkloadView
 from pywebbench.store.model import Study
 
@@ -80,7 +88,7 @@ def history_figure(
                 "mode": "lines+markers",
                 "name": text(name),
                 "x": [p.run_id for p in pts],
-                "y": [_round(e.median, 6) for e in est],
+                "y": [sig_round(e.median, 6) for e in est],
                 "error_y": ci_bars(est, thickness=1, width=3),
                 "line": {"color": colours.colour(name.split(" @ ")[0]), "width": 2},
                 "customdata": [[text(p.created_at[:16].replace("T", " "))] for p in pts],
@@ -91,7 +99,7 @@ def history_figure(
         )
     layout = base_layout(
         height=360,
-        xaxis=_axis("run", type="category", categoryorder="array", categoryarray=runs),
-        yaxis=_axis("requests/s", rangemode="tozero", tickformat="~s"),
+        xaxis=axis_layout("run", type="category", categoryorder="array", categoryarray=runs),
+        yaxis=axis_layout("requests/s", rangemode="tozero", tickformat="~s"),
     )
     return {"data": data, "layout": layout}

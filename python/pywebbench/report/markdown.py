@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pywebbench.report import axes, flags, nodes, robustness_curve, tables
+from pywebbench.mdtext import md_code, md_text
+from pywebbench.report import axes, capacity, flags, nodes, robustness_curve, tables
 from pywebbench.report.knee import markdown_lines
 from pywebbench.report.view import ReportView, WorkloadView
 
@@ -29,18 +30,6 @@ MD_COLUMNS = [
 ]
 
 
-def md_text(s: str) -> str:
-    """Text safe inside a Markdown table cell: pipes escaped, HTML shown literally."""
-    return (
-        s.replace("\\", "\\\\")
-        .replace("|", "\\|")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace("\r", " ")
-        .replace("\n", " ")
-    )
-
-
 def _table(table: tables.Table, keys: list[str]) -> list[str]:
     cols = [c for c in table.columns if c.key in keys]
     lines = [
@@ -50,12 +39,6 @@ def _table(table: tables.Table, keys: list[str]) -> list[str]:
     for row in table.rows:
         lines.append("| " + " | ".join(md_text(row.cells[c.key].text) for c in cols) + " |")
     return lines
-
-
-def _code(s: str, limit: int = 400) -> str:
-    """Wire text (already escaped by the engine) as a code span, at most ``limit`` chars."""
-    s = s if len(s) <= limit else s[: limit - 1] + "…"
-    return "`" + s.replace("`", "'").replace("\r", " ").replace("\n", " ") + "`"
 
 
 def _robustness(view: ReportView, w: WorkloadView) -> list[str]:
@@ -82,8 +65,8 @@ def _robustness(view: ReportView, w: WorkloadView) -> list[str]:
         out.append(
             f"- **{md_text(c['stack'].text)}** ({md_text(c['load'].text)}): "
             f"`{c['kind'].text}` {md_text(c['what'].text)}, {c['count'].text}× status "
-            f"{c['status'].text}; sent {_code(c['request'].text)}, answer "
-            f"{_code(c['response'].text)}"
+            f"{c['status'].text}; sent {md_code(c['request'].text)}, answer "
+            f"{md_code(c['response'].text)}"
         )
     out.append("")
     return out
@@ -176,6 +159,8 @@ def render_markdown(view: ReportView) -> str:
     out += markdown_lines(view.knees, md_text)
     out += _axes(view)
     out += nodes.markdown_lines(view.nodes, md_text)
+    if view.capacity is not None:
+        out += capacity.markdown_lines(view.capacity.target, view.capacity.rows)
     if view.failures:
         out += ["## Failures", ""]
         out += _table(

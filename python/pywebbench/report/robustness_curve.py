@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pywebbench.faults.outcome import RobustnessCurve
+from pywebbench.mdtext import md_text
 from pywebbench.report.figures import (
-    _axis,
+    axis_layout,
     base_layout,
     family_colour,
     panel_title,
@@ -42,22 +44,19 @@ VERDICT_SETTINGS = (
 Figure = dict[str, Any]
 
 
-def _curves(workload: WorkloadView) -> list[tuple[PointView, dict[str, Any]]]:
-    out = []
-    for p in workload.points:
-        curve = p.robustness_curve
-        if isinstance(curve, dict) and curve.get("points"):
-            out.append((p, curve))
-    return out
+def _curves(workload: WorkloadView) -> list[tuple[PointView, RobustnessCurve]]:
+    return [
+        (p, p.robustness_curve)
+        for p in workload.points
+        if p.robustness_curve is not None and p.robustness_curve.points
+    ]
 
 
-def breaking_text(curve: dict[str, Any]) -> str:
-    """ "500 slow-headers connections", or "not broken up to 2,000"."""
-    point = curve.get("breaking_point")
-    if point is None:
-        largest = max((int(p["size"]) for p in curve["points"]), default=0)
-        return f"not broken up to {largest:,}"
-    return f"{int(point):,}"
+def breaking_text(curve: RobustnessCurve) -> str:
+    """ "500", or "not broken up to 2,000"."""
+    if curve.breaking_point is None:
+        return f"not broken up to {curve.largest:,}"
+    return f"{curve.breaking_point:,}"
 
 
 def verdict_settings(stack: StackView | None) -> str:
@@ -69,10 +68,8 @@ def verdict_settings(stack: StackView | None) -> str:
     return ", ".join(parts)
 
 
-def _retained(curve: dict[str, Any]) -> str:
-    return " · ".join(
-        f"{int(p['size']):,}: {float(p['retained_pct']):.0f}%" for p in curve["points"]
-    )
+def _retained(curve: RobustnessCurve) -> str:
+    return " · ".join(f"{p.size:,}: {p.retained_pct:.0f}%" for p in curve.points)
 
 
 def breaking_table(view: ReportView, workload: WorkloadView) -> Table | None:
@@ -98,9 +95,8 @@ def breaking_table(view: ReportView, workload: WorkloadView) -> Table | None:
     rows = []
     for p, curve in sorted(curves, key=lambda pc: _sort_key(view, pc[0])):
         stack = view.stacks.get(p.stack_key)
-        point = curve.get("breaking_point")
-        fresh = float(curve.get("fresh_share") or 0.0)
-        attack = f"{curve.get('kind')} (fresh {fresh:.0%}, lead {curve.get('lead_s', 0):g} s)"
+        point = curve.breaking_point
+        attack = f"{curve.kind} (fresh {curve.fresh_share:.0%}, lead {curve.lead_s:g} s)"
         rows.append(
             Row(
                 {
@@ -124,7 +120,6 @@ def breaking_table(view: ReportView, workload: WorkloadView) -> Table | None:
 def markdown_lines(view: ReportView, workload: WorkloadView) -> list[str]:
     """The sweep's breaking points (when there is a sweep) and, always, the server settings
     behind the robustness verdicts, as Markdown lines."""
-    from pywebbench.report.markdown import md_text
 
     out: list[str] = []
     table = breaking_table(view, workload)
@@ -171,12 +166,12 @@ def curve_figure(view: ReportView, workload: WorkloadView) -> Figure | None:
         margin={"l": 64, "r": 16, "t": 48, "b": 52},
         legend={"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"},
     )
-    kinds = sorted({str(c.get("kind")) for _, c in curves})
+    kinds = sorted({c.kind for _, c in curves})
     size_title = f"attack size ({', '.join(kinds)} connections)"
-    layout["xaxis"] = _axis(size_title, domain=[0.0, 0.46], type="log", anchor="y")
-    layout["xaxis2"] = _axis(size_title, domain=[0.54, 1.0], type="log", anchor="y2")
-    layout["yaxis"] = _axis("retained throughput %", anchor="x", rangemode="tozero")
-    layout["yaxis2"] = _axis("good p99 ms", anchor="x2", type="log")
+    layout["xaxis"] = axis_layout(size_title, domain=[0.0, 0.46], type="log", anchor="y")
+    layout["xaxis2"] = axis_layout(size_title, domain=[0.54, 1.0], type="log", anchor="y2")
+    layout["yaxis"] = axis_layout("retained throughput %", anchor="x", rangemode="tozero")
+    layout["yaxis2"] = axis_layout("good p99 ms", anchor="x2", type="log")
     layout["annotations"] = [
         panel_title("Retained good throughput", 0.0, 1.02),
         panel_title("Good p99 under attack", 0.54, 1.02),
@@ -198,18 +193,18 @@ def curve_figure(view: ReportView, workload: WorkloadView) -> Figure | None:
         stack = view.stacks.get(p.stack_key)
         label = f"{stack.label if stack else p.stack_key} {p.load_point}"
         colour = family_colour(stack) if stack else "#555"
-        sizes = [int(q["size"]) for q in curve["points"]]
+        sizes = [q.size for q in curve.points]
         common = {"type": "scatter", "mode": "lines+markers", "legendgroup": label}
         data.append(
             {
                 **common,
                 "name": text(label),
                 "x": sizes,
-                "y": [q["retained_pct"] for q in curve["points"]],
+                "y": [q.retained_pct for q in curve.points],
                 "line": {"color": colour},
                 "hovertemplate": f"<b>{text(label)}</b><br>%{{x:,}} connections: "
                 "%{y:.0f}% retained<extra></extra>",
-                "meta": {"stack": label, "breaking": curve.get("breaking_point")},
+                "meta": {"stack": label, "breaking": curve.breaking_point},
             }
         )
         data.append(
@@ -220,15 +215,15 @@ def curve_figure(view: ReportView, workload: WorkloadView) -> Figure | None:
                 "xaxis": "x2",
                 "yaxis": "y2",
                 "x": sizes,
-                "y": [q["p99_faulted_ms"] for q in curve["points"]],
+                "y": [q.p99_faulted_ms for q in curve.points],
                 "line": {"color": colour},
                 "hovertemplate": f"<b>{text(label)}</b><br>%{{x:,}} connections: p99 "
                 "%{y:.1f} ms<extra></extra>",
             }
         )
-        point = curve.get("breaking_point")
+        point = curve.breaking_point
         if point is not None:
-            at = next(q for q in curve["points"] if q["size"] == point)
+            at = next(q for q in curve.points if q.size == point)
             data.append(
                 {
                     "type": "scatter",
@@ -237,10 +232,10 @@ def curve_figure(view: ReportView, workload: WorkloadView) -> Figure | None:
                     "legendgroup": label,
                     "showlegend": False,
                     "x": [point],
-                    "y": [at["retained_pct"]],
+                    "y": [at.retained_pct],
                     "marker": {"size": 16, "symbol": "circle-open", "color": colour},
                     "hovertemplate": f"<b>{text(label)}</b> breaks at {point:,} "
-                    f"(p99 {fmt_ms(at['p99_faulted_ms'])} ms)<extra></extra>",
+                    f"(p99 {fmt_ms(at.p99_faulted_ms)} ms)<extra></extra>",
                     "meta": {"breaking_point": point, "stack": label},
                 }
             )

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pywebbench.faults.outcome import RobustnessCurve
+from pywebbench.report.capacity import CapacityView
 from pywebbench.report.knee import KneeView
 from pywebbench.report.nodes import NodesView
 
@@ -169,7 +171,7 @@ class PointView:
     rps_by_replicate: list[list[float]] = field(default_factory=list)
     robustness: float | None = None  # filled by robustness studies (issue 6) when stored
     robustness_detail: RobustnessView | None = None  # the fault phase behind the score
-    robustness_curve: dict[str, Any] | None = None  # a fault sweep (report/robustness_curve)
+    robustness_curve: RobustnessCurve | None = None  # a fault sweep (report/robustness_curve)
     cold_start_s: float | None = None  # median over replicates
     idle_rss_mib: float | None = None  # median over replicates
     # Latency spectrum of the merged histogram: (quantile 0..1, latency ms).
@@ -368,6 +370,7 @@ class ReportView:
     knees: list[KneeView] = field(default_factory=list)  # docs/slo.md
     axes: AxesView = field(default_factory=AxesView)
     nodes: NodesView | None = None  # --executor ray: which node measured which cell
+    capacity: CapacityView | None = None  # `report --capacity`: docs/capacity.md
 
     @property
     def has_robustness(self) -> bool:

@@ -5,6 +5,12 @@ The model is pydantic with unknown keys forbidden, so a typo is an error naming 
 docs/pywebbench.schema.json is generated from :class:`StudyConfig` (``python -m
 pywebbench.run.config --schema``); docs/config.md documents every key.
 
+Each key is declared once, here (``[load]`` and the top level) or in :mod:`pywebbench.run.tables`
+(``[matrix]``, ``[cpus]``, ``[timeouts]``, ``[app]``): its field's type, default, bounds and
+description, and a mark (:mod:`pywebbench.run.declare`) that gives its ``pywebbench run`` flag
+or says why it has none. The flags, the overrides they make, and docs/config.md's table of keys
+are all read from these fields (:mod:`pywebbench.run.options`).
+
 Resolution order: the profile (``quick`` unless the file or ``--profile`` says otherwise),
 then the TOML file, then CLI options. The resolved config is stored with the run, and
 ``--resume`` rebuilds the matrix from it.
@@ -16,132 +22,106 @@ import copy
 import json
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from pywebbench.run.declare import FileOnly, Flag
+from pywebbench.run.flag_texts import (
+    BIND_HELP,
+    CI_TARGET_HELP,
+    EXECUTOR_HELP,
+    FAULTS_HELP,
+    PROFILE_HELP,
+    RAY_HELP,
+    SERVER_SCOPE_HELP,
+    SLO_HELP,
+    WARMUP_HELP,
+    parse_constant_rates,
+)
+from pywebbench.run.profiles import PROFILE_DATA, PROFILES
+from pywebbench.run.tables import AppConfig, CpuConfig, MatrixConfig, Table, TimeoutConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-PROFILES = ("quick", "standard", "full")
 DEFAULT_RESULTS_DIR = "pywebbench-results"
+
+
+# Keys set in the file only, for the same reason.
+_STEADY_TUNING = FileOnly("a tuning of the steady-state rule (docs/steady-state.md)")
+_KNEE_TUNING = FileOnly("a tuning of the knee search (docs/slo.md)")
 
 
 class ConfigError(ValueError):
     """A configuration problem; the message names the key path (or the CLI flag)."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class ServerSettings(_Model):
-    """Worker/thread settings for one server; each combination is its own stack variant."""
-
-    workers: list[int] = Field(default=[1], min_length=1, description="Worker processes.")
-    threads: list[int] = Field(
-        default=[1], min_length=1, description="Threads per worker (threaded servers)."
-    )
-
-    @field_validator("workers", "threads")
-    @classmethod
-    def _positive(cls, v: list[int]) -> list[int]:
-        if any(x < 1 for x in v):
-            raise ValueError("every value must be >= 1")
-        return v
-
-
-class MatrixConfig(_Model):
-    """What to run: the product of these lists, pairing servers and frameworks by interface."""
-
-    interpreters: list[str] = Field(
-        default_factory=list,
-        description="Interpreter names (cpython3.11, pypy3.9), versions (3.13, pypy) or "
-        "paths. Empty: the running CPython plus pypy3 when installed.",
-    )
-    servers: list[str] = Field(default_factory=list, description="Server adapter names.")
-    frameworks: list[str] = Field(
-        default_factory=list, description="Framework names (ignored when [app] is given)."
-    )
-    workloads: list[str] = Field(default_factory=list, description="Workload names.")
-    workers: list[int] = Field(default=[1], min_length=1, description="Default worker counts.")
-    threads: list[int] = Field(default=[1], min_length=1, description="Default thread counts.")
-    server_settings: dict[str, ServerSettings] = Field(
-        default_factory=dict,
-        description="Per-server worker/thread lists overriding the defaults, by server name.",
-    )
-    server_options: dict[str, dict[str, int]] = Field(
-        default_factory=dict,
-        description="Server settings by server name, e.g. {waitress = {connection_limit = "
-        "100}}; each server lists the ones it takes (docs/servers.md).",
-    )
-    workload_params: dict[str, dict[str, int]] = Field(
-        default_factory=dict,
-        description="Parameters per workload, e.g. {cpu = {n = 20}, io = {ms = 10}}.",
-    )
-    worker_max_requests: list[int] = Field(
-        default=[0],
-        min_length=1,
-        description="Worker recycling sweep: a worker is replaced after this many requests "
-        "(0 = never), on servers that support it (docs/config.md#worker-recycling).",
-    )
-
-    @field_validator("worker_max_requests")
-    @classmethod
-    def _max_requests(cls, v: list[int]) -> list[int]:
-        if any(x < 0 or x > 100_000_000 for x in v):
-            raise ValueError("every value must be 0..100000000 (0 = never recycle)")
-        return list(dict.fromkeys(v))
-
-
-class LoadConfig(_Model):
+class LoadConfig(Table):
     """How hard and how long each cell is loaded."""
 
-    model: Literal["closed", "open"] = Field(
+    model: Annotated[Literal["closed", "open"], FileOnly("--rate sets it to open")] = Field(
         "closed", description="closed: N connections, one request in flight each; open: rates."
     )
-    connections: list[int] = Field(
+    connections: Annotated[
+        list[int],
+        Flag("--connections", "-c", help="Connections sweep: 1,16,64 (one load point each)."),
+    ] = Field(
         default=[64], min_length=1, description="Connections (closed loop sweep; open-loop pool)."
     )
-    rates: list[float] = Field(
+    rates: Annotated[
+        list[float],
+        Flag(
+            "--rate",
+            help="Open loop: target requests/s sweep: 1000,5000.",
+            parse=parse_constant_rates,
+            also={"model": "open"},
+        ),
+    ] = Field(
         default_factory=list, description="Open loop: target requests/s, one load point each."
     )
-    duration_s: float = Field(3.0, gt=0, le=3600, description="Measured iteration length.")
-    warmup: Literal["steady", "fixed"] = Field(
+    duration_s: Annotated[
+        float, Flag("--duration", "-d", help="Seconds per measured iteration.")
+    ] = Field(3.0, gt=0, le=3600, description="Measured iteration length.")
+    warmup: Annotated[Literal["steady", "fixed"], Flag("--warmup", help=WARMUP_HELP)] = Field(
         "steady",
         description="steady: warm up until the throughput is steady (or warmup_cap_s), per "
         "replicate and workload (docs/steady-state.md); fixed: warmup_iterations x "
         "warmup_duration_s.",
     )
-    warmup_cap_s: float = Field(
+    warmup_cap_s: Annotated[
+        float, Flag("--warmup-cap", help="steady: longest warm-up in seconds (then: not_steady).")
+    ] = Field(
         20.0,
         gt=0,
         le=3600,
         description="steady: the longest warm-up; a cell that reaches it is flagged not_steady.",
     )
-    steady_window_s: float = Field(
+    steady_window_s: Annotated[float, _STEADY_TUNING] = Field(
         2.0, gt=0, le=600, description="steady: the trailing window judged for trend and spread."
     )
-    jit_min_requests: int = Field(
+    jit_min_requests: Annotated[int, _STEADY_TUNING] = Field(
         10_000,
         ge=0,
         le=10_000_000,
         description="steady, on a JIT interpreter (PyPy): requests served before a warm-up "
         "may be judged steady (a JIT stays at interpreter speed until it compiles the path).",
     )
-    warmup_duration_s: float = Field(
-        2.0, gt=0, le=3600, description="fixed: warm-up iteration length."
+    warmup_duration_s: Annotated[
+        float, Flag("--warmup-duration", help="fixed: seconds per warm-up iteration.")
+    ] = Field(2.0, gt=0, le=3600, description="fixed: warm-up iteration length.")
+    warmup_iterations: Annotated[
+        int, Flag("--warmup-iterations", help="fixed: warm-up iterations per replicate.")
+    ] = Field(1, ge=0, le=100, description="fixed: warm-up iterations per replicate.")
+    iterations: Annotated[int, Flag("--iterations")] = Field(
+        1, ge=1, le=100, description="Measured iterations per replicate."
     )
-    warmup_iterations: int = Field(
-        1, ge=0, le=100, description="fixed: warm-up iterations per replicate."
+    replicates: Annotated[int, Flag("--replicates", help="Fresh server processes per cell.")] = (
+        Field(3, ge=1, le=100, description="Fresh server processes per cell (one after the other).")
     )
-    iterations: int = Field(1, ge=1, le=100, description="Measured iterations per replicate.")
-    replicates: int = Field(
-        3, ge=1, le=100, description="Fresh server processes per cell (one after the other)."
-    )
-    ci_target: float | None = Field(
+    ci_target: Annotated[float | None, Flag("--ci-target", help=CI_TARGET_HELP)] = Field(
         None,
         gt=0,
         le=10,
@@ -149,17 +129,31 @@ class LoadConfig(_Model):
         "this fraction of the median (0.05 = +-5%) get more replicates, up to max_replicates "
         "(a CI from 2 replicates is wide: Student's t, docs/steady-state.md).",
     )
-    max_replicates: int = Field(
-        5, ge=1, le=100, description="Replicate budget: the most replicates a cell gets."
+    max_replicates: Annotated[
+        int, Flag("--max-replicates", help="Most replicates per cell (with --ci-target).")
+    ] = Field(5, ge=1, le=100, description="Replicate budget: the most replicates a cell gets.")
+    timeout_s: Annotated[float, Flag("--timeout", help="Per-request timeout (s).")] = Field(
+        5.0, gt=0, le=600, description="Per-request timeout of the engine."
     )
-    timeout_s: float = Field(5.0, gt=0, le=600, description="Per-request timeout of the engine.")
-    io: Literal["auto", "epoll", "uring"] = Field(
+    io: Annotated[
+        Literal["auto", "epoll", "uring"],
+        Flag("--io", help="The engine's I/O backend (auto: io_uring where supported, else epoll)."),
+    ] = Field(
         "auto",
         description="The engine's I/O backend: auto = io_uring where the kernel supports it, "
         "else epoll.",
     )
-    pause_s: float = Field(0.0, ge=0, le=60, description="Pause between iterations.")
-    interference_max: float = Field(
+    pause_s: Annotated[float, FileOnly("rarely needed")] = Field(
+        0.0, ge=0, le=60, description="Pause between iterations."
+    )
+    interference_max: Annotated[
+        float,
+        Flag(
+            "--interference-max",
+            help="Share of one core other processes may take from the study's cores during a "
+            "measured iteration before it is measured again (0.05 = 5%; docs/interference.md).",
+        ),
+    ] = Field(
         0.05,
         ge=0,
         le=1024,
@@ -168,7 +162,14 @@ class LoadConfig(_Model):
         "and measured again (0.05 = 5%; docs/interference.md). At or above the number of "
         "study cores it never trips: the guard is off, the figures are still stored.",
     )
-    interference_retries: int = Field(
+    interference_retries: Annotated[
+        int,
+        Flag(
+            "--interference-retries",
+            help="Times an interfered iteration is measured again before it is stored flagged "
+            "'interfered' (2).",
+        ),
+    ] = Field(
         2,
         ge=0,
         le=20,
@@ -176,33 +177,47 @@ class LoadConfig(_Model):
         "measured again; one still interfered after them is stored flagged (the cell reads "
         "'interfered').",
     )
-    server_scope: Literal["cell", "stack"] = Field(
+    server_scope: Annotated[
+        Literal["cell", "stack"], Flag("--server-scope", help=SERVER_SCOPE_HELP)
+    ] = Field(
         "cell",
         description="cell: a fresh server process for every replicate of every cell; stack: "
         "one fresh server per replicate serves all the stack's cells in turn (fewer starts).",
     )
-    connection_mode: list[Literal["keepalive", "close"]] = Field(
+    connection_mode: Annotated[
+        list[Literal["keepalive", "close"]],
+        Flag(
+            "--connection-mode",
+            help="Connection sweep: keepalive,close (close: a new connection per request).",
+        ),
+    ] = Field(
         default=["keepalive"],
         min_length=1,
         description="Connection mode sweep: keepalive (connections reused) and/or close "
         "(a new connection per request, as ab without -k).",
     )
-    bind: list[Literal["tcp", "unix"]] = Field(
+    bind: Annotated[list[Literal["tcp", "unix"]], Flag("--bind", help=BIND_HELP)] = Field(
         default=["tcp"],
         min_length=1,
         description="Bind sweep: where the server under test listens, tcp (a loopback port) "
         "and/or unix (a unix-domain socket, as behind nginx), on servers that can "
         "(docs/config.md#bind).",
     )
-    syscalls: bool = Field(
+    syscalls: Annotated[
+        bool,
+        Flag(
+            "--syscalls",
+            help="Trace the server with strace -f -c after each replicate: syscalls per request.",
+        ),
+    ] = Field(
         False,
         description="After each replicate's measured iterations, trace the server tree with "
         "strace -f -c in a separate, unmeasured window (docs/syscalls.md).",
     )
-    syscalls_duration_s: float = Field(
-        2.0, gt=0, le=600, description="syscalls: length of the traced load window."
-    )
-    faults: str | None = Field(
+    syscalls_duration_s: Annotated[
+        float, Flag("--syscalls-duration", help="syscalls: seconds of the traced window.")
+    ] = Field(2.0, gt=0, le=600, description="syscalls: length of the traced load window.")
+    faults: Annotated[str | None, Flag("--faults", help=FAULTS_HELP)] = Field(
         None,
         description=(
             "Fault mix (docs/faults.md), e.g. 'default' or 'slowloris=50,churn=100/s': each "
@@ -211,40 +226,53 @@ class LoadConfig(_Model):
             "the good clients' arriving connections and the attack's head start."
         ),
     )
-    slo: str | None = Field(
+    slo: Annotated[str | None, Flag("--slo", help=SLO_HELP)] = Field(
         None,
         description="Latency SLO, e.g. 'p99=50ms' (docs/slo.md): after its measured "
         "iterations each replicate searches the highest open-loop rate that meets it (the knee).",
     )
-    slo_budget_s: float = Field(
-        120.0, gt=0, le=86_400, description="slo: the longest knee search, per replicate."
-    )
-    slo_tolerance: float = Field(
+    slo_budget_s: Annotated[
+        float, Flag("--slo-budget", help="Longest knee search per replicate, in seconds (120).")
+    ] = Field(120.0, gt=0, le=86_400, description="slo: the longest knee search, per replicate.")
+    slo_tolerance: Annotated[float, _KNEE_TUNING] = Field(
         0.05, gt=0, lt=1, description="slo: bisect until the bracket is this narrow (relative)."
     )
-    slo_warmup_s: float = Field(
+    slo_warmup_s: Annotated[float, _KNEE_TUNING] = Field(
         1.0, ge=0, le=600, description="slo: warm-up at each probe's rate before it is measured."
     )
-    slo_repeats: int = Field(
+    slo_repeats: Annotated[
+        int,
+        Flag(
+            "--slo-repeats",
+            help="Probes per rate of a knee search (3): a rate passes when all of them meet "
+            "the SLO.",
+        ),
+    ] = Field(
         3,
         ge=1,
         le=10,
         description="slo: probes per rate, by design; a rate passes when all of them meet the "
         "SLO, and an edge whose probes disagree is reported as a range (docs/slo.md).",
     )
-    load_agents: int = Field(
+    load_agents: Annotated[
+        int,
+        Flag(
+            "--load-agents",
+            help="Load each iteration from N agents (Ray actors; docs/scale-out.md).",
+        ),
+    ] = Field(
         1,
         ge=1,
         le=1024,
         description="Load agents per iteration (Ray actors, docs/scale-out.md); connections "
         "and rate are split between them. More than 1 needs Ray.",
     )
-    ray_address: str | None = Field(
+    ray_address: Annotated[str | None, Flag("--ray", help=RAY_HELP)] = Field(
         None,
         description="Ray cluster (HOST:PORT) for the load agents or the ray executor; none: a "
         "local Ray is started for the run and stopped after.",
     )
-    executor: Literal["local", "ray"] = Field(
+    executor: Annotated[Literal["local", "ray"], Flag("--executor", help=EXECUTOR_HELP)] = Field(
         "local",
         description="Where cells run: local (one after another on this host) or ray "
         "(independent cells, or whole stacks with server_scope = stack, in parallel on the "
@@ -315,71 +343,27 @@ class LoadConfig(_Model):
         return list(dict.fromkeys(v))
 
 
-class CpuConfig(_Model):
-    """Core pinning. Server and generator cores must be disjoint."""
-
-    server: list[int] = Field(default_factory=list, description="Server cores (default: [0]).")
-    generator: list[int] = Field(
-        default_factory=list, description="Load generator cores (default: the other cores)."
-    )
-
-
-class TimeoutConfig(_Model):
-    """Upper bounds of each phase of a cell."""
-
-    provision_s: float = Field(1200.0, gt=0, description="Building one virtualenv.")
-    start_s: float = Field(60.0, gt=0, description="Server start until it answers.")
-    verify_s: float = Field(30.0, gt=0, description="Verification requests.")
-    stop_s: float = Field(15.0, gt=0, description="Stopping the server process group.")
-
-
-class AppConfig(_Model):
-    """Bring your own app instead of the built-in frameworks."""
-
-    app: str = Field(description='"module:callable" of your WSGI or ASGI application.')
-    interface: Literal["wsgi", "asgi"] | None = Field(
-        None, description="Declared interface; detected inside the stack venv when omitted."
-    )
-    requirements: str | None = Field(None, description="requirements.txt to install.")
-    project: str | None = Field(
-        None, description="Project directory (put on PYTHONPATH; installed if it has a pyproject)."
-    )
-    paths: list[str] = Field(default=["/"], min_length=1, description="Paths to load.")
-    expect_status: int | None = Field(None, description="Expected status (default: any 2xx).")
-    expect_body: str | None = Field(None, description="A substring the body must contain.")
-
-    @field_validator("app")
-    @classmethod
-    def _app(cls, v: str) -> str:
-        module, _, attr = v.partition(":")
-        if not module or not attr:
-            raise ValueError('must look like "module:callable"')
-        return v
-
-    @field_validator("paths")
-    @classmethod
-    def _paths(cls, v: list[str]) -> list[str]:
-        for p in v:
-            if not p.startswith("/"):
-                raise ValueError(f"path {p!r} must start with /")
-        return v
-
-
-class StudyConfig(_Model):
+class StudyConfig(Table):
     """A whole study. Every key is optional; the profile fills in the rest."""
 
-    profile: Literal["quick", "standard", "full"] | None = Field(
-        None, description="Built-in profile this study starts from (default quick)."
-    )
-    results_dir: str = Field(
-        DEFAULT_RESULTS_DIR, description="Store, reports and server logs go here."
-    )
+    profile: Annotated[
+        Literal["quick", "standard", "full"] | None, Flag("--profile", help=PROFILE_HELP)
+    ] = Field(None, description="Built-in profile this study starts from (default quick).")
+    results_dir: Annotated[
+        str,
+        Flag(
+            "--results-dir",
+            help=f"Where the store, reports and logs go (default ./{DEFAULT_RESULTS_DIR}).",
+        ),
+    ] = Field(DEFAULT_RESULTS_DIR, description="Store, reports and server logs go here.")
     matrix: MatrixConfig = Field(default_factory=MatrixConfig)
     load: LoadConfig = Field(default_factory=LoadConfig)
     cpus: CpuConfig = Field(default_factory=CpuConfig)
     timeouts: TimeoutConfig = Field(default_factory=TimeoutConfig)
     app: AppConfig | None = None
-    report: bool = Field(True, description="Write the HTML/Markdown report at the end.")
+    report: Annotated[bool, Flag("--no-report", help="Skip the HTML/Markdown report.")] = Field(
+        True, description="Write the HTML/Markdown report at the end."
+    )
 
     def workers_threads(self, server: str) -> list[tuple[int, int]]:
         """The (workers, threads) variants to run ``server`` with."""
@@ -387,88 +371,6 @@ class StudyConfig(_Model):
         workers = s.workers if s else self.matrix.workers
         threads = s.threads if s else self.matrix.threads
         return [(w, t) for w in workers for t in threads]
-
-
-# --- profiles -------------------------------------------------------------------------------
-
-_WSGI_SERVERS = ["gunicorn-gthread", "granian-wsgi"]
-_ASGI_SERVERS = ["uvicorn-h11", "granian-asgi"]
-
-PROFILE_DATA: dict[str, dict[str, Any]] = {
-    # The README's main job: about 10 minutes on a 2-core machine, provisioning included.
-    "quick": {
-        "matrix": {
-            "servers": _WSGI_SERVERS + _ASGI_SERVERS,
-            "frameworks": ["raw-wsgi", "flask", "starlette"],
-            # json left out: it ranked the stacks as hello did, and its 12 cells took ~4 of
-            # the ~14 minutes the study took with it (docs/steady-state.md)
-            "workloads": ["hello", "cpu"],
-            "server_settings": {"gunicorn-gthread": {"workers": [1], "threads": [4]}},
-        },
-        "load": {
-            "connections": [64],
-            "duration_s": 3.0,
-            "warmup": "steady",
-            "warmup_cap_s": 15.0,
-            "iterations": 1,
-            # 3: a 95% t interval from 2 replicates spans +-9 standard deviations, from 3
-            # +-2.5 (docs/steady-state.md); the replicate budget has no room left in 10-11 min
-            "replicates": 3,
-            # one server per stack replicate serves its workloads: fewer cold starts,
-            # which keeps the wall time near the sum of the load windows (runner_overhead.py)
-            "server_scope": "stack",
-        },
-    },
-    # About half an hour: more servers and frameworks, a connections sweep, longer windows.
-    "standard": {
-        "matrix": {
-            "servers": [
-                "gunicorn-sync",
-                "gunicorn-gthread",
-                "waitress",
-                "granian-wsgi",
-                "uvicorn-uvloop",
-                "uvicorn-h11",
-                "hypercorn",
-                "granian-asgi",
-            ],
-            "frameworks": ["raw-wsgi", "flask", "django", "raw-asgi", "starlette", "fastapi"],
-            "workloads": ["hello", "json", "cpu", "io"],
-            "server_settings": {
-                "gunicorn-gthread": {"workers": [1], "threads": [4]},
-                "waitress": {"workers": [1], "threads": [4]},
-            },
-        },
-        "load": {
-            "connections": [16, 64],
-            "duration_s": 3.0,
-            "warmup_duration_s": 2.0,
-            "warmup_iterations": 1,
-            "iterations": 1,
-            "replicates": 2,
-        },
-    },
-    # Hours: every server, framework and workload of the catalogue, a wide sweep.
-    "full": {
-        "matrix": {
-            "servers": [],  # empty = all
-            "frameworks": [],
-            "workloads": [],
-            "server_settings": {
-                "gunicorn-gthread": {"workers": [1], "threads": [4, 16]},
-                "waitress": {"workers": [1], "threads": [4, 16]},
-            },
-        },
-        "load": {
-            "connections": [1, 16, 64, 256],
-            "duration_s": 10.0,
-            "warmup_duration_s": 5.0,
-            "warmup_iterations": 2,
-            "iterations": 2,
-            "replicates": 3,
-        },
-    },
-}
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load.histogram import Histogram
 from pywebbench.report.flags import flag_notes, legend
 from pywebbench.report.tables import fmt_mib
@@ -170,13 +171,12 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
         for i in measured:
             by_rep[i.replicate].append(i.rps)
         peak = max((i.rss_peak_bytes or 0) for i in its)
-        rob = cell.flags.get("robustness")  # the fault phase (docs/faults.md)
-        rob = rob if isinstance(rob, dict) else {}
+        rob = CellRobustness.from_flag(cell.flags.get("robustness"))  # docs/faults.md
         flags = flag_notes(cell.flags)
         if cell.flags.get("errors"):
             flags.append("errors")
-        if rob.get("malformed_accepted"):
-            flags.append("accepted malformed: " + ", ".join(rob["malformed_accepted"]))
+        if rob is not None and rob.malformed_accepted:
+            flags.append("accepted malformed: " + ", ".join(rob.malformed_accepted))
         out[f"{cell.workload} @ {cell.load_point}"].append(
             {
                 "stack": stack.key,
@@ -188,7 +188,7 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
                 "peak_rss": peak,
                 "errors": sum(i.errors + i.non_2xx for i in measured),
                 "flags": flags,
-                "robustness": rob.get("score"),
+                "robustness": rob.score if rob is not None else None,
             }
         )
     for rows in out.values():

@@ -13,9 +13,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pywebbench.bringup import StackFailure
+from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LoadAgent, LoadProgress, LoadSpec, iteration_figures
 from pywebbench.meter import Sampler, tree
 from pywebbench.run.config import StudyConfig
@@ -96,7 +97,7 @@ class Measurer:
 
     def replicate(
         self, cell: CellPlan, cell_id: int, rep_id: int, replicate: int, server: RunningServer
-    ) -> tuple[StackFailure | None, dict[str, Any] | None]:
+    ) -> tuple[StackFailure | None, CellRobustness | None]:
         """Warm-up, measured iterations, drift and leak tests, fault phase.
 
         Returns the failure that ended the replicate (None when it completed) and the

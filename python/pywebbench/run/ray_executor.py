@@ -35,6 +35,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, cast
 
 from pywebbench.bringup import StackFailure, one_line
+from pywebbench.faults.outcome import CellRobustness
 from pywebbench.run.config import ConfigError, StudyConfig
 from pywebbench.run.executor import prepared_here
 from pywebbench.run.host import cpu_model, usable_cpus
@@ -82,7 +83,7 @@ class CellOutcome:
     ok: int
     next_rep: int
     failure: tuple[str, str, str | None] | None  # phase, reason, detail
-    robustness: dict[str, Any] | None
+    robustness: CellRobustness | None
 
 
 @dataclass(frozen=True)
@@ -331,10 +332,11 @@ class RayExecutor:
         try:
             ray = session.enter_context(ray_session(address))  # keeps our SIGTERM handler
         except RayUnavailable as exc:
-            text = str(exc).replace("--agents:", "--executor ray:", 1)
-            if not text.startswith("--"):
-                text = f"--executor ray: {text}"
-            raise ConfigError(text) from None
+            from pywebbench.run.options import flag_of
+
+            # the field at fault, named by run's flag; anything else is --executor ray's need
+            where = flag_of("load.ray_address") if exc.field == "ray_address" else "--executor ray"
+            raise ConfigError(f"{where}: {exc.why}") from None
         return cls(ray, session)
 
     def __enter__(self) -> RayExecutor:

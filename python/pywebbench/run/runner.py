@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pywebbench import __version__, bringup
 from pywebbench.bind import Bind
 from pywebbench.bringup import StackFailure, one_line
+from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LoadAgent, LoadProgress, LocalAgent
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events, Outcome
@@ -104,7 +105,7 @@ class StudyRunner:
         self._provision_failed: dict[str, StackFailure] = {}
         self._settings_recorded: set[str] = set()
         self._services: bringup.Services | None = None
-        self._robustness: dict[int, dict[str, Any]] = {}  # cell id -> last fault phase
+        self._robustness: dict[int, CellRobustness] = {}  # cell id -> last fault phase
         self._done: set[str] | None = None
         self.outcome = Outcome(run_id=self.run_id, status=RunStatus.RUNNING)
         self._measure = Measurer(
@@ -420,7 +421,7 @@ class StudyRunner:
     def _flags(self, cell_id: int) -> dict[str, Any]:
         flags = cell_flags(self.store.replicates(cell_id), self.store.iterations(cell_id))
         if cell_id in self._robustness:
-            flags["robustness"] = self._robustness.pop(cell_id)
+            flags["robustness"] = self._robustness.pop(cell_id).to_flag()
         return flags
 
     # -- one server ------------------------------------------------------------------------

@@ -29,12 +29,6 @@ ASYNC_PG_PINS: dict[str, tuple[str, ...]] = {
 }
 
 
-def generation(interpreter: Interpreter) -> str:
-    """``"py39"`` for Python 3.9 (PyPy included), ``"modern"`` for 3.10 and later."""
-    major, minor = (int(x) for x in interpreter.minor.split("."))
-    return "py39" if (major, minor) < (3, 10) else "modern"
-
-
 class AppFramework(Framework):
     """A framework whose app module lives in ``pywebbench/inside/apps`` (``pwb_<name>.py``).
 
@@ -54,7 +48,7 @@ class AppFramework(Framework):
     system_packages: ClassVar[tuple[str, ...]] = ()
 
     def requirements(self, interpreter: Interpreter) -> list[str]:
-        gen = generation(interpreter)
+        gen = interpreter.generation
         reqs = [*self.pins[gen], *CLIENT_PINS[gen]]
         if self.io_style == "async" and not interpreter.is_pypy:
             reqs += ASYNC_PG_PINS[gen]

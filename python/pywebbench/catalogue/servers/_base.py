@@ -29,12 +29,6 @@ BACKLOG = 2048
 KEEPALIVE_S = 5
 
 
-def generation(interpreter: Interpreter) -> str:
-    """``"py39"`` for Python 3.9 (PyPy included), ``"modern"`` for 3.10 and later."""
-    major, minor = (int(x) for x in interpreter.minor.split(".")[:2])
-    return "py39" if (major, minor) < (3, 10) else "modern"
-
-
 @functools.lru_cache(maxsize=1)
 def somaxconn() -> int:
     """The kernel's cap on listen backlogs (``net.core.somaxconn``), 4096 if unreadable."""
@@ -110,7 +104,7 @@ class BaseAdapter(ServerAdapter):
     def requirements(self, interpreter: Interpreter) -> list[str]:
         if interpreter.is_pypy and "pypy" in self.pins:
             return list(self.pins["pypy"])
-        return list(self.pins[generation(interpreter)])
+        return list(self.pins[interpreter.generation])
 
     def unavailable(self, interpreter: Interpreter) -> str | None:
         major, minor = (int(x) for x in interpreter.minor.split(".")[:2])

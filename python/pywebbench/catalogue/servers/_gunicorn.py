@@ -9,7 +9,6 @@ from pywebbench.catalogue.servers._base import (
     KEEPALIVE_S,
     BaseAdapter,
     backlog,
-    generation,
     listen_address,
 )
 
@@ -62,7 +61,7 @@ class GunicornBase(BaseAdapter):
             "--error-logfile",
             "-",
         ]
-        if generation(ctx.interpreter) == "modern":
+        if ctx.interpreter.generation == "modern":
             # gunicorn >= 24 opens a control socket in the working directory by default.
             argv.append("--no-control-socket")
         argv.append(ctx.app)

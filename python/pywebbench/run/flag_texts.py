@@ -1,0 +1,79 @@
+"""The ``pywebbench run`` flags' help texts too long for their field's line in
+:mod:`pywebbench.run.config`, and the parsers of the flags whose value is not a plain list."""
+
+from __future__ import annotations
+
+from pywebbench.run.declare import comma_list
+
+PROFILE_HELP = (
+    "Built-in study to start from: quick (default, 10-11 min), standard (~30 min), full (hours)."
+)
+WARMUP_HELP = (
+    "steady (default): warm up until throughput is steady, or --warmup-cap; fixed: "
+    "--warmup-iterations x --warmup-duration (docs/steady-state.md)."
+)
+CI_TARGET_HELP = (
+    "More replicates for cells whose 95% CI half-width exceeds this fraction of the "
+    "median (0.05 = +-5%), up to --max-replicates."
+)
+FAULTS_HELP = (
+    "Also measure every cell under this fault mix and score its robustness: 'default', "
+    "'slowloris=50,reset-mid-response=10/s', ...; 'slowloris=10,100,500' sweeps the attack "
+    "size and names the breaking point; 'fresh=20%', 'lead=1s' (docs/faults.md)."
+)
+SLO_HELP = (
+    "Latency SLO, e.g. p99=50ms: each replicate also searches the highest open-loop "
+    "rate that meets it, the knee (docs/slo.md)."
+)
+SERVER_SCOPE_HELP = (
+    "cell: a fresh server for every replicate of every cell; stack: one fresh server "
+    "per replicate serves all of a stack's workloads in turn (fewer starts, less overhead)."
+)
+BIND_HELP = (
+    "Where the server listens, a sweep: tcp (default: a loopback port) and/or unix (a "
+    "unix-domain socket, as behind nginx): --bind tcp,unix measures both side by side. "
+    "Servers that cannot bind one are skipped (pywebbench stacks --json: unix_bind)."
+)
+SERVER_OPTION_HELP = (
+    "A server setting, SERVER.SETTING=NUMBER (repeatable), e.g. "
+    "waitress.connection_limit=100 (docs/servers.md lists them)."
+)
+EXECUTOR_HELP = (
+    "Where cells run: local (default), or ray: independent cells (whole stacks with "
+    "--server-scope stack) in parallel on the nodes of a Ray cluster (docs/scale-out.md)."
+)
+RAY_HELP = (
+    "Ray cluster HOST:PORT for --executor ray or --load-agents (default: a local Ray, "
+    "started for the run and stopped after)."
+)
+
+
+def parse_server_options(values: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    """``--server-option waitress.connection_limit=100`` -> {"waitress": {...: 100}}."""
+    out: dict[str, dict[str, int]] = {}
+    for text in values:
+        head, _, value = text.partition("=")
+        server, _, name = head.partition(".")
+        if not (server and name and value.strip().isdigit()):
+            raise ValueError(
+                f"{text!r}: expected SERVER.SETTING=NUMBER, e.g. waitress.connection_limit=100"
+            )
+        out.setdefault(server.strip(), {})[name.strip()] = int(value)
+    return out
+
+
+def parse_constant_rates(values: tuple[str, ...]) -> list[float]:
+    """``--rate 1000,5000`` -> [1000.0, 5000.0]; a ramp or steps is refused."""
+    if any(":" in v or "@" in v for v in values):
+        # A load point is one rate (stored, compared and warmed up to a steady state).
+        raise ValueError(
+            "run sweeps constant rates (one load point each); for a ramp or "
+            "steps use pywebbench load --rate"
+        )
+    out = []
+    for text in comma_list(values):
+        try:
+            out.append(float(text))
+        except ValueError:
+            raise ValueError(f"{text!r}: not a number") from None
+    return out

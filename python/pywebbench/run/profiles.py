@@ -1,0 +1,90 @@
+"""The built-in study profiles (``--profile``, ``profile = ...``): quick, standard, full.
+
+Each is a partial ``pywebbench.toml`` that the file and the CLI options override
+(:func:`pywebbench.run.config.resolve`); docs/config.md describes them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PROFILES = ("quick", "standard", "full")
+
+_WSGI_SERVERS = ["gunicorn-gthread", "granian-wsgi"]
+_ASGI_SERVERS = ["uvicorn-h11", "granian-asgi"]
+
+PROFILE_DATA: dict[str, dict[str, Any]] = {
+    # The README's main job: about 10 minutes on a 2-core machine, provisioning included.
+    "quick": {
+        "matrix": {
+            "servers": _WSGI_SERVERS + _ASGI_SERVERS,
+            "frameworks": ["raw-wsgi", "flask", "starlette"],
+            # json left out: it ranked the stacks as hello did, and its 12 cells took ~4 of
+            # the ~14 minutes the study took with it (docs/steady-state.md)
+            "workloads": ["hello", "cpu"],
+            "server_settings": {"gunicorn-gthread": {"workers": [1], "threads": [4]}},
+        },
+        "load": {
+            "connections": [64],
+            "duration_s": 3.0,
+            "warmup": "steady",
+            "warmup_cap_s": 15.0,
+            "iterations": 1,
+            # 3: a 95% t interval from 2 replicates spans +-9 standard deviations, from 3
+            # +-2.5 (docs/steady-state.md); the replicate budget has no room left in 10-11 min
+            "replicates": 3,
+            # one server per stack replicate serves its workloads: fewer cold starts,
+            # which keeps the wall time near the sum of the load windows (runner_overhead.py)
+            "server_scope": "stack",
+        },
+    },
+    # About half an hour: more servers and frameworks, a connections sweep, longer windows.
+    "standard": {
+        "matrix": {
+            "servers": [
+                "gunicorn-sync",
+                "gunicorn-gthread",
+                "waitress",
+                "granian-wsgi",
+                "uvicorn-uvloop",
+                "uvicorn-h11",
+                "hypercorn",
+                "granian-asgi",
+            ],
+            "frameworks": ["raw-wsgi", "flask", "django", "raw-asgi", "starlette", "fastapi"],
+            "workloads": ["hello", "json", "cpu", "io"],
+            "server_settings": {
+                "gunicorn-gthread": {"workers": [1], "threads": [4]},
+                "waitress": {"workers": [1], "threads": [4]},
+            },
+        },
+        "load": {
+            "connections": [16, 64],
+            "duration_s": 3.0,
+            "warmup_duration_s": 2.0,
+            "warmup_iterations": 1,
+            "iterations": 1,
+            "replicates": 2,
+        },
+    },
+    # Hours: every server, framework and workload of the catalogue, a wide sweep.
+    "full": {
+        "matrix": {
+            "servers": [],  # empty = all
+            "frameworks": [],
+            "workloads": [],
+            "server_settings": {
+                "gunicorn-gthread": {"workers": [1], "threads": [4, 16]},
+                "waitress": {"workers": [1], "threads": [4, 16]},
+            },
+        },
+        "load": {
+            "connections": [1, 16, 64, 256],
+            "duration_s": 10.0,
+            "warmup_duration_s": 5.0,
+            "warmup_iterations": 2,
+            "iterations": 2,
+            "replicates": 3,
+        },
+    },
+}

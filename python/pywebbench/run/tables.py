@@ -1,0 +1,177 @@
+"""The ``[matrix]``, ``[cpus]``, ``[timeouts]`` and ``[app]`` tables of ``pywebbench.toml``.
+
+Part of the study model (:mod:`pywebbench.run.config` has ``[load]`` and the whole); each key
+is declared once, with its mark (:mod:`pywebbench.run.declare`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from pywebbench.run.declare import FileOnly, Flag
+from pywebbench.run.flag_texts import SERVER_OPTION_HELP, parse_server_options
+
+_PHASE_BOUND = FileOnly("a bound of one phase of a cell; the default fits every built-in stack")
+
+
+class Table(BaseModel):
+    """A table of ``pywebbench.toml``: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ServerSettings(Table):
+    """Worker/thread settings for one server; each combination is its own stack variant."""
+
+    workers: list[int] = Field(default=[1], min_length=1, description="Worker processes.")
+    threads: list[int] = Field(
+        default=[1], min_length=1, description="Threads per worker (threaded servers)."
+    )
+
+    @field_validator("workers", "threads")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if any(x < 1 for x in v):
+            raise ValueError("every value must be >= 1")
+        return v
+
+
+class MatrixConfig(Table):
+    """What to run: the product of these lists, pairing servers and frameworks by interface."""
+
+    interpreters: Annotated[
+        list[str], Flag("--python", help="Interpreters: cpython3.11,pypy3.9 or paths.")
+    ] = Field(
+        default_factory=list,
+        description="Interpreter names (cpython3.11, pypy3.9), versions (3.13, pypy) or "
+        "paths. Empty: the running CPython plus pypy3 when installed.",
+    )
+    servers: Annotated[
+        list[str], Flag("--server", help="Servers (comma list, globs): granian-*.")
+    ] = Field(default_factory=list, description="Server adapter names.")
+    frameworks: Annotated[
+        list[str], Flag("--framework", help="Frameworks (comma list, globs).")
+    ] = Field(default_factory=list, description="Framework names (ignored when [app] is given).")
+    workloads: Annotated[list[str], Flag("--workload", help="Workloads: hello,json,cpu,...")] = (
+        Field(default_factory=list, description="Workload names.")
+    )
+    workers: Annotated[
+        list[int],
+        Flag("--workers", help="Worker processes sweep: 1,2.", also={"server_settings": {}}),
+    ] = Field(default=[1], min_length=1, description="Default worker counts.")
+    threads: Annotated[
+        list[int],
+        Flag("--threads", help="Threads per worker sweep: 1,4.", also={"server_settings": {}}),
+    ] = Field(default=[1], min_length=1, description="Default thread counts.")
+    server_settings: Annotated[
+        dict[str, ServerSettings],
+        FileOnly("a table per server; --workers and --threads replace it"),
+    ] = Field(
+        default_factory=dict,
+        description="Per-server worker/thread lists overriding the defaults, by server name.",
+    )
+    server_options: Annotated[
+        dict[str, dict[str, int]],
+        Flag("--server-option", help=SERVER_OPTION_HELP, parse=parse_server_options),
+    ] = Field(
+        default_factory=dict,
+        description="Server settings by server name, e.g. {waitress = {connection_limit = "
+        "100}}; each server lists the ones it takes (docs/servers.md).",
+    )
+    workload_params: Annotated[dict[str, dict[str, int]], FileOnly("a table per workload")] = Field(
+        default_factory=dict,
+        description="Parameters per workload, e.g. {cpu = {n = 20}, io = {ms = 10}}.",
+    )
+    worker_max_requests: Annotated[
+        list[int],
+        Flag(
+            "--worker-max-requests",
+            help="Worker recycling sweep: 0,1000,100 (0 = never; servers that support it).",
+        ),
+    ] = Field(
+        default=[0],
+        min_length=1,
+        description="Worker recycling sweep: a worker is replaced after this many requests "
+        "(0 = never), on servers that support it (docs/config.md#worker-recycling).",
+    )
+
+    @field_validator("worker_max_requests")
+    @classmethod
+    def _max_requests(cls, v: list[int]) -> list[int]:
+        if any(x < 0 or x > 100_000_000 for x in v):
+            raise ValueError("every value must be 0..100000000 (0 = never recycle)")
+        return list(dict.fromkeys(v))
+
+
+class CpuConfig(Table):
+    """Core pinning. Server and generator cores must be disjoint."""
+
+    server: Annotated[list[int], Flag("--server-cpus", help="Cores for servers (default 0).")] = (
+        Field(default_factory=list, description="Server cores (default: [0]).")
+    )
+    generator: Annotated[
+        list[int], Flag("--generator-cpus", help="Cores for the load generator.")
+    ] = Field(default_factory=list, description="Load generator cores (default: the other cores).")
+
+
+class TimeoutConfig(Table):
+    """Upper bounds of each phase of a cell."""
+
+    provision_s: Annotated[float, _PHASE_BOUND] = Field(
+        1200.0, gt=0, description="Building one virtualenv."
+    )
+    start_s: Annotated[float, _PHASE_BOUND] = Field(
+        60.0, gt=0, description="Server start until it answers."
+    )
+    verify_s: Annotated[float, _PHASE_BOUND] = Field(
+        30.0, gt=0, description="Verification requests."
+    )
+    stop_s: Annotated[float, _PHASE_BOUND] = Field(
+        15.0, gt=0, description="Stopping the server process group."
+    )
+
+
+class AppConfig(Table):
+    """Bring your own app instead of the built-in frameworks."""
+
+    app: Annotated[
+        str, Flag("--app", help="Your app instead of the frameworks: module:callable.")
+    ] = Field(description='"module:callable" of your WSGI or ASGI application.')
+    interface: Annotated[
+        Literal["wsgi", "asgi"] | None, Flag("--interface", help="Your app's interface.")
+    ] = Field(None, description="Declared interface; detected inside the stack venv when omitted.")
+    requirements: Annotated[
+        str | None, Flag("--requirements", help="requirements.txt of your app.")
+    ] = Field(None, description="requirements.txt to install.")
+    project: Annotated[
+        str | None, Flag("--project", help="Directory of your app (put on PYTHONPATH).")
+    ] = Field(
+        None, description="Project directory (put on PYTHONPATH; installed if it has a pyproject)."
+    )
+    paths: Annotated[
+        list[str], Flag("--path", help="Path of your app to load (repeatable).", split=False)
+    ] = Field(default=["/"], min_length=1, description="Paths to load.")
+    expect_status: Annotated[
+        int | None, Flag("--expect-status", help="Status your app must answer.")
+    ] = Field(None, description="Expected status (default: any 2xx).")
+    expect_body: Annotated[
+        str | None, Flag("--expect-body", help="A substring the body of your app must contain.")
+    ] = Field(None, description="A substring the body must contain.")
+
+    @field_validator("app")
+    @classmethod
+    def _app(cls, v: str) -> str:
+        module, _, attr = v.partition(":")
+        if not module or not attr:
+            raise ValueError('must look like "module:callable"')
+        return v
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not p.startswith("/"):
+                raise ValueError(f"path {p!r} must start with /")
+        return v
