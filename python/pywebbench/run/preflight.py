@@ -37,6 +37,7 @@ class Finding:
     check: str  # busy, smt, frequency, swap, aslr
     problem: str
     advice: str
+    pids: tuple[int, ...] = ()  # busy: every busy process (the line names the busiest five)
 
     def line(self) -> str:
         """``check: problem; advice``, the one line the console prints."""
@@ -46,10 +47,10 @@ class Finding:
 def _busy_processes(cpus: set[int], sample_s: float) -> list[Finding]:
     """Other processes that used more than :data:`BUSY_SHARE` of a core over ``sample_s``
     and may run on ``cpus``."""
-    mine = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}
+    mine = os.getpid()
     procs: list[tuple[psutil.Process, float]] = []
     for p in psutil.process_iter(["pid"]):
-        if p.pid in mine:
+        if p.pid == mine:
             continue
         try:
             t = p.cpu_times()
@@ -59,7 +60,7 @@ def _busy_processes(cpus: set[int], sample_s: float) -> list[Finding]:
     start = time.monotonic()
     time.sleep(sample_s)
     elapsed = time.monotonic() - start
-    busy: list[tuple[float, str]] = []
+    busy: list[tuple[float, str, int]] = []
     for p, before in procs:
         try:
             with p.oneshot():
@@ -69,13 +70,13 @@ def _busy_processes(cpus: set[int], sample_s: float) -> list[Finding]:
                     continue
                 if not set(p.cpu_affinity() or []) & cpus:
                     continue
-                busy.append((share, f"{p.name()} (pid {p.pid}, {share:.0%} of a core)"))
+                busy.append((share, f"{p.name()} (pid {p.pid}, {share:.0%} of a core)", p.pid))
         except psutil.Error:
             continue
     if not busy:
         return []
     busy.sort(reverse=True)
-    shown = ", ".join(name for _, name in busy[:5])
+    shown = ", ".join(name for _, name, _ in busy[:5])
     more = f" and {len(busy) - 5} more" if len(busy) > 5 else ""
     return [
         Finding(
@@ -83,6 +84,7 @@ def _busy_processes(cpus: set[int], sample_s: float) -> list[Finding]:
             f"{len(busy)} other process(es) busy on cores {sorted(cpus)}: {shown}{more}",
             "stop them, or move the study to idle cores (--server-cpus, --generator-cpus); "
             "interfered iterations are measured again, and flagged if they stay interfered",
+            tuple(pid for _, _, pid in busy),
         )
     ]
 
