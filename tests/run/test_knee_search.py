@@ -190,6 +190,21 @@ def test_an_edge_that_flips_is_a_range() -> None:
     assert search_knee(plan, steady, clock=lambda: 0.0).flip_rps is None
 
 
+def test_the_first_rate_runs_only_the_probes_the_budget_holds() -> None:
+    """A low start rate with a p99 target: each probe needs its 30 s cap; a 60 s budget holds
+    one probe of 31.3 s, not three (the first rate overran a 60 s budget by 33 s here)."""
+    rates, probe = _probe_of(lambda rate, n: False)
+    now = [0.0]
+    plan = SearchPlan(slo=parse_slo("p99=20ms"), start_rps=100.0, budget_s=60.0)
+
+    def timed(rate: float, phase: str) -> KneeProbe:
+        now[0] += plan.probe_cost_s(rate)
+        return probe(rate, phase)
+
+    result = search_knee(plan, timed, clock=lambda: now[0])
+    assert rates == [100.0] and result.ended == "budget" and now[0] <= 60.0
+
+
 def test_one_probe_per_rate_when_asked() -> None:
     rates, probe = _probe_of(lambda rate, n: rate <= 1_500)
     plan = SearchPlan(slo=parse_slo("p99=20ms"), start_rps=1_000.0, budget_s=1e9, repeats=1)

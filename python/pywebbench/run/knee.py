@@ -147,9 +147,10 @@ def search_knee(
     """Bracket, then bisect, the highest rate at which every one of ``plan.repeats``
     probes ``probe(rate, phase)`` passes.
 
-    The first rate's probes always run; each later rate only if all of its probes fit in
-    what is left of ``plan.budget_s``. The knee is the highest rate that passed every probe;
-    the true one lies below the lowest rate above it that did not (``fail_rps``). A rate
+    The first rate always runs (as many of its probes as fit in ``plan.budget_s``, at least
+    one); each later rate only if all of its probes fit in what is left of it. The knee is
+    the highest rate that passed every probe; the true one lies below the lowest rate above
+    it that did not (``fail_rps``). A rate
     whose probes disagree counts as not passing, and the highest such rate is ``flip_rps``.
     """
     t0 = clock()
@@ -164,9 +165,13 @@ def search_knee(
         return not probes or clock() - t0 + plan.rate_cost_s(r) <= plan.budget_s
 
     def judged(r: float, phase: str) -> bool:
-        """Whether every probe of ``r`` passed; a rate whose probes disagree flipped."""
+        """Whether every probe of ``r`` passed; a rate whose probes disagree flipped. The
+        first rate always runs: as many of its probes as the budget holds, at least one."""
+        repeats = max(1, plan.repeats)
+        if not probes:
+            repeats = max(1, min(repeats, int(plan.budget_s // plan.probe_cost_s(r))))
         outcomes = []
-        for _ in range(max(1, plan.repeats)):
+        for _ in range(repeats):
             p = probe(r, phase)
             probes.append(p)
             outcomes.append(p.passed)
