@@ -150,8 +150,8 @@ def search_knee(
     The first rate always runs (as many of its probes as fit in ``plan.budget_s``, at least
     one); each later rate only if all of its probes fit in what is left of it. The knee is
     the highest rate that passed every probe; the true one lies below the lowest rate above
-    it that did not (``fail_rps``). A rate
-    whose probes disagree counts as not passing, and the highest such rate is ``flip_rps``.
+    it that did not (``fail_rps``). A rate whose probes disagree counts as not passing, and
+    the highest such rate is ``flip_rps``.
     """
     t0 = clock()
     probes: list[KneeProbe] = []
