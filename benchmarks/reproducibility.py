@@ -119,8 +119,8 @@ def _chance_outside(n_a: int, n_b: int, trials: int = 4000) -> float:
     rng = random.Random(n_a * 1000 + n_b)
     hits = 0
     for _ in range(trials):
-        x = summarize_replicates([[rng.gauss(0.0, 1.0)] for _ in range(n_a)])
-        y = summarize_replicates([[rng.gauss(0.0, 1.0)] for _ in range(n_b)])
+        x = summarize_replicates([[rng.lognormvariate(0.0, 0.1)] for _ in range(n_a)])
+        y = summarize_replicates([[rng.lognormvariate(0.0, 0.1)] for _ in range(n_b)])
         hits += not (_inside(y.median, x) or _inside(x.median, y))
     return hits / trials
 

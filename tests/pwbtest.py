@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -68,3 +69,24 @@ def process_census() -> Iterator[str]:
             os.environ[MARK_VAR] = old
     left = marked_processes(MARK_VAR, mark)
     assert not left, f"processes left behind: {left}"
+
+
+# The neighbour process of the interference benchmark (docs/interference.md).
+NEIGHBOUR = Path(__file__).parents[1] / "benchmarks" / "neighbour.py"
+
+
+@contextmanager
+def neighbour(core: int, on: str = "1s", off: str = "0") -> Iterator[subprocess.Popen[bytes]]:
+    """A neighbour spinning ``on`` then sleeping ``off`` on ``core`` for the duration
+    (bounded: it stops by itself after 120 s); stopped and reaped on exit."""
+    proc = subprocess.Popen(
+        [sys.executable, str(NEIGHBOUR), "--cpu", str(core), "--on", on, "--off", off,
+         "--for", "120s"],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)

@@ -3,16 +3,17 @@
 Medians with 95% confidence intervals, and the coefficient of variation. The interval's
 method depends on how many values there are (docs/steady-state.md, "Confidence intervals"):
 
-- fewer than :data:`BOOTSTRAP_MIN` values: Student's t interval of the mean. A percentile
-  bootstrap undercovers badly on so few values: on two it returns their range, which holds
-  the true centre only half the time, yet was printed as a 95% interval. The t interval on
-  the per-replicate figures is the one Kalibera & Jones (ISMM 2013) recommend for a handful
-  of process runs; it is wide on 2 values (12.7 standard errors) because 2 values say little.
+- fewer than :data:`BOOTSTRAP_MIN` values: Student's t interval on the log scale (of the
+  geometric mean), so it is never below zero. A percentile bootstrap undercovers badly on so
+  few values: on two it returns their range, which holds the true centre only half the time,
+  yet was printed as a 95% interval. The t interval on the per-replicate figures is the one
+  Kalibera & Jones (ISMM 2013) recommend for a handful of process runs; it is wide on 2
+  values (12.7 standard errors) because 2 values say little.
 - from :data:`BOOTSTRAP_MIN` values on: the percentile bootstrap of the median (fixed seed,
   so a report is reproducible), which needs no normality.
 
-Steady state, drift and leaks are in :mod:`pywebbench.steady`. Pure Python: the samples
-are small (replicates x iterations).
+Steady state, drift and leaks are in :mod:`pywebbench.steady`. The samples
+are small (replicates x iterations); the t distribution comes from scipy.stats.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import random
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import scipy.stats
 
 
 def median(values: Sequence[float]) -> float:
@@ -43,69 +46,28 @@ BOOTSTRAP_MIN = 10
 
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t distribution with ``df`` degrees of freedom
-    (``df`` may be fractional, as Welch's is). Bisection on the CDF: exact to 1e-9."""
+    (``df`` may be fractional, as Welch's is), from :data:`scipy.stats.t`."""
     if not 0.0 < p < 1.0 or not df > 0:
         raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while _t_cdf(hi, df) < p:
-        hi *= 2.0
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        if _t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-10 * max(1.0, hi):
-            break
-    return (lo + hi) / 2.0
-
-
-def _t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for t >= 0, through the regularized incomplete beta function."""
-    x = df / (df + t * t)
-    return 1.0 - 0.5 * _betainc(df / 2.0, 0.5, x)
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b) (Lentz's continued fraction)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    ln_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x > (a + 1.0) / (a + b + 2.0):  # the fraction converges fast on the other side
-        return 1.0 - _betainc(b, a, 1.0 - x)
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    frac = d
-    for m in range(1, 500):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            frac *= c * d
-        if abs(c * d - 1.0) < 1e-15:
-            break
-    return math.exp(ln_front) * frac / a
+    return float(scipy.stats.t.ppf(p, df))
 
 
 def t_interval(values: Sequence[float], *, level: float = 0.95) -> tuple[float, float]:
-    """Student's t confidence interval of the mean; (NaN, NaN) with fewer than two values."""
+    """Student's t confidence interval of the geometric mean, computed on the log scale.
+
+    ``exp(mean(log x) +- t * sd(log x) / sqrt(n))``: the interval of a positive figure
+    (requests/s, a knee) is positive and multiplicative, as ``compare``'s ratios are, so a
+    wild replicate widens it without ever taking it below zero. (NaN, NaN) with fewer than
+    two values, or when a value is not positive (it has no logarithm, and a figure of 0 is a
+    failure, not a measurement).
+    """
     n = len(values)
-    if n < 2:
+    if n < 2 or min(values) <= 0:
         return (math.nan, math.nan)
-    mean = statistics.fmean(values)
-    half = t_quantile(0.5 + level / 2.0, n - 1) * statistics.stdev(values) / math.sqrt(n)
-    return (mean - half, mean + half)
+    logs = [math.log(v) for v in values]
+    centre = statistics.fmean(logs)
+    half = t_quantile(0.5 + level / 2.0, n - 1) * statistics.stdev(logs) / math.sqrt(n)
+    return (math.exp(centre - half), math.exp(centre + half))
 
 
 def bootstrap_ci(
@@ -134,7 +96,7 @@ def bootstrap_ci(
 
 @dataclass(frozen=True)
 class Summary:
-    """Median with its bootstrap CI and the spread of a small sample."""
+    """Median with its 95% CI (t on the log scale, or bootstrap) and the spread of a sample."""
 
     n: int
     median: float
@@ -149,9 +111,15 @@ class Summary:
     @property
     def ci_halfwidth_rel(self) -> float:
         """Half the CI width relative to the median (0.05 = +-5%)."""
-        if not self.median or math.isnan(self.median):
-            return math.nan
-        return (self.ci_high - self.ci_low) / 2.0 / abs(self.median)
+        return halfwidth_rel(self.ci_low, self.ci_high, self.median)
+
+
+def halfwidth_rel(low: float, high: float, centre: float) -> float:
+    """Half the width of ``low``..``high`` relative to ``centre`` (0.05 = +-5%); NaN without
+    an interval or a centre. A log-scale interval is asymmetric: this is its mean half."""
+    if not centre or math.isnan(centre):
+        return math.nan
+    return (high - low) / 2.0 / abs(centre)
 
 
 def summarize(values: Sequence[float], *, level: float = 0.95, seed: int = 0) -> Summary:

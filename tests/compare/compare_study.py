@@ -4,8 +4,9 @@ Three runs of one real stack (gunicorn-sync serving raw-wsgi on the running CPyt
 ``cpu`` workload, 3 replicates x 2 measured 1 s iterations) go into one store:
 
 - ``a1`` and ``a2``: the same study twice (an A/A pair: any difference is noise);
-- ``slow``: the same study with each request computing fib(24) instead of fib(20), about
-  6.8x the work: a real regression.
+- ``slow``: the same study with each request computing fib(27) instead of fib(20), about
+  29x the work: a real regression, large enough that 3 replicates a side detect it at the
+  tests' designed false-failure rate (test_compare_cmd.py).
 
 Every process the studies start carries a marker; none may be left at the end.
 """
@@ -48,6 +49,11 @@ STUDY = [
     "--replicates",
     "3",
     "--no-report",
+    # These studies judge compare's statistics on real servers; on a machine shared with
+    # other work every iteration could be interfered and every verdict "interfered". The
+    # guard has its own tests (tests/run/test_interference_guard.py, test_compare_cmd.py).
+    "--interference-max",
+    "2",
 ]
 
 

@@ -33,15 +33,21 @@ PLAN = StudyPlan(
     stacks=[
         FakeStack("cpython3.11", "refserver", "fast", delay_ms=0.0),
         # The same server and framework on PyPy: the JIT-effect view pairs the two. Its
-        # warm-ups never meet the JIT threshold: not steady (cap). Its leak and drift flags
-        # are stored as a runner that detected them would.
+        # warm-ups never meet the JIT threshold: not steady (cap). Its leak, drift and
+        # interference flags are stored as a runner that detected them would.
         FakeStack(
             "pypy3.9",
             "refserver",
             "fast",
             delay_ms=1.0,
             impl="pypy",
-            flags={"leak": True, "leak_bytes_per_1k": 400 * 1024, "drift": True},
+            flags={
+                "leak": True,
+                "leak_bytes_per_1k": 400 * 1024,
+                "drift": True,
+                "interfered": True,
+                "remeasured": 3,
+            },
         ),
         FakeStack("cpython3.11", EVIL_SERVER, EVIL_FW, delay_ms=0.3, fails_on={"json": EVIL_BODY}),
     ],
@@ -413,6 +419,7 @@ def test_flags_memory_and_steady_method_in_html(report_page: Any) -> None:
     badges = pypy.locator("td.col-notes .badge")
     notes = badges.all_text_contents()
     assert {"not steady (cap)", "drift", "leak (400 KB/1k req)"} <= set(notes)
+    assert {"interfered", "re-measured (3x)"} <= set(notes)  # docs/interference.md
     titles = [badges.nth(i).get_attribute("title") or "" for i in range(badges.count())]
     assert all(t for t in titles) and any("cap" in t for t in titles), list(
         zip(notes, titles, strict=True)
@@ -444,7 +451,7 @@ def test_markdown_flags_memory_ties_and_headline_ci(study: Any) -> None:
     assert low <= ratio <= high and low < high
     rows = {r["Stack"]: r for r in tables["hello"] if r["#"] != "#"}
     pypy = next(r for k, r in rows.items() if k.startswith("pypy3.9"))
-    for note in ("not steady (cap)", "drift", "leak (400 KB/1k req)"):
+    for note in ("not steady (cap)", "drift", "leak (400 KB/1k req)", "interfered"):
         assert note in pypy["Notes"]
     assert "- _not steady (cap)_:" in hello and "- _leak_:" in hello
     # Ranks: a tie is "=k" and says who with; otherwise the gap to the row above has a CI.
@@ -491,7 +498,9 @@ def test_console_summary_shows_flags_ties_and_their_legend(study: Any) -> None:
         console.print(table)
     out = console.export_text()
     pypy = [line for line in out.splitlines() if "pypy3.9/refserver/fast" in line]
-    assert pypy and all("not steady (cap), drift, leak (400 KB/1k req)" in line for line in pypy)
+    flags = "not steady (cap), drift, leak (400 KB/1k req), interfered,"
+    assert pypy and all(flags in line for line in pypy), pypy
+    assert "re-measured (3x)" in out  # the last flag may wrap onto the next line
     assert "not steady (cap): the warm-up reached its cap" in out  # the legend under a table
     # Every row below the first has the gap to the one above with its CI, or is a tie.
     ranked = [line for line in out.splitlines() if "refserver" in line and "│" in line]

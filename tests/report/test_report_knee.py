@@ -88,7 +88,8 @@ def test_markdown_shows_knee_ci_and_slo_not_met(study: Any) -> None:
     est = summarize(KNEES)
     fast = rows[0].split(" | ")
     assert (
-        fast[4] == f"{est.median:,.0f} req/s" and fast[5] == f"{est.ci_low:,.0f}–{est.ci_high:,.0f}"
+        fast[4] == f"{est.median:,.0f} req/s"
+        and fast[5] == f"{est.ci_low:,.0f}–{est.ci_high:,.0f} (±{est.ci_halfwidth_rel:.1%})"
     )
     assert fast[6] == "3" and fast[7] == "15"  # replicates, probes
     assert "SLO not met at 12 req/s" in rows[1] and "3× ended by floor" in rows[1]
@@ -131,3 +132,15 @@ def test_no_knee_section_without_an_slo(tmp_path: Path) -> None:
     paths = generate(store_path, [run_id], tmp_path / "out")
     assert 'id="knee"' not in paths.html.read_text()
     assert "latency SLO" not in paths.markdown.read_text()
+
+
+def test_an_edge_that_flips_is_shown_as_a_range() -> None:
+    from pywebbench.report.knee import KneeView
+
+    view = KneeView(
+        "k", "label", "hello", "c16", SLO, "p99", 20.0, 10_000, knees=list(KNEES), repeats=3
+    )
+    assert view.knee_text == "1,050 req/s" and "flips" not in view.notes
+    view.flips = [1_300.0, 1_250.0]  # two of the three replicates' edges flipped
+    assert view.knee_text == "1,050–1,300 req/s (flips)"
+    assert "edge flips in 2 of 3 replicates" in view.notes and "1,300 req/s" in view.notes

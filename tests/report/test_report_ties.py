@@ -65,7 +65,7 @@ def test_one_replicate_has_no_ratio_ci_and_no_claimed_tie() -> None:
 def test_one_value_has_no_median_ci() -> None:
     s = summarize([8597.0])
     assert fmt_ci(Estimate(s.median, s.ci_low, s.ci_high, s.n)) == "n/a (1 value)"
-    assert fmt_ci(Estimate(8597.0, 8500.0, 8700.0, 4)) == "8,500–8,700"
+    assert fmt_ci(Estimate(8597.0, 8500.0, 8700.0, 4)) == "8,500–8,700 (±1.2%)"
 
 
 def test_ranking_marks_ties_and_the_headline_carries_its_ci() -> None:

@@ -18,7 +18,7 @@ import pytest
 from pwbtest import GEN_CPUS
 from pywebbench.load import LoadSpec, run_load
 from pywebbench.refserver import RefServer
-from pywebbench.run.knee import SearchPlan, generator_late, probe_row, search_knee
+from pywebbench.run.knee import SearchPlan, probe_row, search_knee
 from pywebbench.run.slo import parse_slo
 from pywebbench.store import utcnow
 from pywebbench.store.knee_rows import KneeProbe
@@ -52,7 +52,8 @@ def test_knee_of_a_single_server_queue_matches_queueing_theory() -> None:
     ]
     assert result.status == "found", rates
     assert result.knee_rps == pytest.approx(analytic, rel=0.10), (analytic, rates)
-    # below the knee the server met the SLO (a probe the generator was late for is repeated)
+    # the knee and every rate below it met the SLO in every one of their probes
     below = [p for p in result.probes if p.rate_offered <= result.knee_rps]
-    assert all(p.passed or generator_late(p, slo) for p in below), rates
+    assert below and all(p.passed for p in below), rates
+    assert len(result.probes) == plan.repeats * len({p.rate_offered for p in result.probes})
     assert all(p.samples >= 0.9 * slo.min_samples for p in result.probes if p.passed)

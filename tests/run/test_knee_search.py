@@ -4,11 +4,13 @@ refused by `pywebbench run` before anything is written."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from pwbtest import pwb
 from pywebbench.run.knee import (
+    ProbeFn,
     SearchPlan,
     probe_connections,
     probe_verdict,
@@ -85,13 +87,15 @@ def test_finds_the_capacity_from_below_and_above(start: float) -> None:
     knee, fail = result.knee_rps, result.fail_rps  # type: ignore[attr-defined]
     assert 0.95 * 2_000 <= knee <= 2_008  # the fake queue's p99 stays under 20 ms to ~2,007
     assert knee < fail <= knee * 1.05
-    assert len(fake.rates) < 16
+    assert len(set(fake.rates)) < 16
+    assert len(fake.rates) == 3 * len(set(fake.rates))  # every rate probed 3 times by design
+    assert result.flip_rps is None  # type: ignore[attr-defined]  # a steady edge: a point
 
 
 def test_budget_stops_the_search_with_the_best_knee_so_far() -> None:
-    result, fake = _search(2_000.0, 1.0, start_rps=1_500.0, budget_s=20.0, warmup_s=1.0)
+    result, fake = _search(2_000.0, 1.0, start_rps=1_500.0, budget_s=40.0, warmup_s=1.0)
     assert result.ended == "budget" and result.status == "found"  # type: ignore[attr-defined]
-    assert fake.now <= 20.0  # no probe was started that did not fit
+    assert fake.now <= 40.0  # no rate was started whose probes did not all fit
     assert result.knee_rps < 2_000 < result.fail_rps  # type: ignore[attr-defined]
 
 
@@ -144,21 +148,66 @@ def test_bad_slo_in_the_study_file_names_its_key(tmp_path: Path) -> None:
     assert not results.exists()
 
 
-def test_a_probe_failed_with_the_generator_late_is_repeated() -> None:
+def _probe_of(passes: Callable[[float, int], bool]) -> tuple[list[float], ProbeFn]:
+    """A fake probe whose verdict at a rate's n-th probe (0-based) is ``passes(rate, n)``."""
     rates: list[float] = []
 
     def probe(rate: float, phase: str) -> KneeProbe:
+        n = sum(1 for r in rates if r == rate)
         rates.append(rate)
-        late = len(rates) == 1  # the first probe: the generator waited for a CPU
-        verdict = "latency" if late or rate > 1_500 else "pass"
-        lag_us = 50_000.0 if late else 100.0
+        verdict = "pass" if passes(rate, n) else "latency"
         return KneeProbe(
             None, 1, 0, len(rates) - 1, phase, "t", rate, rate, 1.0, 1, 0, 1.0, 1.0, 1,
-            verdict, lag_us,
+            verdict, 100.0,
         )  # fmt: skip
 
+    return rates, probe
+
+
+def test_a_rate_is_judged_on_all_its_probes_not_its_luckiest() -> None:
+    """Issue 22: a probe at 2,599 req/s failed twice and passed the third time, and the
+    search went on above it. Judged on all three, that rate does not pass."""
+    rates, probe = _probe_of(lambda rate, n: rate <= 800 or (rate <= 1_500 and n == 2))
     plan = SearchPlan(slo=parse_slo("p99=20ms"), start_rps=1_000.0, budget_s=1e9)
     result = search_knee(plan, probe, clock=lambda: 0.0)
-    assert rates[:2] == [1_000.0, 1_000.0]  # repeated, then passed
-    assert result.knee_rps is not None and 1_400 < result.knee_rps <= 1_500
-    assert [p.rate_offered for p in result.probes] == rates  # both stored
+    assert rates[:3] == [1_000.0] * 3  # one rate, three probes, by design
+    assert result.knee_rps is not None and 760 <= result.knee_rps <= 800
+    assert result.fail_rps is not None and result.fail_rps <= 1.05 * result.knee_rps
+    assert [p.rate_offered for p in result.probes] == rates  # every probe kept
+
+
+def test_an_edge_that_flips_is_a_range() -> None:
+    """Between 1,500 and 1,800 req/s one probe in three fails: the knee is the highest rate
+    that passed all three, and the edge is reported up to the highest rate that flipped."""
+    rates, probe = _probe_of(lambda rate, n: rate <= 1_500 or (rate <= 1_800 and n != 1))
+    plan = SearchPlan(slo=parse_slo("p99=20ms"), start_rps=1_000.0, budget_s=1e9)
+    result = search_knee(plan, probe, clock=lambda: 0.0)
+    assert result.knee_rps is not None and 1_420 <= result.knee_rps <= 1_500
+    assert result.flip_rps is not None and 1_500 < result.flip_rps <= 1_800
+    text = result.message(plan.slo)
+    assert f"knee {result.knee_rps:,.0f}-{result.flip_rps:,.0f} req/s" in text, text
+    steady_rates, steady = _probe_of(lambda rate, n: rate <= 1_500)
+    assert search_knee(plan, steady, clock=lambda: 0.0).flip_rps is None
+
+
+def test_the_first_rate_runs_only_the_probes_the_budget_holds() -> None:
+    """A low start rate with a p99 target: each probe needs its 30 s cap; a 60 s budget holds
+    one probe of 31.3 s, not three (the first rate overran a 60 s budget by 33 s here)."""
+    rates, probe = _probe_of(lambda rate, n: False)
+    now = [0.0]
+    plan = SearchPlan(slo=parse_slo("p99=20ms"), start_rps=100.0, budget_s=60.0)
+
+    def timed(rate: float, phase: str) -> KneeProbe:
+        now[0] += plan.probe_cost_s(rate)
+        return probe(rate, phase)
+
+    result = search_knee(plan, timed, clock=lambda: now[0])
+    assert rates == [100.0] and result.ended == "budget" and now[0] <= 60.0
+
+
+def test_one_probe_per_rate_when_asked() -> None:
+    rates, probe = _probe_of(lambda rate, n: rate <= 1_500)
+    plan = SearchPlan(slo=parse_slo("p99=20ms"), start_rps=1_000.0, budget_s=1e9, repeats=1)
+    result = search_knee(plan, probe, clock=lambda: 0.0)
+    assert len(rates) == len(set(rates)) and result.repeats == 1
+    assert result.knee_rps is not None and 1_420 <= result.knee_rps <= 1_500

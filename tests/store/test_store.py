@@ -264,16 +264,18 @@ def test_a_crash_loses_nothing_committed(tmp_path: Path) -> None:
 
 def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
     """Version 2 renamed cells.concurrency to cells.connections; older stores still open."""
-    from pywebbench.store.schema import _KNEE_TABLES, AB_DDL, DDL, LOAD_AGENTS_DDL
+    from pywebbench.store.schema import _KNEE_TABLES, AB_DDL, DDL, KNEE_FLIPS_DDL, LOAD_AGENTS_DDL
 
     path = tmp_path / "v1.sqlite"
     db = sqlite3.connect(path)
     v1 = DDL.replace(_KNEE_TABLES, "").replace(LOAD_AGENTS_DDL, "").replace(AB_DDL, "")
-    # (the knee tables, the load agents and A/B came with versions 4, 5 and 10)
+    v1 = v1.replace(KNEE_FLIPS_DDL, "")
+    # (the knee tables, the load agents, A/B and knee flips came with versions 4, 5, 10, 11)
     v1 = v1.replace("connections          INTEGER", "concurrency          INTEGER")
     for column in ("warmup_end", "warmup_s", "steady_start_s", "warmup_curve_json",
                    "drift_json", "leak_json", "worker_max_requests", "connection_mode",
-                   "syscalls_json", "processes_seen", "bind", "node", "flame_json"):  # fmt: skip
+                   "syscalls_json", "processes_seen", "bind", "node", "flame_json",
+                   "others_cpu_s", "steal_s", "interfered", "remeasured_json"):  # fmt: skip
         v1 = "\n".join(line for line in v1.splitlines() if not line.strip().startswith(column))
     v1 = v1.replace("ctx_involuntary      INTEGER,\n);", "ctx_involuntary      INTEGER\n);")
     db.executescript(v1)
@@ -287,3 +289,9 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
         assert store.schema_version == SCHEMA_VERSION
         assert {c.connections for c in store.cells(run_id)} == {64}
         assert {c.bind for c in store.cells(run_id)} == {"tcp"}  # added by version 7
+        cell_id = store.cells(run_id)[0].id
+        assert cell_id is not None
+        its = store.iterations(cell_id)
+        assert its
+        for it in its:  # added by version 9: not interfered
+            assert not it.interfered and it.remeasured == [] and it.others_cpu_s is None

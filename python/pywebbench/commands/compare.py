@@ -38,6 +38,12 @@ def _split(values: tuple[str, ...]) -> list[str]:
     help="Exit 1 when a cell is significantly worse: slower>5%, p50>10%, p99>10%, "
     "memory>20%, errors>0, errors>1% (repeatable or comma list).",
 )
+@click.option(
+    "--accept-interfered",
+    is_flag=True,
+    help="With --fail-if: judge cells that other processes interfered with on their figures "
+    "instead of failing them (docs/interference.md).",
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("-o", "--output", help="Write to this file (default: standard output).")
 @click.option(
@@ -60,6 +66,7 @@ def command(
     latest: int | None,
     vary: tuple[str, ...],
     fail_if: tuple[str, ...],
+    accept_interfered: bool,
     fmt: str,
     output: str | None,
     level: float,
@@ -73,7 +80,9 @@ def command(
     Cells pair by stack, workload and load point. Per pair: NEW/BASE ratios of the median
     requests/s, p50 and p99 latency with confidence intervals over replicates (Welch's t
     below 10 replicates a side, a two-level bootstrap from 10), the peak-memory change, and
-    a verdict: faster, slower or no significant change. Method: docs/compare.md.
+    a verdict: faster, slower, no significant change, or interfered (other processes took
+    CPU from the cell's cores in either run: its figures are not trusted, and --fail-if
+    fails it unless --accept-interfered). Method: docs/compare.md.
 
     \b
     Exit status: 0 = compared (gate passed), 1 = a --fail-if rule tripped, 2 = bad input.
@@ -120,7 +129,14 @@ def command(
             runs = (ids[-2], ids[-1])
         try:
             result = compare_runs(
-                store, runs[0], runs[1], vary=axes, rules=rules, level=level, min_change=min_change
+                store,
+                runs[0],
+                runs[1],
+                vary=axes,
+                rules=rules,
+                level=level,
+                min_change=min_change,
+                accept_interfered=accept_interfered,
             )
         except StoreError as exc:
             fail(f"RUNS: {exc}")

@@ -159,11 +159,25 @@ def _main(options: dict[str, Any], console: Console) -> int:
         console.print(f"  [yellow]unavailable[/] {name}: {reason}")
     for name, reason in matrix.skipped:
         console.print(f"  [yellow]skipped[/] {name}: {reason}")
+    _preflight(config, console)
     if options["dry_run"]:
         for cell in matrix.cells:
             console.print(f"  {cell.label}")
         return 0
     return _execute(config, matrix, console, run_id)
+
+
+def _preflight(config: StudyConfig, console: Console) -> None:
+    """Warn about what will disturb the study (``pywebbench preflight``); never blocks."""
+    from pywebbench.run.host import split_cpus
+    from pywebbench.run.preflight import preflight
+
+    try:
+        server, generator = split_cpus(config.cpus.server, config.cpus.generator)
+    except ValueError:
+        return  # the runner reports unusable cores
+    for finding in preflight(server + generator):
+        console.print(f"  [yellow]pre-flight[/] {finding.line()}", highlight=False)
 
 
 def _check_tracing() -> None:

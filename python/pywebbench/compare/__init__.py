@@ -65,11 +65,14 @@ def compare_runs(
     rules: Sequence[Rule] = (),
     level: float = DEFAULT_LEVEL,
     min_change: float = DEFAULT_MIN_CHANGE,
+    accept_interfered: bool = False,
 ) -> Comparison:
     """Compare run ``new_id`` with ``base_id`` (ids or unique prefixes).
 
     Raises :class:`pywebbench.store.StoreError` for unknown runs. The result may have no
     pairs (no cell in common): the caller decides whether that is an error.
+    ``accept_interfered``: the gate judges interfered cells on their figures instead of
+    failing them.
     """
     base_run, new_run = store.run(base_id), store.run(new_id)
     matching: Matching = match_cells(
@@ -88,5 +91,5 @@ def compare_runs(
         unmatched=matching.unmatched,
         incomplete=matching.incomplete,
         rules=list(rules),
-        violations=evaluate(rules, comparisons),
+        violations=evaluate(rules, comparisons, accept_interfered=accept_interfered),
     )

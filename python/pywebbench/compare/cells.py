@@ -35,6 +35,8 @@ class CellFigures:
     latency_hists: list[str] = field(default_factory=list)  # measured iterations' histograms
     #: The replicates' sampled windows (``run --flamegraph``; docs/flamegraphs.md).
     flames: list[FlameWindow] = field(default_factory=list)
+    # Some measured iteration stayed interfered after its re-measures (docs/interference.md).
+    interfered: bool = False
 
     @property
     def label(self) -> str:
@@ -109,6 +111,7 @@ def cell_figures(study: Study) -> list[CellFigures]:
             idle_rss_bytes=_idle_rss(replicates[cell.id]),
             latency_hists=[h for h in (i.latency_histogram() for i in measured) if h],
             flames=_flames(replicates[cell.id]),
+            interfered=any(i.interfered for i in measured),
         )
         out.append(figures)
     return out

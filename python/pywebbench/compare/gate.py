@@ -7,7 +7,9 @@ A rule trips on a cell only when the cell is *significantly* worse than the thre
 - ``memory>X%``: NEW's peak RSS exceeds BASE's by more than X (one peak per cell, no CI);
 - ``errors>N`` / ``errors>X%``: NEW's measured iterations had more than N errors (transport
   errors + non-2xx), or an error rate above X;
-- and with any rule, a cell that worked in BASE and failed in NEW trips the gate.
+- and with any rule, a cell that worked in BASE and failed in NEW trips the gate, and so does
+  a cell interfered on either side (docs/interference.md) unless ``accept_interfered``
+  (``--accept-interfered``): then its rules are judged on its figures as they are.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pywebbench.compare.ratio import RatioEstimate
-from pywebbench.compare.verdict import FAILED, PairComparison
+from pywebbench.compare.verdict import FAILED, INTERFERED, PairComparison
 
 METRICS = ("slower", "p50", "p99", "memory", "errors")
 _RULE = re.compile(r"^\s*([a-z0-9]+)\s*>\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(%?)\s*$")
@@ -109,13 +111,30 @@ def _violation(rule: Rule, c: PairComparison) -> str | None:
     return None
 
 
-def evaluate(rules: Sequence[Rule], comparisons: Sequence[PairComparison]) -> list[Violation]:
+def evaluate(
+    rules: Sequence[Rule],
+    comparisons: Sequence[PairComparison],
+    *,
+    accept_interfered: bool = False,
+) -> list[Violation]:
     """Every (cell, rule) that trips; empty when the gate passes."""
     out = []
     for c in comparisons:
         if rules and c.verdict == FAILED:
             reason = c.pair.new.cell.failure_reason or "no reason recorded"
             out.append(Violation(c.label, "failed", f"failed in NEW: {reason}"))
+            continue
+        if rules and c.verdict == INTERFERED and not accept_interfered:
+            sides = [n for n, f in (("BASE", c.pair.base), ("NEW", c.pair.new)) if f.interfered]
+            out.append(
+                Violation(
+                    c.label,
+                    "interfered",
+                    f"other processes took CPU from its cores in {' and '.join(sides)}: "
+                    "measure again on a quiet machine (pywebbench preflight), or pass "
+                    "--accept-interfered",
+                )
+            )
             continue
         for rule in rules:
             detail = _violation(rule, c)

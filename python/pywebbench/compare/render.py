@@ -53,7 +53,7 @@ def verdict_class(verdict: str) -> str:
     """A CSS/badge class for a verdict: good, bad or info."""
     if verdict in (FASTER, "recovered"):
         return "good"
-    if verdict in ("slower", "failed", "failed in both"):
+    if verdict in ("slower", "failed", "failed in both", "interfered"):
         return "bad"
     return "info"
 

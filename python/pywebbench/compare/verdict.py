@@ -11,6 +11,8 @@ The interval is :mod:`pywebbench.compare.ratio`'s (over replicates) at
 ``level`` (99% by default: like asv's p < 0.002 rule, a verdict is a strong claim; on a
 busy machine run-to-run drift is larger than within-run spread suggests). A cell that
 failed in NEW while it worked in BASE gets the verdict *failed*; the reverse *recovered*.
+A cell that other processes interfered with on either side (docs/interference.md) gets the
+verdict *interfered*, whatever its ratio: its figure measured the machine, not the stack.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ FAILED = "failed"
 RECOVERED = "recovered"
 BOTH_FAILED = "failed in both"
 NO_DATA = "no data"
+INTERFERED = "interfered"
 
 DEFAULT_LEVEL = 0.99
 DEFAULT_MIN_CHANGE = 0.02
@@ -84,7 +87,10 @@ def compare_pair(
         return PairComparison(pair, verdict)
     name = f"{base.label} -> {new.label}"
     rps = ratio_of_medians(base.rps, new.rps, seed=seed_for(name + "|rps"), level=level)
-    out = PairComparison(pair, throughput_verdict(rps, min_change), rps=rps)
+    verdict = (
+        INTERFERED if base.interfered or new.interfered else throughput_verdict(rps, min_change)
+    )
+    out = PairComparison(pair, verdict, rps=rps)
     out.p50 = ratio_of_medians(base.p50_us, new.p50_us, seed=seed_for(name + "|p50"), level=level)
     out.p99 = ratio_of_medians(base.p99_us, new.p99_us, seed=seed_for(name + "|p99"), level=level)
     if base.peak_rss_bytes and new.peak_rss_bytes:

@@ -7,16 +7,21 @@ CPU user/system seconds, RSS and USS/PSS (peak and end), threads, open fds, cont
 CPU of workers that exited and were reaped during the window is still counted (psutil's
 ``children_user``/``children_system`` of their parent). USS/PSS come from
 ``/proc/PID/smaps_rollup``; where it is unreadable they are None.
+
+Given the cores the iteration was pinned to, the sampler also measures the CPU time other
+processes took from them over the window (:mod:`pywebbench.meter.interference`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import psutil
 
+from pywebbench.meter.interference import Interference, InterferenceWindow
 from pywebbench.store.model import Sample
 
 DEFAULT_INTERVAL_S = 0.25
@@ -137,6 +142,9 @@ class MeterSummary:
     ctx_voluntary: int | None = None
     ctx_involuntary: int | None = None
     alive_at_end: bool = True
+    # CPU other processes took from the pinned cores over the window (None: no cores given,
+    # or no /proc/stat).
+    interference: Interference | None = None
 
     @property
     def cpu_s(self) -> float | None:
@@ -159,11 +167,18 @@ class Sampler:
     """
 
     def __init__(
-        self, pid: int, *, interval_s: float = DEFAULT_INTERVAL_S, memory_detail: bool = True
+        self,
+        pid: int,
+        *,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        memory_detail: bool = True,
+        cpus: Iterable[int] = (),
     ) -> None:
         self.pid = pid
         self.interval_s = interval_s
         self.memory_detail = memory_detail
+        self.cpus = sorted(set(cpus))  # the pinned cores whose interference is measured
+        self._window: InterferenceWindow | None = None
         self._snaps: list[TreeSnapshot] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -172,6 +187,7 @@ class Sampler:
     def start(self) -> Sampler:
         """Take the baseline sample and start the thread."""
         self._snaps = [snapshot(self.pid, memory_detail=self.memory_detail)]
+        self._window = InterferenceWindow(self.cpus) if self.cpus else None
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="pwb-sampler", daemon=True)
         self._thread.start()
@@ -192,6 +208,8 @@ class Sampler:
         if not self._snaps or self._snaps[-1].alive:
             self._snaps.append(snapshot(self.pid, memory_detail=self.memory_detail))
         self.summary = summarize(self._snaps)
+        if self._window is not None:
+            self.summary.interference = self._window.close(self.summary.cpu_s)
         return self.summary
 
     def __enter__(self) -> Sampler:

@@ -254,6 +254,10 @@ def _point(
         point.not_steady |= bool(flags.get("not_steady"))
         point.drift |= bool(flags.get("drift"))
         point.leak |= bool(flags.get("leak"))
+        point.interfered |= bool(flags.get("interfered"))
+        remeasured = flags.get("remeasured")
+        if isinstance(remeasured, int) and not isinstance(remeasured, bool):
+            point.remeasured += remeasured
         slope = flags.get("leak_bytes_per_1k")
         if isinstance(slope, int | float) and not isinstance(slope, bool):
             point.leak_kb_per_1k = max(point.leak_kb_per_1k or 0.0, slope / 1024)

@@ -20,6 +20,11 @@ FLAG_HELP: dict[str, str] = {
     "256 KB per 1,000 requests",
     "generator-bound": "the load generator's core was saturated: the stack may be faster",
     "errors": "some measured iteration had transport errors",
+    "interfered": "other processes took more than load.interference_max of a core from the "
+    "pinned cores during a measured iteration, still after its re-measures: the figure is "
+    "disturbed (docs/interference.md)",
+    "re-measured": "measured iterations that other processes interfered with were measured "
+    "again; each attempt's figure replaces the interfered one before it (docs/interference.md)",
 }
 
 
@@ -41,6 +46,11 @@ def flag_notes(flags: Mapping[str, Any], *, generator_bound: bool = False) -> li
         notes.append("drift")
     if flags.get("leak"):
         notes.append(_leak_note(flags))
+    if flags.get("interfered"):
+        notes.append("interfered")
+    remeasured = flags.get("remeasured")
+    if isinstance(remeasured, int) and not isinstance(remeasured, bool) and remeasured > 0:
+        notes.append(f"re-measured ({remeasured}x)")
     return notes
 
 

@@ -49,6 +49,9 @@ class KneeView:
     not_met: list[float] = field(default_factory=list)  # lowest rate of the others
     ended: list[str] = field(default_factory=list)
     probes: list[ProbePoint] = field(default_factory=list)
+    # Per replicate whose edge flipped: the highest rate whose probes disagreed.
+    flips: list[float] = field(default_factory=list)
+    repeats: int = 1  # probes per rate
 
     @property
     def estimate(self) -> Summary:
@@ -64,6 +67,8 @@ class KneeView:
         """``1,950 req/s`` or ``SLO not met at 10 req/s``."""
         if not self.knees:
             return f"SLO not met at {min(self.not_met):,.0f} req/s"
+        if self.flips:  # the edge is a range: every probe passed up to the knee, some beyond
+            return f"{self.estimate.median:,.0f}–{max(self.flips):,.0f} req/s (flips)"
         return f"{self.estimate.median:,.0f} req/s"
 
     @property
@@ -72,7 +77,7 @@ class KneeView:
         s = self.estimate
         if s.n < 2 or math.isnan(s.ci_low):
             return f"n/a ({s.n} replicate)" if s.n else "–"
-        return f"{s.ci_low:,.0f}–{s.ci_high:,.0f}"
+        return f"{s.ci_low:,.0f}–{s.ci_high:,.0f} (±{s.ci_halfwidth_rel:.1%})"
 
     @property
     def notes(self) -> str:
@@ -82,6 +87,11 @@ class KneeView:
             out.append(
                 f"SLO not met in {len(self.not_met)} of {self.replicates} replicates "
                 f"(at {min(self.not_met):,.0f} req/s)"
+            )
+        if self.flips:
+            out.append(
+                f"edge flips in {len(self.flips)} of {self.replicates} replicates: some of the "
+                f"{self.repeats} probes of a rate met the SLO up to {max(self.flips):,.0f} req/s"
             )
         counts = {e: self.ended.count(e) for e in dict.fromkeys(self.ended) if e != "tolerance"}
         out += [f"{n}× ended by {e}" for e, n in counts.items()]
@@ -118,6 +128,7 @@ def knee_views(study: Study, stack_labels: dict[int, tuple[str, str]]) -> list[K
             percentile_label=first.slo.split("=")[0],
             target_ms=first.target_us / 1000.0,
             min_samples=first.min_samples,
+            repeats=first.repeats,
         )
         number = {(k.cell_id, k.replicate): i for i, k in enumerate(knees)}
         for k in knees:
@@ -126,6 +137,8 @@ def knee_views(study: Study, stack_labels: dict[int, tuple[str, str]]) -> list[K
             else:
                 view.not_met.append(k.lowest_rps)
             view.ended.append(k.ended)
+            if k.flip_rps is not None:
+                view.flips.append(k.flip_rps)
         for p in study.knee_probes:
             rep = number.get((p.cell_id, p.replicate))
             if rep is not None:
@@ -173,7 +186,9 @@ def markdown_lines(views: list[KneeView], esc: Callable[[str], str]) -> list[str
     out += [
         "",
         "Knee: the highest open-loop rate (constant arrivals) whose latency percentile, from the"
-        " intended send time (coordinated omission corrected), met the SLO with no error;"
+        " intended send time (coordinated omission corrected), met the SLO with no error in"
+        " every probe of that rate; an edge whose probes disagreed is a range, up to the"
+        " highest rate some probes passed (flips);"
         f" median over replicates, 95% CI (Student's t). Each probe aimed for {need} samples."
         " Method and limits: docs/slo.md.",
         "",

@@ -33,6 +33,7 @@ from pywebbench.report.view import (
     StackView,
     WorkloadView,
 )
+from pywebbench.stats import halfwidth_rel
 
 MISSING = "–"
 
@@ -78,12 +79,14 @@ def fmt_mib(x: float | None) -> str:
 
 
 def fmt_ci(est: Estimate | None) -> str:
-    """A median's 95% CI "8,512–8,690", or "n/a (1 value)" when there is no interval."""
+    """A median's 95% CI with its half-width, "8,512–8,690 (±1.0%)", or "n/a (1 value)"
+    when there is no interval."""
     if est is None:
         return MISSING
     if est.n < 2 or math.isnan(est.low) or math.isnan(est.high):
         return f"n/a ({est.n} value{'s' if est.n != 1 else ''})"
-    return f"{fmt_rps(est.low)}–{fmt_rps(est.high)}"
+    half = halfwidth_rel(est.low, est.high, est.median)
+    return f"{fmt_rps(est.low)}–{fmt_rps(est.high)} (±{half:.1%})"
 
 
 def fmt_kb(x: float | None) -> str:
@@ -240,6 +243,8 @@ def _ranking_row(r: RankingRow, robustness: bool) -> Row:
             "drift": p.drift,
             "leak": p.leak,
             "leak_bytes_per_1k": (p.leak_kb_per_1k or math.nan) * 1024,
+            "interfered": p.interfered,
+            "remeasured": p.remeasured,
         },
         generator_bound=p.generator_bound,
     )

@@ -164,6 +164,10 @@ class PointView:
     drift: bool = False  # some replicate's measured throughput trends
     leak: bool = False  # memory grows with requests once steady (every replicate)
     leak_kb_per_1k: float | None = None  # the cell flag's slope (median over replicates)
+    # The interference guard (docs/interference.md): some measured iteration stayed
+    # interfered; how many were measured again.
+    interfered: bool = False
+    remeasured: int = 0
     memory: MemoryView = field(default_factory=MemoryView)
     warmups: list[WarmupCurve] = field(default_factory=list)
     # Measured requests/s per replicate (the units of the CIs: docs/steady-state.md).

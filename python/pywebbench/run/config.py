@@ -146,6 +146,37 @@ class LoadConfig(Table):
     pause_s: Annotated[float, FileOnly("rarely needed")] = Field(
         0.0, ge=0, le=60, description="Pause between iterations."
     )
+    interference_max: Annotated[
+        float,
+        Flag(
+            "--interference-max",
+            help="Share of one core other processes may take from the study's cores during a "
+            "measured iteration before it is measured again (0.05 = 5%; docs/interference.md).",
+        ),
+    ] = Field(
+        0.05,
+        ge=0,
+        le=1024,
+        description="Interference guard: the share of one core other processes (and steal) "
+        "may take from the pinned cores over a measured iteration before it is interfered "
+        "and measured again (0.05 = 5%; docs/interference.md). At or above the number of "
+        "study cores it never trips: the guard is off, the figures are still stored.",
+    )
+    interference_retries: Annotated[
+        int,
+        Flag(
+            "--interference-retries",
+            help="Times an interfered iteration is measured again before it is stored flagged "
+            "'interfered' (2).",
+        ),
+    ] = Field(
+        2,
+        ge=0,
+        le=20,
+        description="Interference guard: how many times an interfered measured iteration is "
+        "measured again; one still interfered after them is stored flagged (the cell reads "
+        "'interfered').",
+    )
     server_scope: Annotated[
         Literal["cell", "stack"], Flag("--server-scope", help=SERVER_SCOPE_HELP)
     ] = Field(
@@ -224,6 +255,20 @@ class LoadConfig(Table):
     )
     slo_warmup_s: Annotated[float, _KNEE_TUNING] = Field(
         1.0, ge=0, le=600, description="slo: warm-up at each probe's rate before it is measured."
+    )
+    slo_repeats: Annotated[
+        int,
+        Flag(
+            "--slo-repeats",
+            help="Probes per rate of a knee search (3): a rate passes when all of them meet "
+            "the SLO.",
+        ),
+    ] = Field(
+        3,
+        ge=1,
+        le=10,
+        description="slo: probes per rate, by design; a rate passes when all of them meet the "
+        "SLO, and an edge whose probes disagree is reported as a range (docs/slo.md).",
     )
     load_agents: Annotated[
         int,

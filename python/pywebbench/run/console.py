@@ -119,7 +119,7 @@ def _fmt_ci(s: Summary) -> str:
     """The CI of a median, or why there is none (a single value has no interval)."""
     if s.n < 2 or math.isnan(s.ci_low):
         return f"n/a ({s.n} value)"
-    return f"{s.ci_low:,.0f}-{s.ci_high:,.0f}"
+    return f"{s.ci_low:,.0f}-{s.ci_high:,.0f} (±{s.ci_halfwidth_rel:.1%})"
 
 
 def _fmt_us(us: float | None) -> str:

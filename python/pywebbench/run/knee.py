@@ -2,9 +2,15 @@
 
 :func:`search_knee` is the search itself, independent of servers and stores: it calls a
 ``probe(rate, phase)`` that loads the server at that offered rate and says whether the SLO
-held. It brackets the knee (from a start rate, doubling while probes pass or halving while
-they fail), then bisects the bracket until it is narrower than the tolerance, within a time
-budget. :class:`KneePhase` is the runner's side: it probes a running server through the load
+held. Every rate it tries is probed ``repeats`` times by design (3 by default) and judged
+on all of its probes: it *passes* when every probe met the SLO, and a rate whose probes
+disagree *flips*. Retrying a failed probe until one passes would select luck (issue 22: a
+probe failed twice, passed the third time, and the search went on from there). The search
+brackets the knee (from a start rate, doubling while rates pass or halving while they do
+not), then bisects the bracket until it is narrower than the tolerance, within a time
+budget. The knee is the highest rate that passed every probe; when rates above it flipped,
+the edge is reported as a range, up to the highest rate that flipped.
+:class:`KneePhase` is the runner's side: it probes a running server through the load
 agent (open loop, latency from the intended send time: coordinated-omission corrected) and
 stores every probe and the knee.
 """
@@ -41,8 +47,8 @@ RATE_KEPT = 0.9
 #: A probe whose generator sent its p99 this share of the SLO target late is flagged: the
 #: generator waited for a CPU, and the latency it charged the server is inflated.
 LATE_FRACTION = 0.1
-#: A search repeats at most this many failed probes whose generator was late.
-MAX_RETRIES = 3
+#: Probes per rate by design: a rate is judged on all of them (``load.slo_repeats``).
+DEFAULT_REPEATS = 3
 #: The search goes no lower and no higher than these rates (requests/s).
 FLOOR_RPS = 10.0
 CEILING_RPS = 1_000_000.0
@@ -79,6 +85,7 @@ class SearchPlan:
     budget_s: float
     tolerance: float = 0.05
     warmup_s: float = 1.0
+    repeats: int = DEFAULT_REPEATS
     floor_rps: float = FLOOR_RPS
     ceiling_rps: float = CEILING_RPS
 
@@ -90,25 +97,45 @@ class SearchPlan:
         """Wall seconds a probe at ``rate`` takes, warm-up included."""
         return self.warmup_s + self.probe_s(rate) + PROBE_OVERHEAD_S
 
+    def rate_cost_s(self, rate: float) -> float:
+        """Wall seconds judging ``rate`` takes: all of its probes."""
+        return self.repeats * self.probe_cost_s(rate)
+
 
 @dataclass
 class KneeResult:
-    """How a search ended: the knee (highest passing rate) or the SLO not met."""
+    """How a search ended: the knee (highest rate every probe of which passed) or the SLO
+    not met; ``flip_rps``: the highest rate whose probes disagreed (the edge is then the
+    range ``knee_rps``..``flip_rps``)."""
 
     status: str  # "found" | "not_met"
     knee_rps: float | None
-    fail_rps: float | None
+    fail_rps: float | None  # the lowest rate above the knee that did not pass every probe
     lowest_rps: float
     ended: str  # "tolerance" | "budget" | "ceiling" | "floor"
     search_s: float
     probes: list[KneeProbe] = field(default_factory=list)
+    flip_rps: float | None = None
+    repeats: int = 1
 
     def message(self, slo: Slo) -> str:
-        """One line for people: ``knee 1,950 req/s (p99 <= 20ms)`` or ``SLO not met ...``."""
+        """One line for people: ``knee 1,950 req/s (p99 <= 20ms)``, ``knee 1,950-2,300
+        req/s ...`` when the edge flips, or ``SLO not met ...``."""
+        held = f"({slo.label} <= {slo.target_text})"
+        flips = (
+            f"; it flips: some probes met it up to {self.flip_rps:,.0f} req/s"
+            if self.flip_rps is not None
+            else ""
+        )
         if self.knee_rps is None:
             why = " (the time budget allowed no lower rate)" if self.ended == "budget" else ""
-            return f"SLO {slo} not met at {self.lowest_rps:,.0f} req/s{why}"
-        return f"knee {self.knee_rps:,.0f} req/s ({slo.label} <= {slo.target_text})"
+            return f"SLO {slo} not met at {self.lowest_rps:,.0f} req/s{why}{flips}"
+        if self.flip_rps is not None:
+            return (
+                f"knee {self.knee_rps:,.0f}-{self.flip_rps:,.0f} req/s {held}: every probe "
+                f"met it up to {self.knee_rps:,.0f}, some up to {self.flip_rps:,.0f}"
+            )
+        return f"knee {self.knee_rps:,.0f} req/s {held}"
 
 
 ProbeFn = Callable[[float, str], KneeProbe]
@@ -117,40 +144,46 @@ ProbeFn = Callable[[float, str], KneeProbe]
 def search_knee(
     plan: SearchPlan, probe: ProbeFn, clock: Callable[[], float] = time.monotonic
 ) -> KneeResult:
-    """Bracket, then bisect, the highest rate at which ``probe(rate, phase)`` passes.
+    """Bracket, then bisect, the highest rate at which every one of ``plan.repeats``
+    probes ``probe(rate, phase)`` passes.
 
-    The first probe always runs; each later one only if its cost fits in what is left of
-    ``plan.budget_s``. The knee is the highest passing rate; the true one lies below the
-    lowest failing rate above it (``fail_rps``).
+    The first rate always runs (as many of its probes as fit in ``plan.budget_s``, at least
+    one); each later rate only if all of its probes fit in what is left of it. The knee is
+    the highest rate that passed every probe; the true one lies below the lowest rate above
+    it that did not (``fail_rps``). A rate whose probes disagree counts as not passing, and
+    the highest such rate is ``flip_rps``.
     """
     t0 = clock()
     probes: list[KneeProbe] = []
+    flips: list[float] = []
     passed: float | None = None
     failed: float | None = None
     rate = min(max(plan.start_rps, plan.floor_rps), plan.ceiling_rps)
     ended = "tolerance"
 
     def fits(r: float) -> bool:
-        return not probes or clock() - t0 + plan.probe_cost_s(r) <= plan.budget_s
+        return not probes or clock() - t0 + plan.rate_cost_s(r) <= plan.budget_s
 
-    retries = [MAX_RETRIES]
-
-    def run(r: float, phase: str) -> KneeProbe:
-        """A probe, repeated while it failed with the generator late (its CPU waits, not
-        the server, may have failed it), at most MAX_RETRIES times a search."""
-        while True:
+    def judged(r: float, phase: str) -> bool:
+        """Whether every probe of ``r`` passed; a rate whose probes disagree flipped. The
+        first rate always runs: as many of its probes as the budget holds, at least one."""
+        repeats = max(1, plan.repeats)
+        if not probes:
+            repeats = max(1, min(repeats, int(plan.budget_s // plan.probe_cost_s(r))))
+        outcomes = []
+        for _ in range(repeats):
             p = probe(r, phase)
             probes.append(p)
-            if p.passed or not generator_late(p, plan.slo) or not retries[0] or not fits(r):
-                return p
-            retries[0] -= 1
+            outcomes.append(p.passed)
+        if any(outcomes) and not all(outcomes):
+            flips.append(r)
+        return all(outcomes)
 
     while passed is None or failed is None:  # bracket
         if not fits(rate):
             ended = "budget"
             break
-        p = run(rate, "bracket")
-        if p.passed:
+        if judged(rate, "bracket"):
             passed = rate
             rate *= 2
             if failed is None and rate > plan.ceiling_rps:
@@ -167,8 +200,7 @@ def search_knee(
         if not fits(mid):
             ended = "budget"
             break
-        p = run(mid, "bisect")
-        if p.passed:
+        if judged(mid, "bisect"):
             passed = mid
         else:
             failed = mid
@@ -180,6 +212,8 @@ def search_knee(
         ended=ended,
         search_s=clock() - t0,
         probes=probes,
+        flip_rps=max(flips) if flips else None,
+        repeats=max(1, plan.repeats),
     )
 
 
@@ -249,6 +283,7 @@ class KneePhase:
             budget_s=load.slo_budget_s,
             tolerance=load.slo_tolerance,
             warmup_s=load.slo_warmup_s,
+            repeats=load.slo_repeats,
         )
 
     def run(
@@ -404,4 +439,6 @@ def knee_row(cell_id: int, replicate: int, slo: Slo, result: KneeResult) -> Knee
         search_s=round(result.search_s, 3),
         min_samples=slo.min_samples,
         finished_at=utcnow(),
+        flip_rps=result.flip_rps,
+        repeats=result.repeats,
     )

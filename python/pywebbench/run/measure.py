@@ -7,6 +7,7 @@ Every iteration is stored the moment it ends, with the metering of the server me
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -122,11 +123,26 @@ class Measurer:
         for kind, idx, duration in plan:
             if cfg.pause_s:
                 time.sleep(cfg.pause_s)
-            spec = self._spec(cell, server, duration)
-            snapshots: list[Snapshot] = []
-            result, alive, samples = self._iteration(
-                cell, cell_id, replicate, server, kind, idx, self._runner_of(spec, snapshots)
+            # A measured iteration that other processes interfered with is measured again, up
+            # to load.interference_retries times (docs/interference.md).
+            remeasured: list[dict[str, float]] | None = (
+                [] if kind == IterationKind.MEASURED else None
             )
+            done = None
+            while done is None:
+                spec = self._spec(cell, server, duration)
+                snapshots: list[Snapshot] = []
+                done = self._iteration(
+                    cell,
+                    cell_id,
+                    replicate,
+                    server,
+                    kind,
+                    idx,
+                    self._runner_of(spec, snapshots),
+                    remeasured=remeasured,
+                )
+            result, alive, samples = done
             fail = self._judge(kind, duration, result, alive, server)
             if fail is not None:
                 return fail, None
@@ -229,9 +245,9 @@ class Measurer:
             found.append(verdict)
             return result
 
-        result, alive, _ = self._iteration(
-            cell, cell_id, replicate, server, IterationKind.WARMUP, 0, warm
-        )
+        done = self._iteration(cell, cell_id, replicate, server, IterationKind.WARMUP, 0, warm)
+        assert done is not None  # only measured iterations are measured again
+        result, alive, _ = done
         verdict = found[0]
         with no_sigint():
             self.store.update_replicate(
@@ -282,13 +298,19 @@ class Measurer:
         kind: IterationKind,
         idx: int,
         load: Callable[[], LoadResult],
-    ) -> tuple[LoadResult, bool, list[Sample]]:
-        """Run ``load`` while metering the server; store the iteration at once.
+        *,
+        remeasured: list[dict[str, float]] | None = None,
+    ) -> tuple[LoadResult, bool, list[Sample]] | None:
+        """Run ``load`` while metering the server and what other processes took from its
+        cores; store the iteration at once.
 
-        Returns the result, whether the server was still alive at the end, and the samples."""
+        Returns the result, whether the server was still alive at the end, and the samples.
+        With ``remeasured`` (a measured iteration), an interfered attempt that has
+        re-measures left is not stored: it is appended there and None is returned, so the
+        caller measures it again."""
         started = utcnow()
         self._iteration_start(cell, kind)
-        sampler = Sampler(server.pid).start()
+        sampler = Sampler(server.pid, cpus=pinned_cores(server, self.generator_cpus)).start()
         try:
             result = load()
         except KeyboardInterrupt:
@@ -296,9 +318,30 @@ class Measurer:
                 sampler.stop()
             raise
         meter = sampler.stop()
+        cols = iteration_figures(result)
+        alive = server.alive() and meter.alive_at_end
+        interference = meter.interference
+        if interference is not None and getattr(self.agent, "name", "local") != "local":
+            # Load agents in their own processes: their CPU is the generator's, not others'.
+            interference = interference.without(float(cols["generator_cpu_s"] or 0.0))
+        interfered = interference is not None and interference.interfered(
+            self.config.load.interference_max
+        )
+        if (
+            interfered
+            and interference is not None
+            and remeasured is not None
+            and len(remeasured) < self.config.load.interference_retries
+            and alive
+            and not cols["interrupted"]
+        ):
+            remeasured.append({"rps": round(float(cols["rps"]), 1), **interference.to_dict()})
+            self._phase(
+                f"re-measuring {cell.variant.key}: other processes took "
+                f"{interference.share:.0%} of a core from its cores"
+            )
+            return None
         with no_sigint():
-            cols = iteration_figures(result)
-            alive = server.alive() and meter.alive_at_end
             row = iteration_row(
                 result,
                 meter,
@@ -310,6 +353,11 @@ class Measurer:
                 workers=cell.variant.workers,
                 server_alive=alive,
             )
+            if interference is not None:
+                row.others_cpu_s = round(interference.others_cpu_s, 3)
+                row.steal_s = round(interference.steal_s, 3)
+            row.interfered = interfered
+            row.remeasured_json = json.dumps(remeasured or [])
             self.store.add_iteration(row, meter.samples)
             agents_stored = getattr(self.agent, "iteration_stored", None)
             if agents_stored is not None and row.id is not None:  # several load agents
@@ -319,6 +367,15 @@ class Measurer:
             raise Interrupted()
         self._iteration_done(cell, kind, float(cols["rps"]))
         return result, alive, list(meter.samples)
+
+
+def pinned_cores(server: RunningServer, generator_cpus: list[int]) -> list[int]:
+    """The cores an iteration runs on: the server's (its affinity) and the generator's."""
+    try:
+        server_cpus = os.sched_getaffinity(server.pid)
+    except OSError:  # gone, or not Linux
+        server_cpus = set()
+    return sorted(server_cpus | set(generator_cpus))
 
 
 def log_tail(server: RunningServer, limit: int = 4000) -> str | None:

@@ -189,6 +189,10 @@ def cell_flags(replicates: list[Replicate], iterations: list[Iteration]) -> dict
         "not_steady": any(r.warmup_end == "cap" for r in reps),
         "drift": any(r.drift.get("drifting") for r in reps),
         "leak": bool(leaks) and all(x.get("leaking") for x in leaks),
+        # the interference guard (docs/interference.md): an iteration other processes still
+        # disturbed after its re-measures, and how many were measured again
+        "interfered": any(i.interfered for i in measured),
+        "remeasured": sum(len(i.remeasured) for i in measured),
     }
     if leaks:
         slopes = sorted(float(x["bytes_per_1k"]) for x in leaks)

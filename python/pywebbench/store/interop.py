@@ -108,6 +108,10 @@ def pyperf_document(study: Study, metric: str = "rps") -> dict[str, Any]:
             meta["pywebbench_packages"] = ", ".join(
                 f"{k}=={v}" for k, v in sorted(stack.packages.items())
             )
+        if cell.flags.get("interfered"):  # other processes disturbed it (docs/interference.md)
+            meta["pywebbench_interfered"] = "yes"
+        if cell.flags.get("remeasured"):
+            meta["pywebbench_remeasured"] = int(cell.flags["remeasured"])
         benchmarks.append({"metadata": meta, "runs": runs})
     return {
         "version": "1.0",

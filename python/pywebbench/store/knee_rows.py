@@ -56,3 +56,7 @@ class Knee:
     search_s: float
     min_samples: int  # samples each probe aimed for
     finished_at: str
+    # The highest rate whose probes disagreed (the edge flips up to it; None: none did),
+    # and the probes per rate (docs/slo.md).
+    flip_rps: float | None = None
+    repeats: int = 1

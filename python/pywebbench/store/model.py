@@ -307,6 +307,19 @@ class Iteration:
     ctx_involuntary: int | None = None
     result_json: str = "{}"
     processes_seen: int | None = None  # distinct PIDs of the tree sampled (recycled workers)
+    # Interference guard (docs/interference.md): CPU other processes and steal took from the
+    # pinned cores over the window; interfered when above load.interference_max.
+    others_cpu_s: float | None = None
+    steal_s: float | None = None
+    interfered: bool = False
+    # The interfered attempts measured again before this one: [{"rps", "share", ...}].
+    remeasured_json: str = "[]"
+
+    @property
+    def remeasured(self) -> list[dict[str, Any]]:
+        """The interfered attempts discarded and measured again before this iteration."""
+        doc: list[dict[str, Any]] = _loads(self.remeasured_json, [])
+        return doc if isinstance(doc, list) else []
 
     @property
     def result(self) -> dict[str, Any]:

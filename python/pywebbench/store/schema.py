@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -201,6 +201,10 @@ CREATE TABLE IF NOT EXISTS iterations (
     ctx_involuntary      INTEGER,
     result_json          TEXT NOT NULL,
     processes_seen       INTEGER,
+    others_cpu_s         REAL,
+    steal_s              REAL,
+    interfered           INTEGER NOT NULL DEFAULT 0,
+    remeasured_json      TEXT NOT NULL DEFAULT '[]',
     UNIQUE (cell_id, replicate, kind, idx)
 );
 
@@ -238,6 +242,14 @@ CREATE INDEX IF NOT EXISTS samples_by_iteration ON samples (iteration_id, t_s);
 CREATE INDEX IF NOT EXISTS failures_by_run ON failures (run_id);
 """
 DDL += _KNEE_TABLES  # the knee tables (version 4), as the migration adds them
+
+# Knees judged on repeated probes (version 9, docs/slo.md): probes per rate, and the highest
+# rate whose probes disagreed.
+KNEE_FLIPS_DDL = """
+ALTER TABLE knees ADD COLUMN flip_rps REAL;
+ALTER TABLE knees ADD COLUMN repeats INTEGER NOT NULL DEFAULT 1;
+"""
+DDL += KNEE_FLIPS_DDL
 
 # Per-agent results of iterations loaded by several agents at once (docs/scale-out.md).
 LOAD_AGENTS_DDL = """
@@ -332,4 +344,15 @@ ALTER TABLE replicates ADD COLUMN node_cpus INTEGER
     9: "ALTER TABLE replicates ADD COLUMN flame_json TEXT",
     # Interleaved A/B (docs/ab.md): the paired ratio, CI and verdict of an `ab` run.
     10: AB_DDL,
+    # The interference guard (docs/interference.md): the CPU other processes and steal took
+    # from an iteration's pinned cores, whether that made it interfered, and the interfered
+    # attempts measured again before it. Knees (docs/slo.md): probes per rate by design, and
+    # the highest rate whose probes disagreed.
+    11: """
+ALTER TABLE iterations ADD COLUMN others_cpu_s REAL;
+ALTER TABLE iterations ADD COLUMN steal_s REAL;
+ALTER TABLE iterations ADD COLUMN interfered INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE iterations ADD COLUMN remeasured_json TEXT NOT NULL DEFAULT '[]';
+"""
+    + KNEE_FLIPS_DDL,
 }

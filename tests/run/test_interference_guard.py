@@ -1,0 +1,84 @@
+"""The interference guard in a real study: a neighbour spinning on the server's core makes
+every measured iteration interfered; each is measured again, then stored flagged, and the
+cell reads "interfered" in the store and on the console (docs/interference.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pwbtest import neighbour, pwb
+from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.store import Store
+
+CPYTHON = default_interpreters()[0].name
+STUDY = [
+    "run",
+    "--python",
+    CPYTHON,
+    "--server",
+    "gunicorn-sync",
+    "--framework",
+    "raw-wsgi",
+    "--workload",
+    "hello",
+    "-c",
+    "4",
+    "-d",
+    "1",
+    "--warmup",
+    "fixed",
+    "--warmup-duration",
+    "0.5",
+    "--iterations",
+    "2",
+    "--replicates",
+    "1",
+    "--max-replicates",
+    "1",
+    "--server-cpus",
+    "0",
+    "--no-report",
+]
+
+
+def test_a_steady_neighbour_flags_every_iteration_after_its_re_measure(
+    tmp_path: Path, census: str
+) -> None:
+    results = tmp_path / "res"
+    with neighbour(0):
+        proc = pwb(*STUDY, "--interference-retries", "1", results=results)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "interfered, re-measured (2x)" in proc.stdout, proc.stdout  # the cell's flags
+    with Store(results / "pywebbench.sqlite", create=False) as store:
+        study = store.load_study()
+    (cell,) = study.cells
+    assert cell.id is not None and cell.status == "ok"
+    measured = study.iterations_of(cell.id)
+    assert [i.idx for i in measured] == [0, 1]  # the discarded attempts are not iterations
+    for it in measured:
+        # A neighbour that never sleeps gets about half the server's core.
+        assert it.interfered and it.others_cpu_s is not None
+        assert it.others_cpu_s / it.duration_s > 0.05, it
+        (attempt,) = it.remeasured  # measured once again, then stored flagged
+        assert attempt["share"] > 0.05 and attempt["rps"] > 0
+    assert cell.flags["interfered"] is True and cell.flags["remeasured"] == 2
+
+
+def test_the_guard_can_be_set_off_and_is_stored_either_way(tmp_path: Path, census: str) -> None:
+    results = tmp_path / "res"
+    with neighbour(0):
+        proc = pwb(*STUDY, "--interference-max", "2", results=results)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "interfered" not in proc.stdout.split("ranked by requests/s")[1]
+    with Store(results / "pywebbench.sqlite", create=False) as store:
+        study = store.load_study()
+    (cell,) = study.cells
+    assert cell.id is not None
+    for it in study.iterations_of(cell.id):
+        assert not it.interfered and it.remeasured == []
+        assert it.others_cpu_s is not None and it.others_cpu_s > 0  # measured all the same
+    assert json.loads(cell.flags_json)["interfered"] is False
+    bad = pwb(*STUDY, "--interference-retries", "-1", results=results)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "--interference-retries" in bad.stderr
