@@ -86,6 +86,8 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         load["bind"] = _csv(options["bind"])
     if options["syscalls"]:
         load["syscalls"] = True
+    if options["instructions"]:
+        load["instructions"] = True
     if options["rate"]:
         if any(":" in v or "@" in v for v in options["rate"]):
             # A load point is one rate (stored, compared and warmed up to a steady state).
@@ -113,6 +115,7 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         ("ray_address", "ray"),
         ("executor", "executor"),
         ("syscalls_duration_s", "syscalls_duration"),
+        ("instructions_requests", "instructions_requests"),
         ("io", "io"),
     ]:
         if options[flag] is not None:
@@ -246,6 +249,15 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
 )
 @click.option("--syscalls-duration", type=float, help="syscalls: seconds of the traced window.")
 @click.option(
+    "--instructions",
+    is_flag=True,
+    help="Count instructions per request under valgrind, on a separate server per cell "
+    "(docs/instructions.md).",
+)
+@click.option(
+    "--instructions-requests", type=int, help="instructions: requests of the counted batch."
+)
+@click.option(
     "--server-option",
     multiple=True,
     help="A server setting, SERVER.SETTING=NUMBER (repeatable), e.g. "
@@ -377,6 +389,8 @@ def _main(options: dict[str, Any], console: Console) -> int:
     check_executor(config.load)
     if config.load.syscalls:
         _check_tracing()
+    if config.load.instructions:
+        _check_valgrind()
     matrix = expand(config)
     if not matrix.cells:
         reasons = "; ".join(f"{n}: {r}" for n, r in (matrix.unavailable + matrix.skipped)[:5])
@@ -412,6 +426,16 @@ def _check_tracing() -> None:
     try:
         preflight()
     except SyscallsError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _check_valgrind() -> None:
+    """--instructions: valgrind installed and running, before anything runs."""
+    from pywebbench.run.instructions import InstructionsError, preflight
+
+    try:
+        preflight()
+    except InstructionsError as exc:
         raise ConfigError(str(exc)) from None
 
 

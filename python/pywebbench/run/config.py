@@ -185,6 +185,24 @@ class LoadConfig(_Model):
     syscalls_duration_s: float = Field(
         2.0, gt=0, le=600, description="syscalls: length of the traced load window."
     )
+    instructions: bool = Field(
+        False,
+        description="Count the instructions per request of each cell's server tree under "
+        "valgrind, on a separate server, apart from the timed figures (docs/instructions.md).",
+    )
+    instructions_requests: int = Field(
+        100, ge=1, le=1_000_000, description="instructions: requests of the counted batch."
+    )
+    instructions_warmup_requests: int = Field(
+        50, ge=1, le=1_000_000, description="instructions: requests of the warm-up batch."
+    )
+    instructions_replicates: int = Field(
+        1,
+        ge=1,
+        le=100,
+        description="instructions: count in this many replicates of each cell (the first "
+        "ones); the count is reproducible to ~0.01%, so 1 is usually enough.",
+    )
     faults: str | None = Field(
         None,
         description=(

@@ -10,13 +10,14 @@ import json
 import signal
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pywebbench.bringup import StackFailure
 from pywebbench.load import LoadAgent, LoadProgress, LoadSpec, iteration_figures
 from pywebbench.meter import Sampler, tree
+from pywebbench.run import instructions
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.health import judge_iteration
 from pywebbench.run.matrix import CellPlan
@@ -30,6 +31,10 @@ from pywebbench.store import IterationKind, Phase, Sample, Store, utcnow
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
     from pywebbench.load.result import LoadResult
+
+
+#: Another server of a cell with its launch options changed, stopped after the block.
+ExtraServer = Callable[..., AbstractContextManager["RunningServer"]]
 
 
 class Interrupted(Exception):
@@ -92,6 +97,9 @@ class Measurer:
         self.loaded_s = 0.0  # the sum of the load windows so far
         #: Fresh servers for a fault sweep's sizes (set by the runner; None: the same one).
         self.fresh_server: Callable[[CellPlan], FreshServer] | None = None
+        #: Another server of a cell, its launch options changed (set by the runner; the
+        #: counted server of ``--instructions``).
+        self.extra_server: ExtraServer | None = None
 
     def replicate(
         self, cell: CellPlan, cell_id: int, rep_id: int, replicate: int, server: RunningServer
@@ -136,6 +144,8 @@ class Measurer:
             )
         if cfg.syscalls and measured:
             self._syscalls_window(cell, rep_id, server)
+        if cfg.instructions and measured and replicate < cfg.instructions_replicates:
+            self._instructions_count(cell, rep_id)
         if not (cfg.faults and measured):
             return None, None
         self._phase(f"faults {cell.variant.key}: {cfg.faults}")
@@ -166,6 +176,56 @@ class Measurer:
         doc = traced_window([p.pid for p in tree(server.pid)], load)
         with no_sigint():
             self.store.update_replicate(rep_id, syscalls_json=json.dumps(doc))
+
+    def _instructions_count(self, cell: CellPlan, rep_id: int) -> None:
+        """Instructions per request on a separate server under valgrind
+        (docs/instructions.md), stored on the replicate."""
+        cfg = self.config.load
+        why = instructions.cannot_count(cell.variant.stack.interpreter.is_pypy)
+        if why is None and self.extra_server is None:
+            why = "this executor cannot start a server under valgrind"
+        if why is not None or self.extra_server is None:
+            doc: dict[str, Any] = {"error": why}
+        else:
+            self._phase(f"counting instructions of {cell.variant.key} {cell.workload.name}")
+            launch = {
+                "wrapper": instructions.wrapper(),
+                "start_timeout_s": self.config.timeouts.start_s * instructions.START_SLOWDOWN,
+            }
+            started = time.monotonic()
+            try:
+                with self.extra_server(cell, "under valgrind", **launch) as server:
+
+                    def batch(requests: int) -> Callable[[], instructions.Batch]:
+                        spec = cell.load_spec(
+                            server.base_url,
+                            cfg,
+                            self.generator_cpus,
+                            duration_s=instructions.BATCH_CAP_S,
+                            connections=1,
+                            rate=None,
+                            max_requests=requests,
+                        )
+                        return lambda: self._batch(spec)
+
+                    doc = instructions.counted(
+                        lambda: [p.pid for p in tree(server.pid)],
+                        batch(cfg.instructions_warmup_requests),
+                        batch(cfg.instructions_requests),
+                    )
+            except StackFailure as exc:
+                doc = {"error": f"the server did not start under valgrind: {exc.reason}"}
+            # the study time it took: the counted server's start, batches and stop
+            doc["study_s"] = round(time.monotonic() - started, 3)
+        with no_sigint():
+            self.store.update_replicate(rep_id, instructions_json=json.dumps(doc))
+
+    def _batch(self, spec: LoadSpec) -> instructions.Batch:
+        result = self.agent.run(spec, progress=self._progress)
+        if result.interrupted:
+            raise Interrupted()
+        cols = iteration_figures(result)
+        return instructions.Batch(result.requests, int(cols["errors"]), result.duration_s)
 
     def _runner_of(
         self, spec: LoadSpec, snapshots: list[Snapshot] | None = None

@@ -20,7 +20,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,6 +130,7 @@ class StudyRunner:
             else None
         )
         self._measure.fresh_server = lambda cell: lambda: self._fresh_server(cell)
+        self._measure.extra_server = self._extra_server
 
     # -- the study -------------------------------------------------------------------------
 
@@ -466,13 +467,20 @@ class StudyRunner:
     @contextmanager
     def _fresh_server(self, cell: CellPlan) -> Iterator[tuple[str, Callable[[], bool]]]:
         """A server of ``cell``'s stack for one fault-sweep size (docs/faults.md)."""
+        with self._extra_server(cell, "for the next fault size") as server:
+            yield server.base_url, server.alive
+
+    @contextmanager
+    def _extra_server(self, cell: CellPlan, why: str, **launch: Any) -> Iterator[RunningServer]:
+        """Another server of ``cell``'s stack, its launch options changed by ``launch``
+        (a fault-sweep size; ``--instructions``: under valgrind), stopped after the block."""
         variant = cell.variant
-        self.events.phase(f"starting {variant.key} for the next fault size")
+        self.events.phase(f"starting {variant.key} {why}")
         ready = bringup.ready_path(variant.stack, [cell.workload])
-        options = self._launch_options(variant, cell.bind)
+        options = replace(self._launch_options(variant, cell.bind), **launch)
         server = bringup.start(variant.stack, self._envs[variant.key], options, ready)
         try:
-            yield server.base_url, server.alive
+            yield server
         finally:
             with no_sigint():
                 bringup.stop(server)

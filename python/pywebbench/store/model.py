@@ -231,6 +231,7 @@ class Replicate:
     node_id: str | None = None  # its Ray node id (None: the run's own host)
     node_cpu_model: str | None = None
     node_cpus: int | None = None  # cores of that node
+    instructions_json: str | None = None  # instructions per request (--instructions)
 
     @property
     def warmup_curve(self) -> list[list[float]]:
@@ -247,6 +248,10 @@ class Replicate:
     @property
     def syscalls(self) -> dict[str, Any]:
         return _loads(self.syscalls_json, {})
+
+    @property
+    def instructions(self) -> dict[str, Any]:
+        return _loads(self.instructions_json, {})
 
 
 @dataclass

@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -155,6 +155,7 @@ CREATE TABLE IF NOT EXISTS replicates (
     node_id              TEXT,
     node_cpu_model       TEXT,
     node_cpus            INTEGER,
+    instructions_json    TEXT,
     UNIQUE (cell_id, replicate)
 );
 
@@ -304,4 +305,7 @@ ALTER TABLE replicates ADD COLUMN node_id TEXT;
 ALTER TABLE replicates ADD COLUMN node_cpu_model TEXT;
 ALTER TABLE replicates ADD COLUMN node_cpus INTEGER
 """,
+    # Instructions per request (docs/instructions.md): the count of a separate server under
+    # valgrind, per replicate.
+    9: "ALTER TABLE replicates ADD COLUMN instructions_json TEXT",
 }

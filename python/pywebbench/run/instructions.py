@@ -1,0 +1,196 @@
+"""Instructions per request (``--instructions``): a deterministic cost, counted under valgrind.
+
+For a cell, a separate server of the cell's stack is started under Debian's valgrind
+(``callgrind``, every child process traced, instrumentation off at start), with what would
+make the count vary fixed (``PYTHONHASHSEED=0``). A warm-up batch of requests runs
+uninstrumented; then ``callgrind_control`` switches instrumentation on in every process of
+the server's tree and zeroes its counters, a fixed batch of requests runs (closed loop, one
+connection), and the user-space instructions executed by every thread of every process are
+read back and divided by the requests completed.
+
+The server under valgrind runs tens of times slower: nothing of it is a timed figure, and it
+is never stored as an iteration. Method and limits: docs/instructions.md.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: How long one ``callgrind_control`` command may take (it reaches a process blocked in a
+#: syscall through valgrind's gdbserver, which takes a few hundred milliseconds).
+CONTROL_TIMEOUT_S = 30.0
+#: The environment of a counted server: what would make the count vary, fixed.
+COUNT_ENV: Mapping[str, str] = {"PYTHONHASHSEED": "0"}
+#: A counted server starts this many times slower than a plain one, at most.
+START_SLOWDOWN = 10.0
+#: The longest a batch may run: it ends at its request count, or at this bound.
+BATCH_CAP_S = 300.0
+
+_RUN = re.compile(r"^PID (?P<pid>\d+):", re.MULTILINE)
+_THREAD = re.compile(r"^\s*Th\s+\d+\s+(?P<ir>[\d,]+)\s*$", re.MULTILINE)
+_PID_BLOCK = re.compile(r"^PID (?P<pid>\d+):.*?(?=^PID \d+:|\Z)", re.MULTILINE | re.DOTALL)
+
+
+class InstructionsError(Exception):
+    """valgrind is missing, cannot run the stack, or failed; the message is one line."""
+
+
+def valgrind_tools() -> tuple[str, str]:
+    """The ``valgrind`` and ``callgrind_control`` executables; :class:`InstructionsError`
+    when they are not installed."""
+    valgrind = shutil.which("valgrind")
+    control = shutil.which("callgrind_control")
+    if valgrind is None or control is None:
+        raise InstructionsError(
+            "--instructions needs valgrind, which is not installed "
+            "(Debian: apt-get install valgrind)"
+        )
+    return valgrind, control
+
+
+def valgrind_version() -> str:
+    """``valgrind --version`` (e.g. ``valgrind-3.19.0``), or "" when it cannot run."""
+    valgrind, _ = valgrind_tools()
+    try:
+        out = subprocess.run(
+            [valgrind, "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip()
+
+
+def preflight() -> None:
+    """Before a study starts: valgrind and callgrind_control are installed and run."""
+    if not valgrind_version():
+        raise InstructionsError("--instructions: valgrind --version failed")
+
+
+def cannot_count(is_pypy: bool) -> str | None:
+    """Why a stack's instructions are not counted, or None when they are.
+
+    PyPy was tried (docs/instructions.md): under valgrind 3.19 with ``--smc-check=all`` its
+    JIT's instruction count is not reproducible, so it is refused rather than reported."""
+    if is_pypy:
+        return (
+            "PyPy is not counted: its JIT's instructions under valgrind are not reproducible "
+            "(docs/instructions.md)"
+        )
+    return None
+
+
+def wrapper(valgrind: str | None = None) -> list[str]:
+    """The command a counted server's argv is prefixed with."""
+    return [
+        "env",
+        *(f"{k}={v}" for k, v in COUNT_ENV.items()),
+        valgrind or valgrind_tools()[0],
+        "--tool=callgrind",
+        "--trace-children=yes",
+        "--instr-atstart=no",
+        "--callgrind-out-file=/dev/null",
+        "--error-limit=no",
+    ]
+
+
+def active_runs(pids: Sequence[int], *, control: str | None = None) -> list[int]:
+    """Which of ``pids`` are callgrind runs answering ``callgrind_control``."""
+    out = _control([], control=control)
+    runs = {int(m["pid"]) for m in _RUN.finditer(out)}
+    return [p for p in pids if p in runs]
+
+
+def _control(args: Sequence[str], *, control: str | None = None) -> str:
+    argv = [control or valgrind_tools()[1], *args]
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=CONTROL_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise InstructionsError(f"callgrind_control {' '.join(args)} timed out") from None
+    except OSError as exc:
+        raise InstructionsError(f"callgrind_control: {exc}") from None
+    return done.stdout
+
+
+def parse_counts(text: str) -> dict[int, list[int]]:
+    """``callgrind_control -e Ir``'s output: per process, the instructions of each thread."""
+    counts: dict[int, list[int]] = {}
+    for block in _PID_BLOCK.finditer(text):
+        threads = [int(m["ir"].replace(",", "")) for m in _THREAD.finditer(block.group(0))]
+        if threads:
+            counts[int(block["pid"])] = threads
+    return counts
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What a load batch did: the requests it completed, its errors and its seconds."""
+
+    requests: int
+    errors: int
+    duration_s: float
+
+
+def count_batch(
+    pids: Callable[[], Sequence[int]],
+    warm: Callable[[], Batch],
+    batch: Callable[[], Batch],
+    *,
+    control: str | None = None,
+) -> dict[str, Any]:
+    """Warm up uninstrumented, then count the instructions of ``batch`` in every process.
+
+    ``pids()`` lists the server's process tree (called after the warm-up, so workers forked
+    late are in it). Returns the stored document; raises :class:`InstructionsError`."""
+    warmed = warm()
+    if warmed.requests == 0:
+        raise InstructionsError("the warm-up batch completed no request")
+    runs = active_runs(pids(), control=control)
+    if not runs:
+        raise InstructionsError("no process of the server answers callgrind_control")
+    ids = [str(p) for p in runs]
+    _control(["--instr=on", *ids], control=control)
+    _control(["--zero", *ids], control=control)
+    counted = batch()
+    text = _control(["-e", "Ir", *ids], control=control)
+    _control(["--instr=off", *ids], control=control)
+    counts = parse_counts(text)
+    missing = [p for p in runs if p not in counts]
+    if missing:
+        raise InstructionsError(f"no instruction count from process(es) {missing}")
+    if counted.requests == 0:
+        raise InstructionsError("the counted batch completed no request")
+    total = sum(sum(t) for t in counts.values())
+    return {
+        "tool": "callgrind",
+        "warmup_requests": warmed.requests,
+        "requests": counted.requests,
+        "errors": counted.errors,
+        "duration_s": round(counted.duration_s, 3),
+        "processes": len(counts),
+        "threads": sum(len(t) for t in counts.values()),
+        "instructions": total,
+        "per_request": round(total / counted.requests, 1),
+        "by_process": [sum(counts[p]) for p in runs],
+    }
+
+
+def counted(
+    pids: Callable[[], Sequence[int]],
+    warm: Callable[[], Batch],
+    batch: Callable[[], Batch],
+) -> dict[str, Any]:
+    """:func:`count_batch`, or ``{"error": ...}`` when counting failed (the study carries
+    on: a count is never a failure of the stack)."""
+    try:
+        doc = count_batch(pids, warm, batch)
+    except InstructionsError as exc:
+        return {"error": str(exc)}
+    doc["valgrind"] = valgrind_version()
+    return doc
