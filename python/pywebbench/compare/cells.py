@@ -32,6 +32,7 @@ class CellFigures:
     peak_rss_bytes: int | None = None  # highest RSS of the server tree, warm-up included
     idle_rss_bytes: int | None = None  # median idle RSS before load, over replicates
     latency_hists: list[str] = field(default_factory=list)  # measured iterations' histograms
+    instructions: list[float] = field(default_factory=list)  # per request, one per count
 
     @property
     def label(self) -> str:
@@ -100,6 +101,11 @@ def cell_figures(study: Study) -> list[CellFigures]:
             peak_rss_bytes=max(peaks) if peaks else None,
             idle_rss_bytes=_idle_rss(replicates[cell.id]),
             latency_hists=[h for h in (i.latency_histogram() for i in measured) if h],
+            instructions=[
+                float(r.instructions["per_request"])
+                for r in replicates[cell.id]
+                if "per_request" in r.instructions
+            ],
         )
         out.append(figures)
     return out

@@ -12,7 +12,7 @@ import jinja2
 
 from pywebbench import __version__
 from pywebbench.compare import Comparison
-from pywebbench.compare.render import notes, rows, verdict_class
+from pywebbench.compare.render import counted, notes, rows, verdict_class
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "report" / "templates"
 
@@ -39,6 +39,7 @@ def render_html(result: Comparison) -> str:
         result=result,
         rows=table,
         notes=notes(result),
+        counted=counted(result),
         css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         version=__version__,
     )

@@ -15,6 +15,7 @@ failed in NEW while it worked in BASE gets the verdict *failed*; the reverse *re
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,6 +45,9 @@ class PairComparison:
     p99: RatioEstimate | None = None  # of per-iteration p99 latencies
     memory_change_bytes: int | None = None  # NEW - BASE peak RSS of the server tree
     memory_ratio: float | None = None
+    #: ``--instructions``: NEW/BASE instructions per request (medians over the counts), and
+    #: its least and most (the smallest NEW count over the largest BASE one, and back).
+    instructions: tuple[float, float, float] | None = None
 
     @property
     def label(self) -> str:
@@ -84,6 +88,12 @@ def compare_pair(
     if base.peak_rss_bytes and new.peak_rss_bytes:
         out.memory_change_bytes = new.peak_rss_bytes - base.peak_rss_bytes
         out.memory_ratio = new.peak_rss_bytes / base.peak_rss_bytes
+    if base.instructions and new.instructions:
+        out.instructions = (
+            statistics.median(new.instructions) / statistics.median(base.instructions),
+            min(new.instructions) / max(base.instructions),
+            max(new.instructions) / min(base.instructions),
+        )
     return out
 
 
