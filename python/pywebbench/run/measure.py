@@ -208,11 +208,15 @@ class Measurer:
                         )
                         return lambda: self._batch(spec)
 
+                    start_s = time.monotonic() - started
                     doc = instructions.counted(
                         lambda: [p.pid for p in tree(server.pid)],
                         batch(cfg.instructions_warmup_requests),
                         batch(cfg.instructions_requests),
                     )
+                    doc["start_s"] = round(start_s, 3)
+                    # Nothing of a counted server needs a graceful exit: kill it at once.
+                    server.group.stop(0.0, signal.SIGKILL)
             except StackFailure as exc:
                 doc = {"error": f"the server did not start under valgrind: {exc.reason}"}
             # the study time it took: the counted server's start, batches and stop
