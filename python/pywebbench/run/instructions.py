@@ -84,8 +84,9 @@ def cannot_count(is_pypy: bool) -> str | None:
     return None
 
 
-def wrapper(valgrind: str | None = None) -> list[str]:
-    """The command a counted server's argv is prefixed with."""
+def wrapper(*, jit: bool = False, valgrind: str | None = None) -> list[str]:
+    """The command a counted server's argv is prefixed with (``jit``: the interpreter writes
+    machine code at run time, which valgrind must re-check: ``--smc-check=all``)."""
     return [
         "env",
         *(f"{k}={v}" for k, v in COUNT_ENV.items()),
@@ -95,6 +96,7 @@ def wrapper(valgrind: str | None = None) -> list[str]:
         "--instr-atstart=no",
         "--callgrind-out-file=/dev/null",
         "--error-limit=no",
+        *(["--smc-check=all"] if jit else []),
     ]
 
 
@@ -119,12 +121,15 @@ def _control(args: Sequence[str], *, control: str | None = None) -> str:
 
 
 def parse_counts(text: str) -> dict[int, list[int]]:
-    """``callgrind_control -e Ir``'s output: per process, the instructions of each thread."""
+    """``callgrind_control -e Ir``'s output: per process, the instructions of each thread
+    that executed any (callgrind lists no row for a thread, or a process, that executed none
+    since the counters were zeroed: an empty list then)."""
     counts: dict[int, list[int]] = {}
     for block in _PID_BLOCK.finditer(text):
+        if "Totals:" not in block.group(0):
+            continue
         threads = [int(m["ir"].replace(",", "")) for m in _THREAD.finditer(block.group(0))]
-        if threads:
-            counts[int(block["pid"])] = threads
+        counts[int(block["pid"])] = threads
     return counts
 
 

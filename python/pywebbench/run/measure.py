@@ -189,7 +189,7 @@ class Measurer:
         else:
             self._phase(f"counting instructions of {cell.variant.key} {cell.workload.name}")
             launch = {
-                "wrapper": instructions.wrapper(),
+                "wrapper": instructions.wrapper(jit=cell.variant.stack.interpreter.is_pypy),
                 "start_timeout_s": self.config.timeouts.start_s * instructions.START_SLOWDOWN,
             }
             started = time.monotonic()
