@@ -18,7 +18,7 @@ from pywebbench.compare.cells import cell_figures
 from pywebbench.compare.gate import evaluate, parse_rules
 from pywebbench.compare.match import Pair
 from pywebbench.compare.verdict import compare_pair
-from pywebbench.run.instructions import cannot_count, parse_counts
+from pywebbench.run.instructions import cannot_count, housekeeping, parse_counts
 from pywebbench.store import Store, Study
 from pywebbench.store.export import export_csv
 
@@ -79,8 +79,10 @@ def test_extra_work_per_request_shows_in_the_count(counted: tuple[Path, Study]) 
         (rep,) = [r for r in study.replicates if r.cell_id == cell.id]
         doc = rep.instructions
         assert doc["requests"] == 50 and doc["errors"] == 0, doc
-        assert doc["processes"] >= 2  # the master and its worker, both counted
-        assert doc["instructions"] == sum(doc["by_process"])
+        # the master and its worker, both counted; the master's timer work is set apart
+        assert len(doc["by_process"]) == 2 and doc["processes"] >= 1
+        assert doc["instructions"] == sum(doc["by_process"]) - sum(doc["housekeeping"])
+        assert doc["idle_s"] > 0
         assert doc["study_s"] >= doc["start_s"] > 0
         per_path[cell.workload] = doc["per_request"]
     # An empty loop iteration is ~100-300 instructions in CPython 3.9-3.13.
@@ -137,6 +139,15 @@ def test_callgrind_control_totals_are_read_per_thread() -> None:
         "PID 13: gone\n"  # answered nothing
     )
     assert parse_counts(text) == {10: [394_787], 11: [238_379_284, 1_000], 12: []}
+
+
+def test_a_process_that_only_keeps_house_is_set_apart() -> None:
+    # 1: a master waking on a timer (as much per second idle as busy); 2: a worker that
+    # served the batch (a heartbeat when idle); 3: a process that ran nothing at all.
+    busy = {1: 200_000, 2: 48_000_000, 3: 0}
+    idle = {1: 50_000, 2: 2_000, 3: 0}
+    assert housekeeping(busy, idle, scale=4.0) == [1]
+    assert housekeeping(busy, {1: 10_000, 2: 2_000}, scale=4.0) == []  # 40,000 < half
 
 
 def test_pypy_is_refused_with_a_reason() -> None:
