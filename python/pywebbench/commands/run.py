@@ -412,6 +412,11 @@ def _main(options: dict[str, Any], console: Console) -> int:
         console.print(f"  [yellow]unavailable[/] {name}: {reason}")
     for name, reason in matrix.skipped:
         console.print(f"  [yellow]skipped[/] {name}: {reason}")
+    if load.instructions:
+        from pywebbench.run.instructions import cannot_count
+
+        for why in {cannot_count(i.is_pypy) for i in matrix.interpreters} - {None}:
+            console.print(f"  [yellow]--instructions[/]: {why}")
     if options["dry_run"]:
         for cell in matrix.cells:
             console.print(f"  {cell.label}")
