@@ -183,7 +183,7 @@ class Measurer:
         cfg = self.config.load
         why = instructions.cannot_count(cell.variant.stack.interpreter.is_pypy)
         if why is None and self.extra_server is None:
-            why = "this executor cannot start a server under valgrind"
+            why = "no server of the cell can be started here under valgrind"
         if why is not None or self.extra_server is None:
             doc: dict[str, Any] = {"error": why}
         else:
