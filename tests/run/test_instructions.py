@@ -92,7 +92,10 @@ def test_extra_work_per_request_shows_in_the_count(counted: tuple[Path, Study]) 
 
 def test_reports_and_exports_show_the_count(counted: tuple[Path, Study]) -> None:
     results, study = counted
-    proc = pwb("report", results=results, timeout=120)
+    store = str(results / "pywebbench.sqlite")
+    proc = subprocess.run(
+        [PYWEBBENCH, "report", "--store", store], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     (md,) = results.glob("report-*.md")
     text = md.read_text()
