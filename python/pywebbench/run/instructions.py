@@ -168,7 +168,8 @@ def count_batch(
     house on a timer (see :func:`housekeeping`).
 
     ``pids()`` lists the server's process tree (called after the warm-up, so workers forked
-    late are in it). Returns the stored document; raises :class:`InstructionsError`."""
+    late are in it). Counting is left on: the caller stops the server. Returns the stored
+    document; raises :class:`InstructionsError`."""
     warmed = warm()
     if warmed.requests == 0:
         raise InstructionsError("the warm-up batch completed no request")
@@ -184,8 +185,7 @@ def count_batch(
     started = time.monotonic()
     time.sleep(idle_s)
     idle = _read(runs, control)
-    idle_elapsed = time.monotonic() - started
-    _control(["--instr=off", *ids], control=control)
+    idle_elapsed = time.monotonic() - started  # the server is killed next: no --instr=off
     if counted.requests == 0:
         raise InstructionsError("the counted batch completed no request")
     busy = {p: sum(counts[p]) for p in runs}
