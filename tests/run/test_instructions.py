@@ -18,7 +18,7 @@ from pywebbench.compare.cells import cell_figures
 from pywebbench.compare.gate import evaluate, parse_rules
 from pywebbench.compare.match import Pair
 from pywebbench.compare.verdict import compare_pair
-from pywebbench.run.instructions import cannot_count, housekeeping, parse_counts
+from pywebbench.run.instructions import batch_size, cannot_count, housekeeping, parse_counts
 from pywebbench.store import Store, Study
 from pywebbench.store.export import export_csv
 
@@ -78,7 +78,8 @@ def test_extra_work_per_request_shows_in_the_count(counted: tuple[Path, Study]) 
     for cell in study.cells:
         (rep,) = [r for r in study.replicates if r.cell_id == cell.id]
         doc = rep.instructions
-        assert doc["requests"] == 50 and doc["errors"] == 0, doc
+        assert doc["requests"] == 50 and doc["errors"] == 0, doc  # the most: light requests
+        assert doc["probe_requests"] == 5
         # the master and its worker, both counted; the master's timer work is set apart
         assert len(doc["by_process"]) == 2 and doc["processes"] >= 1
         assert doc["instructions"] == sum(doc["by_process"]) - sum(doc["housekeeping"])
@@ -151,6 +152,13 @@ def test_a_process_that_only_keeps_house_is_set_apart() -> None:
     idle = {1: 50_000, 2: 2_000, 3: 0}
     assert housekeeping(busy, idle, scale=4.0) == [1]
     assert housekeeping(busy, {1: 10_000, 2: 2_000}, scale=4.0) == []  # 40,000 < half
+
+
+def test_the_batch_is_sized_by_the_probe() -> None:
+    assert batch_size(2_500_000, 5, most=100) == 100  # 500,000 a request: 100 is the most
+    assert batch_size(62_000_000, 5, most=100) == 10  # 12.4 million a request: at least 10
+    assert batch_size(5 * 2_000_000, 5, most=100) == 25  # 50 million in 25 requests
+    assert batch_size(0, 5, most=100) == 100 and batch_size(1, 5, most=3) == 3
 
 
 def test_pypy_is_refused_with_a_reason() -> None:

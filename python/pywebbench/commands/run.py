@@ -255,7 +255,9 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     "(docs/instructions.md).",
 )
 @click.option(
-    "--instructions-requests", type=int, help="instructions: requests of the counted batch."
+    "--instructions-requests",
+    type=int,
+    help="instructions: the most requests of the counted batch (default 100).",
 )
 @click.option(
     "--server-option",

@@ -191,7 +191,11 @@ class LoadConfig(_Model):
         "valgrind, on a separate server, apart from the timed figures (docs/instructions.md).",
     )
     instructions_requests: int = Field(
-        100, ge=1, le=1_000_000, description="instructions: requests of the counted batch."
+        100,
+        ge=1,
+        le=1_000_000,
+        description="instructions: the most requests of the counted batch (heavy requests "
+        "get fewer: enough for 50 million instructions, at least 10).",
     )
     instructions_warmup_requests: int = Field(
         50, ge=1, le=1_000_000, description="instructions: requests of the warm-up batch."

@@ -14,6 +14,7 @@ is never stored as an iteration. Method and limits: docs/instructions.md.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -33,6 +34,12 @@ START_SLOWDOWN = 10.0
 BATCH_CAP_S = 300.0
 #: The idle window after the counted batch that tells the processes only keeping house.
 IDLE_S = 2.0
+#: Counted requests that size the batch, and the instructions a batch aims at: enough that
+#: a few thousand instructions of timer work in a serving process stay below 0.01%.
+PROBE_REQUESTS = 5
+BATCH_INSTRUCTIONS = 50_000_000
+#: The fewest requests of a batch, however heavy each is.
+LEAST_REQUESTS = 10
 
 _RUN = re.compile(r"^PID (?P<pid>\d+):", re.MULTILINE)
 _THREAD = re.compile(r"^\s*Th\s+\d+\s+(?P<ir>[\d,]+)\s*$", re.MULTILINE)
@@ -155,21 +162,31 @@ def _read(runs: Sequence[int], control: str | None) -> dict[int, list[int]]:
     return counts
 
 
+def batch_size(probe_instructions: int, probe_requests: int, most: int) -> int:
+    """Requests of the counted batch: enough for :data:`BATCH_INSTRUCTIONS` at the probe's
+    instructions per request, at least :data:`LEAST_REQUESTS`, at most ``most``."""
+    per_request = probe_instructions / max(probe_requests, 1)
+    wanted = math.ceil(BATCH_INSTRUCTIONS / per_request) if per_request > 0 else most
+    return max(min(wanted, most), min(LEAST_REQUESTS, most))
+
+
 def count_batch(
     pids: Callable[[], Sequence[int]],
     warm: Callable[[], Batch],
-    batch: Callable[[], Batch],
+    batch: Callable[[int], Batch],
     *,
+    most: int,
     idle_s: float = IDLE_S,
     control: str | None = None,
 ) -> dict[str, Any]:
-    """Warm up uninstrumented, count the instructions of ``batch`` in every process, then
-    those of an idle window of ``idle_s`` seconds, which tells the processes that only keep
-    house on a timer (see :func:`housekeeping`).
+    """Warm up uninstrumented; count a probe of :data:`PROBE_REQUESTS` requests, which sizes
+    the batch (:func:`batch_size`, at most ``most`` requests); count the batch in every
+    process; then, when several processes ran instructions in it, an idle window of
+    ``idle_s`` seconds tells the ones that only keep house on a timer (:func:`housekeeping`).
 
-    ``pids()`` lists the server's process tree (called after the warm-up, so workers forked
-    late are in it). Counting is left on: the caller stops the server. Returns the stored
-    document; raises :class:`InstructionsError`."""
+    ``batch(n)`` runs ``n`` requests. ``pids()`` lists the server's process tree (called
+    after the warm-up, so workers forked late are in it). Counting is left on: the caller
+    stops the server. Returns the stored document; raises :class:`InstructionsError`."""
     warmed = warm()
     if warmed.requests == 0:
         raise InstructionsError("the warm-up batch completed no request")
@@ -179,23 +196,29 @@ def count_batch(
     ids = [str(p) for p in runs]
     _control(["--instr=on", *ids], control=control)
     _control(["--zero", *ids], control=control)
-    counted = batch()
-    counts = _read(runs, control)
+    probe = batch(PROBE_REQUESTS)
+    size = batch_size(sum(sum(t) for t in _read(runs, control).values()), probe.requests, most)
     _control(["--zero", *ids], control=control)
-    started = time.monotonic()
-    time.sleep(idle_s)
-    idle = _read(runs, control)
-    idle_elapsed = time.monotonic() - started  # the server is killed next: no --instr=off
+    counted = batch(size)
+    counts = _read(runs, control)
     if counted.requests == 0:
         raise InstructionsError("the counted batch completed no request")
     busy = {p: sum(counts[p]) for p in runs}
-    apart = housekeeping(
-        busy, {p: sum(idle[p]) for p in runs}, counted.duration_s / max(idle_elapsed, 1e-3)
-    )
+    idle_elapsed = 0.0
+    apart: list[int] = []
+    if sum(1 for n in busy.values() if n) > 1:  # one process ran everything: it served
+        _control(["--zero", *ids], control=control)
+        started = time.monotonic()
+        time.sleep(idle_s)
+        idle = _read(runs, control)
+        idle_elapsed = time.monotonic() - started
+        scale = counted.duration_s / max(idle_elapsed, 1e-3)
+        apart = housekeeping(busy, {p: sum(idle[p]) for p in runs}, scale)
     total = sum(n for p, n in busy.items() if p not in apart)
     return {
         "tool": "callgrind",
         "warmup_requests": warmed.requests,
+        "probe_requests": probe.requests,
         "requests": counted.requests,
         "errors": counted.errors,
         "duration_s": round(counted.duration_s, 3),
@@ -224,12 +247,14 @@ def housekeeping(busy: Mapping[int, int], idle: Mapping[int, int], scale: float)
 def counted(
     pids: Callable[[], Sequence[int]],
     warm: Callable[[], Batch],
-    batch: Callable[[], Batch],
+    batch: Callable[[int], Batch],
+    *,
+    most: int,
 ) -> dict[str, Any]:
     """:func:`count_batch`, or ``{"error": ...}`` when counting failed (the study carries
     on: a count is never a failure of the stack)."""
     try:
-        doc = count_batch(pids, warm, batch)
+        doc = count_batch(pids, warm, batch, most=most)
     except InstructionsError as exc:
         return {"error": str(exc)}
     doc["valgrind"] = valgrind_version()

@@ -196,7 +196,7 @@ class Measurer:
             try:
                 with self.extra_server(cell, "under valgrind", **launch) as server:
 
-                    def batch(requests: int) -> Callable[[], instructions.Batch]:
+                    def batch(requests: int) -> instructions.Batch:
                         spec = cell.load_spec(
                             server.base_url,
                             cfg,
@@ -206,13 +206,14 @@ class Measurer:
                             rate=None,
                             max_requests=requests,
                         )
-                        return lambda: self._batch(spec)
+                        return self._batch(spec)
 
                     start_s = time.monotonic() - started
                     doc = instructions.counted(
                         lambda: [p.pid for p in tree(server.pid)],
-                        batch(cfg.instructions_warmup_requests),
-                        batch(cfg.instructions_requests),
+                        lambda: batch(cfg.instructions_warmup_requests),
+                        batch,
+                        most=cfg.instructions_requests,
                     )
                     doc["start_s"] = round(start_s, 3)
                     # Nothing of a counted server needs a graceful exit: kill it at once.
