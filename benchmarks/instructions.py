@@ -208,6 +208,11 @@ def part_quick(work: Path, store: Path | None, svg: Path | None) -> bool:
             f"(p {pearson.pvalue:.2g}), Spearman rho {spearman.statistic:.3f} "
             f"(p {spearman.pvalue:.2g}), n = {len(points)}"
         )
+        for workload in sorted({p[0].rsplit(" ", 1)[1] for p in points}):
+            mine = [p for p in points if p[0].endswith(" " + workload)]
+            if len(mine) >= 3:
+                rho = stats.spearmanr([p[2] for p in mine], [p[1] for p in mine]).statistic
+                print(f"  within {workload}: Spearman rho {rho:.3f}, n = {len(mine)}")
         if svg is not None:
             svg.write_text(scatter(points, pearson.statistic, spearman.statistic))
             print(f"  figure: {svg}")
