@@ -179,10 +179,11 @@ def count_batch(
     idle_s: float = IDLE_S,
     control: str | None = None,
 ) -> dict[str, Any]:
-    """Warm up uninstrumented; count a probe of :data:`PROBE_REQUESTS` requests, which sizes
-    the batch (:func:`batch_size`, at most ``most`` requests); count the batch in every
-    process; then, when several processes ran instructions in it, an idle window of
-    ``idle_s`` seconds tells the ones that only keep house on a timer (:func:`housekeeping`).
+    """Warm up uninstrumented; count a probe of :data:`PROBE_REQUESTS` requests, whose
+    busiest process sizes the batch (:func:`batch_size`, at most ``most`` requests); count
+    the batch in every process; then, when several processes ran instructions in it, an
+    idle window of ``idle_s`` seconds tells the ones that only keep house on a timer
+    (:func:`housekeeping`).
 
     ``batch(n)`` runs ``n`` requests. ``pids()`` lists the server's process tree (called
     after the warm-up, so workers forked late are in it). Counting is left on: the caller
@@ -197,7 +198,9 @@ def count_batch(
     _control(["--instr=on", *ids], control=control)
     _control(["--zero", *ids], control=control)
     probe = batch(PROBE_REQUESTS)
-    size = batch_size(sum(sum(t) for t in _read(runs, control).values()), probe.requests, most)
+    # the busiest process: a master's timer work, which follows the wall time, must not
+    # change the batch's size from one count to the next
+    size = batch_size(max(map(sum, _read(runs, control).values())), probe.requests, most)
     _control(["--zero", *ids], control=control)
     counted = batch(size)
     counts = _read(runs, control)
