@@ -14,7 +14,8 @@ from pywebbench.store.model import Study
 COUNTED_NOTE = (
     "User-space instructions of the server's whole process tree per request, counted by "
     "valgrind (callgrind) on a separate server of the cell over a fixed batch on one "
-    "connection, after a warm-up batch: reproducible to about 0.01%, blind to the kernel, "
+    "connection, after a warm-up batch: reproducible to ~0.03% (a prefork server) or ~0.4% "
+    "(an event loop's timers, between runs at different machine loads), blind to the kernel, "
     "waiting, cache misses and parallelism (docs/instructions.md). Not a throughput figure."
 )
 

@@ -205,7 +205,7 @@ class LoadConfig(_Model):
         ge=1,
         le=100,
         description="instructions: count in this many replicates of each cell (the first "
-        "ones); the count is reproducible to ~0.01%, so 1 is usually enough.",
+        "ones); counts agree to 0.03-0.4% between fresh servers, so 1 is usually enough.",
     )
     faults: str | None = Field(
         None,
