@@ -83,7 +83,8 @@ def test_extra_work_per_request_shows_in_the_count(counted: tuple[Path, Study]) 
         # the master and its worker, both counted; the master's timer work is set apart
         assert len(doc["by_process"]) == 2 and doc["processes"] >= 1
         assert doc["instructions"] == sum(doc["by_process"]) - sum(doc["housekeeping"])
-        assert doc["idle_s"] > 0
+        # an idle window ran when the master ran instructions during the batch too
+        assert doc["idle_s"] > 0 or sum(n > 0 for n in doc["by_process"]) == 1, doc
         assert doc["study_s"] >= doc["start_s"] > 0
         per_path[cell.workload] = doc["per_request"]
     # An empty loop iteration is ~100-300 instructions in CPython 3.9-3.13.
