@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-APT_PACKAGES=(pypy3 pypy3-venv pypy3-dev redis-server postgresql nginx wrk chromium libev-dev strace
+APT_PACKAGES=(pypy3 pypy3-venv pypy3-dev redis-server postgresql nginx wrk chromium libev-dev strace valgrind
               build-essential python3-dev pkg-config curl)
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }

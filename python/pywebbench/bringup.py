@@ -171,6 +171,8 @@ class LaunchOptions:
     server_options: Mapping[str, int] = field(default_factory=dict)
     #: Where the server listens: "tcp" (a loopback port) or "unix" (a unix socket).
     bind: Bind = "tcp"
+    #: A command the server runs under (valgrind for ``--instructions``); empty: none.
+    wrapper: Sequence[str] = ()
 
 
 def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str) -> RunningServer:
@@ -198,6 +200,7 @@ def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str)
             max_requests=options.max_requests,
             server_options=options.server_options,
             bind=options.bind,
+            wrapper=options.wrapper,
         )
     except LaunchError as exc:
         tail = " | ".join(exc.log_tail.strip().splitlines()[-3:])

@@ -275,7 +275,8 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
     for column in ("warmup_end", "warmup_s", "steady_start_s", "warmup_curve_json",
                    "drift_json", "leak_json", "worker_max_requests", "connection_mode",
                    "syscalls_json", "processes_seen", "bind", "node", "flame_json",
-                   "others_cpu_s", "steal_s", "interfered", "remeasured_json"):  # fmt: skip
+                   "others_cpu_s", "steal_s", "interfered", "remeasured_json",
+                   "instructions_json"):  # fmt: skip
         v1 = "\n".join(line for line in v1.splitlines() if not line.strip().startswith(column))
     v1 = v1.replace("ctx_involuntary      INTEGER,\n);", "ctx_involuntary      INTEGER\n);")
     db.executescript(v1)

@@ -96,7 +96,7 @@ impl SlicedSpec {
             return Err(format!("rounds: at most {MAX_SLICES} slices in all"));
         }
         let l = &self.load;
-        if l.rate.is_some() || !l.rate_profile.is_empty() {
+        if l.rate.is_some() || !l.rate_phases.is_empty() {
             return Err("load.rate: slices run a closed loop only".into());
         }
         if !l.keepalive || l.fresh_share > 0.0 {

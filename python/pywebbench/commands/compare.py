@@ -36,7 +36,8 @@ def _split(values: tuple[str, ...]) -> list[str]:
     multiple=True,
     metavar="RULE",
     help="Exit 1 when a cell is significantly worse: slower>5%, p50>10%, p99>10%, "
-    "memory>20%, errors>0, errors>1% (repeatable or comma list).",
+    "memory>20%, instructions>1% (--instructions counts), errors>0, errors>1% (repeatable "
+    "or comma list).",
 )
 @click.option(
     "--accept-interfered",

@@ -138,6 +138,8 @@ def _main(options: dict[str, Any], console: Console) -> int:
     check_executor(config.load)
     if config.load.syscalls:
         _check_tracing()
+    if config.load.instructions:
+        _check_valgrind()
     matrix = expand(config)
     if not matrix.cells:
         reasons = "; ".join(f"{n}: {r}" for n, r in (matrix.unavailable + matrix.skipped)[:5])
@@ -160,6 +162,11 @@ def _main(options: dict[str, Any], console: Console) -> int:
     for name, reason in matrix.skipped:
         console.print(f"  [yellow]skipped[/] {name}: {reason}")
     _preflight(config, console)
+    if load.instructions:
+        from pywebbench.run.instructions import cannot_count
+
+        for why in {cannot_count(i.is_pypy) for i in matrix.interpreters} - {None}:
+            console.print(f"  [yellow]--instructions[/]: {why}")
     if options["dry_run"]:
         for cell in matrix.cells:
             console.print(f"  {cell.label}")
@@ -178,6 +185,16 @@ def _preflight(config: StudyConfig, console: Console) -> None:
         return  # the runner reports unusable cores
     for finding in preflight(server + generator):
         console.print(f"  [yellow]pre-flight[/] {finding.line()}", highlight=False)
+
+
+def _check_valgrind() -> None:
+    """--instructions: valgrind installed and running, before anything runs."""
+    from pywebbench.run.instructions import InstructionsError, preflight
+
+    try:
+        preflight()
+    except InstructionsError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _check_tracing() -> None:

@@ -37,6 +37,7 @@ class CellFigures:
     flames: list[FlameWindow] = field(default_factory=list)
     # Some measured iteration stayed interfered after its re-measures (docs/interference.md).
     interfered: bool = False
+    instructions: list[float] = field(default_factory=list)  # per request, one per count
 
     @property
     def label(self) -> str:
@@ -112,6 +113,11 @@ def cell_figures(study: Study) -> list[CellFigures]:
             latency_hists=[h for h in (i.latency_histogram() for i in measured) if h],
             flames=_flames(replicates[cell.id]),
             interfered=any(i.interfered for i in measured),
+            instructions=[
+                float(r.instructions["per_request"])
+                for r in replicates[cell.id]
+                if "per_request" in r.instructions
+            ],
         )
         out.append(figures)
     return out

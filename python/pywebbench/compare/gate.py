@@ -5,6 +5,8 @@ A rule trips on a cell only when the cell is *significantly* worse than the thre
 - ``slower>X%``: the upper end of the CI of NEW/BASE requests/s is below ``1 - X``;
 - ``p50>X%``, ``p99>X%``: the lower end of the CI of NEW/BASE latency is above ``1 + X``;
 - ``memory>X%``: NEW's peak RSS exceeds BASE's by more than X (one peak per cell, no CI);
+- ``instructions>X%``: every NEW count of instructions per request (``--instructions``)
+  exceeds every BASE count by more than X (counts agree to 0.03-0.4%, docs/instructions.md);
 - ``errors>N`` / ``errors>X%``: NEW's measured iterations had more than N errors (transport
   errors + non-2xx), or an error rate above X;
 - and with any rule, a cell that worked in BASE and failed in NEW trips the gate, and so does
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.compare.verdict import FAILED, INTERFERED, PairComparison
 
-METRICS = ("slower", "p50", "p99", "memory", "errors")
+METRICS = ("slower", "p50", "p99", "memory", "instructions", "errors")
 _RULE = re.compile(r"^\s*([a-z0-9]+)\s*>\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(%?)\s*$")
 
 
@@ -99,6 +101,11 @@ def _violation(rule: Rule, c: PairComparison) -> str | None:
     """Why ``c`` trips ``rule``, or None."""
     if rule.metric in ("slower", "p50", "p99"):
         return estimate_violation(rule, c.rps, c.p50, c.p99)
+    if rule.metric == "instructions":
+        if c.instructions is not None and c.instructions[1] > 1.0 + rule.limit:
+            ratio, low, high = ((x - 1) * 100 for x in c.instructions)
+            return f"instructions/request {ratio:+.2f}% (counts {low:+.2f}% .. {high:+.2f}%)"
+        return None
     if rule.metric == "memory":
         if c.memory_ratio is not None and c.memory_ratio > 1.0 + rule.limit:
             return f"peak RSS {_pct(c.memory_ratio - 1)}"

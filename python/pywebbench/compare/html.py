@@ -13,7 +13,7 @@ import jinja2
 
 from pywebbench import __version__
 from pywebbench.compare import Comparison
-from pywebbench.compare.render import grown_text, notes, rows, verdict_class
+from pywebbench.compare.render import counted, grown_text, notes, rows, verdict_class
 from pywebbench.report.flame import diff_icicle
 from pywebbench.report.html import plotly_js, safe_json
 
@@ -51,6 +51,7 @@ def render_html(result: Comparison) -> str:
         result=result,
         rows=table,
         notes=notes(result),
+        counted=counted(result),
         css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         version=__version__,
         diffs=diffs,

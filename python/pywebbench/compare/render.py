@@ -37,6 +37,20 @@ def fmt_memory(c: PairComparison) -> str:
     return f"{c.memory_change_bytes / MIB:+.1f} MiB ({(c.memory_ratio - 1) * 100:+.0f}%)"
 
 
+def fmt_instructions(c: PairComparison) -> str:
+    """``+0.50% [+0.49, +0.51]``: NEW/BASE instructions per request and the range of its
+    counts; ``–`` without counts on both sides."""
+    if c.instructions is None:
+        return "–"
+    ratio, low, high = ((x - 1) * 100 for x in c.instructions)
+    return f"{ratio:+.2f}% [{low:+.2f}, {high:+.2f}]"
+
+
+def counted(result: Comparison) -> bool:
+    """True when some pair has instruction counts on both sides (then they are shown)."""
+    return any(c.instructions is not None for c in result.comparisons)
+
+
 def _estimate_doc(est: RatioEstimate | None) -> dict[str, float | None] | None:
     if est is None:
         return None
@@ -69,6 +83,7 @@ def rows(result: Comparison) -> list[dict[str, str]]:
                 "p50": fmt_ratio(c.p50),
                 "p99": fmt_ratio(c.p99),
                 "peak RSS": fmt_memory(c),
+                "instructions": fmt_instructions(c),
                 "verdict": c.verdict,
                 "differs": "; ".join(c.pair.differences),
             }
@@ -141,6 +156,11 @@ def to_json(result: Comparison) -> str:
                 "p99": _estimate_doc(c.p99),
                 "peak_rss_change_bytes": c.memory_change_bytes,
                 "peak_rss_ratio": c.memory_ratio,
+                "instructions": (
+                    dict(zip(("ratio", "low", "high"), c.instructions, strict=True))
+                    if c.instructions is not None
+                    else None
+                ),
                 "errors": {"base": c.pair.base.errors, "new": c.pair.new.errors},
                 "cpu_per_request_s": list(c.cpu_per_request) if c.cpu_per_request else None,
                 "grown": [
@@ -170,11 +190,13 @@ def to_markdown(result: Comparison) -> str:
     """A Markdown table and notes, ready for a pull-request comment."""
     table = rows(result)
     header = ["cell", "req/s", "p50", "p99", "peak RSS", "verdict"]
+    if counted(result):
+        header.insert(-1, "instructions")
     lines = [
         f"## pywebbench compare: {result.base.id} → {result.new.id}",
         "",
         "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---"] + ["---:"] * 4 + ["---"]) + "|",
+        "|" + "|".join(["---"] + ["---:"] * (len(header) - 2) + ["---"]) + "|",
     ]
     for row in table:
         cells = [md_text(row[h]) for h in header]
@@ -197,7 +219,11 @@ def print_table(result: Comparison) -> None:
         console = Console(width=180)
     styles = {"good": "green", "bad": "bold red", "info": ""}
     table = Table(title=f"{result.base.id} -> {result.new.id}", title_justify="left")
-    for col in ("cell", "req/s NEW/BASE", "p50", "p99", "peak RSS", "verdict"):
+    shown = counted(result)
+    columns = ["cell", "req/s NEW/BASE", "p50", "p99", "peak RSS", "verdict"]
+    if shown:
+        columns.insert(-1, "instructions")
+    for col in columns:
         table.add_column(col, justify="left" if col in ("cell", "verdict") else "right")
     for c, row in zip(result.comparisons, rows(result), strict=True):
         cell = Text(row["cell"])
@@ -209,6 +235,7 @@ def print_table(result: Comparison) -> None:
             row["p50"],
             row["p99"],
             row["peak RSS"],
+            *([row["instructions"]] if shown else []),
             Text(row["verdict"], style=styles[verdict_class(c.verdict)]),
         )
     console.print(table)

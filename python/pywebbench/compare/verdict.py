@@ -17,6 +17,7 @@ verdict *interfered*, whatever its ratio: its figure measured the machine, not t
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -53,6 +54,9 @@ class PairComparison:
     grown: list[Growth] = field(default_factory=list)
     #: Their tree's CPU seconds per request in the sampled windows, BASE and NEW.
     cpu_per_request: tuple[float, float] | None = None
+    #: ``--instructions``: NEW/BASE instructions per request (medians over the counts), and
+    #: its least and most (the smallest NEW count over the largest BASE one, and back).
+    instructions: tuple[float, float, float] | None = None
 
     @property
     def label(self) -> str:
@@ -101,6 +105,12 @@ def compare_pair(
         cpu_base, cpu_new = tree_cpu_per_request(base.flames), tree_cpu_per_request(new.flames)
         if cpu_base and cpu_new:
             out.cpu_per_request = (cpu_base, cpu_new)
+    if base.instructions and new.instructions:
+        out.instructions = (
+            statistics.median(new.instructions) / statistics.median(base.instructions),
+            min(new.instructions) / max(base.instructions),
+            max(new.instructions) / min(base.instructions),
+        )
     return out
 
 

@@ -250,6 +250,7 @@ def start_server(
     max_requests: int = 0,
     server_options: Mapping[str, int] | None = None,
     bind: Bind = "tcp",
+    wrapper: Sequence[str] = (),
 ) -> RunningServer:
     """Start ``stack``'s server in ``env`` and return once it answers HTTP.
 
@@ -259,7 +260,8 @@ def start_server(
     ``max_requests`` > 0 recycles each worker after that many requests (adapters with a
     ``max_requests_flag``). ``app`` defaults to the framework's app, ``app_dir`` to the
     framework's ``app_dir`` attribute if it has one (a plugin's or a user's), else the
-    built-in apps. Raises :class:`LaunchError` (phase config/spawn/start/ready) with the end
+    built-in apps. ``wrapper`` prefixes the server's command (a tool it runs under, such as
+    valgrind). Raises :class:`LaunchError` (phase config/spawn/start/ready) with the end
     of the server's log.
     """
     if host not in LOOPBACK_HOSTS:
@@ -312,7 +314,7 @@ def start_server(
                     time.sleep(0.5 * attempt)
                 ctx = dataclasses.replace(ctx, port=free_port(host))
             try:
-                return _start_once(stack, ctx, cpus, log_dir, ready_path, start_timeout_s)
+                return _start_once(stack, ctx, cpus, log_dir, ready_path, start_timeout_s, wrapper)
             except LaunchError as exc:  # lost the race for a free port: try another one
                 clash = exc.phase == "start" and _PORT_CLASH.search(exc.log_tail)
                 if not clash or attempt == attempts - 1:
@@ -331,10 +333,13 @@ def _start_once(
     log_dir: Path,
     ready_path: str,
     start_timeout_s: float,
+    wrapper: Sequence[str] = (),
 ) -> RunningServer:
     adapter = stack.server
     try:
         cmd = adapter.command(ctx)
+        if wrapper:
+            cmd = dataclasses.replace(cmd, argv=[*wrapper, *cmd.argv])
         settings = dict(adapter.settings(ctx))
     except (ValueError, NotImplementedError) as exc:
         raise LaunchError("config", f"{adapter.name}: {exc}") from exc

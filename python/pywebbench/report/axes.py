@@ -11,6 +11,7 @@ import re
 import statistics
 from collections import defaultdict
 
+from pywebbench.report.instructions import instructions_points
 from pywebbench.report.tables import (
     MISSING,
     Column,
@@ -142,6 +143,7 @@ def build_axes(view: ReportView, study: Study) -> AxesView:
     key_of = {s.id: s.key for s in study.stacks if s.id is not None}
     return AxesView(
         syscalls=_syscalls(study, key_of),
+        instructions=instructions_points(view, study),
         connection=_connection(view),
         recycling=_recycling(view, study, key_of),
     )

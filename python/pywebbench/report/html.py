@@ -31,6 +31,7 @@ from pywebbench.report import (
 )
 from pywebbench.report import history as figures_history
 from pywebbench.report.figures_knee import knee_context
+from pywebbench.report.instructions import COUNTED_NOTE, instructions_table
 from pywebbench.report.view import Ranking, ReportView, StackView
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -210,6 +211,8 @@ def build_context(view: ReportView) -> dict[str, Any]:
     figs.update({k: v for k, v in axes_figs.items() if v is not None})
     study_axes = {
         "syscalls": axes.syscalls_table(view),
+        "instructions": instructions_table(view),
+        "counted_note": COUNTED_NOTE,
         "connection": axes.connection_table(view),
         "recycling": axes.recycling_table(view),
         "figs": {k: k in figs for k in axes_figs},

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pywebbench.mdtext import md_code, md_text
 from pywebbench.report import ab, axes, capacity, flags, flame, nodes, robustness_curve, tables
+from pywebbench.report.instructions import COUNTED_NOTE, instructions_table
 from pywebbench.report.knee import markdown_lines
 from pywebbench.report.view import ReportView, WorkloadView
 
@@ -102,6 +103,7 @@ def _axes(view: ReportView) -> list[str]:
     out: list[str] = []
     sections = [
         ("Syscalls per request", axes.syscalls_table(view), axes.TRACED_NOTE),
+        ("Instructions per request", instructions_table(view), COUNTED_NOTE),
         (
             "Keep-alive against a connection per request",
             axes.connection_table(view),

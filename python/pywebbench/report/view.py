@@ -9,6 +9,7 @@ Units here are the ones people read: requests/s, milliseconds, MiB, seconds.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -325,6 +326,31 @@ class SyscallsPoint:
 
 
 @dataclass
+class InstructionsPoint:
+    """The instruction counts (``--instructions``) of one stack x workload x load point."""
+
+    stack_key: str
+    workload: str
+    load_point: str
+    counts: list[float] = field(default_factory=list)  # instructions per request, per count
+    requests: int = 0  # requests counted, in total
+    processes: int = 0  # processes counted (most over the counts)
+    threads: int = 0  # threads counted (most over the counts)
+    cpu_us_per_request: float | None = None  # the timed figure's server CPU per request
+    errors: list[str] = field(default_factory=list)  # why a count has no figure
+
+    @property
+    def per_request(self) -> float | None:
+        """Instructions per request: the median over the counts."""
+        return statistics.median(self.counts) if self.counts else None
+
+    @property
+    def spread(self) -> float | None:
+        """The largest count over the smallest (1.0: identical; needs 2 counts)."""
+        return max(self.counts) / min(self.counts) if len(self.counts) > 1 else None
+
+
+@dataclass
 class ConnectionPair:
     """One stack x workload x load point measured with keep-alive and with a connection per
     request (``--connection-mode keepalive,close``)."""
@@ -354,6 +380,7 @@ class AxesView:
     """The study axes beyond the rankings: syscalls, connection mode, worker recycling."""
 
     syscalls: list[SyscallsPoint] = field(default_factory=list)
+    instructions: list[InstructionsPoint] = field(default_factory=list)
     connection: list[ConnectionPair] = field(default_factory=list)
     recycling: list[RecyclingPoint] = field(default_factory=list)
 

@@ -15,9 +15,9 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pywebbench import bringup
 from pywebbench.bind import Bind
@@ -93,6 +93,7 @@ class HostBench:
             phase=events.phase,
             fresh_server=self._fresh_server,
         )
+        self._measure.extra_server = self._extra_server
         self._knee = (
             KneePhase(
                 setup.config,
@@ -246,13 +247,20 @@ class HostBench:
 
     @contextmanager
     def _server_for_faults(self, cell: CellPlan) -> Iterator[tuple[str, Callable[[], bool]]]:
+        with self._extra_server(cell, "for the next fault size") as server:
+            yield server.base_url, server.alive
+
+    @contextmanager
+    def _extra_server(self, cell: CellPlan, why: str, **launch: Any) -> Iterator[RunningServer]:
+        """Another server of ``cell``'s stack, its launch options changed by ``launch``
+        (a fault-sweep size; ``--instructions``: under valgrind), stopped after the block."""
         variant = cell.variant
-        self.events.phase(f"starting {variant.key} for the next fault size")
+        self.events.phase(f"starting {variant.key} {why}")
         ready = bringup.ready_path(variant.stack, [cell.workload])
-        options = self._launch_options(variant, cell.bind)
+        options = replace(self._launch_options(variant, cell.bind), **launch)
         server = bringup.start(variant.stack, self._envs[variant.key], options, ready)
         try:
-            yield server.base_url, server.alive
+            yield server
         finally:
             with no_sigint():
                 bringup.stop(server)

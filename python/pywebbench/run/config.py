@@ -233,6 +233,43 @@ class LoadConfig(Table):
     flamegraph_duration_s: Annotated[
         float, Flag("--flamegraph-duration", help="flamegraph: seconds of the sampled window.")
     ] = Field(3.0, gt=0, le=600, description="flamegraph: length of the sampled load window.")
+    instructions: Annotated[
+        bool,
+        Flag(
+            "--instructions",
+            help="Count instructions per request under valgrind, on a separate server per cell "
+            "(docs/instructions.md).",
+        ),
+    ] = Field(
+        False,
+        description="Count the instructions per request of each cell's server tree under "
+        "valgrind, on a separate server, apart from the timed figures (docs/instructions.md).",
+    )
+    instructions_requests: Annotated[
+        int,
+        Flag(
+            "--instructions-requests",
+            help="instructions: the most requests of the counted batch (default 100).",
+        ),
+    ] = Field(
+        100,
+        ge=1,
+        le=1_000_000,
+        description="instructions: the most requests of the counted batch (heavy requests "
+        "get fewer: enough for 50 million instructions, at least 10).",
+    )
+    instructions_warmup_requests: Annotated[
+        int, FileOnly("a tuning of the count's warm-up; the default suits every workload")
+    ] = Field(50, ge=1, le=1_000_000, description="instructions: requests of the warm-up batch.")
+    instructions_replicates: Annotated[
+        int, FileOnly("counts agree to 0.03-0.4% between fresh servers: 1 is usually enough")
+    ] = Field(
+        1,
+        ge=1,
+        le=100,
+        description="instructions: count in this many replicates of each cell (the first "
+        "ones); counts agree to 0.03-0.4% between fresh servers, so 1 is usually enough.",
+    )
     faults: Annotated[str | None, Flag("--faults", help=FAULTS_HELP)] = Field(
         None,
         description=(

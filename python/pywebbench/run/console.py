@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from typing import Any
 
@@ -249,6 +250,9 @@ def summary_tables(study: Study) -> list[Table]:
         t.caption = "\n".join(caption) or None
         t.caption_justify = "left"
         tables.append(t)
+    counted = instructions_table(study)
+    if counted is not None:
+        tables.append(counted)
     failed = [c for c in study.cells if c.status == "failed"]
     if failed:
         t = Table(title="failed cells", title_justify="left")
@@ -265,3 +269,34 @@ def summary_tables(study: Study) -> list[Table]:
             )
         tables.append(t)
     return tables
+
+
+def instructions_table(study: Study) -> Table | None:
+    """``--instructions``: each counted cell's instructions per request (median over its
+    counts, and their spread), or None when nothing was counted."""
+    docs: dict[int | None, list[dict[str, Any]]] = {}
+    for rep in study.replicates:
+        if rep.instructions_json:
+            docs.setdefault(rep.cell_id, []).append(rep.instructions)
+    if not docs:
+        return None
+    t = Table(
+        title="instructions per request (valgrind, a separate server; not timed)",
+        title_justify="left",
+    )
+    for col in ("stack", "workload", "instructions/request", "max/min", "counts"):
+        t.add_column(col, justify="left" if col in ("stack", "workload") else "right")
+    for cell in study.cells:
+        found = docs.get(cell.id)
+        if not found:
+            continue
+        counts = [float(d["per_request"]) for d in found if "error" not in d]
+        errors = "; ".join(str(d["error"]) for d in found if "error" in d)
+        t.add_row(
+            study.stack(cell.stack_id).key,
+            f"{cell.workload} @ {cell.load_point}",
+            f"{statistics.median(counts):,.0f}" if counts else errors,
+            f"{max(counts) / min(counts):.5f}" if len(counts) > 1 else "-",
+            str(len(counts)),
+        )
+    return t

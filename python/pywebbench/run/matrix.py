@@ -77,7 +77,8 @@ class CellPlan:
         **changes: Any,
     ) -> LoadSpec:
         """The load this cell puts on the server at ``base_url``: the one place a phase's spec
-        is built (warm-up, measured iterations, knee probes, fault phase, syscalls window).
+        is built (warm-up, measured iterations, knee probes, fault phase, syscalls window,
+        instructions batches).
 
         The cell's settings (request, connections, rate, connection mode; the bind is in
         ``base_url``) and the study's (per-request timeout, I/O backend) are always carried;

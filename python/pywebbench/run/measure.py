@@ -11,9 +11,9 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness
@@ -22,6 +22,7 @@ from pywebbench.meter import Sampler, tree
 from pywebbench.meter.flame import sampled_window
 from pywebbench.meter.owners import app_paths, stack_packages
 from pywebbench.meter.vmprof import vmprof_env, vmprof_window
+from pywebbench.run import instructions
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.health import judge_iteration
 from pywebbench.run.matrix import CellPlan
@@ -35,6 +36,10 @@ from pywebbench.store import IterationKind, Phase, Sample, StoreWriter, utcnow
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
     from pywebbench.load.result import LoadResult
+
+
+#: Another server of a cell with its launch options changed, stopped after the block.
+ExtraServer = Callable[..., AbstractContextManager["RunningServer"]]
 
 
 class Interrupted(Exception):
@@ -98,6 +103,9 @@ class Measurer:
         self.loaded_s = 0.0  # the sum of the load windows so far
         #: Fresh servers for a fault sweep's sizes (None: the sizes share the cell's server).
         self.fresh_server = fresh_server
+        #: Another server of a cell, its launch options changed (set by the host bench; the
+        #: counted server of ``--instructions``).
+        self.extra_server: ExtraServer | None = None
 
     def replicate(
         self, cell: CellPlan, cell_id: int, rep_id: int, replicate: int, server: RunningServer
@@ -159,6 +167,8 @@ class Measurer:
             self._syscalls_window(cell, rep_id, server)
         if cfg.flamegraph and measured:
             self._flame_window(cell, rep_id, server)
+        if cfg.instructions and measured and replicate < cfg.instructions_replicates:
+            self._instructions_count(cell, rep_id)
         if not (cfg.faults and measured):
             return None, None
         self._phase(f"faults {cell.variant.key}: {cfg.faults}")
@@ -215,6 +225,61 @@ class Measurer:
             doc = sampled_window(server.pid, pids, load, packages=packages, app_paths=paths)
         with no_sigint():
             self.store.update_replicate(rep_id, flame_json=json.dumps(doc))
+
+    def _instructions_count(self, cell: CellPlan, rep_id: int) -> None:
+        """Instructions per request on a separate server under valgrind
+        (docs/instructions.md), stored on the replicate."""
+        cfg = self.config.load
+        why = instructions.cannot_count(cell.variant.stack.interpreter.is_pypy)
+        if why is None and self.extra_server is None:
+            why = "no server of the cell can be started here under valgrind"
+        if why is not None or self.extra_server is None:
+            doc: dict[str, Any] = {"error": why}
+        else:
+            self._phase(f"counting instructions of {cell.variant.key} {cell.workload.name}")
+            launch = {
+                "wrapper": instructions.wrapper(jit=cell.variant.stack.interpreter.is_pypy),
+                "start_timeout_s": self.config.timeouts.start_s * instructions.START_SLOWDOWN,
+            }
+            started = time.monotonic()
+            try:
+                with self.extra_server(cell, "under valgrind", **launch) as server:
+
+                    def batch(requests: int) -> instructions.Batch:
+                        spec = cell.load_spec(
+                            server.base_url,
+                            cfg,
+                            self.generator_cpus,
+                            duration_s=instructions.BATCH_CAP_S,
+                            connections=1,
+                            rate=None,
+                            max_requests=requests,
+                        )
+                        return self._batch(spec)
+
+                    start_s = time.monotonic() - started
+                    doc = instructions.counted(
+                        lambda: [p.pid for p in tree(server.pid)],
+                        lambda: batch(cfg.instructions_warmup_requests),
+                        batch,
+                        most=cfg.instructions_requests,
+                    )
+                    doc["start_s"] = round(start_s, 3)
+                    # Nothing of a counted server needs a graceful exit: kill it at once.
+                    server.group.stop(0.0, signal.SIGKILL)
+            except StackFailure as exc:
+                doc = {"error": f"the server did not start under valgrind: {exc.reason}"}
+            # the study time it took: the counted server's start, batches and stop
+            doc["study_s"] = round(time.monotonic() - started, 3)
+        with no_sigint():
+            self.store.update_replicate(rep_id, instructions_json=json.dumps(doc))
+
+    def _batch(self, spec: LoadSpec) -> instructions.Batch:
+        result = self.agent.run(spec, progress=self._progress)
+        if result.interrupted:
+            raise Interrupted()
+        cols = iteration_figures(result)
+        return instructions.Batch(result.requests, int(cols["errors"]), result.duration_s)
 
     def _runner_of(
         self, spec: LoadSpec, snapshots: list[Snapshot] | None = None

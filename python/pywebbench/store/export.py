@@ -31,10 +31,14 @@ def export_json(store: Store, run_ids: Sequence[str] = ()) -> str:
 
 
 def flat_rows(study: Study) -> list[dict[str, Any]]:
-    """One row per iteration with its run, stack and cell columns; without result_json."""
+    """One row per iteration with its run, stack and cell columns, and its replicate's
+    instructions per request (``--instructions``; empty without); without result_json."""
     rows = []
     cells = {c.id: c for c in study.cells}
     stacks = {s.id: s for s in study.stacks}
+    counted = {  # --instructions: the replicate's count (docs/instructions.md)
+        (r.cell_id, r.replicate): r.instructions.get("per_request") for r in study.replicates
+    }
     for it in study.iterations:
         cell = cells[it.cell_id]
         stack = stacks[cell.stack_id]
@@ -42,6 +46,7 @@ def flat_rows(study: Study) -> list[dict[str, Any]]:
         row.update({f"stack_{c}" if c == "name" else c: getattr(stack, c) for c in _STACK_COLS})
         row.update({f"cell_{c}" if c == "status" else c: getattr(cell, c) for c in _CELL_COLS})
         row.update({k: v for k, v in dataclasses.asdict(it).items() if k != "result_json"})
+        row["instructions_per_request"] = counted.get((it.cell_id, it.replicate))
         rows.append(row)
     return rows
 

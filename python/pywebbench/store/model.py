@@ -233,6 +233,7 @@ class Replicate:
     node_cpu_model: str | None = None
     node_cpus: int | None = None  # cores of that node
     flame_json: str | None = None  # the sampled window's stacks (--flamegraph)
+    instructions_json: str | None = None  # instructions per request (--instructions)
 
     @property
     def warmup_curve(self) -> list[list[float]]:
@@ -255,6 +256,10 @@ class Replicate:
         """The sampled window (:class:`pywebbench.meter.flame.FlameWindow`'s document, or
         ``{"error": ...}``); empty without one."""
         return _loads(self.flame_json, {})
+
+    @property
+    def instructions(self) -> dict[str, Any]:
+        return _loads(self.instructions_json, {})
 
 
 @dataclass

@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -156,6 +156,7 @@ CREATE TABLE IF NOT EXISTS replicates (
     node_cpu_model       TEXT,
     node_cpus            INTEGER,
     flame_json           TEXT,
+    instructions_json    TEXT,
     UNIQUE (cell_id, replicate)
 );
 
@@ -355,4 +356,7 @@ ALTER TABLE iterations ADD COLUMN interfered INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE iterations ADD COLUMN remeasured_json TEXT NOT NULL DEFAULT '[]';
 """
     + KNEE_FLIPS_DDL,
+    # Instructions per request (docs/instructions.md): the count of a separate server under
+    # valgrind, per replicate.
+    12: "ALTER TABLE replicates ADD COLUMN instructions_json TEXT",
 }
