@@ -42,6 +42,11 @@ class Interpreter:
     version: str  # full language version, "3.11.7"
     path: str  # absolute path of the executable
     build: str = ""  # one line: compiler/build date, or PyPy's own version ("PyPy 7.3.11")
+    #: A free-threaded build (``Py_GIL_DISABLED``; named ``cpython3.13t``). Whether the GIL is
+    #: really off is a fact of the running server (``PYTHON_GIL``, C extensions), not of this.
+    free_threaded: bool = False
+    jit: bool = False  # the experimental JIT is built in (3.13+ ``--enable-experimental-jit``)
+    optimizations: str = ""  # build optimisations: "PGO+LTO", "LTO", "" (none)
 
     @property
     def minor(self) -> str:
@@ -227,9 +232,16 @@ class Stack:
 
     def env_key(self) -> str:
         """Hash of what defines the virtualenv; the cache key of provisioning."""
+        python: list[object] = [
+            self.interpreter.path,
+            self.interpreter.version,
+            self.interpreter.build,
+        ]
+        if self.interpreter.free_threaded:  # never the GIL build's venv (keys unchanged for it)
+            python.append("free-threaded")
         blob = json.dumps(
             {
-                "python": [self.interpreter.path, self.interpreter.version, self.interpreter.build],
+                "python": python,
                 "requirements": sorted(self.requirements),
                 "flags": list(self.install_flags()),
                 "steps": [[list(s.requirements), list(s.flags)] for s in self.install_steps()],

@@ -37,11 +37,11 @@ MIN_VERSION_REASON = (
 )
 
 _PROBE_TIMEOUT_S = 20.0
-_PROBE_VERSION = 2  # bump when the probe script changes: invalidates cached answers
+_PROBE_VERSION = 3  # bump when the probe script changes: invalidates cached answers
 
 # Runs inside the candidate interpreter; must work on Python 2.7 and 3.x.
 _PROBE = r"""
-import json, os, platform, sys
+import json, os, platform, sys, sysconfig
 impl = platform.python_implementation().lower()
 exe = sys.executable
 base = getattr(sys, "_base_executable", None)
@@ -58,7 +58,17 @@ comp = platform.python_compiler()
 if not comp and "[" in sys.version:
     comp = sys.version.rsplit("[", 1)[1].rstrip("]").replace("PyPy ", "").split(" with ")[-1]
 build = ((build + ", ") if build else "") + "%s, %s (%s)" % (b[0], b[1], comp)
+cv = sysconfig.get_config_var
+args = cv("CONFIG_ARGS") or ""
+cflags = (cv("PY_CFLAGS") or "") + " " + (cv("PY_CFLAGS_NODIST") or "")
+jit = "--enable-experimental-jit" in args
+if hasattr(sys, "_jit"):
+    jit = bool(getattr(sys._jit, "is_available", lambda: jit)())
 sys.stdout.write(json.dumps({
+    "free_threaded": bool(cv("Py_GIL_DISABLED")),
+    "jit": jit,
+    "pgo": "--enable-optimizations" in args or "-fprofile-use" in cflags,
+    "lto": "--with-lto" in args or "-flto" in cflags,
     "implementation": impl,
     "version": "%d.%d.%d" % sys.version_info[:3],
     "version_info": list(sys.version_info[:3]),
@@ -77,7 +87,7 @@ class Found:
     """One probed interpreter with where it was found and, if skipped, why."""
 
     interpreter: Interpreter
-    source: str  # "running", "path", "pyenv", "debian", "user"
+    source: str  # "running", "path", "pyenv", "debian", "provisioned", "user"
     skipped: str | None = None  # reason it is not offered for stacks
 
 
@@ -186,6 +196,10 @@ def _candidates() -> list[tuple[str, str]]:
             if base.endswith("-config") or "clean" in base or "compile" in base or "m-" in base:
                 continue
             out.append((p, "debian" if p.startswith("/usr/bin") else "path"))
+    for pattern in ("cpython-*/bin/python3.*", "uv/*/bin/python3.*"):  # pywebbench installed
+        for p in sorted(glob.glob(str(_cache_dir() / "pythons" / pattern))):
+            if not p.endswith("-config") and os.access(p, os.X_OK):
+                out.append((p, "provisioned"))
     return out
 
 
@@ -197,11 +211,13 @@ def _version_sort_key(path: str) -> tuple[tuple[int, int, str], ...]:
 
 
 def _short_name(facts: Facts) -> str:
+    """``cpython3.13``; a free-threaded build ends in ``t`` (``cpython3.13t``), like its
+    executable, so it never shares a name with the GIL build of its version."""
     major, minor = facts["version_info"][:2]
-    return f"{facts['implementation']}{major}.{minor}"
+    return f"{facts['implementation']}{major}.{minor}{'t' if facts.get('free_threaded') else ''}"
 
 
-def _assign_names(items: list[tuple[Facts, str]]) -> list[Interpreter]:
+def assign_names(items: list[tuple[Facts, str]]) -> list[Interpreter]:
     """Give each probed interpreter a unique, stable-ish name (first come gets the short one)."""
     used: set[str] = set()
     result = []
@@ -209,6 +225,7 @@ def _assign_names(items: list[tuple[Facts, str]]) -> list[Interpreter]:
         name = _short_name(facts)
         if name in used:
             name = f"{facts['implementation']}{facts['version']}"
+            name += "t" if facts.get("free_threaded") else ""
         n = 2
         base = name
         while name in used:
@@ -222,6 +239,13 @@ def _assign_names(items: list[tuple[Facts, str]]) -> list[Interpreter]:
                 version=facts["version"],
                 path=os.path.realpath(facts["executable"]),
                 build=facts["build"],
+                free_threaded=bool(facts.get("free_threaded")),
+                jit=bool(facts.get("jit")),
+                optimizations="+".join(
+                    flag
+                    for flag, on in (("PGO", facts.get("pgo")), ("LTO", facts.get("lto")))
+                    if on
+                ),
             )
         )
     return result
@@ -255,7 +279,7 @@ def discover_all(extra: Sequence[str] = ()) -> list[Found]:
         _save_cache(cache)
     # Names: the running interpreter and user-given ones first, then in discovery order, so the
     # orchestrator's CPython is "cpython3.11" even if Debian also has a 3.11.
-    interpreters = _assign_names(items)
+    interpreters = assign_names(items)
     return [
         Found(interp, source, _skip_reason(facts))
         for interp, (facts, source) in zip(interpreters, items, strict=True)
@@ -317,6 +341,9 @@ def find(name_or_path: str, interpreters: Iterable[Interpreter] | None = None) -
         return matches[0]
     if shutil.which(name_or_path):
         return find(shutil.which(name_or_path) or name_or_path)
+    installed = install_requested(name_or_path)
+    if installed is not None:
+        return installed
     names = ", ".join(i.name for i in pool) or "none found"
     raise InterpreterError(f"--python {name_or_path}: unknown interpreter; choose from {names}")
 
@@ -330,13 +357,16 @@ def match(pattern: str, pool: Iterable[Interpreter]) -> list[Interpreter]:
     if exact:
         return exact[:1] if exact[0].name == pattern else exact
     out = []
+    # "3.13" is the GIL build, "3.13t" the free-threaded one: never both
+    free_threaded = pattern.endswith("t") and pattern[:1].isdigit()
+    version = pattern[:-1] if free_threaded else pattern
     for i in pool:
         if fnmatch.fnmatchcase(i.name, pattern) or pattern == i.implementation:
             out.append(i)
-        elif pattern[:1].isdigit() and (
-            i.version == pattern or i.version.startswith(pattern + ".")
+        elif version[:1].isdigit() and (
+            i.version == version or i.version.startswith(version + ".")
         ):
-            if i.implementation == "cpython":
+            if i.implementation == "cpython" and i.free_threaded == free_threaded:
                 out.append(i)
         elif pattern in (f"{i.implementation}{i.version}", f"{i.implementation}-{i.minor}"):
             out.append(i)
@@ -366,6 +396,9 @@ def select(patterns: Sequence[str], flag: str = "--python") -> list[Interpreter]
                 raise InterpreterError(str(exc).replace("--python", flag, 1)) from None
         else:
             hits = match(value, pool)
+            installed = None if hits else install_requested(value)
+            if installed is not None:
+                hits = [installed]
             if not hits:
                 names = ", ".join(i.name for i in pool) or "none found"
                 raise InterpreterError(
@@ -376,3 +409,18 @@ def select(patterns: Sequence[str], flag: str = "--python") -> list[Interpreter]
             if i not in chosen:
                 chosen.append(i)
     return chosen
+
+
+def install_requested(value: str) -> Interpreter | None:
+    """Install the CPython a version request (``3.14``, ``3.13t``, ``cpython3.12``) names when
+    none matches (:func:`pywebbench.provision.pythons.install`: uv, else a source build).
+
+    None when ``value`` is not a version request; :class:`InterpreterError` (one line: what
+    was tried, what to do) when it cannot be installed.
+    """
+    from pywebbench.provision import pythons  # provisioning builds on this module: import late
+
+    if pythons.parse_request(value) is None:
+        return None
+    path = pythons.install(value, lambda msg: print(f"[python] {msg}", file=sys.stderr))
+    return find(path)

@@ -1,0 +1,178 @@
+"""Installing interpreters that are not here: version requests, uv (faked: its downloads come
+from outside the registries), the cached source build of a free-threaded CPython, and the
+one-line refusal when nothing is allowed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pywebbench.catalogue import interpreters as I
+from pywebbench.catalogue.base import Interpreter, Stack
+from pywebbench.catalogue.frameworks import frameworks
+from pywebbench.catalogue.servers import adapters
+from pywebbench.provision import pythons as P
+
+
+def test_version_requests() -> None:
+    assert P.parse_request("3.13") == P.PythonRequest("cpython", "3.13", False)
+    assert P.parse_request("3.14t") == P.PythonRequest("cpython", "3.14", True)
+    assert P.parse_request("cpython3.12") == P.PythonRequest("cpython", "3.12", False)
+    assert P.parse_request("cpython3.13t").name == "cpython3.13t"  # type: ignore[union-attr]
+    assert P.parse_request("pypy3.10") == P.PythonRequest("pypy", "3.10", False)
+    for not_a_version in ("pypy3.10t", "flask", "3", "/usr/bin/python3", "3.13.1"):
+        assert P.parse_request(not_a_version) is None, not_a_version
+
+
+def test_configure_flags_no_pgo_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PWB_PYTHON_PGO", raising=False)
+    ft = P.configure_flags(P.PythonRequest("cpython", "3.13", True))
+    assert "--disable-gil" in ft and "--enable-optimizations" not in ft
+    assert "--disable-gil" not in P.configure_flags(P.PythonRequest("cpython", "3.13", False))
+    monkeypatch.setenv("PWB_PYTHON_PGO", "1")
+    pgo = P.configure_flags(P.PythonRequest("cpython", "3.13", True))
+    assert {"--enable-optimizations", "--with-lto"} <= set(pgo)
+    assert P.build_dir_name("3.13.5", ft) == "cpython-3.13.5t"
+    assert P.build_dir_name("3.13.5", pgo) == "cpython-3.13.5t-pgo"
+
+
+def _pywebbench(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pywebbench", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+
+
+def test_refusal_is_one_line_exit_2(tmp_path: Path) -> None:
+    """No network, no cached source: ``--python 3.14`` says what was tried and what to do."""
+    env = {"PWB_CACHE_DIR": str(tmp_path), "PWB_OFFLINE": "1"}
+    args = ["run", "--server", "gunicorn-gthread", "--framework", "raw-wsgi"]
+    res = _pywebbench([*args, "--python", "3.14", "--results-dir", str(tmp_path / "results")], env)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert "--python 3.14" in lines[0] and "tried uv (offline" in lines[0]
+    assert "a source build (no cached source" in lines[0] and "docs/interpreters.md" in lines[0]
+    assert not (tmp_path / "results").exists()  # nothing half-written
+    res = _pywebbench(
+        [*args, "--python", "3.14t"], {"PWB_CACHE_DIR": str(tmp_path), "PWB_PYTHON_INSTALL": "none"}
+    )
+    assert res.returncode == 2 and "not allowed by PWB_PYTHON_INSTALL" in res.stderr
+    res = _pywebbench([*args, "--python", "pypy3.10"], env)  # not the installed PyPy 3.9
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "PyPy is not installed by pywebbench" in res.stderr
+
+
+def _fake_uv(tmp_path: Path, answer: Path, fail_install: str = "") -> Path:
+    """A ``uv`` that records its calls and answers ``python find`` with ``answer``."""
+    log = tmp_path / "uv-calls.jsonl"
+    script = tmp_path / "uv"
+    script.write_text(
+        f"""#!{sys.executable}
+import json, os, sys
+with open({str(log)!r}, "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "dir": os.environ.get("UV_PYTHON_INSTALL_DIR"),
+                        "downloads": os.environ.get("UV_PYTHON_DOWNLOADS")}}) + "\\n")
+if sys.argv[1:3] == ["python", "install"] and {fail_install!r}:
+    sys.stderr.write({fail_install!r} + "\\n")
+    sys.exit(2)
+if sys.argv[1:3] == ["python", "find"]:
+    print({str(answer)!r})
+"""
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_uv_install_with_a_faked_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    python = tmp_path / "managed" / "bin" / "python3.14t"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(os.path.realpath(sys.executable))
+    monkeypatch.setenv("PWB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PWB_UV", str(_fake_uv(tmp_path, python)))
+    monkeypatch.setenv("PWB_PYTHON_INSTALL", "uv")
+    monkeypatch.delenv("PWB_OFFLINE", raising=False)
+    assert P.install("3.14t") == str(python)
+    calls = [json.loads(line) for line in (tmp_path / "uv-calls.jsonl").read_text().splitlines()]
+    assert calls[0]["argv"] == ["python", "install", "3.14t"]
+    assert calls[1]["argv"][:2] == ["python", "find"] and calls[1]["argv"][-1] == "3.14t"
+    assert calls[0]["dir"] == str(tmp_path / "cache" / "pythons" / "uv")
+    assert calls[0]["downloads"] == "automatic"
+
+
+def test_uv_failure_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PWB_CACHE_DIR", str(tmp_path / "cache"))
+    uv = _fake_uv(tmp_path, tmp_path / "none", fail_install="error: network unreachable")
+    monkeypatch.setenv("PWB_UV", str(uv))
+    monkeypatch.setenv("PWB_PYTHON_INSTALL", "uv")
+    monkeypatch.delenv("PWB_OFFLINE", raising=False)
+    with pytest.raises(I.InterpreterError, match=r"uv \(uv install failed: error: network"):
+        P.install("3.14")
+
+
+def _facts(version: str, free_threaded: bool) -> I.Facts:
+    return {
+        "implementation": "cpython",
+        "version": version,
+        "version_info": [int(x) for x in version.split(".")],
+        "executable": f"/opt/{version}{'t' if free_threaded else ''}/bin/python3",
+        "build": "main",
+        "free_threaded": free_threaded,
+    }
+
+
+def test_free_threaded_and_gil_builds_never_share_a_name_or_match() -> None:
+    gil, ft = I.assign_names([(_facts("3.13.0", False), "pyenv"), (_facts("3.13.5", True), "x")])
+    assert (gil.name, ft.name) == ("cpython3.13", "cpython3.13t")
+    assert ft.free_threaded and not gil.free_threaded
+    assert I.match("3.13", [gil, ft]) == [gil]
+    assert I.match("3.13t", [gil, ft]) == [ft]
+    assert I.match("cpython3.13t", [gil, ft]) == [ft]
+    server, framework = adapters()["gunicorn-gthread"], frameworks()["raw-wsgi"]
+    keys = {Stack(i, server, framework, ()).env_key() for i in (gil, ft)}
+    assert len(keys) == 2  # never one venv
+
+
+def test_granian_declares_why_not_on_313t() -> None:
+    granian = adapters()["granian-wsgi"]
+    on = {
+        name: granian.unavailable(Interpreter(name, "cpython", version, "/x", free_threaded=ft))
+        for name, version, ft in (
+            ("cpython3.13t", "3.13.5", True),
+            ("cpython3.14t", "3.14.0", True),
+            ("cpython3.13", "3.13.0", False),
+        )
+    }
+    assert on["cpython3.13t"] and "no CPython 3.13t wheel" in on["cpython3.13t"]
+    assert on["cpython3.14t"] is None and on["cpython3.13"] is None
+
+
+@pytest.fixture(scope="session")
+def built_313t() -> str:
+    """CPython 3.13t built from Debian's source package, once per cache (minutes the first
+    time; the cache, ``$PWB_CACHE_DIR/pythons``, is kept)."""
+    return str(P.build_from_source(P.PythonRequest("cpython", "3.13", True), print))
+
+
+def test_source_build_is_free_threaded_recorded_and_discovered(built_313t: str) -> None:
+    manifest = P.build_manifest(built_313t)
+    assert manifest is not None
+    assert "--disable-gil" in manifest["configure"]  # type: ignore[operator]
+    assert "--enable-optimizations" not in manifest["configure"]  # type: ignore[operator]
+    assert str(manifest["source"]).endswith(".orig.tar.xz")
+    interp = I.find("3.13t")
+    assert interp.free_threaded and interp.name == "cpython3.13t"
+    assert interp.path == os.path.realpath(built_313t)
+    assert interp.optimizations == ""  # no PGO, no LTO
+    found = {f.interpreter.name: f.source for f in I.discover_all()}
+    assert found["cpython3.13t"] == "provisioned"
+    assert I.find("3.13").free_threaded is False
+    again = P.build_from_source(P.PythonRequest("cpython", "3.13", True), print)
+    assert str(again) == built_313t  # cached: nothing rebuilt
