@@ -176,3 +176,41 @@ def test_source_build_is_free_threaded_recorded_and_discovered(built_313t: str) 
     assert I.find("3.13").free_threaded is False
     again = P.build_from_source(P.PythonRequest("cpython", "3.13", True), print)
     assert str(again) == built_313t  # cached: nothing rebuilt
+
+
+def test_gil_axis_names_and_refusal() -> None:
+    gil, ft = I.assign_names([(_facts("3.13.0", False), "pyenv"), (_facts("3.13.5", True), "x")])
+    assert I.split_gil("3.13t@gil1") == ("3.13t", "1")
+    assert I.split_gil("cpython3.13t") == ("cpython3.13t", "")
+    on = I.with_gil(ft, "1")
+    assert (on.name, on.gil) == ("cpython3.13t@gil1", "1")
+    assert I.find("3.13t@gil0", [gil, ft]).name == "cpython3.13t@gil0"
+    with pytest.raises(I.InterpreterError, match="only on a free-threaded build"):
+        I.find("3.13@gil1", [gil, ft])
+    server, framework = adapters()["gunicorn-gthread"], frameworks()["raw-wsgi"]
+    with_on, as_built = (Stack(i, server, framework, ()) for i in (on, ft))
+    assert with_on.env_key() == as_built.env_key()  # one venv: the same interpreter
+    assert with_on.name != as_built.name  # never one row
+
+
+def _gil_reported(python: str, tmp_path: Path, gil: str = "") -> list[bool]:
+    """Import the apps' common module in ``python`` as a server would; the GIL states its
+    process wrote into PWB_RUNTIME_DIR."""
+    from pywebbench.catalogue.base import APPS_DIR
+    from pywebbench.launch.server import interpreter_env
+
+    runtime = tmp_path / f"runtime-{gil}"
+    runtime.mkdir()
+    interp = Interpreter("x", "cpython", "3.13.5", python, free_threaded=True, gil=gil)
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(APPS_DIR)}
+    env.update(interpreter_env(interp, runtime))
+    subprocess.run(
+        [python, "-c", "import pwb_common, time; time.sleep(0.2)"], env=env, check=True, timeout=60
+    )
+    return [json.loads(p.read_text())["gil_enabled"] for p in runtime.glob("*.json")]
+
+
+def test_the_server_process_reports_its_gil(built_313t: str, tmp_path: Path) -> None:
+    assert _gil_reported(sys.executable, tmp_path) == [True]  # a GIL build: always on
+    assert _gil_reported(built_313t, tmp_path) == [False]  # free-threaded, as built
+    assert _gil_reported(built_313t, tmp_path, gil="1") == [True]  # PYTHON_GIL=1

@@ -272,7 +272,9 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
     v1 = v1.replace("connections          INTEGER", "concurrency          INTEGER")
     for column in ("warmup_end", "warmup_s", "steady_start_s", "warmup_curve_json",
                    "drift_json", "leak_json", "worker_max_requests", "connection_mode",
-                   "syscalls_json", "processes_seen", "bind", "node"):  # fmt: skip
+                   "syscalls_json", "processes_seen", "bind", "node",
+                   "interpreter_free_threaded", "interpreter_jit", "interpreter_optimizations",
+                   "interpreter_gil", "gil_enabled"):  # fmt: skip
         v1 = "\n".join(line for line in v1.splitlines() if not line.strip().startswith(column))
     v1 = v1.replace("ctx_involuntary      INTEGER,\n);", "ctx_involuntary      INTEGER\n);")
     db.executescript(v1)
@@ -286,3 +288,5 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
         assert store.schema_version == SCHEMA_VERSION
         assert {c.connections for c in store.cells(run_id)} == {64}
         assert {c.bind for c in store.cells(run_id)} == {"tcp"}  # added by version 7
+        stack = store.stacks(run_id)[0]  # version 9: what the interpreter is
+        assert (stack.interpreter_free_threaded, stack.interpreter_gil) == (False, "")

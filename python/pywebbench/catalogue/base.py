@@ -47,6 +47,9 @@ class Interpreter:
     free_threaded: bool = False
     jit: bool = False  # the experimental JIT is built in (3.13+ ``--enable-experimental-jit``)
     optimizations: str = ""  # build optimisations: "PGO+LTO", "LTO", "" (none)
+    #: ``PYTHON_GIL`` for a free-threaded build: "" as built (off unless an extension needs
+    #: it), "0" forced off, "1" forced on. The GIL axis: ``cpython3.13t@gil1`` (same venv).
+    gil: str = ""
 
     @property
     def minor(self) -> str:

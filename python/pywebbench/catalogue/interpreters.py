@@ -14,9 +14,11 @@ ones with the reason.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,6 +39,7 @@ MIN_VERSION_REASON = (
 )
 
 _PROBE_TIMEOUT_S = 20.0
+_GIL_SUFFIX = re.compile(r"^(.+)@gil([01])$")
 _PROBE_VERSION = 3  # bump when the probe script changes: invalidates cached answers
 
 # Runs inside the candidate interpreter; must work on Python 2.7 and 3.x.
@@ -321,11 +324,35 @@ def default_interpreters() -> list[Interpreter]:
     return out + pypy[:1]
 
 
+def split_gil(value: str) -> tuple[str, str]:
+    """``3.13t@gil1`` -> (``3.13t``, ``"1"``): the GIL axis of a free-threaded build
+    (``PYTHON_GIL`` of its servers); a value without the suffix -> (value, ``""``)."""
+    m = _GIL_SUFFIX.match(value)
+    return (m.group(1), m.group(2)) if m else (value, "")
+
+
+def with_gil(interpreter: Interpreter, gil: str, flag: str = "--python") -> Interpreter:
+    """``interpreter`` run with ``PYTHON_GIL=gil`` ("0" or "1"), named ``<name>@gil<gil>``;
+    its stacks share the venv of ``interpreter`` but never a row."""
+    if not gil:
+        return interpreter
+    if not interpreter.free_threaded:
+        raise InterpreterError(
+            f"{flag} {interpreter.name}@gil{gil}: the GIL can be set only on a free-threaded "
+            "build (e.g. 3.13t@gil0, 3.13t@gil1)"
+        )
+    return dataclasses.replace(interpreter, name=f"{interpreter.name}@gil{gil}", gil=gil)
+
+
 def find(name_or_path: str, interpreters: Iterable[Interpreter] | None = None) -> Interpreter:
-    """One interpreter by name (``cpython3.11``), version (``3.11``, ``pypy``) or path.
+    """One interpreter by name (``cpython3.11``), version (``3.11``, ``pypy``) or path; a
+    ``@gil0``/``@gil1`` suffix sets the GIL of a free-threaded build (:func:`with_gil`).
 
     Raises :class:`InterpreterError` naming the valid choices.
     """
+    base, gil = split_gil(name_or_path)
+    if gil:
+        return with_gil(find(base, interpreters), gil)
     if os.sep in name_or_path or name_or_path.startswith("~"):
         path = _resolve_user_path(name_or_path)
         real = os.path.realpath(probe(path)["executable"])
@@ -386,7 +413,8 @@ def select(patterns: Sequence[str], flag: str = "--python") -> list[Interpreter]
         return default_interpreters()
     pool = discover()
     chosen: list[Interpreter] = []
-    for value in values:
+    for raw_value in values:
+        value, gil = split_gil(raw_value)
         if value == "all":
             hits = pool
         elif os.sep in value or value.startswith("~"):
@@ -406,6 +434,9 @@ def select(patterns: Sequence[str], flag: str = "--python") -> list[Interpreter]
                     "or give a path"
                 )
         for i in hits:
+            if gil and not i.free_threaded and len(hits) > 1:
+                continue  # "all@gil1": the free-threaded ones
+            i = with_gil(i, gil, flag)
             if i not in chosen:
                 chosen.append(i)
     return chosen

@@ -532,6 +532,7 @@ class StudyRunner:
                     finished_at=utcnow(),
                     failure_phase=fail.phase if fail else None,
                     failure_reason=fail.reason if fail else None,
+                    gil_enabled=server.gil_enabled(),
                 )
         if fail is not None:
             raise fail

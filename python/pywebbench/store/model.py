@@ -143,6 +143,10 @@ class StackRow:
     provision_s: float | None = None
     provision_cached: bool | None = None
     worker_max_requests: int = 0  # a worker is recycled after this many requests; 0 = never
+    interpreter_free_threaded: bool = False  # a free-threaded build ("cpython3.13t")
+    interpreter_jit: bool = False  # the experimental JIT built in
+    interpreter_optimizations: str = ""  # "PGO+LTO", "LTO", "" (none)
+    interpreter_gil: str = ""  # PYTHON_GIL given to its servers: "", "0", "1"
 
     @property
     def requirements(self) -> list[str]:
@@ -231,6 +235,9 @@ class Replicate:
     node_id: str | None = None  # its Ray node id (None: the run's own host)
     node_cpu_model: str | None = None
     node_cpus: int | None = None  # cores of that node
+    #: Whether its server's app processes ran with the GIL (``sys._is_gil_enabled()``; any
+    #: process: True); None when none reported (a user's app).
+    gil_enabled: bool | None = None
 
     @property
     def warmup_curve(self) -> list[list[float]]:
