@@ -33,6 +33,26 @@ ASGI = "asgi"
 BINARY_ONLY: dict[str, tuple[str, ...]] = {"pypy": ("pydantic-core", "cryptography")}
 
 
+def interpreter_kind(
+    implementation: str,
+    free_threaded: bool,
+    gil: str = "",
+    jit: bool = False,
+    optimizations: str = "",
+) -> str:
+    """What sets an interpreter apart, in a few words: ``free-threaded, PYTHON_GIL=1, JIT,
+    PGO+LTO``; ``GIL`` for a default CPython build, ``PyPy JIT`` for PyPy."""
+    if implementation == "pypy":
+        parts = ["PyPy JIT"]
+    else:
+        parts = ["free-threaded" if free_threaded else "GIL"]
+        parts += [f"PYTHON_GIL={gil}"] if gil else []
+        parts += ["JIT"] if jit else []
+    if optimizations:
+        parts.append(optimizations)
+    return ", ".join(parts)
+
+
 @dataclass(frozen=True)
 class Interpreter:
     """One Python interpreter found on this machine (or given by path)."""
@@ -55,6 +75,13 @@ class Interpreter:
     def minor(self) -> str:
         """Language version as ``"3.11"``."""
         return ".".join(self.version.split(".")[:2])
+
+    @property
+    def kind(self) -> str:
+        """:func:`interpreter_kind` of this interpreter (``free-threaded, PYTHON_GIL=1``)."""
+        return interpreter_kind(
+            self.implementation, self.free_threaded, self.gil, self.jit, self.optimizations
+        )
 
     @property
     def is_pypy(self) -> bool:

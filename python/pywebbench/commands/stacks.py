@@ -157,19 +157,6 @@ def command(
     _print_table(console, interpreters, candidates)
 
 
-def interpreter_kind(i: Interpreter) -> str:
-    """What sets an interpreter apart, in a few words: ``free-threaded, PYTHON_GIL=1, JIT,
-    PGO+LTO`` (``GIL`` for a default build)."""
-    parts = ["free-threaded" if i.free_threaded else ("GIL" if not i.is_pypy else "PyPy JIT")]
-    if i.gil:
-        parts.append(f"PYTHON_GIL={i.gil}")
-    if i.jit:
-        parts.append("JIT")
-    if i.optimizations:
-        parts.append(i.optimizations)
-    return ", ".join(parts)
-
-
 def _print_interpreters(
     console: Console, interpreters: list[Interpreter], show_skipped: bool
 ) -> None:
@@ -177,7 +164,7 @@ def _print_interpreters(
     for col in ("name", "version", "kind", "build", "path"):
         table.add_column(col, overflow="fold")
     for i in interpreters:
-        table.add_row(i.name, i.version, interpreter_kind(i), i.build, i.path)
+        table.add_row(i.name, i.version, i.kind, i.build, i.path)
     console.print(table)
     if show_skipped:
         skipped = [f for f in interp_mod.discover_all() if f.skipped]
