@@ -312,6 +312,17 @@ def discover(extra: Sequence[str] = ()) -> list[Interpreter]:
     return sorted(found, key=_interp_sort_key)
 
 
+def one_per_version(pool: Iterable[Interpreter]) -> list[Interpreter]:
+    """One interpreter of ``pool`` per implementation, language version and build (GIL or
+    free-threaded), the one with the short name: a version study's interpreters."""
+    seen: dict[tuple[str, str, bool], Interpreter] = {}
+    for i in pool:
+        key = (i.implementation, i.minor, i.free_threaded)
+        if key not in seen or len(i.name) < len(seen[key].name):  # "cpython3.11", not "3.11.2"
+            seen[key] = i
+    return list(seen.values())
+
+
 def _interp_sort_key(i: Interpreter) -> tuple[bool, tuple[int, ...], str]:
     return (i.implementation != "cpython", tuple(int(x) for x in i.version.split(".")), i.name)
 

@@ -165,9 +165,14 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     "--profile",
     type=click.Choice(PROFILES),
     help="Built-in study to start from: quick (default, 10-11 min), standard (~30 min), "
-    "full (hours).",
+    "full (hours), versions (every interpreter found, by version: docs/interpreters.md).",
 )
-@click.option("--python", multiple=True, help="Interpreters: cpython3.11,pypy3.9 or paths.")
+@click.option(
+    "--python",
+    multiple=True,
+    help="Interpreters: cpython3.11,pypy3.9, versions (3.14, 3.13t: installed when missing), "
+    "3.13t@gil0/@gil1 (PYTHON_GIL of a free-threaded build), paths, or all.",
+)
 @click.option("--server", multiple=True, help="Servers (comma list, globs): granian-*.")
 @click.option("--framework", multiple=True, help="Frameworks (comma list, globs).")
 @click.option("--workload", multiple=True, help="Workloads: hello,json,cpu,...")
@@ -313,6 +318,8 @@ def command(**options: Any) -> None:
       pywebbench run --server gunicorn-gthread,uwsgi --bind tcp,unix
                                                       a port and a unix socket, side by side
       pywebbench run --config pywebbench.toml --profile standard
+      pywebbench run --profile versions --python 3.12,3.13,3.13t,pypy3.9
+                                                      a version study (docs/interpreters.md)
       pywebbench run --resume
     """
     console = Console(highlight=False, log_path=False)

@@ -26,6 +26,7 @@ from pywebbench.report import (
     flags,
     robustness_curve,
     tables,
+    versions,
 )
 from pywebbench.report import history as figures_history
 from pywebbench.report.figures_knee import knee_context
@@ -204,6 +205,7 @@ def build_context(view: ReportView) -> dict[str, Any]:
     axes_figs = {
         "syscalls-fig": figures_axes.syscalls_figure(view),
         "recycling-fig": figures_axes.recycling_figure(view),
+        "versions-fig": versions.versions_figure(view),
     }
     figs.update({k: v for k, v in axes_figs.items() if v is not None})
     study_axes = {

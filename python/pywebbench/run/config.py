@@ -25,7 +25,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-PROFILES = ("quick", "standard", "full")
+PROFILES = ("quick", "standard", "full", "versions")
 DEFAULT_RESULTS_DIR = "pywebbench-results"
 
 
@@ -58,8 +58,9 @@ class MatrixConfig(_Model):
 
     interpreters: list[str] = Field(
         default_factory=list,
-        description="Interpreter names (cpython3.11, pypy3.9), versions (3.13, pypy) or "
-        "paths. Empty: the running CPython plus pypy3 when installed.",
+        description="Interpreter names (cpython3.11, pypy3.9), versions (3.13, 3.13t: installed "
+        "when missing, docs/interpreters.md), 3.13t@gil1 (PYTHON_GIL), paths, or 'all' (one "
+        "per language version found). Empty: the running CPython plus pypy3 when installed.",
     )
     servers: list[str] = Field(default_factory=list, description="Server adapter names.")
     frameworks: list[str] = Field(
@@ -344,7 +345,7 @@ class AppConfig(_Model):
 class StudyConfig(_Model):
     """A whole study. Every key is optional; the profile fills in the rest."""
 
-    profile: Literal["quick", "standard", "full"] | None = Field(
+    profile: Literal["quick", "standard", "full", "versions"] | None = Field(
         None, description="Built-in profile this study starts from (default quick)."
     )
     results_dir: str = Field(
@@ -422,6 +423,27 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             "warmup_iterations": 1,
             "iterations": 1,
             "replicates": 2,
+        },
+    },
+    # The version study (docs/interpreters.md): every interpreter found (or --python), two
+    # representative WSGI stacks, a light and a CPU-bound workload; the report draws them by
+    # interpreter. About 3 minutes per interpreter on a 2-core machine.
+    "versions": {
+        "matrix": {
+            "interpreters": ["all"],
+            "servers": _WSGI_SERVERS,
+            "frameworks": ["raw-wsgi", "flask"],
+            "workloads": ["hello", "cpu"],
+            "server_settings": {"gunicorn-gthread": {"workers": [1], "threads": [4]}},
+        },
+        "load": {
+            "connections": [64],
+            "duration_s": 3.0,
+            "warmup": "steady",
+            "warmup_cap_s": 15.0,
+            "iterations": 1,
+            "replicates": 3,
+            "server_scope": "stack",
         },
     },
     # Hours: every server, framework and workload of the catalogue, a wide sweep.
