@@ -214,3 +214,16 @@ def test_the_server_process_reports_its_gil(built_313t: str, tmp_path: Path) -> 
     assert _gil_reported(sys.executable, tmp_path) == [True]  # a GIL build: always on
     assert _gil_reported(built_313t, tmp_path) == [False]  # free-threaded, as built
     assert _gil_reported(built_313t, tmp_path, gil="1") == [True]  # PYTHON_GIL=1
+
+
+def test_stacks_lists_what_runs_on_313t_and_why_not(built_313t: str) -> None:
+    args = ["stacks", "--python", "3.13t", "--server", "granian-wsgi,gunicorn-gthread"]
+    res = _pywebbench([*args, "--framework", "raw-wsgi", "--json"], {})
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    (interp,) = doc["interpreters"]
+    assert (interp["name"], interp["free_threaded"]) == ("cpython3.13t", True)
+    by_server = {s["server"]: s for s in doc["stacks"]}
+    assert by_server["gunicorn-gthread"]["available"]
+    assert not by_server["granian-wsgi"]["available"]
+    assert "no CPython 3.13t wheel" in by_server["granian-wsgi"]["reason"]
