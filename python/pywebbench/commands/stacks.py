@@ -97,9 +97,10 @@ def filter_options(f: CommandFunction) -> CommandFunction:
             "pythons",
             multiple=True,
             metavar="NAME|PATH",
-            help="Interpreter(s): name (cpython3.11, pypy3.9), glob, version (3.13), 'all', or "
-            "a path to an executable. Repeatable or comma-separated. Default: this CPython and "
-            "pypy3.",
+            help="Interpreter(s): name (cpython3.11, pypy3.9), glob, version (3.13; 3.13t: "
+            "free-threaded; installed when missing, docs/interpreters.md), 'all', or a path to "
+            "an executable; @gil0/@gil1 sets PYTHON_GIL of a free-threaded build. Repeatable or "
+            "comma-separated. Default: this CPython and pypy3.",
         ),
         click.option("--server", "servers", multiple=True, help="Server adapter name(s)/globs."),
         click.option("--framework", "frameworks", multiple=True, help="Framework name(s)/globs."),
