@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pywebbench.catalogue.base import interpreter_kind
 from pywebbench.report.build import gil_runtime
-from pywebbench.report.versions import version_sweeps, versions_figure
+from pywebbench.report.versions import version_sweeps, versions_figures
 from pywebbench.report.view import Estimate, PointView, ReportView, StackView, WorkloadView
 
 
@@ -47,13 +47,16 @@ def test_versions_figure_orders_interpreters_and_keeps_cis() -> None:
     points = [_point(s, 1000.0 * (n + 1)) for n, s in enumerate(stacks)]
     view.workloads = [WorkloadView("hello", points=points)]
     assert list(version_sweeps(view)) == [("granian-wsgi", "flask", "1w×1t", "hello", "c64")]
-    fig = versions_figure(view)
-    assert fig is not None
+    cpu = WorkloadView("cpu", points=[_point(stacks[0], 50.0)])  # on one interpreter only
+    view.workloads.append(cpu)
+    figs = versions_figures(view)
+    assert list(figs) == ["hello"]  # one figure per workload with a sweep
+    fig = figs["hello"]
     order = ["cpython3.10", "cpython3.13", "cpython3.13t", "pypy3.9"]
     assert fig["layout"]["xaxis"]["categoryarray"] == order
     rps = fig["data"][0]
     assert rps["x"] == order and rps["y"] == [3000.0, 4000.0, 2000.0, 1000.0]
     assert rps["error_y"]["array"] == [300.0, 400.0, 200.0, 100.0]  # the CI's upper side
     assert {d.get("yaxis") for d in fig["data"]} == {None, "y2", "y3"}  # req/s, p99, memory
-    view.workloads = [WorkloadView("hello", points=points[-1:])]
-    assert versions_figure(view) is None  # one interpreter: nothing to draw
+    view.workloads = [WorkloadView("hello", points=points[:1])]
+    assert versions_figures(view) == {}  # one interpreter: nothing to draw

@@ -205,14 +205,16 @@ def build_context(view: ReportView) -> dict[str, Any]:
     axes_figs = {
         "syscalls-fig": figures_axes.syscalls_figure(view),
         "recycling-fig": figures_axes.recycling_figure(view),
-        "versions-fig": versions.versions_figure(view),
     }
     figs.update({k: v for k, v in axes_figs.items() if v is not None})
+    by_version = versions.versions_figures(view)
+    figs.update({f"versions-fig-{n}": fig for n, fig in enumerate(by_version.values())})
     study_axes = {
         "syscalls": axes.syscalls_table(view),
         "connection": axes.connection_table(view),
         "recycling": axes.recycling_table(view),
         "figs": {k: k in figs for k in axes_figs},
+        "versions": [(w, f"versions-fig-{n}") for n, w in enumerate(by_version)],
         "traced_note": axes.TRACED_NOTE,
     }
     stacks_env = [(s, _environment_rows(s)) for s in view.stacks.values()]

@@ -48,10 +48,21 @@ def version_sweeps(view: ReportView) -> Sweeps:
     }
 
 
-def versions_figure(view: ReportView) -> Figure | None:
-    """Requests/s (top, 95% CI over replicates), p99 (middle) and peak RSS (bottom) by
-    interpreter: one line per server x framework x workload x load point."""
+def versions_figures(view: ReportView) -> dict[str, Figure]:
+    """:func:`versions_figure` of each workload with a sweep, by workload name (workloads'
+    throughputs differ by orders of magnitude: one figure each)."""
     sweeps = version_sweeps(view)
+    out = {}
+    for workload in dict.fromkeys(key[3] for key in sweeps):
+        fig = versions_figure({k: v for k, v in sweeps.items() if k[3] == workload})
+        if fig is not None:
+            out[workload] = fig
+    return out
+
+
+def versions_figure(sweeps: Sweeps) -> Figure | None:
+    """Requests/s (top, 95% CI over replicates), p99 (middle) and peak RSS (bottom) by
+    interpreter: one line per server x framework x workload x load point of ``sweeps``."""
     if not sweeps:
         return None
     order = sorted(
