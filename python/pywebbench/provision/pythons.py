@@ -257,14 +257,17 @@ def fetch_source(minor: str, say: Progress) -> Path:
         if not _apt_knows_source(package):
             raise InterpreterError(f"Debian has no source package {package} in {SUITES}")
     sources_dir().mkdir(parents=True, exist_ok=True)
+    errors = []
     for suite in SUITES:
         say(f"fetching CPython {minor}'s source: apt-get source {package}/{suite}")
         proc = _run_apt(["apt-get", "source", "--download-only", f"{package}/{suite}"])
         if proc.returncode == 0 and cached_source(minor):
             break
+        lines = [x for x in proc.stderr.splitlines() if x.startswith("E:")] or ["no output"]
+        errors.append(f"{suite}: {lines[0][3:].strip()[:120]}")
     tarball = cached_source(minor)
     if tarball is None:
-        raise InterpreterError(f"apt-get source {package} failed in suites {', '.join(SUITES)}")
+        raise InterpreterError(f"apt-get source {package} failed ({'; '.join(errors)})")
     return tarball
 
 
