@@ -262,7 +262,7 @@ def discover_all(extra: Sequence[str] = ()) -> list[Found]:
     """
     cache = _load_cache()
     before = json.dumps(cache, sort_keys=True)
-    seen: dict[str, int] = {}
+    seen: dict[str | tuple[int, int], int] = {}
     items: list[tuple[Facts, str]] = []
     user: list[tuple[str, str]] = [(_resolve_user_path(p), "user") for p in extra]
     auto = _candidates()
@@ -273,7 +273,7 @@ def discover_all(extra: Sequence[str] = ()) -> list[Found]:
             if source == "user":
                 raise
             continue
-        real = os.path.realpath(facts["executable"])
+        real = _identity(facts["executable"])
         if real in seen:
             continue
         seen[real] = len(items)
@@ -287,6 +287,17 @@ def discover_all(extra: Sequence[str] = ()) -> list[Found]:
         Found(interp, source, _skip_reason(facts))
         for interp, (facts, source) in zip(interpreters, items, strict=True)
     ]
+
+
+def _identity(executable: str) -> str | tuple[int, int]:
+    """What makes two executables one interpreter: the same file, through symlinks or hard
+    links (a CPython install's ``python3.13t`` and ``python3.13`` are one binary)."""
+    real = os.path.realpath(executable)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return real
+    return (st.st_dev, st.st_ino)
 
 
 def _resolve_user_path(p: str) -> str:
@@ -366,10 +377,8 @@ def find(name_or_path: str, interpreters: Iterable[Interpreter] | None = None) -
         return with_gil(find(base, interpreters), gil)
     if os.sep in name_or_path or name_or_path.startswith("~"):
         path = _resolve_user_path(name_or_path)
-        real = os.path.realpath(probe(path)["executable"])
-        found = next(
-            f for f in discover_all([path]) if os.path.realpath(f.interpreter.path) == real
-        )
+        real = _identity(probe(path)["executable"])
+        found = next(f for f in discover_all([path]) if _identity(f.interpreter.path) == real)
         if found.skipped:
             raise InterpreterError(f"--python {name_or_path}: {found.skipped}")
         return found.interpreter
