@@ -426,8 +426,8 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
         },
     },
     # The version study (docs/interpreters.md): every interpreter found (or --python), two
-    # representative WSGI stacks, a light and a CPU-bound workload; the report draws them by
-    # interpreter. About 3 minutes per interpreter on a 2-core machine.
+    # representative WSGI stacks, a light and a CPU-bound workload, the quick profile's load;
+    # the report draws them by interpreter. About 3 minutes per interpreter on 2 cores.
     "versions": {
         "matrix": {
             "interpreters": ["all"],
@@ -436,15 +436,7 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             "workloads": ["hello", "cpu"],
             "server_settings": {"gunicorn-gthread": {"workers": [1], "threads": [4]}},
         },
-        "load": {
-            "connections": [64],
-            "duration_s": 3.0,
-            "warmup": "steady",
-            "warmup_cap_s": 15.0,
-            "iterations": 1,
-            "replicates": 3,
-            "server_scope": "stack",
-        },
+        "load": {},  # the quick profile's (below)
     },
     # Hours: every server, framework and workload of the catalogue, a wide sweep.
     "full": {
@@ -467,6 +459,9 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
         },
     },
 }
+
+
+PROFILE_DATA["versions"]["load"] = copy.deepcopy(PROFILE_DATA["quick"]["load"])
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
