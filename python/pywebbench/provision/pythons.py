@@ -208,7 +208,7 @@ def uv_install(request: PythonRequest, say: Progress) -> str:
             raise InterpreterError(f"uv {step[1]}: {exc}") from None
         if proc.returncode != 0:
             last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise InterpreterError(f"uv {step[1]} failed: {last[0][:160]}")
+            raise InterpreterError(f"uv {step[1]} failed: {last[0].strip()[:160]}")
         out = proc.stdout.strip()
     path = out.splitlines()[-1].strip() if out else ""
     if not path or not os.path.isfile(path):
