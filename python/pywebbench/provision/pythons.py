@@ -220,11 +220,14 @@ def uv_install(request: PythonRequest, say: Progress) -> str:
 
 
 def configure_flags(request: PythonRequest, pgo: bool | None = None) -> list[str]:
-    """The ``./configure`` flags of a build (besides ``--prefix``): ``--disable-gil`` for a
-    free-threaded build; PGO and LTO only when asked (``PWB_PYTHON_PGO=1``)."""
+    """The ``./configure`` flags of a build (besides ``--prefix``): no pip, no test suite,
+    ``--disable-gil`` for a free-threaded build; PGO and LTO only when asked
+    (``PWB_PYTHON_PGO=1``)."""
     if pgo is None:
         pgo = os.environ.get("PWB_PYTHON_PGO", "").lower() in ("1", "true", "yes")
     flags = ["--with-ensurepip=no"]
+    if tuple(int(x) for x in request.minor.split(".")) >= (3, 10):
+        flags.append("--disable-test-modules")  # no test suite to install and byte-compile
     if request.free_threaded:
         flags.append("--disable-gil")
     if pgo:
