@@ -8,16 +8,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from pywebbench.report.figures import (
-    Colours,
-    Figure,
-    axis_layout,
-    base_layout,
-    ci_bars,
-    legend_below,
-    sig_round,
-    text,
-)
+from pywebbench.report.figures import Colours, Figure, ci_bars, sig_round, text
+from pywebbench.report.figures_axes import panels_layout
 from pywebbench.report.view import PointView, ReportView, StackView
 
 #: A combination measured on interpreters: (server, framework, workers x threads, workload,
@@ -104,21 +96,5 @@ def versions_figure(sweeps: Sweeps) -> Figure | None:
                     "hovertemplate": "%{x}: " + unit + "<extra>" + label + "</extra>",
                 }
             )
-    return {
-        "data": data,
-        "layout": base_layout(
-            height=640,
-            showlegend=True,
-            legend=legend_below(),
-            xaxis=axis_layout(
-                "interpreter",
-                type="category",
-                categoryorder="array",
-                categoryarray=categories,
-                anchor="y3",
-            ),
-            yaxis=axis_layout("requests/s", domain=[0.68, 1], rangemode="tozero", tickformat="~s"),
-            yaxis2=axis_layout("p99 ms", domain=[0.35, 0.63], rangemode="tozero"),
-            yaxis3=axis_layout("peak RSS MiB", domain=[0, 0.3], rangemode="tozero"),
-        ),
-    }
+    panels = [("requests/s", (0.68, 1.0)), ("p99 ms", (0.35, 0.63)), ("peak RSS MiB", (0.0, 0.3))]
+    return {"data": data, "layout": panels_layout("interpreter", categories, panels, height=640)}
