@@ -2,13 +2,17 @@
 # Set up everything pywebbench and its tests need on a Debian bookworm machine, idempotently:
 #   1. Debian packages (PyPy, redis-server, PostgreSQL, nginx, wrk, chromium, libev-dev, ...)
 #   2. the project virtualenv .venv (CPython), with pywebbench built by maturin (Rust engine)
+#   3. CPython's Debian source packages (deb-src, trixie: 3.13, sid: 3.14), and for the tests
+#      (PWB_SETUP_FREE_THREADED=1, set by scripts/test.sh) a free-threaded CPython 3.13t built
+#      from them once into $PWB_CACHE_DIR/pythons (docs/interpreters.md); `./pwb run` does
+#      not wait for that build
 # Re-running is cheap: each step is skipped when its inputs did not change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 APT_PACKAGES=(pypy3 pypy3-venv pypy3-dev redis-server postgresql nginx wrk chromium libev-dev strace valgrind
-              build-essential python3-dev pkg-config curl)
+              build-essential python3-dev pkg-config curl dpkg-dev)
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 
@@ -42,5 +46,21 @@ if [ ! -f .pwb-setup-stamp ] || [ -n "$(find crates pyproject.toml Cargo.toml -n
     .venv/bin/python -m pip install -q "maturin>=1.7,<2" uv
     .venv/bin/python -m uv pip install -q --python .venv/bin/python -e ".[test,ray]"
     touch .pwb-setup-stamp
+fi
+# CPython sources (deb-src only: no binary package comes from trixie/sid) and, for the tests,
+# the cached free-threaded build; both steps do nothing when already done.
+SOURCES=/etc/apt/sources.list.d/pywebbench-python-src.sources
+if [ ! -f "$SOURCES" ]; then
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO="sudo"
+    log "adding deb-src lines for CPython's source packages: $SOURCES"
+    .venv/bin/python -c 'from pywebbench.provision.pythons import SOURCES_TEXT; print(SOURCES_TEXT, end="")' \
+        | $SUDO tee "$SOURCES" >/dev/null
+    $SUDO apt-get update -qq
+fi
+if [ -n "${PWB_SETUP_FREE_THREADED:-}" ]; then  # scripts/test.sh: the tests use it
+    log "CPython 3.13t (free-threaded) from source, once (a few minutes the first time)"
+    .venv/bin/python -c 'from pywebbench.provision.pythons import PythonRequest, build_from_source
+print(build_from_source(PythonRequest("cpython", "3.13", True), print))'
 fi
 [ -n "${PWB_SETUP_QUIET:-}" ] || log "ready: $ROOT/.venv/bin/pywebbench"

@@ -3,7 +3,7 @@
 # pytest exit status 5 (nothing collected) is a failure, not a pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+PWB_SETUP_FREE_THREADED=1 ./scripts/setup.sh  # the tests use a free-threaded 3.13t too
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== rust: fmt, clippy, tests"
 cargo fmt --all --check

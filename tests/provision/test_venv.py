@@ -197,3 +197,15 @@ def test_crashed_build_leftovers_are_removed(tmp_path, monkeypatch) -> None:
     assert not env.cached and env.packages["bottle"] == "0.13.4"
     assert not leftover.exists()
     assert (half / V.MARKER).exists()
+
+
+def test_cpython310_stack_installs() -> None:
+    """Python 3.10 takes the modern pins, but pg8000 1.31.6 needs scramp 1.5.0 (Python >=
+    3.11): the service clients' pins must resolve there too (version studies include 3.10)."""
+    from pywebbench.catalogue.stacks import plan
+
+    py310 = I.find("3.10")
+    (candidate,) = plan([py310], ["gunicorn-gthread"], ["raw-wsgi"])
+    assert candidate.stack is not None
+    env = V.provision(candidate.stack)
+    assert "pg8000" in env.packages and "gunicorn" in env.packages

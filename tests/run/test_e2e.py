@@ -82,6 +82,7 @@ def test_small_matrix(tmp_path: Path, census: str) -> None:
         reps = study.replicates_of(cell.id)
         assert [r.status for r in reps] == ["ok", "ok"]
         assert all(r.cold_start_s and r.idle_rss_bytes for r in reps)
+        assert all(r.gil_enabled is True for r in reps)  # the app processes said so (GIL build)
         assert len({r.pid for r in reps}) == 2  # a fresh server per replicate
     pids = [r.pid for r in study.replicates]
     assert len(set(pids)) == len(pids)  # server_scope=cell: a fresh server every time

@@ -276,7 +276,8 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
                    "drift_json", "leak_json", "worker_max_requests", "connection_mode",
                    "syscalls_json", "processes_seen", "bind", "node", "flame_json",
                    "others_cpu_s", "steal_s", "interfered", "remeasured_json",
-                   "instructions_json"):  # fmt: skip
+                   "instructions_json", "interpreter_free_threaded", "interpreter_jit",
+                   "interpreter_optimizations", "interpreter_gil", "gil_enabled"):  # fmt: skip
         v1 = "\n".join(line for line in v1.splitlines() if not line.strip().startswith(column))
     v1 = v1.replace("ctx_involuntary      INTEGER,\n);", "ctx_involuntary      INTEGER\n);")
     db.executescript(v1)
@@ -296,3 +297,5 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
         assert its
         for it in its:  # added by version 9: not interfered
             assert not it.interfered and it.remeasured == [] and it.others_cpu_s is None
+        stack = store.stacks(run_id)[0]  # version 13: what the interpreter is
+        assert (stack.interpreter_free_threaded, stack.interpreter_gil) == (False, "")

@@ -35,6 +35,26 @@ ASGI = "asgi"
 BINARY_ONLY: dict[str, tuple[str, ...]] = {"pypy": ("pydantic-core", "cryptography")}
 
 
+def interpreter_kind(
+    implementation: str,
+    free_threaded: bool,
+    gil: str = "",
+    jit: bool = False,
+    optimizations: str = "",
+) -> str:
+    """What sets an interpreter apart, in a few words: ``free-threaded, PYTHON_GIL=1, JIT,
+    PGO+LTO``; ``GIL`` for a default CPython build, ``PyPy JIT`` for PyPy."""
+    if implementation == "pypy":
+        parts = ["PyPy JIT"]
+    else:
+        parts = ["free-threaded" if free_threaded else "GIL"]
+        parts += [f"PYTHON_GIL={gil}"] if gil else []
+        parts += ["JIT"] if jit else []
+    if optimizations:
+        parts.append(optimizations)
+    return ", ".join(parts)
+
+
 @dataclass(frozen=True)
 class Interpreter:
     """One Python interpreter found on this machine (or given by path)."""
@@ -44,11 +64,26 @@ class Interpreter:
     version: str  # full language version, "3.11.7"
     path: str  # absolute path of the executable
     build: str = ""  # one line: compiler/build date, or PyPy's own version ("PyPy 7.3.11")
+    #: A free-threaded build (``Py_GIL_DISABLED``; named ``cpython3.13t``). Whether the GIL is
+    #: really off is a fact of the running server (``PYTHON_GIL``, C extensions), not of this.
+    free_threaded: bool = False
+    jit: bool = False  # the experimental JIT is built in (3.13+ ``--enable-experimental-jit``)
+    optimizations: str = ""  # build optimisations: "PGO+LTO", "LTO", "" (none)
+    #: ``PYTHON_GIL`` for a free-threaded build: "" as built (off unless an extension needs
+    #: it), "0" forced off, "1" forced on. The GIL axis: ``cpython3.13t@gil1`` (same venv).
+    gil: str = ""
 
     @property
     def minor(self) -> str:
         """Language version as ``"3.11"``."""
         return ".".join(self.version.split(".")[:2])
+
+    @property
+    def kind(self) -> str:
+        """:func:`interpreter_kind` of this interpreter (``free-threaded, PYTHON_GIL=1``)."""
+        return interpreter_kind(
+            self.implementation, self.free_threaded, self.gil, self.jit, self.optimizations
+        )
 
     @property
     def is_pypy(self) -> bool:
@@ -229,9 +264,16 @@ class Stack:
 
     def env_key(self) -> str:
         """Hash of what defines the virtualenv; the cache key of provisioning."""
+        python: list[object] = [
+            self.interpreter.path,
+            self.interpreter.version,
+            self.interpreter.build,
+        ]
+        if self.interpreter.free_threaded:  # never the GIL build's venv (keys unchanged for it)
+            python.append("free-threaded")
         blob = json.dumps(
             {
-                "python": [self.interpreter.path, self.interpreter.version, self.interpreter.build],
+                "python": python,
                 "requirements": sorted(self.requirements),
                 "flags": list(self.install_flags()),
                 "steps": [[list(s.requirements), list(s.flags)] for s in self.install_steps()],

@@ -14,9 +14,11 @@ ones with the reason.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,11 +39,12 @@ MIN_VERSION_REASON = (
 )
 
 _PROBE_TIMEOUT_S = 20.0
-_PROBE_VERSION = 2  # bump when the probe script changes: invalidates cached answers
+_GIL_SUFFIX = re.compile(r"^(.+)@gil([01])$")
+_PROBE_VERSION = 3  # bump when the probe script changes: invalidates cached answers
 
 # Runs inside the candidate interpreter; must work on Python 2.7 and 3.x.
 _PROBE = r"""
-import json, os, platform, sys
+import json, os, platform, sys, sysconfig
 impl = platform.python_implementation().lower()
 exe = sys.executable
 base = getattr(sys, "_base_executable", None)
@@ -58,7 +61,17 @@ comp = platform.python_compiler()
 if not comp and "[" in sys.version:
     comp = sys.version.rsplit("[", 1)[1].rstrip("]").replace("PyPy ", "").split(" with ")[-1]
 build = ((build + ", ") if build else "") + "%s, %s (%s)" % (b[0], b[1], comp)
+cv = sysconfig.get_config_var
+args = cv("CONFIG_ARGS") or ""
+cflags = (cv("PY_CFLAGS") or "") + " " + (cv("PY_CFLAGS_NODIST") or "")
+jit = "--enable-experimental-jit" in args
+if hasattr(sys, "_jit"):
+    jit = bool(getattr(sys._jit, "is_available", lambda: jit)())
 sys.stdout.write(json.dumps({
+    "free_threaded": bool(cv("Py_GIL_DISABLED")),
+    "jit": jit,
+    "pgo": "--enable-optimizations" in args or "-fprofile-use" in cflags,
+    "lto": "--with-lto" in args or "-flto" in cflags,
     "implementation": impl,
     "version": "%d.%d.%d" % sys.version_info[:3],
     "version_info": list(sys.version_info[:3]),
@@ -77,7 +90,7 @@ class Found:
     """One probed interpreter with where it was found and, if skipped, why."""
 
     interpreter: Interpreter
-    source: str  # "running", "path", "pyenv", "debian", "user"
+    source: str  # "running", "path", "pyenv", "debian", "provisioned", "user"
     skipped: str | None = None  # reason it is not offered for stacks
 
 
@@ -186,6 +199,10 @@ def _candidates() -> list[tuple[str, str]]:
             if base.endswith("-config") or "clean" in base or "compile" in base or "m-" in base:
                 continue
             out.append((p, "debian" if p.startswith("/usr/bin") else "path"))
+    for pattern in ("cpython-*/bin/python3.*", "uv/*/bin/python3.*"):  # pywebbench installed
+        for p in sorted(glob.glob(str(_cache_dir() / "pythons" / pattern))):
+            if not p.endswith("-config") and os.access(p, os.X_OK):
+                out.append((p, "provisioned"))
     return out
 
 
@@ -197,11 +214,13 @@ def _version_sort_key(path: str) -> tuple[tuple[int, int, str], ...]:
 
 
 def _short_name(facts: Facts) -> str:
+    """``cpython3.13``; a free-threaded build ends in ``t`` (``cpython3.13t``), like its
+    executable, so it never shares a name with the GIL build of its version."""
     major, minor = facts["version_info"][:2]
-    return f"{facts['implementation']}{major}.{minor}"
+    return f"{facts['implementation']}{major}.{minor}{'t' if facts.get('free_threaded') else ''}"
 
 
-def _assign_names(items: list[tuple[Facts, str]]) -> list[Interpreter]:
+def assign_names(items: list[tuple[Facts, str]]) -> list[Interpreter]:
     """Give each probed interpreter a unique, stable-ish name (first come gets the short one)."""
     used: set[str] = set()
     result = []
@@ -209,6 +228,7 @@ def _assign_names(items: list[tuple[Facts, str]]) -> list[Interpreter]:
         name = _short_name(facts)
         if name in used:
             name = f"{facts['implementation']}{facts['version']}"
+            name += "t" if facts.get("free_threaded") else ""
         n = 2
         base = name
         while name in used:
@@ -222,6 +242,13 @@ def _assign_names(items: list[tuple[Facts, str]]) -> list[Interpreter]:
                 version=facts["version"],
                 path=os.path.realpath(facts["executable"]),
                 build=facts["build"],
+                free_threaded=bool(facts.get("free_threaded")),
+                jit=bool(facts.get("jit")),
+                optimizations="+".join(
+                    flag
+                    for flag, on in (("PGO", facts.get("pgo")), ("LTO", facts.get("lto")))
+                    if on
+                ),
             )
         )
     return result
@@ -235,7 +262,7 @@ def discover_all(extra: Sequence[str] = ()) -> list[Found]:
     """
     cache = _load_cache()
     before = json.dumps(cache, sort_keys=True)
-    seen: dict[str, int] = {}
+    seen: dict[str | tuple[int, int], int] = {}
     items: list[tuple[Facts, str]] = []
     user: list[tuple[str, str]] = [(_resolve_user_path(p), "user") for p in extra]
     auto = _candidates()
@@ -246,7 +273,7 @@ def discover_all(extra: Sequence[str] = ()) -> list[Found]:
             if source == "user":
                 raise
             continue
-        real = os.path.realpath(facts["executable"])
+        real = _identity(facts["executable"])
         if real in seen:
             continue
         seen[real] = len(items)
@@ -255,11 +282,22 @@ def discover_all(extra: Sequence[str] = ()) -> list[Found]:
         _save_cache(cache)
     # Names: the running interpreter and user-given ones first, then in discovery order, so the
     # orchestrator's CPython is "cpython3.11" even if Debian also has a 3.11.
-    interpreters = _assign_names(items)
+    interpreters = assign_names(items)
     return [
         Found(interp, source, _skip_reason(facts))
         for interp, (facts, source) in zip(interpreters, items, strict=True)
     ]
+
+
+def _identity(executable: str) -> str | tuple[int, int]:
+    """What makes two executables one interpreter: the same file, through symlinks or hard
+    links (a CPython install's ``python3.13t`` and ``python3.13`` are one binary)."""
+    real = os.path.realpath(executable)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return real
+    return (st.st_dev, st.st_ino)
 
 
 def _resolve_user_path(p: str) -> str:
@@ -285,6 +323,17 @@ def discover(extra: Sequence[str] = ()) -> list[Interpreter]:
     return sorted(found, key=_interp_sort_key)
 
 
+def one_per_version(pool: Iterable[Interpreter]) -> list[Interpreter]:
+    """One interpreter of ``pool`` per implementation, language version and build (GIL or
+    free-threaded), the one with the short name: a version study's interpreters."""
+    seen: dict[tuple[str, str, bool], Interpreter] = {}
+    for i in pool:
+        key = (i.implementation, i.minor, i.free_threaded)
+        if key not in seen or len(i.name) < len(seen[key].name):  # "cpython3.11", not "3.11.2"
+            seen[key] = i
+    return list(seen.values())
+
+
 def _interp_sort_key(i: Interpreter) -> tuple[bool, tuple[int, ...], str]:
     return (i.implementation != "cpython", tuple(int(x) for x in i.version.split(".")), i.name)
 
@@ -297,17 +346,39 @@ def default_interpreters() -> list[Interpreter]:
     return out + pypy[:1]
 
 
+def split_gil(value: str) -> tuple[str, str]:
+    """``3.13t@gil1`` -> (``3.13t``, ``"1"``): the GIL axis of a free-threaded build
+    (``PYTHON_GIL`` of its servers); a value without the suffix -> (value, ``""``)."""
+    m = _GIL_SUFFIX.match(value)
+    return (m.group(1), m.group(2)) if m else (value, "")
+
+
+def with_gil(interpreter: Interpreter, gil: str, flag: str = "--python") -> Interpreter:
+    """``interpreter`` run with ``PYTHON_GIL=gil`` ("0" or "1"), named ``<name>@gil<gil>``;
+    its stacks share the venv of ``interpreter`` but never a row."""
+    if not gil:
+        return interpreter
+    if not interpreter.free_threaded:
+        raise InterpreterError(
+            f"{flag} {interpreter.name}@gil{gil}: the GIL can be set only on a free-threaded "
+            "build (e.g. 3.13t@gil0, 3.13t@gil1)"
+        )
+    return dataclasses.replace(interpreter, name=f"{interpreter.name}@gil{gil}", gil=gil)
+
+
 def find(name_or_path: str, interpreters: Iterable[Interpreter] | None = None) -> Interpreter:
-    """One interpreter by name (``cpython3.11``), version (``3.11``, ``pypy``) or path.
+    """One interpreter by name (``cpython3.11``), version (``3.11``, ``pypy``) or path; a
+    ``@gil0``/``@gil1`` suffix sets the GIL of a free-threaded build (:func:`with_gil`).
 
     Raises :class:`InterpreterError` naming the valid choices.
     """
+    base, gil = split_gil(name_or_path)
+    if gil:
+        return with_gil(find(base, interpreters), gil)
     if os.sep in name_or_path or name_or_path.startswith("~"):
         path = _resolve_user_path(name_or_path)
-        real = os.path.realpath(probe(path)["executable"])
-        found = next(
-            f for f in discover_all([path]) if os.path.realpath(f.interpreter.path) == real
-        )
+        real = _identity(probe(path)["executable"])
+        found = next(f for f in discover_all([path]) if _identity(f.interpreter.path) == real)
         if found.skipped:
             raise InterpreterError(f"--python {name_or_path}: {found.skipped}")
         return found.interpreter
@@ -317,6 +388,9 @@ def find(name_or_path: str, interpreters: Iterable[Interpreter] | None = None) -
         return matches[0]
     if shutil.which(name_or_path):
         return find(shutil.which(name_or_path) or name_or_path)
+    installed = install_requested(name_or_path)
+    if installed is not None:
+        return installed
     names = ", ".join(i.name for i in pool) or "none found"
     raise InterpreterError(f"--python {name_or_path}: unknown interpreter; choose from {names}")
 
@@ -330,13 +404,16 @@ def match(pattern: str, pool: Iterable[Interpreter]) -> list[Interpreter]:
     if exact:
         return exact[:1] if exact[0].name == pattern else exact
     out = []
+    # "3.13" is the GIL build, "3.13t" the free-threaded one: never both
+    free_threaded = pattern.endswith("t") and pattern[:1].isdigit()
+    version = pattern[:-1] if free_threaded else pattern
     for i in pool:
         if fnmatch.fnmatchcase(i.name, pattern) or pattern == i.implementation:
             out.append(i)
-        elif pattern[:1].isdigit() and (
-            i.version == pattern or i.version.startswith(pattern + ".")
+        elif version[:1].isdigit() and (
+            i.version == version or i.version.startswith(version + ".")
         ):
-            if i.implementation == "cpython":
+            if i.implementation == "cpython" and i.free_threaded == free_threaded:
                 out.append(i)
         elif pattern in (f"{i.implementation}{i.version}", f"{i.implementation}-{i.minor}"):
             out.append(i)
@@ -356,7 +433,8 @@ def select(patterns: Sequence[str], flag: str = "--python") -> list[Interpreter]
         return default_interpreters()
     pool = discover()
     chosen: list[Interpreter] = []
-    for value in values:
+    for raw_value in values:
+        value, gil = split_gil(raw_value)
         if value == "all":
             hits = pool
         elif os.sep in value or value.startswith("~"):
@@ -366,6 +444,9 @@ def select(patterns: Sequence[str], flag: str = "--python") -> list[Interpreter]
                 raise InterpreterError(str(exc).replace("--python", flag, 1)) from None
         else:
             hits = match(value, pool)
+            installed = None if hits else install_requested(value)
+            if installed is not None:
+                hits = [installed]
             if not hits:
                 names = ", ".join(i.name for i in pool) or "none found"
                 raise InterpreterError(
@@ -373,6 +454,24 @@ def select(patterns: Sequence[str], flag: str = "--python") -> list[Interpreter]
                     "or give a path"
                 )
         for i in hits:
+            if gil and not i.free_threaded and len(hits) > 1:
+                continue  # "all@gil1": the free-threaded ones
+            i = with_gil(i, gil, flag)
             if i not in chosen:
                 chosen.append(i)
     return chosen
+
+
+def install_requested(value: str) -> Interpreter | None:
+    """Install the CPython a version request (``3.14``, ``3.13t``, ``cpython3.12``) names when
+    none matches (:func:`pywebbench.provision.pythons.install`: uv, else a source build).
+
+    None when ``value`` is not a version request; :class:`InterpreterError` (one line: what
+    was tried, what to do) when it cannot be installed.
+    """
+    from pywebbench.provision import pythons  # provisioning builds on this module: import late
+
+    if pythons.parse_request(value) is None:
+        return None
+    path = pythons.install(value, lambda msg: print(f"[python] {msg}", file=sys.stderr))
+    return find(path)

@@ -77,6 +77,8 @@ def command(**options: Any) -> None:
       pywebbench run --server gunicorn-gthread,uwsgi --bind tcp,unix
                                                       a port and a unix socket, side by side
       pywebbench run --config pywebbench.toml --profile standard
+      pywebbench run --profile versions --python 3.12,3.13,3.13t,pypy3.9
+                                                      a version study (docs/interpreters.md)
       pywebbench run --resume
     """
     console = Console(highlight=False, log_path=False)

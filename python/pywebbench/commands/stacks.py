@@ -50,6 +50,7 @@ def candidate_record(c: Candidate) -> dict[str, object]:
         "interpreter": c.interpreter.name,
         "interpreter_version": c.interpreter.version,
         "implementation": c.interpreter.implementation,
+        "free_threaded": c.interpreter.free_threaded,
         "server": c.server.name,
         "framework": c.framework.name,
         "interface": c.server.interface,
@@ -96,9 +97,10 @@ def filter_options(f: CommandFunction) -> CommandFunction:
             "pythons",
             multiple=True,
             metavar="NAME|PATH",
-            help="Interpreter(s): name (cpython3.11, pypy3.9), glob, version (3.13), 'all', or "
-            "a path to an executable. Repeatable or comma-separated. Default: this CPython and "
-            "pypy3.",
+            help="Interpreter(s): name (cpython3.11, pypy3.9), glob, version (3.13; 3.13t: "
+            "free-threaded; installed when missing, docs/interpreters.md), 'all', or a path to "
+            "an executable; @gil0/@gil1 sets PYTHON_GIL of a free-threaded build. Repeatable or "
+            "comma-separated. Default: this CPython and pypy3.",
         ),
         click.option("--server", "servers", multiple=True, help="Server adapter name(s)/globs."),
         click.option("--framework", "frameworks", multiple=True, help="Framework name(s)/globs."),
@@ -123,8 +125,10 @@ def command(
 ) -> None:
     """What can run on this machine: interpreter x server x framework, and why not.
 
-    Nothing is installed: availability is what the catalogue declares (known
-    incompatibilities such as uvloop or orjson on PyPy 3.9). A stack that is already
+    No stack is installed: availability is what the catalogue declares (known
+    incompatibilities such as uvloop on PyPy 3.9, granian on 3.13t). A missing interpreter
+    asked for by version (--python 3.14, 3.13t) is installed first (docs/interpreters.md;
+    PWB_PYTHON_INSTALL=none forbids it). A stack that is already
     provisioned shows its exact package versions in --json.
     """
     interpreters = select_interpreters(pythons)
@@ -140,6 +144,10 @@ def command(
                     "version": i.version,
                     "build": i.build,
                     "path": i.path,
+                    "free_threaded": i.free_threaded,
+                    "jit": i.jit,
+                    "optimizations": i.optimizations,
+                    "gil": i.gil,
                 }
                 for i in interpreters
             ],
@@ -156,10 +164,10 @@ def _print_interpreters(
     console: Console, interpreters: list[Interpreter], show_skipped: bool
 ) -> None:
     table = Table(title="Interpreters", title_justify="left", show_edge=False)
-    for col in ("name", "version", "build", "path"):
+    for col in ("name", "version", "kind", "build", "path"):
         table.add_column(col, overflow="fold")
     for i in interpreters:
-        table.add_row(i.name, i.version, i.build, i.path)
+        table.add_row(i.name, i.version, i.kind, i.build, i.path)
     console.print(table)
     if show_skipped:
         skipped = [f for f in interp_mod.discover_all() if f.skipped]

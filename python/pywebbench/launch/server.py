@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import http.client
+import json
 import os
 import random
 import re
@@ -38,7 +39,7 @@ from pywebbench.bind import (
     new_socket_dir,
     unix_base_url,
 )
-from pywebbench.catalogue.base import APPS_DIR, HOOKS_DIR, LaunchContext, Stack
+from pywebbench.catalogue.base import APPS_DIR, HOOKS_DIR, Interpreter, LaunchContext, Stack
 from pywebbench.launch.process import ProcessGroup, tail
 
 __all__ = [
@@ -117,6 +118,16 @@ def default_app_dir() -> Path:
     return APPS_DIR
 
 
+def interpreter_env(interpreter: Interpreter, runtime_dir: Path) -> dict[str, str]:
+    """What the server's interpreter is told: where to report its GIL state and, for a
+    free-threaded build run with the GIL forced on or off (``cpython3.13t@gil1``),
+    ``PYTHON_GIL``."""
+    env = {"PWB_RUNTIME_DIR": str(runtime_dir)}
+    if interpreter.gil:
+        env["PYTHON_GIL"] = interpreter.gil
+    return env
+
+
 def launch_env(venv: Path, app_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a server process: this process's environment without Python
     variables that would leak the orchestrator's interpreter into the stack's, plus the venv
@@ -154,6 +165,7 @@ class RunningServer:
         stop_timeout_s: float,
         name: str,
         socket_dir: Path | None = None,
+        runtime_dir: Path | None = None,
     ) -> None:
         self.group = group
         self.pid = group.pid
@@ -167,9 +179,22 @@ class RunningServer:
         self.name = name
         #: The private directory of its unix socket (removed by :meth:`stop`), or None (TCP).
         self.socket_dir = socket_dir
+        #: Where its app processes report their GIL state (``PWB_RUNTIME_DIR``), or None.
+        self.runtime_dir = runtime_dir
         if group.log_path is None:
             raise ValueError("a server's process group must log to a file")
         self.log_path: Path = group.log_path
+
+    def gil_enabled(self) -> bool | None:
+        """Whether its app processes ran with the GIL (any of them: True), as they reported
+        (``sys._is_gil_enabled()``); None when none reported (an app not built in)."""
+        states = []
+        for path in sorted(self.runtime_dir.glob("*.json")) if self.runtime_dir else []:
+            try:
+                states.append(bool(json.loads(path.read_text())["gil_enabled"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # being rewritten, or not ours
+        return any(states) if states else None
 
     @property
     def unix_socket(self) -> Path | None:
@@ -346,7 +371,14 @@ def _start_once(
     where = ctx.unix_socket.parent.name if ctx.unix_socket is not None else ctx.port
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{stack.name}-{where}")
     log_path = log_dir / f"server-{safe}.log"
-    env = launch_env(ctx.venv, ctx.app_dir, {**ctx.env, **cmd.env})
+    runtime_dir = log_dir / f"runtime-{safe}"  # each app process writes its GIL state here
+    shutil.rmtree(runtime_dir, ignore_errors=True)
+    runtime_dir.mkdir(parents=True)
+    env = launch_env(
+        ctx.venv,
+        ctx.app_dir,
+        {**ctx.env, **cmd.env, **interpreter_env(stack.interpreter, runtime_dir)},
+    )
     with open(log_path, "ab") as fh:
         fh.write(f"# pywebbench: {' '.join(cmd.argv)}\n".encode())
     t0 = time.monotonic()
@@ -414,4 +446,5 @@ def _start_once(
         stop_timeout_s=adapter.stop_timeout_s,
         name=stack.name,
         socket_dir=ctx.unix_socket.parent if ctx.unix_socket is not None else None,
+        runtime_dir=runtime_dir,
     )

@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pywebbench import __version__, stats
+from pywebbench.catalogue.base import interpreter_kind
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.report import figures
 from pywebbench.report.ab import ab_rows
@@ -67,6 +68,18 @@ def stack_label(row: StackRow) -> str:
     return label
 
 
+def gil_runtime(states: Sequence[bool | None]) -> str:
+    """The GIL as a stack's replicates reported it: ``on``, ``off``, ``on in 1 of 3
+    replicates``; ``""`` when none reported."""
+    known = [s for s in states if s is not None]
+    if not known:
+        return ""
+    on = sum(known)
+    if on in (0, len(known)):
+        return "on" if on else "off"
+    return f"on in {on} of {len(known)} replicates"
+
+
 def _stack_view(row: StackRow) -> StackView:
     return StackView(
         key=row.key,
@@ -80,6 +93,13 @@ def _stack_view(row: StackRow) -> StackView:
         workers=row.workers,
         threads=row.threads,
         worker_max_requests=row.worker_max_requests,
+        interpreter_kind=interpreter_kind(
+            row.interpreter_impl,
+            row.interpreter_free_threaded,
+            row.interpreter_gil,
+            row.interpreter_jit,
+            row.interpreter_optimizations,
+        ),
         packages=row.packages,
         settings=row.settings,
         run_ids=[row.run_id],
@@ -546,6 +566,12 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
         stack.cold_start_s = _median([r.cold_start_s for r in reps if r.cold_start_s is not None])
         idle = _median([r.idle_rss_bytes for r in reps if r.idle_rss_bytes is not None])
         stack.idle_rss_mib = idle / MIB if idle is not None else None
+        stack.gil_runtime = gil_runtime([r.gil_enabled for r in reps])
+        free_threaded = stack.interpreter_kind.startswith("free-threaded")
+        if free_threaded and len(stack.settings.get("cpus") or [0, 1]) == 1:
+            stack.one_core_note = (
+                "one server core: this shows what free-threading costs, not what it gains"
+            )
 
     cells_series: list[CellSeriesView] = []
     for (skey, _, _), cells in groups.items():

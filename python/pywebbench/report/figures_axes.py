@@ -116,18 +116,40 @@ def recycling_figure(view: ReportView) -> Figure | None:
         )
     return {
         "data": data,
-        "layout": base_layout(
+        "layout": panels_layout(
+            "requests per worker before it is recycled",
+            categories,
+            [("requests/s", (0.55, 1.0)), ("p99 ms", (0.0, 0.42))],
             height=460,
-            showlegend=True,
-            legend=legend_below(),
-            xaxis=axis_layout(
-                "requests per worker before it is recycled",
-                type="category",
-                categoryorder="array",
-                categoryarray=categories,
-                anchor="y2",
-            ),
-            yaxis=axis_layout("requests/s", domain=[0.55, 1], rangemode="tozero", tickformat="~s"),
-            yaxis2=axis_layout("p99 ms", domain=[0, 0.42], rangemode="tozero"),
         ),
     }
+
+
+def panels_layout(
+    x_title: str,
+    categories: list[str],
+    panels: list[tuple[str, tuple[float, float]]],
+    height: int,
+) -> dict[str, Any]:
+    """Panels stacked over one category x axis (``categories`` in that order), each
+    ``(title, (bottom, top))`` from the top down, the first one requests/s (SI ticks); the
+    legend below. Traces go to ``y``, ``y2``... in the same order."""
+    axes = {
+        ("yaxis" if n == 0 else f"yaxis{n + 1}"): axis_layout(
+            title,
+            domain=list(domain),
+            rangemode="tozero",
+            **({"tickformat": "~s"} if n == 0 else {}),
+        )
+        for n, (title, domain) in enumerate(panels)
+    }
+    bottom = "y" if len(panels) == 1 else f"y{len(panels)}"
+    return base_layout(
+        height=height,
+        showlegend=True,
+        legend=legend_below(),
+        xaxis=axis_layout(
+            x_title, type="category", categoryorder="array", categoryarray=categories, anchor=bottom
+        ),
+        **axes,
+    )

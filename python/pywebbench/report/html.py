@@ -28,6 +28,7 @@ from pywebbench.report import (
     flame,
     robustness_curve,
     tables,
+    versions,
 )
 from pywebbench.report import history as figures_history
 from pywebbench.report.figures_knee import knee_context
@@ -209,6 +210,8 @@ def build_context(view: ReportView) -> dict[str, Any]:
         "recycling-fig": figures_axes.recycling_figure(view),
     }
     figs.update({k: v for k, v in axes_figs.items() if v is not None})
+    by_version = versions.versions_figures(view)
+    figs.update({f"versions-fig-{n}": fig for n, fig in enumerate(by_version.values())})
     study_axes = {
         "syscalls": axes.syscalls_table(view),
         "instructions": instructions_table(view),
@@ -216,6 +219,7 @@ def build_context(view: ReportView) -> dict[str, Any]:
         "connection": axes.connection_table(view),
         "recycling": axes.recycling_table(view),
         "figs": {k: k in figs for k in axes_figs},
+        "versions": [(w, f"versions-fig-{n}") for n, w in enumerate(by_version)],
         "traced_note": axes.TRACED_NOTE,
     }
     flames = []

@@ -101,6 +101,12 @@ class StackView:
     cold_start_s: float | None = None  # median over every replicate of the stack
     idle_rss_mib: float | None = None  # median over every replicate of the stack
     worker_max_requests: int = 0  # workers recycled after this many requests; 0 = never
+    interpreter_kind: str = ""  # "GIL", "free-threaded, PYTHON_GIL=1", "PyPy JIT"...
+    #: The GIL as its servers ran ("on", "off", "on in 1 of 3 replicates"; "" unknown).
+    gil_runtime: str = ""
+    #: A free-threaded stack whose server had one core: it shows the cost of free-threading
+    #: (atomic refcounts, no specialisation...), not its gain (docs/interpreters.md).
+    one_core_note: str = ""
 
 
 @dataclass(frozen=True)

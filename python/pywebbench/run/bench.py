@@ -319,6 +319,7 @@ class HostBench:
                     finished_at=utcnow(),
                     failure_phase=fail.phase if fail else None,
                     failure_reason=fail.reason if fail else None,
+                    gil_enabled=server.gil_enabled(),
                 )
         if fail is not None:
             raise fail

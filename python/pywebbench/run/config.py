@@ -402,7 +402,8 @@ class StudyConfig(Table):
     """A whole study. Every key is optional; the profile fills in the rest."""
 
     profile: Annotated[
-        Literal["quick", "standard", "full"] | None, Flag("--profile", help=PROFILE_HELP)
+        Literal["quick", "standard", "full", "versions"] | None,
+        Flag("--profile", help=PROFILE_HELP),
     ] = Field(None, description="Built-in profile this study starts from (default quick).")
     results_dir: Annotated[
         str,

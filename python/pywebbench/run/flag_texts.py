@@ -6,7 +6,12 @@ from __future__ import annotations
 from pywebbench.run.declare import comma_list
 
 PROFILE_HELP = (
-    "Built-in study to start from: quick (default, 10-11 min), standard (~30 min), full (hours)."
+    "Built-in study to start from: quick (default, 10-11 min), standard (~30 min), full "
+    "(hours), versions (every interpreter found, by version: docs/interpreters.md)."
+)
+PYTHON_HELP = (
+    "Interpreters: cpython3.11,pypy3.9, versions (3.14, 3.13t: installed when missing), "
+    "3.13t@gil0/@gil1 (PYTHON_GIL of a free-threaded build), paths, or all."
 )
 WARMUP_HELP = (
     "steady (default): warm up until throughput is steady, or --warmup-cap; fixed: "

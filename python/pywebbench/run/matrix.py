@@ -149,11 +149,13 @@ def _interpreters(config: StudyConfig) -> list[Interpreter]:
     out: list[Interpreter] = []
     for name in config.matrix.interpreters:
         try:
-            chosen = interp.find(name, pool) if "/" not in name else interp.find(name)
+            if name == "all":
+                found = interp.one_per_version(pool)
+            else:
+                found = [interp.find(name, pool) if "/" not in name else interp.find(name)]
         except ValueError as exc:
             raise ConfigError(f"matrix.interpreters: {exc}") from None
-        if chosen not in out:
-            out.append(chosen)
+        out += [i for i in found if i not in out]
     return out
 
 

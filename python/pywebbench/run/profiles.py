@@ -6,9 +6,10 @@ Each is a partial ``pywebbench.toml`` that the file and the CLI options override
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-PROFILES = ("quick", "standard", "full")
+PROFILES = ("quick", "standard", "full", "versions")
 
 _WSGI_SERVERS = ["gunicorn-gthread", "granian-wsgi"]
 _ASGI_SERVERS = ["uvicorn-h11", "granian-asgi"]
@@ -87,4 +88,18 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             "replicates": 3,
         },
     },
+    # The version study (docs/interpreters.md): every interpreter found (or --python), two
+    # representative WSGI stacks, a light and a CPU-bound workload, the quick profile's load;
+    # the report draws them by interpreter. About 3 minutes per interpreter on 2 cores.
+    "versions": {
+        "matrix": {
+            "interpreters": ["all"],
+            "servers": _WSGI_SERVERS,
+            "frameworks": ["raw-wsgi", "flask"],
+            "workloads": ["hello", "cpu"],
+            "server_settings": {"gunicorn-gthread": {"workers": [1], "threads": [4]}},
+        },
+        "load": {},  # the quick profile's (below)
+    },
 }
+PROFILE_DATA["versions"]["load"] = copy.deepcopy(PROFILE_DATA["quick"]["load"])

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pywebbench.run.declare import FileOnly, Flag
-from pywebbench.run.flag_texts import SERVER_OPTION_HELP, parse_server_options
+from pywebbench.run.flag_texts import PYTHON_HELP, SERVER_OPTION_HELP, parse_server_options
 
 _PHASE_BOUND = FileOnly("a bound of one phase of a cell; the default fits every built-in stack")
 
@@ -41,12 +41,11 @@ class ServerSettings(Table):
 class MatrixConfig(Table):
     """What to run: the product of these lists, pairing servers and frameworks by interface."""
 
-    interpreters: Annotated[
-        list[str], Flag("--python", help="Interpreters: cpython3.11,pypy3.9 or paths.")
-    ] = Field(
+    interpreters: Annotated[list[str], Flag("--python", help=PYTHON_HELP)] = Field(
         default_factory=list,
-        description="Interpreter names (cpython3.11, pypy3.9), versions (3.13, pypy) or "
-        "paths. Empty: the running CPython plus pypy3 when installed.",
+        description="Interpreter names (cpython3.11, pypy3.9), versions (3.13, 3.13t: installed "
+        "when missing, docs/interpreters.md), 3.13t@gil1 (PYTHON_GIL), paths, or 'all' (one "
+        "per language version found). Empty: the running CPython plus pypy3 when installed.",
     )
     servers: Annotated[
         list[str], Flag("--server", help="Servers (comma list, globs): granian-*.")

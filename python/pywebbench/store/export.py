@@ -17,6 +17,8 @@ _STACK_COLS = (
     "name",
     "interpreter",
     "interpreter_version",
+    "interpreter_free_threaded",
+    "interpreter_gil",
     "server",
     "framework",
     "workers",

@@ -144,6 +144,10 @@ class StackRow:
     provision_s: float | None = None
     provision_cached: bool | None = None
     worker_max_requests: int = 0  # a worker is recycled after this many requests; 0 = never
+    interpreter_free_threaded: bool = False  # a free-threaded build ("cpython3.13t")
+    interpreter_jit: bool = False  # the experimental JIT built in
+    interpreter_optimizations: str = ""  # "PGO+LTO", "LTO", "" (none)
+    interpreter_gil: str = ""  # PYTHON_GIL given to its servers: "", "0", "1"
 
     @property
     def requirements(self) -> list[str]:
@@ -234,6 +238,9 @@ class Replicate:
     node_cpus: int | None = None  # cores of that node
     flame_json: str | None = None  # the sampled window's stacks (--flamegraph)
     instructions_json: str | None = None  # instructions per request (--instructions)
+    #: Whether its server's app processes ran with the GIL (``sys._is_gil_enabled()``; any
+    #: process: True); None when none reported (a user's app).
+    gil_enabled: bool | None = None
 
     @property
     def warmup_curve(self) -> list[list[float]]:

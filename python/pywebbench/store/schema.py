@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -98,6 +98,10 @@ CREATE TABLE IF NOT EXISTS stacks (
     provision_s          REAL,
     provision_cached     INTEGER,
     worker_max_requests  INTEGER NOT NULL DEFAULT 0,
+    interpreter_free_threaded INTEGER NOT NULL DEFAULT 0,
+    interpreter_jit      INTEGER NOT NULL DEFAULT 0,
+    interpreter_optimizations TEXT NOT NULL DEFAULT '',
+    interpreter_gil      TEXT NOT NULL DEFAULT '',
     UNIQUE (run_id, key)
 );
 
@@ -157,6 +161,7 @@ CREATE TABLE IF NOT EXISTS replicates (
     node_cpus            INTEGER,
     flame_json           TEXT,
     instructions_json    TEXT,
+    gil_enabled          INTEGER,
     UNIQUE (cell_id, replicate)
 );
 
@@ -359,4 +364,14 @@ ALTER TABLE iterations ADD COLUMN remeasured_json TEXT NOT NULL DEFAULT '[]';
     # Instructions per request (docs/instructions.md): the count of a separate server under
     # valgrind, per replicate.
     12: "ALTER TABLE replicates ADD COLUMN instructions_json TEXT",
+    # Interpreters (docs/interpreters.md): what each stack's interpreter is (a free-threaded
+    # build, the JIT, PGO/LTO, the PYTHON_GIL it ran with) and whether each replicate's server
+    # really ran with the GIL (sys._is_gil_enabled() inside it).
+    13: """
+ALTER TABLE stacks ADD COLUMN interpreter_free_threaded INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE stacks ADD COLUMN interpreter_jit INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE stacks ADD COLUMN interpreter_optimizations TEXT NOT NULL DEFAULT '';
+ALTER TABLE stacks ADD COLUMN interpreter_gil TEXT NOT NULL DEFAULT '';
+ALTER TABLE replicates ADD COLUMN gil_enabled INTEGER
+""",
 }

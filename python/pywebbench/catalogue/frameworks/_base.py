@@ -20,6 +20,19 @@ CLIENT_PINS: dict[str, tuple[str, ...]] = {
     "modern": ("redis==8.1.0", "pg8000==1.31.6"),
     "py39": ("redis==7.0.1", "pg8000==1.31.5"),
 }
+
+
+def client_pins(interpreter: Interpreter) -> tuple[str, ...]:
+    """The service clients' pins on ``interpreter``: its generation's, except pg8000 on
+    Python 3.10, which keeps the 3.9 pin (pg8000 1.31.6 needs scramp 1.5.0, which needs
+    Python >= 3.11: uv finds no solution on 3.10)."""
+    pins = CLIENT_PINS[interpreter.generation]
+    if interpreter.minor == "3.10":
+        old = [p for p in CLIENT_PINS["py39"] if p.startswith("pg8000==")]
+        pins = tuple(old + [p for p in pins if not p.startswith("pg8000==")])
+    return pins
+
+
 # psycopg 3 (pure-Python implementation over the system libpq) gives async code a real async
 # PostgreSQL client. Not on PyPy: its ctypes binding fails there ("cannot create weak
 # reference to 'weakref' object"), so async apps on PyPy run pg8000 in a thread pool.
@@ -49,7 +62,7 @@ class AppFramework(Framework):
 
     def requirements(self, interpreter: Interpreter) -> list[str]:
         gen = interpreter.generation
-        reqs = [*self.pins[gen], *CLIENT_PINS[gen]]
+        reqs = [*self.pins[gen], *client_pins(interpreter)]
         if self.io_style == "async" and not interpreter.is_pypy:
             reqs += ASYNC_PG_PINS[gen]
         return reqs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pywebbench.catalogue.base import WSGI, LaunchCommand, LaunchContext
+from pywebbench.catalogue.base import WSGI, Interpreter, LaunchCommand, LaunchContext
 from pywebbench.catalogue.servers._base import BaseAdapter, backlog, listen_args
 
 GRANIAN_PINS: dict[str, tuple[str, ...]] = {
@@ -19,6 +19,15 @@ class GranianBase(BaseAdapter):
 
     granian_interface: ClassVar[str]
     unix_bind = "--uds PATH"
+
+    def unavailable(self, interpreter: Interpreter) -> str | None:
+        if interpreter.free_threaded and interpreter.minor == "3.13":
+            return (
+                "granian 2.8.7 has no CPython 3.13t wheel (it has 3.14t ones) and its source "
+                "build fetches a git dependency (impossible offline); on 3.13t use "
+                "gunicorn-gthread, waitress or cheroot, or use 3.14t"
+            )
+        return super().unavailable(interpreter)
 
     def uses_threads(self) -> bool:
         return self.granian_interface == "wsgi"

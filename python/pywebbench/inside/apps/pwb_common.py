@@ -8,6 +8,8 @@ Services come from the environment:
 - ``PWB_REDIS_URL``: ``redis://127.0.0.1:PORT/0``
 - ``PWB_DATABASE_URL``: ``postgresql://user@127.0.0.1:PORT/db`` or ``sqlite:////abs/path.db``
 - ``PWB_DB_POOL``: connections per event loop for async PostgreSQL access (default 8)
+- ``PWB_RUNTIME_DIR``: where each server process that imports an app writes ``<pid>.json``,
+  its GIL state (:func:`gil_enabled`), read back by the orchestrator per replicate
 
 PostgreSQL clients: pg8000 (pure Python) for synchronous code on every interpreter; psycopg 3's
 async client for async code where it works (CPython), else pg8000 in the loop's thread pool.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import html
+import json
 import os
 import sys
 import threading
@@ -451,3 +454,56 @@ def fork_workers(workers):
         if pid == 0:
             return True
     return False
+
+
+# ---------------------------------------------------------------- runtime facts (the GIL)
+
+RUNTIME_CHECK_S = 1.0
+
+
+def gil_enabled():
+    """Whether this process runs with the GIL: ``sys._is_gil_enabled()`` on CPython 3.13+ (a
+    free-threaded build may run with it on: ``PYTHON_GIL=1``, or a C extension without
+    free-threading support imported); always True before 3.13 and on PyPy."""
+    probe = getattr(sys, "_is_gil_enabled", None)
+    return bool(probe()) if probe is not None else True
+
+
+def _write_runtime(path, state):
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(json.dumps({"pid": os.getpid(), "gil_enabled": state}))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a missing report only leaves the replicate's GIL state unknown
+
+
+def _report_runtime(directory):
+    """Write this process's GIL state now, then, while it is off, again each second if it
+    changes (an extension imported at the first request can turn it on for good)."""
+    path = os.path.join(directory, "%d.json" % os.getpid())
+    state = gil_enabled()
+    _write_runtime(path, state)
+    while not state:
+        time.sleep(RUNTIME_CHECK_S)
+        state = gil_enabled()
+        if state:
+            _write_runtime(path, state)
+
+
+def start_runtime_report():
+    """Report the GIL state of this process (and of processes forked from it) into
+    ``PWB_RUNTIME_DIR`` if set; a daemon thread only on a free-threaded build."""
+    directory = os.environ.get("PWB_RUNTIME_DIR")
+    if not directory or not os.path.isdir(directory):
+        return
+    if gil_enabled():
+        _report_runtime(directory)  # it cannot turn off again: one write
+        return
+    threading.Thread(target=_report_runtime, args=(directory,), daemon=True).start()
+
+
+start_runtime_report()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=start_runtime_report)

@@ -1,0 +1,232 @@
+"""Installing interpreters that are not here: version requests, uv (faked: its downloads come
+from outside the registries), the cached source build of a free-threaded CPython, and the
+one-line refusal when nothing is allowed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pywebbench.catalogue import interpreters as I
+from pywebbench.catalogue.base import Interpreter, Stack
+from pywebbench.catalogue.frameworks import frameworks
+from pywebbench.catalogue.servers import adapters
+from pywebbench.provision import pythons as P
+
+
+def test_version_requests() -> None:
+    assert P.parse_request("3.13") == P.PythonRequest("cpython", "3.13", False)
+    assert P.parse_request("3.14t") == P.PythonRequest("cpython", "3.14", True)
+    assert P.parse_request("cpython3.12") == P.PythonRequest("cpython", "3.12", False)
+    assert P.parse_request("cpython3.13t").name == "cpython3.13t"  # type: ignore[union-attr]
+    assert P.parse_request("pypy3.10") == P.PythonRequest("pypy", "3.10", False)
+    for not_a_version in ("pypy3.10t", "flask", "3", "/usr/bin/python3", "3.13.1"):
+        assert P.parse_request(not_a_version) is None, not_a_version
+
+
+def test_configure_flags_no_pgo_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PWB_PYTHON_PGO", raising=False)
+    ft = P.configure_flags(P.PythonRequest("cpython", "3.13", True))
+    assert "--disable-gil" in ft and "--enable-optimizations" not in ft
+    assert "--disable-gil" not in P.configure_flags(P.PythonRequest("cpython", "3.13", False))
+    monkeypatch.setenv("PWB_PYTHON_PGO", "1")
+    pgo = P.configure_flags(P.PythonRequest("cpython", "3.13", True))
+    assert {"--enable-optimizations", "--with-lto"} <= set(pgo)
+    assert P.build_dir_name("3.13.5", ft) == "cpython-3.13.5t"
+    assert P.build_dir_name("3.13.5", pgo) == "cpython-3.13.5t-pgo"
+
+
+def _pywebbench(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pywebbench", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+
+
+def test_refusal_is_one_line_exit_2(tmp_path: Path) -> None:
+    """No network, no cached source: ``--python 3.14`` says what was tried and what to do."""
+    env = {"PWB_CACHE_DIR": str(tmp_path), "PWB_OFFLINE": "1"}
+    args = ["run", "--server", "gunicorn-gthread", "--framework", "raw-wsgi"]
+    res = _pywebbench([*args, "--python", "3.14", "--results-dir", str(tmp_path / "results")], env)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert "--python 3.14" in lines[0] and "tried uv (offline" in lines[0]
+    assert "a source build (no cached source" in lines[0] and "docs/interpreters.md" in lines[0]
+    assert not (tmp_path / "results").exists()  # nothing half-written
+    res = _pywebbench(
+        [*args, "--python", "3.14t"], {"PWB_CACHE_DIR": str(tmp_path), "PWB_PYTHON_INSTALL": "none"}
+    )
+    assert res.returncode == 2 and "not allowed by PWB_PYTHON_INSTALL" in res.stderr
+    res = _pywebbench([*args, "--python", "pypy3.10"], env)  # not the installed PyPy 3.9
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "PyPy is not installed by pywebbench" in res.stderr
+
+
+def _fake_uv(tmp_path: Path, answer: Path, fail_install: str = "") -> Path:
+    """A ``uv`` that records its calls and answers ``python find`` with ``answer``."""
+    log = tmp_path / "uv-calls.jsonl"
+    script = tmp_path / "uv"
+    script.write_text(
+        f"""#!{sys.executable}
+import json, os, sys
+with open({str(log)!r}, "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "dir": os.environ.get("UV_PYTHON_INSTALL_DIR"),
+                        "downloads": os.environ.get("UV_PYTHON_DOWNLOADS")}}) + "\\n")
+if sys.argv[1:3] == ["python", "install"] and {fail_install!r}:
+    sys.stderr.write({fail_install!r} + "\\n")
+    sys.exit(2)
+if sys.argv[1:3] == ["python", "find"]:
+    print({str(answer)!r})
+"""
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_uv_install_with_a_faked_uv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    python = tmp_path / "managed" / "bin" / "python3.14t"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(os.path.realpath(sys.executable))
+    monkeypatch.setenv("PWB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PWB_UV", str(_fake_uv(tmp_path, python)))
+    monkeypatch.setenv("PWB_PYTHON_INSTALL", "uv")
+    monkeypatch.delenv("PWB_OFFLINE", raising=False)
+    assert P.install("3.14t") == str(python)
+    calls = [json.loads(line) for line in (tmp_path / "uv-calls.jsonl").read_text().splitlines()]
+    assert calls[0]["argv"] == ["python", "install", "3.14t"]
+    assert calls[1]["argv"][:2] == ["python", "find"] and calls[1]["argv"][-1] == "3.14t"
+    assert calls[0]["dir"] == str(tmp_path / "cache" / "pythons" / "uv")
+    assert calls[0]["downloads"] == "automatic"
+
+
+def test_uv_failure_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PWB_CACHE_DIR", str(tmp_path / "cache"))
+    uv = _fake_uv(tmp_path, tmp_path / "none", fail_install="error: network unreachable")
+    monkeypatch.setenv("PWB_UV", str(uv))
+    monkeypatch.setenv("PWB_PYTHON_INSTALL", "uv")
+    monkeypatch.delenv("PWB_OFFLINE", raising=False)
+    with pytest.raises(I.InterpreterError, match=r"uv \(uv install failed: error: network"):
+        P.install("3.14")
+
+
+def _facts(version: str, free_threaded: bool) -> I.Facts:
+    return {
+        "implementation": "cpython",
+        "version": version,
+        "version_info": [int(x) for x in version.split(".")],
+        "executable": f"/opt/{version}{'t' if free_threaded else ''}/bin/python3",
+        "build": "main",
+        "free_threaded": free_threaded,
+    }
+
+
+def test_free_threaded_and_gil_builds_never_share_a_name_or_match() -> None:
+    gil, ft = I.assign_names([(_facts("3.13.0", False), "pyenv"), (_facts("3.13.5", True), "x")])
+    assert (gil.name, ft.name) == ("cpython3.13", "cpython3.13t")
+    assert ft.free_threaded and not gil.free_threaded
+    assert I.match("3.13", [gil, ft]) == [gil]
+    assert I.match("3.13t", [gil, ft]) == [ft]
+    assert I.match("cpython3.13t", [gil, ft]) == [ft]
+    server, framework = adapters()["gunicorn-gthread"], frameworks()["raw-wsgi"]
+    keys = {Stack(i, server, framework, ()).env_key() for i in (gil, ft)}
+    assert len(keys) == 2  # never one venv
+
+
+def test_granian_declares_why_not_on_313t() -> None:
+    granian = adapters()["granian-wsgi"]
+    on = {
+        name: granian.unavailable(Interpreter(name, "cpython", version, "/x", free_threaded=ft))
+        for name, version, ft in (
+            ("cpython3.13t", "3.13.5", True),
+            ("cpython3.14t", "3.14.0", True),
+            ("cpython3.13", "3.13.0", False),
+        )
+    }
+    assert on["cpython3.13t"] and "no CPython 3.13t wheel" in on["cpython3.13t"]
+    assert on["cpython3.14t"] is None and on["cpython3.13"] is None
+
+
+@pytest.fixture(scope="session")
+def built_313t() -> str:
+    """CPython 3.13t built from Debian's source package, once per cache (minutes the first
+    time; the cache, ``$PWB_CACHE_DIR/pythons``, is kept)."""
+    return str(P.build_from_source(P.PythonRequest("cpython", "3.13", True), print))
+
+
+def test_source_build_is_free_threaded_recorded_and_discovered(built_313t: str) -> None:
+    manifest = P.build_manifest(built_313t)
+    assert manifest is not None
+    assert "--disable-gil" in manifest["configure"]  # type: ignore[operator]
+    assert "--enable-optimizations" not in manifest["configure"]  # type: ignore[operator]
+    assert str(manifest["source"]).endswith(".orig.tar.xz")
+    interp = I.find("3.13t")
+    assert interp.free_threaded and interp.name == "cpython3.13t"
+    assert os.path.samefile(interp.path, built_313t)  # python3.13 is a hard link to it
+    assert [f for f in I.discover_all() if f.interpreter.free_threaded] == [
+        I.Found(interp, "provisioned")
+    ]  # one interpreter, not one per link
+    assert interp.optimizations == ""  # no PGO, no LTO
+    found = {f.interpreter.name: f.source for f in I.discover_all()}
+    assert found["cpython3.13t"] == "provisioned"
+    assert I.find("3.13").free_threaded is False
+    again = P.build_from_source(P.PythonRequest("cpython", "3.13", True), print)
+    assert str(again) == built_313t  # cached: nothing rebuilt
+
+
+def test_gil_axis_names_and_refusal() -> None:
+    gil, ft = I.assign_names([(_facts("3.13.0", False), "pyenv"), (_facts("3.13.5", True), "x")])
+    assert I.split_gil("3.13t@gil1") == ("3.13t", "1")
+    assert I.split_gil("cpython3.13t") == ("cpython3.13t", "")
+    on = I.with_gil(ft, "1")
+    assert (on.name, on.gil) == ("cpython3.13t@gil1", "1")
+    assert I.find("3.13t@gil0", [gil, ft]).name == "cpython3.13t@gil0"
+    with pytest.raises(I.InterpreterError, match="only on a free-threaded build"):
+        I.find("3.13@gil1", [gil, ft])
+    server, framework = adapters()["gunicorn-gthread"], frameworks()["raw-wsgi"]
+    with_on, as_built = (Stack(i, server, framework, ()) for i in (on, ft))
+    assert with_on.env_key() == as_built.env_key()  # one venv: the same interpreter
+    assert with_on.name != as_built.name  # never one row
+
+
+def _gil_reported(python: str, tmp_path: Path, gil: str = "") -> list[bool]:
+    """Import the apps' common module in ``python`` as a server would; the GIL states its
+    process wrote into PWB_RUNTIME_DIR."""
+    from pywebbench.catalogue.base import APPS_DIR
+    from pywebbench.launch.server import interpreter_env
+
+    runtime = tmp_path / f"runtime-{len(list(tmp_path.iterdir()))}"
+    runtime.mkdir()
+    interp = Interpreter("x", "cpython", "3.13.5", python, free_threaded=True, gil=gil)
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(APPS_DIR)}
+    env.update(interpreter_env(interp, runtime))
+    subprocess.run(
+        [python, "-c", "import pwb_common, time; time.sleep(0.2)"], env=env, check=True, timeout=60
+    )
+    return [json.loads(p.read_text())["gil_enabled"] for p in runtime.glob("*.json")]
+
+
+def test_the_server_process_reports_its_gil(built_313t: str, tmp_path: Path) -> None:
+    assert _gil_reported(sys.executable, tmp_path) == [True]  # a GIL build: always on
+    assert _gil_reported(built_313t, tmp_path) == [False]  # free-threaded, as built
+    assert _gil_reported(built_313t, tmp_path, gil="1") == [True]  # PYTHON_GIL=1
+
+
+def test_stacks_lists_what_runs_on_313t_and_why_not(built_313t: str) -> None:
+    args = ["stacks", "--python", "3.13t", "--server", "granian-wsgi,gunicorn-gthread"]
+    res = _pywebbench([*args, "--framework", "raw-wsgi", "--json"], {})
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    (interp,) = doc["interpreters"]
+    assert (interp["name"], interp["free_threaded"]) == ("cpython3.13t", True)
+    by_server = {s["server"]: s for s in doc["stacks"]}
+    assert by_server["gunicorn-gthread"]["available"]
+    assert not by_server["granian-wsgi"]["available"]
+    assert "no CPython 3.13t wheel" in by_server["granian-wsgi"]["reason"]
