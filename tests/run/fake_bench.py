@@ -1,0 +1,319 @@
+"""A fake load agent and a fake bring-up, so a whole study runs in a second without a server.
+
+:class:`FakeAgent` answers every load spec with a synthetic but valid
+:class:`~pywebbench.load.result.LoadResult` (its throughput a pure function of how many loads
+it ran before, its latency a function of the offered rate, so the knee search has a knee) and
+calls the progress callback as the engine does (every 0.25 s of simulated time, stopping when
+the callback says so). :func:`fake_bench` patches the seams where a study touches the world:
+provisioning, server start/verify/stop, metering, the syscalls tracer and the fault clients.
+Every call that matters is written to one :class:`Timeline`, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from pywebbench import bringup
+from pywebbench.bringup import StackFailure
+from pywebbench.load import LoadProgress, LoadSpec
+from pywebbench.load.histogram import Histogram
+from pywebbench.load.result import LoadResult
+from pywebbench.meter import MeterSummary
+from pywebbench.provision.venv import ProvisionedEnv
+from pywebbench.run.events import Events
+from pywebbench.store import Phase, Sample
+
+#: Open-loop rates above this are past the fake server's knee (its p50 jumps to 500 ms).
+KNEE_RPS = 1500.0
+#: The progress interval of the fake engine, as the real one's.
+TICK_S = 0.25
+
+
+@dataclass
+class Timeline:
+    """What a study did, in order: loads (their specs), server starts and stops."""
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, entry: str, **what: Any) -> None:
+        self.entries.append({"entry": entry, **what})
+
+
+def _summary(values_us: list[int]) -> dict[str, Any]:
+    return Histogram.from_values(values_us).summary().model_dump()
+
+
+def synthetic_result(
+    spec: LoadSpec, number: int, progress: Callable[[LoadProgress], Any] | None
+) -> LoadResult:
+    """The result of load ``number`` (0, 1, ...) of ``spec``: a rate that varies from load
+    to load by a fixed pattern, flat within a load; progress ticks until the callback asks
+    to stop (as a steady warm-up or a knee probe does) or the duration ends."""
+    duration = float(spec.duration_s or 10.0) + float(spec.warmup_s)
+    rps = 1000.0 * (1.0 + 0.07 * ((number * 7) % 5))
+    t, stopped_at = 0.0, duration
+    while progress is not None and t < duration:
+        t = min(duration, t + TICK_S)
+        stop = progress(
+            LoadProgress(
+                elapsed_s=round(t, 3),
+                phase="measure",
+                warmup_s=0.0,
+                duration_s=spec.duration_s,
+                max_requests=None,
+                requests=int(rps * t),
+                errors=0,
+                timeouts=0,
+                warmup_requests=0,
+                rps=rps,
+            )
+        )
+        if stop:
+            stopped_at = t
+            break
+    seconds = max(1, int(stopped_at + 1e-6))
+    requests = int(rps * stopped_at)
+    p50 = 500_000 if (spec.rate or 0.0) > KNEE_RPS else 2_000 + 10 * (number % 5)
+    latency = Histogram.from_values([p50] * 90 + [p50 * 2] * 9 + [p50 * 4])
+    per_second = [
+        {
+            "t": s,
+            "completed": int(rps),
+            "errors": 0,
+            "p50_us": p50,
+            "p99_us": p50 * 2,
+            "hist": latency.encoded,
+            "offered_rate": spec.rate,
+        }
+        for s in range(seconds)
+    ]
+    open_loop = (
+        {
+            "arrival": spec.arrival,
+            "offered_rate": spec.rate,
+            "offered": requests,
+            "achieved_rate": min(rps, spec.rate),
+            "queue_limit": 0,
+            "queued": 0,
+            "queue_max": 0,
+            "unsent_at_end": 0,
+        }
+        if spec.rate
+        else None
+    )
+    doc = {
+        "version": 1,
+        "spec": spec.to_dict(),
+        "mode": spec.mode,
+        "io": "epoll" if spec.io == "epoll" else "uring",
+        "interrupted": False,
+        "started_at": 1_700_000_000.0,
+        "duration_s": stopped_at,
+        "requests": requests,
+        "errors": 0,
+        "timeouts": 0,
+        "rps": rps,
+        "status_counts": {"200": requests},
+        "error_classes": {},
+        "bytes_in": requests * 100,
+        "bytes_out": requests * 50,
+        "latency": {"hist": latency.encoded, "summary": latency.summary().model_dump()},
+        "service_time": None,
+        "schedule_lag": None,
+        "open_loop": open_loop,
+        "connections": {
+            "targeted": spec.connections,
+            "attempts": spec.connections,
+            "established": spec.connections,
+            "reopened": 0,
+            "in_flight_at_end": 0,
+            "pipeline_resent": 0,
+            "requests_per_connection": _summary([max(1, requests // spec.connections)]),
+        },
+        "per_second": per_second,
+        "warmup": None,
+        "generator": {
+            "threads": [],
+            "cpu_s": 0.1,
+            "cpu_us_per_request": 1.0,
+            "nofile_limit": 1024,
+            "generator_bound": False,
+        },
+        "warnings": [],
+    }
+    return LoadResult.model_validate(doc)
+
+
+@dataclass
+class FakeAgent:
+    """A load agent that never touches the network; it logs each spec to ``timeline``."""
+
+    timeline: Timeline
+    name: str = "fake"
+    loads: int = 0
+
+    def run(self, spec: LoadSpec, progress: Any = None) -> LoadResult:
+        self.timeline.add("load", spec=json.loads(spec.to_json()))
+        result = synthetic_result(spec, self.loads, progress)
+        self.loads += 1
+        return result
+
+
+class FakeGroup:
+    """The process group of a fake server: this test process, never exited."""
+
+    def poll(self) -> int | None:
+        return None
+
+
+@dataclass
+class FakeServer:
+    """A started server as the runner sees it (its pid is this test process's)."""
+
+    name: str
+    bind: str
+    settings: dict[str, Any]
+    log_path: Path
+    pid: int = field(default_factory=os.getpid)
+    cold_start_s: float = 0.5
+    group: FakeGroup = field(default_factory=FakeGroup)
+
+    @property
+    def base_url(self) -> str:
+        return "unix:/fake/pwb.sock:" if self.bind == "unix" else "http://127.0.0.1:9"
+
+    def alive(self) -> bool:
+        return True
+
+
+class FakeSampler:
+    """The server's metering, the same figures every iteration."""
+
+    def __init__(self, pid: int, **_: Any) -> None:
+        self.pid = pid
+
+    def start(self) -> FakeSampler:
+        return self
+
+    def stop(self) -> MeterSummary:
+        samples = [
+            Sample(0, t / 4, t / 40, t / 80, 50_000_000, 40_000_000, None, 3, 10, 1)
+            for t in range(1, 9)
+        ]
+        return MeterSummary(
+            samples=samples,
+            cpu_user_s=0.2,
+            cpu_sys_s=0.1,
+            rss_peak_bytes=50_000_000,
+            rss_end_bytes=50_000_000,
+            threads_peak=3,
+            processes_peak=1,
+            processes_end=1,
+        )
+
+
+def _robustness_run(url: str, specs: Any, run_load: Callable[[], Any], **kw: Any) -> Any:
+    """The fault clients' measurement, without fault clients: the good load clean (unless
+    given) and again, and a verdict from the two."""
+    from pywebbench.faults import measure_of
+
+    clean = kw.get("clean_result") or run_load()
+    faulted = run_load()
+    c, f = measure_of(clean), measure_of(faulted)
+    retained = round(100.0 * f.rps / c.rps, 3)
+    verdict = {
+        "retained_pct": retained,
+        "p99_clean_ms": (c.p99_us or 0) / 1000,
+        "p99_faulted_ms": (f.p99_us or 0) / 1000,
+        "good_errors": 0,
+        "good_error_rate": 0.0,
+        "survived": True,
+        "score": retained,
+        "faults": len(specs),
+    }
+    return SimpleNamespace(
+        clean=clean,
+        faulted=faulted,
+        report=SimpleNamespace(to_dict=lambda: {"kinds": len(specs)}),
+        robustness=SimpleNamespace(to_dict=lambda: verdict),
+        recovery_s=0.5,
+    )
+
+
+@contextmanager
+def fake_bench(
+    monkeypatch: pytest.MonkeyPatch, fail_start: tuple[str, ...] = ()
+) -> Iterator[Timeline]:
+    """The world of a study, faked; servers whose name is in ``fail_start`` fail to start."""
+    timeline = Timeline()
+
+    def provision(stack: Any, *, progress: Any = None) -> ProvisionedEnv:
+        timeline.add("provision", stack=stack.name)
+        return ProvisionedEnv(
+            venv=Path("/fake/venv"),
+            python=Path("/fake/venv/bin/python"),
+            packages={stack.server.name: "1.0"},
+            key=stack.env_key(),
+            cached=True,
+            seconds=0.0,
+        )
+
+    def start(stack: Any, env: Any, options: bringup.LaunchOptions, ready: str) -> FakeServer:
+        timeline.add(
+            "start",
+            stack=stack.name,
+            ready=ready,
+            cpus=list(options.cpus),
+            workers=options.workers,
+            threads=options.threads,
+            max_requests=options.max_requests,
+            server_options=dict(options.server_options),
+            bind=options.bind,
+            app_env=sorted(options.app_env),
+        )
+        if stack.server.name in fail_start:
+            raise StackFailure(Phase.START, f"{stack.server.name} did not start (fake)")
+        settings = {"workers": options.workers, "threads": options.threads}
+        return FakeServer(stack.name, options.bind, settings, options.log_dir / "fake.log")
+
+    def stop(server: FakeServer) -> float:
+        timeline.add("stop", stack=server.name)
+        return 0.0
+
+    def check(server: Any, stack: Any, workload: Any, params: Any = None, **_: Any) -> Any:
+        return bringup.Check(workload.name)
+
+    def traced(pids: list[int], load: Callable[[], tuple[int, float]]) -> dict[str, Any]:
+        requests, seconds = load()
+        return {"requests": requests, "seconds": seconds, "fake": True}
+
+    monkeypatch.setattr(bringup, "provision", provision)
+    monkeypatch.setattr(bringup, "start", start)
+    monkeypatch.setattr(bringup, "stop", stop)
+    monkeypatch.setattr(bringup, "check", check)
+    monkeypatch.setattr("pywebbench.run.measure.Sampler", FakeSampler)
+    monkeypatch.setattr("pywebbench.run.measure.traced_window", traced)
+    monkeypatch.setattr("pywebbench.faults.measure_robustness", _robustness_run)
+    monkeypatch.setattr("pywebbench.faults.study.time.sleep", lambda s: None)
+    yield timeline
+
+
+def recording_events(timeline: Timeline) -> Events:
+    """Events that log what the display would show (not live req/s) to ``timeline``."""
+    return Events(
+        phase=lambda text: timeline.add("phase", text=text),
+        cell_start=lambda cell, n: timeline.add("cell_start", cell=cell.label, iterations=n),
+        iteration_start=lambda cell, kind: timeline.add("iteration", cell=cell.label, kind=kind),
+        cell_done=lambda cell, status, why: timeline.add(
+            "cell_done", cell=cell.label, status=str(status), why=why
+        ),
+        knee=lambda cell, text: timeline.add("knee", cell=cell.label, text=text),
+    )
