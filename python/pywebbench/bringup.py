@@ -67,13 +67,16 @@ def _tail(path: Path | None, limit: int = 4000) -> str | None:
 # ------------------------------------------------------------------------------ provision
 
 
-def provision(stack: Stack, *, progress: Progress | None = None) -> ProvisionedEnv:
-    """The stack's virtualenv, built or found cached; :class:`StackFailure` (provision)."""
+def provision(
+    stack: Stack, *, progress: Progress | None = None, timeout_s: float | None = None
+) -> ProvisionedEnv:
+    """The stack's virtualenv, built or found cached (each uv command bounded by ``timeout_s``,
+    default the provisioner's); :class:`StackFailure` (provision)."""
     from pywebbench.provision.venv import ProvisionError
     from pywebbench.provision.venv import provision as build
 
     try:
-        return build(stack, progress=progress)
+        return build(stack, progress=progress, timeout_s=timeout_s)
     except ProvisionError as exc:
         raise StackFailure(
             Phase.PROVISION, one_line(exc.reason), _tail(exc.log_path), exc.log_path

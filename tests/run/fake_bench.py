@@ -255,7 +255,7 @@ def fake_bench(
     """The world of a study, faked; servers whose name is in ``fail_start`` fail to start."""
     timeline = Timeline()
 
-    def provision(stack: Any, *, progress: Any = None) -> ProvisionedEnv:
+    def provision(stack: Any, *, progress: Any = None, **_: Any) -> ProvisionedEnv:
         timeline.add("provision", stack=stack.name)
         return ProvisionedEnv(
             venv=Path("/fake/venv"),

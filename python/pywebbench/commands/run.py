@@ -195,6 +195,7 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
     from pywebbench.run.executor import open_executor
     from pywebbench.run.ray_load import study_agent
     from pywebbench.run.runner import run_study
+    from pywebbench.run.schedule import done_keys
     from pywebbench.store import DEFAULT_FILENAME, RunLocked, Store
 
     results_dir = Path(config.results_dir)
@@ -205,11 +206,7 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
         signal.signal(sig, _as_keyboard_interrupt)
     executor = open_executor(load)  # ray: joined (or started) before anything is written
     with executor, Store(store_path) as store:
-        done = (
-            {c.key for c in store.cells(run_id) if c.status in ("ok", "failed")}
-            if run_id
-            else set()
-        )
+        done = done_keys(store.cells(run_id)) if run_id else set()
         total = sum(
             load.replicates * load.iterations_per_replicate
             for c in matrix.cells

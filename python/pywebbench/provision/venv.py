@@ -246,10 +246,12 @@ class _CommandFailed(Exception):
         self.reason = reason
 
 
-def _run(argv: list[str], log: TextIO, progress: Progress | None, what: str) -> str:
+def _run(
+    argv: list[str], log: TextIO, progress: Progress | None, what: str, timeout_s: float
+) -> str:
     """Run one uv command in its own process group, its output appended to ``log`` (and each
-    line passed to ``progress``); return the output. The group is stopped on timeout, on an
-    exception (Ctrl-C) and, by the launch watchdog, if this process dies."""
+    line passed to ``progress``); return the output. The group is stopped after ``timeout_s``,
+    on an exception (Ctrl-C) and, by the launch watchdog, if this process dies."""
     log.write(f"\n$ {' '.join(argv)}\n")
     log.flush()
     if progress:
@@ -264,9 +266,9 @@ def _run(argv: list[str], log: TextIO, progress: Progress | None, what: str) -> 
     except OSError as exc:
         raise _CommandFailed(f"{what}: cannot run uv: {exc}") from None
     try:
-        rc = group.wait(UV_TIMEOUT_S, on_line=show if progress else None)
+        rc = group.wait(timeout_s, on_line=show if progress else None)
     except subprocess.TimeoutExpired:
-        raise _CommandFailed(f"{what}: timed out after {UV_TIMEOUT_S:.0f} s") from None
+        raise _CommandFailed(f"{what}: timed out after {timeout_s:.0f} s") from None
     finally:
         group.stop(STOP_TIMEOUT_S)
     output = group.output()
@@ -295,12 +297,13 @@ def failure_reason(output: str, max_lines: int = 12) -> str:
     return "\n".join(ln.strip() for ln in chosen) or "no output"
 
 
-def _packages(python: Path, log: TextIO) -> dict[str, str]:
+def _packages(python: Path, log: TextIO, timeout_s: float) -> dict[str, str]:
     out = _run(
         [*_uv(), "pip", "list", "--format", "json", "--python", str(python)],
         log,
         None,
         "listing installed packages",
+        timeout_s,
     )
     # uv may print a "Using Python ..." line before the JSON on stderr (merged here).
     start = out.find("[")
@@ -311,8 +314,11 @@ def _packages(python: Path, log: TextIO) -> dict[str, str]:
     return {canonicalize_name(r["name"]): r["version"] for r in rows}
 
 
-def provision(stack: Stack, *, progress: Progress | None = None) -> ProvisionedEnv:
+def provision(
+    stack: Stack, *, progress: Progress | None = None, timeout_s: float | None = None
+) -> ProvisionedEnv:
     """Build (or find cached) the virtualenv of ``stack``; exact versions in ``.packages``.
+    Each uv command may take ``timeout_s`` (default :data:`UV_TIMEOUT_S`).
 
     Raises :class:`ProvisionError` with the reason (missing Debian packages, resolver or build
     errors: the meaningful lines of uv's output) and the path of the full log.
@@ -338,13 +344,19 @@ def provision(stack: Stack, *, progress: Progress | None = None) -> ProvisionedE
             data = _read_marker(venv)
             if data is not None:  # another process built it while we waited
                 return _env_from_marker(stack, venv, data, cached=True, started=started)
-            return _build(stack, key, venv, progress, started)
+            limit = UV_TIMEOUT_S if timeout_s is None else timeout_s
+            return _build(stack, key, venv, progress, started, limit)
     except TimeoutError as exc:
         raise ProvisionError(stack, str(exc)) from None
 
 
 def _build(
-    stack: Stack, key: str, venv: Path, progress: Progress | None, started: float
+    stack: Stack,
+    key: str,
+    venv: Path,
+    progress: Progress | None,
+    started: float,
+    timeout_s: float,
 ) -> ProvisionedEnv:
     _remove_stale_temps(key)
     if venv.exists():  # a venv without a valid marker: broken or from an older recipe
@@ -372,13 +384,14 @@ def _build(
                 log,
                 progress,
                 f"creating virtualenv with {interp.name} ({interp.path})",
+                timeout_s,
             )
             installs = [(stack.install_flags(), stack.requirements)] if stack.requirements else []
             installs += [(s.flags, s.requirements) for s in stack.install_steps()]
             for flags, reqs in installs:
                 argv = [*_uv(), "pip", "install", "--python", str(python), *flags, *reqs]
-                _run(argv, log, progress, "installing " + " ".join(reqs or flags))
-            packages = _packages(python, log)
+                _run(argv, log, progress, "installing " + " ".join(reqs or flags), timeout_s)
+            packages = _packages(python, log, timeout_s)
             build_seconds = time.monotonic() - started
             manifest = {
                 "recipe": RECIPE,

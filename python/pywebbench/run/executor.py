@@ -1,30 +1,27 @@
-"""Where a study's cells run: the executor strategy of :class:`~pywebbench.run.runner.StudyRunner`.
+"""Where a study's rounds run: the executor strategy of :class:`~pywebbench.run.runner.StudyRunner`.
 
-The runner forms groups of cells (a cell, or a whole stack under ``server_scope = "stack"``)
-and runs them in rounds of replicates. The executor decides where one round's groups run:
+The scheduler (:mod:`~pywebbench.run.schedule`) forms groups of cells (a cell, or a whole
+stack under ``server_scope = "stack"``) and runs them in rounds of replicates. An executor runs
+one round's groups, given as plain :class:`~pywebbench.run.schedule.CellProgress` values, and
+hands back one :class:`~pywebbench.run.schedule.CellOutcome` per cell:
 
 - :class:`LocalExecutor`: one group after another on this host (the default);
 - :class:`~pywebbench.run.ray_executor.RayExecutor` (``--executor ray``): the round's groups
   in parallel as Ray tasks on the nodes of a cluster (docs/scale-out.md).
 
-Both measure a group with the same code, :meth:`StudyRunner._round`, after provisioning its
-stacks and starting its services with :func:`prepared_here` on the host that measures it.
+Both measure a group with the same code, :meth:`HostBench.run_round
+<pywebbench.run.bench.HostBench.run_round>`, on the host that measures it.
 """
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from pywebbench import bringup
-from pywebbench.bringup import StackFailure
+from pywebbench.run.bench import HostBench, StudyContext
 from pywebbench.run.config import ConfigError, LoadConfig
-
-if TYPE_CHECKING:
-    from pywebbench.run.runner import StudyRunner, _CellState
+from pywebbench.run.schedule import CellOutcome, CellProgress
 
 
 class Executor(Protocol):
@@ -33,12 +30,18 @@ class Executor(Protocol):
 
     name: str
 
-    def prepared(self, runner: StudyRunner) -> AbstractContextManager[None]:
+    def prepared(self, study: StudyContext) -> AbstractContextManager[None]:
         """Around the whole study: what must be ready before the first round."""
         ...
 
-    def run_round(self, runner: StudyRunner, groups: Sequence[list[_CellState]]) -> None:
-        """One replicate of every cell of ``groups`` (each group on one fresh server)."""
+    def run_round(self, groups: Sequence[Sequence[CellProgress]]) -> list[list[CellOutcome]]:
+        """One replicate of every cell of ``groups`` (each group on one fresh server): each
+        group's outcomes, cell by cell. Raises on Ctrl-C (what was measured is stored)."""
+        ...
+
+    @property
+    def loaded_s(self) -> float:
+        """The sum of the load windows run so far."""
         ...
 
     def __enter__(self) -> Executor: ...
@@ -46,65 +49,35 @@ class Executor(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-def provision_pending(runner: StudyRunner) -> None:
-    """Provision (or find cached) the virtualenv of every stack with a cell still to run,
-    on this host; a failure is kept for the stack's cells and the matrix carries on."""
-    from pywebbench.provision import venv as venv_mod
-
-    venv_mod.UV_TIMEOUT_S = runner.config.timeouts.provision_s
-    done = runner._done_cells()
-    for variant in runner.matrix.variants:
-        if all(c.key in done for c in runner.matrix.cells_of(variant)):
-            continue
-        if variant.key in runner._envs or variant.key in runner._provision_failed:
-            continue
-        runner.events.phase(f"provisioning {variant.stack.name}")
-        t0 = time.monotonic()
-        stack_id = runner._stack_ids[variant.key]
-        try:
-            env = bringup.provision(variant.stack, progress=runner.events.phase)
-        except StackFailure as exc:
-            runner._provision_failed[variant.key] = exc
-            runner.store.update_stack(stack_id, provision_s=time.monotonic() - t0)
-            continue
-        runner._envs[variant.key] = env
-        runner.store.update_stack(
-            stack_id,
-            packages_json=json.dumps(dict(env.packages), sort_keys=True),
-            provision_s=float(env.seconds),
-            provision_cached=bool(env.cached),
-        )
-
-
-@contextmanager
-def prepared_here(runner: StudyRunner) -> Iterator[None]:
-    """The runner's pending stacks provisioned and the services its pending cells need
-    running, on this host, for the duration of the block."""
-    provision_pending(runner)
-    pending = [c for c in runner.matrix.cells if c.key not in runner._done_cells()]
-    needed = bringup.services_needed(c.workload for c in pending)
-    if needed:
-        runner.events.phase(f"starting services: {', '.join(needed)}")
-    workdir = runner.results_dir / "services" / runner.run_id
-    with bringup.Services(needed, workdir) as services:
-        runner._services = services
-        try:
-            yield
-        finally:
-            runner._services = None
-
-
 class LocalExecutor:
-    """Every group on this host, one after another (the order of ``_run_groups``)."""
+    """Every group on this host, one after another, on one :class:`HostBench`."""
 
     name = "local"
 
-    def prepared(self, runner: StudyRunner) -> AbstractContextManager[None]:
-        return prepared_here(runner)
+    def __init__(self) -> None:
+        self._bench: HostBench | None = None
+        self._loaded_s = 0.0
 
-    def run_round(self, runner: StudyRunner, groups: Sequence[list[_CellState]]) -> None:
-        for active in groups:
-            runner._round(active)
+    @contextmanager
+    def prepared(self, study: StudyContext) -> Iterator[None]:
+        """This host's bench, its stacks provisioned and services started for the study."""
+        bench = HostBench(study.setup, study.store, study.agent, study.events)
+        self._bench = bench
+        try:
+            with bench.prepared(study.cells):
+                yield
+        finally:
+            self._loaded_s += bench.loaded_s
+            self._bench = None
+
+    def run_round(self, groups: Sequence[Sequence[CellProgress]]) -> list[list[CellOutcome]]:
+        if self._bench is None:
+            raise RuntimeError("run_round outside prepared()")
+        return [self._bench.run_round(group) for group in groups]
+
+    @property
+    def loaded_s(self) -> float:
+        return self._loaded_s + (self._bench.loaded_s if self._bench is not None else 0.0)
 
     def __enter__(self) -> LocalExecutor:
         return self

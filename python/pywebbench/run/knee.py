@@ -23,7 +23,7 @@ from pywebbench.run.config import StudyConfig
 from pywebbench.run.matrix import CellPlan
 from pywebbench.run.measure import Interrupted, log_tail, no_sigint
 from pywebbench.run.slo import Slo, parse_slo
-from pywebbench.store import IterationKind, Phase, Store, utcnow
+from pywebbench.store import IterationKind, Phase, StoreWriter, utcnow
 from pywebbench.store.knee_rows import Knee, KneeProbe
 
 if TYPE_CHECKING:
@@ -209,7 +209,7 @@ def probe_connections(connections: int, settings: Mapping[str, object]) -> int:
     return max(1, min(connections, serving))
 
 
-def measured_rps(store: Store, cell_id: int, replicate: int) -> list[float]:
+def measured_rps(store: StoreWriter, cell_id: int, replicate: int) -> list[float]:
     """The req/s of a replicate's measured iterations (where its knee search starts)."""
     return [
         it.rps
@@ -224,7 +224,7 @@ class KneePhase:
     def __init__(
         self,
         config: StudyConfig,
-        store: Store,
+        store: StoreWriter,
         agent: LoadAgent,
         generator_cpus: list[int],
         *,

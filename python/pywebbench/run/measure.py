@@ -29,7 +29,7 @@ from pywebbench.run.rows import iteration_row
 from pywebbench.run.steadiness import Snapshot, replicate_checks, warm_until_steady
 from pywebbench.run.syscalls import traced_window
 from pywebbench.steady import SteadyRule, WarmupVerdict
-from pywebbench.store import IterationKind, Phase, Sample, Store, utcnow
+from pywebbench.store import IterationKind, Phase, Sample, StoreWriter, utcnow
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
@@ -75,7 +75,7 @@ class Measurer:
     def __init__(
         self,
         config: StudyConfig,
-        store: Store,
+        store: StoreWriter,
         agent: LoadAgent,
         generator_cpus: list[int],
         *,
@@ -83,6 +83,7 @@ class Measurer:
         iteration_start: Callable[[CellPlan, str], None],
         iteration_done: Callable[[CellPlan, str, float], None],
         phase: Callable[[str], None],
+        fresh_server: Callable[[CellPlan], FreshServer] | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -94,8 +95,8 @@ class Measurer:
         self._iteration_done = iteration_done
         self._phase = phase
         self.loaded_s = 0.0  # the sum of the load windows so far
-        #: Fresh servers for a fault sweep's sizes (set by the runner; None: the same one).
-        self.fresh_server: Callable[[CellPlan], FreshServer] | None = None
+        #: Fresh servers for a fault sweep's sizes (None: the sizes share the cell's server).
+        self.fresh_server = fresh_server
 
     def replicate(
         self, cell: CellPlan, cell_id: int, rep_id: int, replicate: int, server: RunningServer

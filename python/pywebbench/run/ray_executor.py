@@ -1,14 +1,16 @@
 """``pywebbench run --executor ray``: a study's groups of cells measured in parallel, as Ray
 tasks on the nodes of a cluster (docs/scale-out.md).
 
-Each round of the runner's ``_run_groups`` becomes one Ray task per group (a cell, or a whole
-stack under ``server_scope = "stack"``), and the driver waits for every task of a round
-before it starts the next, so rounds keep their meaning. A task does on its node what the
-local executor does here, with the same code: it provisions the group's stacks (in the node's
-own venv cache), starts the services its cells need, and runs the runner's ``_round``: one
-fresh server and one replicate of each cell, server and generator pinned to the node's cores
-by the same rules. Its store writes and display events go to the driver through the mailbox
-(:mod:`~pywebbench.run.relay`), and the driver alone writes the store.
+Each round of the scheduler (:mod:`~pywebbench.run.schedule`) becomes one Ray task per group
+(a cell, or a whole stack under ``server_scope = "stack"``), and the driver waits for every
+task of a round before it starts the next, so rounds keep their meaning. A task does on its
+node what the local executor does here, with the same code, a
+:class:`~pywebbench.run.bench.HostBench`: it provisions the group's stacks (in the node's own
+venv cache), starts the services its cells need, and runs the bench's round: one fresh server
+and one replicate of each cell, server and generator pinned to the node's cores by the same
+rules. Its store writes (the operations of :class:`~pywebbench.store.StoreWriter`) and display
+events go to the driver through the mailbox (:mod:`~pywebbench.run.relay`), and the driver
+alone writes the store.
 
 Honest pinning: several Ray nodes may share one host, and two groups pinned to the same cores
 of a host must not overlap, so a task measures only while it holds a host-wide lock.
@@ -32,21 +34,27 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from pywebbench.bringup import StackFailure, one_line
 from pywebbench.faults.outcome import CellRobustness
+from pywebbench.load import LocalAgent
+from pywebbench.run.bench import HostBench, StudyContext, StudySetup
 from pywebbench.run.config import ConfigError, StudyConfig
-from pywebbench.run.executor import prepared_here
-from pywebbench.run.host import cpu_model, usable_cpus
-from pywebbench.run.matrix import CellPlan, Matrix
+from pywebbench.run.host import cpu_model, split_cpus, usable_cpus
+from pywebbench.run.matrix import CellPlan
 from pywebbench.run.measure import Interrupted, no_sigint
-from pywebbench.run.relay import CellRef, Letter, Mailbox, NodeFacts, RemoteStore, TaskRelay
-from pywebbench.run.relay import remote_events as _remote_events
-from pywebbench.store import CellStatus, Phase, Store, utcnow
-
-if TYPE_CHECKING:
-    from pywebbench.run.runner import StudyRunner, _CellState
+from pywebbench.run.relay import (
+    CellRef,
+    Letter,
+    Mailbox,
+    NodeFacts,
+    RemoteStore,
+    TaskRelay,
+    remote_events,
+)
+from pywebbench.run.schedule import CellOutcome, CellProgress, lost_outcome
+from pywebbench.store import STORE_OPERATIONS, CellStatus, Phase, utcnow
 
 #: How long the driver waits for the first letter of a turn (letters are served at once;
 #: this bounds how soon it sees a task end).
@@ -77,20 +85,37 @@ class RoundWork:
 
 
 @dataclass(frozen=True)
-class CellOutcome:
-    """How one cell's replicate of a round went (what the driver's cell state needs)."""
+class FlatOutcome:
+    """A :class:`~pywebbench.run.schedule.CellOutcome` as plain values (an exception with
+    its own arguments does not travel)."""
 
     ok: int
     next_rep: int
     failure: tuple[str, str, str | None] | None  # phase, reason, detail
     robustness: CellRobustness | None
 
+    @classmethod
+    def of(cls, outcome: CellOutcome) -> FlatOutcome:
+        """``outcome`` as plain values."""
+        f = outcome.failure
+        flat = None if f is None else (str(f.phase), f.reason, f.detail)
+        return cls(outcome.ok, outcome.next_rep, flat, outcome.robustness)
+
+    def outcome(self) -> CellOutcome:
+        """The outcome again."""
+        failure = None
+        if self.failure is not None:
+            phase, reason, detail = self.failure
+            failure = StackFailure(Phase(phase), reason, detail)
+        return CellOutcome(self.ok, self.next_rep, failure, self.robustness)
+
 
 @dataclass(frozen=True)
 class RoundOutcome:
-    """What a task hands back: each cell's outcome, and whether Ctrl-C ended it."""
+    """What a task hands back: each cell's outcome (none when Ctrl-C ended it), whether
+    Ctrl-C ended it, and the seconds of load it ran."""
 
-    cells: list[CellOutcome]
+    cells: list[FlatOutcome]
     interrupted: bool
     loaded_s: float
 
@@ -183,24 +208,22 @@ def _writable(results_dir: Path) -> Path:
         return Path(tempfile.gettempdir()) / "pywebbench-results"
 
 
-def _node_runner(work: RoundWork, relay: TaskRelay, node: NodeFacts) -> StudyRunner:
-    """The study's runner on this node for ``work``'s cells: the store and the display are
-    the driver's (through the relay), the load generator is this node's."""
-    from pywebbench.run.runner import StudyRunner
-
+def _node_bench(work: RoundWork, relay: TaskRelay, node: NodeFacts) -> HostBench:
+    """This node's bench for ``work``'s cells: the store and the display are the driver's
+    (through the relay), the load generator and the cores are this node's."""
     config = StudyConfig.model_validate_json(work.config_json)
-    variants = list({c.variant.key: c.variant for c in work.cells}.values())
     results_dir = Path(work.results_dir)
-    runner = StudyRunner(
-        config,
-        Matrix(variants=variants, cells=list(work.cells)),
-        cast(Store, RemoteStore(relay, node, results_dir / "pywebbench.sqlite")),
-        results_dir=_writable(results_dir),
-        events=_remote_events(relay),
+    server_cpus, generator_cpus = split_cpus(config.cpus.server, config.cpus.generator)
+    setup = StudySetup(
+        config=config,
         run_id=work.run_id,
+        results_dir=_writable(results_dir),
+        stack_ids=dict(work.stack_ids),
+        server_cpus=server_cpus,
+        generator_cpus=generator_cpus,
     )
-    runner._stack_ids = dict(work.stack_ids)
-    return runner
+    store = RemoteStore(relay, node, results_dir / "pywebbench.sqlite")
+    return HostBench(setup, store, LocalAgent(), remote_events(relay))
 
 
 def measure_round(work: RoundWork, mailbox: Any) -> RoundOutcome:
@@ -208,48 +231,31 @@ def measure_round(work: RoundWork, mailbox: Any) -> RoundOutcome:
     import ray
 
     from pywebbench.load.ray_agents import measuring_priority
-    from pywebbench.run.runner import _CellState
 
     measuring_priority()  # before any server or load starts from this worker
 
     relay = TaskRelay(ray, mailbox, work.key)
     node = this_node(ray)
     relay.post(("hello", node, os.getpid()))
-    runner = _node_runner(work, relay, node)
-    states = [
-        _CellState(cell=c, cell_id=i, ok=ok, next_rep=n)
+    bench = _node_bench(work, relay, node)
+    group = [
+        CellProgress(cell=c, cell_id=i, ok=ok, next_rep=n)
         for c, i, ok, n in zip(work.cells, work.cell_ids, work.ok, work.next_rep, strict=True)
     ]
+    outcomes: list[CellOutcome] = []
     interrupted = False
     with _Stoppable(ray, mailbox) as stoppable:
         try:
             stoppable.watch()
-            with host_lock(relay), prepared_here(runner):
-                for st in states:  # this node could not provision the stack or start a service
-                    st.failure = runner._provision_failed.get(st.cell.variant.key)
-                    if st.failure is None and runner._services is not None:
-                        st.failure = runner._services.failure_for(st.cell.workload)
-                runner._round(states)
+            with host_lock(relay), bench.prepared(work.cells):
+                outcomes = bench.run_round(group)
         except (KeyboardInterrupt, Interrupted):
             interrupted = True
     return RoundOutcome(
-        cells=[
-            CellOutcome(
-                ok=st.ok,
-                next_rep=st.next_rep,
-                failure=_flat(st.failure),
-                robustness=runner._robustness.get(st.cell_id),
-            )
-            for st in states
-        ],
+        cells=[FlatOutcome.of(o) for o in outcomes],
         interrupted=interrupted,
-        loaded_s=runner._measure.loaded_s,
+        loaded_s=bench.loaded_s,
     )
-
-
-def _flat(failure: StackFailure | None) -> tuple[str, str, str | None] | None:
-    """A failure as plain values (an exception with its own arguments does not travel)."""
-    return None if failure is None else (str(failure.phase), failure.reason, failure.detail)
 
 
 # ------------------------------------------------------------------------ on the driver
@@ -257,11 +263,14 @@ def _flat(failure: StackFailure | None) -> tuple[str, str, str | None] | None:
 
 @dataclass
 class _Task:
-    """A task in flight: its group's cell states, and where it runs once it said so."""
+    """A task in flight: its place in the round, its group's cells, their outcomes once it
+    ended, and where it runs once it said so."""
 
     key: str
+    index: int
     group: str
-    states: list[_CellState]
+    cells: Sequence[CellProgress]
+    outcomes: list[CellOutcome] | None = None
     node: NodeFacts | None = None
     pid: int | None = None
 
@@ -316,6 +325,8 @@ class RayExecutor:
     _remote: Any = None  # measure_round as a Ray remote function
     _rounds: int = 0
     _home: dict[str, str] = field(default_factory=dict)  # group -> the node it ran on
+    _study: StudyContext | None = None
+    _loaded_s: float = 0.0
 
     @classmethod
     def connect(cls, address: str | None) -> RayExecutor:
@@ -345,14 +356,27 @@ class RayExecutor:
     def __exit__(self, *exc: object) -> None:
         self.session.close()
 
+    @property
+    def loaded_s(self) -> float:
+        """The sum of the load windows of the tasks that ended."""
+        return self._loaded_s
+
+    @property
+    def study(self) -> StudyContext:
+        """The study being run (inside :meth:`prepared`)."""
+        if self._study is None:
+            raise RuntimeError("the ray executor is used outside prepared()")
+        return self._study
+
     @contextmanager
-    def prepared(self, runner: StudyRunner) -> Iterator[None]:
+    def prepared(self, study: StudyContext) -> Iterator[None]:
         """The mailbox, on this node, for the whole study (nothing is provisioned here)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = NodeAffinitySchedulingStrategy(
             self.ray.get_runtime_context().get_node_id(), soft=True
         )
+        self._study = study
         self._mailbox = (
             self.ray.remote(Mailbox)
             .options(num_cpus=0, max_concurrency=1000, scheduling_strategy=here)
@@ -367,39 +391,44 @@ class RayExecutor:
             except Exception:  # noqa: BLE001 - Ray is already gone
                 pass
             self._mailbox = None
+            self._study = None
 
-    def run_round(self, runner: StudyRunner, groups: Sequence[list[_CellState]]) -> None:
-        """Every group of the round as a task at once; back when all have ended.
+    def run_round(self, groups: Sequence[Sequence[CellProgress]]) -> list[list[CellOutcome]]:
+        """Every group of the round as a task at once; back when all have ended, with each
+        group's outcomes.
 
         Raises:
             Interrupted: a task was stopped by Ctrl-C (what it measured is stored).
         """
         if not groups:
-            return
+            return []
         tasks: dict[Any, _Task] = {}
+        ended: list[_Task] = []
         self._rounds += 1
         try:
-            for i, active in enumerate(groups):
-                task = _Task(f"round{self._rounds}-group{i}", self._group(runner, active), active)
+            for i, cells in enumerate(groups):
+                task = _Task(f"round{self._rounds}-group{i}", i, self._group(cells), cells)
                 where = self._where(task.group)
                 ref = self._remote.options(
                     max_retries=0, num_cpus=1, scheduling_strategy=where
-                ).remote(self._work(runner, task), self._mailbox)
+                ).remote(self._work(task), self._mailbox)
                 tasks[ref] = task
             while tasks:
                 with _deferred_interrupt():
-                    self._turn(runner, tasks)
+                    ended += self._turn(tasks)
         except BaseException:
             with no_sigint():
-                self._stop(runner, tasks)
+                self._stop(tasks)
             raise
         if self.interrupted:
             raise Interrupted()
+        by_index = {t.index: t.outcomes for t in ended}
+        return [list(by_index[i] or []) for i in range(len(groups))]
 
-    @staticmethod
-    def _group(runner: StudyRunner, active: list[_CellState]) -> str:
-        first = active[0].cell
-        return first.variant.key if runner.config.load.server_scope == "stack" else first.key
+    def _group(self, cells: Sequence[CellProgress]) -> str:
+        first = cells[0].cell
+        scope = self.study.setup.config.load.server_scope
+        return first.variant.key if scope == "stack" else first.key
 
     def _where(self, group: str) -> Any:
         """A group goes back to the node it ran on (soft: elsewhere if that node is gone);
@@ -409,31 +438,36 @@ class RayExecutor:
         home = self._home.get(group)
         return NodeAffinitySchedulingStrategy(home, soft=True) if home else "SPREAD"
 
-    @staticmethod
-    def _work(runner: StudyRunner, task: _Task) -> RoundWork:
+    def _work(self, task: _Task) -> RoundWork:
+        setup = self.study.setup
         return RoundWork(
             key=task.key,
-            config_json=runner.config.model_dump_json(),
-            run_id=runner.run_id,
-            results_dir=str(runner.results_dir.resolve()),
-            stack_ids=dict(runner._stack_ids),
-            cells=[st.cell for st in task.states],
-            cell_ids=[st.cell_id for st in task.states],
-            ok=[st.ok for st in task.states],
-            next_rep=[st.next_rep for st in task.states],
+            config_json=setup.config.model_dump_json(),
+            run_id=setup.run_id,
+            results_dir=str(setup.results_dir.resolve()),
+            stack_ids=dict(setup.stack_ids),
+            cells=[p.cell for p in task.cells],
+            cell_ids=[p.cell_id for p in task.cells],
+            ok=[p.ok for p in task.cells],
+            next_rep=[p.next_rep for p in task.cells],
         )
 
-    def _turn(self, runner: StudyRunner, tasks: dict[Any, _Task]) -> None:
-        """Serve the letters waiting, then settle the tasks that ended."""
+    def _turn(self, tasks: dict[Any, _Task]) -> list[_Task]:
+        """Serve the letters waiting, then settle the tasks that ended (returned)."""
         letters = self.ray.get(self._mailbox.take.remote(POLL_S))
-        self._serve(runner, tasks, letters)
+        self._serve(tasks, letters)
         done, _ = self.ray.wait(list(tasks), num_returns=len(tasks), timeout=0)
-        for ref in done:
-            self._settle(runner, tasks.pop(ref), ref)
+        ended = [tasks.pop(ref) for ref in done]
+        for task, ref in zip(ended, done, strict=True):
+            self._settle(task, ref)
+        return ended
 
-    def _serve(self, runner: StudyRunner, tasks: dict[Any, _Task], letters: list[Letter]) -> None:
+    def _serve(self, tasks: dict[Any, _Task], letters: list[Letter]) -> None:
+        """Run the letters' store operations (only those of ``STORE_OPERATIONS``) and show
+        their events."""
+        study = self.study
         by_key = {t.key: t for t in tasks.values()}
-        cells = {c.key: c for c in runner.matrix.cells}
+        cells = {c.key: c for c in study.cells}
         for number, sender, request in letters:
             kind, *rest = request
             task = by_key.get(sender)
@@ -445,17 +479,19 @@ class RayExecutor:
                 args = tuple(cells[a.key] if isinstance(a, CellRef) else a for a in args)
                 if name == "phase" and task is not None and task.node is not None:
                     args = (f"{task.node.host}: {args[0]}",)
-                getattr(runner.events, name)(*args)
+                getattr(study.events, name)(*args)
             elif kind == "store" and number is not None:
                 method, args, kwargs = rest
                 try:
-                    reply: tuple[str, Any] = ("ok", getattr(runner.store, method)(*args, **kwargs))
+                    if method not in STORE_OPERATIONS:
+                        raise ValueError(f"{method!r} is not a store operation a task may ask")
+                    reply: tuple[str, Any] = ("ok", getattr(study.store, method)(*args, **kwargs))
                 except Exception as exc:  # noqa: BLE001 - raised again in the task
                     reply = ("error", exc)
                 self._mailbox.answer.remote(number, reply)
 
-    def _settle(self, runner: StudyRunner, task: _Task, ref: Any) -> None:
-        """Take a task's outcome into its cells' states (a lost task: see :meth:`_lost`)."""
+    def _settle(self, task: _Task, ref: Any) -> None:
+        """Take a task's outcome (a lost task: see :meth:`_lost`)."""
         from ray.exceptions import TaskCancelledError
 
         try:
@@ -464,19 +500,15 @@ class RayExecutor:
             self.interrupted = True
             return
         except Exception as exc:  # noqa: BLE001 - the worker or its node died, or the task failed
-            self._lost(runner, task, exc)
+            self._lost(task, exc)
             return
-        for st, cell in zip(task.states, outcome.cells, strict=True):
-            st.ok, st.next_rep = cell.ok, cell.next_rep
-            if cell.failure is not None:
-                phase, reason, detail = cell.failure
-                st.failure = StackFailure(Phase(phase), reason, detail)
-            if cell.robustness is not None:
-                runner._robustness[st.cell_id] = cell.robustness
-        runner._measure.loaded_s += outcome.loaded_s
-        self.interrupted = self.interrupted or outcome.interrupted
+        self._loaded_s += outcome.loaded_s
+        if outcome.interrupted:
+            self.interrupted = True
+            return
+        task.outcomes = [flat.outcome() for flat in outcome.cells]
 
-    def _lost(self, runner: StudyRunner, task: _Task, exc: BaseException) -> None:
+    def _lost(self, task: _Task, exc: BaseException) -> None:
         """A task that ended without its outcome: the replicate it was measuring is failed,
         with the node and the reason, and so is every cell of the group that had not finished
         this round's replicate (what was stored before stays)."""
@@ -484,26 +516,22 @@ class RayExecutor:
         where = f"{node.label} node {node.node_id[:12]}" if node else "an unknown node"
         raised = type(exc).__name__.startswith("RayTaskError")
         reason = f"{'failed' if raised else 'lost'} on {where}: {_lost_reason(exc)}"
-        store = runner.store
-        for st in task.states:
-            reps = store.replicates(st.cell_id)
-            running = [r for r in reps if r.status == CellStatus.RUNNING and r.id is not None]
-            for rep in running:
-                store.update_replicate(
-                    cast(int, rep.id),
-                    status=CellStatus.FAILED,
-                    finished_at=utcnow(),
-                    failure_phase=Phase.MEASURE,
-                    failure_reason=reason,
-                )
-            this_round = [r for r in reps if r.replicate >= st.next_rep]
-            st.ok = sum(1 for r in reps if r.status == CellStatus.OK)
-            st.next_rep = max((r.replicate for r in reps), default=st.next_rep - 1) + 1
-            if not any(r.status == CellStatus.OK for r in this_round):
-                phase = Phase.MEASURE if running else Phase.START
-                st.failure = StackFailure(phase, reason, str(exc))
+        store = self.study.store
+        task.outcomes = []
+        for p in task.cells:
+            reps = store.replicates(p.cell_id)
+            for rep in reps:
+                if rep.status == CellStatus.RUNNING and rep.id is not None:
+                    store.update_replicate(
+                        rep.id,
+                        status=CellStatus.FAILED,
+                        finished_at=utcnow(),
+                        failure_phase=Phase.MEASURE,
+                        failure_reason=reason,
+                    )
+            task.outcomes.append(lost_outcome(p, reps, reason, str(exc)))
 
-    def _stop(self, runner: StudyRunner, tasks: dict[Any, _Task]) -> None:
+    def _stop(self, tasks: dict[Any, _Task]) -> None:
         """Ctrl-C (or a failure here): every task is stopped and given time to store what it
         measured and stop its server; a task still running after that is killed with its
         worker, whose server's watchdog then stops the server."""
@@ -515,7 +543,7 @@ class RayExecutor:
         deadline = time.monotonic() + STOP_GRACE_S
         while tasks and time.monotonic() < deadline:
             try:
-                self._turn(runner, tasks)
+                self._turn(tasks)
             except Exception:  # noqa: BLE001 - nothing more can be served
                 break
         for ref in tasks:

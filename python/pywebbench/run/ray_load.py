@@ -24,7 +24,7 @@ from pywebbench.load.ray_agents import (
 )
 from pywebbench.load.result import LoadResult
 from pywebbench.load.spec import LoadSpec
-from pywebbench.store.db import Store
+from pywebbench.store import StoreWriter
 from pywebbench.store.model import LoadAgentRow
 
 
@@ -95,7 +95,7 @@ class RayStudyAgent:
         """Which agents of the last run failed, on which node and why (None: none)."""
         return self.last.failure_message() if self.last is not None else None
 
-    def iteration_stored(self, store: Store, iteration_id: int) -> None:
+    def iteration_stored(self, store: StoreWriter, iteration_id: int) -> None:
         """Keep the last run's per-agent results with the iteration just stored."""
         if self.last is not None:
             store.add_load_agents([agent_row(iteration_id, a) for a in self.last.agents])

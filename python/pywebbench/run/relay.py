@@ -1,9 +1,10 @@
 """The line between a Ray task that measures cells on a node and the driver that owns the store.
 
 The SQLite store has one writer, the driver: its run lock, ``--resume`` and Ctrl-C rest on that.
-A task measures with the runner's own code, which writes to ``store`` and tells ``events`` as
-it goes; on a node both are stand-ins (:class:`RemoteStore`, :func:`remote_events`) that send
-each call to a :class:`Mailbox` actor. The driver takes the calls from the mailbox, runs them
+A task measures with the host bench's own code (:class:`~pywebbench.run.bench.HostBench`),
+which writes to a :class:`~pywebbench.store.StoreWriter` and tells ``events`` as it goes; on a
+node both are stand-ins (:class:`RemoteStore`, :func:`remote_events`) that send each call to a
+:class:`Mailbox` actor. The driver takes the calls from the mailbox, runs them
 on the real store and display, and posts the answers back (:mod:`~pywebbench.run.ray_executor`).
 So an iteration is in the store the moment it ends on its node, as it would be locally.
 
@@ -15,14 +16,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pywebbench.run.events import Events
 from pywebbench.run.matrix import CellPlan
-from pywebbench.store import Replicate
+from pywebbench.store import Cell, Failure, Iteration, Replicate, Run, Sample, StackRow
+from pywebbench.store.knee_rows import Knee, KneeProbe
+from pywebbench.store.model import LoadAgentRow
 
 #: (number awaiting an answer, or None for a one-way letter; sender; request)
 Letter = tuple[int | None, str, tuple[Any, ...]]
@@ -130,28 +133,69 @@ class NodeFacts:
 
 
 class RemoteStore:
-    """Stands in for the driver's :class:`~pywebbench.store.Store` on a node: each public
-    method call is run by the driver. Replicates are stamped with the node that measures
-    them, and ``add_iteration`` sets the row's id, as the store itself does."""
+    """The driver's store on a node: a :class:`~pywebbench.store.StoreWriter` whose every
+    operation the driver runs (it runs nothing else). Replicates are stamped with the node
+    that measures them, and ``add_iteration`` sets the row's id, as the store itself does."""
 
     def __init__(self, relay: TaskRelay, node: NodeFacts, path: Path) -> None:
         self._relay = relay
         self._node = node
         self.path = path
 
-    def __getattr__(self, method: str) -> Callable[..., Any]:
-        if method.startswith("_"):
-            raise AttributeError(method)
+    def _call(self, operation: str, *args: Any, **changes: Any) -> Any:
+        return self._relay.call(("store", operation, args, changes))
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if method == "add_replicate":
-                args = (self._node.stamp(args[0]), *args[1:])
-            result = self._relay.call(("store", method, args, kwargs))
-            if method == "add_iteration":
-                args[0].id = result
-            return result
+    def create_run(self, run: Run) -> str:
+        return str(self._call("create_run", run))
 
-        return call
+    def update_run(self, run_id: str, **changes: Any) -> None:
+        self._call("update_run", run_id, **changes)
+
+    def add_stack(self, stack: StackRow) -> int:
+        return int(self._call("add_stack", stack))
+
+    def update_stack(self, stack_id: int, **changes: Any) -> None:
+        self._call("update_stack", stack_id, **changes)
+
+    def stacks(self, run_id: str) -> list[StackRow]:
+        return list(self._call("stacks", run_id))
+
+    def add_cell(self, cell: Cell) -> int:
+        return int(self._call("add_cell", cell))
+
+    def update_cell(self, cell_id: int, **changes: Any) -> None:
+        self._call("update_cell", cell_id, **changes)
+
+    def cells(self, run_id: str) -> list[Cell]:
+        return list(self._call("cells", run_id))
+
+    def add_replicate(self, rep: Replicate) -> int:
+        return int(self._call("add_replicate", self._node.stamp(rep)))
+
+    def update_replicate(self, replicate_id: int, **changes: Any) -> None:
+        self._call("update_replicate", replicate_id, **changes)
+
+    def replicates(self, cell_id: int) -> list[Replicate]:
+        return list(self._call("replicates", cell_id))
+
+    def add_iteration(self, it: Iteration, samples: Sequence[Sample] = ()) -> int:
+        it.id = int(self._call("add_iteration", it, samples))
+        return it.id
+
+    def iterations(self, cell_id: int) -> list[Iteration]:
+        return list(self._call("iterations", cell_id))
+
+    def add_load_agents(self, rows: Sequence[LoadAgentRow]) -> None:
+        self._call("add_load_agents", rows)
+
+    def add_failure(self, failure: Failure) -> int:
+        return int(self._call("add_failure", failure))
+
+    def add_knee_probe(self, probe: KneeProbe) -> int:
+        return int(self._call("add_knee_probe", probe))
+
+    def add_knee(self, knee: Knee) -> int:
+        return int(self._call("add_knee", knee))
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,12 @@ from pywebbench.store.model import (
     Study,
 )
 from pywebbench.store.schema import SCHEMA_VERSION
+from pywebbench.store.writer import STORE_OPERATIONS, StoreWriter
 
 __all__ = [
     "DEFAULT_FILENAME",
     "SCHEMA_VERSION",
+    "STORE_OPERATIONS",
     "Cell",
     "CellStatus",
     "Failure",
@@ -52,6 +54,7 @@ __all__ = [
     "StackRow",
     "Store",
     "StoreError",
+    "StoreWriter",
     "Study",
     "dumps_study",
     "new_run_id",

@@ -1,0 +1,329 @@
+"""The host bench: everything one host does for a study's rounds.
+
+A :class:`HostBench` owns, on the host it runs on, the virtualenv cache of the study's stacks,
+the services their workloads need, and the servers: per round of a group it starts one fresh
+server (restarted if it died), runs one replicate of each cell on it (verify, warm-up and
+measured iterations, then the knee search when the study has an SLO), and stops it. The same
+bench runs here for the local executor and on a node for the Ray executor; it writes through a
+:class:`~pywebbench.store.StoreWriter` and tells :class:`~pywebbench.run.events.Events`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pywebbench import bringup
+from pywebbench.bind import Bind
+from pywebbench.bringup import StackFailure
+from pywebbench.load import LoadAgent, LoadProgress
+from pywebbench.meter.vmprof import vmprof_env
+from pywebbench.run.config import StudyConfig
+from pywebbench.run.events import Events
+from pywebbench.run.knee import KneePhase, measured_rps
+from pywebbench.run.matrix import CellPlan, Variant
+from pywebbench.run.measure import Measurer, no_sigint
+from pywebbench.run.robustness import FreshServer
+from pywebbench.run.rows import started_server_columns
+from pywebbench.run.schedule import CellOutcome, CellProgress, assign_failure
+from pywebbench.store import CellStatus, Failure, Phase, Replicate, StoreWriter, utcnow
+
+if TYPE_CHECKING:
+    from pywebbench.launch import RunningServer
+    from pywebbench.provision.venv import ProvisionedEnv
+
+
+@dataclass(frozen=True)
+class StudySetup:
+    """What a bench needs to know of the study: plain values, so they travel to a node."""
+
+    config: StudyConfig
+    run_id: str
+    results_dir: Path
+    stack_ids: dict[str, int]  # variant key -> its row in the store
+    server_cpus: list[int]
+    generator_cpus: list[int]
+
+    @property
+    def log_dir(self) -> Path:
+        """Where the servers' logs go."""
+        return self.results_dir / "logs" / self.run_id
+
+
+@dataclass(frozen=True)
+class StudyContext:
+    """What an executor is given for a study: its setup, the store and the display it
+    reports to, the load agent of this host, and the cells still to run."""
+
+    setup: StudySetup
+    store: StoreWriter
+    events: Events
+    agent: LoadAgent
+    cells: list[CellPlan]
+
+
+class HostBench:
+    """Runs rounds of groups of cells on this host (see the module doc)."""
+
+    def __init__(
+        self, setup: StudySetup, store: StoreWriter, agent: LoadAgent, events: Events
+    ) -> None:
+        self.setup = setup
+        self.config = setup.config
+        self.store = store
+        self.events = events
+        self._envs: dict[str, ProvisionedEnv] = {}  # variant key -> its virtualenv
+        self._provision_failed: dict[str, StackFailure] = {}
+        self._settings_recorded: set[str] = set()
+        self._services: bringup.Services | None = None
+        self._measure = Measurer(
+            setup.config,
+            store,
+            agent,
+            setup.generator_cpus,
+            progress=self._progress,
+            iteration_start=events.iteration_start,
+            iteration_done=events.iteration_done,
+            phase=events.phase,
+            fresh_server=self._fresh_server,
+        )
+        self._knee = (
+            KneePhase(
+                setup.config,
+                store,
+                agent,
+                setup.generator_cpus,
+                progress=self._progress,
+                report=events.knee,
+            )
+            if setup.config.load.slo
+            else None
+        )
+
+    @property
+    def loaded_s(self) -> float:
+        """The sum of the load windows this bench ran."""
+        return self._measure.loaded_s
+
+    # -- the environment ---------------------------------------------------------------------
+
+    @contextmanager
+    def prepared(self, cells: Sequence[CellPlan]) -> Iterator[None]:
+        """The stacks of ``cells`` provisioned and the services they need running, here, for
+        the duration of the block."""
+        self._provision([c.variant for c in cells])
+        needed = bringup.services_needed(c.workload for c in cells)
+        if needed:
+            self.events.phase(f"starting services: {', '.join(needed)}")
+        workdir = self.setup.results_dir / "services" / self.setup.run_id
+        with bringup.Services(needed, workdir) as services:
+            self._services = services
+            try:
+                yield
+            finally:
+                self._services = None
+
+    def _provision(self, variants: Sequence[Variant]) -> None:
+        """Provision (or find cached) the virtualenv of every variant, on this host; a
+        failure is kept for the variant's cells and the matrix carries on."""
+        for variant in dict((v.key, v) for v in variants).values():
+            if variant.key in self._envs or variant.key in self._provision_failed:
+                continue
+            self.events.phase(f"provisioning {variant.stack.name}")
+            t0 = time.monotonic()
+            stack_id = self.setup.stack_ids[variant.key]
+            try:
+                env = bringup.provision(
+                    variant.stack,
+                    progress=self.events.phase,
+                    timeout_s=self.config.timeouts.provision_s,
+                )
+            except StackFailure as exc:
+                self._provision_failed[variant.key] = exc
+                self.store.update_stack(stack_id, provision_s=time.monotonic() - t0)
+                continue
+            self._envs[variant.key] = env
+            self.store.update_stack(
+                stack_id,
+                packages_json=json.dumps(dict(env.packages), sort_keys=True),
+                provision_s=float(env.seconds),
+                provision_cached=bool(env.cached),
+            )
+
+    def failure_for(self, cell: CellPlan) -> StackFailure | None:
+        """Why ``cell`` cannot run here: its stack did not provision, or a service its
+        workload needs did not start (None: it can)."""
+        failure = self._provision_failed.get(cell.variant.key)
+        if failure is None and self._services is not None:
+            failure = self._services.failure_for(cell.workload)
+        return failure
+
+    # -- a round -----------------------------------------------------------------------------
+
+    def run_round(self, group: Sequence[CellProgress]) -> list[CellOutcome]:
+        """One replicate of every cell of ``group``, on one fresh server (restarted if it
+        died); each cell's outcome. Raises on Ctrl-C (what was measured is stored)."""
+        cells = [dataclasses.replace(p) for p in group]
+        for p in cells:
+            if p.failure is None:
+                p.failure = self.failure_for(p.cell)
+        server: RunningServer | None = None
+        try:
+            for p in cells:
+                if p.failure is not None:  # it cannot run here, or the server failed to start
+                    continue
+                if server is not None and not server.alive():
+                    self._stop_server(server, p)
+                    server = None
+                try:
+                    if server is None:
+                        server = self._start_server(p, [c.cell for c in cells])
+                    self._replicate_on(server, p)
+                    p.ok += 1
+                except StackFailure as exc:
+                    assign_failure(cells, p, exc)
+                p.next_rep += 1
+        finally:
+            if server is not None:
+                self._stop_server(server, cells[-1])
+        return [p.outcome() for p in cells]
+
+    # -- one server ------------------------------------------------------------------------
+
+    def _start_server(self, p: CellProgress, round_cells: list[CellPlan]) -> RunningServer:
+        """A fresh server for ``p``'s stack; a failure is recorded on ``p``'s replicate."""
+        variant = p.cell.variant
+        self.events.phase(f"starting {variant.key} (replicate {p.ok + 1})")
+        ready = bringup.ready_path(variant.stack, [c.workload for c in round_cells])
+        try:
+            options = self._launch_options(variant, p.cell.bind)
+            return bringup.start(variant.stack, self._envs[variant.key], options, ready)
+        except StackFailure as exc:
+            with no_sigint():
+                self.store.add_replicate(
+                    Replicate(
+                        None,
+                        p.cell_id,
+                        p.next_rep,
+                        CellStatus.FAILED,
+                        utcnow(),
+                        failure_phase=exc.phase,
+                        failure_reason=exc.reason,
+                        finished_at=utcnow(),
+                        log_path=str(exc.log_path) if exc.log_path else None,
+                    )
+                )
+            raise
+
+    def _launch_options(self, variant: Variant, bind: Bind) -> bringup.LaunchOptions:
+        return bringup.LaunchOptions(
+            log_dir=self.setup.log_dir,
+            cpus=self.setup.server_cpus,
+            workers=variant.workers,
+            threads=variant.threads,
+            app_env={
+                **(self._services.env if self._services is not None else {}),
+                **vmprof_env(self.config.load.flamegraph, variant.stack),
+            },
+            start_timeout_s=self.config.timeouts.start_s,
+            max_requests=variant.max_requests,
+            server_options=self.config.matrix.server_options.get(variant.stack.server.name, {}),
+            bind=bind,
+        )
+
+    def _fresh_server(self, cell: CellPlan) -> FreshServer:
+        """Fresh servers of ``cell``'s stack, one per fault-sweep size (docs/faults.md)."""
+        return lambda: self._server_for_faults(cell)
+
+    @contextmanager
+    def _server_for_faults(self, cell: CellPlan) -> Iterator[tuple[str, Callable[[], bool]]]:
+        variant = cell.variant
+        self.events.phase(f"starting {variant.key} for the next fault size")
+        ready = bringup.ready_path(variant.stack, [cell.workload])
+        options = self._launch_options(variant, cell.bind)
+        server = bringup.start(variant.stack, self._envs[variant.key], options, ready)
+        try:
+            yield server.base_url, server.alive
+        finally:
+            with no_sigint():
+                bringup.stop(server)
+
+    def _stop_server(self, server: RunningServer, p: CellProgress) -> None:
+        """Stop the server's process group (shielded from Ctrl-C); a slow stop is recorded."""
+        with no_sigint():
+            took = bringup.stop(server)
+            if took > self.config.timeouts.stop_s:
+                self.store.add_failure(
+                    Failure(
+                        None,
+                        self.setup.run_id,
+                        Phase.STOP,
+                        f"stopping {p.cell.variant.key} took {took:.1f} s",
+                        utcnow(),
+                        stack_id=self.setup.stack_ids[p.cell.variant.key],
+                    )
+                )
+
+    def _replicate_on(self, server: RunningServer, p: CellProgress) -> None:
+        """One replicate of a cell on a running server: verify, warm-up and measured
+        iterations; raises StackFailure."""
+        cell, cell_id, replicate = p.cell, p.cell_id, p.next_rep
+        rep_id = self.store.add_replicate(
+            Replicate(None, cell_id, replicate, CellStatus.RUNNING, utcnow())
+        )
+        status = CellStatus.INTERRUPTED
+        fail: StackFailure | None = None
+        try:
+            self._record_start(cell.variant, rep_id, server)
+            self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
+            fail = bringup.check(
+                server,
+                cell.variant.stack,
+                cell.workload,
+                cell.params,
+                timeout_s=self.config.timeouts.verify_s,
+            ).failure()
+            if fail is None:
+                fail, robustness = self._measure.replicate(cell, cell_id, rep_id, replicate, server)
+                if robustness is not None:
+                    p.robustness = robustness
+            if fail is None and self._knee is not None:  # docs/slo.md: after the iterations
+                fail = self._knee.run(
+                    cell, cell_id, replicate, server, measured_rps(self.store, cell_id, replicate)
+                )
+            status = CellStatus.FAILED if fail else CellStatus.OK
+        except StackFailure as exc:
+            fail, status = exc, CellStatus.FAILED
+        finally:
+            with no_sigint():
+                self.store.update_replicate(
+                    rep_id,
+                    status=status,
+                    finished_at=utcnow(),
+                    failure_phase=fail.phase if fail else None,
+                    failure_reason=fail.reason if fail else None,
+                )
+        if fail is not None:
+            raise fail
+
+    def _record_start(self, variant: Variant, rep_id: int, server: RunningServer) -> None:
+        self.store.update_replicate(rep_id, **started_server_columns(server))
+        if variant.key not in self._settings_recorded:
+            self._settings_recorded.add(variant.key)
+            self.store.update_stack(
+                self.setup.stack_ids[variant.key],
+                settings_json=json.dumps(server.settings, sort_keys=True, default=str),
+            )
+
+    def _progress(self, snap: LoadProgress) -> None:
+        """Engine progress callback: must never raise (an exception stops the engine)."""
+        try:
+            self.events.live_rps(snap.rps)
+        except Exception:  # noqa: BLE001 - display only; KeyboardInterrupt stops the engine
+            pass
