@@ -54,7 +54,7 @@ from pywebbench.run.relay import (
     remote_events,
 )
 from pywebbench.run.schedule import CellOutcome, CellProgress, lost_outcome
-from pywebbench.store import STORE_OPERATIONS, CellStatus, Phase, utcnow
+from pywebbench.store import STORE_OPERATIONS, CellStatus, Phase, StoreWriter, utcnow
 
 #: How long the driver waits for the first letter of a turn (letters are served at once;
 #: this bounds how soon it sees a task end).
@@ -294,6 +294,19 @@ def _deferred_interrupt() -> Iterator[None]:
         raise KeyboardInterrupt(f"signal {hit[0]}")
 
 
+def store_reply(
+    store: StoreWriter, operation: str, args: Sequence[Any], changes: dict[str, Any]
+) -> tuple[str, Any]:
+    """The driver's answer to a task's store call: ``("ok", result)``, or ``("error", exc)``
+    (raised again in the task), also for anything not in ``STORE_OPERATIONS``."""
+    try:
+        if operation not in STORE_OPERATIONS:
+            raise ValueError(f"{operation!r} is not a store operation a task may ask for")
+        return "ok", getattr(store, operation)(*args, **changes)
+    except Exception as exc:  # noqa: BLE001 - raised again in the task
+        return "error", exc
+
+
 def _reachable(address: str) -> None:
     """A one-line :class:`ConfigError` when nothing answers at ``HOST:PORT``."""
     host, _, port = address.rpartition(":")
@@ -481,14 +494,7 @@ class RayExecutor:
                     args = (f"{task.node.host}: {args[0]}",)
                 getattr(study.events, name)(*args)
             elif kind == "store" and number is not None:
-                method, args, kwargs = rest
-                try:
-                    if method not in STORE_OPERATIONS:
-                        raise ValueError(f"{method!r} is not a store operation a task may ask")
-                    reply: tuple[str, Any] = ("ok", getattr(study.store, method)(*args, **kwargs))
-                except Exception as exc:  # noqa: BLE001 - raised again in the task
-                    reply = ("error", exc)
-                self._mailbox.answer.remote(number, reply)
+                self._mailbox.answer.remote(number, store_reply(study.store, *rest))
 
     def _settle(self, task: _Task, ref: Any) -> None:
         """Take a task's outcome (a lost task: see :meth:`_lost`)."""
