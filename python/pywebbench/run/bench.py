@@ -173,6 +173,9 @@ class HostBench:
         for p in cells:
             if p.failure is None:
                 p.failure = self.failure_for(p.cell)
+        # the server's ready path comes from the cells that can run (not from a workload
+        # whose service failed to start)
+        runnable = [p.cell for p in cells if p.failure is None]
         server: RunningServer | None = None
         try:
             for p in cells:
@@ -183,7 +186,7 @@ class HostBench:
                     server = None
                 try:
                     if server is None:
-                        server = self._start_server(p, [c.cell for c in cells])
+                        server = self._start_server(p, runnable)
                     self._replicate_on(server, p)
                     p.ok += 1
                 except StackFailure as exc:
