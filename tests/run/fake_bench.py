@@ -302,7 +302,6 @@ def fake_bench(
     monkeypatch.setattr("pywebbench.run.measure.Sampler", FakeSampler)
     monkeypatch.setattr("pywebbench.run.measure.traced_window", traced)
     monkeypatch.setattr("pywebbench.faults.measure_robustness", _robustness_run)
-    monkeypatch.setattr("pywebbench.faults.study.time.sleep", lambda s: None)
     yield timeline
 
 
