@@ -236,8 +236,10 @@ def _robustness_run(url: str, specs: Any, run_load: Callable[[], Any], **kw: Any
         "good_errors": 0,
         "good_error_rate": 0.0,
         "survived": True,
+        "answered_after": True,
+        "malformed": {},
+        "malformed_accepted": [],
         "score": retained,
-        "faults": len(specs),
     }
     return SimpleNamespace(
         clean=clean,
