@@ -5,7 +5,8 @@
 it ran before, its latency a function of the offered rate, so the knee search has a knee) and
 calls the progress callback as the engine does (every 0.25 s of simulated time, stopping when
 the callback says so). :func:`fake_bench` patches the seams where a study touches the world:
-provisioning, server start/verify/stop, metering, the syscalls tracer and the fault clients.
+provisioning, server start/verify/stop, metering, the syscalls tracer, the stack sampler
+(``--flamegraph``) and the fault clients.
 Every call that matters is written to one :class:`Timeline`, in order.
 """
 
@@ -193,6 +194,9 @@ class FakeServer:
     def alive(self) -> bool:
         return True
 
+    def gil_enabled(self) -> bool | None:
+        return True  # what every CPython before 3.13t reports
+
 
 class FakeSampler:
     """The server's metering, the same figures every iteration."""
@@ -297,12 +301,17 @@ def fake_bench(
         requests, seconds = load()
         return {"requests": requests, "seconds": seconds, "fake": True}
 
+    def sampled(pid: int, pids: Any, load: Callable[[], tuple[int, float]], **_: Any) -> Any:
+        requests, seconds = load()
+        return {"requests": requests, "seconds": seconds, "fake": "flame"}
+
     monkeypatch.setattr(bringup, "provision", provision)
     monkeypatch.setattr(bringup, "start", start)
     monkeypatch.setattr(bringup, "stop", stop)
     monkeypatch.setattr(bringup, "check", check)
     monkeypatch.setattr("pywebbench.run.measure.Sampler", FakeSampler)
     monkeypatch.setattr("pywebbench.run.measure.traced_window", traced)
+    monkeypatch.setattr("pywebbench.run.measure.sampled_window", sampled)
     monkeypatch.setattr("pywebbench.faults.measure_robustness", _robustness_run)
     yield timeline
 

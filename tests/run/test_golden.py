@@ -110,6 +110,8 @@ EVERY_OPTION_CELL = (
         "faults": "slowloris=2,4,fresh=20%",
         "syscalls": True,
         "syscalls_duration_s": 0.5,
+        "flamegraph": True,
+        "flamegraph_duration_s": 0.5,
         "io": "epoll",
         "timeout_s": 2.5,
     },
