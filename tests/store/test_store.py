@@ -269,12 +269,12 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
     path = tmp_path / "v1.sqlite"
     db = sqlite3.connect(path)
     v1 = DDL.replace(_KNEE_TABLES, "").replace(LOAD_AGENTS_DDL, "")  # added by versions 4, 5
-    v1 = v1.replace(KNEE_FLIPS_DDL, "")  # added by version 9
+    v1 = v1.replace(KNEE_FLIPS_DDL, "")  # added by version 10
     v1 = v1.replace("connections          INTEGER", "concurrency          INTEGER")
     for column in ("warmup_end", "warmup_s", "steady_start_s", "warmup_curve_json",
                    "drift_json", "leak_json", "worker_max_requests", "connection_mode",
-                   "syscalls_json", "processes_seen", "bind", "node", "others_cpu_s",
-                   "steal_s", "interfered", "remeasured_json"):  # fmt: skip
+                   "syscalls_json", "processes_seen", "bind", "node", "flame_json",
+                   "others_cpu_s", "steal_s", "interfered", "remeasured_json"):  # fmt: skip
         v1 = "\n".join(line for line in v1.splitlines() if not line.strip().startswith(column))
     v1 = v1.replace("ctx_involuntary      INTEGER,\n);", "ctx_involuntary      INTEGER\n);")
     db.executescript(v1)
@@ -292,5 +292,5 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
         assert cell_id is not None
         its = store.iterations(cell_id)
         assert its
-        for it in its:  # added by version 9: not interfered
+        for it in its:  # added by version 10: not interfered
             assert not it.interfered and it.remeasured == [] and it.others_cpu_s is None

@@ -20,6 +20,8 @@ from typing import ClassVar
 INSIDE_DIR = Path(__file__).resolve().parents[1] / "inside"
 #: The built-in framework apps (``pwb_<framework>.py``); put on PYTHONPATH of every server.
 APPS_DIR = INSIDE_DIR / "apps"
+#: The start-up hook that lets vmprof be switched on from outside (PyPy, ``--flamegraph``).
+HOOKS_DIR = INSIDE_DIR / "hooks"
 #: The launcher scripts (``launch_<server>.py``) of servers started from Python.
 LAUNCHERS_DIR = INSIDE_DIR / "launchers"
 

@@ -27,7 +27,8 @@ from pywebbench.store.interop import PYPERF_METRICS
     type=click.Choice(CSV_TABLES),
     default="flat",
     show_default=True,
-    help="CSV only: 'flat' = one row per iteration with its stack and cell; or one table.",
+    help="CSV only: 'flat' = one row per iteration with its stack and cell; 'breakdown' = "
+    "where the CPU time went per sampled window (run --flamegraph); or one table.",
 )
 @click.option(
     "--metric",

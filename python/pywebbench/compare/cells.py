@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from pywebbench.meter.flame import FlameWindow
 from pywebbench.store.model import Cell, Iteration, Replicate, StackRow, Study
 
 # Cell statuses of a cell whose measurement was cut short or never happened.
@@ -32,6 +33,8 @@ class CellFigures:
     peak_rss_bytes: int | None = None  # highest RSS of the server tree, warm-up included
     idle_rss_bytes: int | None = None  # median idle RSS before load, over replicates
     latency_hists: list[str] = field(default_factory=list)  # measured iterations' histograms
+    #: The replicates' sampled windows (``run --flamegraph``; docs/flamegraphs.md).
+    flames: list[FlameWindow] = field(default_factory=list)
     # Some measured iteration stayed interfered after its re-measures (docs/interference.md).
     interfered: bool = False
 
@@ -74,6 +77,11 @@ def _idle_rss(reps: list[Replicate]) -> int | None:
     return values[len(values) // 2] if values else None
 
 
+def _flames(reps: list[Replicate]) -> list[FlameWindow]:
+    docs = [r.flame for r in sorted(reps, key=lambda r: r.replicate) if r.flame_json]
+    return [FlameWindow.from_dict(d) for d in docs if "error" not in d and d.get("requests")]
+
+
 def cell_figures(study: Study) -> list[CellFigures]:
     """Every cell of ``study`` with its figures, in run then matrix order."""
     iterations: dict[int, list[Iteration]] = defaultdict(list)
@@ -102,6 +110,7 @@ def cell_figures(study: Study) -> list[CellFigures]:
             peak_rss_bytes=max(peaks) if peaks else None,
             idle_rss_bytes=_idle_rss(replicates[cell.id]),
             latency_hists=[h for h in (i.latency_histogram() for i in measured) if h],
+            flames=_flames(replicates[cell.id]),
             interfered=any(i.interfered for i in measured),
         )
         out.append(figures)

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
 from pywebbench import __version__
 from pywebbench.compare import Comparison
-from pywebbench.compare.render import notes, rows, verdict_class
+from pywebbench.compare.render import grown_text, notes, rows, verdict_class
+from pywebbench.report.flame import diff_icicle
+from pywebbench.report.html import plotly_js, safe_json
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "report" / "templates"
 
@@ -35,10 +38,22 @@ def render_html(result: Comparison) -> str:
         {**row, "cls": verdict_class(c.verdict)}
         for c, row in zip(result.comparisons, rows(result), strict=True)
     ]
+    figures: dict[str, Any] = {}
+    diffs = []
+    for i, c in enumerate(result.comparisons):
+        if not (c.grown and c.significant):
+            continue
+        fig = diff_icicle(c.pair.base.flames, c.pair.new.flames, f"{c.label}: NEW against BASE")
+        if fig is not None:
+            figures[f"diff-{i}"] = fig
+            diffs.append({"fig": f"diff-{i}", "label": c.label, "text": grown_text(c)})
     return template.render(
         result=result,
         rows=table,
         notes=notes(result),
         css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         version=__version__,
+        diffs=diffs,
+        plotly_js=plotly_js() if diffs else "",
+        figures_json=safe_json(figures),
     )

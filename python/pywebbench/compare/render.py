@@ -76,6 +76,19 @@ def rows(result: Comparison) -> list[dict[str, str]]:
     return out
 
 
+def grown_text(c: PairComparison) -> str:
+    """ "CPU/request 1.1 -> 2.9 ms (2.61x); grew most: fib 2.62x (+1.8 ms), ..." """
+    parts = []
+    if c.cpu_per_request is not None:
+        base, new = c.cpu_per_request
+        parts.append(f"CPU/request {base * 1e3:.3g} -> {new * 1e3:.3g} ms ({new / base:.2f}x)")
+    moved = []
+    for g in c.grown[:3]:
+        ratio = f"{g.ratio:.2f}x" if g.ratio is not None else "new"
+        moved.append(f"{g.function} {ratio} ({g.delta_s * 1e3:+.3g} ms)")
+    return "; ".join([*parts, "changed most: " + ", ".join(moved)])
+
+
 def notes(result: Comparison) -> list[str]:
     """Lines under the table: method, set-aside cells, gate outcome."""
     lines = [
@@ -87,6 +100,9 @@ def notes(result: Comparison) -> list[str]:
         f"{result.min_change * 100:g}%"
         + (f"; varying: {', '.join(result.vary)}" if result.vary else "")
     ]
+    for c in result.comparisons:
+        if c.grown and c.significant:
+            lines.append(f"{c.label}: {grown_text(c)}")
     for u in result.unmatched:
         lines.append(f"unmatched {u.side.upper()} cell {u.cell.label}: {u.reason}")
     for fig in result.incomplete:
@@ -126,6 +142,10 @@ def to_json(result: Comparison) -> str:
                 "peak_rss_change_bytes": c.memory_change_bytes,
                 "peak_rss_ratio": c.memory_ratio,
                 "errors": {"base": c.pair.base.errors, "new": c.pair.new.errors},
+                "cpu_per_request_s": list(c.cpu_per_request) if c.cpu_per_request else None,
+                "grown": [
+                    {"function": g.function, "base_s": g.base_s, "new_s": g.new_s} for g in c.grown
+                ],
             }
             for c in result.comparisons
         ],

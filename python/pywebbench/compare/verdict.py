@@ -18,10 +18,11 @@ verdict *interfered*, whatever its ratio: its figure measured the machine, not t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pywebbench.compare.match import Pair
 from pywebbench.compare.ratio import RatioEstimate, ratio_of_medians, seed_for
+from pywebbench.meter.breakdown import Growth, growth, tree_cpu_per_request
 
 SLOWER = "slower"
 FASTER = "faster"
@@ -47,6 +48,11 @@ class PairComparison:
     p99: RatioEstimate | None = None  # of per-iteration p99 latencies
     memory_change_bytes: int | None = None  # NEW - BASE peak RSS of the server tree
     memory_ratio: float | None = None
+    #: With sampled windows on both sides (``run --flamegraph``): the functions whose CPU per
+    #: request changed most (docs/flamegraphs.md#compare); shown for slower and faster cells.
+    grown: list[Growth] = field(default_factory=list)
+    #: Their tree's CPU seconds per request in the sampled windows, BASE and NEW.
+    cpu_per_request: tuple[float, float] | None = None
 
     @property
     def label(self) -> str:
@@ -90,6 +96,11 @@ def compare_pair(
     if base.peak_rss_bytes and new.peak_rss_bytes:
         out.memory_change_bytes = new.peak_rss_bytes - base.peak_rss_bytes
         out.memory_ratio = new.peak_rss_bytes / base.peak_rss_bytes
+    if base.flames and new.flames:
+        out.grown = growth(base.flames, new.flames)
+        cpu_base, cpu_new = tree_cpu_per_request(base.flames), tree_cpu_per_request(new.flames)
+        if cpu_base and cpu_new:
+            out.cpu_per_request = (cpu_base, cpu_new)
     return out
 
 

@@ -38,7 +38,7 @@ from pywebbench.bind import (
     new_socket_dir,
     unix_base_url,
 )
-from pywebbench.catalogue.base import APPS_DIR, LaunchContext, Stack
+from pywebbench.catalogue.base import APPS_DIR, HOOKS_DIR, LaunchContext, Stack
 from pywebbench.launch.process import ProcessGroup, tail
 
 __all__ = [
@@ -120,7 +120,9 @@ def default_app_dir() -> Path:
 def launch_env(venv: Path, app_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a server process: this process's environment without Python
     variables that would leak the orchestrator's interpreter into the stack's, plus the venv
-    first on PATH, ``app_dir`` on PYTHONPATH, unbuffered output, then ``extra``."""
+    first on PATH, ``app_dir`` on PYTHONPATH, unbuffered output, then ``extra``. With
+    ``PWB_VMPROF_DIR`` in ``extra`` (``--flamegraph`` on PyPy), the start-up hook that lets
+    vmprof be switched on from outside comes first on PYTHONPATH."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -132,6 +134,8 @@ def launch_env(venv: Path, app_dir: Path, extra: Mapping[str, str] | None = None
     env["PYTHONPATH"] = str(app_dir)
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
+    if env.get("PWB_VMPROF_DIR"):
+        env["PYTHONPATH"] = f"{HOOKS_DIR}{os.pathsep}{app_dir}"
     return env
 
 

@@ -29,6 +29,7 @@ from pywebbench import __version__, stats
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.report import figures
 from pywebbench.report.axes import build_axes
+from pywebbench.report.flame import flame_points
 from pywebbench.report.history import run_history
 from pywebbench.report.knee import knee_views
 from pywebbench.report.nodes import nodes_view
@@ -568,5 +569,6 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
         knees=knee_views(study, {i: (k, stacks[k].label) for i, k in key_of.items()}),
     )
     view.axes = build_axes(view, study)  # syscalls, connection mode, worker recycling
+    view.flames = flame_points(study)  # --flamegraph
     view.nodes = nodes_view(study)  # --executor ray
     return view

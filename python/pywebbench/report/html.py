@@ -18,12 +18,14 @@ from typing import Any
 
 import jinja2
 
+from pywebbench.meter.flame import CATEGORIES
 from pywebbench.report import (
     axes,
     figures,
     figures_axes,
     figures_warmup,
     flags,
+    flame,
     robustness_curve,
     tables,
 )
@@ -213,6 +215,16 @@ def build_context(view: ReportView) -> dict[str, Any]:
         "figs": {k: k in figs for k in axes_figs},
         "traced_note": axes.TRACED_NOTE,
     }
+    flames = []
+    for i, point in enumerate(view.flames):
+        owner = view.stacks.get(point.stack_key)
+        name = owner.label if owner else point.stack_key
+        label = f"{name} — {point.workload} @ {point.load_point}"
+        fig = flame.icicle(point, label)
+        if fig is not None:
+            figs[f"flame-{i}"] = fig
+        flames.append({"fig": f"flame-{i}" if fig is not None else None, "label": label})
+    flame_table = flame.breakdown_rows(view, view.flames)
     stacks_env = [(s, _environment_rows(s)) for s in view.stacks.values()]
     failures = tables.failures_table(view)
     return {
@@ -224,6 +236,9 @@ def build_context(view: ReportView) -> dict[str, Any]:
         "stacks_env": stacks_env,
         "gen_bound": view.generator_bound_points,
         "knees": knee_context(view.knees, figs),
+        "flames": flames,
+        "flame_rows": flame_table,
+        "flame_columns": CATEGORIES,
         "data_json": safe_json({"figures": figs}),
     }
 

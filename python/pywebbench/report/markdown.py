@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pywebbench.mdtext import md_code, md_text
-from pywebbench.report import axes, capacity, flags, nodes, robustness_curve, tables
+from pywebbench.report import axes, capacity, flags, flame, nodes, robustness_curve, tables
 from pywebbench.report.knee import markdown_lines
 from pywebbench.report.view import ReportView, WorkloadView
 
@@ -159,6 +159,7 @@ def render_markdown(view: ReportView) -> str:
     out += markdown_lines(view.knees, md_text)
     out += _axes(view)
     out += nodes.markdown_lines(view.nodes, md_text)
+    out += flame.markdown_lines(view, view.flames)
     if view.capacity is not None:
         out += capacity.markdown_lines(view.capacity.target, view.capacity.rows)
     if view.failures:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pywebbench.faults.outcome import RobustnessCurve
+from pywebbench.meter.breakdown import Breakdown, breakdown
+from pywebbench.meter.flame import FlameWindow
 from pywebbench.report.capacity import CapacityView
 from pywebbench.report.knee import KneeView
 from pywebbench.report.nodes import NodesView
@@ -356,6 +358,25 @@ class AxesView:
 
 
 @dataclass
+class FlamePoint:
+    """The sampled windows of one stack x workload x load point."""
+
+    stack_key: str
+    workload: str
+    load_point: str
+    windows: list[FlameWindow] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def breakdown(self) -> Breakdown:
+        return breakdown(self.windows)
+
+    @property
+    def requests(self) -> int:
+        return sum(w.requests for w in self.windows)
+
+
+@dataclass
 class ReportView:
     """A whole report."""
 
@@ -371,6 +392,7 @@ class ReportView:
     axes: AxesView = field(default_factory=AxesView)
     nodes: NodesView | None = None  # --executor ray: which node measured which cell
     capacity: CapacityView | None = None  # `report --capacity`: docs/capacity.md
+    flames: list[FlamePoint] = field(default_factory=list)  # run --flamegraph
 
     @property
     def has_robustness(self) -> bool:

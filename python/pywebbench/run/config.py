@@ -217,6 +217,22 @@ class LoadConfig(Table):
     syscalls_duration_s: Annotated[
         float, Flag("--syscalls-duration", help="syscalls: seconds of the traced window.")
     ] = Field(2.0, gt=0, le=600, description="syscalls: length of the traced load window.")
+    flamegraph: Annotated[
+        bool,
+        Flag(
+            "--flamegraph",
+            help="Sample the server with py-spy after each replicate: flame graphs, where "
+            "the time goes.",
+        ),
+    ] = Field(
+        False,
+        description="After each replicate's measured iterations, sample the server tree's "
+        "stacks with py-spy in a separate, unmeasured window: flame graphs and where the time "
+        "goes (docs/flamegraphs.md): py-spy on CPython, vmprof on PyPy.",
+    )
+    flamegraph_duration_s: Annotated[
+        float, Flag("--flamegraph-duration", help="flamegraph: seconds of the sampled window.")
+    ] = Field(3.0, gt=0, le=600, description="flamegraph: length of the sampled load window.")
     faults: Annotated[str | None, Flag("--faults", help=FAULTS_HELP)] = Field(
         None,
         description=(
@@ -290,9 +306,11 @@ class LoadConfig(Table):
 
     def window_s(self) -> tuple[float, float]:
         """Load seconds per replicate: (least, most); steady warm-ups are between their
-        window and their cap. A syscalls window (``syscalls``) counts too."""
+        window and their cap. A syscalls window (``syscalls``) and a sampled window
+        (``flamegraph``) count too."""
         measured = self.iterations * self.duration_s
         measured += self.syscalls_duration_s if self.syscalls else 0.0
+        measured += self.flamegraph_duration_s if self.flamegraph else 0.0
         if self.warmup == "steady":
             return self.steady_window_s + measured, self.warmup_cap_s + measured
         fixed = self.warmup_iterations * self.warmup_duration_s + measured

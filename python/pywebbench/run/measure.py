@@ -19,6 +19,9 @@ from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LoadAgent, LoadProgress, LoadSpec, iteration_figures
 from pywebbench.meter import Sampler, tree
+from pywebbench.meter.flame import sampled_window
+from pywebbench.meter.owners import app_paths, stack_packages
+from pywebbench.meter.vmprof import vmprof_env, vmprof_window
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.health import judge_iteration
 from pywebbench.run.matrix import CellPlan
@@ -153,6 +156,8 @@ class Measurer:
             )
         if cfg.syscalls and measured:
             self._syscalls_window(cell, rep_id, server)
+        if cfg.flamegraph and measured:
+            self._flame_window(cell, rep_id, server)
         if not (cfg.faults and measured):
             return None, None
         self._phase(f"faults {cell.variant.key}: {cfg.faults}")
@@ -183,6 +188,32 @@ class Measurer:
         doc = traced_window([p.pid for p in tree(server.pid)], load)
         with no_sigint():
             self.store.update_replicate(rep_id, syscalls_json=json.dumps(doc))
+
+    def _flame_window(self, cell: CellPlan, rep_id: int, server: RunningServer) -> None:
+        """The unmeasured sampled window (docs/flamegraphs.md), stored on the replicate:
+        py-spy on CPython, vmprof (switched on inside the server) on PyPy."""
+        self._phase(f"sampling stacks of {cell.variant.key}")
+        duration = self.config.load.flamegraph_duration_s
+        stack = cell.variant.stack
+
+        def load() -> tuple[int, float]:
+            result = self.agent.run(self._spec(cell, server, duration), progress=self._progress)
+            if result.interrupted:
+                raise Interrupted()
+            return result.requests, result.duration_s
+
+        def pids() -> list[int]:
+            return [p.pid for p in tree(server.pid)]
+
+        packages, paths = stack_packages(stack), app_paths(stack)
+        env = vmprof_env(True, stack)
+        if env:
+            where = Path(env["PWB_VMPROF_DIR"])
+            doc = vmprof_window(where, pids, load, packages=packages, app_paths=paths)
+        else:
+            doc = sampled_window(server.pid, pids, load, packages=packages, app_paths=paths)
+        with no_sigint():
+            self.store.update_replicate(rep_id, flame_json=json.dumps(doc))
 
     def _runner_of(
         self, spec: LoadSpec, snapshots: list[Snapshot] | None = None

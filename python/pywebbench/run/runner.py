@@ -29,6 +29,7 @@ from pywebbench.bind import Bind
 from pywebbench.bringup import StackFailure, one_line
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LoadAgent, LoadProgress, LocalAgent
+from pywebbench.meter.vmprof import vmprof_env
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events, Outcome
 from pywebbench.run.executor import Executor, LocalExecutor
@@ -457,7 +458,10 @@ class StudyRunner:
             cpus=self.server_cpus,
             workers=variant.workers,
             threads=variant.threads,
-            app_env=self._services.env if self._services is not None else {},
+            app_env={
+                **(self._services.env if self._services is not None else {}),
+                **vmprof_env(self.config.load.flamegraph, variant.stack),
+            },
             start_timeout_s=self.config.timeouts.start_s,
             max_requests=variant.max_requests,
             server_options=self.config.matrix.server_options.get(variant.stack.server.name, {}),

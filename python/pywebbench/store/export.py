@@ -22,7 +22,7 @@ _STACK_COLS = (
     "workers",
     "threads",
 )
-CSV_TABLES = ("flat", *TABLE_CLASSES)
+CSV_TABLES = ("flat", "breakdown", *TABLE_CLASSES)
 
 
 def export_json(store: Store, run_ids: Sequence[str] = ()) -> str:
@@ -46,6 +46,38 @@ def flat_rows(study: Study) -> list[dict[str, Any]]:
     return rows
 
 
+def breakdown_rows(study: Study) -> list[dict[str, Any]]:
+    """One row per sampled window (``run --flamegraph``): where the server tree's CPU time
+    went, by owner, as fractions (docs/flamegraphs.md)."""
+    from pywebbench.meter.breakdown import breakdown
+    from pywebbench.meter.flame import CATEGORIES, FlameWindow
+
+    cells = {c.id: c for c in study.cells}
+    stacks = {s.id: s for s in study.stacks}
+    rows = []
+    for rep in study.replicates:
+        doc = rep.flame
+        cell = cells.get(rep.cell_id)
+        if cell is None or not doc or "error" in doc or not doc.get("requests"):
+            continue
+        window = FlameWindow.from_dict(doc)
+        b = breakdown([window])
+        rows.append(
+            {
+                "run_id": cell.run_id,
+                "stack": stacks[cell.stack_id].key,
+                "workload": cell.workload,
+                "load_point": cell.load_point,
+                "replicate": rep.replicate,
+                "requests": window.requests,
+                "cpu_s_per_request": b.cpu_s_per_request,
+                **{c: b.shares[c] for c in CATEGORIES},
+                "kernel": b.kernel,
+            }
+        )
+    return rows
+
+
 def export_csv(store: Store, run_ids: Sequence[str] = (), table: str = "flat") -> str:
     """CSV text of one table of the runs; ``flat`` = iterations joined with stack and cell."""
     if table not in CSV_TABLES:
@@ -53,6 +85,9 @@ def export_csv(store: Store, run_ids: Sequence[str] = (), table: str = "flat") -
     study = store.load_study(run_ids)
     if table == "flat":
         rows = flat_rows(study)
+        header = list(rows[0]) if rows else ["run_id"]
+    elif table == "breakdown":
+        rows = breakdown_rows(study)
         header = list(rows[0]) if rows else ["run_id"]
     else:
         rows = [dataclasses.asdict(r) for r in getattr(study, table)]

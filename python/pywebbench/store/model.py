@@ -231,6 +231,7 @@ class Replicate:
     node_id: str | None = None  # its Ray node id (None: the run's own host)
     node_cpu_model: str | None = None
     node_cpus: int | None = None  # cores of that node
+    flame_json: str | None = None  # the sampled window's stacks (--flamegraph)
 
     @property
     def warmup_curve(self) -> list[list[float]]:
@@ -247,6 +248,12 @@ class Replicate:
     @property
     def syscalls(self) -> dict[str, Any]:
         return _loads(self.syscalls_json, {})
+
+    @property
+    def flame(self) -> dict[str, Any]:
+        """The sampled window (:class:`pywebbench.meter.flame.FlameWindow`'s document, or
+        ``{"error": ...}``); empty without one."""
+        return _loads(self.flame_json, {})
 
 
 @dataclass

@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -155,6 +155,7 @@ CREATE TABLE IF NOT EXISTS replicates (
     node_id              TEXT,
     node_cpu_model       TEXT,
     node_cpus            INTEGER,
+    flame_json           TEXT,
     UNIQUE (cell_id, replicate)
 );
 
@@ -242,7 +243,7 @@ CREATE INDEX IF NOT EXISTS failures_by_run ON failures (run_id);
 """
 DDL += _KNEE_TABLES  # the knee tables (version 4), as the migration adds them
 
-# Knees judged on repeated probes (version 9, docs/slo.md): probes per rate, and the highest
+# Knees judged on repeated probes (version 10, docs/slo.md): probes per rate, and the highest
 # rate whose probes disagreed.
 KNEE_FLIPS_DDL = """
 ALTER TABLE knees ADD COLUMN flip_rps REAL;
@@ -316,11 +317,13 @@ ALTER TABLE replicates ADD COLUMN node_id TEXT;
 ALTER TABLE replicates ADD COLUMN node_cpu_model TEXT;
 ALTER TABLE replicates ADD COLUMN node_cpus INTEGER
 """,
+    # Where the time goes (docs/flamegraphs.md): the sampled stacks of a window per replicate.
+    9: "ALTER TABLE replicates ADD COLUMN flame_json TEXT",
     # The interference guard (docs/interference.md): the CPU other processes and steal took
     # from an iteration's pinned cores, whether that made it interfered, and the interfered
     # attempts measured again before it. Knees (docs/slo.md): probes per rate by design, and
     # the highest rate whose probes disagreed.
-    9: """
+    10: """
 ALTER TABLE iterations ADD COLUMN others_cpu_s REAL;
 ALTER TABLE iterations ADD COLUMN steal_s REAL;
 ALTER TABLE iterations ADD COLUMN interfered INTEGER NOT NULL DEFAULT 0;
