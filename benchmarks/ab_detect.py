@@ -26,8 +26,8 @@ trials); its process tree's CPU time over the requests it completed is the serve
 request. The middleware loop's cost is measured in situ: a probe project burning about 30%
 more is served and measured the same way, and the difference over the probe's iterations is
 the cost of one iteration inside the server (with the loop timed alone in the interpreter,
-the first reduced run's slowdowns came out 2-3x the aimed ones). The iteration count is set so the loop costs the wanted
-share of BASE's per-request CPU.
+the first reduced run's slowdowns came out 2-3x the aimed ones). The iteration count is set
+so the loop costs the wanted share of BASE's per-request CPU.
 """
 
 from __future__ import annotations
