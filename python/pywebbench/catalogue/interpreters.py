@@ -22,7 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -366,15 +366,32 @@ def with_gil(interpreter: Interpreter, gil: str, flag: str = "--python") -> Inte
     return dataclasses.replace(interpreter, name=f"{interpreter.name}@gil{gil}", gil=gil)
 
 
-def find(name_or_path: str, interpreters: Iterable[Interpreter] | None = None) -> Interpreter:
+#: Installs the interpreter a version request names (``3.14``, ``3.13t``) and returns its
+#: path, or None when the value is no version request; raises :class:`InterpreterError` when
+#: it cannot (:func:`pywebbench.provision.pythons.install_request`: the catalogue only finds).
+Installer = Callable[[str], "str | None"]
+
+
+def _installed(value: str, install: Installer | None) -> Interpreter | None:
+    path = install(value) if install is not None else None
+    return find(path) if path is not None else None
+
+
+def find(
+    name_or_path: str,
+    interpreters: Iterable[Interpreter] | None = None,
+    *,
+    install: Installer | None = None,
+) -> Interpreter:
     """One interpreter by name (``cpython3.11``), version (``3.11``, ``pypy``) or path; a
-    ``@gil0``/``@gil1`` suffix sets the GIL of a free-threaded build (:func:`with_gil`).
+    ``@gil0``/``@gil1`` suffix sets the GIL of a free-threaded build (:func:`with_gil`). A
+    version that none matches is installed by ``install``, when given.
 
     Raises :class:`InterpreterError` naming the valid choices.
     """
     base, gil = split_gil(name_or_path)
     if gil:
-        return with_gil(find(base, interpreters), gil)
+        return with_gil(find(base, interpreters, install=install), gil)
     if os.sep in name_or_path or name_or_path.startswith("~"):
         path = _resolve_user_path(name_or_path)
         real = _identity(probe(path)["executable"])
@@ -388,7 +405,7 @@ def find(name_or_path: str, interpreters: Iterable[Interpreter] | None = None) -
         return matches[0]
     if shutil.which(name_or_path):
         return find(shutil.which(name_or_path) or name_or_path)
-    installed = install_requested(name_or_path)
+    installed = _installed(name_or_path, install)
     if installed is not None:
         return installed
     names = ", ".join(i.name for i in pool) or "none found"
@@ -422,8 +439,11 @@ def match(pattern: str, pool: Iterable[Interpreter]) -> list[Interpreter]:
     return out
 
 
-def select(patterns: Sequence[str], flag: str = "--python") -> list[Interpreter]:
-    """Interpreters chosen by command-line values: names, globs, versions, paths, or ``all``.
+def select(
+    patterns: Sequence[str], flag: str = "--python", *, install: Installer | None = None
+) -> list[Interpreter]:
+    """Interpreters chosen by command-line values: names, globs, versions, paths, or ``all``;
+    a version none matches is installed by ``install``, when given.
 
     Each value may be a comma list. No values: :func:`default_interpreters`. Raises
     :class:`InterpreterError` naming ``flag`` and the valid names when a value matches nothing.
@@ -444,7 +464,7 @@ def select(patterns: Sequence[str], flag: str = "--python") -> list[Interpreter]
                 raise InterpreterError(str(exc).replace("--python", flag, 1)) from None
         else:
             hits = match(value, pool)
-            installed = None if hits else install_requested(value)
+            installed = None if hits else _installed(value, install)
             if installed is not None:
                 hits = [installed]
             if not hits:
@@ -460,18 +480,3 @@ def select(patterns: Sequence[str], flag: str = "--python") -> list[Interpreter]
             if i not in chosen:
                 chosen.append(i)
     return chosen
-
-
-def install_requested(value: str) -> Interpreter | None:
-    """Install the CPython a version request (``3.14``, ``3.13t``, ``cpython3.12``) names when
-    none matches (:func:`pywebbench.provision.pythons.install`: uv, else a source build).
-
-    None when ``value`` is not a version request; :class:`InterpreterError` (one line: what
-    was tried, what to do) when it cannot be installed.
-    """
-    from pywebbench.provision import pythons  # provisioning builds on this module: import late
-
-    if pythons.parse_request(value) is None:
-        return None
-    path = pythons.install(value, lambda msg: print(f"[python] {msg}", file=sys.stderr))
-    return find(path)

@@ -22,7 +22,9 @@ CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 def select_interpreters(values: Sequence[str]) -> list[Interpreter]:
     """``--python`` values to interpreters; a bad one is a click usage error naming the flag."""
     try:
-        return interp_mod.select(values)
+        from pywebbench.provision.pythons import install_request
+
+        return interp_mod.select(values, install=install_request)
     except interp_mod.InterpreterError as exc:
         msg = str(exc)
         msg = msg[len("--python ") :] if msg.startswith("--python ") else msg

@@ -389,3 +389,12 @@ def build_manifest(executable: str) -> dict[str, object] | None:
     except (OSError, ValueError):
         return None
     return manifest
+
+
+def install_request(value: str) -> str | None:
+    """The catalogue's installer (:data:`pywebbench.catalogue.interpreters.Installer`): the
+    path of the CPython a version request (``3.14``, ``3.13t``, ``cpython3.12``) names, once
+    installed (uv, else a source build); None when ``value`` is not a version request."""
+    if parse_request(value) is None:
+        return None
+    return str(install(value, lambda msg: print(f"[python] {msg}", file=sys.stderr)))

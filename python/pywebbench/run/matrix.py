@@ -17,6 +17,7 @@ from pywebbench.bind import Bind, can_bind_unix, cannot_bind_unix
 from pywebbench.catalogue.base import Framework, Interpreter, Stack
 from pywebbench.catalogue.workloads import HttpRequest, Workload
 from pywebbench.load.spec import LoadSpec, spec_for_request
+from pywebbench.provision.pythons import install_request
 from pywebbench.run.config import ConfigError, LoadConfig, StudyConfig
 
 
@@ -152,7 +153,11 @@ def _interpreters(config: StudyConfig) -> list[Interpreter]:
             if name == "all":
                 found = interp.one_per_version(pool)
             else:
-                found = [interp.find(name, pool) if "/" not in name else interp.find(name)]
+                found = [
+                    interp.find(name, pool, install=install_request)
+                    if "/" not in name
+                    else interp.find(name)
+                ]
         except ValueError as exc:
             raise ConfigError(f"matrix.interpreters: {exc}") from None
         out += [i for i in found if i not in out]
