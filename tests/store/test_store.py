@@ -272,7 +272,8 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
     v1 = v1.replace("connections          INTEGER", "concurrency          INTEGER")
     for column in ("warmup_end", "warmup_s", "steady_start_s", "warmup_curve_json",
                    "drift_json", "leak_json", "worker_max_requests", "connection_mode",
-                   "syscalls_json", "processes_seen", "bind", "node"):  # fmt: skip
+                   "syscalls_json", "processes_seen", "bind", "node", "warmup_class",
+                   "measured_curve_json"):  # fmt: skip
         v1 = "\n".join(line for line in v1.splitlines() if not line.strip().startswith(column))
     v1 = v1.replace("ctx_involuntary      INTEGER,\n);", "ctx_involuntary      INTEGER\n);")
     db.executescript(v1)

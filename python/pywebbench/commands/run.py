@@ -99,6 +99,7 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         ("duration_s", "duration"),
         ("warmup", "warmup"),
         ("warmup_cap_s", "warmup_cap"),
+        ("deep_s", "deep_s"),
         ("ci_target", "ci_target"),
         ("max_replicates", "max_replicates"),
         ("warmup_duration_s", "warmup_duration"),
@@ -178,9 +179,14 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
 @click.option("--duration", "-d", type=float, help="Seconds per measured iteration.")
 @click.option(
     "--warmup",
-    type=click.Choice(["steady", "fixed"]),
+    type=click.Choice(["steady", "fixed", "deep"]),
     help="steady (default): warm up until throughput is steady, or --warmup-cap; fixed: "
-    "--warmup-iterations x --warmup-duration (docs/steady-state.md).",
+    "--warmup-iterations x --warmup-duration; deep: Barrett's method, a --deep-s long series "
+    "per replicate (it never stops early), then a table of each replicate's class: flat, "
+    "warm-up, slowdown, no steady state (docs/steady-state.md).",
+)
+@click.option(
+    "--deep-s", type=float, help="deep: seconds of each replicate's series (default 120)."
 )
 @click.option(
     "--warmup-cap", type=float, help="steady: longest warm-up in seconds (then: not_steady)."
@@ -195,7 +201,12 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
     help="More replicates for cells whose 95%% CI half-width exceeds this fraction of the "
     "median (0.05 = +-5%%), up to --max-replicates.",
 )
-@click.option("--max-replicates", type=int, help="Most replicates per cell (with --ci-target).")
+@click.option(
+    "--max-replicates",
+    type=int,
+    help="Most replicates per cell: more than --replicates when the replicates settle at "
+    "levels over 1.25x apart (inconsistent) or with --ci-target.",
+)
 @click.option("--timeout", type=float, help="Per-request timeout (s).")
 @click.option(
     "--io",

@@ -109,11 +109,18 @@ class LoadConfig(_Model):
         default_factory=list, description="Open loop: target requests/s, one load point each."
     )
     duration_s: float = Field(3.0, gt=0, le=3600, description="Measured iteration length.")
-    warmup: Literal["steady", "fixed"] = Field(
+    warmup: Literal["steady", "fixed", "deep"] = Field(
         "steady",
         description="steady: warm up until the throughput is steady (or warmup_cap_s), per "
         "replicate and workload (docs/steady-state.md); fixed: warmup_iterations x "
-        "warmup_duration_s.",
+        "warmup_duration_s; deep: Barrett's method, a long in-process series of deep_s per "
+        "replicate, each classified (flat, warm-up, slowdown, no steady state).",
+    )
+    deep_s: float = Field(
+        120.0,
+        gt=0,
+        le=3600,
+        description="deep: the length of each replicate's warm-up series (it never stops early).",
     )
     warmup_cap_s: float = Field(
         20.0,
@@ -150,7 +157,11 @@ class LoadConfig(_Model):
         "(a CI from 2 replicates is wide: Student's t, docs/steady-state.md).",
     )
     max_replicates: int = Field(
-        5, ge=1, le=100, description="Replicate budget: the most replicates a cell gets."
+        5,
+        ge=1,
+        le=100,
+        description="Replicate budget: the most replicates a cell gets, when its replicates "
+        "settle at different levels (pywebbench.modes) or its CI is wider than ci_target.",
     )
     timeout_s: float = Field(5.0, gt=0, le=600, description="Per-request timeout of the engine.")
     io: Literal["auto", "epoll", "uring"] = Field(
@@ -230,7 +241,7 @@ class LoadConfig(_Model):
     @property
     def warmups(self) -> int:
         """Warm-up iterations per replicate: one adaptive one, or the fixed number."""
-        return 1 if self.warmup == "steady" else self.warmup_iterations
+        return self.warmup_iterations if self.warmup == "fixed" else 1
 
     @property
     def iterations_per_replicate(self) -> int:
@@ -243,6 +254,8 @@ class LoadConfig(_Model):
         measured += self.syscalls_duration_s if self.syscalls else 0.0
         if self.warmup == "steady":
             return self.steady_window_s + measured, self.warmup_cap_s + measured
+        if self.warmup == "deep":
+            return self.deep_s + measured, self.deep_s + measured
         fixed = self.warmup_iterations * self.warmup_duration_s + measured
         return fixed, fixed
 

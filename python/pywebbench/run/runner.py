@@ -28,6 +28,7 @@ from pywebbench import __version__, bringup
 from pywebbench.bind import Bind
 from pywebbench.bringup import StackFailure, one_line
 from pywebbench.load import LoadAgent, LoadProgress, LocalAgent
+from pywebbench.modes import levels_disagree, replicate_figures
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events, Outcome
 from pywebbench.run.executor import Executor, LocalExecutor
@@ -336,11 +337,13 @@ class StudyRunner:
 
     def _most_replicates(self) -> int:
         cfg = self.config.load
-        return max(cfg.replicates, cfg.max_replicates if cfg.ci_target else 0)
+        return max(cfg.replicates, cfg.max_replicates)
 
     def _wants_more(self, st: _CellState) -> bool:
-        """Another replicate for this cell? The planned ones, then (replicate budget) more
-        while the CI of its median is wider than ``ci_target``, up to ``max_replicates``.
+        """Another replicate for this cell? The planned ones, then more, up to
+        ``max_replicates``, while its replicates settle at different levels
+        (:func:`pywebbench.modes.levels_disagree`) or (replicate budget) while the CI of its
+        median is wider than ``ci_target``.
 
         The budget judges a CI only from :data:`BUDGET_MIN_REPLICATES` on: 2 values that
         happen to agree give a narrow interval by luck, and stopping on it would leave the
@@ -348,11 +351,15 @@ class StudyRunner:
         cfg = self.config.load
         if st.ok < cfg.replicates:
             return True
-        if cfg.ci_target is None or st.ok >= cfg.max_replicates:
+        if st.ok >= cfg.max_replicates:
+            return False
+        rps = replicate_rps(self.store.replicates(st.cell_id), self.store.iterations(st.cell_id))
+        if levels_disagree(replicate_figures(rps)):  # modes, not noise: show them (issue 21)
+            return True
+        if cfg.ci_target is None:
             return False
         if st.ok < BUDGET_MIN_REPLICATES:
             return True
-        rps = replicate_rps(self.store.replicates(st.cell_id), self.store.iterations(st.cell_id))
         width = summarize_replicates(rps).ci_halfwidth_rel
         return math.isnan(width) or width > cfg.ci_target  # NaN: too few values for a CI
 

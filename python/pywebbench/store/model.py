@@ -231,10 +231,16 @@ class Replicate:
     node_id: str | None = None  # its Ray node id (None: the run's own host)
     node_cpu_model: str | None = None
     node_cpus: int | None = None  # cores of that node
+    warmup_class: str | None = None  # flat | warm-up | slowdown | no steady state (Barrett)
+    measured_curve_json: str | None = None  # [[t_s, req/s], ...] of the measured iterations
 
     @property
     def warmup_curve(self) -> list[list[float]]:
         return _loads(self.warmup_curve_json, [])
+
+    @property
+    def measured_curve(self) -> list[list[float]]:
+        return _loads(self.measured_curve_json, [])
 
     @property
     def drift(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -155,6 +155,8 @@ CREATE TABLE IF NOT EXISTS replicates (
     node_id              TEXT,
     node_cpu_model       TEXT,
     node_cpus            INTEGER,
+    warmup_class TEXT CHECK (warmup_class IN ('flat', 'warm-up', 'slowdown', 'no steady state')),
+    measured_curve_json  TEXT,
     UNIQUE (cell_id, replicate)
 );
 
@@ -303,5 +305,12 @@ ALTER TABLE replicates ADD COLUMN node TEXT;
 ALTER TABLE replicates ADD COLUMN node_id TEXT;
 ALTER TABLE replicates ADD COLUMN node_cpu_model TEXT;
 ALTER TABLE replicates ADD COLUMN node_cpus INTEGER
+""",
+    # Barrett's classes (docs/steady-state.md#classes): each replicate's class from its
+    # warm-up curve and its measured series (throughput between progress snapshots).
+    9: """
+ALTER TABLE replicates ADD COLUMN warmup_class TEXT CHECK (warmup_class IN
+    ('flat', 'warm-up', 'slowdown', 'no steady state'));
+ALTER TABLE replicates ADD COLUMN measured_curve_json TEXT
 """,
 }
