@@ -296,10 +296,15 @@ def drift(values: Sequence[float], *, max_drift: float = 0.05) -> Drift:
 
 # ------------------------------------------------------------------------------------- leak
 
-#: Below this slope memory growth is not called a leak (bytes per 1,000 requests).
-#: PyPy's heap and JIT code grow ~20-60 KB per 1,000 requests for a while after warm-up (seen
-#: on gunicorn-sync hello); a reference kept per request costs 1 KB or more.
+#: Below this slope memory growth is not called a leak (bytes per 1,000 requests): a
+#: reference kept per request costs 1 KB or more; CPython's heap is flat once warm.
 LEAK_FLOOR_BYTES_PER_1K = 256 * 1024
+#: The floor on a JIT interpreter (PyPy): its heap and JIT code keep growing for a while
+#: after warm-up, by 20-60 KB per 1,000 requests on gunicorn-sync hello and by 240-290 KB on
+#: the cached app of tests/run/test_leak.py at ~2,000 req/s (RSS 517 -> 521 MB over 6 s,
+#: in 0.6 MB arena steps), which the 256 KB floor called a leak. 1 MB per 1,000 requests is
+#: the smallest leak this test claims to see on PyPy: 1 KB kept per request.
+LEAK_FLOOR_JIT_BYTES_PER_1K = 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import random
 import pytest
 from pywebbench.run.steadiness import snapshot_series
 from pywebbench.steady import (
+    LEAK_FLOOR_JIT_BYTES_PER_1K,
     SteadyRule,
     WarmupEnd,
     WarmupWatch,
@@ -112,3 +113,26 @@ def test_snapshot_series_is_the_rate_between_snapshots() -> None:
     # 0.6 is too close to 0.5 to start an interval of its own: it is skipped
     assert snapshot_series(snaps) == pytest.approx([800.0, 400.0, 1200.0])
     assert snapshot_series([]) == [] and snapshot_series([(0.25, 10)]) == []
+
+
+def test_a_leak_is_growth_that_does_not_stop() -> None:
+    """A cache that fills during the first 40% of the series, then plateaus: the whole
+    slope's interval lies above the floor, its last half's does not."""
+    rng = random.Random(8)
+    requests = [k * 500.0 for k in range(60)]
+    filling = [60e6 + 4096.0 * min(r, 12_000.0) + rng.gauss(0, 100e3) for r in requests]
+    whole = leak(requests, filling, floor=1.0)  # any growth at all, over the whole series
+    assert whole.ci_low > 256 * 1024
+    assert not leak(requests, filling).leaking
+
+
+def test_pypy_heap_growth_is_under_the_jit_floor() -> None:
+    """270 KB per 1,000 requests (PyPy's heap on the cached app, measured) is a leak for
+    CPython's floor, not for the JIT floor; 2 KB per request is one for both."""
+    rng = random.Random(9)
+    requests = [k * 250.0 for k in range(40)]
+    pypy = [517e6 + 270.0 * r + rng.gauss(0, 20e3) for r in requests]
+    assert leak(requests, pypy).leaking
+    assert not leak(requests, pypy, floor=LEAK_FLOOR_JIT_BYTES_PER_1K).leaking
+    kept = [517e6 + 2048.0 * r + rng.gauss(0, 20e3) for r in requests]
+    assert leak(requests, kept, floor=LEAK_FLOOR_JIT_BYTES_PER_1K).leaking

@@ -29,7 +29,12 @@ from pywebbench.run.steadiness import (
     warm_until_steady,
 )
 from pywebbench.run.syscalls import traced_window
-from pywebbench.steady import SteadyRule, WarmupVerdict
+from pywebbench.steady import (
+    LEAK_FLOOR_BYTES_PER_1K,
+    LEAK_FLOOR_JIT_BYTES_PER_1K,
+    SteadyRule,
+    WarmupVerdict,
+)
 from pywebbench.store import IterationKind, Phase, Sample, Store, utcnow
 from pywebbench.warmup_class import classify
 
@@ -134,7 +139,12 @@ class Measurer:
                 return fail, None
             if kind == IterationKind.MEASURED:
                 measured.append((result, samples, snapshots))
-        trend, memory = replicate_checks(measured, max_drift=self.rule.max_drift)
+        jit = cell.variant.stack.interpreter.is_pypy
+        trend, memory = replicate_checks(
+            measured,
+            max_drift=self.rule.max_drift,
+            leak_floor=LEAK_FLOOR_JIT_BYTES_PER_1K if jit else LEAK_FLOOR_BYTES_PER_1K,
+        )
         curve = measured_curve(measured)
         found = classify([y for _, y in warm_curve], [y for _, y in curve])
         with no_sigint():

@@ -13,7 +13,16 @@ from typing import Any
 
 from pywebbench.load import LoadAgent, LoadProgress
 from pywebbench.load.result import LoadResult
-from pywebbench.steady import Drift, Leak, SteadyRule, WarmupVerdict, WarmupWatch, drift, leak
+from pywebbench.steady import (
+    LEAK_FLOOR_BYTES_PER_1K,
+    Drift,
+    Leak,
+    SteadyRule,
+    WarmupVerdict,
+    WarmupWatch,
+    drift,
+    leak,
+)
 from pywebbench.store import Sample
 
 
@@ -119,6 +128,7 @@ def replicate_checks(
     measured: Sequence[tuple[LoadResult, Sequence[Sample], Sequence[Snapshot]]],
     *,
     max_drift: float,
+    leak_floor: float = LEAK_FLOOR_BYTES_PER_1K,
 ) -> tuple[Drift, Leak]:
     """The drift test over the measured throughput, and the leak test of memory (RSS of the
     process tree) against requests served, over a replicate's measured iterations in order.
@@ -126,7 +136,8 @@ def replicate_checks(
     The drift series is the throughput between progress snapshots (about 4 a second): the
     engine's per-second series gives a 3 s iteration 3 points, too few for any trend test
     to reach p < 0.01. Without enough snapshots (below :data:`DRIFT_MIN_POINTS`), the
-    per-second series is used."""
+    per-second series is used. ``leak_floor``: bytes per 1,000 requests below which growth is
+    not a leak (higher on a JIT interpreter: ``steady.LEAK_FLOOR_JIT_BYTES_PER_1K``)."""
     fine: list[float] = []
     series: list[float] = []
     requests: list[float] = []
@@ -141,4 +152,4 @@ def replicate_checks(
         served += float(sum(s.completed for s in result.per_second))
     if len(fine) >= DRIFT_MIN_POINTS:
         series = fine
-    return drift(series, max_drift=max_drift), leak(requests, memory)
+    return drift(series, max_drift=max_drift), leak(requests, memory, floor=leak_floor)
