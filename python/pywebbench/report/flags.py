@@ -20,7 +20,7 @@ FLAG_HELP: dict[str, str] = {
     "more than 5% across the span)",
     "leak": "memory keeps growing with requests once steady: the slope's whole 95% CI lies above "
     "256 KB per 1,000 requests (1 MB on PyPy, whose heap grows for a while after warm-up), "
-    "over the measured iterations and over their last half",
+    "over the measured iterations, and their last half still grows faster than that",
     "inconsistent": "the replicates (server processes) settled at different levels, more than "
     "1.25x apart: the modes are shown, not folded into one median (docs/steady-state.md)",
     "classes": "Barrett's class of each replicate: flat, warm-up (settled at its best), "
