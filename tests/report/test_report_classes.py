@@ -3,6 +3,7 @@ each replicate's class in the warm-up figure's legend (issue 21)."""
 
 from __future__ import annotations
 
+from pywebbench.report.build import steady_manifest
 from pywebbench.report.figures_warmup import point_warmup_figure
 from pywebbench.report.flags import flag_help, flag_notes, legend
 from pywebbench.report.view import PointView, ReportView, StackView, WarmupCurve
@@ -70,3 +71,10 @@ def test_the_warmup_figure_names_each_replicates_class() -> None:
         "replicate 1: warm-up · steady from 3.00 s",
         "replicate 2: no steady state · not steady (cap)",
     }
+
+
+def test_the_manifest_names_the_deep_mode_and_its_length() -> None:
+    load = {"warmup": "deep", "deep_s": 120.0, "steady_window_s": 2.0, "jit_min_requests": 1}
+    manifest = dict(steady_manifest({"load": load}))
+    assert manifest["warm-up"].startswith("deep") and manifest["deep_s"] == "120.0"
+    assert dict(steady_manifest({"load": {"warmup": "fixed"}}))["warm-up"] == "fixed"
