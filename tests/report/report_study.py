@@ -95,7 +95,7 @@ def _run_row(run_id: str) -> Run:
                 "note": "</script><script>alert(9)</script>",
                 "load": {
                     "warmup": "steady",
-                    "warmup_cap_s": 1.25,
+                    "warmup_cap_s": 2.5,
                     "steady_window_s": 0.75,
                     "jit_min_requests": 10**9,
                 },
@@ -172,8 +172,12 @@ def _replicate(
     )
     fields: dict[str, Any] = {}
     if plan.steady_cap_s is not None:
+        # A lenient rule (the slope's bound may move the level by up to 100% per window): a
+        # report fixture needs CPython steady within its short cap; the rule itself is tested
+        # in tests/run (its 5% bound needs 4-7 s of a flat curve).
         rule = SteadyRule(
             window_s=0.75,
+            max_drift=1.0,
             confirm=1,
             cap_s=plan.steady_cap_s,
             min_requests=10**9 if s.impl == "pypy" else 0,

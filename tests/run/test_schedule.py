@@ -245,7 +245,18 @@ def test_the_planned_replicates_always_run() -> None:
         False,
         False,
     ]
-    assert most_rounds(load) == 3
+    # the budget stays open up to max_replicates (5) for cells whose replicates settle at
+    # different levels (issue 21), even without ci_target
+    assert most_rounds(load) == 5
+
+
+def test_replicates_that_settle_at_different_levels_get_more_up_to_the_most() -> None:
+    load = LoadConfig(replicates=3, max_replicates=5)
+    modes = [[2940.0], [1162.0], [3044.0]]  # one process at ~1,160, two at ~3,000
+    agree = [[2940.0], [3010.0], [3044.0]]
+    assert wants_another_replicate(3, load, lambda: modes)
+    assert not wants_another_replicate(3, load, lambda: agree)
+    assert not wants_another_replicate(5, load, lambda: modes)  # the most
 
 
 def test_the_budget_adds_replicates_while_the_interval_is_wide_up_to_its_most() -> None:

@@ -8,13 +8,13 @@ import random
 import pytest
 from pywebbench.run.steadiness import snapshot_series
 from pywebbench.steady import (
+    LEAK_FLOOR_JIT_BYTES_PER_1K,
     SteadyRule,
     WarmupEnd,
     WarmupWatch,
     drift,
     leak,
-    mann_kendall,
-    theil_sen,
+    trend,
 )
 
 
@@ -32,23 +32,23 @@ def _watch(rate_at, rule: SteadyRule, *, seed: int = 1, tick: float = 0.25):
             return verdict
 
 
-def test_theil_sen_and_mann_kendall() -> None:
-    xs = list(range(10))
-    ys = [2 * x + 1 for x in xs]
-    ys[3] = 100  # one outlier does not move the robust slope
-    assert theil_sen(xs, ys) == pytest.approx(2.0)
-    _, p_up = mann_kendall([float(x) for x in range(20)])
-    assert p_up < 1e-6
-    _, p_flat = mann_kendall([1.0, 3.0, 2.0, 3.0, 1.0, 2.0, 1.0, 3.0])
+def test_the_trend_is_robust_and_tested() -> None:
+    ys = [2.0 * x + 10 for x in range(10)]
+    ys[3] = 100.0  # one outlier does not move the robust slope: 2 x 9 / median 21
+    change, p_up = trend(ys)
+    assert change == pytest.approx(18.0 / 21.0, rel=0.01) and p_up < 0.01
+    _, p_flat = trend([1.0, 3.0, 2.0, 3.0, 1.0, 2.0, 1.0, 3.0])
     assert p_flat > 0.5
 
 
 def test_a_flat_server_is_steady_after_one_window() -> None:
+    """Steady asks for evidence of flatness: the slope's bound over a regime of 8,000 req/s
+    (2.2% counting noise per bucket) is tight enough after 4-5 s."""
     rule = SteadyRule(window_s=2.0, cap_s=20.0)
     verdict = _watch(lambda t: 8000.0, rule)
     assert verdict.end == WarmupEnd.STEADY
     assert verdict.steady_start_s is not None and verdict.steady_start_s <= 0.5
-    assert verdict.elapsed_s <= 3.0 and len(verdict.curve) >= 8
+    assert verdict.elapsed_s <= 5.0 and len(verdict.curve) >= 8
 
 
 @pytest.mark.parametrize("ramp_s", [3.0, 6.0, 10.0])
@@ -69,10 +69,11 @@ def test_a_sawtooth_never_settles_and_ends_at_the_cap() -> None:
 
 
 def test_a_slow_server_is_judged_against_its_counting_noise() -> None:
-    """At 300 req/s a 0.25 s bucket holds ~75 requests: +-12% is noise, not a trend."""
+    """At 300 req/s a 0.25 s bucket holds ~75 requests: +-12% is noise, not a trend; bounding
+    the slope of so noisy a curve within 5% per 2 s takes ~8 s of it."""
     rule = SteadyRule(window_s=2.0, cap_s=20.0)
     verdict = _watch(lambda t: 300.0, rule, seed=7)
-    assert verdict.end == WarmupEnd.STEADY and verdict.elapsed_s < 4.0
+    assert verdict.end == WarmupEnd.STEADY and verdict.elapsed_s < 10.0
 
 
 def test_drift_is_a_significant_trend_of_some_size() -> None:
@@ -112,3 +113,26 @@ def test_snapshot_series_is_the_rate_between_snapshots() -> None:
     # 0.6 is too close to 0.5 to start an interval of its own: it is skipped
     assert snapshot_series(snaps) == pytest.approx([800.0, 400.0, 1200.0])
     assert snapshot_series([]) == [] and snapshot_series([(0.25, 10)]) == []
+
+
+def test_a_leak_is_growth_that_does_not_stop() -> None:
+    """A cache that fills during the first 40% of the series, then plateaus: the whole
+    slope's interval lies above the floor, its last half's does not."""
+    rng = random.Random(8)
+    requests = [k * 500.0 for k in range(60)]
+    filling = [60e6 + 4096.0 * min(r, 12_000.0) + rng.gauss(0, 100e3) for r in requests]
+    whole = leak(requests, filling, floor=1.0)  # any growth at all, over the whole series
+    assert whole.ci_low > 256 * 1024
+    assert not leak(requests, filling).leaking
+
+
+def test_pypy_heap_growth_is_under_the_jit_floor() -> None:
+    """270 KB per 1,000 requests (PyPy's heap on the cached app, measured) is a leak for
+    CPython's floor, not for the JIT floor; 2 KB per request is one for both."""
+    rng = random.Random(9)
+    requests = [k * 250.0 for k in range(40)]
+    pypy = [517e6 + 270.0 * r + rng.gauss(0, 20e3) for r in requests]
+    assert leak(requests, pypy).leaking
+    assert not leak(requests, pypy, floor=LEAK_FLOOR_JIT_BYTES_PER_1K).leaking
+    kept = [517e6 + 2048.0 * r + rng.gauss(0, 20e3) for r in requests]
+    assert leak(requests, kept, floor=LEAK_FLOOR_JIT_BYTES_PER_1K).leaking

@@ -17,7 +17,9 @@ use crate::hist::{self, HistData};
 use crate::result::{Tally, ThreadStats};
 use crate::spec::{LoadSpec, Mode};
 use crate::sys;
-use crate::worker::{Rng, Shared, ThreadOut, ThreadPlan, ThreadProgress, Worker};
+use crate::worker::{
+    Rng, Shared, SliceSink, ThreadOut, ThreadPlan, ThreadProgress, Window, Worker,
+};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -54,16 +56,6 @@ pub struct SlicedSpec {
 
 fn default_settle() -> f64 {
     0.2
-}
-
-/// One target's window of load: from `load_start`, counted from `count_start` to `end`
-/// (CLOCK_MONOTONIC ns). `slice`: index on the board; None for a warm-up window.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Window {
-    pub slice: Option<usize>,
-    pub load_start: u64,
-    pub count_start: u64,
-    pub end: u64,
 }
 
 impl SlicedSpec {
@@ -190,9 +182,9 @@ pub struct SliceBoard {
     threads_per_target: u32,
 }
 
-impl SliceBoard {
+impl SliceSink for SliceBoard {
     /// Add one thread's part of slice `index`.
-    pub(crate) fn add(&self, index: usize, tally: &Tally, started_ns: u64, ended_ns: u64) {
+    fn add(&self, index: usize, tally: &Tally, started_ns: u64, ended_ns: u64) {
         let mut b = self.slices.lock().unwrap_or_else(|e| e.into_inner());
         let s = &mut b[index];
         s.requests += tally.requests;
@@ -207,7 +199,9 @@ impl SliceBoard {
         s.ended_ns = s.ended_ns.max(ended_ns);
         s.parts += 1;
     }
+}
 
+impl SliceBoard {
     /// The slices every thread of their target has reported, in time order.
     fn complete(&self, with_hist: bool) -> Vec<SliceStats> {
         let b = self.slices.lock().unwrap_or_else(|e| e.into_inner());
@@ -387,7 +381,7 @@ pub fn start(spec: &SlicedSpec) -> Result<RunningSlices, StartError> {
                     Some(spec.load.cpus[k % spec.load.cpus.len()])
                 },
                 budget: None,
-                slices: Some((windows[t].clone(), board.clone())),
+                slices: Some((windows[t].clone(), board.clone() as Arc<dyn SliceSink>)),
             };
             let w = Worker::new(plan.clone(), shared.clone(), tp)
                 .map_err(|e| StartError::System(format!("cannot create the event loop: {e}")))?;

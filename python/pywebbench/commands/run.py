@@ -265,6 +265,10 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
         study = store.load_study([outcome.run_id])
     for table in summary_tables(study):
         console.print(table)
+    if load.warmup == "deep":
+        from pywebbench.run.classes import class_table
+
+        console.print(class_table(study))
     console.print(
         f"run {outcome.run_id}: {outcome.status}; cells ok {outcome.cells_ok}, "
         f"failed {outcome.cells_failed}"

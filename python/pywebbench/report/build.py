@@ -151,7 +151,7 @@ def steady_manifest(config: dict[str, Any]) -> list[tuple[str, str]]:
     load = config.get("load")
     if not isinstance(load, dict) or "warmup" not in load:
         return []
-    if load["warmup"] != "steady":
+    if load["warmup"] == "fixed":
         return [
             ("warm-up", "fixed"),
             ("warmup_iterations", str(load.get("warmup_iterations", "–"))),
@@ -159,7 +159,11 @@ def steady_manifest(config: dict[str, Any]) -> list[tuple[str, str]]:
         ]
     rule = SteadyRule()
     out = [("warm-up", "steady (until steady, or the cap)")]
-    for key in ("warmup_cap_s", "steady_window_s", "jit_min_requests"):
+    keys = ["warmup_cap_s", "steady_window_s", "jit_min_requests"]
+    if load["warmup"] == "deep":  # Barrett's method: one long series, never stopped early
+        out = [("warm-up", "deep (the whole series, then classified)")]
+        keys[0] = "deep_s"
+    for key in keys:
         label = f"{key} (JIT interpreters)" if key == "jit_min_requests" else key
         out.append((label, str(load.get(key, "–"))))
     for key, value in rule.describe().items():

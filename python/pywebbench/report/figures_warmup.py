@@ -31,11 +31,13 @@ def _xy(points: list[tuple[float, float]]) -> tuple[list[float | None], list[flo
 
 
 def _verdict(w: WarmupCurve) -> str:
+    """How the warm-up ended, after the replicate's class when it has one."""
+    kind = f"{w.warmup_class} · " if w.warmup_class else ""
     if w.end == "cap":
-        return "not steady (cap)"
+        return kind + "not steady (cap)"
     if w.end == "steady" and w.steady_start_s is not None:
-        return f"steady from {w.steady_start_s:.2f} s"
-    return "fixed warm-up"
+        return kind + f"steady from {w.steady_start_s:.2f} s"
+    return kind + "fixed warm-up"
 
 
 def _vline(x: float, colour: str, dash: str) -> dict[str, Any]:
@@ -54,7 +56,8 @@ def _vline(x: float, colour: str, dash: str) -> dict[str, Any]:
 def point_warmup_figure(view: ReportView, point: PointView) -> Figure | None:
     """One line per replicate: its warm-up curve (solid), then its measured per-second
     requests/s (dotted); a dashed vertical line where the steady state was found to start,
-    "not steady (cap)" where the warm-up ended at its cap."""
+    "not steady (cap)" where the warm-up ended at its cap. Each replicate's legend entry
+    starts with its class (flat, warm-up, slowdown, no steady state)."""
     curves = [w for w in point.warmups if w.curve or w.measured]
     if not curves:
         return None

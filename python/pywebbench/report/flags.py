@@ -10,6 +10,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from pywebbench.modes import Consistency, Mode
+
 #: Short note -> what it means (the HTML tooltip, the Markdown and console legend).
 FLAG_HELP: dict[str, str] = {
     "not steady (cap)": "the warm-up reached its cap before throughput was steady: the "
@@ -17,7 +19,12 @@ FLAG_HELP: dict[str, str] = {
     "drift": "throughput trends across the measured iterations (Mann-Kendall p < 0.01 and "
     "more than 5% across the span)",
     "leak": "memory keeps growing with requests once steady: the slope's whole 95% CI lies above "
-    "256 KB per 1,000 requests",
+    "256 KB per 1,000 requests (1 MB on PyPy, whose heap grows for a while after warm-up), "
+    "over the measured iterations, and their last half still grows faster than that",
+    "inconsistent": "the replicates (server processes) settled at different levels, more than "
+    "1.25x apart: the modes are shown, not folded into one median (docs/steady-state.md)",
+    "classes": "Barrett's class of each replicate: flat, warm-up (settled at its best), "
+    "slowdown (settled below an earlier level), no steady state (docs/steady-state.md)",
     "generator-bound": "the load generator's core was saturated: the stack may be faster",
     "errors": "some measured iteration had transport errors",
     "interfered": "other processes took more than load.interference_max of a core from the "
@@ -51,7 +58,20 @@ def flag_notes(flags: Mapping[str, Any], *, generator_bound: bool = False) -> li
     remeasured = flags.get("remeasured")
     if isinstance(remeasured, int) and not isinstance(remeasured, bool) and remeasured > 0:
         notes.append(f"re-measured ({remeasured}x)")
+    if flags.get("inconsistent"):
+        notes.append(_modes_note(flags))
+    classes = flags.get("classes")
+    if isinstance(classes, dict) and set(classes) - {"flat", "warm-up"}:
+        # only worth a note when some replicate did not settle at its best level
+        notes.append("classes (" + ", ".join(f"{n} {c}" for c, n in classes.items()) + ")")
     return notes
+
+
+def _modes_note(flags: Mapping[str, Any]) -> str:
+    found = flags.get("modes")
+    if not isinstance(found, list) or not found:
+        return "inconsistent"
+    return Consistency(tuple(Mode(float(lv), int(n)) for lv, n in found)).describe()
 
 
 #: What a "tied with #k" note means (not a flag: a property of the ranking).
@@ -64,12 +84,12 @@ TIE_HELP = (
 def flag_help(note: str) -> str:
     """What a note means: a flag's meaning, the tie's, or empty for other notes."""
     for key, text in FLAG_HELP.items():
-        if note == key or note.startswith(key + " ("):
+        if note == key or note.startswith((key + " (", key + ":")):
             return text
     return TIE_HELP if note.startswith("tied with #") else ""
 
 
 def legend(notes: list[str]) -> list[tuple[str, str]]:
     """(flag, meaning) for each distinct flag among ``notes``, in :data:`FLAG_HELP` order."""
-    shown = {k for n in notes for k in FLAG_HELP if n == k or n.startswith(k + " (")}
+    shown = {k for n in notes for k in FLAG_HELP if n == k or n.startswith((k + " (", k + ":"))}
     return [(k, v) for k, v in FLAG_HELP.items() if k in shown]

@@ -20,8 +20,10 @@ Rounding is Python's (round half to even on the binary value). A missing value i
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
+from pywebbench.modes import modes, replicate_figures
 from pywebbench.report.flags import flag_notes
 from pywebbench.report.ties import fmt_ci_only, fmt_ratio_ci, rank_marker
 from pywebbench.report.view import (
@@ -237,6 +239,8 @@ def ranking_table(ranking: Ranking, *, robustness: bool = False) -> Table:
 
 def _ranking_row(r: RankingRow, robustness: bool) -> Row:
     p = r.point
+    consistency = modes(replicate_figures(p.rps_by_replicate))
+    classes = Counter(w.warmup_class for w in p.warmups if w.warmup_class)
     notes = flag_notes(
         {
             "not_steady": p.not_steady,
@@ -245,6 +249,9 @@ def _ranking_row(r: RankingRow, robustness: bool) -> Row:
             "leak_bytes_per_1k": (p.leak_kb_per_1k or math.nan) * 1024,
             "interfered": p.interfered,
             "remeasured": p.remeasured,
+            "inconsistent": not consistency.consistent,
+            "modes": consistency.to_list(),
+            "classes": dict(sorted(classes.items())),
         },
         generator_bound=p.generator_bound,
     )

@@ -79,6 +79,8 @@ class WarmupCurve:
     curve: list[tuple[float, float]] = field(default_factory=list)  # (s, req/s)
     # Measured iterations' per-second req/s, on the same clock (after the warm-up).
     measured: list[tuple[float, float]] = field(default_factory=list)
+    # Barrett's class of the replicate: flat, warm-up, slowdown, no steady state ("": none)
+    warmup_class: str = ""
 
 
 @dataclass

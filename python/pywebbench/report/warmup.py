@@ -3,7 +3,8 @@
 - Warm-up curve: requests/s per 0.25 s bucket since the warm-up began (``warmup_curve_json``
   of a steady warm-up), then the measured iterations' per-second requests/s on the same
   clock, laid end to end after the warm-up. A fixed warm-up has no stored curve: its
-  iterations' per-second series stands in.
+  iterations' per-second series stands in. Each replicate carries its class (flat,
+  warm-up, slowdown, no steady state: pywebbench.warmup_class).
 - Memory: idle RSS at startup, RSS at the end of the warm-up and at the end of the last
   measured iteration, medians over replicates; the leak slope is the median of the
   replicates' Theil-Sen slopes, its interval the lowest to highest bound of their 95% CIs.
@@ -97,4 +98,5 @@ def warmup_curve(index: int, rep: Replicate | None, its: Sequence[Iteration]) ->
         steady_start_s=rep.steady_start_s if rep is not None else None,
         curve=curve,
         measured=after,
+        warmup_class=(rep.warmup_class or "") if rep is not None else "",
     )

@@ -85,11 +85,22 @@ class LoadConfig(Table):
     duration_s: Annotated[
         float, Flag("--duration", "-d", help="Seconds per measured iteration.")
     ] = Field(3.0, gt=0, le=3600, description="Measured iteration length.")
-    warmup: Annotated[Literal["steady", "fixed"], Flag("--warmup", help=WARMUP_HELP)] = Field(
-        "steady",
-        description="steady: warm up until the throughput is steady (or warmup_cap_s), per "
-        "replicate and workload (docs/steady-state.md); fixed: warmup_iterations x "
-        "warmup_duration_s.",
+    warmup: Annotated[Literal["steady", "fixed", "deep"], Flag("--warmup", help=WARMUP_HELP)] = (
+        Field(
+            "steady",
+            description="steady: warm up until the throughput is steady (or warmup_cap_s), per "
+            "replicate and workload (docs/steady-state.md); fixed: warmup_iterations x "
+            "warmup_duration_s; deep: Barrett's method, a long in-process series of deep_s per "
+            "replicate, each classified (flat, warm-up, slowdown, no steady state).",
+        )
+    )
+    deep_s: Annotated[
+        float, Flag("--deep-s", help="deep: seconds of each replicate's series (default 120).")
+    ] = Field(
+        120.0,
+        gt=0,
+        le=3600,
+        description="deep: the length of each replicate's warm-up series (it never stops early).",
     )
     warmup_cap_s: Annotated[
         float, Flag("--warmup-cap", help="steady: longest warm-up in seconds (then: not_steady).")
@@ -130,8 +141,19 @@ class LoadConfig(Table):
         "(a CI from 2 replicates is wide: Student's t, docs/steady-state.md).",
     )
     max_replicates: Annotated[
-        int, Flag("--max-replicates", help="Most replicates per cell (with --ci-target).")
-    ] = Field(5, ge=1, le=100, description="Replicate budget: the most replicates a cell gets.")
+        int,
+        Flag(
+            "--max-replicates",
+            help="Most replicates per cell: more than --replicates when the replicates settle "
+            "at levels over 1.25x apart (inconsistent) or with --ci-target.",
+        ),
+    ] = Field(
+        5,
+        ge=1,
+        le=100,
+        description="Replicate budget: the most replicates a cell gets, when its replicates "
+        "settle at different levels (pywebbench.modes) or its CI is wider than ci_target.",
+    )
     timeout_s: Annotated[float, Flag("--timeout", help="Per-request timeout (s).")] = Field(
         5.0, gt=0, le=600, description="Per-request timeout of the engine."
     )
@@ -335,7 +357,7 @@ class LoadConfig(Table):
     @property
     def warmups(self) -> int:
         """Warm-up iterations per replicate: one adaptive one, or the fixed number."""
-        return 1 if self.warmup == "steady" else self.warmup_iterations
+        return self.warmup_iterations if self.warmup == "fixed" else 1
 
     @property
     def iterations_per_replicate(self) -> int:
@@ -348,6 +370,8 @@ class LoadConfig(Table):
         measured = self.iterations * self.duration_s
         measured += self.syscalls_duration_s if self.syscalls else 0.0
         measured += self.flamegraph_duration_s if self.flamegraph else 0.0
+        if self.warmup == "deep":
+            return self.deep_s + measured, self.deep_s + measured
         if self.warmup == "steady":
             return self.steady_window_s + measured, self.warmup_cap_s + measured
         fixed = self.warmup_iterations * self.warmup_duration_s + measured

@@ -28,10 +28,21 @@ from pywebbench.run.health import judge_iteration
 from pywebbench.run.matrix import CellPlan
 from pywebbench.run.robustness import FreshServer, fault_phase
 from pywebbench.run.rows import iteration_row
-from pywebbench.run.steadiness import Snapshot, replicate_checks, warm_until_steady
+from pywebbench.run.steadiness import (
+    Snapshot,
+    measured_curve,
+    replicate_checks,
+    warm_until_steady,
+)
 from pywebbench.run.syscalls import traced_window
-from pywebbench.steady import SteadyRule, WarmupVerdict
+from pywebbench.steady import (
+    LEAK_FLOOR_BYTES_PER_1K,
+    LEAK_FLOOR_JIT_BYTES_PER_1K,
+    SteadyRule,
+    WarmupVerdict,
+)
 from pywebbench.store import IterationKind, Phase, Sample, StoreWriter, utcnow
+from pywebbench.warmup_class import classify
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
@@ -70,7 +81,7 @@ def steady_rule(config: StudyConfig, *, jit: bool = False) -> SteadyRule:
     load = config.load
     return SteadyRule(
         window_s=load.steady_window_s,
-        cap_s=load.warmup_cap_s,
+        cap_s=load.deep_s if load.warmup == "deep" else load.warmup_cap_s,
         min_requests=load.jit_min_requests if jit else 0,
     )
 
@@ -117,8 +128,9 @@ class Measurer:
         """
         cfg = self.config.load
         plan: list[tuple[IterationKind, int, float]] = []
-        if cfg.warmup == "steady":
-            fail = self._steady_warmup(cell, cell_id, rep_id, replicate, server)
+        warm_curve: list[tuple[float, float]] = []
+        if cfg.warmup != "fixed":
+            fail = self._steady_warmup(cell, cell_id, rep_id, replicate, server, warm_curve)
             if fail is not None:
                 return fail, None
         else:
@@ -156,12 +168,21 @@ class Measurer:
                 return fail, None
             if kind == IterationKind.MEASURED:
                 measured.append((result, samples, snapshots))
-        trend, memory = replicate_checks(measured, max_drift=self.rule.max_drift)
+        jit = cell.variant.stack.interpreter.is_pypy
+        trend, memory = replicate_checks(
+            measured,
+            max_drift=self.rule.max_drift,
+            leak_floor=LEAK_FLOOR_JIT_BYTES_PER_1K if jit else LEAK_FLOOR_BYTES_PER_1K,
+        )
+        curve = measured_curve(measured)
+        found = classify([y for _, y in warm_curve], [y for _, y in curve])
         with no_sigint():
             self.store.update_replicate(
                 rep_id,
                 drift_json=json.dumps(trend.to_dict()),
                 leak_json=json.dumps(memory.to_dict()),
+                warmup_class=found.value if found else None,
+                measured_curve_json=json.dumps([[t, round(y, 1)] for t, y in curve]),
             )
         if cfg.syscalls and measured:
             self._syscalls_window(cell, rep_id, server)
@@ -296,16 +317,28 @@ class Measurer:
         return lambda: self.agent.run(spec, progress=progress)
 
     def _steady_warmup(
-        self, cell: CellPlan, cell_id: int, rep_id: int, replicate: int, server: RunningServer
+        self,
+        cell: CellPlan,
+        cell_id: int,
+        rep_id: int,
+        replicate: int,
+        server: RunningServer,
+        curve: list[tuple[float, float]],
     ) -> StackFailure | None:
-        """One warm-up load, ended by the steady-state rule or its cap; stored as the
-        replicate's warm-up iteration, with its curve and verdict on the replicate row."""
+        """One warm-up load, ended by the steady-state rule or its cap (``deep``: always run
+        to the cap); stored as the replicate's warm-up iteration, with its curve (also put in
+        ``curve``) and verdict on the replicate row."""
         found: list[WarmupVerdict] = []
         rule = steady_rule(self.config, jit=cell.variant.stack.interpreter.is_pypy)
+        deep = self.config.load.warmup == "deep"
 
         def warm() -> LoadResult:
             result, verdict = warm_until_steady(
-                self.agent, lambda d: self._spec(cell, server, d), rule, self._progress
+                self.agent,
+                lambda d: self._spec(cell, server, d),
+                rule,
+                self._progress,
+                stop_when_steady=not deep,
             )
             found.append(verdict)
             return result
@@ -314,6 +347,7 @@ class Measurer:
         assert done is not None  # only measured iterations are measured again
         result, alive, _ = done
         verdict = found[0]
+        curve += verdict.curve
         with no_sigint():
             self.store.update_replicate(
                 rep_id,

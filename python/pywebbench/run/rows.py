@@ -12,6 +12,7 @@ from pywebbench import __version__
 from pywebbench.load import iteration_figures
 from pywebbench.load.result import LoadResult
 from pywebbench.meter import MeterSummary, snapshot
+from pywebbench.modes import modes, replicate_figures
 from pywebbench.run.host import facts
 from pywebbench.run.matrix import CellPlan, Variant
 from pywebbench.store import (
@@ -201,6 +202,14 @@ def cell_flags(replicates: list[Replicate], iterations: list[Iteration]) -> dict
     if leaks:
         slopes = sorted(float(x["bytes_per_1k"]) for x in leaks)
         flags["leak_bytes_per_1k"] = slopes[len(slopes) // 2]
+    # Barrett's classes per replicate, and whether the replicates settled at one level
+    classes = [r.warmup_class for r in reps if r.warmup_class]
+    if classes:
+        flags["classes"] = {c: classes.count(c) for c in sorted(set(classes))}
+    consistency = modes(replicate_figures(replicate_rps(replicates, iterations)))
+    flags["inconsistent"] = not consistency.consistent
+    if not consistency.consistent:
+        flags["modes"] = consistency.to_list()
     return flags
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness
+from pywebbench.modes import levels_disagree, replicate_figures
 from pywebbench.run.config import LoadConfig
 from pywebbench.run.matrix import CellPlan
 from pywebbench.run.measure import Interrupted
@@ -105,29 +106,37 @@ def groups_of(cells: Sequence[CellPlan], server_scope: str) -> list[list[CellPla
 
 
 def most_rounds(load: LoadConfig) -> int:
-    """The most rounds a study can take: its replicates, or the budget's most."""
-    return max(load.replicates, load.max_replicates if load.ci_target else 0)
+    """The most rounds a study can take: its replicates, or the budget's most (the budget
+    may add replicates to a cell whose replicates settle at different levels, so it is
+    open even without ``ci_target``)."""
+    return max(load.replicates, load.max_replicates)
 
 
 def wants_another_replicate(
     ok: int, load: LoadConfig, replicate_rps: Callable[[], Sequence[Sequence[float]]]
 ) -> bool:
-    """Another replicate for a cell with ``ok`` completed ones? The planned ones, then
-    (replicate budget) more while the 95% CI of its median req/s is wider than
-    ``ci_target``, up to ``max_replicates``. ``replicate_rps()`` gives the measured req/s of
-    each completed replicate (:func:`~pywebbench.run.rows.replicate_rps`); it is asked only
-    when the budget needs it.
+    """Another replicate for a cell with ``ok`` completed ones? The planned ones, then more,
+    up to ``max_replicates``, while its replicates settle at different levels
+    (:func:`pywebbench.modes.levels_disagree`: modes, not noise, issue 21) or (replicate
+    budget) while the 95% CI of its median req/s is wider than ``ci_target``.
+    ``replicate_rps()`` gives the measured req/s of each completed replicate
+    (:func:`~pywebbench.run.rows.replicate_rps`); it is asked only when the budget needs it.
 
     The budget judges a CI only from :data:`BUDGET_MIN_REPLICATES` on: 2 values that happen
     to agree give a narrow interval by luck, and stopping on it would leave the cells that
     stopped early with intervals that cover less than they claim."""
     if ok < load.replicates:
         return True
-    if load.ci_target is None or ok >= load.max_replicates:
+    if ok >= load.max_replicates:
         return False
-    if ok < BUDGET_MIN_REPLICATES:
+    if load.ci_target is not None and ok < BUDGET_MIN_REPLICATES:
+        return True  # the budget judges no interval from fewer (docstring)
+    rps = replicate_rps()
+    if levels_disagree(replicate_figures(rps)):
         return True
-    width = summarize_replicates(replicate_rps()).ci_halfwidth_rel
+    if load.ci_target is None:
+        return False
+    width = summarize_replicates(rps).ci_halfwidth_rel
     return math.isnan(width) or width > load.ci_target  # NaN: too few values for a CI
 
 
@@ -193,6 +202,8 @@ def run_rounds(
     try:
         for round_no in range(rounds):
             batch = round_groups(opened, round_no, wants_more)
+            if not batch:  # no cell wants another replicate: the study is done
+                break
             outcomes = run_round(batch)
             for group, results in zip(batch, outcomes, strict=True):
                 for progress, outcome in zip(group, results, strict=True):
@@ -200,8 +211,6 @@ def run_rounds(
             for p in [p for p in pending if p.failure or not wants_more(p)]:
                 finish(p)
                 pending.remove(p)
-            if not batch:
-                break
     except (KeyboardInterrupt, Interrupted):
         interrupted(pending)
         raise

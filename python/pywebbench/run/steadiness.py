@@ -13,7 +13,16 @@ from typing import Any
 
 from pywebbench.load import LoadAgent, LoadProgress
 from pywebbench.load.result import LoadResult
-from pywebbench.steady import Drift, Leak, SteadyRule, WarmupVerdict, WarmupWatch, drift, leak
+from pywebbench.steady import (
+    LEAK_FLOOR_BYTES_PER_1K,
+    Drift,
+    Leak,
+    SteadyRule,
+    WarmupVerdict,
+    WarmupWatch,
+    drift,
+    leak,
+)
 from pywebbench.store import Sample
 
 
@@ -22,12 +31,15 @@ def warm_until_steady(
     spec_for: Callable[[float], Any],
     rule: SteadyRule,
     display: Callable[[LoadProgress], None] | None = None,
+    *,
+    stop_when_steady: bool = True,
 ) -> tuple[LoadResult, WarmupVerdict]:
-    """One warm-up load of at most ``rule.cap_s`` seconds, stopped once steady.
+    """One warm-up load of at most ``rule.cap_s`` seconds, stopped once steady (unless
+    ``stop_when_steady`` is False: the deep mode records the whole curve to the cap).
 
     ``spec_for(duration_s)`` builds the load spec; ``display`` gets every progress snapshot.
     """
-    watch = WarmupWatch(rule)
+    watch = WarmupWatch(rule, stop_when_steady=stop_when_steady)
     found: list[WarmupVerdict] = []
 
     def progress(snapshot: LoadProgress) -> bool:
@@ -77,18 +89,38 @@ DRIFT_MIN_POINTS = 6
 Snapshot = tuple[float, int]
 
 
-def snapshot_series(snapshots: Sequence[Snapshot], *, min_gap_s: float = 0.2) -> list[float]:
-    """Requests/s between consecutive progress snapshots (the engine's, every 0.25 s), the
-    first at least ``min_gap_s`` after the last one used."""
-    out: list[float] = []
+def snapshot_curve(
+    snapshots: Sequence[Snapshot], *, min_gap_s: float = 0.2
+) -> list[tuple[float, float]]:
+    """``(t, requests/s)`` between consecutive progress snapshots (the engine's, every
+    0.25 s), each interval at least ``min_gap_s`` long; ``t`` is the interval's end."""
+    out: list[tuple[float, float]] = []
     last: Snapshot | None = None
     for t, n in sorted(snapshots):
         if last is None:
             last = (t, n)
             continue
         if t - last[0] >= min_gap_s:
-            out.append((n - last[1]) / (t - last[0]))
+            out.append((t, (n - last[1]) / (t - last[0])))
             last = (t, n)
+    return out
+
+
+def snapshot_series(snapshots: Sequence[Snapshot], *, min_gap_s: float = 0.2) -> list[float]:
+    """Requests/s between consecutive progress snapshots (:func:`snapshot_curve`)."""
+    return [rps for _, rps in snapshot_curve(snapshots, min_gap_s=min_gap_s)]
+
+
+def measured_curve(
+    measured: Sequence[tuple[LoadResult, Sequence[Sample], Sequence[Snapshot]]],
+) -> list[tuple[float, float]]:
+    """The measured iterations' throughput between progress snapshots, end to end: ``t`` runs
+    on from one iteration to the next (their pauses left out)."""
+    out: list[tuple[float, float]] = []
+    offset = 0.0
+    for result, _, snapshots in measured:
+        out += [(round(offset + t, 3), rps) for t, rps in snapshot_curve(snapshots)]
+        offset += float(result.duration_s or 0.0)
     return out
 
 
@@ -96,6 +128,7 @@ def replicate_checks(
     measured: Sequence[tuple[LoadResult, Sequence[Sample], Sequence[Snapshot]]],
     *,
     max_drift: float,
+    leak_floor: float = LEAK_FLOOR_BYTES_PER_1K,
 ) -> tuple[Drift, Leak]:
     """The drift test over the measured throughput, and the leak test of memory (RSS of the
     process tree) against requests served, over a replicate's measured iterations in order.
@@ -103,7 +136,8 @@ def replicate_checks(
     The drift series is the throughput between progress snapshots (about 4 a second): the
     engine's per-second series gives a 3 s iteration 3 points, too few for any trend test
     to reach p < 0.01. Without enough snapshots (below :data:`DRIFT_MIN_POINTS`), the
-    per-second series is used."""
+    per-second series is used. ``leak_floor``: bytes per 1,000 requests below which growth is
+    not a leak (higher on a JIT interpreter: ``steady.LEAK_FLOOR_JIT_BYTES_PER_1K``)."""
     fine: list[float] = []
     series: list[float] = []
     requests: list[float] = []
@@ -118,4 +152,4 @@ def replicate_checks(
         served += float(sum(s.completed for s in result.per_second))
     if len(fine) >= DRIFT_MIN_POINTS:
         series = fine
-    return drift(series, max_drift=max_drift), leak(requests, memory)
+    return drift(series, max_drift=max_drift), leak(requests, memory, floor=leak_floor)

@@ -241,10 +241,16 @@ class Replicate:
     #: Whether its server's app processes ran with the GIL (``sys._is_gil_enabled()``; any
     #: process: True); None when none reported (a user's app).
     gil_enabled: bool | None = None
+    warmup_class: str | None = None  # flat | warm-up | slowdown | no steady state (Barrett)
+    measured_curve_json: str | None = None  # [[t_s, req/s], ...] of the measured iterations
 
     @property
     def warmup_curve(self) -> list[list[float]]:
         return _loads(self.warmup_curve_json, [])
+
+    @property
+    def measured_curve(self) -> list[list[float]]:
+        return _loads(self.measured_curve_json, [])
 
     @property
     def drift(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -162,6 +162,8 @@ CREATE TABLE IF NOT EXISTS replicates (
     flame_json           TEXT,
     instructions_json    TEXT,
     gil_enabled          INTEGER,
+    warmup_class TEXT CHECK (warmup_class IN ('flat', 'warm-up', 'slowdown', 'no steady state')),
+    measured_curve_json  TEXT,
     UNIQUE (cell_id, replicate)
 );
 
@@ -373,5 +375,12 @@ ALTER TABLE stacks ADD COLUMN interpreter_jit INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE stacks ADD COLUMN interpreter_optimizations TEXT NOT NULL DEFAULT '';
 ALTER TABLE stacks ADD COLUMN interpreter_gil TEXT NOT NULL DEFAULT '';
 ALTER TABLE replicates ADD COLUMN gil_enabled INTEGER
+""",
+    # Barrett's classes (docs/steady-state.md#classes): each replicate's class from its
+    # warm-up curve and its measured series (throughput between progress snapshots).
+    14: """
+ALTER TABLE replicates ADD COLUMN warmup_class TEXT CHECK (warmup_class IN
+    ('flat', 'warm-up', 'slowdown', 'no steady state'));
+ALTER TABLE replicates ADD COLUMN measured_curve_json TEXT
 """,
 }

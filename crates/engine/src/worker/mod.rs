@@ -15,6 +15,7 @@ mod conn;
 mod epoll;
 mod schedule;
 mod sliced;
+pub use sliced::{SliceSink, Window};
 mod uring;
 
 pub(crate) use self::schedule::Rng;
@@ -88,7 +89,7 @@ pub struct ThreadPlan {
     pub budget: Option<u64>,
     /// Interleaved slices (slices.rs): this thread's target's windows and the board its
     /// slices go to. None: load all the time.
-    pub slices: Option<(Vec<crate::slices::Window>, Arc<crate::slices::SliceBoard>)>,
+    pub slices: Option<(Vec<Window>, Arc<dyn SliceSink>)>,
 }
 
 /// The I/O backend of a thread.

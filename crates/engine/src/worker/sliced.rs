@@ -5,8 +5,24 @@
 use super::conn::CState;
 use super::Worker;
 use crate::result::Tally;
-use crate::slices::{SliceBoard, Window};
 use std::sync::Arc;
+
+/// One target's window of load: from `load_start`, counted from `count_start` to `end`
+/// (CLOCK_MONOTONIC ns). `slice`: index on the board; None for a warm-up window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    pub slice: Option<usize>,
+    pub load_start: u64,
+    pub count_start: u64,
+    pub end: u64,
+}
+
+/// Where a thread hands each finished slice (crate::slices' board: one lock per slice per
+/// thread, none per request). A trait, so the worker does not depend on the slices module.
+pub trait SliceSink: Send + Sync {
+    /// Add one thread's part of slice `index`, counted from `started_ns` to `ended_ns`.
+    fn add(&self, index: usize, tally: &Tally, started_ns: u64, ended_ns: u64);
+}
 
 /// Where a thread is in its windows.
 pub(super) struct SliceTrack {
@@ -14,7 +30,7 @@ pub(super) struct SliceTrack {
     /// The current (or next) window.
     next: usize,
     stage: Stage,
-    board: Arc<SliceBoard>,
+    board: Arc<dyn SliceSink>,
     /// The run's tally while a slice is counted in `Worker::tally`.
     outside: Option<Tally>,
     /// When the counted part of the current slice began (ns).
@@ -32,7 +48,7 @@ enum Stage {
 }
 
 impl SliceTrack {
-    pub(super) fn new(windows: Vec<Window>, board: Arc<SliceBoard>) -> SliceTrack {
+    pub(super) fn new(windows: Vec<Window>, board: Arc<dyn SliceSink>) -> SliceTrack {
         SliceTrack {
             windows,
             next: 0,

@@ -1,0 +1,60 @@
+"""The classification table of ``pywebbench run --warmup deep`` (docs/steady-state.md#deep).
+
+Barrett et al. (OOPSLA 2017) report, per benchmark, how its process executions were
+classified and whether they agree. One row per cell: how many of its replicates were flat,
+warm-up, slowdown or had no steady state, and whether their levels are consistent
+(:func:`pywebbench.modes.modes`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from pywebbench.modes import modes, replicate_figures
+from pywebbench.store import Study
+from pywebbench.warmup_class import WarmupClass
+
+
+def class_rows(study: Study) -> list[dict[str, Any]]:
+    """Per cell with replicates: ``stack``, ``cell``, the count of each class (and of the
+    replicates left unclassified, ``unclassified``) and ``consistency`` in words."""
+    out = []
+    for cell in study.cells:
+        assert cell.id is not None
+        reps = [r for r in study.replicates_of(cell.id) if r.status == "ok"]
+        if not reps:
+            continue
+        counts: dict[str, Any] = {c.value: 0 for c in WarmupClass}
+        counts["unclassified"] = 0
+        for r in reps:
+            counts[r.warmup_class or "unclassified"] += 1
+        by_rep: dict[int, list[float]] = {}
+        for it in study.iterations_of(cell.id):
+            if not it.interrupted:
+                by_rep.setdefault(it.replicate, []).append(it.rps)
+        consistency = modes(replicate_figures([by_rep[k] for k in sorted(by_rep)]))
+        out.append(
+            {
+                "stack": study.stack(cell.stack_id).key,
+                "cell": f"{cell.workload} @ {cell.load_point}",
+                **counts,
+                "consistency": consistency.describe(),
+            }
+        )
+    return out
+
+
+def class_table(study: Study) -> Table:
+    """The classification table (module doc) as a rich table."""
+    t = Table(
+        title="Barrett classification of each replicate (process execution)",
+        title_justify="left",
+    )
+    columns = ["stack", "cell", *(c.value for c in WarmupClass), "unclassified", "consistency"]
+    for col in columns:
+        t.add_column(col, justify="left" if col in ("stack", "cell", "consistency") else "right")
+    for row in class_rows(study):
+        t.add_row(*(str(row[c]) for c in columns))
+    return t

@@ -1,0 +1,111 @@
+"""The class of a replicate's curve, after Barrett et al. ("Virtual Machine Warmup Blows Hot
+and Cold", OOPSLA 2017): **flat**, **warm-up**, **slowdown** or **no steady state**.
+
+The curve is the replicate's throughput in quarter-second points: its warm-up curve (less
+its first second, the load's own start), then its measured iterations (the progress
+snapshots). Changepoints (PELT, :func:`segments`) cut
+it into regimes; adjacent regimes whose levels differ by at most ``tolerance`` are one
+(Barrett's "equivalent" segments). Then:
+
+- **no steady state**: the last regime starts inside the measured part (the level changed
+  while it was measured; a changepoint at its first points is where the new load settled),
+  or the measured part has a significant trend (Mann-Kendall
+  p < 0.01) of more than ``max_trend`` (a slow ramp that no single changepoint marks);
+- **flat**: one regime from the first point to the last;
+- **warm-up**: the last regime is the fastest (no earlier regime above it);
+- **slowdown**: an earlier regime was faster than the one the replicate settled at.
+
+Throughput is higher-is-better, so Barrett's "slower" is a lower level here.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from pywebbench.steady import TREND_ALPHA, segments, trend
+
+#: Regimes whose levels differ by at most this fraction are one. This machine's noise is
+#: 1-4% within a minute, and two loads of one settled reference server a second apart
+#: differed by 8% while other tests ran (tests/run/test_warmup_class_refserver.py), so a
+#: regime of its own needs more than 10%.
+LEVEL_TOLERANCE = 0.10
+#: A trend across the measured series larger than this (and significant) is no steady state.
+MAX_TREND = 0.05
+#: Points of the warm-up curve left out at its start: the load's own start (connections
+#: opening, the first requests; the reference server, steady from its first request, served
+#: 690 and 950 req/s in its first two quarter-seconds, then ~1,100), not the server's
+#: warm-up. 4 points: the first second.
+LOAD_START_POINTS = 4
+#: The measured series is a new load: a changepoint this many points from its start is the
+#: boundary between the two loads (the level the measured load settled at), not a change
+#: while it was measured.
+BOUNDARY_POINTS = 2
+
+
+class WarmupClass(str, Enum):
+    """Barrett's classes of one process execution (a replicate)."""
+
+    FLAT = "flat"
+    WARMUP = "warm-up"
+    SLOWDOWN = "slowdown"
+    NO_STEADY_STATE = "no steady state"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Regime:
+    """A stretch of the curve at one level: points ``[start, end)``, median level."""
+
+    start: int
+    end: int
+    level: float
+
+
+def regimes(ys: Sequence[float], *, tolerance: float = LEVEL_TOLERANCE) -> list[Regime]:
+    """The curve's PELT segments, with adjacent equivalent ones merged (module doc)."""
+    found = [Regime(a, b, statistics.median(ys[a:b])) for a, b in segments(ys)]
+    merged = True
+    while merged and len(found) > 1:
+        merged = False
+        gaps = [
+            abs(b.level - a.level) / max(abs(a.level), abs(b.level), 1e-9)
+            for a, b in zip(found, found[1:], strict=False)
+        ]
+        k = min(range(len(gaps)), key=gaps.__getitem__)
+        if gaps[k] <= tolerance:
+            a, b = found[k], found[k + 1]
+            found[k : k + 2] = [Regime(a.start, b.end, statistics.median(ys[a.start : b.end]))]
+            merged = True
+    return found
+
+
+def classify(
+    warmup: Sequence[float],
+    measured: Sequence[float],
+    *,
+    tolerance: float = LEVEL_TOLERANCE,
+    max_trend: float = MAX_TREND,
+) -> WarmupClass | None:
+    """The class of a replicate from its warm-up curve and measured series (module doc);
+    None without a measured series to judge."""
+    if len(measured) < 3:
+        return None
+    warm = list(warmup[LOAD_START_POINTS:]) if len(warmup) > 2 * LOAD_START_POINTS else []
+    ys = [float(v) for v in (*warm, *measured)]
+    found = regimes(ys, tolerance=tolerance)
+    last = found[-1]
+    if last.start > len(warm) + BOUNDARY_POINTS:
+        return WarmupClass.NO_STEADY_STATE
+    change, p = trend(list(measured))
+    if p < TREND_ALPHA and abs(change) > max_trend:
+        return WarmupClass.NO_STEADY_STATE
+    if len(found) == 1:
+        return WarmupClass.FLAT
+    if any(r.level > last.level * (1.0 + tolerance) for r in found[:-1]):
+        return WarmupClass.SLOWDOWN
+    return WarmupClass.WARMUP

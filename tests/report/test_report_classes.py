@@ -1,0 +1,80 @@
+"""A cell's classes and modes in its notes (console, HTML, Markdown share flag_notes) and
+each replicate's class in the warm-up figure's legend (issue 21)."""
+
+from __future__ import annotations
+
+from pywebbench.report.build import steady_manifest
+from pywebbench.report.figures_warmup import point_warmup_figure
+from pywebbench.report.flags import flag_help, flag_notes, legend
+from pywebbench.report.view import PointView, ReportView, StackView, WarmupCurve
+from pywebbench.run.rows import cell_flags
+from pywebbench.store import Iteration, Replicate
+
+
+def test_an_inconsistent_cell_says_where_its_processes_settled() -> None:
+    notes = flag_notes(
+        {"inconsistent": True, "modes": [[2992.0, 2], [1162.0, 1]], "classes": {"warm-up": 3}}
+    )
+    assert notes == ["inconsistent: 2 of 3 processes at ~2,990, 1 at ~1,160"]
+    assert "settled at different levels" in flag_help(notes[0])
+    assert [k for k, _ in legend(notes)] == ["inconsistent"]
+
+
+def test_classes_are_a_note_only_when_some_replicate_did_not_settle_at_its_best() -> None:
+    assert flag_notes({"classes": {"flat": 1, "warm-up": 2}}) == []
+    notes = flag_notes({"classes": {"no steady state": 1, "warm-up": 2}})
+    assert notes == ["classes (1 no steady state, 2 warm-up)"]
+    assert "Barrett" in flag_help(notes[0])
+
+
+def _iteration(rep: int, rps: float) -> Iteration:
+    return Iteration(
+        id=None, cell_id=1, replicate=rep, kind="measured", idx=0, started_at="",
+        duration_s=3.0, requests=int(rps * 3), errors=0, non_2xx=0, timeouts=0, rps=rps,
+    )  # fmt: skip
+
+
+def test_cell_flags_store_the_classes_and_the_modes() -> None:
+    reps = [
+        Replicate(None, 1, k, "ok", "", warmup_class=c)
+        for k, c in enumerate(["warm-up", "no steady state", "warm-up"])
+    ]
+    its = [_iteration(k, rps) for k, rps in enumerate([2940.0, 1162.0, 3044.0])]
+    flags = cell_flags(reps, its)
+    assert flags["classes"] == {"no steady state": 1, "warm-up": 2}
+    assert flags["inconsistent"] is True and flags["modes"] == [[2992.0, 2], [1162.0, 1]]
+    consistent = cell_flags(reps, [_iteration(k, 3000.0 + k) for k in range(3)])
+    assert consistent["inconsistent"] is False and "modes" not in consistent
+
+
+def test_the_warmup_figure_names_each_replicates_class() -> None:
+    stack = StackView(
+        key="pypy3.9/gunicorn-gthread/flask", label="pypy3.9 · gunicorn-gthread · flask",
+        interpreter="pypy3.9", interpreter_version="7.3", interpreter_build="", server="g",
+        interface="wsgi", framework="flask", workers=1, threads=4,
+    )  # fmt: skip
+    point = PointView(
+        stack_key=stack.key, workload="cpu", load_point="c64", load_model="closed",
+        connections=64, rate=None,
+    )  # fmt: skip
+    point.warmups = [
+        WarmupCurve(0, "steady", 6.0, 3.0, [(0.25, 800.0), (6.0, 2900.0)], [(7.0, 2950.0)],
+                    warmup_class="warm-up"),
+        WarmupCurve(1, "cap", 15.0, None, [(0.25, 800.0), (15.0, 1300.0)], [(16.0, 1400.0)],
+                    warmup_class="no steady state"),
+    ]  # fmt: skip
+    view = ReportView(title="t", generated_at="", pywebbench_version="", stacks={stack.key: stack})
+    figure = point_warmup_figure(view, point)
+    assert figure is not None
+    names = {t["name"] for t in figure["data"] if t.get("showlegend")}
+    assert names == {
+        "replicate 1: warm-up · steady from 3.00 s",
+        "replicate 2: no steady state · not steady (cap)",
+    }
+
+
+def test_the_manifest_names_the_deep_mode_and_its_length() -> None:
+    load = {"warmup": "deep", "deep_s": 120.0, "steady_window_s": 2.0, "jit_min_requests": 1}
+    manifest = dict(steady_manifest({"load": load}))
+    assert manifest["warm-up"].startswith("deep") and manifest["deep_s"] == "120.0"
+    assert dict(steady_manifest({"load": {"warmup": "fixed"}}))["warm-up"] == "fixed"

@@ -1,0 +1,40 @@
+"""``--warmup deep`` (Barrett's method): each replicate's warm-up runs its whole series, never
+stopping early, every replicate is classified and stored, and the run ends with the
+classification table (docs/steady-state.md#the-deep-mode)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pwbtest import pwb
+from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.store import Store
+from pywebbench.warmup_class import WarmupClass
+
+
+def test_the_deep_mode_runs_the_whole_series_and_prints_the_classes(
+    tmp_path: Path, census: str
+) -> None:
+    results = tmp_path / "res"
+    proc = pwb(
+        "run", "--python", default_interpreters()[0].name, "--server", "waitress",
+        "--framework", "raw-wsgi", "--workload", "hello", "--warmup", "deep", "--deep-s", "5",
+        "--replicates", "2", "--max-replicates", "2", "-d", "2", "-c", "8", "--no-report",
+        results=results, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Barrett classification of each replicate" in proc.stdout
+    with Store(results / "pywebbench.sqlite", create=False) as store:
+        study = store.load_study()
+    (cell,) = study.cells
+    assert cell.id is not None
+    reps = study.replicates_of(cell.id)
+    assert len(reps) == 2
+    classes = {c.value for c in WarmupClass}
+    for rep in reps:
+        assert rep.warmup_class in classes, rep
+        assert rep.warmup_s is not None and rep.warmup_s >= 4.9  # the whole series
+        assert len(rep.measured_curve) >= 6  # ~4 points a second over 2 s
+    warm = study.iterations_of(cell.id, kind="warmup")
+    assert len(warm) == 2 and all(i.duration_s >= 4.9 for i in warm)
+    assert sum(cell.flags["classes"].values()) == 2
