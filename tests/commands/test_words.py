@@ -39,7 +39,7 @@ def test_report_names_the_flag_that_points_at_no_store(tmp_path: Path) -> None:
 def test_warmup_duration_is_seconds_in_load_and_run() -> None:
     assert "--warmup-duration" in _flags("load") and "--warmup-duration" in _flags("run")
     run_help = CliRunner().invoke(cli, ["run", "--help"]).output
-    assert "--warmup [steady|fixed]" in run_help
+    assert "--warmup [steady|fixed|deep]" in run_help
     load_help = CliRunner().invoke(cli, ["load", "--help"], terminal_width=100).output
     assert "deprecated" in load_help
 

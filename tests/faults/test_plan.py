@@ -13,6 +13,7 @@ import pytest
 from pywebbench import _engine
 from pywebbench.faults import FaultMixError, measure_of
 from pywebbench.faults.plan import DEFAULT_FRESH_SHARE, DEFAULT_LEAD_S, parse_plan
+from pywebbench.faults.outcome import CellRobustness
 from pywebbench.run.robustness import curve_of
 
 
@@ -58,13 +59,15 @@ def test_bad_plans_name_the_item(text: str, message: str) -> None:
 def test_the_breaking_point_is_the_smallest_size_under_half() -> None:
     plan = parse_plan("slowloris=10,100,500,1000")
     rows = [
-        {"size": s, "retained_pct": r, "p99_faulted_ms": 1.0, "p99_clean_ms": 1.0,
-         "clean_rps": 1.0, "faulted_rps": r / 100, "good_errors": 0, "good_error_rate": 0.0,
-         "survived": True, "score": r}
+        (s, CellRobustness(
+            mix="slowloris", retained_pct=r, p99_clean_ms=1.0, p99_faulted_ms=1.0,
+            good_errors=0, good_error_rate=0.0, survived=True, answered_after=True,
+            malformed={}, malformed_accepted=[], score=r, clean_rps=1.0, faulted_rps=r / 100))
         for s, r in [(10, 99.0), (100, 95.0), (500, 49.9), (1000, 0.0)]
     ]  # fmt: skip
-    assert curve_of(plan, rows)["breaking_point"] == 500
-    assert curve_of(plan, rows[:2])["breaking_point"] is None
+    curve = curve_of(plan, list(rows))
+    assert curve.breaking_point == 500 and [p.size for p in curve.points] == [10, 100, 500, 1000]
+    assert curve_of(plan, list(rows[:2])).breaking_point is None
 
 
 def test_requests_that_never_completed_count_as_timeouts() -> None:

@@ -179,9 +179,11 @@ def test_compare_names_fib_as_what_grew(studies: dict[str, Any]) -> None:
     # moves with what else runs on the core (caches), hence 25% in the suite.
     assert ratio == pytest.approx(expected, rel=0.25), (ratio, expected)
     base_cpu, new_cpu = cell["cpu_per_request_s"]
-    # The tree's CPU per request grows, by less than fib's calls (the request's own handling,
-    # a connection accepted and closed per request on gunicorn-sync, does not grow).
-    assert 1.2 <= new_cpu / base_cpu <= 1.05 * expected, (new_cpu, base_cpu)
+    # The tree's CPU per request grows by about fib's calls: less for the request's own
+    # handling (a connection accepted and closed per request on gunicorn-sync), which does not
+    # grow; CPU time per unit of work also moves with the core's state (a quiet-machine run
+    # measured 2.79x), hence the 25% margin above.
+    assert 1.2 <= new_cpu / base_cpu <= 1.25 * expected, (new_cpu, base_cpu)
     # It also tracks the inverse throughput ratio, as far as the server had its core: on a
     # shared machine the windows' throughput moves with what else runs, the CPU per request
     # does not, so this is checked to 30% here; benchmarks/flame_check.py measures it quietly.

@@ -103,7 +103,7 @@ def test_bad_bind_requests_are_one_line_exit_2_and_write_nothing(tmp_path: Path)
          "--faults with --bind unix"),
         # only servers that cannot: nothing left to run, and the reason is named
         (["--server", "cheroot", "--bind", "unix"], "cheroot cannot bind a unix socket"),
-        (["--server", "gunicorn-sync", "--bind", "udp"], "load.bind"),
+        (["--server", "gunicorn-sync", "--bind", "udp"], "--bind"),
     ]  # fmt: skip
     for args, message in cases:
         proc = pwb(*base, *args, results=results, timeout=60)

@@ -86,6 +86,7 @@ def test_knee_search_interrupted_then_resumed(tmp_path: Path, census: str) -> No
 
     md = next((results / "reports").glob("*.md")).read_text()
     assert "## Maximum rate under the latency SLO (p50=200ms)" in md
-    assert f"{knee.knee_rps:,.0f} req/s" in md
+    # the knee, or the range it starts (an edge whose repeated probes disagreed: "(flips)")
+    assert f"| {knee.knee_rps:,.0f} req/s |" in md or f"| {knee.knee_rps:,.0f}–" in md, md
     html = next((results / "reports").glob("*.html")).read_text()
     assert 'id="knee-plot"' in html and '"knee-0"' in html

@@ -67,12 +67,14 @@ def paired_ratio(pairs: Sequence[RoundPair], *, level: float = 0.95) -> RatioEst
     if len(kept) < 2:
         return None
     logs = [p.log_ratio for p in kept]
-    low, high = t_interval(logs, level=level)
+    # Student's t on the log scale: t_interval takes the ratios and gives the interval of
+    # their geometric mean (exp of the mean log-ratio)
+    low, high = t_interval([math.exp(x) for x in logs], level=level)
     mean = sum(logs) / len(logs)
     return RatioEstimate(
         ratio=math.exp(mean),
-        low=math.exp(low),
-        high=math.exp(high),
+        low=low,
+        high=high,
         base_median=median([p.base.rps for p in kept]),
         new_median=median([p.change.rps for p in kept]),
     )
