@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pywebbench import _engine
 from pywebbench.faults import FaultMixError, measure_of
-from pywebbench.faults.plan import DEFAULT_FRESH_SHARE, DEFAULT_LEAD_S, parse_plan
 from pywebbench.faults.outcome import CellRobustness
+from pywebbench.faults.plan import DEFAULT_FRESH_SHARE, DEFAULT_LEAD_S, parse_plan
 from pywebbench.run.robustness import curve_of
 
 
