@@ -17,6 +17,7 @@ from pywebbench.run.host import facts
 from pywebbench.run.matrix import CellPlan, Variant
 from pywebbench.store import (
     Cell,
+    CellFlags,
     CellStatus,
     Iteration,
     IterationKind,
@@ -181,12 +182,12 @@ def replicate_rps(replicates: list[Replicate], iterations: list[Iteration]) -> l
     return list(by_rep.values())
 
 
-def cell_flags(replicates: list[Replicate], iterations: list[Iteration]) -> dict[str, Any]:
+def cell_flags(replicates: list[Replicate], iterations: list[Iteration]) -> CellFlags:
     """A finished cell's flags (``cells.flags_json``) from its replicates and iterations."""
     measured = [i for i in iterations if i.kind == IterationKind.MEASURED]
     reps = [r for r in replicates if r.status == CellStatus.OK]
     leaks = [r.leak for r in reps if r.leak]
-    flags: dict[str, Any] = {
+    flags: CellFlags = {
         "generator_bound": any(i.generator_bound for i in measured),
         "errors": any(i.errors > 0 for i in measured),
         # steady state (docs/steady-state.md): a warm-up that hit its cap, a trend across

@@ -24,7 +24,6 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from pywebbench.bringup import one_line
 from pywebbench.load import LoadAgent, LocalAgent
@@ -47,6 +46,7 @@ from pywebbench.run.schedule import (
 )
 from pywebbench.store import (
     Cell,
+    CellFlags,
     CellStatus,
     Failure,
     Phase,
@@ -270,7 +270,7 @@ class StudyRunner:
             self.outcome.failures.append((cell.label, failure.phase, failure.reason))
             self.events.cell_done(cell, CellStatus.FAILED, f"{failure.phase}: {failure.reason}")
 
-    def _flags(self, p: CellProgress) -> dict[str, Any]:
+    def _flags(self, p: CellProgress) -> CellFlags:
         flags = cell_flags(self.store.replicates(p.cell_id), self.store.iterations(p.cell_id))
         if p.robustness is not None:
             flags["robustness"] = p.robustness.to_flag()

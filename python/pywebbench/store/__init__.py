@@ -21,6 +21,7 @@ from pywebbench.store.db import (
 from pywebbench.store.lock import RunLocked, run_lock
 from pywebbench.store.model import (
     Cell,
+    CellFlags,
     CellStatus,
     Failure,
     Iteration,
@@ -41,6 +42,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "STORE_OPERATIONS",
     "Cell",
+    "CellFlags",
     "CellStatus",
     "Failure",
     "Iteration",

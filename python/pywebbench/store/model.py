@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, TypeVar, cast
+from typing import Any, TypedDict, TypeVar, cast
 
 from pywebbench.store.ab_rows import AbComparison
 from pywebbench.store.knee_rows import Knee, KneeProbe
@@ -77,6 +77,27 @@ ITERATION_KINDS = tuple(k.value for k in IterationKind)
 def _loads(text: str | None, default: _T) -> _T:
     """The JSON value of a ``*_json`` column, of the shape its ``default`` has."""
     return cast(_T, json.loads(text)) if text else default
+
+
+class CellFlags(TypedDict, total=False):
+    """A finished cell's flags (``cells.flags_json``), written by
+    :func:`pywebbench.run.rows.cell_flags` and the runner; every key is optional (stores of
+    earlier versions have fewer)."""
+
+    generator_bound: bool  # the load generator may have limited a measured iteration
+    errors: bool  # transport errors or non-2xx responses in the measured iterations
+    not_steady: bool  # some replicate's warm-up ended at its cap
+    drift: bool  # some replicate's measured throughput trends (docs/steady-state.md)
+    leak: bool  # memory keeps growing with requests once steady
+    leak_bytes_per_1k: float  # the leak's slope, median over replicates
+    interfered: bool  # other processes took CPU from its cores (docs/interference.md)
+    remeasured: int  # interfered iterations measured again
+    classes: dict[str, int]  # Barrett's class -> replicates (docs/steady-state.md#classes)
+    inconsistent: bool  # its replicates settled at different levels
+    modes: list[list[float]]  # those levels and how many settled there: [[level, count]]
+    #: The fault phase (:class:`pywebbench.faults.outcome.CellRobustness`'s JSON form), or a
+    #: bare score in the earliest stores.
+    robustness: dict[str, Any] | float
 
 
 @dataclass
@@ -193,8 +214,9 @@ class Cell:
         return _loads(self.workload_params_json, {})
 
     @property
-    def flags(self) -> dict[str, Any]:
-        return _loads(self.flags_json, {})
+    def flags(self) -> CellFlags:
+        """What the run found about the cell (:class:`CellFlags`)."""
+        return cast(CellFlags, _loads(self.flags_json, {}))
 
     @property
     def server_cpus(self) -> list[int]:
