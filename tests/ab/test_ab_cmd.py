@@ -115,7 +115,7 @@ def test_aa_passes_the_gate(tmp_path: Path, census: str) -> None:
         "--no-store", results=tmp_path / "results",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "no significant change" in done.stdout
+    assert "no significant change" in done.stdout, done.stdout
     assert "stopped:" in done.stdout
     assert "judged on: requests per server CPU-second" in done.stdout
     assert not (tmp_path / "results" / "pywebbench.sqlite").exists()

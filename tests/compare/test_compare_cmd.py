@@ -145,6 +145,11 @@ def test_an_interfered_cell_is_never_no_significant_change(
     assert rc == 1 and "in BASE" in out, out + err
     rc, out, err = compare(store, base, new, "--fail-if", "slower>5%", "--accept-interfered")
     assert rc == 0 and "gate passed" in out, out + err  # the same figures: nothing slower
+    # a neighbour does not move peak RSS (nor instruction counts): judged on the figures
+    rc, out, err = compare(store, base, new, "--fail-if", "memory>5%")
+    assert rc == 0 and "gate passed" in out, out + err
+    rc, out, err = compare(store, base, new, "--fail-if", "memory>5%", "--fail-if", "p99>5%")
+    assert rc == 1 and "GATE FAILED [interfered]" in out, out + err
 
 
 def _interrupt_last_cell(study: Study) -> None:

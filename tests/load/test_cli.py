@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -160,19 +161,27 @@ def test_ctrl_c_prints_partial_results(refserver) -> None:
     assert "INTERRUPTED" in stderr
 
 
-def test_memory_stays_bounded_against_a_huge_body(refserver) -> None:
-    """A 10 GB body is streamed and dropped: the generator's peak RSS stays small."""
-    p = _cli(
-        f"{refserver.url}/misbehave/huge-body", "-c", "8", "-d", "2", "--timeout", "1", "-q",
-        "--json", "-",
-    )  # fmt: skip
+def _peak_rss_mb(url: str) -> tuple[float, dict[str, Any]]:
+    """Run the CLI against ``url`` for 2 s: its peak RSS in MB and its JSON result."""
+    p = _cli(url, "-c", "8", "-d", "2", "--timeout", "1", "-q", "--json", "-")
     _, status, usage = os.wait4(p.pid, 0)
     stdout = p.stdout.read()
     p.stdout.close()
     p.stderr.close()
     p.returncode = os.waitstatus_to_exitcode(status)
-    d = json.loads(stdout)
+    return usage.ru_maxrss / 1024, json.loads(stdout)
+
+
+def test_memory_stays_bounded_against_a_huge_body(refserver) -> None:
+    """A 10 GB body is streamed and dropped: the generator's peak RSS stays that of a load of
+    small bodies. Judged against that peer, measured the same way just before: the absolute
+    figure moves with the machine (46 MB here; twice 177-186 MB in CI runs, where no cause in
+    the engine's buffers, all bounded, was found), growth with the body would not."""
+    base_mb, _ = _peak_rss_mb(f"{refserver.url}/hello")
+    peak_mb, d = _peak_rss_mb(f"{refserver.url}/misbehave/huge-body")
     assert d["bytes_in"] > 100_000_000, d["bytes_in"]  # >= 100 MB went through
-    assert d["error_classes"].keys() == {"body_timeout"}
-    peak_mb = usage.ru_maxrss / 1024
-    assert peak_mb < 120, peak_mb  # the Python interpreter and rich included
+    # each connection's body outlives the 1 s timeout; a loaded core 0 may also be slow to
+    # send the head (header_timeout): both are timeouts, never a parse error
+    assert "body_timeout" in d["error_classes"], d["error_classes"]
+    assert d["error_classes"].keys() <= {"body_timeout", "header_timeout"}, d["error_classes"]
+    assert peak_mb < base_mb + 40, (peak_mb, base_mb)  # 100+ MB through, not kept

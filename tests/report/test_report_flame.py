@@ -186,8 +186,11 @@ def test_compare_names_fib_as_what_grew(studies: dict[str, Any]) -> None:
     assert 1.2 <= new_cpu / base_cpu <= 1.25 * expected, (new_cpu, base_cpu)
     # It also tracks the inverse throughput ratio, as far as the server had its core: on a
     # shared machine the windows' throughput moves with what else runs, the CPU per request
-    # does not, so this is checked to 30% here; benchmarks/flame_check.py measures it quietly.
-    assert new_cpu / base_cpu == pytest.approx(1 / cell["rps"]["ratio"], rel=0.30)
+    # does not, so this is checked to 30% here, and only where the interference guard saw
+    # the cores to ourselves (a neighbour moves the throughput, not the CPU per request);
+    # benchmarks/flame_check.py measures it quietly. The CPU bounds above hold either way.
+    if cell["verdict"] != "interfered":
+        assert new_cpu / base_cpu == pytest.approx(1 / cell["rps"]["ratio"], rel=0.30)
     html = subprocess.run(
         [PYWEBBENCH, "compare", studies["fib20"], studies["fib22"], "--format", "html"]
         + ["--store", str(studies["store"])],

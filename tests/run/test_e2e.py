@@ -19,9 +19,11 @@ from pathlib import Path
 
 from pwbtest import MARK_VAR, PYWEBBENCH, marked_processes, pwb
 from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.modes import levels_disagree, replicate_figures
 from pywebbench.run.config import resolve
 from pywebbench.run.events import Outcome
 from pywebbench.run.matrix import Matrix, expand
+from pywebbench.run.rows import replicate_rps
 from pywebbench.run.runner import run_study
 from pywebbench.store import Store, Study, study_from_dict
 from pywebbench.store.export import export_json
@@ -49,6 +51,10 @@ def test_small_matrix(tmp_path: Path, census: str) -> None:
         "2",
         "--server-scope",
         "cell",
+        # the steady warm-up runs (its rule is tested in tests/run/test_steady*.py); a 5 s
+        # cap keeps 8 warm-ups from taking 15 s each where the machine is noisy
+        "--warmup-cap",
+        "5",
         *SHORT,
         results=results,
     )
@@ -415,7 +421,8 @@ def test_the_replicate_budget_adds_replicates_until_the_ci_target(
     target is judged from 3 replicates on (2 that agree by luck would stop a cell early)."""
     base = ["--server", WSGI_SERVER, "--framework", "raw-wsgi", "--workload", "hello"]
     fast = ["-d", "0.5", "--warmup", "fixed", "--warmup-duration", "0.3", "-c", "8"]
-    counts = {}
+    counts: dict[str, int] = {}
+    disagree: dict[str, bool] = {}
     # loose: +-500%; 2 replicates' t interval (12.7 standard errors) is under it unless they
     # differ by 79%
     for name, target in (("tight", "0.0001"), ("loose", "5")):
@@ -428,4 +435,9 @@ def test_the_replicate_budget_adds_replicates_until_the_ci_target(
         with Store(results / "pywebbench.sqlite", create=False) as store:
             study = store.load_study()
         counts[name] = len(study.replicates)
-    assert counts == {"tight": 4, "loose": 3}, counts
+        first3 = [r for r in study.replicates if r.replicate < 3]  # 0-based
+        rps = replicate_rps(first3, [i for i in study.iterations if i.replicate < 3])
+        # 3 replicates that settled at different levels (a neighbour's burst on a 0.5 s
+        # iteration) want a 4th whatever the target (issue 21's modes rule, not the budget's)
+        disagree[name] = levels_disagree(replicate_figures(rps))
+    assert counts == {"tight": 4, "loose": 4 if disagree["loose"] else 3}, (counts, disagree)

@@ -1,8 +1,8 @@
 """No order effect (issue 21: under server_scope=stack, PyPy replicates whose server met cpu
 first measured cpu at 0.38-0.66x the others, and were declared steady).
 
-One run of PyPy on waitress/raw-wsgi with ``hello,json`` and 8 replicates: the order of the
-workloads rotates, so 4 replicates of each workload met it first on a fresh server and 4
+One run of PyPy on waitress/raw-wsgi with ``hello,json`` and 6 replicates: the order of the
+workloads rotates, so 3 replicates of each workload met it first on a fresh server and 3
 after the other workload. The figures that count are the steady ones, by Barrett's class of the
 whole series (flat, warm-up or slowdown; the online warm-up may reach its cap before it can
 prove flatness on a noisy machine): a cold replicate must be classed "no steady state",
@@ -67,15 +67,15 @@ def _figures_by_order(
     return out
 
 
-@pytest.mark.timeout(1200)  # 16 PyPy warm-ups until steady, on a shared machine
+@pytest.mark.timeout(1200)  # 12 PyPy warm-ups until steady, on a shared machine
 def test_the_workload_met_first_measures_as_the_one_met_second(tmp_path: Path, census: str) -> None:
     pypy = [i.name for i in discover() if i.is_pypy]
     assert pypy, "PyPy must be installed (scripts/setup.sh installs Debian's pypy3)"
     results = tmp_path / "res"
     proc = pwb(
         "run", "--python", pypy[0], "--server", "waitress", "--framework", "raw-wsgi",
-        "--workload", "hello,json", "--server-scope", "stack", "--replicates", "8",
-        "--max-replicates", "8", "--iterations", "1", "-d", "2", "-c", "16", "--no-report",
+        "--workload", "hello,json", "--server-scope", "stack", "--replicates", "6",
+        "--max-replicates", "6", "--iterations", "1", "-d", "2", "-c", "16", "--no-report",
         results=results, timeout=1100,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

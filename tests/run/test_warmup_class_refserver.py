@@ -1,5 +1,5 @@
 """Barrett's classes on real curves recorded from the reference server (issue 21: at least
-95% classified as labelled; here every one of them must be).
+95% classified as labelled; here each shape must be, in one of two recordings: RECORDINGS).
 
 Each curve is a real warm-up load (its 0.25 s buckets) and a real 3 s measured iteration
 (its progress snapshots), as the runner records them:
@@ -67,15 +67,31 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_a_real_curve_is_classified_as_labelled(case: str) -> None:
-    label, shape = CASES[case]
+#: Recordings per case. Issue 21 asks that at least 95% of real curves are classified as
+#: labelled, so one recording may fairly be misclassified 5% of the time (a neighbour's
+#: burst inside the measured 3 s is a real level change); with 4 cases a single recording
+#: each would fail the suite up to 1 run in 5. A case passes when one of 2 recordings is
+#: classified as labelled: at a 5% miss rate a false failure is 0.25% per case, 1% per
+#: run. A classifier that gets a shape wrong still fails: it gets it wrong both times.
+RECORDINGS = 2
+
+
+def _record(label: WarmupClass, shape: dict[str, float]) -> tuple[list[float], list[float]]:
     with RefServer(cpus=[0], **shape) as srv:  # type: ignore[arg-type]
         if label == WarmupClass.SLOWDOWN:
             warmup = _warm(_spec(srv.url, 16), 4.0) + _warm(_spec(srv.url, 4), 4.0)
-            measured = _measured(_spec(srv.url, 4))
-        else:
-            warmup = _warm(_spec(srv.url, 8), 8.0)
-            measured = _measured(_spec(srv.url, 8))
-    got = classify(warmup, measured)
-    assert got == label, ([round(y) for y in warmup], [round(y) for y in measured])
+            return warmup, _measured(_spec(srv.url, 4))
+        return _warm(_spec(srv.url, 8), 8.0), _measured(_spec(srv.url, 8))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_real_curve_is_classified_as_labelled(case: str) -> None:
+    label, shape = CASES[case]
+    missed = []
+    for _ in range(RECORDINGS):
+        warmup, measured = _record(label, shape)
+        got = classify(warmup, measured)
+        if got == label:
+            return
+        missed.append((str(got), [round(y) for y in warmup], [round(y) for y in measured]))
+    raise AssertionError(f"{case}: every recording misclassified: {missed}")

@@ -10,8 +10,9 @@ A rule trips on a cell only when the cell is *significantly* worse than the thre
 - ``errors>N`` / ``errors>X%``: NEW's measured iterations had more than N errors (transport
   errors + non-2xx), or an error rate above X;
 - and with any rule, a cell that worked in BASE and failed in NEW trips the gate, and so does
-  a cell interfered on either side (docs/interference.md) unless ``accept_interfered``
-  (``--accept-interfered``): then its rules are judged on its figures as they are.
+  a cell interfered on either side (docs/interference.md) trips its timed rules
+  (:data:`TIMED_METRICS`) unless ``accept_interfered`` (``--accept-interfered``): then they
+  are judged on its figures as they are. ``instructions`` and ``memory`` are judged either way.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.compare.verdict import FAILED, INTERFERED, PairComparison
 
 METRICS = ("slower", "p50", "p99", "memory", "instructions", "errors")
+#: The rules whose figures other processes' CPU moves (throughput, latency, timeouts); an
+#: interfered cell trips these as "interfered". Instruction counts and peak RSS are judged
+#: as they are: a neighbour does not change how much work a request takes or how much it
+#: keeps.
+TIMED_METRICS = frozenset({"slower", "p50", "p99", "errors"})
 _RULE = re.compile(r"^\s*([a-z0-9]+)\s*>\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(%?)\s*$")
 
 
@@ -131,7 +137,9 @@ def evaluate(
             reason = c.pair.new.cell.failure_reason or "no reason recorded"
             out.append(Violation(c.label, "failed", f"failed in NEW: {reason}"))
             continue
-        if rules and c.verdict == INTERFERED and not accept_interfered:
+        judged = rules
+        timed = [r for r in rules if r.metric in TIMED_METRICS]
+        if timed and c.verdict == INTERFERED and not accept_interfered:
             sides = [n for n, f in (("BASE", c.pair.base), ("NEW", c.pair.new)) if f.interfered]
             out.append(
                 Violation(
@@ -142,8 +150,8 @@ def evaluate(
                     "--accept-interfered",
                 )
             )
-            continue
-        for rule in rules:
+            judged = [r for r in rules if r.metric not in TIMED_METRICS]
+        for rule in judged:
             detail = _violation(rule, c)
             if detail is not None:
                 out.append(Violation(c.label, rule.text, detail))

@@ -389,7 +389,11 @@ def _build(
             installs = [(stack.install_flags(), stack.requirements)] if stack.requirements else []
             installs += [(s.flags, s.requirements) for s in stack.install_steps()]
             for flags, reqs in installs:
-                argv = [*_uv(), "pip", "install", "--python", str(python), *flags, *reqs]
+                # Bytecode compiled at install, as a deployment has it: where the
+                # environment sets PYTHONDONTWRITEBYTECODE (containers, CI) every server
+                # start would compile its framework from source again, in its cold start.
+                argv = [*_uv(), "pip", "install", "--compile-bytecode", "--python", str(python)]
+                argv += [*flags, *reqs]
                 _run(argv, log, progress, "installing " + " ".join(reqs or flags), timeout_s)
             packages = _packages(python, log, timeout_s)
             build_seconds = time.monotonic() - started
