@@ -18,7 +18,7 @@ echo "== python: mypy --strict (configured in pyproject.toml)"
 mypy
 echo "== pytest"
 set +e
-python -m pytest -ra "$@"
+python -m pytest -ra --durations=25 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

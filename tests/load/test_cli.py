@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -162,26 +163,41 @@ def test_ctrl_c_prints_partial_results(refserver) -> None:
 
 
 def _peak_rss_mb(url: str) -> tuple[float, dict[str, Any]]:
-    """Run the CLI against ``url`` for 2 s: its peak RSS in MB and its JSON result."""
+    """Run the CLI against ``url`` for 2 s: its peak RSS in MB (``VmHWM``, read from /proc
+    while it runs) and its JSON result.
+
+    Not ``ru_maxrss`` from ``wait4``: the kernel carries the forking process's peak across
+    ``exec`` into it, so a CLI started by a pytest process of 180 MB "peaked" at 180 MB
+    (that was CI's failure); ``VmHWM`` belongs to the new program's memory alone."""
     p = _cli(url, "-c", "8", "-d", "2", "--timeout", "1", "-q", "--json", "-")
-    _, status, usage = os.wait4(p.pid, 0)
-    stdout = p.stdout.read()
-    p.stdout.close()
-    p.stderr.close()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return usage.ru_maxrss / 1024, json.loads(stdout)
+    peak_kb = 0
+
+    def watch() -> None:
+        nonlocal peak_kb
+        while p.returncode is None:
+            try:
+                with open(f"/proc/{p.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            peak_kb = max(peak_kb, int(line.split()[1]))
+            except OSError:
+                return  # reaped
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    stdout, _ = p.communicate(timeout=60)
+    watcher.join(timeout=5)
+    return peak_kb / 1024, json.loads(stdout)
 
 
 def test_memory_stays_bounded_against_a_huge_body(refserver) -> None:
-    """A 10 GB body is streamed and dropped: the generator's peak RSS stays that of a load of
-    small bodies. Judged against that peer, measured the same way just before: the absolute
-    figure moves with the machine (46 MB here; twice 177-186 MB in CI runs, where no cause in
-    the engine's buffers, all bounded, was found), growth with the body would not."""
-    base_mb, _ = _peak_rss_mb(f"{refserver.url}/hello")
+    """A 10 GB body is streamed and dropped: the generator's peak RSS stays small."""
     peak_mb, d = _peak_rss_mb(f"{refserver.url}/misbehave/huge-body")
     assert d["bytes_in"] > 100_000_000, d["bytes_in"]  # >= 100 MB went through
     # each connection's body outlives the 1 s timeout; a loaded core 0 may also be slow to
     # send the head (header_timeout): both are timeouts, never a parse error
     assert "body_timeout" in d["error_classes"], d["error_classes"]
     assert d["error_classes"].keys() <= {"body_timeout", "header_timeout"}, d["error_classes"]
-    assert peak_mb < base_mb + 40, (peak_mb, base_mb)  # 100+ MB through, not kept
+    # 46 MB here, the Python interpreter and rich included; 100+ MB went through, not kept
+    assert 10 < peak_mb < 120, peak_mb

@@ -74,7 +74,7 @@ def test_only_a_real_leak_is_flagged(app: str, tmp_path: Path, census: str) -> N
         # the cache fills in its first 400 requests, well inside any warm-up; a cap keeps a
         # noisy machine's warm-ups from taking 15 s each (4 of them per test)
         "--warmup-cap",
-        "8",
+        "6",
         "--replicates",
         "1",
         "--no-report",
