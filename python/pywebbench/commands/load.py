@@ -270,6 +270,26 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     help="HTTP/1.1 pipelining depth (closed loop).",
 )
 @click.option(
+    "--protocol",
+    cls=SpecOption,
+    fields=("protocol",),
+    type=click.Choice(["http1", "h2c"]),
+    default=spec_default("protocol"),
+    show_default=True,
+    help="http1 = HTTP/1.1; h2c = HTTP/2 over cleartext TCP with prior knowledge (no "
+    "Upgrade, no TLS; docs/http2.md).",
+)
+@click.option(
+    "--streams",
+    cls=SpecOption,
+    fields=("streams",),
+    type=int,
+    default=spec_default("streams"),
+    show_default=True,
+    help="h2c: concurrent streams (requests in flight) per connection, as h2load's -m; "
+    "capped by the server's SETTINGS_MAX_CONCURRENT_STREAMS.",
+)
+@click.option(
     "--no-keepalive",
     cls=SpecOption,
     fields=("keepalive",),
@@ -404,6 +424,8 @@ def command(
     timeout: float,
     connect_timeout: float | None,
     pipeline: int,
+    protocol: str,
+    streams: int,
     no_keepalive: bool,
     rate: float | list[RatePhase] | None,
     arrival: str,
@@ -446,6 +468,7 @@ def command(
             connections=connections, threads=threads, duration_s=duration,
             max_requests=max_requests, warmup_s=warmup, timeout_s=timeout,
             connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,
+            protocol=protocol, streams=streams,
             rate=None if phases else rate, rate_phases=phases, arrival=arrival, seed=seed,
             queue_limit=queue_limit, cpus=cpus,
             expect_status=expect_status, expect_body=expect_body, io=io,
