@@ -520,7 +520,9 @@ def command(
     if result.interrupted:
         sys.exit(130)
     if succeeded(result) == 0:
-        err.print("[red]error:[/red] no request succeeded")
+        not_h2 = result.error_classes.get("h2_not_spoken")
+        why = not_h2.example if not_h2 else "no request succeeded"
+        err.print(f"[red]error:[/red] {escape(why)}", soft_wrap=True)
         sys.exit(1)
 
 
