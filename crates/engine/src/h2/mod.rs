@@ -12,7 +12,7 @@
 use crate::errors::ErrorClass;
 
 mod parse;
-pub use parse::{Event, FrameParser, Step};
+pub use parse::{Event, FrameParser, Step, MAX_BLOCK};
 
 /// The client connection preface.
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

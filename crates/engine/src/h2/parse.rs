@@ -470,9 +470,15 @@ impl FrameParser {
             return Err(protocol("HPACK decoder unusable after an earlier error"));
         }
         self.fields.clear();
+        if !well_formed(&self.block) {
+            self.poisoned = true;
+            return Err(protocol(format!(
+                "HPACK decoding of stream {stream}'s headers: truncated or malformed block"
+            )));
+        }
         let (decoder, block, fields) = (&mut self.decoder, &mut self.block, &mut self.fields);
-        // httlib indexes past the end of some truncated blocks instead of failing: a panic
-        // there is a malformed block like any other.
+        // httlib indexes past the end of truncated blocks instead of failing: `well_formed`
+        // refuses those first; a panic left is a malformed block like any other.
         let decoded = catch_unwind(AssertUnwindSafe(|| decoder.decode(block, fields)));
         let failed = match decoded {
             Ok(Ok(_)) => None,
@@ -505,4 +511,53 @@ impl FrameParser {
             end_stream,
         })
     }
+}
+
+/// An HPACK integer with an `n`-bit prefix at the start of `b`: its value and length, if
+/// complete within the 5 bytes httlib accepts.
+fn hpack_int(b: &[u8], n: u8) -> Option<(usize, usize)> {
+    let max = (1usize << n) - 1;
+    let mut v = (*b.first()? as usize) & max;
+    if v < max {
+        return Some((v, 1));
+    }
+    for (k, &byte) in b.iter().enumerate().skip(1).take(4) {
+        v += ((byte & 0x7f) as usize) << (7 * (k - 1));
+        if byte & 0x80 == 0 {
+            return Some((v, k + 1));
+        }
+    }
+    None
+}
+
+/// The structure of a header block is whole (every integer and string literal complete):
+/// what httlib's decoder assumes without checking. Values are not decoded here.
+fn well_formed(block: &[u8]) -> bool {
+    let string = |at: usize| -> Option<usize> {
+        let (len, n) = hpack_int(block.get(at..)?, 7)?;
+        (at + n + len <= block.len()).then_some(at + n + len)
+    };
+    let mut at = 0;
+    while at < block.len() {
+        let b = block[at];
+        let (prefix, literal) = match b {
+            _ if b & 0x80 != 0 => (7, false),
+            _ if b & 0xc0 == 0x40 => (6, true),
+            _ if b & 0xe0 == 0x20 => (5, false),
+            _ => (4, true),
+        };
+        let Some((index, n)) = hpack_int(&block[at..], prefix) else {
+            return false;
+        };
+        at += n;
+        if literal {
+            if index == 0 {
+                let Some(next) = string(at) else { return false };
+                at = next;
+            }
+            let Some(next) = string(at) else { return false };
+            at = next;
+        }
+    }
+    true
 }
