@@ -1,0 +1,223 @@
+"""pywebbench's h2c client against h2load (nghttp2), on the same server, on the same core.
+
+Two modes:
+
+- ``nginx`` (default): nginx (1 worker, ``listen ... http2``, ``return 200 "Hello, World!"``,
+  access_log off, keepalive_requests raised so connections are not closed every 1,000
+  requests) pinned to core 0. h2load (``-t1 -c16 -m10``) and ``pywebbench load --protocol
+  h2c -c 16 --streams 10`` on each I/O backend run alternately pinned to core 1,
+  ``--rounds`` rounds each. Targets (docs/http2.md): the engine at >= 1.3x h2load's
+  requests/s and <= 0.75x its CPU per request.
+- ``hypercorn``: the same against hypercorn (a catalogue server; a hello ASGI app, one
+  worker) on core 0, where the server is the bottleneck: both generators must measure the
+  same requests/s, within 5%.
+
+For each run: requests/s, the generator's CPU-microseconds per request (CPU time of the
+generator process from ``wait4()``, user + system; for pywebbench less its start-up CPU,
+measured on a 1-request run) and the kernel's share of it; at the end the medians, as ratios
+to h2load's.
+
+    python benchmarks/h2_vs_h2load.py                    # nginx, 10 s x 3 rounds
+    python benchmarks/h2_vs_h2load.py --server hypercorn -d 5
+    python benchmarks/h2_vs_h2load.py -d 3 -r 2          # quicker
+
+h2load comes from Debian's nghttp2-client (installed when missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from loadgen_vs_wrk import free_port, run_child, stop
+
+NGINX_CONF = """\
+worker_processes 1;
+daemon off;
+error_log {prefix}/error.log warn;
+pid {prefix}/nginx.pid;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    keepalive_requests 100000000;
+    server {{
+        listen 127.0.0.1:{port} http2;
+        location / {{ return 200 "Hello, World!"; }}
+    }}
+}}
+"""
+
+HELLO_APP = """\
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"Hello, World!"})
+"""
+
+#: nginx mode: (minimum requests/s ratio, maximum CPU-per-request ratio) to h2load.
+TARGET_NGINX = (1.3, 0.75)
+#: hypercorn mode: the largest relative difference of requests/s from h2load's.
+TARGET_AGREE = 0.05
+IOS = ("epoll", "uring")
+
+
+def ensure_h2load() -> str:
+    h2load = shutil.which("h2load")
+    if h2load:
+        return h2load
+    print("h2load not found: installing nghttp2-client from Debian", flush=True)
+    subprocess.run(["apt-get", "install", "-y", "-q", "nghttp2-client"], check=True)
+    h2load = shutil.which("h2load")
+    if not h2load:
+        sys.exit("h2load is still missing after apt-get install nghttp2-client")
+    return h2load
+
+
+def start_server(kind: str, prefix: Path, port: int, cpu: int) -> subprocess.Popen[bytes]:
+    """nginx (h2c) or hypercorn (hello app) on ``port``, pinned to ``cpu``."""
+    if kind == "nginx":
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        conf = prefix / "nginx.conf"
+        conf.write_text(NGINX_CONF.format(prefix=prefix, port=port))
+        argv = [nginx, "-p", str(prefix), "-c", str(conf)]
+    else:
+        (prefix / "hello_app.py").write_text(HELLO_APP)
+        hypercorn = str(Path(sys.executable).parent / "hypercorn")
+        argv = [hypercorn, "--bind", f"127.0.0.1:{port}", "--log-level", "warning",
+                "hello_app:app"]  # fmt: skip
+    p = subprocess.Popen(
+        ["taskset", "-c", str(cpu), *argv],
+        cwd=prefix,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return p
+        except OSError:
+            time.sleep(0.05)
+    stop(p)
+    sys.exit(f"{kind} did not listen on port {port}")
+
+
+def run_h2load(
+    h2load: str, url: str, cpu: int, conns: int, streams: int, duration: float
+) -> tuple[float, float, float]:
+    """One h2load run; (rps, CPU-us per request, system share of its CPU)."""
+    argv = ["taskset", "-c", str(cpu), h2load, "-t1", f"-c{conns}", f"-m{streams}",
+            f"-D{max(1, round(duration))}", url]  # fmt: skip
+    out, err, cpu_s, rc, sys_s = run_child(argv)
+    m = re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out)
+    n = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
+    if rc != 0 or not m or not n or int(n.group(2)) == 0:
+        sys.exit(f"h2load failed ({rc}):\n{out}\n{err}")
+    if int(n.group(1)) != int(n.group(2)):
+        print(f"  h2load: {int(n.group(1)) - int(n.group(2))} requests failed", flush=True)
+    return float(m.group(1)), cpu_s * 1e6 / int(n.group(1)), sys_s / max(cpu_s, 1e-9)
+
+
+def run_pwb(
+    url: str, cpu: int, conns: int, streams: int, duration: float | None, io: str
+) -> tuple[dict[str, object], float, float]:
+    """One ``pywebbench load --protocol h2c`` run: (result, process CPU s, system CPU s)."""
+    code = "from pywebbench.commands.load import command; command()"
+    bound = ["-d", str(duration)] if duration else ["-n", "1"]
+    argv = [
+        "taskset", "-c", str(cpu), sys.executable, "-c", code, url, "--protocol", "h2c",
+        "--streams", str(streams), "-t", "1", "-c", str(conns), *bound, "--cpus", str(cpu),
+        "--io", io, "-q", "--json", "-",
+    ]  # fmt: skip
+    out, err, cpu_s, rc, sys_s = run_child(argv)
+    if rc != 0:
+        sys.exit(f"pywebbench load failed ({rc}):\n{err}")
+    d = json.loads(out)
+    if d.get("io") != io:
+        sys.exit(f"pywebbench load ran on {d.get('io')!r}, not {io!r}")
+    return d, cpu_s, sys_s
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--server", choices=["nginx", "hypercorn"], default="nginx")
+    ap.add_argument("-d", "--duration", type=float, default=10.0, help="seconds per run (10)")
+    ap.add_argument("-r", "--rounds", type=int, default=3, help="rounds of each tool (3)")
+    ap.add_argument("-c", "--connections", type=int, default=16, help="connections (16)")
+    ap.add_argument("-m", "--streams", type=int, default=10, help="streams per connection (10)")
+    ap.add_argument("--server-cpu", type=int, default=0)
+    ap.add_argument("--generator-cpu", type=int, default=1)
+    args = ap.parse_args(argv)
+    if args.duration < 1 or args.rounds < 1:
+        ap.error("--duration must be >= 1 and --rounds >= 1")
+    h2load = ensure_h2load()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    gen, c, m = args.generator_cpu, args.connections, args.streams
+    names = ["h2load", *(f"pywebbench-{io}" for io in IOS)]
+    rows: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}
+    with tempfile.TemporaryDirectory(prefix="pwb-h2-") as tmp:
+        server = start_server(args.server, Path(tmp), port, args.server_cpu)
+        try:
+            print(f"{args.server} (h2c) on core {args.server_cpu} at {url}; generators on core "
+                  f"{gen}, -c {c} -m {m}, {args.duration:g} s, {args.rounds} rounds")  # fmt: skip
+            run_h2load(h2load, url, gen, c, m, 1)  # warm-up of the server
+            startups = [run_pwb(url, gen, 1, 1, None, "epoll") for _ in range(3)]
+            _, startup, startup_sys = min(startups, key=lambda s: s[1])
+            print(f"pywebbench start-up CPU (1 request, subtracted): {startup * 1000:.0f} ms")
+            for i in range(args.rounds):
+                rps, cpr, kernel = run_h2load(h2load, url, gen, c, m, args.duration)
+                rows["h2load"].append((rps, cpr, kernel))
+                print(f"round {i + 1}  {'h2load':<18}{rps:>10,.0f} req/s  {cpr:6.2f} "
+                      f"CPU-us/req  kernel {kernel:4.0%}", flush=True)  # fmt: skip
+                for io in IOS:
+                    d, cpu_s, sys_s = run_pwb(url, gen, c, m, args.duration, io)
+                    load_cpu = max(cpu_s - startup, 1e-9)
+                    requests = max(1, int(d["requests"]))  # type: ignore[call-overload]
+                    cpr = load_cpu * 1e6 / requests
+                    kernel = max(sys_s - startup_sys, 0.0) / load_cpu
+                    rps = float(d["rps"])  # type: ignore[arg-type]
+                    rows[f"pywebbench-{io}"].append((rps, cpr, kernel))
+                    busy = d["generator"]["threads"][0]["busy"]  # type: ignore[index]
+                    print(f"round {i + 1}  {'pywebbench-' + io:<18}{rps:>10,.0f} req/s  "
+                          f"{cpr:6.2f} CPU-us/req  kernel {kernel:4.0%} (busy {busy:.0%}; "
+                          f"errors {d['errors']})", flush=True)  # fmt: skip
+        finally:
+            stop(server)
+    print()
+    med = {name: tuple(statistics.median(r[k] for r in v) for k in range(3))
+           for name, v in rows.items()}  # fmt: skip
+    for name, (rps, cpr, kernel) in med.items():
+        print(f"median {name:<18}{rps:>10,.0f} req/s  {cpr:6.2f} CPU-us/req  kernel {kernel:4.0%}")
+    ref_rps, ref_cpr, _ = med["h2load"]
+    for io in IOS:
+        name = f"pywebbench-{io}"
+        rps_ratio, cpu_ratio = med[name][0] / ref_rps, med[name][1] / ref_cpr
+        if args.server == "nginx":
+            min_rps, max_cpu = TARGET_NGINX
+            ok_rps = "ok" if rps_ratio >= min_rps else "BELOW TARGET"
+            ok_cpu = "ok" if cpu_ratio <= max_cpu else "ABOVE TARGET"
+            print(f"{name} / h2load: requests/s {rps_ratio:.2f}x (target >= {min_rps}: "
+                  f"{ok_rps}), CPU per request {cpu_ratio:.2f}x (target <= {max_cpu}: "
+                  f"{ok_cpu})")  # fmt: skip
+        else:
+            ok = "ok" if abs(rps_ratio - 1) <= TARGET_AGREE else "DISAGREE"
+            print(f"{name} / h2load: requests/s {rps_ratio:.3f}x (agree within "
+                  f"{TARGET_AGREE:.0%}: {ok}), CPU per request {cpu_ratio:.2f}x")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
