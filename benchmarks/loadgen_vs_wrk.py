@@ -87,15 +87,21 @@ def start_nginx(prefix: Path, port: int, cpu: int) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 10
+    wait_listening(p, port, f"nginx (see {prefix}/error.log)")
+    return p
+
+
+def wait_listening(p: subprocess.Popen, port: int, what: str, timeout: float = 10) -> None:
+    """Wait until ``p`` accepts connections on loopback ``port``; stop it and exit if not."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return p
+                return
         except OSError:
             time.sleep(0.05)
     stop(p)
-    sys.exit(f"nginx did not listen on port {port}; see {prefix}/error.log")
+    sys.exit(f"{what} did not listen on port {port}")
 
 
 def stop(p: subprocess.Popen) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import pywebbench
 from pwbtest import GEN_CPUS, PYWEBBENCH, process_census
 from pywebbench.load import LoadSpec, run_load
 
@@ -58,14 +59,8 @@ http {{
 }}
 """
 
-HYPERCORN_APP = """\
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/plain")]})
-    await send({"type": "http.response.body", "body": b"Hello, World!"})
-"""
+#: The catalogue's raw ASGI app (its ``/hello`` workload), served by hypercorn from its folder.
+APPS = Path(pywebbench.__file__).parent / "inside" / "apps"
 
 
 @dataclass(frozen=True)
@@ -123,7 +118,6 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     big.write_bytes(os.urandom(BIG_BYTES))
     conf = tmp / "nginx.conf"
     conf.write_text(NGINX_CONF.format(prefix=tmp, hello=HELLO, user=_user(), **ports))
-    (tmp / "hello_app.py").write_text(HYPERCORN_APP)
     hypercorn = str(Path(sys.executable).parent / "hypercorn")
     started: list[subprocess.Popen[bytes]] = []
     with process_census():
@@ -132,8 +126,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
                 ([NGINX, "-p", str(tmp), "-c", str(conf)], None, ports["h2c"], "nginx"),
                 (
                     [hypercorn, "--bind", f"127.0.0.1:{ports['hypercorn']}",
-                     "--log-level", "warning", "hello_app:app"],
-                    tmp, ports["hypercorn"], "hypercorn",
+                     "--log-level", "warning", "pwb_raw_asgi:app"],
+                    APPS, ports["hypercorn"], "hypercorn",
                 ),
             ):  # fmt: skip
                 p = subprocess.Popen(
@@ -214,7 +208,7 @@ def test_goaway_at_the_request_limit_reconnects_without_errors(servers: Servers)
 
 
 def test_hypercorn_speaks_h2c(servers: Servers) -> None:
-    r = run_load(_spec(f"{servers.hypercorn}/", connections=2, streams=4))
+    r = run_load(_spec(f"{servers.hypercorn}/hello", connections=2, streams=4))
     assert _errors(r) == {}
     assert r.requests > 100
     assert r.status_counts == {"200": r.requests}

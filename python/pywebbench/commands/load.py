@@ -1,4 +1,5 @@
-"""``pywebbench load URL``: a wrk-style load test of any HTTP/1.1 server, with a truthful report."""
+"""``pywebbench load URL``: a wrk-style load test of any HTTP/1.1 or h2c server, with a truthful
+report."""
 
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ Load models:
   --rate A,B,C@10s        open loop, steps: 10 s at A, then at B, then at C requests/s
                           (after a ramp or steps the last rate holds; -d defaults to their
                           length; the summary shows offered vs achieved per phase)
+  --protocol h2c          HTTP/2 over cleartext TCP (prior knowledge, no TLS): the same
+                          loops, --streams N requests in flight per connection (as h2load's
+                          -m); a server that answers HTTP/1.1 is an h2_not_spoken error
 
 \b
 Examples:
@@ -52,6 +56,7 @@ Examples:
   pywebbench load http://127.0.0.1:8080/upload -m POST --body-file data.json \\
       -H 'Content-Type: application/json'
   pywebbench load http://127.0.0.1:8080/hello --expect-status 200 --expect-body 'Hello, World!'
+  pywebbench load http://127.0.0.1:8080/ --protocol h2c --streams 10 -c 16 -d 10
 
 \b
 Exit status: 0 when at least one request succeeded (2xx/3xx, or passed --expect-*),
@@ -442,7 +447,7 @@ def command(
     ray_address: str | None,
     quiet: bool,
 ) -> None:
-    """Load-test an HTTP/1.1 server at URL and report throughput, latency and errors.
+    """Load-test an HTTP/1.1 (or h2c) server at URL: throughput, latency and errors.
 
     Like wrk, but the latency percentiles keep timeouts (as censored values), errors are
     classified (connect_refused, reset_mid_body, malformed_headers, ...), the open loop
