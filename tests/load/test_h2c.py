@@ -14,8 +14,10 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -248,3 +250,102 @@ def test_bad_protocol_flags_name_the_flag(args: list[str], flag: str) -> None:
     )  # fmt: skip
     assert p.returncode == 2, p.stderr
     assert flag in p.stderr, p.stderr
+
+
+class MisbehavingH2Server:
+    """A raw h2c server on loopback that answers every request stream with ``how``:
+    ``reset`` (RST_STREAM REFUSED_STREAM), ``goaway`` (GOAWAY PROTOCOL_ERROR) or ``garbage``
+    (a PING of 3 bytes). Threads in this process, stopped at exit."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/"
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._accept)]
+
+    def __enter__(self) -> MisbehavingH2Server:
+        self.threads[0].start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in list(self.threads):
+            t.join(timeout=5)
+        self.sock.close()
+
+    @staticmethod
+    def frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(payload))[1:]
+            + bytes([kind, flags])
+            + (struct.pack(">I", stream) + payload)
+        )
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            t = threading.Thread(target=self._serve, args=(conn,))
+            self.threads.append(t)
+            t.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        conn.settimeout(0.2)
+        buf = b""
+        with conn:
+            conn.sendall(self.frame(4, 0, 0, b""))  # SETTINGS
+            while not self.stop.is_set():
+                try:
+                    data = conn.recv(65536)
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                if not data:
+                    return
+                buf += data
+                if buf.startswith(b"PRI * HTTP/2.0"):
+                    buf = buf[24:]
+                while len(buf) >= 9:
+                    length = int.from_bytes(buf[:3], "big")
+                    if len(buf) < 9 + length:
+                        break
+                    kind, stream = buf[3], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                    buf = buf[9 + length :]
+                    if kind != 1:  # only HEADERS get an answer
+                        continue
+                    if self.how == "reset":
+                        conn.sendall(self.frame(3, 0, stream, struct.pack(">I", 7)))
+                    elif self.how == "goaway":
+                        conn.sendall(self.frame(7, 0, 0, struct.pack(">II", 0, 1) + b"no"))
+                        return
+                    else:
+                        conn.sendall(self.frame(6, 0, 0, b"abc"))
+                        return
+
+
+@pytest.mark.parametrize(
+    ("how", "error_class", "example"),
+    [
+        ("reset", "h2_stream_reset", "RST_STREAM REFUSED_STREAM"),
+        ("goaway", "h2_goaway", "GOAWAY PROTOCOL_ERROR"),
+        ("garbage", "h2_protocol_error", "frame type 6 of 3 bytes"),
+    ],
+)
+@pytest.mark.parametrize("io", ["epoll", "uring"])
+def test_stream_and_connection_errors_are_classified(
+    how: str, error_class: str, example: str, io: str
+) -> None:
+    with MisbehavingH2Server(how) as srv:
+        r = run_load(_spec(srv.url, io=io, connections=2, streams=2, max_requests=200))
+    assert r.requests == 0
+    errors = r.error_classes
+    assert set(errors) == {error_class}, errors
+    assert errors[error_class].count >= 200
+    assert example in errors[error_class].example, errors[error_class].example
