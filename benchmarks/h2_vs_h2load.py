@@ -15,8 +15,9 @@ Two modes:
 
 For each run: requests/s, the generator's CPU-microseconds per request (CPU time of the
 generator process from ``wait4()``, user + system; for pywebbench less its start-up CPU,
-measured on a 1-request run) and the kernel's share of it; at the end the medians, as ratios
-to h2load's.
+measured on a 1-request run) and the kernel's share of it; at the end the medians, and the
+median over the rounds of each round's ratio to h2load (a pair of runs in a round saw the
+same machine: steadier than a ratio of medians when the machine's load moves).
 
     python benchmarks/h2_vs_h2load.py                    # nginx, 10 s x 3 rounds
     python benchmarks/h2_vs_h2load.py --server hypercorn -d 5
@@ -180,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"round {i + 1}  {'pywebbench-' + io:<18}{rps:>10,.0f} req/s  "
                           f"{cpr:6.2f} CPU-us/req  kernel {kernel:4.0%} (busy {busy:.0%}; "
                           f"errors {d['errors']})", flush=True)  # fmt: skip
+                    for cls, e in d["error_classes"].items():  # type: ignore[attr-defined]
+                        print(f"  {cls}: {e['count']}, e.g. {e['example']}", flush=True)
         finally:
             stop(server)
     print()
@@ -187,10 +190,13 @@ def main(argv: list[str] | None = None) -> int:
            for name, v in rows.items()}  # fmt: skip
     for name, (rps, cpr, kernel) in med.items():
         print(f"median {name:<18}{rps:>10,.0f} req/s  {cpr:6.2f} CPU-us/req  kernel {kernel:4.0%}")
-    ref_rps, ref_cpr, _ = med["h2load"]
     for io in IOS:
         name = f"pywebbench-{io}"
-        rps_ratio, cpu_ratio = med[name][0] / ref_rps, med[name][1] / ref_cpr
+        # Ratios within each round (the rounds alternate, so each pair saw the same machine),
+        # then their median: steadier than a ratio of medians on a machine whose load moves.
+        pairs = list(zip(rows[name], rows["h2load"], strict=True))
+        rps_ratio = statistics.median(a[0] / b[0] for a, b in pairs)
+        cpu_ratio = statistics.median(a[1] / b[1] for a, b in pairs)
         if args.server == "nginx":
             min_rps, max_cpu = TARGET_NGINX
             ok_rps = "ok" if rps_ratio >= min_rps else "BELOW TARGET"
