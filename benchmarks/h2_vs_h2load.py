@@ -13,8 +13,10 @@ Two modes:
   both generators must measure the same requests/s, within 5%. (The CPU per request of a
   generator at ~1,500 requests/s is mostly its start-up and idle polling: not compared.)
 
-For each run: requests/s, the generator's CPU-microseconds per request (CPU time of the
-generator process from ``wait4()``, user + system; for pywebbench less its start-up CPU,
+pywebbench sends h2load's user-agent header, so the server sees the same request headers from
+both (h2load indexes them in HPACK's dynamic table, pywebbench encodes them the same way on
+every stream). For each run: requests/s, the generator's CPU-microseconds per request (CPU
+time of the generator process from ``wait4()``, user + system; for pywebbench less its start-up CPU,
 measured on a 1-request run) and the kernel's share of it; at the end the medians, and the
 median over the rounds of each round's ratio to h2load (a pair of runs in a round saw the
 same machine: steadier than a ratio of medians when the machine's load moves).
@@ -117,8 +119,22 @@ def run_h2load(
     return float(m.group(1)), cpu_s * 1e6 / int(n.group(1)), sys_s / max(cpu_s, 1e-9)
 
 
+def h2load_user_agent(h2load: str) -> str:
+    """The user-agent h2load sends (``h2load nghttp2/1.52.0``): pywebbench sends the same, so
+    that the server decodes the same request headers from both."""
+    out = subprocess.run([h2load, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"nghttp2/[\w.]+", out)
+    return f"h2load {m.group(0)}" if m else "h2load"
+
+
 def run_pwb(
-    url: str, cpu: int, conns: int, streams: int, duration: float | None, io: str
+    url: str,
+    cpu: int,
+    conns: int,
+    streams: int,
+    duration: float | None,
+    io: str,
+    user_agent: str,
 ) -> tuple[dict[str, object], float, float]:
     """One ``pywebbench load --protocol h2c`` run: (result, process CPU s, system CPU s)."""
     code = "from pywebbench.commands.load import command; command()"
@@ -126,7 +142,7 @@ def run_pwb(
     argv = [
         "taskset", "-c", str(cpu), sys.executable, "-c", code, url, "--protocol", "h2c",
         "--streams", str(streams), "-t", "1", "-c", str(conns), *bound, "--cpus", str(cpu),
-        "--io", io, "-q", "--json", "-",
+        "--io", io, "-H", f"user-agent: {user_agent}", "-q", "--json", "-",
     ]  # fmt: skip
     out, err, cpu_s, rc, sys_s = run_child(argv)
     if rc != 0:
@@ -150,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.duration < 1 or args.rounds < 1:
         ap.error("--duration must be >= 1 and --rounds >= 1")
     h2load = ensure_h2load()
+    agent = h2load_user_agent(h2load)
     port = free_port()
     url = f"http://127.0.0.1:{port}/" + ("hello" if args.server == "hypercorn" else "")
     gen, c, m = args.generator_cpu, args.connections, args.streams
@@ -161,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.server} (h2c) on core {args.server_cpu} at {url}; generators on core "
                   f"{gen}, -c {c} -m {m}, {args.duration:g} s, {args.rounds} rounds")  # fmt: skip
             run_h2load(h2load, url, gen, c, m, 1)  # warm-up of the server
-            startups = [run_pwb(url, gen, 1, 1, None, "epoll") for _ in range(3)]
+            startups = [run_pwb(url, gen, 1, 1, None, "epoll", agent) for _ in range(3)]
             _, startup, startup_sys = min(startups, key=lambda s: s[1])
             print(f"pywebbench start-up CPU (1 request, subtracted): {startup * 1000:.0f} ms")
             for i in range(args.rounds):
@@ -170,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {i + 1}  {'h2load':<18}{rps:>10,.0f} req/s  {cpr:6.2f} "
                       f"CPU-us/req  kernel {kernel:4.0%}", flush=True)  # fmt: skip
                 for io in IOS:
-                    d, cpu_s, sys_s = run_pwb(url, gen, c, m, args.duration, io)
+                    d, cpu_s, sys_s = run_pwb(url, gen, c, m, args.duration, io, agent)
                     load_cpu = max(cpu_s - startup, 1e-9)
                     requests = max(1, int(d["requests"]))  # type: ignore[call-overload]
                     cpr = load_cpu * 1e6 / requests
