@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                     load_cpu = max(cpu_s - startup, 1e-9)
                     requests = max(1, int(d["requests"]))  # type: ignore[call-overload]
                     cpr = load_cpu * 1e6 / requests
-                    kernel = max(sys_s - startup_sys, 0.0) / load_cpu
+                    kernel = min(max(sys_s - startup_sys, 0.0) / load_cpu, 1.0)
                     rps = float(d["rps"])  # type: ignore[arg-type]
                     rows[f"pywebbench-{io}"].append((rps, cpr, kernel))
                     busy = d["generator"]["threads"][0]["busy"]  # type: ignore[index]
