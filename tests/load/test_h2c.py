@@ -254,8 +254,9 @@ def test_bad_protocol_flags_name_the_flag(args: list[str], flag: str) -> None:
 
 class MisbehavingH2Server:
     """A raw h2c server on loopback that answers every request stream with ``how``:
-    ``reset`` (RST_STREAM REFUSED_STREAM), ``goaway`` (GOAWAY PROTOCOL_ERROR) or ``garbage``
-    (a PING of 3 bytes). Threads in this process, stopped at exit."""
+    ``reset`` (RST_STREAM REFUSED_STREAM), ``no-status`` (headers without ``:status``),
+    ``data-first`` (DATA before any headers), ``goaway`` (GOAWAY PROTOCOL_ERROR) or
+    ``garbage`` (a PING of 3 bytes). Threads in this process, stopped at exit."""
 
     def __init__(self, how: str) -> None:
         self.how = how
@@ -322,6 +323,11 @@ class MisbehavingH2Server:
                         continue
                     if self.how == "reset":
                         conn.sendall(self.frame(3, 0, stream, struct.pack(">I", 7)))
+                    elif self.how == "no-status":  # a header block with x-a: b only
+                        block = b"\x00\x03x-a\x01b"
+                        conn.sendall(self.frame(1, 0x5, stream, block))
+                    elif self.how == "data-first":
+                        conn.sendall(self.frame(0, 0x1, stream, b"body"))
                     elif self.how == "goaway":
                         conn.sendall(self.frame(7, 0, 0, struct.pack(">II", 0, 1) + b"no"))
                         return
@@ -336,6 +342,8 @@ class MisbehavingH2Server:
         ("reset", "h2_stream_reset", "RST_STREAM REFUSED_STREAM"),
         ("goaway", "h2_goaway", "GOAWAY PROTOCOL_ERROR"),
         ("garbage", "h2_protocol_error", "frame type 6 of 3 bytes"),
+        ("no-status", "h2_protocol_error", "ended without a final :status"),
+        ("data-first", "h2_protocol_error", "DATA before the response headers"),
     ],
 )
 @pytest.mark.parametrize("io", ["epoll", "uring"])

@@ -8,7 +8,10 @@ pub fn parse_url(url: &str) -> Result<(String, u16, String), String> {
     let rest = if let Some(r) = url.strip_prefix("http://") {
         r
     } else if url.starts_with("https://") {
-        return Err(bad("url", "https is not supported (cleartext HTTP/1.1 and h2c only)"));
+        return Err(bad(
+            "url",
+            "https is not supported (cleartext HTTP/1.1 and h2c only)",
+        ));
     } else {
         return Err(bad("url", format!("{url:?} must start with http://")));
     };

@@ -221,10 +221,15 @@ impl Worker {
                     return true; // a stream we no longer wait for
                 };
                 let s = &mut h.streams[k];
-                if status >= 200 || (status == 0 && !s.headers && end_stream) {
+                if !s.headers && status >= 200 {
                     s.status = status;
                     s.headers = true;
+                } else if !s.headers && (status == 0 || end_stream) {
+                    let msg = format!("stream {stream} ended without a final :status");
+                    self.fail(i, ErrorClass::H2ProtocolError, msg, now);
+                    return false;
                 }
+                // Otherwise an interim 1xx response (skipped) or trailers.
                 if end_stream {
                     return self.h2_complete(i, k, expect_len, now);
                 }
@@ -244,6 +249,11 @@ impl Worker {
                     return true;
                 };
                 let s = &mut h.streams[k];
+                if !s.headers {
+                    let msg = format!("DATA before the response headers on stream {stream}");
+                    self.fail(i, ErrorClass::H2ProtocolError, msg, now);
+                    return false;
+                }
                 if let Some(exp) = expect {
                     s.mismatch |= body_differs(exp, s.body_len, body);
                 }
