@@ -41,23 +41,7 @@ import tempfile
 from pathlib import Path
 
 import pywebbench
-from loadgen_vs_wrk import free_port, run_child, stop, wait_listening
-
-NGINX_CONF = """\
-worker_processes 1;
-daemon off;
-error_log {prefix}/error.log warn;
-pid {prefix}/nginx.pid;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    keepalive_requests 100000000;
-    server {{
-        listen 127.0.0.1:{port} http2;
-        location / {{ return 200 "Hello, World!"; }}
-    }}
-}}
-"""
+from loadgen_vs_wrk import free_port, run_child, start_nginx, stop, wait_listening
 
 #: The catalogue's raw ASGI app (its ``/hello`` workload), run by hypercorn from its folder.
 APPS = Path(pywebbench.__file__).parent / "inside" / "apps"
@@ -82,19 +66,15 @@ def ensure_h2load() -> str:
 
 
 def start_server(kind: str, prefix: Path, port: int, cpu: int) -> subprocess.Popen[bytes]:
-    """nginx (h2c) or hypercorn (hello app) on ``port``, pinned to ``cpu``."""
+    """nginx (h2c) or hypercorn (the catalogue's raw ASGI app) on ``port``, pinned to ``cpu``."""
     if kind == "nginx":
-        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-        conf = prefix / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(prefix=prefix, port=port))
-        argv = [nginx, "-p", str(prefix), "-c", str(conf)]
-    else:
-        hypercorn = str(Path(sys.executable).parent / "hypercorn")
-        argv = [hypercorn, "--bind", f"127.0.0.1:{port}", "--log-level", "warning",
-                "pwb_raw_asgi:app"]  # fmt: skip
+        return start_nginx(prefix, port, cpu, http2=True)
+    hypercorn = str(Path(sys.executable).parent / "hypercorn")
+    argv = [hypercorn, "--bind", f"127.0.0.1:{port}", "--log-level", "warning",
+            "pwb_raw_asgi:app"]  # fmt: skip
     p = subprocess.Popen(
         ["taskset", "-c", str(cpu), *argv],
-        cwd=prefix if kind == "nginx" else APPS,
+        cwd=APPS,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -41,7 +41,7 @@ http {{
     access_log off;
     keepalive_requests 10000000;
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port}{http2};
         location / {{ return 200 "Hello, World!"; }}
     }}
 }}
@@ -75,12 +75,15 @@ def ensure_wrk() -> str:
     return wrk
 
 
-def start_nginx(prefix: Path, port: int, cpu: int) -> subprocess.Popen:
+def start_nginx(prefix: Path, port: int, cpu: int, http2: bool = False) -> subprocess.Popen:
+    """nginx (1 worker, hello) on loopback ``port`` pinned to ``cpu``; ``http2``: h2c with
+    prior knowledge instead of HTTP/1.1 (``keepalive_requests`` covers HTTP/2 connections
+    too)."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         sys.exit("nginx is missing: apt-get install nginx (or run scripts/setup.sh)")
     conf = prefix / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port))
+    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port, http2=" http2" if http2 else ""))
     p = subprocess.Popen(
         ["taskset", "-c", str(cpu), nginx, "-p", str(prefix), "-c", str(conf)],
         start_new_session=True,
