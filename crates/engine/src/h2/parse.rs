@@ -89,6 +89,12 @@ pub struct FrameParser {
     fields: Fields,
     /// The HPACK decoder failed half-way: its table can no longer be trusted.
     poisoned: bool,
+    /// The server set the dynamic table to 0 bytes (a size update to 0, none larger since):
+    /// a header block decodes the same whatever came before it.
+    table_zero: bool,
+    /// While `table_zero`: the last block decoded and its `:status` (None: nothing cached).
+    cached: Vec<u8>,
+    cached_status: Option<u16>,
     /// A first frame was seen (it must be SETTINGS: the server's preface).
     started: bool,
 }
@@ -116,6 +122,9 @@ impl FrameParser {
             decoder: Decoder::default(),
             fields: Vec::with_capacity(16),
             poisoned: false,
+            table_zero: false,
+            cached: Vec::new(),
+            cached_status: None,
             started: false,
         }
     }
@@ -133,6 +142,8 @@ impl FrameParser {
         self.decoder = Decoder::default();
         self.fields.clear();
         self.poisoned = false;
+        self.table_zero = false;
+        self.cached_status = None;
         self.started = false;
     }
 
@@ -470,14 +481,31 @@ impl FrameParser {
             return Err(protocol("HPACK decoder unusable after an earlier error"));
         }
         self.fields.clear();
-        if !well_formed(&self.block) {
+        let Some(size_update) = walk(&self.block) else {
             self.poisoned = true;
             return Err(protocol(format!(
                 "HPACK decoding of stream {stream}'s headers: truncated or malformed block"
             )));
+        };
+        if let (true, None, Some(status)) = (self.table_zero, size_update, self.cached_status) {
+            if self.block == self.cached {
+                // No dynamic table: the same bytes decode to the same fields.
+                self.block.clear();
+                return Ok(Event::Headers {
+                    stream,
+                    status,
+                    end_stream,
+                });
+            }
         }
+        let zero_after = size_update.map_or(self.table_zero, |size| size == 0);
+        if zero_after {
+            self.cached.clear();
+            self.cached.extend_from_slice(&self.block);
+        }
+        self.cached_status = None;
         let (decoder, block, fields) = (&mut self.decoder, &mut self.block, &mut self.fields);
-        // httlib indexes past the end of truncated blocks instead of failing: `well_formed`
+        // httlib indexes past the end of truncated blocks instead of failing: `walk`
         // refuses those first; a panic left is a malformed block like any other.
         let decoded = catch_unwind(AssertUnwindSafe(|| decoder.decode(block, fields)));
         let failed = match decoded {
@@ -505,6 +533,10 @@ impl FrameParser {
                     ))
                 })?,
         };
+        self.table_zero = zero_after;
+        if zero_after {
+            self.cached_status = Some(status);
+        }
         Ok(Event::Headers {
             stream,
             status,
@@ -530,14 +562,16 @@ fn hpack_int(b: &[u8], n: u8) -> Option<(usize, usize)> {
     None
 }
 
-/// The structure of a header block is whole (every integer and string literal complete):
-/// what httlib's decoder assumes without checking. Values are not decoded here.
-fn well_formed(block: &[u8]) -> bool {
+/// Walk the structure of a header block: None unless it is whole (every integer and string
+/// literal complete: what httlib's decoder assumes without checking), else the last dynamic
+/// table size update in it (Some(None): none). Values are not decoded here.
+fn walk(block: &[u8]) -> Option<Option<usize>> {
     let string = |at: usize| -> Option<usize> {
         let (len, n) = hpack_int(block.get(at..)?, 7)?;
         (at + n + len <= block.len()).then_some(at + n + len)
     };
     let mut at = 0;
+    let mut size_update = None;
     while at < block.len() {
         let b = block[at];
         let (prefix, literal) = match b {
@@ -546,18 +580,17 @@ fn well_formed(block: &[u8]) -> bool {
             _ if b & 0xe0 == 0x20 => (5, false),
             _ => (4, true),
         };
-        let Some((index, n)) = hpack_int(&block[at..], prefix) else {
-            return false;
-        };
+        let (index, n) = hpack_int(&block[at..], prefix)?;
         at += n;
+        if prefix == 5 {
+            size_update = Some(index);
+        }
         if literal {
             if index == 0 {
-                let Some(next) = string(at) else { return false };
-                at = next;
+                at = string(at)?;
             }
-            let Some(next) = string(at) else { return false };
-            at = next;
+            at = string(at)?;
         }
     }
-    true
+    Some(size_update)
 }

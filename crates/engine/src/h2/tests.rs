@@ -112,8 +112,9 @@ fn client_start_is_preface_settings_and_window() {
     client_start(&mut out);
     assert!(out.starts_with(PREFACE));
     let rest = &out[PREFACE.len()..];
-    assert_eq!(&rest[..9], &[0, 0, 12, SETTINGS, 0, 0, 0, 0, 0]);
-    let wu = &rest[9 + 12..];
+    assert_eq!(&rest[..9], &[0, 0, 18, SETTINGS, 0, 0, 0, 0, 0]);
+    assert_eq!(&rest[9..15], &[0, 1, 0, 0, 0, 0]); // HEADER_TABLE_SIZE 0
+    let wu = &rest[9 + 18..];
     assert_eq!(&wu[..9], &[0, 0, 4, WINDOW_UPDATE, 0, 0, 0, 0, 0]);
     let inc = u32::from_be_bytes([wu[9], wu[10], wu[11], wu[12]]);
     assert_eq!(inc + 65_535, WINDOW);
@@ -284,4 +285,63 @@ fn forbidden_headers_are_the_connection_specific_ones() {
     assert!(forbidden_header("transfer-encoding"));
     assert!(forbidden_header("upgrade"));
     assert!(!forbidden_header("accept"));
+}
+
+#[test]
+fn with_the_table_at_zero_a_repeated_block_decodes_the_same() {
+    // nginx's form: literals with incremental indexing every time; a size update to 0 first.
+    let mut lit = vec![0x40];
+    hpack_str(&mut lit, b"x-a");
+    hpack_str(&mut lit, b"1");
+    let first: Vec<u8> = [&[0x20u8, 0x88][..], &lit].concat();
+    let again: Vec<u8> = [&[0x88u8][..], &lit].concat();
+    let not_found: Vec<u8> = [&[0x8du8][..], &lit].concat(); // :status 404
+    let mut data = settings(None);
+    for (k, block) in [&first, &again, &again, &not_found, &again]
+        .iter()
+        .enumerate()
+    {
+        let stream = 2 * k as u32 + 1;
+        data.extend(frame(
+            HEADERS,
+            FLAG_END_HEADERS | FLAG_END_STREAM,
+            stream,
+            block,
+        ));
+    }
+    // The table is empty: index 62 does not exist.
+    data.extend(frame(
+        HEADERS,
+        FLAG_END_HEADERS | FLAG_END_STREAM,
+        11,
+        &[0xbe],
+    ));
+    let (got, err) = events(&data, data.len());
+    let statuses: Vec<&str> = got.iter().skip(1).map(String::as_str).collect();
+    assert_eq!(
+        statuses,
+        [
+            "Headers { stream: 1, status: 200, end_stream: true }",
+            "Headers { stream: 3, status: 200, end_stream: true }",
+            "Headers { stream: 5, status: 200, end_stream: true }",
+            "Headers { stream: 7, status: 404, end_stream: true }",
+            "Headers { stream: 9, status: 200, end_stream: true }",
+        ]
+    );
+    assert_eq!(err, Some(ErrorClass::H2ProtocolError));
+    // Without the size update the same blocks fill the table, and index 62 is "x-a: 1".
+    let mut data = settings(None);
+    data.extend(frame(
+        HEADERS,
+        FLAG_END_HEADERS | FLAG_END_STREAM,
+        1,
+        &again,
+    ));
+    data.extend(frame(
+        HEADERS,
+        FLAG_END_HEADERS | FLAG_END_STREAM,
+        3,
+        &[0x88, 0xbe],
+    ));
+    assert_eq!(events(&data, data.len()).1, None);
 }
