@@ -13,13 +13,15 @@ Two modes:
   both generators must measure the same requests/s, within 5%. (The CPU per request of a
   generator at ~1,500 requests/s is mostly its start-up and idle polling: not compared.)
 
-pywebbench sends h2load's user-agent header, so the server sees the same request headers from
-both (h2load indexes them in HPACK's dynamic table, pywebbench encodes them the same way on
-every stream). For each run: requests/s, the generator's CPU-microseconds per request (CPU
-time of the generator process from ``wait4()``, user + system; for pywebbench less its start-up CPU,
-measured on a 1-request run) and the kernel's share of it; at the end the medians, and the
-median over the rounds of each round's ratio to h2load (a pair of runs in a round saw the
-same machine: steadier than a ratio of medians when the machine's load moves).
+pywebbench sends h2load's user-agent header and h2load pywebbench's HPACK table size (0, with
+``--header-table-size=0``), so the server sees the same request headers and settings from
+both (h2load indexes its request headers in HPACK's dynamic table, pywebbench encodes them
+the same way on every stream). For each run: requests/s, the generator's CPU-microseconds
+per request (CPU time of the generator process from ``wait4()``, user + system; for
+pywebbench less its start-up CPU, measured on a 1-request run) and the kernel's share of it;
+at the end the medians, and the median over the rounds of each round's ratio to h2load (a
+pair of runs in a round saw the same machine: steadier than a ratio of medians when the
+machine's load moves).
 
     python benchmarks/h2_vs_h2load.py                    # nginx, 10 s x 3 rounds
     python benchmarks/h2_vs_h2load.py --server hypercorn -d 5
@@ -87,8 +89,10 @@ def run_h2load(
     h2load: str, url: str, cpu: int, conns: int, streams: int, duration: float
 ) -> tuple[float, float, float]:
     """One h2load run; (rps, CPU-us per request, system share of its CPU)."""
+    # --header-table-size=0: the SETTINGS_HEADER_TABLE_SIZE pywebbench sends, so the server
+    # encodes its responses for both clients alike.
     argv = ["taskset", "-c", str(cpu), h2load, "-t1", f"-c{conns}", f"-m{streams}",
-            f"-D{max(1, round(duration))}", url]  # fmt: skip
+            f"-D{max(1, round(duration))}", "--header-table-size=0", url]  # fmt: skip
     out, err, cpu_s, rc, sys_s = run_child(argv)
     m = re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out)
     n = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
