@@ -4,7 +4,7 @@ loop, large bodies through flow control, GOAWAY at nginx's request limit, and an
 server that must fail with one clear line.
 
 The servers run in their own sessions, pinned to core 0, and are stopped (process group) at
-teardown; a process census checks that nothing is left behind.
+teardown, which checks that their process groups are empty.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import pywebbench
-from pwbtest import GEN_CPUS, PYWEBBENCH, process_census
+from pwbtest import GEN_CPUS, PYWEBBENCH
 from pywebbench.load import LoadSpec, run_load
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -111,6 +111,19 @@ def _stop(p: subprocess.Popen[bytes]) -> None:
         p.wait()
 
 
+def _group_alive(pgid: int, wait_s: float = 3.0) -> bool:
+    """Process group ``pgid`` still has a process after ``wait_s`` (exiting ones get time)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     """nginx (h2c, h2c closing after 50 requests, HTTP/1.1 only) and hypercorn, on core 0."""
@@ -122,30 +135,31 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     conf.write_text(NGINX_CONF.format(prefix=tmp, hello=HELLO, user=_user(), **ports))
     hypercorn = str(Path(sys.executable).parent / "hypercorn")
     started: list[subprocess.Popen[bytes]] = []
-    with process_census():
-        try:
-            for argv, cwd, port, what in (
-                ([NGINX, "-p", str(tmp), "-c", str(conf)], None, ports["h2c"], "nginx"),
-                (
-                    [hypercorn, "--bind", f"127.0.0.1:{ports['hypercorn']}",
-                     "--log-level", "warning", "pwb_raw_asgi:app"],
-                    APPS, ports["hypercorn"], "hypercorn",
-                ),
-            ):  # fmt: skip
-                p = subprocess.Popen(
-                    ["taskset", "-c", "0", *argv],
-                    cwd=cwd,
-                    start_new_session=True,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                started.append(p)
-                _wait_listening(port, p, what)
-            url = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
-            yield Servers(url["h2c"], url["goaway"], url["http1"], url["hypercorn"], big)
-        finally:
-            for p in started:
-                _stop(p)
+    try:
+        for argv, cwd, port, what in (
+            ([NGINX, "-p", str(tmp), "-c", str(conf)], None, ports["h2c"], "nginx"),
+            (
+                [hypercorn, "--bind", f"127.0.0.1:{ports['hypercorn']}",
+                 "--log-level", "warning", "pwb_raw_asgi:app"],
+                APPS, ports["hypercorn"], "hypercorn",
+            ),
+        ):  # fmt: skip
+            p = subprocess.Popen(
+                ["taskset", "-c", "0", *argv],
+                cwd=cwd,
+                start_new_session=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            started.append(p)
+            _wait_listening(port, p, what)
+        url = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
+        yield Servers(url["h2c"], url["goaway"], url["http1"], url["hypercorn"], big)
+    finally:
+        for p in started:
+            _stop(p)
+        left = [p.pid for p in started if _group_alive(p.pid)]
+        assert not left, f"server process groups left behind: {left}"
 
 
 def _spec(url: str, **fields: object) -> LoadSpec:
@@ -174,10 +188,9 @@ def test_closed_loop_keeps_every_stream_busy(servers: Servers, io: str) -> None:
     assert r.requests > 1000
     assert r.status_counts == {"200": r.requests}
     assert r.connections.established == 4
-    # 4 connections x 8 streams in flight: far more than 4 requests per round trip, so
-    # the latency is several times a single request's.
-    single = run_load(_spec(f"{servers.h2c}/", io=io, connections=1, streams=1))
-    assert r.rps > 1.5 * single.rps, (r.rps, single.rps)
+    # Several streams of each connection are busy at the end (at most 4 x 8; a request
+    # issued but not yet written, e.g. behind a send in progress, is not in flight).
+    assert 4 * 4 < r.connections.in_flight_at_end <= 4 * 8, r.connections
 
 
 @pytest.mark.parametrize("io", ["epoll", "uring"])
