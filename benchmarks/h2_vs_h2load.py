@@ -71,9 +71,14 @@ def start_server(kind: str, prefix: Path, port: int, cpu: int) -> subprocess.Pop
     """nginx (h2c) or hypercorn (the catalogue's raw ASGI app) on ``port``, pinned to ``cpu``."""
     if kind == "nginx":
         return start_nginx(prefix, port, cpu, http2=True)
+    # hypercorn closes an HTTP/2 connection after keep_alive_max_requests (1,000) and answers
+    # the client's frames in flight with GOAWAY PROTOCOL_ERROR: raised, so that neither
+    # generator's figures carry those errors and reconnects.
+    config = prefix / "hypercorn.toml"
+    config.write_text("keep_alive_max_requests = 1000000000\n")
     hypercorn = str(Path(sys.executable).parent / "hypercorn")
     argv = [hypercorn, "--bind", f"127.0.0.1:{port}", "--log-level", "warning",
-            "pwb_raw_asgi:app"]  # fmt: skip
+            "--config", str(config), "pwb_raw_asgi:app"]  # fmt: skip
     p = subprocess.Popen(
         ["taskset", "-c", str(cpu), *argv],
         cwd=APPS,
