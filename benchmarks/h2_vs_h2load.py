@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -43,7 +42,14 @@ import tempfile
 from pathlib import Path
 
 import pywebbench
-from loadgen_vs_wrk import free_port, run_child, start_nginx, stop, wait_listening
+from loadgen_vs_wrk import (
+    ensure_tool,
+    free_port,
+    run_child,
+    start_nginx,
+    stop,
+    wait_listening,
+)
 
 #: The catalogue's raw ASGI app (its ``/hello`` workload), run by hypercorn from its folder.
 APPS = Path(pywebbench.__file__).parent / "inside" / "apps"
@@ -53,18 +59,6 @@ TARGET_NGINX = (1.3, 0.75)
 #: hypercorn mode: the largest relative difference of requests/s from h2load's.
 TARGET_AGREE = 0.05
 IOS = ("epoll", "uring")
-
-
-def ensure_h2load() -> str:
-    h2load = shutil.which("h2load")
-    if h2load:
-        return h2load
-    print("h2load not found: installing nghttp2-client from Debian", flush=True)
-    subprocess.run(["apt-get", "install", "-y", "-q", "nghttp2-client"], check=True)
-    h2load = shutil.which("h2load")
-    if not h2load:
-        sys.exit("h2load is still missing after apt-get install nghttp2-client")
-    return h2load
 
 
 def start_server(kind: str, prefix: Path, port: int, cpu: int) -> subprocess.Popen[bytes]:
@@ -154,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.duration < 1 or args.rounds < 1:
         ap.error("--duration must be >= 1 and --rounds >= 1")
-    h2load = ensure_h2load()
+    h2load = ensure_tool("h2load", "nghttp2-client")
     agent = h2load_user_agent(h2load)
     port = free_port()
     url = f"http://127.0.0.1:{port}/" + ("hello" if args.server == "hypercorn" else "")

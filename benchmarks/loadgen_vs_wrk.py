@@ -63,16 +63,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def ensure_tool(tool: str, package: str) -> str:
+    """The path of ``tool``, installing Debian's ``package`` first when it is missing."""
+    path = shutil.which(tool)
+    if path:
+        return path
+    print(f"{tool} not found: installing it from Debian (apt-get install -y {package})", flush=True)
+    subprocess.run(["apt-get", "install", "-y", "-q", package], check=True)
+    path = shutil.which(tool)
+    if not path:
+        sys.exit(f"{tool} is still missing after apt-get install {package}")
+    return path
+
+
 def ensure_wrk() -> str:
-    wrk = shutil.which("wrk")
-    if wrk:
-        return wrk
-    print("wrk not found: installing it from Debian (apt-get install -y wrk)", flush=True)
-    subprocess.run(["apt-get", "install", "-y", "-q", "wrk"], check=True)
-    wrk = shutil.which("wrk")
-    if not wrk:
-        sys.exit("wrk is still missing after apt-get install")
-    return wrk
+    return ensure_tool("wrk", "wrk")
 
 
 def start_nginx(prefix: Path, port: int, cpu: int, http2: bool = False) -> subprocess.Popen:
