@@ -1,7 +1,8 @@
 """Property-based fuzzing of the HTTP parsers at scale: millions of generated cases.
 
-Runs the proptest properties of the engine's response parser
-(crates/engine/tests/parser_props.rs) and the reference server's request parser
+Runs the proptest properties of the engine's HTTP/1.1 response parser
+(crates/engine/tests/parser_props.rs), its HTTP/2 frame and HPACK parser
+(crates/engine/tests/h2_props.rs) and the reference server's request parser
 (crates/refserver/src/request_props.rs) with many more cases than CI does (the case count of a
 property comes from ``PWB_FUZZ_CASES``). The cases are shared out by weight: the properties
 that split each input at every byte boundary cost hundreds of parses per case and get fewer.
@@ -39,17 +40,27 @@ class Property:
 
 
 ENGINE = ["--test", "parser_props"]
+H2 = ["--test", "h2_props"]
 REFSERVER = ["--lib"]
 PROPERTIES = [
-    Property("pywebbench-engine", ENGINE, "valid_responses_parse_to_what_was_sent", 0.15),
-    Property("pywebbench-engine", ENGINE, "split_at_random_points_equals_whole", 0.20),
-    Property("pywebbench-engine", ENGINE, "hostile_bytes_split_equals_whole", 0.20),
+    Property("pywebbench-engine", ENGINE, "valid_responses_parse_to_what_was_sent", 0.12),
+    Property("pywebbench-engine", ENGINE, "split_at_random_points_equals_whole", 0.15),
+    Property("pywebbench-engine", ENGINE, "hostile_bytes_split_equals_whole", 0.15),
     Property("pywebbench-engine", ENGINE, "split_at_every_boundary_equals_whole", 0.01),
+    Property("pywebbench-engine", H2, "valid_conversations_parse_to_what_was_sent", 0.07),
+    Property("pywebbench-engine", H2, "split_at_random_points_equals_whole", 0.07),
+    Property("pywebbench-engine", H2, "hostile_bytes_split_equals_whole", 0.07),
+    Property("pywebbench-engine", H2, "split_at_every_boundary_equals_whole", 0.01),
+    Property("pywebbench-engine", H2, "junk_after_settings_is_a_protocol_error_at_worst", 0.005),
+    Property("pywebbench-engine", H2, "junk_header_blocks_are_refused_cleanly", 0.005),
     Property(
-        "pywebbench-refserver", REFSERVER, "request_props::split_at_random_points_equals_whole", 0.2
+        "pywebbench-refserver",
+        REFSERVER,
+        "request_props::split_at_random_points_equals_whole",
+        0.15,
     ),
     Property(
-        "pywebbench-refserver", REFSERVER, "request_props::hostile_bytes_split_equals_whole", 0.2
+        "pywebbench-refserver", REFSERVER, "request_props::hostile_bytes_split_equals_whole", 0.15
     ),
     Property(
         "pywebbench-refserver", REFSERVER, "request_props::valid_requests_are_each_answered", 0.03
@@ -138,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'crate':<22} {'property':<55} {'cases':>12} {'failed':>6} {'time':>8}")
     for o in outcomes:
         name = o.prop.name.removeprefix("request_props::")
+        if o.prop.target == H2:
+            name = f"h2: {name}"
         print(
             f"{o.prop.crate:<22} {name:<55} {o.cases:>12,} {'yes' if o.failed else 'no':>6} "
             f"{o.seconds:>7.0f}s"

@@ -41,7 +41,7 @@ http {{
     access_log off;
     keepalive_requests 10000000;
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port}{http2};
         location / {{ return 200 "Hello, World!"; }}
     }}
 }}
@@ -63,39 +63,53 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def ensure_tool(tool: str, package: str) -> str:
+    """The path of ``tool``, installing Debian's ``package`` first when it is missing."""
+    path = shutil.which(tool)
+    if path:
+        return path
+    print(f"{tool} not found: installing it from Debian (apt-get install -y {package})", flush=True)
+    subprocess.run(["apt-get", "install", "-y", "-q", package], check=True)
+    path = shutil.which(tool)
+    if not path:
+        sys.exit(f"{tool} is still missing after apt-get install {package}")
+    return path
+
+
 def ensure_wrk() -> str:
-    wrk = shutil.which("wrk")
-    if wrk:
-        return wrk
-    print("wrk not found: installing it from Debian (apt-get install -y wrk)", flush=True)
-    subprocess.run(["apt-get", "install", "-y", "-q", "wrk"], check=True)
-    wrk = shutil.which("wrk")
-    if not wrk:
-        sys.exit("wrk is still missing after apt-get install")
-    return wrk
+    return ensure_tool("wrk", "wrk")
 
 
-def start_nginx(prefix: Path, port: int, cpu: int) -> subprocess.Popen:
+def start_nginx(prefix: Path, port: int, cpu: int, http2: bool = False) -> subprocess.Popen:
+    """nginx (1 worker, hello) on loopback ``port`` pinned to ``cpu``; ``http2``: h2c with
+    prior knowledge instead of HTTP/1.1 (``keepalive_requests`` covers HTTP/2 connections
+    too)."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         sys.exit("nginx is missing: apt-get install nginx (or run scripts/setup.sh)")
     conf = prefix / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port))
+    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port, http2=" http2" if http2 else ""))
     p = subprocess.Popen(
         ["taskset", "-c", str(cpu), nginx, "-p", str(prefix), "-c", str(conf)],
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 10
+    wait_listening(p, port, f"nginx (see {prefix}/error.log)")
+    return p
+
+
+def wait_listening(p: subprocess.Popen, port: int, what: str, timeout: float = 10) -> None:
+    """Wait until ``p`` accepts connections on loopback ``port``; stop it and exit if not."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return p
+                return
         except OSError:
             time.sleep(0.05)
     stop(p)
-    sys.exit(f"nginx did not listen on port {port}; see {prefix}/error.log")
+    sys.exit(f"{what} did not listen on port {port}")
 
 
 def stop(p: subprocess.Popen) -> None:

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-APT_PACKAGES=(pypy3 pypy3-venv pypy3-dev redis-server postgresql nginx wrk chromium libev-dev strace valgrind
+APT_PACKAGES=(pypy3 pypy3-venv pypy3-dev redis-server postgresql nginx wrk nghttp2-client chromium libev-dev strace valgrind
               build-essential python3-dev pkg-config curl dpkg-dev)
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }

@@ -26,10 +26,14 @@ pub enum ErrorClass {
     WriteError,
     CheckFailed,
     QueueOverflow,
+    H2NotSpoken,
+    H2ProtocolError,
+    H2StreamReset,
+    H2Goaway,
 }
 
 /// Number of error classes.
-pub const N_CLASSES: usize = 17;
+pub const N_CLASSES: usize = 21;
 
 /// All classes, in declaration order.
 pub const ALL_CLASSES: [ErrorClass; N_CLASSES] = [
@@ -50,6 +54,10 @@ pub const ALL_CLASSES: [ErrorClass; N_CLASSES] = [
     ErrorClass::WriteError,
     ErrorClass::CheckFailed,
     ErrorClass::QueueOverflow,
+    ErrorClass::H2NotSpoken,
+    ErrorClass::H2ProtocolError,
+    ErrorClass::H2StreamReset,
+    ErrorClass::H2Goaway,
 ];
 
 impl ErrorClass {
@@ -73,6 +81,10 @@ impl ErrorClass {
             ErrorClass::WriteError => "write_error",
             ErrorClass::CheckFailed => "check_failed",
             ErrorClass::QueueOverflow => "queue_overflow",
+            ErrorClass::H2NotSpoken => "h2_not_spoken",
+            ErrorClass::H2ProtocolError => "h2_protocol_error",
+            ErrorClass::H2StreamReset => "h2_stream_reset",
+            ErrorClass::H2Goaway => "h2_goaway",
         }
     }
 

@@ -1,4 +1,4 @@
-//! pywebbench's load-generation engine: an HTTP/1.1 load generator on io_uring or epoll (mio), with
+//! pywebbench's load-generation engine: an HTTP/1.1 and h2c (HTTP/2 cleartext) load generator on io_uring or epoll (mio), with
 //! httparse and HdrHistogram. No Python inside; see docs/load-engine.md.
 //!
 //! ```no_run
@@ -15,6 +15,7 @@ pub mod dial;
 pub mod engine;
 pub mod errors;
 pub mod faults;
+pub mod h2;
 pub mod hist;
 pub mod http;
 pub mod rate;
@@ -33,4 +34,4 @@ pub use errors::{ErrorClass, ErrorEntry};
 pub use rate::RatePhase;
 pub use result::{merge, LoadResult};
 pub use slices::{RunningSlices, SlicedResult, SlicedSpec};
-pub use spec::{normalise_spec_json, Arrival, Io, LoadSpec, Mode};
+pub use spec::{normalise_spec_json, Arrival, Io, LoadSpec, Mode, Protocol};

@@ -17,6 +17,17 @@ pub enum Arrival {
     Poisson,
 }
 
+/// The protocol spoken on every connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// HTTP/1.1 (`pipeline` requests in flight per connection).
+    #[default]
+    Http1,
+    /// HTTP/2 over cleartext TCP with prior knowledge (`streams` in flight per connection).
+    H2c,
+}
+
 /// Which I/O backend drives the sockets (defined beside the probe that resolves `auto`).
 pub use crate::uring::Io;
 
@@ -47,6 +58,10 @@ pub struct LoadSpec {
     #[serde(skip_serializing_if = "is_zero")]
     pub fresh_share: f64,
     pub pipeline: u32,
+    /// `http1` or `h2c` (docs/http2.md).
+    pub protocol: Protocol,
+    /// h2c: concurrent streams (requests in flight) per connection.
+    pub streams: u32,
     pub rate: Option<f64>,
     /// Open loop with a rate that changes: ramps and steps (docs/load-engine.md). Empty:
     /// none (`rate` is the constant case; at most one of the two is set). Read under its
@@ -96,6 +111,8 @@ impl Default for LoadSpec {
             keepalive: true,
             fresh_share: 0.0,
             pipeline: 1,
+            protocol: Protocol::Http1,
+            streams: 1,
             rate: None,
             rate_phases: Vec::new(),
             arrival: Arrival::Constant,
@@ -146,6 +163,8 @@ pub struct Plan {
     pub connect_timeout_ns: u64,
     pub queue_limit: u64,
     pub expect_body: Option<Vec<u8>>,
+    /// h2c: the request's header block (HPACK, encoded once) and body; None: HTTP/1.1.
+    pub h2: Option<H2Request>,
     /// The io_uring backend and what it may use; None: epoll. Set by the engine at start.
     pub uring: Option<crate::uring::Support>,
 }
@@ -154,75 +173,12 @@ fn is_zero(v: &f64) -> bool {
     *v == 0.0
 }
 
-fn bad(field: &str, msg: impl std::fmt::Display) -> String {
+pub(crate) fn bad(field: &str, msg: impl std::fmt::Display) -> String {
     format!("{field}: {msg}")
 }
 
 fn secs_to_ns(s: f64) -> u64 {
     (s * 1e9).round() as u64
-}
-
-/// Split `http://host[:port][/path]` into (host, port, path-and-query).
-pub fn parse_url(url: &str) -> Result<(String, u16, String), String> {
-    let rest = if let Some(r) = url.strip_prefix("http://") {
-        r
-    } else if url.starts_with("https://") {
-        return Err(bad("url", "https is not supported (plain HTTP/1.1 only)"));
-    } else {
-        return Err(bad("url", format!("{url:?} must start with http://")));
-    };
-    let (authority, path) = match rest.find(['/', '?']) {
-        Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
-        Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
-        None => (rest, "/".to_string()),
-    };
-    if authority.is_empty() {
-        return Err(bad("url", format!("{url:?} has no host")));
-    }
-    if authority.contains('@') {
-        return Err(bad("url", "user info in the URL is not supported"));
-    }
-    let (host, port) = if let Some(stripped) = authority.strip_prefix('[') {
-        let end = stripped
-            .find(']')
-            .ok_or_else(|| bad("url", format!("{url:?}: unclosed '[' in host")))?;
-        let host = &stripped[..end];
-        let after = &stripped[end + 1..];
-        let port = match after.strip_prefix(':') {
-            Some(p) => p
-                .parse::<u16>()
-                .map_err(|_| bad("url", format!("bad port {p:?}")))?,
-            None if after.is_empty() => 80,
-            None => return Err(bad("url", format!("{url:?}: junk after ']'"))),
-        };
-        (host.to_string(), port)
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => {
-                let port = p
-                    .parse::<u16>()
-                    .map_err(|_| bad("url", format!("bad port {p:?}")))?;
-                (h.to_string(), port)
-            }
-            None => (authority.to_string(), 80),
-        }
-    };
-    if port == 0 {
-        return Err(bad("url", "port 0 is not a valid target"));
-    }
-    if path.contains(' ') || path.contains('\r') || path.contains('\n') {
-        return Err(bad(
-            "url",
-            "the path must not contain spaces or line breaks",
-        ));
-    }
-    Ok((host, port, path))
-}
-
-fn valid_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 impl LoadSpec {
@@ -314,6 +270,7 @@ impl LoadSpec {
                 "pipelining needs keep-alive connections in a closed loop (no rate, keepalive on)",
             ));
         }
+        self.check_protocol()?;
         if !(0.0..=1.0).contains(&self.fresh_share) {
             return Err(bad("fresh_share", "must be between 0 and 1"));
         }
@@ -437,6 +394,7 @@ impl LoadSpec {
         head.push_str("\r\n");
         let mut request = head.into_bytes();
         request.extend_from_slice(&body);
+        let h2 = self.h2_request(&host, port, &path, &body, method_has_body)?;
 
         let target = match unix_socket {
             Some((field, path)) => unix_target(field, path)?,
@@ -463,6 +421,7 @@ impl LoadSpec {
             connect_timeout_ns: secs_to_ns(self.connect_timeout_s.unwrap_or(self.timeout_s)),
             queue_limit,
             expect_body: self.expect_body.as_ref().map(|b| b.as_bytes().to_vec()),
+            h2,
             uring: None,
         })
     }
@@ -589,6 +548,11 @@ pub fn normalise_spec_json(spec_json: &str) -> Result<String, String> {
     serde_json::to_string(&spec).map_err(|e| format!("load spec: {e}"))
 }
 
+mod protocol;
+mod url;
+pub use protocol::H2Request;
+pub use url::parse_url;
+use url::valid_token;
 mod rate_phases;
 #[cfg(test)]
 mod tests;

@@ -47,6 +47,8 @@ def render_summary(r: LoadResult) -> str:
         model = "connection per request"
     else:
         model = "closed loop" + (f", pipeline {sp.pipeline}" if sp.pipeline > 1 else "")
+    if sp.protocol == "h2c":
+        model += f"; h2c, {sp.streams} stream{'s' if sp.streams > 1 else ''} per connection"
     lines = [
         f"pywebbench load {sp.method} {sp.url} (io: {r.io})",
         f"  {model}; {sp.connections} connections, {sp.threads} thread(s), "

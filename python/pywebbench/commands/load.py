@@ -1,4 +1,5 @@
-"""``pywebbench load URL``: a wrk-style load test of any HTTP/1.1 server, with a truthful report."""
+"""``pywebbench load URL``: a wrk-style load test of any HTTP/1.1 or h2c server, with a truthful
+report."""
 
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ Load models:
   --rate A,B,C@10s        open loop, steps: 10 s at A, then at B, then at C requests/s
                           (after a ramp or steps the last rate holds; -d defaults to their
                           length; the summary shows offered vs achieved per phase)
+  --protocol h2c          HTTP/2 over cleartext TCP (prior knowledge, no TLS): the same
+                          loops, --streams N requests in flight per connection (as h2load's
+                          -m); a server that answers HTTP/1.1 is an h2_not_spoken error
 
 \b
 Examples:
@@ -52,6 +56,7 @@ Examples:
   pywebbench load http://127.0.0.1:8080/upload -m POST --body-file data.json \\
       -H 'Content-Type: application/json'
   pywebbench load http://127.0.0.1:8080/hello --expect-status 200 --expect-body 'Hello, World!'
+  pywebbench load http://127.0.0.1:8080/ --protocol h2c --streams 10 -c 16 -d 10
 
 \b
 Exit status: 0 when at least one request succeeded (2xx/3xx, or passed --expect-*),
@@ -270,6 +275,26 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     help="HTTP/1.1 pipelining depth (closed loop).",
 )
 @click.option(
+    "--protocol",
+    cls=SpecOption,
+    fields=("protocol",),
+    type=click.Choice(["http1", "h2c"]),
+    default=spec_default("protocol"),
+    show_default=True,
+    help="http1 = HTTP/1.1; h2c = HTTP/2 over cleartext TCP with prior knowledge (no "
+    "Upgrade, no TLS; docs/http2.md).",
+)
+@click.option(
+    "--streams",
+    cls=SpecOption,
+    fields=("streams",),
+    type=int,
+    default=spec_default("streams"),
+    show_default=True,
+    help="h2c: concurrent streams (requests in flight) per connection, as h2load's -m; "
+    "capped by the server's SETTINGS_MAX_CONCURRENT_STREAMS.",
+)
+@click.option(
     "--no-keepalive",
     cls=SpecOption,
     fields=("keepalive",),
@@ -404,6 +429,8 @@ def command(
     timeout: float,
     connect_timeout: float | None,
     pipeline: int,
+    protocol: str,
+    streams: int,
     no_keepalive: bool,
     rate: float | list[RatePhase] | None,
     arrival: str,
@@ -420,7 +447,7 @@ def command(
     ray_address: str | None,
     quiet: bool,
 ) -> None:
-    """Load-test an HTTP/1.1 server at URL and report throughput, latency and errors.
+    """Load-test an HTTP/1.1 (or h2c) server at URL: throughput, latency and errors.
 
     Like wrk, but the latency percentiles keep timeouts (as censored values), errors are
     classified (connect_refused, reset_mid_body, malformed_headers, ...), the open loop
@@ -446,6 +473,7 @@ def command(
             connections=connections, threads=threads, duration_s=duration,
             max_requests=max_requests, warmup_s=warmup, timeout_s=timeout,
             connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,
+            protocol=protocol, streams=streams,
             rate=None if phases else rate, rate_phases=phases, arrival=arrival, seed=seed,
             queue_limit=queue_limit, cpus=cpus,
             expect_status=expect_status, expect_body=expect_body, io=io,
@@ -497,7 +525,9 @@ def command(
     if result.interrupted:
         sys.exit(130)
     if succeeded(result) == 0:
-        err.print("[red]error:[/red] no request succeeded")
+        not_h2 = result.error_classes.get("h2_not_spoken")
+        why = not_h2.example if not_h2 else "no request succeeded"
+        err.print(f"[red]error:[/red] {escape(why)}", soft_wrap=True)
         sys.exit(1)
 
 

@@ -125,6 +125,10 @@ class LoadSpec(BaseModel):
     #: Closed loop: share (0..1) of the connections that reconnect for every request.
     fresh_share: float = 0.0
     pipeline: int = 1
+    #: ``http1`` or ``h2c`` (HTTP/2 over cleartext TCP with prior knowledge; docs/http2.md).
+    protocol: Literal["http1", "h2c"] = "http1"
+    #: h2c: concurrent streams (requests in flight) per connection.
+    streams: int = 1
     rate: float | None = None
     #: Open loop with a changing rate: ramps and steps (empty: none; ``rate`` is the
     #: constant case, and at most one of the two is set).

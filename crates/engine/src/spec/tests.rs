@@ -154,3 +154,37 @@ fn unix_socket_targets_parse_and_are_checked() {
     s.source_addresses = vec!["127.0.0.2".into()];
     assert!(s.validate().unwrap_err().starts_with("source_addresses:"));
 }
+
+#[test]
+fn protocol_and_streams_are_checked_with_their_field() {
+    let h2 = |f: fn(&mut LoadSpec)| {
+        let mut s = spec("http://127.0.0.1:8080/");
+        s.protocol = Protocol::H2c;
+        f(&mut s);
+        s.validate()
+    };
+    assert!(h2(|s| s.streams = 100).is_ok());
+    let err = |r: Result<(), String>| r.unwrap_err();
+    assert!(err(h2(|s| s.streams = 0)).starts_with("streams: "));
+    assert!(err(h2(|s| s.pipeline = 2)).starts_with("pipeline: "));
+    assert!(err(h2(|s| s.keepalive = false)).starts_with("keepalive: "));
+    assert!(err(h2(|s| s.body = "x".repeat(20_000))).starts_with("body: "));
+    let e = err(h2(|s| s.headers = vec![("Upgrade".into(), "h2c".into())]));
+    assert!(e.starts_with("headers: Upgrade"), "{e}");
+    let mut s = spec("http://127.0.0.1:8080/");
+    s.streams = 4;
+    assert!(err(s.validate()).starts_with("streams: concurrent streams need protocol h2c"));
+    let e = LoadSpec::from_json(r#"{"url": "http://x/", "protocol": "h3"}"#).unwrap_err();
+    assert!(e.starts_with("protocol: "), "{e}");
+}
+
+#[test]
+fn an_h2c_plan_carries_the_encoded_request() {
+    let mut s = spec("http://127.0.0.1:8080/x");
+    s.protocol = Protocol::H2c;
+    let plan = s.plan().unwrap();
+    let h2 = plan.h2.expect("h2c request");
+    assert!(h2.body.is_empty());
+    assert!(!h2.block.is_empty());
+    assert!(spec("http://127.0.0.1:8080/").plan().unwrap().h2.is_none());
+}

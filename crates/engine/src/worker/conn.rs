@@ -1,6 +1,7 @@
 //! A generator thread's connections, whatever the I/O backend: connecting and
 //! reconnecting, parsing responses, taking request batches to write, and timeouts.
 
+use super::h2::H2Conn;
 use super::{Io, Worker, BACKLOG_RETRY_NS, BACKOFF_NS};
 use crate::dial::{self, Stream};
 use crate::errors::ErrorClass;
@@ -17,6 +18,8 @@ pub(super) struct Slot {
     pub(super) intended: u64,
     /// When the write of the request started; 0 = not written yet.
     pub(super) sent: u64,
+    /// h2c: the request's stream id once written (0: HTTP/1.1, or not written yet).
+    pub(super) stream: u32,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -51,6 +54,8 @@ pub(super) struct Conn {
     pub(super) gen: u32,
     pub(super) recv_armed: bool,
     pub(super) send_busy: bool,
+    /// h2c: the connection's HTTP/2 state (None: HTTP/1.1).
+    pub(super) h2: Option<Box<H2Conn>>,
 }
 
 impl Conn {
@@ -72,6 +77,7 @@ impl Conn {
             gen: 0,
             recv_armed: false,
             send_busy: false,
+            h2: None,
         }
     }
 
@@ -203,13 +209,14 @@ impl Worker {
         self.conns[i].state = CState::Open;
         self.conns[i].ever_open = true;
         self.tally.established += 1;
+        if let Some(h) = self.conns[i].h2.as_mut() {
+            h.start();
+        }
         if let Io::Uring(_) = self.io {
             self.uring_arm_recv(i);
         }
         if self.open {
-            if self.conns[i].inflight.is_empty() {
-                self.conn_idle(i, now);
-            }
+            self.conn_idle(i, now);
         } else {
             self.fill(i);
         }
@@ -263,7 +270,10 @@ impl Worker {
             self.close_conn(i);
             self.reopen(i, now);
         } else {
-            let (class, msg) = c.parser.on_reset(e);
+            let (class, msg) = match &c.h2 {
+                Some(h) => h.on_close(Some(e)),
+                None => c.parser.on_reset(e),
+            };
             self.fail(i, class, msg, now);
         }
     }
@@ -276,6 +286,10 @@ impl Worker {
             self.reopen(i, now);
             return;
         }
+        if let Some(h) = &c.h2 {
+            let (class, msg) = h.on_close(None);
+            return self.fail(i, class, msg, now);
+        }
         match c.parser.on_eof() {
             Ok(()) => {
                 // Read-until-close body completed; on_response closes and reopens.
@@ -287,6 +301,9 @@ impl Worker {
 
     /// Parse received bytes; returns false when the connection was closed.
     pub(super) fn process(&mut self, i: usize, data: &[u8], now: u64) -> bool {
+        if self.conns[i].h2.is_some() {
+            return self.h2_process(i, data, now);
+        }
         let mut off = 0;
         while off < data.len() {
             let c = &mut self.conns[i];
@@ -339,6 +356,37 @@ impl Worker {
         let mismatch = c.parser.body_mismatch;
         c.parser.reset();
         c.reqs += 1;
+        self.record_response(slot, status, mismatch, now);
+        if close || !self.keepalive || i < self.fresh_conns {
+            let c = &mut self.conns[i];
+            let resent = c.written();
+            if resent > 0 {
+                // Pipelined requests the server will not answer: send them again.
+                self.tally.pipeline_resent += resent as u64;
+                c.unsent = c.inflight.len() as u32;
+                for s in c.inflight.iter_mut() {
+                    *s = Slot {
+                        intended: if self.open { s.intended } else { 0 },
+                        sent: 0,
+                        stream: 0,
+                    };
+                }
+            }
+            self.close_conn(i);
+            self.reopen(i, now);
+            return false;
+        }
+        if self.open {
+            self.conn_idle(i, now);
+        } else {
+            self.fill(i);
+        }
+        true
+    }
+
+    /// Count a response to the request `slot`: latency (and service time), status, the
+    /// per-second series, and the response checks.
+    pub(super) fn record_response(&mut self, slot: Slot, status: u16, mismatch: bool, now: u64) {
         let lat_us = now.saturating_sub(slot.intended) / 1000;
         hist::record(&mut self.tally.latency, lat_us);
         if self.open {
@@ -364,30 +412,6 @@ impl Worker {
             };
             self.record_error(ErrorClass::CheckFailed, 1, now, || msg);
         }
-        if close || !self.keepalive || i < self.fresh_conns {
-            let c = &mut self.conns[i];
-            let resent = c.written();
-            if resent > 0 {
-                // Pipelined requests the server will not answer: send them again.
-                self.tally.pipeline_resent += resent as u64;
-                c.unsent = c.inflight.len() as u32;
-                for s in c.inflight.iter_mut() {
-                    *s = Slot {
-                        intended: if self.open { s.intended } else { 0 },
-                        sent: 0,
-                    };
-                }
-            }
-            self.close_conn(i);
-            self.reopen(i, now);
-            return false;
-        }
-        if self.open {
-            self.conn_idle(i, now);
-        } else {
-            self.fill(i);
-        }
-        true
     }
 
     /// Write whatever requests are waiting on connection `i`, in one batch where possible.
@@ -401,6 +425,9 @@ impl Worker {
     /// Start writing the next batch of unsent requests on connection `i` (up to `pipeline`
     /// of them, stamped with their send time); false when none is waiting.
     pub(super) fn take_batch(&mut self, i: usize, now: u64) -> bool {
+        if self.conns[i].h2.is_some() {
+            return self.h2_take_batch(i, now);
+        }
         let c = &mut self.conns[i];
         if c.unsent == 0 {
             return false;
@@ -428,7 +455,11 @@ impl Worker {
         self.tally.bytes_out += n as u64;
         let c = &mut self.conns[i];
         c.woff += n;
-        if c.woff >= c.writing as usize * self.req_len {
+        let total = match &c.h2 {
+            Some(h) => h.out.len(),
+            None => c.writing as usize * self.req_len,
+        };
+        if c.woff >= total {
             c.writing = 0;
             c.woff = 0;
         }
@@ -471,8 +502,10 @@ impl Worker {
     pub(super) fn on_timeout(&mut self, i: usize, now: u64) {
         let c = &mut self.conns[i];
         let written = c.written();
-        let in_head = c.parser.in_head();
-        let received = c.parser.body_len;
+        let (in_head, received) = match &c.h2 {
+            Some(h) => h.progress(c.inflight[0].stream),
+            None => (c.parser.in_head(), c.parser.body_len),
+        };
         let t = ((now.saturating_sub(self.measure_start)) / 1_000_000_000) as usize;
         for s in c.inflight.drain(..written) {
             let lat = now.saturating_sub(s.intended) / 1000;

@@ -168,9 +168,12 @@ impl Worker {
                 return;
             }
             let c = &mut self.conns[i];
-            let total = c.writing as usize * self.req_len;
+            let bytes = match &c.h2 {
+                Some(h) => &h.out[c.woff..],
+                None => &self.batch[c.woff..c.writing as usize * self.req_len],
+            };
             let Some(s) = c.stream.as_mut() else { return };
-            match s.write(&self.batch[c.woff..total]) {
+            match s.write(bytes) {
                 Ok(n) => self.wrote(i, n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -13,6 +13,7 @@
 
 mod conn;
 mod epoll;
+mod h2;
 mod schedule;
 mod sliced;
 pub use sliced::{SliceSink, Window};
@@ -169,7 +170,10 @@ impl Worker {
             Some(support) => Io::Uring(Box::new(crate::uring::Ring::new(tp.connections, support)?)),
             None => Io::Epoll(EpollIo::new(open)?),
         };
-        let depth = plan.spec.pipeline;
+        let depth = match plan.h2 {
+            Some(_) => plan.spec.streams,
+            None => plan.spec.pipeline,
+        };
         let mut batch = Vec::with_capacity(plan.request.len() * depth as usize);
         for _ in 0..depth {
             batch.extend_from_slice(&plan.request);
@@ -186,7 +190,13 @@ impl Worker {
         let w = Worker {
             id: tp.id,
             conns: (0..tp.connections)
-                .map(|_| Conn::new(depth as usize))
+                .map(|_| {
+                    let mut c = Conn::new(depth as usize);
+                    if plan.h2.is_some() {
+                        c.h2 = Some(Box::new(h2::H2Conn::new(depth as usize)));
+                    }
+                    c
+                })
                 .collect(),
             req_len: plan.request.len(),
             batch,

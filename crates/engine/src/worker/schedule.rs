@@ -102,6 +102,7 @@ impl Worker {
             c.inflight.push_back(Slot {
                 intended: 0,
                 sent: 0,
+                stream: 0,
             });
             c.unsent += 1;
             self.issued += 1;
@@ -129,28 +130,39 @@ impl Worker {
             } else {
                 c.state == CState::Closed
             };
-            if ready && c.inflight.is_empty() {
+            if ready && c.inflight.len() < self.depth as usize {
                 return Some(i);
             }
         }
         None
     }
 
-    /// Open loop: connection `i` has nothing in flight: serve the queue or return to the pool.
+    /// Open loop: connection `i` has room for requests (HTTP/1.1: none in flight; h2c: a
+    /// free stream): serve the queue, or return it to the pool.
     pub(super) fn conn_idle(&mut self, i: usize, now: u64) {
-        if let Some(intended) = self.queue.pop_front() {
+        while self.conns[i].inflight.len() < self.depth as usize {
+            let Some(intended) = self.queue.pop_front() else {
+                self.make_free(i);
+                return;
+            };
             self.assign(i, intended, now);
-        } else {
-            self.make_free(i);
         }
     }
 
     pub(super) fn assign(&mut self, i: usize, intended: u64, now: u64) {
         let c = &mut self.conns[i];
-        c.inflight.push_back(Slot { intended, sent: 0 });
+        c.inflight.push_back(Slot {
+            intended,
+            sent: 0,
+            stream: 0,
+        });
         c.unsent += 1;
         self.inflight_total += 1;
-        match c.state {
+        let state = c.state;
+        if state == CState::Open && c.inflight.len() < self.depth as usize {
+            self.make_free(i); // h2c: more streams free on it
+        }
+        match state {
             CState::Open => self.flush(i, now),
             CState::Closed => self.start_connect(i, now),
             _ => {}

@@ -135,7 +135,9 @@ impl Worker {
     /// A window opened: put requests on every idle open connection.
     fn slice_refill(&mut self, now: u64) {
         for i in 0..self.conns.len() {
-            if self.conns[i].state == CState::Open && self.conns[i].inflight.is_empty() {
+            if self.conns[i].state == CState::Open
+                && self.conns[i].inflight.len() < self.depth as usize
+            {
                 self.fill(i);
                 self.flush(i, now);
             }

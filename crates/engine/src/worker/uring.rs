@@ -73,7 +73,12 @@ impl Worker {
         }
         let c = &mut self.conns[i];
         c.send_busy = true;
-        let rest = &self.batch[c.woff..c.writing as usize * self.req_len];
+        // The bytes stay put until the send completes: `out` (h2c) and `batch` are not
+        // touched while `send_busy`.
+        let rest = match &c.h2 {
+            Some(h) => &h.out[c.woff..],
+            None => &self.batch[c.woff..c.writing as usize * self.req_len],
+        };
         let (ptr, len) = (rest.as_ptr(), rest.len() as u32);
         // MSG_WAITALL: the kernel retries a short send itself, so a completion means all of
         // it was sent (or an error).
@@ -231,6 +236,9 @@ impl Worker {
         if r.pending_ops > 0 {
             r.leak();
             std::mem::forget(std::mem::take(&mut self.batch));
+            for c in &mut self.conns {
+                std::mem::forget(c.h2.take());
+            }
         }
     }
 }
