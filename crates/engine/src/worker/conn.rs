@@ -2,6 +2,7 @@
 //! reconnecting, parsing responses, taking request batches to write, and timeouts.
 
 use super::h2::H2Conn;
+use super::slot::Slot;
 use super::{Io, Worker, BACKLOG_RETRY_NS, BACKOFF_NS};
 use crate::dial::{self, Stream};
 use crate::errors::ErrorClass;
@@ -10,17 +11,6 @@ use crate::http::{Feed, ResponseParser};
 use crate::sys;
 use std::collections::VecDeque;
 use std::io;
-
-#[derive(Clone, Copy)]
-pub(super) struct Slot {
-    /// When the request should have been sent (open loop), connect start (connection per
-    /// request) or 0 = same as `sent`.
-    pub(super) intended: u64,
-    /// When the write of the request started; 0 = not written yet.
-    pub(super) sent: u64,
-    /// h2c: the request's stream id once written (0: HTTP/1.1, or not written yet).
-    pub(super) stream: u32,
-}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum CState {

@@ -7,7 +7,7 @@
 //! (the preface, SETTINGS and PING acknowledgements, WINDOW_UPDATEs, new requests) collect
 //! in `pending` and go out together as `out` in the connection's next write.
 
-use super::conn::Slot;
+use super::slot::Slot;
 use super::Worker;
 use crate::errors::ErrorClass;
 use crate::h2::{self, Event, FrameParser, MAX_STREAM_ID, UPDATE_AT};

@@ -16,6 +16,7 @@ mod epoll;
 mod h2;
 mod schedule;
 mod sliced;
+mod slot;
 pub use sliced::{SliceSink, Window};
 mod uring;
 

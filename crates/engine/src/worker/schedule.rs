@@ -3,7 +3,8 @@
 //! Poisson, following a constant rate or rate phases) onto free connections, or queues
 //! them.
 
-use super::conn::{CState, Slot};
+use super::conn::CState;
+use super::slot::Slot;
 use super::{Worker, MAX_LEAD_NS};
 use crate::errors::ErrorClass;
 use crate::hist;
