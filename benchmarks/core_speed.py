@@ -4,7 +4,8 @@ The interference guard (docs/interference.md) sees other processes' CPU time and
 hypervisor's steal. It cannot see a core that does less work per CPU-second than it did a
 minute ago (the host's frequency, an SMT sibling or a neighbour guest sharing its caches):
 the server still uses its whole core, nothing else runs, and the figure moves. This script
-measures that directly: a thread pinned to each core runs the same loop, and every
+measures that directly: a thread pinned to each core runs the probe's loop
+(``pywebbench.meter.core_speed``), and every
 ``--point`` seconds of its own CPU time (``time.thread_time``: waiting for the core does not
 count) the loop's rate is recorded, as a fraction of the core's median rate.
 
@@ -22,8 +23,7 @@ import os
 import statistics
 import time
 
-#: Loop steps between two reads of the thread's CPU clock.
-STEPS = 5000
+from pywebbench.meter.core_speed import loop_rate
 
 
 def rates(cpu: int, seconds: float, point_s: float) -> list[float]:
@@ -32,12 +32,7 @@ def rates(cpu: int, seconds: float, point_s: float) -> list[float]:
     out = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        start = time.thread_time()
-        n = 0
-        while (spent := time.thread_time() - start) < point_s:
-            for _ in range(STEPS):
-                n += 1
-        out.append(n / spent)
+        out.append(loop_rate(point_s))
     return out
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from compare_study import STACK, StoredRuns, edited_copy, pwb
 from pywebbench.cli import cli
@@ -266,3 +267,35 @@ def test_no_interval_of_a_stored_run_goes_below_zero(
     assert len(rows) == 2  # the original and the wild copy
     for row in rows:
         assert row["rps"]["n"] >= 2 and 0 < row["rps"]["ci_low"] < row["rps"]["ci_high"], row
+
+
+def _slower_core(study: Study) -> None:
+    """Every iteration ran on a core doing 0.7x the work per CPU-second, and the server's
+    req/s followed it (docs/interference.md#core-speed)."""
+    for it in study.iterations:
+        assert it.core_rate, "the stored runs were measured with the core-speed probe"
+        it.core_rate *= 0.7
+        it.rps *= 0.7
+
+
+def _slower_unprobed(study: Study) -> None:
+    """The same slowdown, measured without the probe (--no-core-speed)."""
+    _slower_core(study)
+    for it in study.iterations:
+        it.core_rate = None
+
+
+def test_a_slower_core_is_not_a_slower_stack(stored_runs: StoredRuns, tmp_path: Path) -> None:
+    for name, edit, ratio in (
+        ("probed", _slower_core, 1.0),  # req/s at one core speed: the same stack
+        ("unprobed", _slower_unprobed, 0.7),  # a side without rates: both raw, 0.7x
+    ):
+        store, out_file = tmp_path / f"{name}.sqlite", tmp_path / f"{name}.json"
+        base, new = edited_copy(stored_runs.store, stored_runs.a1, store, edit)
+        rc, out, err = compare(
+            store, base, new, "--format", "json", "-o", str(out_file), "--fail-if", "slower>5%"
+        )
+        cell = json.loads(out_file.read_text())["cells"][0]
+        assert cell["rps"]["ratio"] == pytest.approx(ratio), name
+        if name == "probed":
+            assert rc == 0 and cell["verdict"] == "no significant change", out + err

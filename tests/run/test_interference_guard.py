@@ -1,6 +1,7 @@
 """The interference guard in a real study: a neighbour spinning on the server's core makes
 every measured iteration interfered; each is measured again, then stored flagged, and the
-cell reads "interfered" in the store and on the console (docs/interference.md)."""
+cell reads "interfered" in the store and on the console (docs/interference.md). The speed of
+the server's core is probed during every iteration (docs/interference.md#core-speed)."""
 
 from __future__ import annotations
 
@@ -82,3 +83,23 @@ def test_the_guard_can_be_set_off_and_is_stored_either_way(tmp_path: Path, censu
     bad = pwb(*STUDY, "--interference-retries", "-1", results=results)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
     assert "--interference-retries" in bad.stderr
+
+
+def test_the_server_core_speed_is_probed_unless_set_off(tmp_path: Path, census: str) -> None:
+    for extra, probed in (((), True), (("--no-core-speed",), False)):
+        results = tmp_path / ("probed" if probed else "unprobed")
+        proc = pwb(*STUDY, *extra, results=results)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        said = "req/s at one core speed" if probed else "req/s as measured"
+        assert said in proc.stdout, proc.stdout  # under the ranked table
+        with Store(results / "pywebbench.sqlite", create=False) as store:
+            study = store.load_study()
+        (cell,) = study.cells
+        assert cell.id is not None
+        its = study.iterations_of(cell.id, kind=None)
+        assert len(its) == 3  # the warm-up and two measured iterations
+        for it in its:
+            if probed:  # loop steps per CPU-second of a thread on the server's core
+                assert it.core_rate is not None and it.core_rate > 1e5, it
+            else:
+                assert it.core_rate is None, it

@@ -278,7 +278,7 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
                    "others_cpu_s", "steal_s", "interfered", "remeasured_json",
                    "instructions_json", "interpreter_free_threaded", "interpreter_jit",
                    "interpreter_optimizations", "interpreter_gil", "gil_enabled", "warmup_class",
-                   "measured_curve_json"):  # fmt: skip
+                   "measured_curve_json", "core_rate"):  # fmt: skip
         v1 = "\n".join(line for line in v1.splitlines() if not line.strip().startswith(column))
     v1 = v1.replace("ctx_involuntary      INTEGER,\n);", "ctx_involuntary      INTEGER\n);")
     db.executescript(v1)
@@ -298,5 +298,6 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
         assert its
         for it in its:  # added by version 9: not interfered
             assert not it.interfered and it.remeasured == [] and it.others_cpu_s is None
+            assert it.core_rate is None  # added by version 15: not probed
         stack = store.stacks(run_id)[0]  # version 13: what the interpreter is
         assert (stack.interpreter_free_threaded, stack.interpreter_gil) == (False, "")

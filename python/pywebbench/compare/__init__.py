@@ -26,6 +26,7 @@ from pywebbench.compare.verdict import (
     PairComparison,
     compare_pairs,
 )
+from pywebbench.meter.core_speed import speed_reference
 from pywebbench.store import Run, Store
 
 __all__ = [
@@ -75,10 +76,11 @@ def compare_runs(
     failing them.
     """
     base_run, new_run = store.run(base_id), store.run(new_id)
+    base, new = store.load_study([base_run.id]), store.load_study([new_run.id])
+    # Both sides' req/s at one core speed, or both raw (docs/interference.md#core-speed).
+    reference = speed_reference([*base.iterations, *new.iterations])
     matching: Matching = match_cells(
-        cell_figures(store.load_study([base_run.id])),
-        cell_figures(store.load_study([new_run.id])),
-        vary,
+        cell_figures(base, reference), cell_figures(new, reference), vary
     )
     comparisons = compare_pairs(matching.pairs, level=level, min_change=min_change)
     return Comparison(

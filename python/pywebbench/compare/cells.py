@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
+from pywebbench.meter.core_speed import rps_at_one_speed
 from pywebbench.meter.flame import FlameWindow
 from pywebbench.store.model import Cell, Iteration, Replicate, StackRow, Study
 
@@ -65,9 +67,13 @@ class CellFigures:
 
 
 def _by_replicate(its: list[Iteration], attr: str) -> list[list[float]]:
+    return _grouped(its, [getattr(it, attr) for it in its])
+
+
+def _grouped(its: list[Iteration], values: list[Any]) -> list[list[float]]:
+    """``values`` (one per iteration of ``its``; None: unknown) grouped by replicate."""
     groups: dict[int, list[float]] = defaultdict(list)
-    for it in its:
-        value = getattr(it, attr)
+    for it, value in zip(its, values, strict=True):
         if value is not None:
             groups[it.replicate].append(float(value))
     return [groups[r] for r in sorted(groups) if groups[r]]
@@ -83,8 +89,11 @@ def _flames(reps: list[Replicate]) -> list[FlameWindow]:
     return [FlameWindow.from_dict(d) for d in docs if "error" not in d and d.get("requests")]
 
 
-def cell_figures(study: Study) -> list[CellFigures]:
-    """Every cell of ``study`` with its figures, in run then matrix order."""
+def cell_figures(study: Study, speed_reference: float | None = None) -> list[CellFigures]:
+    """Every cell of ``study`` with its figures, in run then matrix order.
+
+    req/s are scaled to the core rate ``speed_reference`` (give both sides of a comparison
+    the same one; docs/interference.md#core-speed); None: raw."""
     iterations: dict[int, list[Iteration]] = defaultdict(list)
     for it in study.iterations:
         iterations[it.cell_id].append(it)
@@ -103,7 +112,7 @@ def cell_figures(study: Study) -> list[CellFigures]:
             run_id=cell.run_id,
             stack=stacks[cell.stack_id],
             cell=cell,
-            rps=_by_replicate(measured, "rps"),
+            rps=_grouped(measured, rps_at_one_speed(measured, speed_reference)),
             p50_us=_by_replicate(measured, "latency_p50_us"),
             p99_us=_by_replicate(measured, "latency_p99_us"),
             requests=sum(i.requests for i in measured),

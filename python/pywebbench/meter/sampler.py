@@ -9,7 +9,8 @@ CPU of workers that exited and were reaped during the window is still counted (p
 ``/proc/PID/smaps_rollup``; where it is unreadable they are None.
 
 Given the cores the iteration was pinned to, the sampler also measures the CPU time other
-processes took from them over the window (:mod:`pywebbench.meter.interference`).
+processes took from them over the window (:mod:`pywebbench.meter.interference`); given the
+server's cores, how fast they ran (:mod:`pywebbench.meter.core_speed`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from pywebbench.meter.core_speed import CoreSpeedProbe
 from pywebbench.meter.interference import Interference, InterferenceWindow
 from pywebbench.store.model import Sample
 
@@ -145,6 +147,9 @@ class MeterSummary:
     # CPU other processes took from the pinned cores over the window (None: no cores given,
     # or no /proc/stat).
     interference: Interference | None = None
+    # The core-speed probe's median rate on the server's cores over the window (loop steps
+    # per CPU-second; None: not probed; pywebbench.meter.core_speed).
+    core_rate: float | None = None
 
     @property
     def cpu_s(self) -> float | None:
@@ -173,12 +178,15 @@ class Sampler:
         interval_s: float = DEFAULT_INTERVAL_S,
         memory_detail: bool = True,
         cpus: Iterable[int] = (),
+        probe_cpus: Iterable[int] = (),
     ) -> None:
         self.pid = pid
         self.interval_s = interval_s
         self.memory_detail = memory_detail
         self.cpus = sorted(set(cpus))  # the pinned cores whose interference is measured
         self._window: InterferenceWindow | None = None
+        probe = sorted(set(probe_cpus))  # the server's cores, whose speed is probed
+        self._probe = CoreSpeedProbe(probe) if probe else None
         self._snaps: list[TreeSnapshot] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -189,6 +197,8 @@ class Sampler:
         self._snaps = [snapshot(self.pid, memory_detail=self.memory_detail)]
         self._window = InterferenceWindow(self.cpus) if self.cpus else None
         self._stop.clear()
+        if self._probe is not None:
+            self._probe.start()
         self._thread = threading.Thread(target=self._loop, name="pwb-sampler", daemon=True)
         self._thread.start()
         return self
@@ -203,11 +213,13 @@ class Sampler:
     def stop(self) -> MeterSummary:
         """Stop the thread, take a final sample, and summarize."""
         self._stop.set()
+        core_rate = self._probe.stop() if self._probe is not None else None
         if self._thread is not None:
             self._thread.join(timeout=5)
         if not self._snaps or self._snaps[-1].alive:
             self._snaps.append(snapshot(self.pid, memory_detail=self.memory_detail))
         self.summary = summarize(self._snaps)
+        self.summary.core_rate = core_rate
         if self._window is not None:
             self.summary.interference = self._window.close(self.summary.cpu_s)
         return self.summary

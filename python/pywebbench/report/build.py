@@ -28,6 +28,7 @@ from typing import Any
 from pywebbench import __version__, stats
 from pywebbench.catalogue.base import interpreter_kind
 from pywebbench.faults.outcome import CellRobustness
+from pywebbench.meter.core_speed import rps_at_one_speed, speed_note, speed_reference
 from pywebbench.report import figures
 from pywebbench.report.ab import ab_rows
 from pywebbench.report.axes import build_axes
@@ -117,7 +118,7 @@ def _when(iso: str) -> str:
     return iso[:19].replace("T", " ") + " UTC" if len(iso) >= 19 else iso
 
 
-def _run_view(run: Run) -> RunView:
+def _run_view(run: Run, speed: str) -> RunView:
     host: list[tuple[str, str]] = [
         ("CPU", f"{run.cpu_model} ({run.cpu_count} cores)"),
         ("host", run.hostname),
@@ -129,6 +130,7 @@ def _run_view(run: Run) -> RunView:
         ("generator cores", ", ".join(map(str, run.generator_cpus)) or "–"),
         ("pywebbench", run.pywebbench_version),
         ("orchestrator Python", run.orchestrator_python),
+        ("core speed", speed),
     ]
     for k, v in sorted(run.host.items()):
         host.append((str(k), v if isinstance(v, str) else str(v)))
@@ -182,6 +184,8 @@ class _Index:
         self.replicates: dict[int, list[Replicate]] = defaultdict(list)
         for it in study.iterations:
             self.iterations[it.cell_id].append(it)
+        # req/s are judged at the study's median core speed (docs/interference.md#core-speed)
+        self.speed_reference = speed_reference(study.iterations)
         for its in self.iterations.values():
             its.sort(key=lambda i: (i.replicate, i.kind != "warmup", i.idx))
         for smp in study.samples:
@@ -270,7 +274,7 @@ def _point(
             if row is not None:
                 reps.append(row)
                 its_by_rep.append(seq)
-            rps = [i.rps for i in seq if i.kind == "measured"]
+            rps = rps_at_one_speed([i for i in seq if i.kind == "measured"], index.speed_reference)
             if rps:
                 point.rps_by_replicate.append(rps)
         flags = cell.flags
@@ -592,7 +596,7 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
         title=title or _title(runs),
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         pywebbench_version=__version__,
-        runs=[_run_view(r) for r in runs],
+        runs=[_run_view(r, speed_note(study.iterations)) for r in runs],
         stacks=stacks,
         workloads=workloads,
         cells=cells_series,

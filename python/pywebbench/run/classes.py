@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.table import Table
 
+from pywebbench.meter.core_speed import rps_at_one_speed, speed_reference
 from pywebbench.modes import modes, replicate_figures
 from pywebbench.store import Study
 from pywebbench.warmup_class import WarmupClass
@@ -30,10 +31,10 @@ def class_rows(study: Study) -> list[dict[str, Any]]:
         counts["unclassified"] = 0
         for r in reps:
             counts[r.warmup_class or "unclassified"] += 1
+        used = [it for it in study.iterations_of(cell.id) if not it.interrupted]
         by_rep: dict[int, list[float]] = {}
-        for it in study.iterations_of(cell.id):
-            if not it.interrupted:
-                by_rep.setdefault(it.replicate, []).append(it.rps)
+        for it, rps in zip(used, rps_at_one_speed(used, speed_reference(used)), strict=True):
+            by_rep.setdefault(it.replicate, []).append(rps)
         consistency = modes(replicate_figures([by_rep[k] for k in sorted(by_rep)]))
         out.append(
             {

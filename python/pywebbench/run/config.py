@@ -199,6 +199,20 @@ class LoadConfig(Table):
         "measured again; one still interfered after them is stored flagged (the cell reads "
         "'interfered').",
     )
+    core_speed: Annotated[
+        bool,
+        Flag(
+            "--no-core-speed",
+            help="Do not probe the server's core speed; compare raw req/s "
+            "(docs/interference.md#core-speed).",
+        ),
+    ] = Field(
+        True,
+        description="Probe the server's cores during each iteration (1-2% of a core) and "
+        "judge req/s at one core speed: intervals, rankings and compare scale each "
+        "iteration's req/s to the median core rate, because a VM's host changes how much "
+        "work a CPU-second does (docs/interference.md#core-speed). Raw figures stay stored.",
+    )
     server_scope: Annotated[
         Literal["cell", "stack"], Flag("--server-scope", help=SERVER_SCOPE_HELP)
     ] = Field(

@@ -409,7 +409,11 @@ class Measurer:
         caller measures it again."""
         started = utcnow()
         self._iteration_start(cell, kind)
-        sampler = Sampler(server.pid, cpus=pinned_cores(server, self.generator_cpus)).start()
+        sampler = Sampler(
+            server.pid,
+            cpus=pinned_cores(server, self.generator_cpus),
+            probe_cpus=server_cores(server) if self.config.load.core_speed else (),
+        ).start()
         try:
             result = load()
         except KeyboardInterrupt:
@@ -456,6 +460,7 @@ class Measurer:
                 row.others_cpu_s = round(interference.others_cpu_s, 3)
                 row.steal_s = round(interference.steal_s, 3)
             row.interfered = interfered
+            row.core_rate = round(meter.core_rate) if meter.core_rate else None
             row.remeasured_json = json.dumps(remeasured or [])
             self.store.add_iteration(row, meter.samples)
             agents_stored = getattr(self.agent, "iteration_stored", None)
@@ -468,13 +473,17 @@ class Measurer:
         return result, alive, list(meter.samples)
 
 
+def server_cores(server: RunningServer) -> list[int]:
+    """The cores the server may run on (its affinity; none when it is gone)."""
+    try:
+        return sorted(os.sched_getaffinity(server.pid))
+    except OSError:  # gone, or not Linux
+        return []
+
+
 def pinned_cores(server: RunningServer, generator_cpus: list[int]) -> list[int]:
     """The cores an iteration runs on: the server's (its affinity) and the generator's."""
-    try:
-        server_cpus = os.sched_getaffinity(server.pid)
-    except OSError:  # gone, or not Linux
-        server_cpus = set()
-    return sorted(server_cpus | set(generator_cpus))
+    return sorted(set(server_cores(server)) | set(generator_cpus))
 
 
 def log_tail(server: RunningServer, limit: int = 4000) -> str | None:

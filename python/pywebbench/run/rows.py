@@ -12,6 +12,7 @@ from pywebbench import __version__
 from pywebbench.load import iteration_figures
 from pywebbench.load.result import LoadResult
 from pywebbench.meter import MeterSummary, snapshot
+from pywebbench.meter.core_speed import rps_at_one_speed, speed_reference
 from pywebbench.modes import modes, replicate_figures
 from pywebbench.run.host import facts
 from pywebbench.run.matrix import CellPlan, Variant
@@ -173,12 +174,17 @@ def iteration_row(
 
 def replicate_rps(replicates: list[Replicate], iterations: list[Iteration]) -> list[list[float]]:
     """Each ok replicate's measured req/s, one list per replicate (the unit of a cell's CI:
-    :func:`pywebbench.stats.summarize_replicates`)."""
-    by_rep: dict[int, list[float]] = {}
+    :func:`pywebbench.stats.summarize_replicates`), at the cell's median core speed
+    (:func:`pywebbench.meter.core_speed.rps_at_one_speed`)."""
     ok = {r.replicate for r in replicates if r.status == CellStatus.OK}
-    for it in iterations:
-        if it.kind == IterationKind.MEASURED and it.replicate in ok and not it.interrupted:
-            by_rep.setdefault(it.replicate, []).append(it.rps)
+    used = [
+        it
+        for it in iterations
+        if it.kind == IterationKind.MEASURED and it.replicate in ok and not it.interrupted
+    ]
+    by_rep: dict[int, list[float]] = {}
+    for it, rps in zip(used, rps_at_one_speed(used, speed_reference(used)), strict=True):
+        by_rep.setdefault(it.replicate, []).append(rps)
     return list(by_rep.values())
 
 

@@ -354,6 +354,9 @@ class Iteration:
     interfered: bool = False
     # The interfered attempts measured again before this one: [{"rps", "share", ...}].
     remeasured_json: str = "[]"
+    # The core-speed probe's median rate on the server's cores over the window (loop steps
+    # per CPU-second; docs/interference.md#core-speed); None: not probed.
+    core_rate: float | None = None
 
     @property
     def remeasured(self) -> list[dict[str, Any]]:

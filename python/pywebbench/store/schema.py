@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -213,6 +213,7 @@ CREATE TABLE IF NOT EXISTS iterations (
     steal_s              REAL,
     interfered           INTEGER NOT NULL DEFAULT 0,
     remeasured_json      TEXT NOT NULL DEFAULT '[]',
+    core_rate            REAL,
     UNIQUE (cell_id, replicate, kind, idx)
 );
 
@@ -382,5 +383,10 @@ ALTER TABLE replicates ADD COLUMN gil_enabled INTEGER
 ALTER TABLE replicates ADD COLUMN warmup_class TEXT CHECK (warmup_class IN
     ('flat', 'warm-up', 'slowdown', 'no steady state'));
 ALTER TABLE replicates ADD COLUMN measured_curve_json TEXT
+""",
+    # Core speed (docs/interference.md#core-speed): the probe's median loop rate on the
+    # server's cores over each iteration; figures are compared at one core speed.
+    15: """
+ALTER TABLE iterations ADD COLUMN core_rate REAL
 """,
 }

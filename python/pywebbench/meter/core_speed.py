@@ -1,0 +1,139 @@
+"""Core speed: how much work a CPU-second of the server's core did over an iteration.
+
+On a virtual machine the host changes how much work a CPU-second buys, and nothing in the
+guest shows it: no steal, no other process, the server still at 100% of its core. On the
+2-vCPU VM of docs/interference.md a fixed loop's rate moved between two levels about 1.45x
+apart (the host's other hyperthread busy or idle), for seconds to minutes at a time. A
+deterministic fib(20) server followed it: over 1 s windows its requests per CPU-second
+correlated 0.95 with the loop's rate, and dividing by that rate took the windows' spread
+from 19.5% to 6.3% (``benchmarks/core_speed_tracking.py``).
+
+:class:`CoreSpeedProbe` runs that loop in a thread pinned to the server's cores, for
+``sample_s`` of its own CPU time every ``every_s`` (1-2% of a core, taken from the server
+like any neighbour's), and gives the median rate over an iteration: loop steps per
+CPU-second of the probe's thread (``time.thread_time``: waiting for the core does not
+count). :func:`at_one_speed` scales figures measured at different core rates to one
+reference rate, the median of the rates compared (docs/interference.md#core-speed).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from collections.abc import Iterable, Sequence
+
+from pywebbench.store.model import Iteration
+
+#: Loop steps between two reads of the thread's CPU clock.
+STEPS = 500
+
+
+def loop_rate(cpu_s: float) -> float:
+    """Run the fixed loop for ``cpu_s`` of this thread's CPU time; its steps per CPU-second."""
+    start = time.thread_time()
+    n = 0
+    while (spent := time.thread_time() - start) < cpu_s:
+        for _ in range(STEPS):
+            n += 1
+    return n / spent if spent > 0 else 0.0
+
+
+class CoreSpeedProbe:
+    """Samples the loop's rate on ``cpus`` in a daemon thread until :meth:`stop`.
+
+    >>> probe = CoreSpeedProbe([0]).start()
+    >>> ...  # the iteration's load
+    >>> probe.stop()  # median steps per CPU-second, or None without a reading
+    """
+
+    def __init__(
+        self, cpus: Iterable[int], *, every_s: float = 0.1, sample_s: float = 0.002
+    ) -> None:
+        self.cpus = sorted(set(cpus))
+        self.every_s = every_s
+        self.sample_s = sample_s
+        #: (time.monotonic() at the reading's end, rate), one per reading
+        self.readings: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> CoreSpeedProbe:
+        """Start sampling."""
+        self.readings = []
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="pwb-core-speed", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        try:
+            os.sched_setaffinity(0, self.cpus)  # 0: this thread only
+        except (OSError, ValueError):
+            return  # cores this process may not use: no readings, no figure
+        while not self._stop.is_set():
+            rate = loop_rate(self.sample_s)
+            self.readings.append((time.monotonic(), rate))
+            self._stop.wait(self.every_s)
+
+    def stop(self) -> float | None:
+        """Stop sampling; the median rate over the window (None without a reading)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        rates = [r for _, r in self.readings if r > 0]
+        return statistics.median(rates) if rates else None
+
+
+def reference_rate(rates: Iterable[float | None]) -> float | None:
+    """The rate figures are scaled to: the median of the known ``rates`` (None without one)."""
+    known = [r for r in rates if r]
+    return statistics.median(known) if known else None
+
+
+def at_one_speed(
+    values: Sequence[float], rates: Sequence[float | None], reference: float | None
+) -> list[float]:
+    """``values`` measured at core ``rates``, scaled to the ``reference`` rate (a value
+    measured on a core 10% slower than the reference reads 1/0.9 of itself).
+
+    Unchanged when the reference or any rate is unknown: figures are scaled all together or
+    not at all, never some of them."""
+    if reference is None or len(rates) != len(values) or any(not r for r in rates):
+        return list(values)
+    return [v * reference / float(r or 1) for v, r in zip(values, rates, strict=True)]
+
+
+def speed_reference(its: Iterable[Iteration]) -> float | None:
+    """The reference rate of a set of iterations: the median core rate of the measured ones
+    (a study's, or two studies' pooled for a comparison).
+
+    None, so that every figure stays raw, when a measured iteration has no rate (not probed,
+    ``--no-core-speed``, or stored before the probe existed): figures are scaled all
+    together or not at all."""
+    rates = [i.core_rate for i in its if i.kind == "measured" and not i.interrupted]
+    if not rates or any(not r for r in rates):
+        return None
+    return reference_rate(rates)
+
+
+def rps_at_one_speed(its: Sequence[Iteration], reference: float | None) -> list[float]:
+    """The req/s of ``its`` at the ``reference`` core rate (:func:`at_one_speed`): raw when
+    the reference or any iteration's rate is unknown (not probed: ``--no-core-speed``)."""
+    return at_one_speed([i.rps for i in its], [i.core_rate for i in its], reference)
+
+
+def speed_note(its: Iterable[Iteration]) -> str:
+    """One line for a study's console table and report: how its req/s were judged and how
+    far the server's core strayed from the reference rate."""
+    measured = [i for i in its if i.kind == "measured" and not i.interrupted]
+    reference = speed_reference(measured)
+    if reference is None:
+        return "req/s as measured (core speed not probed on every iteration)"
+    low = min(float(i.core_rate or 0) for i in measured) / reference
+    high = max(float(i.core_rate or 0) for i in measured) / reference
+    return (
+        f"req/s at one core speed: the server's core ran {low:.2f}-{high:.2f}x the "
+        "study's median rate (docs/interference.md#core-speed)"
+    )

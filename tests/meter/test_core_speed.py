@@ -1,0 +1,93 @@
+"""The core-speed probe (pywebbench.meter.core_speed): it reads the rate of the server's core
+during an iteration, and figures measured at different core rates are compared at one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from pywebbench.meter.core_speed import (
+    CoreSpeedProbe,
+    at_one_speed,
+    loop_rate,
+    rps_at_one_speed,
+    speed_note,
+    speed_reference,
+)
+from pywebbench.meter.sampler import Sampler
+from pywebbench.run.rows import replicate_rps
+from pywebbench.store import Iteration, Replicate
+
+
+def _it(rep: int, rps: float, rate: float | None, kind: str = "measured") -> Iteration:
+    return Iteration(
+        id=None, cell_id=1, replicate=rep, kind=kind, idx=0, started_at="", duration_s=3.0,
+        requests=int(rps * 3), errors=0, non_2xx=0, timeouts=0, rps=rps, core_rate=rate,
+    )  # fmt: skip
+
+
+def test_the_loop_rate_is_work_per_cpu_second_of_its_thread() -> None:
+    assert loop_rate(0.01) > 1e5  # steps per CPU-second: a Python loop does millions
+
+
+def test_the_probe_reads_the_cores_it_is_given_for_the_whole_window() -> None:
+    probe = CoreSpeedProbe([0], every_s=0.05).start()
+    time.sleep(0.5)
+    rate = probe.stop()
+    assert rate is not None and rate > 1e5
+    assert 5 <= len(probe.readings) <= 12  # one reading every 50 ms, each 2 ms of CPU
+    assert probe._thread is not None and not probe._thread.is_alive()
+
+
+def test_a_probe_on_cores_it_may_not_use_gives_no_figure() -> None:
+    probe = CoreSpeedProbe([os.cpu_count() or 1], every_s=0.05).start()  # no such core
+    time.sleep(0.1)
+    assert probe.stop() is None
+
+
+def test_the_sampler_probes_the_server_cores_and_only_when_asked() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        with Sampler(child.pid, interval_s=0.05, probe_cpus=[0]) as probed:
+            time.sleep(0.3)
+        with Sampler(child.pid, interval_s=0.05) as unprobed:
+            time.sleep(0.1)
+    finally:
+        child.kill()
+        child.wait()
+    assert probed.summary.core_rate is not None and probed.summary.core_rate > 1e5
+    assert unprobed.summary.core_rate is None
+
+
+def test_figures_are_scaled_to_the_reference_rate_all_together_or_not_at_all() -> None:
+    # a server that followed its core: half the core rate, half the req/s
+    assert at_one_speed([1000.0, 500.0], [2.0e6, 1.0e6], 1.5e6) == [750.0, 750.0]
+    assert at_one_speed([1000.0, 500.0], [2.0e6, None], 1.5e6) == [1000.0, 500.0]
+    assert at_one_speed([1000.0, 500.0], [2.0e6, 1.0e6], None) == [1000.0, 500.0]
+
+
+def test_the_reference_is_the_median_rate_of_the_measured_iterations_or_none() -> None:
+    its = [_it(0, 100, 1.0e6), _it(0, 100, 3.0e6), _it(1, 100, 2.0e6), _it(1, 9, 9e9, "warmup")]
+    assert speed_reference(its) == 2.0e6
+    assert speed_reference([*its, _it(2, 100, None)]) is None  # one unprobed: all raw
+    assert speed_reference([]) is None
+    assert rps_at_one_speed(its[:2], 2.0e6) == [200.0, pytest.approx(66.67, abs=0.01)]
+
+
+def test_replicates_measured_on_cores_of_different_speed_agree_once_scaled() -> None:
+    # the same stack, replicate 1 on a core 1.45x as fast (the host's other hyperthread idle)
+    reps = [Replicate(None, 1, k, "ok", "") for k in range(3)]
+    its = [_it(0, 1000.0, 1.0e6), _it(1, 1450.0, 1.45e6), _it(2, 1010.0, 1.0e6)]
+    scaled = replicate_rps(reps, its)
+    assert max(r[0] for r in scaled) / min(r[0] for r in scaled) < 1.011
+    raw = replicate_rps(reps, [_it(i.replicate, i.rps, None) for i in its])
+    assert [r[0] for r in raw] == [1000.0, 1450.0, 1010.0]
+
+
+def test_the_note_says_how_req_s_were_judged_and_how_far_the_core_strayed() -> None:
+    its = [_it(0, 100, 0.9e6), _it(1, 100, 1.0e6), _it(2, 100, 1.45e6)]
+    assert "core ran 0.90-1.45x the study's median rate" in speed_note(its)
+    assert speed_note([*its, _it(3, 100, None)]).startswith("req/s as measured")
