@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import statistics
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -183,13 +183,20 @@ class WarmupWatch:
         self._passed: list[float] = []  # steady starts of the consecutive passing judgements
         self._found: float | None = None
 
-    def observe(self, elapsed_s: float, requests: int) -> WarmupVerdict | None:
-        """Add a snapshot; the verdict when warm-up is over."""
+    def observe(
+        self, elapsed_s: float, requests: int, speed: Callable[[], float] | None = None
+    ) -> WarmupVerdict | None:
+        """Add a snapshot; the verdict when warm-up is over.
+
+        ``speed()``, asked once per bucket, is the core's speed over it relative to a fixed
+        rate (:class:`pywebbench.meter.core_speed.SpeedTracker`): the curve holds req/s
+        divided by it, at one core speed. The request counts (the JIT floor) stay raw."""
         last_t, last_n = self._last
         if elapsed_s - last_t >= self.rule.bucket_s:
             span = elapsed_s - last_t
             done = max(0, requests - last_n)
-            self.curve.append((round(elapsed_s, 3), done / span))
+            factor = speed() if speed is not None else 1.0
+            self.curve.append((round(elapsed_s, 3), done / span / (factor or 1.0)))
             self._starts.append(last_t)
             self._counts.append(done)
             self._last = (elapsed_s, requests)

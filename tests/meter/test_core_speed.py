@@ -11,6 +11,7 @@ import time
 import pytest
 from pywebbench.meter.core_speed import (
     CoreSpeedProbe,
+    SpeedTracker,
     at_one_speed,
     loop_rate,
     rps_at_one_speed,
@@ -91,3 +92,16 @@ def test_the_note_says_how_req_s_were_judged_and_how_far_the_core_strayed() -> N
     its = [_it(0, 100, 0.9e6), _it(1, 100, 1.0e6), _it(2, 100, 1.45e6)]
     assert "core ran 0.90-1.45x the study's median rate" in speed_note(its)
     assert speed_note([*its, _it(3, 100, None)]).startswith("req/s as measured")
+
+
+def test_the_tracker_gives_the_speed_since_its_last_call_against_a_fixed_rate() -> None:
+    probe = CoreSpeedProbe([0])  # not started: readings are put in by hand
+    track = SpeedTracker(probe, reference=2.0e6)
+    assert track() == 1.0  # no reading yet
+    probe.readings += [(1.0, 1.0e6), (1.1, 1.2e6), (1.2, 1.1e6)]
+    assert track() == pytest.approx(0.55)  # the median since the last call
+    assert track() == pytest.approx(0.55)  # nothing new: the last value
+    probe.readings.append((1.3, 2.9e6))
+    assert track() == pytest.approx(1.45)
+    first = SpeedTracker(probe)  # no reference: the first reading's rate
+    assert first() == pytest.approx(1.15) and first.reference == 1.0e6  # median of 4

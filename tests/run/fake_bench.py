@@ -201,6 +201,8 @@ class FakeServer:
 class FakeSampler:
     """The server's metering, the same figures every iteration."""
 
+    probe = None  # no core-speed probe
+
     def __init__(self, pid: int, **_: Any) -> None:
         self.pid = pid
 

@@ -136,3 +136,30 @@ def test_pypy_heap_growth_is_under_the_jit_floor() -> None:
     assert not leak(requests, pypy, floor=LEAK_FLOOR_JIT_BYTES_PER_1K).leaking
     kept = [517e6 + 2048.0 * r + rng.gauss(0, 20e3) for r in requests]
     assert leak(requests, kept, floor=LEAK_FLOOR_JIT_BYTES_PER_1K).leaking
+
+
+def _flipping_core(scaled: bool, seed: int) -> tuple[str, float]:
+    """A server at a constant 1,000 req/s of work on a core whose speed flips between 1.0
+    and 1.45 every 2 s (the host's two levels, docs/interference.md#core-speed), 3% noise;
+    the probe's reading of the speed has 2% noise."""
+    rnd = random.Random(seed)
+    watch = WarmupWatch(SteadyRule(cap_s=15.0))
+    done = 0.0
+    for k in range(1, 61):
+        t = k * 0.25
+        speed = 1.45 if int(t / 2.0) % 2 else 1.0
+        done += 250 * speed * rnd.gauss(1, 0.03)
+        reading = (lambda s=speed: s * rnd.gauss(1, 0.02)) if scaled else None
+        verdict = watch.observe(t, int(done), reading)
+        if verdict is not None:
+            return verdict.end.value, verdict.elapsed_s
+    return "none", 15.0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_core_whose_speed_flips_is_steady_once_the_curve_is_put_at_one_speed(
+    seed: int,
+) -> None:
+    assert _flipping_core(scaled=False, seed=seed) == ("cap", 15.0)  # each flip: a new regime
+    end, elapsed = _flipping_core(scaled=True, seed=seed)
+    assert end == "steady" and elapsed <= 8.0

@@ -86,6 +86,31 @@ class CoreSpeedProbe:
         return statistics.median(rates) if rates else None
 
 
+class SpeedTracker:
+    """The core's speed over each bucket of a warm-up curve, relative to a fixed rate.
+
+    Each call gives the median of the probe's readings since the previous call divided by
+    ``reference`` (the rate the curve is put at; without one, the first reading's), or the
+    previous value when no reading came in between. A warm-up curve divided by it is at one
+    core speed: a jump of the host's speed is not a change of the server's regime."""
+
+    def __init__(self, probe: CoreSpeedProbe, reference: float | None = None) -> None:
+        self.probe = probe
+        self.reference = reference
+        self._seen = 0
+        self._last = 1.0
+
+    def __call__(self) -> float:
+        readings = self.probe.readings[self._seen :]  # appended by the probe's thread
+        self._seen += len(readings)
+        rates = [r for _, r in readings if r > 0]
+        if rates:
+            if self.reference is None:
+                self.reference = rates[0]
+            self._last = statistics.median(rates) / self.reference
+        return self._last
+
+
 def reference_rate(rates: Iterable[float | None]) -> float | None:
     """The rate figures are scaled to: the median of the known ``rates`` (None without one)."""
     known = [r for r in rates if r]

@@ -203,6 +203,11 @@ class Sampler:
         self._thread.start()
         return self
 
+    @property
+    def probe(self) -> CoreSpeedProbe | None:
+        """The core-speed probe on the server's cores (None: not asked for)."""
+        return self._probe
+
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             snap = snapshot(self.pid, memory_detail=self.memory_detail)

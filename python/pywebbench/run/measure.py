@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -19,6 +20,7 @@ from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LoadAgent, LoadProgress, LoadSpec, iteration_figures
 from pywebbench.meter import Sampler, tree
+from pywebbench.meter.core_speed import CoreSpeedProbe, SpeedTracker
 from pywebbench.meter.flame import sampled_window
 from pywebbench.meter.owners import app_paths, stack_packages
 from pywebbench.meter.vmprof import vmprof_env, vmprof_window
@@ -117,6 +119,11 @@ class Measurer:
         #: Another server of a cell, its launch options changed (set by the host bench; the
         #: counted server of ``--instructions``).
         self.extra_server: ExtraServer | None = None
+        #: The core-speed probe of the iteration running now (None: none, or not probed).
+        self._probe: CoreSpeedProbe | None = None
+        #: The core rates of the iterations measured so far (warm-up curves are put at
+        #: their median: docs/interference.md#core-speed).
+        self._core_rates: list[float] = []
 
     def replicate(
         self, cell: CellPlan, cell_id: int, rep_id: int, replicate: int, server: RunningServer
@@ -333,12 +340,14 @@ class Measurer:
         deep = self.config.load.warmup == "deep"
 
         def warm() -> LoadResult:
+            reference = statistics.median(self._core_rates) if self._core_rates else None
             result, verdict = warm_until_steady(
                 self.agent,
                 lambda d: self._spec(cell, server, d),
                 rule,
                 self._progress,
                 stop_when_steady=not deep,
+                speed=SpeedTracker(self._probe, reference) if self._probe else None,
             )
             found.append(verdict)
             return result
@@ -414,13 +423,18 @@ class Measurer:
             cpus=pinned_cores(server, self.generator_cpus),
             probe_cpus=server_cores(server) if self.config.load.core_speed else (),
         ).start()
+        self._probe = sampler.probe
         try:
             result = load()
         except KeyboardInterrupt:
             with no_sigint():
                 sampler.stop()
             raise
+        finally:
+            self._probe = None
         meter = sampler.stop()
+        if meter.core_rate:
+            self._core_rates.append(meter.core_rate)
         cols = iteration_figures(result)
         alive = server.alive() and meter.alive_at_end
         interference = meter.interference

@@ -33,11 +33,14 @@ def warm_until_steady(
     display: Callable[[LoadProgress], None] | None = None,
     *,
     stop_when_steady: bool = True,
+    speed: Callable[[], float] | None = None,
 ) -> tuple[LoadResult, WarmupVerdict]:
     """One warm-up load of at most ``rule.cap_s`` seconds, stopped once steady (unless
     ``stop_when_steady`` is False: the deep mode records the whole curve to the cap).
 
-    ``spec_for(duration_s)`` builds the load spec; ``display`` gets every progress snapshot.
+    ``spec_for(duration_s)`` builds the load spec; ``display`` gets every progress snapshot;
+    ``speed`` (a :class:`~pywebbench.meter.core_speed.SpeedTracker`) puts the curve at one
+    core speed (:meth:`pywebbench.steady.WarmupWatch.observe`).
     """
     watch = WarmupWatch(rule, stop_when_steady=stop_when_steady)
     found: list[WarmupVerdict] = []
@@ -46,7 +49,7 @@ def warm_until_steady(
         if display is not None:
             display(snapshot)
         done = snapshot.requests + snapshot.warmup_requests
-        verdict = watch.observe(snapshot.elapsed_s, done)
+        verdict = watch.observe(snapshot.elapsed_s, done, speed)
         if verdict is not None and not found:
             found.append(verdict)
         return bool(found)
