@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from compare_study import STACK, StoredRuns, edited_copy, pwb
 from pywebbench.cli import cli
+from pywebbench.meter.core_speed import study_scaling
 from pywebbench.store import Store, Study
 
 GATE = "slower>5%,p99>10%,errors>0"
@@ -271,11 +272,13 @@ def test_no_interval_of_a_stored_run_goes_below_zero(
 
 def _slower_core(study: Study) -> None:
     """Every iteration ran on a core doing 0.7x the work per CPU-second, and the server's
-    req/s followed it (docs/interference.md#core-speed)."""
+    req/s followed it with the elasticity the stored run shows, as compare will pool it over
+    both sides (docs/interference.md#core-speed)."""
+    beta = study_scaling(study, study).elasticities[(STACK.split("/")[0], "cpu")]
     for it in study.iterations:
         assert it.core_rate, "the stored runs were measured with the core-speed probe"
         it.core_rate *= 0.7
-        it.rps *= 0.7
+        it.rps *= 0.7**beta
 
 
 def _slower_unprobed(study: Study) -> None:
@@ -286,9 +289,13 @@ def _slower_unprobed(study: Study) -> None:
 
 
 def test_a_slower_core_is_not_a_slower_stack(stored_runs: StoredRuns, tmp_path: Path) -> None:
+    with Store(stored_runs.store, create=False) as store:
+        original = store.load_study([stored_runs.a1])
+    beta = study_scaling(original, original).elasticities[(STACK.split("/")[0], "cpu")]
+    assert 0.0 <= beta <= 1.5
     for name, edit, ratio in (
         ("probed", _slower_core, 1.0),  # req/s at one core speed: the same stack
-        ("unprobed", _slower_unprobed, 0.7),  # a side without rates: both raw, 0.7x
+        ("unprobed", _slower_unprobed, 0.7**beta),  # a side without rates: both raw, slower
     ):
         store, out_file = tmp_path / f"{name}.sqlite", tmp_path / f"{name}.json"
         base, new = edited_copy(stored_runs.store, stored_runs.a1, store, edit)

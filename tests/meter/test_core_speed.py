@@ -11,12 +11,14 @@ import time
 import pytest
 from pywebbench.meter.core_speed import (
     CoreSpeedProbe,
+    SpeedScaling,
     SpeedTracker,
     at_one_speed,
+    elasticity,
     loop_rate,
-    rps_at_one_speed,
     speed_note,
     speed_reference,
+    speed_scaling,
 )
 from pywebbench.meter.sampler import Sampler
 from pywebbench.run.rows import replicate_rps
@@ -75,7 +77,8 @@ def test_the_reference_is_the_median_rate_of_the_measured_iterations_or_none() -
     assert speed_reference(its) == 2.0e6
     assert speed_reference([*its, _it(2, 100, None)]) is None  # one unprobed: all raw
     assert speed_reference([]) is None
-    assert rps_at_one_speed(its[:2], 2.0e6) == [200.0, pytest.approx(66.67, abs=0.01)]
+    scaled = SpeedScaling(2.0e6).rps(its[:2])  # no group: elasticity 1
+    assert scaled == [200.0, pytest.approx(66.67, abs=0.01)]
 
 
 def test_replicates_measured_on_cores_of_different_speed_agree_once_scaled() -> None:
@@ -90,8 +93,52 @@ def test_replicates_measured_on_cores_of_different_speed_agree_once_scaled() -> 
 
 def test_the_note_says_how_req_s_were_judged_and_how_far_the_core_strayed() -> None:
     its = [_it(0, 100, 0.9e6), _it(1, 100, 1.0e6), _it(2, 100, 1.45e6)]
-    assert "core ran 0.90-1.45x the study's median rate" in speed_note(its)
-    assert speed_note([*its, _it(3, 100, None)]).startswith("req/s as measured")
+    note = speed_note(speed_scaling([(("cpython3.11", "cpu"), its)]), its)
+    assert "core ran 0.90-1.45x the study's median rate; elasticity 1.00-1.00" in note
+    raw = [*its, _it(3, 100, None)]
+    assert speed_note(speed_scaling([(("cpython3.11", "cpu"), raw)]), raw).startswith(
+        "req/s as measured"
+    )
+
+
+def _cell(cell_id: int, level: float, beta: float, rates: list[float]) -> list[Iteration]:
+    """A cell whose req/s follow its core's rate with elasticity ``beta``, one iteration
+    per replicate."""
+    its = [_it(k, level * (rate / 1.0e6) ** beta, rate) for k, rate in enumerate(rates)]
+    for it in its:
+        it.cell_id = cell_id
+    return its
+
+
+def test_the_elasticity_is_the_shared_slope_of_the_cells_centred_on_their_levels() -> None:
+    rates = [0.8e6, 1.0e6, 1.3e6]
+    cells = [_cell(c, level, 0.6, rates) for c, level in enumerate([2000.0, 9000.0, 400.0])]
+    assert elasticity(cells) == pytest.approx(0.6)
+    assert elasticity(cells[:2]) == 1.0  # 6 points: too few to identify a slope
+    flat = [_cell(c, 1000.0, 0.6, [1.0e6, 1.01e6, 0.99e6]) for c in range(4)]
+    assert elasticity(flat) == 1.0  # the rates barely moved
+    steep = [_cell(c, 1000.0, 3.0, rates) for c in range(3)]
+    assert elasticity(steep) == 1.5  # kept within its bounds
+
+
+def test_each_group_is_scaled_with_its_own_elasticity() -> None:
+    rates = [0.8e6, 1.0e6, 1.3e6]
+    pypy = [_cell(c, 2000.0, 0.6, rates) for c in range(3)]
+    cpython = [_cell(10 + c, 800.0, 1.25, rates) for c in range(3)]
+    speed = speed_scaling(
+        [
+            *((("pypy3.9", "cpu"), its) for its in pypy),
+            *((("cpython3.11", "cpu"), its) for its in cpython),
+        ]
+    )
+    assert speed.elasticities == {
+        ("pypy3.9", "cpu"): pytest.approx(0.6),
+        ("cpython3.11", "cpu"): pytest.approx(1.25),
+    }
+    # every replicate of a cell reads its level at the reference rate (the median, 1.0e6)
+    assert speed.rps(pypy[0]) == [pytest.approx(2000.0)] * 3
+    assert speed.rps(cpython[1]) == [pytest.approx(800.0)] * 3
+    assert speed.elasticity_range() == (pytest.approx(0.6), pytest.approx(1.25))
 
 
 def test_the_tracker_gives_the_speed_since_its_last_call_against_a_fixed_rate() -> None:

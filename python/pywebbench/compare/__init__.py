@@ -26,7 +26,7 @@ from pywebbench.compare.verdict import (
     PairComparison,
     compare_pairs,
 )
-from pywebbench.meter.core_speed import speed_reference
+from pywebbench.meter.core_speed import study_scaling
 from pywebbench.store import Run, Store
 
 __all__ = [
@@ -78,10 +78,8 @@ def compare_runs(
     base_run, new_run = store.run(base_id), store.run(new_id)
     base, new = store.load_study([base_run.id]), store.load_study([new_run.id])
     # Both sides' req/s at one core speed, or both raw (docs/interference.md#core-speed).
-    reference = speed_reference([*base.iterations, *new.iterations])
-    matching: Matching = match_cells(
-        cell_figures(base, reference), cell_figures(new, reference), vary
-    )
+    speed = study_scaling(base, new)
+    matching: Matching = match_cells(cell_figures(base, speed), cell_figures(new, speed), vary)
     comparisons = compare_pairs(matching.pairs, level=level, min_change=min_change)
     return Comparison(
         base=base_run,

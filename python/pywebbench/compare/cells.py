@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from pywebbench.meter.core_speed import rps_at_one_speed
+from pywebbench.meter.core_speed import SpeedScaling
 from pywebbench.meter.flame import FlameWindow
 from pywebbench.store.model import Cell, Iteration, Replicate, StackRow, Study
 
@@ -89,11 +89,12 @@ def _flames(reps: list[Replicate]) -> list[FlameWindow]:
     return [FlameWindow.from_dict(d) for d in docs if "error" not in d and d.get("requests")]
 
 
-def cell_figures(study: Study, speed_reference: float | None = None) -> list[CellFigures]:
+def cell_figures(study: Study, speed: SpeedScaling | None = None) -> list[CellFigures]:
     """Every cell of ``study`` with its figures, in run then matrix order.
 
-    req/s are scaled to the core rate ``speed_reference`` (give both sides of a comparison
-    the same one; docs/interference.md#core-speed); None: raw."""
+    ``speed`` puts req/s at one core speed (give both sides of a comparison the same one:
+    :func:`pywebbench.meter.core_speed.study_scaling`; docs/interference.md#core-speed);
+    None: raw."""
     iterations: dict[int, list[Iteration]] = defaultdict(list)
     for it in study.iterations:
         iterations[it.cell_id].append(it)
@@ -112,7 +113,7 @@ def cell_figures(study: Study, speed_reference: float | None = None) -> list[Cel
             run_id=cell.run_id,
             stack=stacks[cell.stack_id],
             cell=cell,
-            rps=_grouped(measured, rps_at_one_speed(measured, speed_reference)),
+            rps=_grouped(measured, speed.rps(measured) if speed else [i.rps for i in measured]),
             p50_us=_by_replicate(measured, "latency_p50_us"),
             p99_us=_by_replicate(measured, "latency_p99_us"),
             requests=sum(i.requests for i in measured),

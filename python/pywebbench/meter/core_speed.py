@@ -18,13 +18,16 @@ reference rate, the median of the rates compared (docs/interference.md#core-spee
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
-from pywebbench.store.model import Iteration
+from pywebbench.store.model import Iteration, Study
 
 #: Loop steps between two reads of the thread's CPU clock.
 STEPS = 500
@@ -118,16 +121,26 @@ def reference_rate(rates: Iterable[float | None]) -> float | None:
 
 
 def at_one_speed(
-    values: Sequence[float], rates: Sequence[float | None], reference: float | None
+    values: Sequence[float],
+    rates: Sequence[float | None],
+    reference: float | None,
+    elasticity: float = 1.0,
 ) -> list[float]:
-    """``values`` measured at core ``rates``, scaled to the ``reference`` rate (a value
-    measured on a core 10% slower than the reference reads 1/0.9 of itself).
+    """``values`` measured at core ``rates``, scaled to the ``reference`` rate: each times
+    ``(reference / rate) ** elasticity`` (with elasticity 1, a value measured on a core 10%
+    slower than the reference reads 1/0.9 of itself).
 
     Unchanged when the reference or any rate is unknown: figures are scaled all together or
     not at all, never some of them."""
     if reference is None or len(rates) != len(values) or any(not r for r in rates):
         return list(values)
-    return [v * reference / float(r or 1) for v, r in zip(values, rates, strict=True)]
+    return [
+        v * (reference / float(r or 1)) ** elasticity for v, r in zip(values, rates, strict=True)
+    ]
+
+
+def _measured(its: Iterable[Iteration]) -> list[Iteration]:
+    return [i for i in its if i.kind == "measured" and not i.interrupted]
 
 
 def speed_reference(its: Iterable[Iteration]) -> float | None:
@@ -137,28 +150,125 @@ def speed_reference(its: Iterable[Iteration]) -> float | None:
     None, so that every figure stays raw, when a measured iteration has no rate (not probed,
     ``--no-core-speed``, or stored before the probe existed): figures are scaled all
     together or not at all."""
-    rates = [i.core_rate for i in its if i.kind == "measured" and not i.interrupted]
+    rates = [i.core_rate for i in _measured(its)]
     if not rates or any(not r for r in rates):
         return None
     return reference_rate(rates)
 
 
-def rps_at_one_speed(its: Sequence[Iteration], reference: float | None) -> list[float]:
-    """The req/s of ``its`` at the ``reference`` core rate (:func:`at_one_speed`): raw when
-    the reference or any iteration's rate is unknown (not probed: ``--no-core-speed``)."""
-    return at_one_speed([i.rps for i in its], [i.core_rate for i in its], reference)
+#: Fewest measured iterations (with a rate) a group needs for its own elasticity; below,
+#: or when their rates vary by less than :data:`ELASTICITY_MIN_SPREAD`, it is 1.
+ELASTICITY_MIN_POINTS = 8
+#: Least standard deviation of the within-cell log core rates that identifies a slope.
+ELASTICITY_MIN_SPREAD = 0.03
+#: The elasticity is kept within these bounds.
+ELASTICITY_BOUNDS = (0.0, 1.5)
 
 
-def speed_note(its: Iterable[Iteration]) -> str:
+def elasticity(cells: Iterable[Sequence[Iteration]]) -> float:
+    """How much a group of cells' req/s follow the core's rate: the least-squares slope of
+    log req/s on log core rate over their measured iterations, each cell centred on its own
+    means (a regression adjustment, as CUPED's: the cells' levels differ, the slope is
+    shared).
+
+    Measured in a quick study here: CPython cpu 1.25, CPython hello 0.73, PyPy cpu 0.61,
+    PyPy hello 0.80 (correlations 0.74-0.97), so one slope for all would over- or
+    under-correct (docs/interference.md#core-speed). 1 (req/s follow the core) when the
+    group cannot identify a slope: fewer than :data:`ELASTICITY_MIN_POINTS` points or
+    rates that barely moved."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for its in cells:
+        points = [
+            (math.log(i.core_rate), math.log(i.rps))
+            for i in _measured(its)
+            if i.core_rate and i.rps > 0
+        ]
+        if len(points) < 2:
+            continue
+        mx = statistics.fmean(x for x, _ in points)
+        my = statistics.fmean(y for _, y in points)
+        xs += [x - mx for x, _ in points]
+        ys += [y - my for _, y in points]
+    if len(xs) < ELASTICITY_MIN_POINTS or statistics.pstdev(xs) < ELASTICITY_MIN_SPREAD:
+        return 1.0
+    slope = sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
+    low, high = ELASTICITY_BOUNDS
+    return min(high, max(low, slope))
+
+
+#: The group of cells that share an elasticity: (interpreter, workload).
+Group = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class SpeedScaling:
+    """How a study's (or two compared studies') req/s are put at one core speed: the
+    reference rate, and the elasticity of each group of cells."""
+
+    reference: float | None
+    elasticities: dict[Group, float] = field(default_factory=dict)
+    group_of: dict[int, Group] = field(default_factory=dict)  # cell id -> its group
+
+    def rps(self, its: Sequence[Iteration]) -> list[float]:
+        """The req/s of ``its`` (one cell's iterations) at the reference rate, scaled with
+        their group's elasticity; raw when the reference is unknown."""
+        if not its:
+            return []
+        group = self.group_of.get(its[0].cell_id)
+        beta = self.elasticities.get(group, 1.0) if group is not None else 1.0
+        return at_one_speed([i.rps for i in its], [i.core_rate for i in its], self.reference, beta)
+
+    def elasticity_range(self) -> tuple[float, float] | None:
+        """The lowest and highest elasticity of the groups (None without one)."""
+        values = list(self.elasticities.values())
+        return (min(values), max(values)) if values else None
+
+
+def speed_scaling(cells: Iterable[tuple[Group, Sequence[Iteration]]]) -> SpeedScaling:
+    """The scaling of some cells, each given as (its group, its iterations)."""
+    grouped: dict[Group, list[Sequence[Iteration]]] = defaultdict(list)
+    group_of: dict[int, Group] = {}
+    every: list[Iteration] = []
+    for group, its in cells:
+        grouped[group].append(its)
+        every += its
+        for it in its:
+            group_of[it.cell_id] = group
+    return SpeedScaling(
+        reference=speed_reference(every),
+        elasticities={g: elasticity(c) for g, c in grouped.items()},
+        group_of=group_of,
+    )
+
+
+def study_scaling(*studies: Study) -> SpeedScaling:
+    """The scaling of a study (a report, the console) or of two compared: one reference
+    rate over all their measured iterations, one elasticity per (interpreter, workload)."""
+    pairs: list[tuple[Group, Sequence[Iteration]]] = []
+    for study in studies:
+        interpreters = {s.id: s.interpreter for s in study.stacks}
+        by_cell: dict[int, list[Iteration]] = defaultdict(list)
+        for it in study.iterations:
+            by_cell[it.cell_id].append(it)
+        for cell in study.cells:
+            if cell.id is not None:
+                group = (interpreters.get(cell.stack_id, ""), cell.workload)
+                pairs.append((group, by_cell[cell.id]))
+    return speed_scaling(pairs)
+
+
+def speed_note(scaling: SpeedScaling, its: Iterable[Iteration]) -> str:
     """One line for a study's console table and report: how its req/s were judged and how
     far the server's core strayed from the reference rate."""
-    measured = [i for i in its if i.kind == "measured" and not i.interrupted]
-    reference = speed_reference(measured)
-    if reference is None:
+    measured = _measured(its)
+    if scaling.reference is None or not measured:
         return "req/s as measured (core speed not probed on every iteration)"
-    low = min(float(i.core_rate or 0) for i in measured) / reference
-    high = max(float(i.core_rate or 0) for i in measured) / reference
+    low = min(float(i.core_rate or 0) for i in measured) / scaling.reference
+    high = max(float(i.core_rate or 0) for i in measured) / scaling.reference
+    betas = scaling.elasticity_range() or (1.0, 1.0)
     return (
-        f"req/s at one core speed: the server's core ran {low:.2f}-{high:.2f}x the "
-        "study's median rate (docs/interference.md#core-speed)"
+        f"req/s at one core speed: the server's core ran {low:.2f}-{high:.2f}x the study's "
+        f"median rate; elasticity {betas[0]:.2f}-{betas[1]:.2f} "
+        "(docs/interference.md#core-speed)"
     )

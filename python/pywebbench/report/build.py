@@ -28,7 +28,7 @@ from typing import Any
 from pywebbench import __version__, stats
 from pywebbench.catalogue.base import interpreter_kind
 from pywebbench.faults.outcome import CellRobustness
-from pywebbench.meter.core_speed import rps_at_one_speed, speed_note, speed_reference
+from pywebbench.meter.core_speed import speed_note, study_scaling
 from pywebbench.report import figures
 from pywebbench.report.ab import ab_rows
 from pywebbench.report.axes import build_axes
@@ -185,7 +185,7 @@ class _Index:
         for it in study.iterations:
             self.iterations[it.cell_id].append(it)
         # req/s are judged at the study's median core speed (docs/interference.md#core-speed)
-        self.speed_reference = speed_reference(study.iterations)
+        self.speed = study_scaling(study)
         for its in self.iterations.values():
             its.sort(key=lambda i: (i.replicate, i.kind != "warmup", i.idx))
         for smp in study.samples:
@@ -274,7 +274,7 @@ def _point(
             if row is not None:
                 reps.append(row)
                 its_by_rep.append(seq)
-            rps = rps_at_one_speed([i for i in seq if i.kind == "measured"], index.speed_reference)
+            rps = index.speed.rps([i for i in seq if i.kind == "measured"])
             if rps:
                 point.rps_by_replicate.append(rps)
         flags = cell.flags
@@ -596,7 +596,7 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
         title=title or _title(runs),
         generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         pywebbench_version=__version__,
-        runs=[_run_view(r, speed_note(study.iterations)) for r in runs],
+        runs=[_run_view(r, speed_note(index.speed, study.iterations)) for r in runs],
         stacks=stacks,
         workloads=workloads,
         cells=cells_series,

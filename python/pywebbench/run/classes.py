@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.table import Table
 
-from pywebbench.meter.core_speed import rps_at_one_speed, speed_reference
+from pywebbench.meter.core_speed import study_scaling
 from pywebbench.modes import modes, replicate_figures
 from pywebbench.store import Study
 from pywebbench.warmup_class import WarmupClass
@@ -22,6 +22,7 @@ def class_rows(study: Study) -> list[dict[str, Any]]:
     """Per cell with replicates: ``stack``, ``cell``, the count of each class (and of the
     replicates left unclassified, ``unclassified``) and ``consistency`` in words."""
     out = []
+    speed = study_scaling(study)
     for cell in study.cells:
         assert cell.id is not None
         reps = [r for r in study.replicates_of(cell.id) if r.status == "ok"]
@@ -33,7 +34,7 @@ def class_rows(study: Study) -> list[dict[str, Any]]:
             counts[r.warmup_class or "unclassified"] += 1
         used = [it for it in study.iterations_of(cell.id) if not it.interrupted]
         by_rep: dict[int, list[float]] = {}
-        for it, rps in zip(used, rps_at_one_speed(used, speed_reference(used)), strict=True):
+        for it, rps in zip(used, speed.rps(used), strict=True):
             by_rep.setdefault(it.replicate, []).append(rps)
         consistency = modes(replicate_figures([by_rep[k] for k in sorted(by_rep)]))
         out.append(

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load.histogram import Histogram
-from pywebbench.meter.core_speed import rps_at_one_speed, speed_note, speed_reference
+from pywebbench.meter.core_speed import speed_note, study_scaling
 from pywebbench.report.flags import flag_notes, legend
 from pywebbench.report.tables import fmt_mib
 from pywebbench.report.ties import fmt_ratio_ci, neighbour_ratios, rank_marker
@@ -161,7 +161,7 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
     CI over replicates) and ``tied`` when that CI contains 1 (docs/report.md).
     """
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    reference = speed_reference(study.iterations)  # req/s at one core speed
+    speed = study_scaling(study)  # req/s at one core speed
     for cell in study.cells:
         if cell.id is None:
             continue
@@ -171,7 +171,7 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
             continue
         stack = study.stack(cell.stack_id)
         by_rep: dict[int, list[float]] = defaultdict(list)
-        for i, rps in zip(measured, rps_at_one_speed(measured, reference), strict=True):
+        for i, rps in zip(measured, speed.rps(measured), strict=True):
             by_rep[i.replicate].append(rps)
         peak = max((i.rss_peak_bytes or 0) for i in its)
         rob = CellRobustness.from_flag(cell.flags.get("robustness"))  # docs/faults.md
@@ -209,7 +209,7 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
 def summary_tables(study: Study) -> list[Table]:
     """Rich tables: per workload, stacks ranked by throughput, then failures."""
     tables = []
-    speed = speed_note(study.iterations)  # how req/s were judged (docs/interference.md)
+    speed = speed_note(study_scaling(study), study.iterations)  # how req/s were judged
     for workload, rows in summary_rows(study).items():
         t = Table(title=f"{workload}: ranked by requests/s (median, 95% CI)", title_justify="left")
         for col, just in [

@@ -12,7 +12,7 @@ from pywebbench import __version__
 from pywebbench.load import iteration_figures
 from pywebbench.load.result import LoadResult
 from pywebbench.meter import MeterSummary, snapshot
-from pywebbench.meter.core_speed import rps_at_one_speed, speed_reference
+from pywebbench.meter.core_speed import SpeedScaling, speed_scaling
 from pywebbench.modes import modes, replicate_figures
 from pywebbench.run.host import facts
 from pywebbench.run.matrix import CellPlan, Variant
@@ -172,24 +172,32 @@ def iteration_row(
     )
 
 
-def replicate_rps(replicates: list[Replicate], iterations: list[Iteration]) -> list[list[float]]:
+def replicate_rps(
+    replicates: list[Replicate], iterations: list[Iteration], speed: SpeedScaling | None = None
+) -> list[list[float]]:
     """Each ok replicate's measured req/s, one list per replicate (the unit of a cell's CI:
-    :func:`pywebbench.stats.summarize_replicates`), at the cell's median core speed
-    (:func:`pywebbench.meter.core_speed.rps_at_one_speed`)."""
+    :func:`pywebbench.stats.summarize_replicates`), at one core speed: ``speed`` (the
+    cell's group's, :func:`pywebbench.meter.core_speed.speed_scaling`), else the cell's own
+    (docs/interference.md#core-speed)."""
     ok = {r.replicate for r in replicates if r.status == CellStatus.OK}
     used = [
         it
         for it in iterations
         if it.kind == IterationKind.MEASURED and it.replicate in ok and not it.interrupted
     ]
+    if speed is None:
+        speed = speed_scaling([(("", ""), used)])
     by_rep: dict[int, list[float]] = {}
-    for it, rps in zip(used, rps_at_one_speed(used, speed_reference(used)), strict=True):
+    for it, rps in zip(used, speed.rps(used), strict=True):
         by_rep.setdefault(it.replicate, []).append(rps)
     return list(by_rep.values())
 
 
-def cell_flags(replicates: list[Replicate], iterations: list[Iteration]) -> CellFlags:
-    """A finished cell's flags (``cells.flags_json``) from its replicates and iterations."""
+def cell_flags(
+    replicates: list[Replicate], iterations: list[Iteration], speed: SpeedScaling | None = None
+) -> CellFlags:
+    """A finished cell's flags (``cells.flags_json``) from its replicates and iterations
+    (``speed``: as in :func:`replicate_rps`)."""
     measured = [i for i in iterations if i.kind == IterationKind.MEASURED]
     reps = [r for r in replicates if r.status == CellStatus.OK]
     leaks = [r.leak for r in reps if r.leak]
@@ -213,7 +221,7 @@ def cell_flags(replicates: list[Replicate], iterations: list[Iteration]) -> Cell
     classes = [r.warmup_class for r in reps if r.warmup_class]
     if classes:
         flags["classes"] = {c: classes.count(c) for c in sorted(set(classes))}
-    consistency = modes(replicate_figures(replicate_rps(replicates, iterations)))
+    consistency = modes(replicate_figures(replicate_rps(replicates, iterations, speed)))
     flags["inconsistent"] = not consistency.consistent
     if not consistency.consistent:
         flags["modes"] = consistency.to_list()

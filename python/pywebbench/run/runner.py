@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pywebbench.bringup import one_line
 from pywebbench.load import LoadAgent, LocalAgent
+from pywebbench.meter.core_speed import Group, SpeedScaling, speed_scaling
 from pywebbench.run.bench import StudyContext, StudySetup
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events, Outcome
@@ -86,6 +87,7 @@ class StudyRunner:
             config.cpus.server, config.cpus.generator
         )
         self.stack_ids: dict[str, int] = {}  # variant key -> its row
+        self._speed_groups: dict[int, Group] = {}  # cell id -> its core-speed group
         self.outcome = Outcome(run_id=self.run_id, status=RunStatus.RUNNING)
 
     # -- the study -------------------------------------------------------------------------
@@ -197,6 +199,7 @@ class StudyRunner:
     def _open_cell(self, cell: CellPlan) -> CellProgress:
         cfg = self.config.load
         cell_id = self.store.add_cell(self._cell_row(cell))
+        self._speed_groups[cell_id] = _speed_group(cell)
         progress = CellProgress.resumed(cell, cell_id, self.store.replicates(cell_id))
         per_rep = cfg.iterations_per_replicate
         self.events.cell_start(cell, (cfg.replicates - progress.ok) * per_rep)
@@ -226,9 +229,24 @@ class StudyRunner:
         """The replicate budget's rule, on the cell's replicates in the store."""
 
         def rps() -> list[list[float]]:
-            return replicate_rps(self.store.replicates(p.cell_id), self.store.iterations(p.cell_id))
+            return replicate_rps(
+                self.store.replicates(p.cell_id),
+                self.store.iterations(p.cell_id),
+                self._speed(p),
+            )
 
         return wants_another_replicate(p.ok, self.config.load, rps)
+
+    def _speed(self, p: CellProgress) -> SpeedScaling:
+        """How the cell's req/s are put at one core speed: its group's (same interpreter,
+        same workload) elasticity over the group's cells stored so far (as the report
+        will: :func:`pywebbench.meter.core_speed.study_scaling`)."""
+        group = _speed_group(p.cell)
+        return speed_scaling(
+            (group, self.store.iterations(cell_id))
+            for cell_id, g in self._speed_groups.items()
+            if g == group
+        )
 
     def _interrupted(self, pending: Sequence[CellProgress]) -> None:
         with no_sigint():
@@ -271,7 +289,9 @@ class StudyRunner:
             self.events.cell_done(cell, CellStatus.FAILED, f"{failure.phase}: {failure.reason}")
 
     def _flags(self, p: CellProgress) -> CellFlags:
-        flags = cell_flags(self.store.replicates(p.cell_id), self.store.iterations(p.cell_id))
+        flags = cell_flags(
+            self.store.replicates(p.cell_id), self.store.iterations(p.cell_id), self._speed(p)
+        )
         if p.robustness is not None:
             flags["robustness"] = p.robustness.to_flag()
         return flags
@@ -300,3 +320,8 @@ def run_study(
         executor=executor,
     )
     return runner.run()
+
+
+def _speed_group(cell: CellPlan) -> Group:
+    """The cells that share a core-speed elasticity: same interpreter, same workload."""
+    return (cell.variant.stack.interpreter.name, cell.workload.name)
