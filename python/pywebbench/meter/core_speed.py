@@ -5,15 +5,16 @@ guest shows it: no steal, no other process, the server still at 100% of its core
 2-vCPU VM of docs/interference.md a fixed loop's rate moved between two levels about 1.45x
 apart (the host's other hyperthread busy or idle), for seconds to minutes at a time. A
 deterministic fib(20) server followed it: over 1 s windows its requests per CPU-second
-correlated 0.95 with the loop's rate, and dividing by that rate took the windows' spread
-from 19.5% to 6.3% (``benchmarks/core_speed_tracking.py``).
+correlated 0.945 with the loop's rate, and dividing by that rate took the windows' spread
+from 19.8% to 6.0% (``benchmarks/core_speed_tracking.py``).
 
 :class:`CoreSpeedProbe` runs that loop in a thread pinned to the server's cores, for
 ``sample_s`` of its own CPU time every ``every_s`` (1-2% of a core, taken from the server
 like any neighbour's), and gives the median rate over an iteration: loop steps per
 CPU-second of the probe's thread (``time.thread_time``: waiting for the core does not
-count). :func:`at_one_speed` scales figures measured at different core rates to one
-reference rate, the median of the rates compared (docs/interference.md#core-speed).
+count). :class:`SpeedTracker` gives the same per warm-up bucket. :class:`SpeedScaling`
+puts req/s measured at different core rates at one reference rate, with the elasticity
+each group of cells shows (docs/interference.md#core-speed).
 """
 
 from __future__ import annotations
