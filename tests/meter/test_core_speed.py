@@ -7,8 +7,11 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any, cast
 
 import pytest
+from pywebbench.load import LoadProgress
 from pywebbench.meter.core_speed import (
     CoreSpeedProbe,
     SpeedScaling,
@@ -21,7 +24,10 @@ from pywebbench.meter.core_speed import (
     speed_scaling,
 )
 from pywebbench.meter.sampler import Sampler
+from pywebbench.run.config import StudyConfig
+from pywebbench.run.measure import Measurer
 from pywebbench.run.rows import replicate_rps
+from pywebbench.run.steadiness import snapshot_curve
 from pywebbench.store import Iteration, Replicate
 
 
@@ -152,3 +158,45 @@ def test_the_tracker_gives_the_speed_since_its_last_call_against_a_fixed_rate() 
     assert track() == pytest.approx(1.45)
     first = SpeedTracker(probe)  # no reference: the first reading's rate
     assert first() == pytest.approx(1.15) and first.reference == 1.0e6  # median of 4
+
+
+class _SpeedingAgent:
+    """Reports 250 requests per 0.25 s snapshot while the core runs 1x, 500 while it runs
+    2x: a server whose work per request never changed; the probe sees each speed."""
+
+    def __init__(self, probe: CoreSpeedProbe) -> None:
+        self.probe = probe
+
+    def run(self, spec: object, progress: Callable[[LoadProgress], object]) -> object:
+        done = 0
+        for k in range(1, 13):
+            speed = 2.0 if 4 < k <= 8 else 1.0
+            self.probe.readings.append((float(k), speed * 1.0e6))
+            done += int(250 * speed)
+            progress(
+                LoadProgress(
+                    elapsed_s=k * 0.25, phase="measure", warmup_s=0.0, duration_s=3.0,
+                    max_requests=None, requests=done, errors=0, timeouts=0,
+                    warmup_requests=0, rps=0.0,
+                )
+            )  # fmt: skip
+        return None
+
+
+def test_the_measured_series_is_counted_at_one_core_speed() -> None:
+    probe = CoreSpeedProbe([0])  # not started: the agent puts the readings in
+    agent = _SpeedingAgent(probe)
+    measurer = Measurer(
+        StudyConfig(),
+        cast(Any, None),
+        cast(Any, agent),
+        [1],
+        progress=lambda p: None,
+        iteration_start=lambda c, k: None,
+        iteration_done=lambda c, k, r: None,
+        phase=lambda text: None,
+    )
+    snapshots: list[tuple[float, float]] = []
+    measurer._probe = probe
+    measurer._runner_of(cast(Any, None), snapshots)()
+    assert [round(y) for _, y in snapshot_curve(snapshots)] == [1000] * 11  # flat: no drift

@@ -88,10 +88,16 @@ def test_the_guard_can_be_set_off_and_is_stored_either_way(tmp_path: Path, censu
 def test_the_server_core_speed_is_probed_unless_set_off(tmp_path: Path, census: str) -> None:
     for extra, probed in (((), True), (("--no-core-speed",), False)):
         results = tmp_path / ("probed" if probed else "unprobed")
-        proc = pwb(*STUDY, *extra, results=results)
+        args = [a for a in STUDY if a != "--no-report"] if probed else STUDY  # one report
+        proc = pwb(*args, *extra, results=results)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         said = "req/s at one core speed" if probed else "req/s as measured"
         assert said in proc.stdout, proc.stdout  # under the ranked table
+        if probed:  # and in the report's manifest
+            (markdown,) = (results / "reports").glob("report-*.md")
+            assert "Core speed (run `" in markdown.read_text() and said in markdown.read_text()
+            (html,) = (results / "reports").glob("report-*.html")
+            assert said in html.read_text()
         with Store(results / "pywebbench.sqlite", create=False) as store:
             study = store.load_study()
         (cell,) = study.cells

@@ -95,6 +95,9 @@ def _steady(view: ReportView) -> list[str]:
         if run.steady:
             items = ", ".join(f"{k} = {v}" for k, v in run.steady)
             out.append(f"Steady state (run `{run.id}`): {md_text(items)}.")
+        speed = dict(run.host).get("core speed")
+        if speed:
+            out.append(f"Core speed (run `{run.id}`): {md_text(speed)}.")
     return out + [""] if out else []
 
 

@@ -313,15 +313,27 @@ class Measurer:
         self, spec: LoadSpec, snapshots: list[Snapshot] | None = None
     ) -> Callable[[], LoadResult]:
         """The load of ``spec``; its progress snapshots are kept in ``snapshots`` (if given)
-        for the drift test."""
+        for the drift test and the replicate's class, their request counts at one core speed
+        (each snapshot's new requests divided by the core's speed since the last one, as the
+        warm-up curve: docs/interference.md#core-speed)."""
         if snapshots is None:
             return lambda: self.agent.run(spec, progress=self._progress)
 
-        def progress(p: LoadProgress) -> None:
-            snapshots.append((p.elapsed_s, p.requests))
-            self._progress(p)
+        def run() -> LoadResult:
+            probe = self._probe  # the iteration's, set by _iteration before it loads
+            speed = SpeedTracker(probe, self._speed_reference()) if probe else None
+            counted = [0, 0.0]  # requests so far: as the engine counts them, at one speed
 
-        return lambda: self.agent.run(spec, progress=progress)
+            def progress(p: LoadProgress) -> None:
+                step = p.requests - counted[0]
+                counted[0] = p.requests
+                counted[1] += step / ((speed() if speed else 1.0) or 1.0)
+                snapshots.append((p.elapsed_s, counted[1]))
+                self._progress(p)
+
+            return self.agent.run(spec, progress=progress)
+
+        return run
 
     def _steady_warmup(
         self,
@@ -340,7 +352,7 @@ class Measurer:
         deep = self.config.load.warmup == "deep"
 
         def warm() -> LoadResult:
-            reference = statistics.median(self._core_rates) if self._core_rates else None
+            reference = self._speed_reference()
             result, verdict = warm_until_steady(
                 self.agent,
                 lambda d: self._spec(cell, server, d),
@@ -366,6 +378,11 @@ class Measurer:
                 warmup_curve_json=json.dumps(verdict.curve),
             )
         return self._judge(IterationKind.WARMUP, verdict.elapsed_s, result, alive, server)
+
+    def _speed_reference(self) -> float | None:
+        """The rate curves are put at: the median core rate of this host's iterations so far
+        (None before the first: a curve then takes its own first reading)."""
+        return statistics.median(self._core_rates) if self._core_rates else None
 
     def _spec(self, cell: CellPlan, server: RunningServer, duration_s: float) -> LoadSpec:
         return cell.load_spec(

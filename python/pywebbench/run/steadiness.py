@@ -88,8 +88,9 @@ def _requests_at(result: LoadResult, times: Sequence[float]) -> list[float]:
 #: p < 0.01 only from 6 values on (and then only for a strictly monotone series).
 DRIFT_MIN_POINTS = 6
 
-#: A progress snapshot: (seconds since the load started, requests completed so far).
-Snapshot = tuple[float, int]
+#: A progress snapshot: (seconds since the load started, requests completed so far; at one
+#: core speed in a study's measured iterations, so not always whole).
+Snapshot = tuple[float, float]
 
 
 def snapshot_curve(
