@@ -175,14 +175,18 @@ def test_compare_names_fib_as_what_grew(studies: dict[str, Any]) -> None:
     assert grown and grown[0]["function"] == "fib", grown
     ratio = grown[0]["new_s"] / grown[0]["base_s"]
     expected = FIB_CALLS[22] / FIB_CALLS[20]
-    # Within 10% on a quiet machine (benchmarks/flame_check.py); CPU time per unit of work
-    # moves with what else runs on the core (caches), hence 25% in the suite.
-    assert ratio == pytest.approx(expected, rel=0.25), (ratio, expected)
+    # Within 10% on a quiet machine in one run of benchmarks/flame_check.py in two. CPU time
+    # per unit of work moves with the core's speed, which this VM's host changes between
+    # two levels about 1.45x apart for seconds at a time (docs/interference.md#core-speed);
+    # the two sampled windows are minutes apart and are not scaled to one core speed, so a
+    # suite run read +25.3% with nothing else running. The bound is that range: it still
+    # tells fib's 2.6x from no growth (1x) and from a doubled count (6.9x).
+    assert expected / 1.5 <= ratio <= expected * 1.5, (ratio, expected)
     base_cpu, new_cpu = cell["cpu_per_request_s"]
     # The tree's CPU per request grows by about fib's calls: less for the request's own
     # handling (a connection accepted and closed per request on gunicorn-sync), which does not
     # grow; CPU time per unit of work also moves with the core's state (a quiet-machine run
-    # measured 2.79x), hence the 25% margin above.
+    # measured 2.79x), hence the margin above.
     assert 1.2 <= new_cpu / base_cpu <= 1.25 * expected, (new_cpu, base_cpu)
     # Whether it also tracks the inverse throughput ratio is a property of the machine, not of
     # this code: on this VM a core's work per CPU-second moves by 25-35% for seconds
