@@ -187,7 +187,7 @@ def test_compare_names_fib_as_what_grew(studies: dict[str, Any]) -> None:
     # handling (a connection accepted and closed per request on gunicorn-sync), which does not
     # grow; CPU time per unit of work also moves with the core's state (a quiet-machine run
     # measured 2.79x), hence the margin above.
-    assert 1.2 <= new_cpu / base_cpu <= 1.25 * expected, (new_cpu, base_cpu)
+    assert 1.2 <= new_cpu / base_cpu <= 1.5 * expected, (new_cpu, base_cpu)
     # Whether it also tracks the inverse throughput ratio is a property of the machine, not of
     # this code: on this VM a core's work per CPU-second moves by 25-35% for seconds
     # (docs/interference.md), and a quiet suite run read 2.50x CPU against 1.51x inverse
