@@ -320,8 +320,7 @@ class Measurer:
             return lambda: self.agent.run(spec, progress=self._progress)
 
         def run() -> LoadResult:
-            probe = self._probe  # the iteration's, set by _iteration before it loads
-            speed = SpeedTracker(probe, self._speed_reference()) if probe else None
+            speed = self._speed_tracker()
             counted = [0, 0.0]  # requests so far: as the engine counts them, at one speed
 
             def progress(p: LoadProgress) -> None:
@@ -352,14 +351,13 @@ class Measurer:
         deep = self.config.load.warmup == "deep"
 
         def warm() -> LoadResult:
-            reference = self._speed_reference()
             result, verdict = warm_until_steady(
                 self.agent,
                 lambda d: self._spec(cell, server, d),
                 rule,
                 self._progress,
                 stop_when_steady=not deep,
-                speed=SpeedTracker(self._probe, reference) if self._probe else None,
+                speed=self._speed_tracker(),
             )
             found.append(verdict)
             return result
@@ -379,10 +377,15 @@ class Measurer:
             )
         return self._judge(IterationKind.WARMUP, verdict.elapsed_s, result, alive, server)
 
-    def _speed_reference(self) -> float | None:
-        """The rate curves are put at: the median core rate of this host's iterations so far
-        (None before the first: a curve then takes its own first reading)."""
-        return statistics.median(self._core_rates) if self._core_rates else None
+    def _speed_tracker(self) -> SpeedTracker | None:
+        """The core's speed per bucket of the iteration loading now (its probe is set by
+        :meth:`_iteration` before it loads), relative to the median core rate of this host's
+        iterations so far (before the first, to the curve's own first reading); None when
+        not probed."""
+        if self._probe is None:
+            return None
+        reference = statistics.median(self._core_rates) if self._core_rates else None
+        return SpeedTracker(self._probe, reference)
 
     def _spec(self, cell: CellPlan, server: RunningServer, duration_s: float) -> LoadSpec:
         return cell.load_spec(
