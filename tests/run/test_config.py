@@ -38,6 +38,21 @@ def test_file_then_overrides() -> None:
     assert resolve({"load": {"io": "epoll"}}, {}).load.io == "epoll"
 
 
+def test_a_jit_interpreter_warms_up_to_its_own_cap() -> None:
+    """PyPy's JIT keeps raising a ramp past CPython's cap: its warm-up has its own, and the
+    deep mode's series length overrides both."""
+    from pywebbench.run.measure import steady_rule
+
+    cfg = resolve({}, {})
+    assert (cfg.load.warmup_cap_s, cfg.load.jit_warmup_cap_s) == (15, 30)  # quick
+    assert steady_rule(cfg).cap_s == 15 and steady_rule(cfg).min_requests == 0
+    assert steady_rule(cfg, jit=True).cap_s == 30
+    assert steady_rule(cfg, jit=True).min_requests == cfg.load.jit_min_requests
+    assert cfg.load.window_s()[1] == 30 + cfg.load.duration_s  # the ETA's most
+    deep = resolve({"load": {"warmup": "deep", "deep_s": 60}}, {})
+    assert steady_rule(deep, jit=True).cap_s == steady_rule(deep).cap_s == 60
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [

@@ -161,12 +161,12 @@ def steady_manifest(config: dict[str, Any]) -> list[tuple[str, str]]:
         ]
     rule = SteadyRule()
     out = [("warm-up", "steady (until steady, or the cap)")]
-    keys = ["warmup_cap_s", "steady_window_s", "jit_min_requests"]
+    keys = ["warmup_cap_s", "jit_warmup_cap_s", "steady_window_s", "jit_min_requests"]
     if load["warmup"] == "deep":  # Barrett's method: one long series, never stopped early
         out = [("warm-up", "deep (the whole series, then classified)")]
-        keys[0] = "deep_s"
+        keys[:2] = ["deep_s"]
     for key in keys:
-        label = f"{key} (JIT interpreters)" if key == "jit_min_requests" else key
+        label = f"{key} (JIT interpreters)" if key.startswith("jit_") else key
         out.append((label, str(load.get(key, "–"))))
     for key, value in rule.describe().items():
         if key in ("cap_s", "window_s", "min_requests"):

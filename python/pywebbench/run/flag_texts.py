@@ -14,7 +14,8 @@ PYTHON_HELP = (
     "3.13t@gil0/@gil1 (PYTHON_GIL of a free-threaded build), paths, or all."
 )
 WARMUP_HELP = (
-    "steady (default): warm up until throughput is steady, or --warmup-cap; fixed: "
+    "steady (default): warm up until throughput is steady, or --warmup-cap (--jit-warmup-cap "
+    "on PyPy); fixed: "
     "--warmup-iterations x --warmup-duration; deep: Barrett's method, a --deep-s long series "
     "per replicate (it never stops early), then a table of each replicate's class: flat, "
     "warm-up, slowdown, no steady state (docs/steady-state.md)."

@@ -81,9 +81,10 @@ def no_sigint() -> Iterator[None]:
 def steady_rule(config: StudyConfig, *, jit: bool = False) -> SteadyRule:
     """The steady-state rule a study's load settings ask for (``jit``: a JIT interpreter)."""
     load = config.load
+    cap = load.jit_warmup_cap_s if jit else load.warmup_cap_s
     return SteadyRule(
         window_s=load.steady_window_s,
-        cap_s=load.deep_s if load.warmup == "deep" else load.warmup_cap_s,
+        cap_s=load.deep_s if load.warmup == "deep" else cap,
         min_requests=load.jit_min_requests if jit else 0,
     )
 
