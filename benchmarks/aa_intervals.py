@@ -13,7 +13,10 @@ observed share far above the prediction says the intervals are too narrow for th
 (drift between runs, interference); far below, too wide.
 
 The runs go one after the other on this machine; other work on it moves the figures. The
-interference guard stays on: the script reports how many cells were interfered.
+interference guard stays on: the script reports how many cells were interfered. Both runs of
+a pair are put at one core speed, as ``pywebbench compare`` puts them
+(docs/interference.md#core-speed): a host that runs the core faster in one run than in the
+other is not a change of the stack.
 """
 
 from __future__ import annotations
@@ -26,16 +29,17 @@ import tempfile
 from pathlib import Path
 
 from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.meter.core_speed import SpeedScaling, study_scaling
 from pywebbench.run.rows import replicate_rps
 from pywebbench.stats import Summary, summarize_replicates
-from pywebbench.store import Store
+from pywebbench.store import Store, Study
 from scipy.stats import binomtest
 
 PYWEBBENCH = str(Path(sys.executable).parent / "pywebbench")
 
 
-def study(results: Path, options: list[str]) -> dict[str, tuple[Summary, bool]]:
-    """Run the study; per cell key, its summary and whether it was interfered."""
+def study(results: Path, options: list[str]) -> Study:
+    """Run the study; its stored study."""
     proc = subprocess.run(
         [PYWEBBENCH, "run", *options, "--no-report", "--results-dir", str(results)],
         capture_output=True,
@@ -48,11 +52,16 @@ def study(results: Path, options: list[str]) -> dict[str, tuple[Summary, bool]]:
     with Store(results / "pywebbench.sqlite", create=False) as store:
         run = store.latest_run()
         assert run is not None
-        st = store.load_study([run.id])
+        return store.load_study([run.id])
+
+
+def cells(st: Study, speed: SpeedScaling) -> dict[str, tuple[Summary, bool]]:
+    """Per cell key, its summary at the pair's one core speed, and whether it was
+    interfered."""
     out = {}
     for cell in st.cells:
         assert cell.id is not None
-        rps = replicate_rps(st.replicates_of(cell.id), st.iterations_of(cell.id))
+        rps = replicate_rps(st.replicates_of(cell.id), st.iterations_of(cell.id), speed)
         out[cell.key.split("|", 1)[1]] = (
             summarize_replicates(rps),
             bool(cell.flags.get("interfered")),
@@ -98,8 +107,10 @@ def main() -> None:
     print(f"results in {results}; study: pywebbench run {' '.join(options)}")
     hits = total = interfered = 0
     for pair in range(args.pairs):
-        a = study(results, options)
-        b = study(results, options)
+        study_a, study_b = study(results, options), study(results, options)
+        # both at one core speed, as compare puts them (docs/interference.md#core-speed)
+        speed = study_scaling(study_a, study_b)
+        a, b = cells(study_a, speed), cells(study_b, speed)
         for key in sorted(set(a) & set(b)):
             (sa, ia), (sb, ib) = a[key], b[key]
             miss = outside(sb.median, sa)
