@@ -96,6 +96,7 @@ def _run_row(run_id: str) -> Run:
                 "load": {
                     "warmup": "steady",
                     "warmup_cap_s": 2.5,
+                    "jit_warmup_cap_s": 5.0,
                     "steady_window_s": 0.75,
                     "jit_min_requests": 10**9,
                 },

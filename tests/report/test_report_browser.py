@@ -484,6 +484,7 @@ def test_markdown_flags_memory_ties_and_headline_ci(study: Any) -> None:
         checked += 1
     assert checked == 2
     assert "Steady state (run" in md and "warmup_cap_s = 2.5" in md
+    assert "jit_warmup_cap_s (JIT interpreters) = 5.0" in md
 
 
 def test_console_summary_shows_flags_ties_and_their_legend(study: Any) -> None:

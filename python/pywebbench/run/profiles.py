@@ -15,7 +15,8 @@ _WSGI_SERVERS = ["gunicorn-gthread", "granian-wsgi"]
 _ASGI_SERVERS = ["uvicorn-h11", "granian-asgi"]
 
 PROFILE_DATA: dict[str, dict[str, Any]] = {
-    # The README's main job: about 10 minutes on a 2-core machine, provisioning included.
+    # The README's main job: 21-25 minutes on this 2-core machine (README), most of it
+    # warm-ups until steady (PyPy's JIT alone takes half the load time).
     "quick": {
         "matrix": {
             "servers": _WSGI_SERVERS + _ASGI_SERVERS,
