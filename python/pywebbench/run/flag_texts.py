@@ -15,10 +15,9 @@ PYTHON_HELP = (
 )
 WARMUP_HELP = (
     "steady (default): warm up until throughput is steady, or --warmup-cap (--jit-warmup-cap "
-    "on PyPy); fixed: "
-    "--warmup-iterations x --warmup-duration; deep: Barrett's method, a --deep-s long series "
-    "per replicate (it never stops early), then a table of each replicate's class: flat, "
-    "warm-up, slowdown, no steady state (docs/steady-state.md)."
+    "on PyPy); fixed: --warmup-iterations x --warmup-duration; deep: Barrett's method, a "
+    "--deep-s long series per replicate (it never stops early), then a table of each "
+    "replicate's class: flat, warm-up, slowdown, no steady state (docs/steady-state.md)."
 )
 CI_TARGET_HELP = (
     "More replicates for cells whose 95% CI half-width exceeds this fraction of the "

@@ -36,7 +36,7 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             "jit_warmup_cap_s": 30.0,
             "iterations": 1,
             # 3: a 95% t interval from 2 replicates spans +-9 standard deviations, from 3
-            # +-2.5 (docs/steady-state.md); the replicate budget has no room left in 10-11 min
+            # +-2.5 (docs/steady-state.md); the study has no time left for a planned 4th
             "replicates": 3,
             # one server per stack replicate serves its workloads: fewer cold starts,
             # which keeps the wall time near the sum of the load windows (runner_overhead.py)
