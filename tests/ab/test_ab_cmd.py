@@ -63,6 +63,17 @@ def _repo(tmp_path: Path) -> Path:
     return repo
 
 
+def _report_md(results: Path, run_id: str, out: Path) -> str:
+    """``pywebbench report RUN`` of the run stored in ``results``: its Markdown text."""
+    report = subprocess.run(
+        [PYWEBBENCH, "report", run_id, "--store", str(results / "pywebbench.sqlite"), "-o",
+         str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    return next(out.glob("*.md")).read_text()
+
+
 def test_two_revisions_slower_trips_the_gate_and_is_stored(tmp_path: Path, census: str) -> None:
     repo = _repo(tmp_path)
     results = tmp_path / "results"
@@ -92,18 +103,44 @@ def test_two_revisions_slower_trips_the_gate_and_is_stored(tmp_path: Path, censu
     slices = db.execute("SELECT count(*) FROM iterations").fetchone()[0]
     assert slices == len(doc["slices"])
     # the report of the run has its A/B section, the ratio as stored
-    report = subprocess.run(
-        [PYWEBBENCH, "report", run_id, "--store", str(results / "pywebbench.sqlite"), "-o",
-         str(tmp_path / "report")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert report.returncode == 0, report.stderr
-    md = next((tmp_path / "report").glob("*.md")).read_text()
+    md = _report_md(results, run_id, tmp_path / "report")
     section = md.split("## A/B", 1)[1]
     assert f"{row[1]:.3f}x" in section and "slower" in section
     assert "## A/B" in next((tmp_path / "report").glob("*.html")).read_text().replace(
         "<h2>A/B</h2>", "## A/B"
     )
+
+
+def test_instructions_are_counted_on_both_sides_and_gated(tmp_path: Path, census: str) -> None:
+    """--instructions: each side counted under valgrind after the timed run; twice the loop
+    is many times the counts' noise, so ``instructions>1%`` trips; the counts are stored on
+    each side's replicate and the report's A/B row shows the change."""
+    repo = _repo(tmp_path)
+    results = tmp_path / "results"
+    done = pwb(
+        "ab", *QUICK, "--budget", "12", "--repo", str(repo), "--base", "HEAD~1",
+        "--change", "HEAD", "--instructions", "--fail-if", "instructions>1%",
+        "--format", "json", results=results, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    counts = doc["instructions"]
+    base, change = counts["base"]["per_request"], counts["change"]["per_request"]
+    # the loop's 3,000 extra iterations: at least 30 instructions each on CPython
+    assert change - base > 3000 * 30, counts
+    assert counts["ratio"] == change / base
+    assert counts["base"]["requests"] >= 10 and counts["change"]["errors"] == 0
+    assert [v["rule"] for v in doc["gate"]["violations"]] == ["instructions>1%"]
+    assert "instructions/request" in doc["gate"]["violations"][0]["detail"]
+    db = sqlite3.connect(results / "pywebbench.sqlite")
+    stored = [
+        json.loads(r[0])["per_request"]
+        for r in db.execute("SELECT instructions_json FROM replicates ORDER BY cell_id")
+    ]
+    assert stored == [base, change]
+    (run_id,) = db.execute("SELECT id FROM runs").fetchone()
+    md = _report_md(results, run_id, tmp_path / "report").split("## A/B", 1)[1]
+    assert f"{(counts['ratio'] - 1) * 100:+.2f}%" in md
 
 
 def test_aa_passes_the_gate(tmp_path: Path, census: str) -> None:
@@ -150,6 +187,12 @@ def test_bad_input_is_refused_on_one_line(tmp_path: Path, census: str) -> None:
             results=results),
         "--fail-if",
         "memory",
+    )  # fmt: skip
+    _refused(
+        pwb("ab", *common, "--base", "HEAD~1", "--change", "HEAD", "--fail-if",
+            "instructions>1%", results=results),
+        "--fail-if",
+        "only with --instructions",
     )  # fmt: skip
     _refused(
         pwb("ab", "--base", "python=cpython3.11", "--change", "colour=red", results=results),

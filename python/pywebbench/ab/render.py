@@ -30,6 +30,24 @@ def fmt_ratio(est: RatioEstimate | None) -> str:
     return f"{est.ratio:.3f}x [{est.low:.3f}, {est.high:.3f}]"
 
 
+def fmt_instructions(o: AbOutcome) -> str:
+    """``+0.46% (474,767 -> 476,937 per request)``; the reason when a side was not counted;
+    ``–`` without ``--instructions``."""
+    base, change = o.base.instructions, o.change.instructions
+    if base is None or change is None:
+        return "–"
+    for role, doc in (("BASE", base), ("CHANGE", change)):
+        if doc.get("per_request") is None:
+            return f"not counted: {role}: {doc.get('error') or 'no count'}"
+    ratio = o.instructions_ratio
+    if ratio is None:
+        return "–"
+    return (
+        f"{(ratio - 1) * 100:+.2f}% ({base['per_request']:,.0f} -> "
+        f"{change['per_request']:,.0f} per request)"
+    )
+
+
 def stop_note(o: AbOutcome) -> str:
     """Why the run stopped, in words."""
     width = o.half_width
@@ -85,6 +103,17 @@ def _est_doc(est: RatioEstimate | None) -> dict[str, float] | None:
     }
 
 
+def _instructions_doc(o: AbOutcome) -> dict[str, Any] | None:
+    """Both sides' counts and their ratio; None without ``--instructions``."""
+    if o.base.instructions is None and o.change.instructions is None:
+        return None
+    return {
+        "base": o.base.instructions,
+        "change": o.change.instructions,
+        "ratio": o.instructions_ratio,
+    }
+
+
 def to_doc(o: AbOutcome, verdict: str, violations: list[Violation]) -> dict[str, Any]:
     """The JSON document."""
     return {
@@ -96,6 +125,7 @@ def to_doc(o: AbOutcome, verdict: str, violations: list[Violation]) -> dict[str,
         "cpu": _est_doc(o.cpu),
         "p50": _est_doc(o.p50),
         "p99": _est_doc(o.p99),
+        "instructions": _instructions_doc(o),
         "level": o.options.level,
         "ci_half_width": o.half_width,
         "ci_width_asked": o.options.ci_width,
@@ -133,14 +163,22 @@ def _finite(x: object) -> object:
 
 def to_markdown(o: AbOutcome, verdict: str, violations: list[Violation]) -> str:
     """A Markdown section (for a CI job's summary)."""
+    counted = o.options.instructions
+    head = ["BASE", "CHANGE", "requests/s", "requests/CPU-s", "p50", "p99"]
+    row = [
+        md_text(o.base.study.cell.label),
+        md_text(o.change.study.cell.label),
+        *(fmt_ratio(e) for e in (o.rps, o.cpu, o.p50, o.p99)),
+    ]
+    if counted:
+        head.append("instructions/request")
+        row.append(md_text(fmt_instructions(o)))
     lines = [
         "## A/B: CHANGE / BASE",
         "",
-        "| BASE | CHANGE | requests/s | requests/CPU-s | p50 | p99 | verdict |",
-        "|---|---|---|---|---|---|---|",
-        f"| {md_text(o.base.study.cell.label)} | {md_text(o.change.study.cell.label)} | "
-        f"{fmt_ratio(o.rps)} | {fmt_ratio(o.cpu)} | {fmt_ratio(o.p50)} | {fmt_ratio(o.p99)} "
-        f"| **{verdict}** |",
+        "| " + " | ".join([*head, "verdict"]) + " |",
+        "|" + "---|" * (len(head) + 1),
+        "| " + " | ".join([*row, f"**{verdict}**"]) + " |",
         "",
     ]
     lines += [f"- {md_text(n)}" for n in notes(o, verdict, violations)]
@@ -156,8 +194,10 @@ def to_table(o: AbOutcome, verdict: str, violations: list[Violation]) -> str:
         ("requests per server CPU-s", fmt_ratio(o.cpu)),
         ("p50 latency", fmt_ratio(o.p50)),
         ("p99 latency", fmt_ratio(o.p99)),
-        ("verdict", verdict),
     ]
+    if o.options.instructions:
+        rows.append(("instructions/request", fmt_instructions(o)))
+    rows.append(("verdict", verdict))
     width = max(len(k) for k, _ in rows)
     out = [f"{k.ljust(width)}  {v}" for k, v in rows]
     return "\n".join(out + [""] + notes(o, verdict, violations)) + "\n"

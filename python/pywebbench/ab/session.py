@@ -5,17 +5,21 @@ the same server cores, and stays up and warm for the whole run; the load comes f
 engine run (:func:`pywebbench.load.sliced.run_sliced`) whose targets are the two servers.
 While it runs, every progress snapshot samples the server cores' CPU accounting
 (:mod:`pywebbench.ab.interference`) and re-estimates the ratio; once its CI is narrower than
-asked the engine is told "enough".
+asked the engine is told "enough". With ``instructions`` each side is then counted under
+valgrind on a fresh server of its own (:mod:`pywebbench.run.instructions`), after the timed
+run, so the count never shares the cores with it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pywebbench import bringup
 from pywebbench.ab.estimate import (
@@ -28,9 +32,14 @@ from pywebbench.ab.estimate import (
 from pywebbench.ab.interference import CoreAccounting
 from pywebbench.ab.sides import SideError, SideStudy
 from pywebbench.compare.ratio import RatioEstimate
+from pywebbench.load import LoadResult, LoadSpec, LocalAgent
 from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats, run_sliced
+from pywebbench.run import instructions
 from pywebbench.run.host import split_cpus
 from pywebbench.stats import median
+
+if TYPE_CHECKING:
+    from pywebbench.provision.venv import ProvisionedEnv
 
 #: How the run ended: the CI reached the asked width, the time budget ran out, or Ctrl-C.
 STOPPED_CI = "ci"
@@ -63,6 +72,8 @@ class AbOptions:
     figure: str = "rps"
     seed: int = 0
     log_dir: Path = Path("pywebbench-results/logs/ab")
+    #: Count each side's instructions per request under valgrind after the timed run.
+    instructions: bool = False
 
 
 @dataclass
@@ -77,6 +88,8 @@ class AbSideRun:
     requests: int = 0
     #: Median share of the server cores other processes took during this side's slices.
     other_share: float | None = None
+    #: ``--instructions``: the count's document (run/instructions.py), or ``{"error": ...}``.
+    instructions: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -115,6 +128,20 @@ class AbOutcome:
     def half_width(self) -> float | None:
         est = self.judged
         return half_width(est) if est is not None else None
+
+    @property
+    def instructions_ratio(self) -> float | None:
+        """CHANGE/BASE instructions per request, when both sides were counted."""
+        per = [_per_request(s.instructions) for s in (self.base, self.change)]
+        if per[0] is None or per[1] is None or per[0] <= 0:
+            return None
+        return per[1] / per[0]
+
+
+def _per_request(doc: dict[str, Any] | None) -> float | None:
+    if doc is None or doc.get("per_request") is None:
+        return None
+    return float(doc["per_request"])
 
 
 def rounds_for(options: AbOptions, sides: int = 2) -> int:
@@ -160,6 +187,8 @@ def run_ab(
     """Bring both sides up (SideError naming the side when one fails), measure, take down."""
     config = base.config
     server_cpus, generator_cpus = split_cpus(config.cpus.server, config.cpus.generator)
+    envs: list[ProvisionedEnv] = []
+    launches: list[bringup.LaunchOptions] = []
     with ExitStack() as cleanup:
         runs = []
         for study in (base, change):
@@ -181,6 +210,8 @@ def run_ab(
                 server = bringup.start(variant.stack, env, launch, ready)
             except bringup.StackFailure as exc:
                 raise SideError(f"{study.side.flag}: {exc}") from None
+            envs.append(env)
+            launches.append(launch)
             cleanup.callback(bringup.stop, server)
             checked = bringup.check(server, variant.stack, study.cell.workload, study.cell.params)
             if not checked.ok:
@@ -236,6 +267,9 @@ def run_ab(
         r.other_share = median(known) if known else None
         r.requests = result.targets[i].requests
         r.errors = result.targets[i].errors
+    if options.instructions and not result.interrupted:
+        for r, env, launch in zip(runs, envs, launches, strict=True):
+            r.instructions = count_side(r.study, env, launch, generator_cpus, say)
     stopped = (
         STOPPED_INTERRUPTED
         if result.interrupted
@@ -260,3 +294,43 @@ def run_ab(
         server_cpus=list(server_cpus),
         generator_cpus=list(generator_cpus),
     )
+
+
+def count_side(
+    study: SideStudy,
+    env: ProvisionedEnv,
+    launch: bringup.LaunchOptions,
+    generator_cpus: Sequence[int],
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    """One side's instructions per request, on a fresh server of its own under valgrind
+    (docs/instructions.md); ``{"error": ...}`` when it cannot be counted (PyPy, a server
+    that does not start under valgrind). Ctrl-C ends the count with :class:`KeyboardInterrupt`."""
+    stack = study.cell.variant.stack
+    why = instructions.cannot_count(stack.interpreter.is_pypy)
+    if why is not None:
+        return {"error": why}
+    say(f"{study.side.role}: counting instructions per request under valgrind")
+    counted_launch = dataclasses.replace(
+        launch,
+        wrapper=instructions.wrapper(),
+        start_timeout_s=launch.start_timeout_s * instructions.START_SLOWDOWN,
+    )
+    ready = bringup.ready_path(stack, [study.cell.workload])
+    started = time.monotonic()
+    try:
+        with bringup.running(stack, env, counted_launch, ready) as server:
+            doc = instructions.count_server(
+                server, study.cell, study.config.load, generator_cpus, _batch_load
+            )
+    except bringup.StackFailure as exc:
+        doc = {"error": f"the server did not start under valgrind: {exc.reason}"}
+    doc["study_s"] = round(time.monotonic() - started, 3)
+    return doc
+
+
+def _batch_load(spec: LoadSpec) -> LoadResult:
+    result = LocalAgent().run(spec)
+    if result.interrupted:
+        raise KeyboardInterrupt
+    return result

@@ -62,8 +62,18 @@ def _side(store: Store, run_id: str, side: AbSideRun, o: AbOutcome, ordinal: int
     cell_id = store.add_cell(
         cell_row(run_id, stack_id, cell, o.server_cpus, o.generator_cpus, key=key, status=status)
     )
+    counted = json.dumps(side.instructions) if side.instructions is not None else None
     store.add_replicate(
-        Replicate(None, cell_id, 0, "ok", utcnow(), pid=side.pid, finished_at=utcnow())
+        Replicate(
+            None,
+            cell_id,
+            0,
+            "ok",
+            utcnow(),
+            pid=side.pid,
+            finished_at=utcnow(),
+            instructions_json=counted,
+        )
     )
     dropped = {p.round: p.dropped for p in o.pairs}
     for s in side.slices:

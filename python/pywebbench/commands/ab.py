@@ -116,12 +116,19 @@ FORMATS = ("table", "markdown", "json")
     "from the server cores; for CPU-bound servers). Both are reported.",
 )
 @click.option(
+    "--instructions",
+    is_flag=True,
+    help="After the timed run, count each side's instructions per request under valgrind, "
+    "on a fresh server of its own (CPython only; 4-10 s a side on an idle machine; "
+    "docs/instructions.md). Reported beside the time ratios; gate with instructions>1%.",
+)
+@click.option(
     "--fail-if",
     "fail_if",
     multiple=True,
     metavar="RULE",
     help="Exit 1 when CHANGE is significantly worse: slower>3%, p50>10%, p99>10%, errors>0, "
-    "errors>1% (repeatable or comma list).",
+    "errors>1%, instructions>1% (with --instructions) (repeatable or comma list).",
 )
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("-o", "--output", help="Write to this file (default: standard output).")
@@ -243,6 +250,15 @@ def _run(o: dict[str, Any]) -> None:
     for rule in rules:
         if rule.metric == "memory":
             fail("--fail-if: memory: ab does not measure memory; compare stored runs for it")
+        if rule.metric == "instructions" and not o["instructions"]:
+            fail(f"--fail-if: {rule.text}: instructions are counted only with --instructions")
+    if o["instructions"]:
+        from pywebbench.run.instructions import InstructionsError, preflight
+
+        try:
+            preflight()
+        except InstructionsError as exc:
+            fail(str(exc))
     shared = _shared(o)
     sides = [parse_side("--base", o["base"]), parse_side("--change", o["change"])]
     projects = [
@@ -265,6 +281,12 @@ def _run(o: dict[str, Any]) -> None:
                 else None
             )
             studies.append(side_study(side, side_overrides(shared, side, where)))
+            if o["instructions"]:
+                from pywebbench.run.instructions import cannot_count
+
+                why = cannot_count(studies[-1].cell.variant.stack.interpreter.is_pypy)
+                if why is not None:
+                    fail(f"--instructions: {side.flag}: {why}")
         options = AbOptions(
             ci_width=o["ci_width"],
             budget_s=o["budget"],
@@ -276,6 +298,7 @@ def _run(o: dict[str, Any]) -> None:
             figure=o["figure"],
             seed=o["seed"],
             log_dir=results_dir / "logs" / "ab",
+            instructions=o["instructions"],
         )
         outcome = run_ab(studies[0], studies[1], options, say=say)
     verdict = throughput_verdict(outcome.judged, o["min_change"])
@@ -302,12 +325,20 @@ def _quiet(message: str) -> None:
 
 def _violations(rules: Sequence[Rule], outcome: AbOutcome) -> list[Violation]:
     """Every ``--fail-if`` rule CHANGE trips against BASE."""
-    from pywebbench.compare.gate import Violation, estimate_violation
+    from pywebbench.ab.render import fmt_instructions
+    from pywebbench.compare.gate import Violation, estimate_violation, instructions_violation
 
     label = f"{outcome.change.study.cell.label} vs BASE"
     out = []
     for rule in rules:
         detail = estimate_violation(rule, outcome.judged, outcome.p50, outcome.p99)
+        if rule.metric == "instructions":
+            ratio = outcome.instructions_ratio
+            detail = (
+                instructions_violation(rule, (ratio, ratio, ratio))
+                if ratio is not None
+                else fmt_instructions(outcome)  # a side was not counted: say why, fail
+            )
         if rule.metric == "errors":
             errors, done = outcome.change.errors, outcome.change.requests
             rate = errors / (errors + done) if errors + done else 0.0

@@ -103,15 +103,26 @@ def estimate_violation(
     return None
 
 
+def instructions_violation(
+    rule: Rule, instructions: tuple[float, float, float] | None
+) -> str | None:
+    """Why NEW/BASE instructions per request (median ratio, and the lowest and highest
+    ratio of any NEW count to any BASE count) trip an ``instructions`` rule: every NEW
+    count exceeds every BASE count by more than the limit. None otherwise."""
+    if instructions is None or instructions[1] <= 1.0 + rule.limit:
+        return None
+    ratio, low, high = ((x - 1) * 100 for x in instructions)
+    if low == high:  # one count a side
+        return f"instructions/request {ratio:+.2f}%"
+    return f"instructions/request {ratio:+.2f}% (counts {low:+.2f}% .. {high:+.2f}%)"
+
+
 def _violation(rule: Rule, c: PairComparison) -> str | None:
     """Why ``c`` trips ``rule``, or None."""
     if rule.metric in ("slower", "p50", "p99"):
         return estimate_violation(rule, c.rps, c.p50, c.p99)
     if rule.metric == "instructions":
-        if c.instructions is not None and c.instructions[1] > 1.0 + rule.limit:
-            ratio, low, high = ((x - 1) * 100 for x in c.instructions)
-            return f"instructions/request {ratio:+.2f}% (counts {low:+.2f}% .. {high:+.2f}%)"
-        return None
+        return instructions_violation(rule, c.instructions)
     if rule.metric == "memory":
         if c.memory_ratio is not None and c.memory_ratio > 1.0 + rule.limit:
             return f"peak RSS {_pct(c.memory_ratio - 1)}"

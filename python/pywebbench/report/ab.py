@@ -7,6 +7,7 @@ section. Studies without an A/B run have none.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,6 +25,24 @@ class AbRow:
     verdict: str
     stopped: str  # "CI reached +-0.84% (asked +-1.00%)" / "budget ended at +-1.6%"
     rounds: str  # "42 of 44 kept"
+    #: ``--instructions``: "+0.46%" CHANGE/BASE per request, the reason a side was not
+    #: counted, or "–" when the run did not count.
+    instructions: str = "–"
+
+
+def instructions_change(summary_json: str | None) -> str:
+    """The A/B row's instructions cell from the stored JSON document: CHANGE/BASE as a
+    change ("+0.46%"), why a side was not counted, or "–" when the run did not count."""
+    doc = (json.loads(summary_json) if summary_json else {}).get("instructions")
+    if not doc:
+        return "–"
+    if doc.get("ratio") is not None:
+        return f"{(doc['ratio'] - 1) * 100:+.2f}%"
+    for role in ("base", "change"):
+        side = doc.get(role) or {}
+        if side.get("per_request") is None:
+            return f"not counted ({role.upper()}: {side.get('error') or 'no count'})"
+    return "–"
 
 
 def _ratio(ratio: float | None, low: float | None, high: float | None) -> str:
@@ -64,6 +83,7 @@ def ab_rows(study: Study) -> list[AbRow]:
                 verdict=row.verdict,
                 stopped=stopped,
                 rounds=f"{row.rounds_kept} of {row.rounds} kept",
+                instructions=instructions_change(row.summary_json),
             )
         )
     return out
@@ -78,12 +98,14 @@ def markdown_lines(rows: list[AbRow], text: Callable[[str], str]) -> list[str]:
         "",
         "Interleaved A/B runs (`pywebbench ab`, docs/ab.md): CHANGE/BASE of the judged figure "
         "(requests/s, or per server CPU-second with --figure cpu) from slices paired within "
-        "rounds, with its CI.",
+        "rounds, with its CI; instructions/request CHANGE/BASE where the run counted them "
+        "(--instructions).",
         "",
-        "| run | BASE | CHANGE | ratio | verdict | stopped | rounds |",
-        "|---|---|---|---|---|---|---|",
+        "| run | BASE | CHANGE | ratio | instructions/request | verdict | stopped | rounds |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        cells = [r.run_id, r.base, r.change, r.ratio, r.verdict, r.stopped, r.rounds]
+        cells = [r.run_id, r.base, r.change, r.ratio, r.instructions, r.verdict, r.stopped]
+        cells.append(r.rounds)
         out.append("| " + " | ".join(text(c) for c in cells) + " |")
     return out + [""]

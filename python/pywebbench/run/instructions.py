@@ -17,11 +17,18 @@ from __future__ import annotations
 import math
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pywebbench.launch import RunningServer
+    from pywebbench.load import LoadResult, LoadSpec
+    from pywebbench.run.config import LoadConfig
+    from pywebbench.run.matrix import CellPlan
 
 #: How long one ``callgrind_control`` command may take (it reaches a process blocked in a
 #: syscall through valgrind's gdbserver, which takes a few hundred milliseconds).
@@ -261,4 +268,42 @@ def counted(
     except InstructionsError as exc:
         return {"error": str(exc)}
     doc["valgrind"] = valgrind_version()
+    return doc
+
+
+def count_server(
+    server: RunningServer,
+    cell: CellPlan,
+    load: LoadConfig,
+    generator_cpus: Sequence[int],
+    run: Callable[[LoadSpec], LoadResult],
+) -> dict[str, Any]:
+    """Count ``cell`` on ``server``, a server of its stack started under :func:`wrapper`:
+    its batches are the cell's request on one connection, closed loop, run by ``run`` (which
+    raises to interrupt); the server is killed at once after (nothing of a counted server
+    needs a graceful exit). Returns :func:`counted`'s document."""
+    from pywebbench.load import iteration_figures
+    from pywebbench.meter import tree
+
+    def batch(requests: int) -> Batch:
+        spec = cell.load_spec(
+            server.base_url,
+            load,
+            generator_cpus,
+            duration_s=BATCH_CAP_S,
+            connections=1,
+            rate=None,
+            max_requests=requests,
+        )
+        result = run(spec)
+        errors = int(iteration_figures(result)["errors"])
+        return Batch(result.requests, errors, result.duration_s)
+
+    doc = counted(
+        lambda: [p.pid for p in tree(server.pid)],
+        lambda: batch(load.instructions_warmup_requests),
+        batch,
+        most=load.instructions_requests,
+    )
+    server.group.stop(0.0, signal.SIGKILL)
     return doc

@@ -273,29 +273,11 @@ class Measurer:
             started = time.monotonic()
             try:
                 with self.extra_server(cell, "under valgrind", **launch) as server:
-
-                    def batch(requests: int) -> instructions.Batch:
-                        spec = cell.load_spec(
-                            server.base_url,
-                            cfg,
-                            self.generator_cpus,
-                            duration_s=instructions.BATCH_CAP_S,
-                            connections=1,
-                            rate=None,
-                            max_requests=requests,
-                        )
-                        return self._batch(spec)
-
                     start_s = time.monotonic() - started
-                    doc = instructions.counted(
-                        lambda: [p.pid for p in tree(server.pid)],
-                        lambda: batch(cfg.instructions_warmup_requests),
-                        batch,
-                        most=cfg.instructions_requests,
+                    doc = instructions.count_server(
+                        server, cell, cfg, self.generator_cpus, self._batch_load
                     )
                     doc["start_s"] = round(start_s, 3)
-                    # Nothing of a counted server needs a graceful exit: kill it at once.
-                    server.group.stop(0.0, signal.SIGKILL)
             except StackFailure as exc:
                 doc = {"error": f"the server did not start under valgrind: {exc.reason}"}
             # the study time it took: the counted server's start, batches and stop
@@ -303,12 +285,12 @@ class Measurer:
         with no_sigint():
             self.store.update_replicate(rep_id, instructions_json=json.dumps(doc))
 
-    def _batch(self, spec: LoadSpec) -> instructions.Batch:
+    def _batch_load(self, spec: LoadSpec) -> LoadResult:
+        """A counted batch's load; Ctrl-C ends the study."""
         result = self.agent.run(spec, progress=self._progress)
         if result.interrupted:
             raise Interrupted()
-        cols = iteration_figures(result)
-        return instructions.Batch(result.requests, int(cols["errors"]), result.duration_s)
+        return result
 
     def _runner_of(
         self, spec: LoadSpec, snapshots: list[Snapshot] | None = None
