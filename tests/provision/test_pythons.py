@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -40,12 +41,14 @@ def test_configure_flags_no_pgo_by_default(monkeypatch: pytest.MonkeyPatch) -> N
     assert P.build_dir_name("3.13.5", pgo) == "cpython-3.13.5t-pgo"
 
 
-def _pywebbench(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _pywebbench(
+    args: list[str], env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pywebbench", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         env={**os.environ, **env},
     )
 
@@ -140,18 +143,22 @@ def test_free_threaded_and_gil_builds_never_share_a_name_or_match() -> None:
     assert len(keys) == 2  # never one venv
 
 
-def test_granian_declares_why_not_on_313t() -> None:
+def test_granian_on_313t_is_pinned_to_a_release_with_a_313t_wheel() -> None:
     granian = adapters()["granian-wsgi"]
-    on = {
-        name: granian.unavailable(Interpreter(name, "cpython", version, "/x", free_threaded=ft))
+    interps = {
+        name: Interpreter(name, "cpython", version, "/x", free_threaded=ft)
         for name, version, ft in (
             ("cpython3.13t", "3.13.5", True),
             ("cpython3.14t", "3.14.0", True),
             ("cpython3.13", "3.13.0", False),
         )
     }
-    assert on["cpython3.13t"] and "no CPython 3.13t wheel" in on["cpython3.13t"]
-    assert on["cpython3.14t"] is None and on["cpython3.13"] is None
+    assert all(granian.unavailable(i) is None for i in interps.values())
+    with_gil = I.with_gil(interps["cpython3.13t"], "1")
+    assert "refuses to start with the GIL on" in str(granian.unavailable(with_gil))
+    assert granian.requirements(interps["cpython3.13t"]) == ["granian==2.7.9"]
+    assert granian.requirements(interps["cpython3.13"]) == ["granian==2.8.7"]
+    assert granian.requirements(interps["cpython3.14t"]) == ["granian==2.8.7"]
 
 
 @pytest.fixture(scope="session")
@@ -228,5 +235,37 @@ def test_stacks_lists_what_runs_on_313t_and_why_not(built_313t: str) -> None:
     assert (interp["name"], interp["free_threaded"]) == ("cpython3.13t", True)
     by_server = {s["server"]: s for s in doc["stacks"]}
     assert by_server["gunicorn-gthread"]["available"]
-    assert not by_server["granian-wsgi"]["available"]
-    assert "no CPython 3.13t wheel" in by_server["granian-wsgi"]["reason"]
+    assert by_server["granian-wsgi"]["available"]
+
+
+def test_a_study_runs_on_313t_with_the_gil_axis(built_313t: str, tmp_path: Path) -> None:
+    """granian (the newest release with a cp313t wheel) and gunicorn-gthread serve on the
+    free-threaded build as built (GIL off); gunicorn-gthread with PYTHON_GIL=1 too (granian
+    refuses it, and the catalogue says so before anything starts); the store says which ran
+    with the GIL, per replicate, and the two variants are two rows of one build."""
+    results = tmp_path / "results"
+    res = _pywebbench(
+        [
+            "run", "--python", "3.13t,3.13t@gil1", "--server", "granian-wsgi,gunicorn-gthread",
+            "--framework", "raw-wsgi", "--workload", "hello", "--replicates", "1",
+            "--max-replicates", "1", "-d", "1", "-c", "8", "--warmup", "fixed",
+            "--warmup-duration", "0.5", "--no-report", "--results-dir", str(results),
+        ],
+        {},
+        timeout=900,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    db = sqlite3.connect(results / "pywebbench.sqlite")
+    rows = db.execute(
+        "SELECT s.interpreter, s.server, s.interpreter_free_threaded, r.gil_enabled, c.status, "
+        "(SELECT min(i.rps) FROM iterations i WHERE i.cell_id = c.id AND i.kind = 'measured') "
+        "FROM replicates r JOIN cells c ON c.id = r.cell_id "
+        "JOIN stacks s ON s.id = c.stack_id ORDER BY s.interpreter, s.server"
+    ).fetchall()
+    got = {(r[0], r[1]): (r[2], r[3], r[4]) for r in rows}
+    assert got == {
+        ("cpython3.13t", "granian-wsgi"): (1, 0, "ok"),
+        ("cpython3.13t", "gunicorn-gthread"): (1, 0, "ok"),
+        ("cpython3.13t@gil1", "gunicorn-gthread"): (1, 1, "ok"),
+    }, rows
+    assert all(r[5] and r[5] > 0 for r in rows)

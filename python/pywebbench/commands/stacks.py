@@ -128,7 +128,7 @@ def command(
     """What can run on this machine: interpreter x server x framework, and why not.
 
     No stack is installed: availability is what the catalogue declares (known
-    incompatibilities such as uvloop on PyPy 3.9, granian on 3.13t). A missing interpreter
+    incompatibilities such as uvloop on PyPy 3.9). A missing interpreter
     asked for by version (--python 3.14, 3.13t) is installed first (docs/interpreters.md;
     PWB_PYTHON_INSTALL=none forbids it). A stack that is already
     provisioned shows its exact package versions in --json.

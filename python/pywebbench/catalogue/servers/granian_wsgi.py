@@ -11,6 +11,9 @@ GRANIAN_PINS: dict[str, tuple[str, ...]] = {
     "modern": ("granian==2.8.7",),
     "py39": ("granian==2.5.7",),
 }
+#: granian 2.8 publishes no CPython 3.13t wheel (it has 3.14t ones) and its source build
+#: fetches a git dependency, impossible offline; 2.7.9 is the newest with a cp313t wheel.
+GRANIAN_313T = ("granian==2.7.9",)
 
 
 class GranianBase(BaseAdapter):
@@ -20,12 +23,16 @@ class GranianBase(BaseAdapter):
     granian_interface: ClassVar[str]
     unix_bind = "--uds PATH"
 
-    def unavailable(self, interpreter: Interpreter) -> str | None:
+    def requirements(self, interpreter: Interpreter) -> list[str]:
         if interpreter.free_threaded and interpreter.minor == "3.13":
+            return list(GRANIAN_313T)
+        return super().requirements(interpreter)
+
+    def unavailable(self, interpreter: Interpreter) -> str | None:
+        if interpreter.free_threaded and interpreter.gil == "1":
             return (
-                "granian 2.8.7 has no CPython 3.13t wheel (it has 3.14t ones) and its source "
-                "build fetches a git dependency (impossible offline); on 3.13t use "
-                "gunicorn-gthread, waitress or cheroot, or use 3.14t"
+                "granian's free-threaded build refuses to start with the GIL on "
+                '(PYTHON_GIL=1: "Cannot run a free-threaded Granian build with GIL enabled")'
             )
         return super().unavailable(interpreter)
 
