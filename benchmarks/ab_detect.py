@@ -199,6 +199,8 @@ def trial(args: list[str], results: Path) -> dict[str, Any]:
         return {"exit": done.returncode, "error": done.stderr.strip()[-300:], "wall_s": wall}
     rps = doc["rps"] or {}
     cpu = doc.get("cpu") or {}
+    speed = doc.get("core_speed") or {}
+    measured = speed.get("rps_measured") or {}
     return {
         "exit": done.returncode,
         "verdict": doc["verdict"],
@@ -211,6 +213,10 @@ def trial(args: list[str], results: Path) -> dict[str, Any]:
         "rounds": doc["rounds"],
         "kept": doc["rounds_kept"],
         "other_share": doc["other_share"],
+        "elasticity": speed.get("elasticity"),
+        "core_span": speed.get("span"),
+        "measured_ratio": measured.get("ratio"),
+        "measured_ci": [measured.get("ci_low"), measured.get("ci_high")],
         "wall_s": wall,
     }
 

@@ -10,7 +10,9 @@ from pywebbench.ab.interference import CoreAccounting, cores_busy_s
 from pywebbench.load.sliced import SliceStats
 
 
-def _slice(index: int, rnd: int, target: int, rps: float, start: float = 0.0) -> SliceStats:
+def _slice(
+    index: int, rnd: int, target: int, rps: float, start: float = 0.0, duration: float = 1.0
+) -> SliceStats:
     return SliceStats(
         index=index,
         round=rnd,
@@ -18,10 +20,10 @@ def _slice(index: int, rnd: int, target: int, rps: float, start: float = 0.0) ->
         requests=int(rps),
         errors=0,
         timeouts=0,
-        duration_s=1.0,
+        duration_s=duration,
         rps=rps,
         started_at=start,
-        ended_at=start + 1.0,
+        ended_at=start + duration,
         p50_us=1000,
         p99_us=2000,
     )
@@ -114,3 +116,26 @@ def test_other_share_is_busy_minus_own_over_the_window() -> None:
     base, change = _slice(0, 0, 0, 1.0, start=0.0), _slice(1, 0, 1, 1.0, start=1.0)
     assert "unequal interference" in (rule(base, change) or "")
     assert acc.unequal(0.5)(base, change) is None
+
+
+def test_a_difference_the_clock_ticks_cannot_resolve_drops_nothing() -> None:
+    """Over a 0.25-s span the kernel's tick-counted CPU time is known to two ticks at each
+    end (8% of the span at 100 ticks/s): a 10% difference between two such slices is within
+    that rounding, a 40% one is not."""
+    tick = 1 / __import__("os").sysconf("SC_CLK_TCK")
+    acc = CoreAccounting(cores=[0], pids=[])
+    busy = 0.0
+    for t, other in [(0.0, 0.0), (0.25, 0.10), (0.5, 0.0), (0.75, 0.0), (1.0, 0.40)]:
+        busy += other * 0.25
+        acc.at.append(t)
+        acc.busy_s.append(busy)
+        acc.own_s.append(0.0)
+        acc.tree_s.append([0.0])
+    read = acc.other_share_read(0.0, 0.25)
+    assert read is not None and math.isclose(read[0], 0.10)
+    assert math.isclose(read[1], 2 * tick / 0.25)
+    rule = acc.unequal(0.05)
+    first, second = (_slice(i, 0, i, 1.0, start=i * 0.25, duration=0.25) for i in (0, 1))
+    assert rule(first, second) is None  # 10% apart: within 2 x 8% + 5%
+    last = _slice(2, 1, 1, 1.0, start=0.75, duration=0.25)
+    assert "unequal interference" in (rule(second, last) or "")  # 0% against 40%

@@ -87,12 +87,20 @@ class CoreAccounting:
     def other_share(self, started_at: float, ended_at: float) -> float | None:
         """Other processes' CPU on the server cores over the widest sampled span inside
         [started_at, ended_at], as a share of the cores' time; None without two samples."""
+        got = self.other_share_read(started_at, ended_at)
+        return got[0] if got is not None else None
+
+    def other_share_read(self, started_at: float, ended_at: float) -> tuple[float, float] | None:
+        """:meth:`other_share` and how finely it was read: the kernel counts CPU time in
+        clock ticks, so a share over a span is known to about two ticks (one at each end)
+        over the span's core time."""
         span = self._span(started_at, ended_at)
         if span is None:
             return None
         i, j, seconds = span
         other = (self.busy_s[j] - self.busy_s[i]) - (self.own_s[j] - self.own_s[i])
-        return max(0.0, other) / (seconds * len(self.cores))
+        core_s = seconds * len(self.cores)
+        return max(0.0, other) / core_s, 2.0 / os.sysconf("SC_CLK_TCK") / core_s
 
     def tree_share(self, tree: int, started_at: float, ended_at: float) -> float | None:
         """CPU seconds per second that tree ``tree`` (its index in ``pids``) used over the
@@ -110,17 +118,21 @@ class CoreAccounting:
 
 @dataclass(frozen=True)
 class UnequalInterference:
-    """Drop rule: the two slices' other-process shares differ by more than ``limit``."""
+    """Drop rule: the two slices' other-process shares differ by more than ``limit`` plus
+    what the kernel's clock ticks cannot tell apart over the slices (two ticks each: 2% of
+    a 1-s slice's core time, 8% of a 0.25-s one's), so that short slices are not dropped
+    for the counters' rounding."""
 
     accounting: CoreAccounting
     limit: float
 
     def __call__(self, base: SliceStats, change: SliceStats) -> str | None:
-        a = self.accounting.other_share(base.started_at, base.ended_at)
-        b = self.accounting.other_share(change.started_at, change.ended_at)
-        if a is None or b is None:
+        got_a = self.accounting.other_share_read(base.started_at, base.ended_at)
+        got_b = self.accounting.other_share_read(change.started_at, change.ended_at)
+        if got_a is None or got_b is None:
             return None
-        if abs(a - b) > self.limit:
+        (a, res_a), (b, res_b) = got_a, got_b
+        if abs(a - b) > self.limit + res_a + res_b:
             return (
                 f"unequal interference: other processes took {a:.0%} of the server cores "
                 f"in the BASE slice, {b:.0%} in the CHANGE slice"

@@ -62,11 +62,38 @@ def stop_note(o: AbOutcome) -> str:
     return f"stopped: interrupted; CI {reached}"
 
 
+#: Fewer responses per connection in a slice than this, and the output says to raise --slice.
+FEW_RESPONSES = 5.0
+
+
+def responses_per_connection(o: AbOutcome) -> float | None:
+    """The median slice's responses per connection (None without slices)."""
+    counts = sorted(s.requests for s in (*o.base.slices, *o.change.slices))
+    if not counts:
+        return None
+    return counts[len(counts) // 2] / max(1, o.base.study.cell.connections)
+
+
+def speed_line(o: AbOutcome) -> str:
+    """How the slices were judged: at one core speed (how far the core strayed, the
+    elasticity, the ratio as measured) or as measured."""
+    span = o.speed.span()
+    if span is None:
+        why = "--no-core-speed" if not o.options.core_speed else "a slice had no reading"
+        return f"slices as measured ({why})"
+    return (
+        f"slices at one core speed: the server core ran {span[0]:.2f}-{span[1]:.2f}x the "
+        f"run's median rate; elasticity {o.speed.elasticity:.2f}; requests/s as measured "
+        f"{fmt_ratio(o.rps_measured)}"
+    )
+
+
 def notes(o: AbOutcome, verdict: str, violations: list[Violation]) -> list[str]:
     """The lines under the table."""
     out = [
         stop_note(o),
         f"judged on: {FIGURE_NAMES[o.options.figure]}",
+        speed_line(o),
         f"rounds: {o.kept} kept of {len(o.pairs)}, {o.options.slice_s:g} s slices; "
         f"{o.elapsed_s:.0f} s of load; servers on cores {o.server_cpus}, load from "
         f"{o.generator_cpus}",
@@ -81,6 +108,12 @@ def notes(o: AbOutcome, verdict: str, violations: list[Violation]) -> list[str]:
             out.append(f"{side.label}: {side.errors} errors in {side.requests} responses")
     for w in o.result.warnings:
         out.append(f"engine: {w}")
+    held = responses_per_connection(o)
+    if held is not None and held < FEW_RESPONSES:
+        out.append(
+            f"a slice held {held:.1f} responses per connection (median): requests in flight "
+            "at a switch weigh on every slice; raise --slice"
+        )
     if violations:
         out += [f"gate FAILED: {v.rule}: {v.detail}" for v in violations]
     return out
@@ -126,6 +159,12 @@ def to_doc(o: AbOutcome, verdict: str, violations: list[Violation]) -> dict[str,
         "p50": _est_doc(o.p50),
         "p99": _est_doc(o.p99),
         "instructions": _instructions_doc(o),
+        "core_speed": {
+            "reference": o.speed.reference,
+            "elasticity": o.speed.elasticity if o.speed.reference is not None else None,
+            "span": o.speed.span(),
+            "rps_measured": _est_doc(o.rps_measured),
+        },
         "level": o.options.level,
         "ci_half_width": o.half_width,
         "ci_width_asked": o.options.ci_width,

@@ -31,6 +31,7 @@ from pywebbench.ab.estimate import (
 )
 from pywebbench.ab.interference import CoreAccounting
 from pywebbench.ab.sides import SideError, SideStudy
+from pywebbench.ab.speed import Scaled, SliceSpeeds, at_one_speed
 from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.load import LoadResult, LoadSpec, LocalAgent
 from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats, run_sliced
@@ -63,8 +64,8 @@ class AbOptions:
 
     ci_width: float = 0.01  # stop once the CI lies within +-this
     budget_s: float = 180.0  # longest load time, warm-up included
-    slice_s: float = 1.0
-    settle_s: float = 0.2
+    slice_s: float = 0.25
+    settle_s: float = 0.05
     warmup_s: float = 3.0  # per side, before the first round
     level: float = 0.95
     interference_limit: float = 0.05
@@ -74,6 +75,8 @@ class AbOptions:
     log_dir: Path = Path("pywebbench-results/logs/ab")
     #: Count each side's instructions per request under valgrind after the timed run.
     instructions: bool = False
+    #: Probe the server cores' speed and judge the slices at one speed (ab/speed.py).
+    core_speed: bool = True
 
 
 @dataclass
@@ -108,6 +111,11 @@ class AbOutcome:
     cpu: RatioEstimate | None  # requests per server CPU-second, CHANGE/BASE
     p50: RatioEstimate | None
     p99: RatioEstimate | None
+    #: The slices' requests/s at one core speed (``reference`` None: as measured).
+    speed: Scaled
+    #: CHANGE/BASE requests/s of the slices as measured (the same as ``rps`` when ``speed``
+    #: did not scale them).
+    rps_measured: RatioEstimate | None
     stopped: str
     elapsed_s: float
     options: AbOptions
@@ -237,11 +245,14 @@ def run_ab(
         accounting = CoreAccounting(server_cpus, [r.pid for r in runs])
         drop = accounting.unequal(options.interference_limit)
         reached = False
+        speeds = SliceSpeeds.start(server_cpus) if options.core_speed else None
+        if speeds is not None:
+            cleanup.callback(speeds.stop)
 
         def watch(snap: SliceProgress) -> bool:
             nonlocal reached
             accounting.sample()
-            judged = snap.slices
+            judged = at_one_speed(snap.slices, speeds).slices
             if options.figure == FIGURE_CPU:
                 judged = per_cpu_second(judged, accounting)
             pairs = pair_rounds(judged, drop=drop)
@@ -259,7 +270,8 @@ def run_ab(
         result = run_sliced(plan, watch, interval_s=0.1)
         accounting.sample()
         elapsed = time.monotonic() - started
-    pairs = pair_rounds(result.slices, drop=drop)
+    speed = at_one_speed(result.slices, speeds)
+    pairs = pair_rounds(speed.slices, drop=drop)
     for i, r in enumerate(runs):
         r.slices = [s for s in result.slices if s.target == i]
         shares = [accounting.other_share(s.started_at, s.ended_at) for s in r.slices]
@@ -283,8 +295,10 @@ def run_ab(
         pairs=pairs,
         rps=paired_ratio(pairs, level=options.level),
         cpu=paired_ratio(
-            pair_rounds(per_cpu_second(result.slices, accounting), drop=drop), level=options.level
+            pair_rounds(per_cpu_second(speed.slices, accounting), drop=drop), level=options.level
         ),
+        speed=speed,
+        rps_measured=paired_ratio(pair_rounds(result.slices, drop=drop), level=options.level),
         p50=latency_ratio(pairs, "p50_us", options.level),
         p99=latency_ratio(pairs, "p99_us", options.level),
         stopped=stopped,

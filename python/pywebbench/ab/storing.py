@@ -26,8 +26,11 @@ def _iso(unix: float) -> str:
     return datetime.fromtimestamp(unix, timezone.utc).isoformat(timespec="milliseconds")
 
 
-def slice_iteration(s: SliceStats, cell_id: int, dropped: str | None) -> Iteration:
-    """The ``iterations`` row of one slice (``idx``: its round)."""
+def slice_iteration(
+    s: SliceStats, cell_id: int, dropped: str | None, core_rate: float | None = None
+) -> Iteration:
+    """The ``iterations`` row of one slice (``idx``: its round; ``rps`` as measured, with the
+    core's rate over it when probed)."""
     summary = s.latency.summary if s.latency is not None else None
     return Iteration(
         id=None,
@@ -49,6 +52,7 @@ def slice_iteration(s: SliceStats, cell_id: int, dropped: str | None) -> Iterati
         latency_p999_us=float(summary.p999) if summary else None,
         latency_max_us=float(summary.max) if summary else None,
         result_json=json.dumps({"ab_slice": s.model_dump(mode="json"), "dropped": dropped}),
+        core_rate=core_rate,
     )
 
 
@@ -77,7 +81,8 @@ def _side(store: Store, run_id: str, side: AbSideRun, o: AbOutcome, ordinal: int
     )
     dropped = {p.round: p.dropped for p in o.pairs}
     for s in side.slices:
-        store.add_iteration(slice_iteration(s, cell_id, dropped.get(s.round)))
+        rate = o.speed.rates.get(s.index)
+        store.add_iteration(slice_iteration(s, cell_id, dropped.get(s.round), rate))
     return cell_id
 
 

@@ -177,14 +177,20 @@ def elasticity(cells: Iterable[Sequence[Iteration]]) -> float:
     under-correct (docs/interference.md#core-speed). 1 (req/s follow the core) when the
     group cannot identify a slope: fewer than :data:`ELASTICITY_MIN_POINTS` points or
     rates that barely moved."""
+    return pooled_slope(
+        [(i.core_rate, i.rps) for i in _measured(its) if i.core_rate] for its in cells
+    )
+
+
+def pooled_slope(groups: Iterable[Sequence[tuple[float, float]]]) -> float:
+    """The elasticity of (core rate, figure) points in groups that each have their own level:
+    the least-squares slope of log figure on log rate, each group centred on its own means,
+    within :data:`ELASTICITY_BOUNDS`; 1 with fewer than :data:`ELASTICITY_MIN_POINTS` points
+    or rates whose spread is below :data:`ELASTICITY_MIN_SPREAD`."""
     xs: list[float] = []
     ys: list[float] = []
-    for its in cells:
-        points = [
-            (math.log(i.core_rate), math.log(i.rps))
-            for i in _measured(its)
-            if i.core_rate and i.rps > 0
-        ]
+    for group in groups:
+        points = [(math.log(r), math.log(v)) for r, v in group if r > 0 and v > 0]
         if len(points) < 2:
             continue
         mx = statistics.fmean(x for x, _ in points)
