@@ -139,3 +139,16 @@ def test_a_difference_the_clock_ticks_cannot_resolve_drops_nothing() -> None:
     assert rule(first, second) is None  # 10% apart: within 2 x 8% + 5%
     last = _slice(2, 1, 1, 1.0, start=0.75, duration=0.25)
     assert "unequal interference" in (rule(second, last) or "")  # 0% against 40%
+
+
+def test_slices_are_sized_to_hold_ten_responses_per_connection() -> None:
+    from pywebbench.ab.session import AbOptions, auto_slice_s, rounds_for, sized
+
+    assert auto_slice_s(20_000, 64) == 0.25  # a fast app: the shortest slice
+    assert auto_slice_s(1_600, 64) == 0.4  # heavy requests: 10 x 64 / 1,600
+    assert auto_slice_s(50, 64) == 2.0 and auto_slice_s(0, 64) == 2.0  # at most 2 s
+    options = sized(AbOptions(budget_s=100, warmup_s=2), 1_600, 64)
+    assert (options.slice_s, options.settle_s) == (0.4, 0.08)
+    assert rounds_for(options) == 100  # (100 - 2 x 2) / (2 x 0.48)
+    given = sized(AbOptions(slice_s=1.0, settle_s=0.2), 1_600, 64)
+    assert (given.slice_s, given.settle_s) == (1.0, 0.2)  # the user's, unchanged

@@ -64,8 +64,10 @@ class AbOptions:
 
     ci_width: float = 0.01  # stop once the CI lies within +-this
     budget_s: float = 180.0  # longest load time, warm-up included
-    slice_s: float = 0.25
-    settle_s: float = 0.05
+    #: Counted seconds of each slice; None: sized from a probe (:func:`auto_slice_s`).
+    slice_s: float | None = None
+    #: Uncounted seconds before each slice; None: a fifth of the slice.
+    settle_s: float | None = None
     warmup_s: float = 3.0  # per side, before the first round
     level: float = 0.95
     interference_limit: float = 0.05
@@ -152,10 +154,36 @@ def _per_request(doc: dict[str, Any] | None) -> float | None:
     return float(doc["per_request"])
 
 
+#: A slice sized by the probe holds this many responses per connection...
+RESPONSES_PER_SLICE = 10
+#: ...within these bounds (seconds): the host's core-speed steps last about a second, so
+#: the shorter the better, down to what a slice can count.
+AUTO_SLICE_S = (0.25, 2.0)
+#: Seconds of BASE's load that size the slices.
+PROBE_S = 1.0
+
+
+def auto_slice_s(rps: float, connections: int) -> float:
+    """The slice that holds :data:`RESPONSES_PER_SLICE` responses per connection at ``rps``,
+    within :data:`AUTO_SLICE_S`: 0.25 s for a fast app, longer for heavy requests."""
+    low, high = AUTO_SLICE_S
+    if rps <= 0:
+        return high
+    return round(min(high, max(low, RESPONSES_PER_SLICE * connections / rps)), 2)
+
+
+def sized(options: AbOptions, rps: float, connections: int) -> AbOptions:
+    """``options`` with the slice and settle times decided."""
+    slice_s = options.slice_s if options.slice_s is not None else auto_slice_s(rps, connections)
+    settle_s = options.settle_s if options.settle_s is not None else round(slice_s / 5, 3)
+    return dataclasses.replace(options, slice_s=slice_s, settle_s=settle_s)
+
+
 def rounds_for(options: AbOptions, sides: int = 2) -> int:
-    """Rounds that fit the budget after the warm-up (at least 2)."""
+    """Rounds that fit the budget after the warm-up (at least 2); the slices sized."""
+    assert options.slice_s is not None and options.settle_s is not None
     left = options.budget_s - sides * options.warmup_s
-    return max(2, math.floor(left / (sides * (options.slice_s + options.settle_s))))
+    return max(2, math.floor(left / (sides * (options.slice_s + options.settle_s)) + 1e-9))
 
 
 def latency_ratio(pairs: Sequence[RoundPair], which: str, level: float) -> RatioEstimate | None:
@@ -234,6 +262,14 @@ def run_ab(
         load = base.cell.load_spec(
             runs[0].url, config.load, generator_cpus, duration_s=1.0, warmup_s=options.warmup_s
         )
+        if options.slice_s is None:
+            probe = LocalAgent().run(load.replace(duration_s=PROBE_S, warmup_s=0.0))
+            if probe.interrupted:
+                raise KeyboardInterrupt
+            options = sized(options, probe.rps, base.cell.connections)
+            say(f"slices of {options.slice_s:g} s: BASE served {probe.rps:,.0f} requests/s")
+        options = sized(options, 0.0, base.cell.connections)
+        assert options.slice_s is not None and options.settle_s is not None
         plan = SlicePlan(
             load=load,
             targets=[r.url for r in runs],

@@ -70,19 +70,16 @@ FORMATS = ("table", "markdown", "json")
     "--slice",
     "slice_s",
     type=float,
-    default=0.25,
-    show_default=True,
-    help="Counted seconds of each slice. Short slices pair the two sides closer in time "
-    "(the host's speed steps last about a second): on this kind of machine 0.25-s slices "
-    "narrowed an A/A's CI from +-3.3% (1-s slices) to +-1.5% in the same 100 s. Raise it "
-    "for slow requests: a slice should hold several responses per connection.",
+    help="Counted seconds of each slice (default: sized by a 1-s load of BASE to hold 10 "
+    "responses per connection, within 0.25-2 s). Short slices pair the two sides closer in "
+    "time (the host's core-speed steps last about a second): on this kind of machine "
+    "0.25-s slices narrowed an A/A's CI from +-3.3% (1-s slices) to +-1.5% in the same "
+    "100 s.",
 )
 @click.option(
     "--settle",
     type=float,
-    default=0.05,
-    show_default=True,
-    help="Uncounted seconds of load at the start of each slice.",
+    help="Uncounted seconds of load at the start of each slice (default: a fifth of it).",
 )
 @click.option(
     "--warmup", type=float, default=3.0, show_default=True, help="Seconds per side, once."
@@ -188,11 +185,13 @@ def _check_numbers(o: dict[str, Any]) -> None:
         fail(f"--level: {o['level']} is not a confidence level between 0.5 and 1 (e.g. 0.95)")
     if not 0.0 <= o["min_change"] < 1.0:
         fail(f"--min-change: {o['min_change']} is not a fraction between 0 and 1 (e.g. 0.02)")
-    if not o["slice_s"] >= 0.1:
+    if o["slice_s"] is not None and not o["slice_s"] >= 0.1:
         fail(f"--slice: {o['slice_s']} s is too short (at least 0.1)")
-    if not o["settle"] >= 0.0 or not o["warmup"] >= 0.0:
+    if (o["settle"] is not None and not o["settle"] >= 0.0) or not o["warmup"] >= 0.0:
         fail("--settle/--warmup: must be >= 0")
-    if not o["budget"] >= 2 * (o["warmup"] + 2 * (o["slice_s"] + o["settle"])):
+    longest = o["slice_s"] if o["slice_s"] is not None else 2.0  # the longest sized slice
+    settle = o["settle"] if o["settle"] is not None else longest / 5
+    if not o["budget"] >= 2 * (o["warmup"] + 2 * (longest + settle)):
         fail(f"--budget: {o['budget']} s leaves no room for two rounds after the warm-up")
     if not 0.0 <= o["interference_limit"] <= 1.0:
         fail(f"--interference-limit: {o['interference_limit']} is not a fraction of a core")
