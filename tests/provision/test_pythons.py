@@ -143,6 +143,30 @@ def test_free_threaded_and_gil_builds_never_share_a_name_or_match() -> None:
     assert len(keys) == 2  # never one venv
 
 
+def test_what_fails_on_313t_is_declared_for_313t_only() -> None:
+    """The catalogue's free-threaded declarations (measured by
+    benchmarks/free_threaded_catalogue.py on 3.13.5t) hold for that version's free-threaded
+    build only: not for its GIL build, nor for 3.14t, which was not measured."""
+    servers, fws = adapters(), frameworks()
+    ft313, gil313, ft314 = (
+        Interpreter(n, "cpython", v, "/x", free_threaded=ft)
+        for n, v, ft in (("a", "3.13.5", True), ("b", "3.13.5", False), ("c", "3.14.0", True))
+    )
+    declared = {
+        name: server.unavailable(ft313)
+        for name, server in servers.items()
+        if server.unavailable(ft313) and not server.unavailable(gil313)
+    }
+    assert set(declared) == {
+        "daphne", "eventlet", "gevent-pywsgi", "gunicorn-gevent", "socketify-asgi",
+        "socketify-native", "socketify-wsgi", "uwsgi",
+    }  # fmt: skip
+    assert all(servers[n].unavailable(ft314) is None for n in declared)
+    assert "PyO3 does not support" in str(fws["fastapi"].unavailable(ft313))
+    assert fws["fastapi"].unavailable(gil313) is None and fws["fastapi"].unavailable(ft314) is None
+    assert fws["flask"].unavailable(ft313) is None
+
+
 def test_granian_on_313t_is_pinned_to_a_release_with_a_313t_wheel() -> None:
     granian = adapters()["granian-wsgi"]
     interps = {
@@ -227,7 +251,13 @@ def test_the_server_process_reports_its_gil(built_313t: str, tmp_path: Path) -> 
 
 
 def test_stacks_lists_what_runs_on_313t_and_why_not(built_313t: str) -> None:
-    args = ["stacks", "--python", "3.13t", "--server", "granian-wsgi,gunicorn-gthread"]
+    args = [
+        "stacks",
+        "--python",
+        "3.13t",
+        "--server",
+        "granian-wsgi,gunicorn-gthread,gevent-pywsgi",
+    ]
     res = _pywebbench([*args, "--framework", "raw-wsgi", "--json"], {})
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
@@ -236,6 +266,8 @@ def test_stacks_lists_what_runs_on_313t_and_why_not(built_313t: str) -> None:
     by_server = {s["server"]: s for s in doc["stacks"]}
     assert by_server["gunicorn-gthread"]["available"]
     assert by_server["granian-wsgi"]["available"]
+    assert not by_server["gevent-pywsgi"]["available"]
+    assert "CFFI does not support the free-threaded build" in by_server["gevent-pywsgi"]["reason"]
 
 
 def test_a_study_runs_on_313t_with_the_gil_axis(built_313t: str, tmp_path: Path) -> None:

@@ -59,6 +59,9 @@ class AppFramework(Framework):
     only_binary: ClassVar[tuple[str, ...]] = ()
     workloads: frozenset[str] = ALL_WORKLOADS  # not a ClassVar: see Framework
     system_packages: ClassVar[tuple[str, ...]] = ()
+    #: Per CPython version ("3.13"), why it cannot run on that version's free-threaded build
+    #: (measured: benchmarks/free_threaded_catalogue.py).
+    free_threaded_unavailable: ClassVar[dict[str, str]] = {}
 
     def requirements(self, interpreter: Interpreter) -> list[str]:
         gen = interpreter.generation
@@ -74,6 +77,8 @@ class AppFramework(Framework):
                 f"the pywebbench apps need Python >= {MIN_PYTHON[0]}.{MIN_PYTHON[1]}, "
                 f"{interpreter.name} is {interpreter.version}"
             )
+        if interpreter.free_threaded and interpreter.minor in self.free_threaded_unavailable:
+            return self.free_threaded_unavailable[interpreter.minor]
         return None
 
     def install_flags(self, interpreter: Interpreter) -> list[str]:

@@ -11,6 +11,10 @@ class FastAPI(AppFramework):
 
     name = "fastapi"
     interface = ASGI
+    free_threaded_unavailable = {
+        "3.13": 'FastAPI needs pydantic-core, whose 3.13t build fails: "PyO3 does not support '
+        'the free-threaded build of CPython versions below 3.14"'
+    }
     app = "pwb_fastapi:app"
     io_style = "async"
     system_packages = ("libpq5",)  # psycopg (async PostgreSQL client) loads libpq

@@ -83,6 +83,9 @@ class BaseAdapter(ServerAdapter):
       to an app's response itself (measured here); verification warns instead of failing
       when a server cannot add them;
     - ``pypy_unavailable``: the reason it cannot run on PyPy, or None;
+    - ``free_threaded_unavailable``: per CPython version ("3.13"), the reason it cannot run
+      on that version's free-threaded build (measured: benchmarks/free_threaded_catalogue.py;
+      a version not listed was not found to fail);
     - ``fatal_log_patterns``: log lines meaning the start failed although the process runs
       (the launcher then stops waiting for readiness).
 
@@ -95,6 +98,7 @@ class BaseAdapter(ServerAdapter):
 
     pins: ClassVar[dict[str, tuple[str, ...]]] = {"modern": (), "py39": ()}
     pypy_unavailable: ClassVar[str | None] = None
+    free_threaded_unavailable: ClassVar[dict[str, str]] = {}
     max_workers: ClassVar[int | None] = None
     fatal_log_patterns: ClassVar[tuple[str, ...]] = ()
     sends_server_header: ClassVar[bool] = True
@@ -115,6 +119,8 @@ class BaseAdapter(ServerAdapter):
             )
         if interpreter.is_pypy and self.pypy_unavailable:
             return self.pypy_unavailable
+        if interpreter.free_threaded and interpreter.minor in self.free_threaded_unavailable:
+            return self.free_threaded_unavailable[interpreter.minor]
         return None
 
     # -- helpers for subclasses ------------------------------------------------------------
@@ -200,3 +206,11 @@ class BaseAdapter(ServerAdapter):
 
     def settings(self, ctx: LaunchContext) -> dict[str, object]:
         raise NotImplementedError
+
+
+#: Measured on CPython 3.13.5t (benchmarks/free_threaded_catalogue.py): cffi 2.x refuses to
+#: build there, and every package below needs it.
+CFFI_313T = (
+    'needs cffi, which refuses to build on free-threaded CPython 3.13 ("CFFI does not '
+    'support the free-threaded build of CPython 3.13. Upgrade to free-threaded 3.14")'
+)

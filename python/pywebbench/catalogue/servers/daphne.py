@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import ASGI, LaunchContext
-from pywebbench.catalogue.servers._base import BaseAdapter
+from pywebbench.catalogue.servers._base import CFFI_313T, BaseAdapter
 
 
 class Daphne(BaseAdapter):
     name = "daphne"
     interface = ASGI
+    free_threaded_unavailable = {"3.13": f"daphne (Twisted's TLS stack) {CFFI_313T}"}
     description = "daphne: Twisted's HTTP server on the asyncio reactor"
     notes = (
         "daphne has no worker processes: launch_daphne.py binds the socket and forks "

@@ -12,6 +12,10 @@ MAX_GREENTHREADS = 1024
 class Eventlet(BaseAdapter):
     name = "eventlet"
     interface = WSGI
+    free_threaded_unavailable = {
+        "3.13": "eventlet needs greenlet, and greenlet 3.5.6 does not compile against "
+        "free-threaded CPython 3.13 ('_PyCriticalSection_SuspendAll' was not declared)"
+    }
     description = "eventlet.wsgi.server, monkey-patched stdlib, a green thread per connection"
     notes = (
         "Threads are ignored (green threads, at most 1024 per process). eventlet is in "

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import WSGI, LaunchContext
-from pywebbench.catalogue.servers._base import BaseAdapter
+from pywebbench.catalogue.servers._base import CFFI_313T, BaseAdapter
 
 
 class GeventPywsgi(BaseAdapter):
     name = "gevent-pywsgi"
     interface = WSGI
+    free_threaded_unavailable = {"3.13": f"gevent {CFFI_313T}"}
     description = "gevent.pywsgi.WSGIServer, monkey-patched stdlib, a greenlet per connection"
     notes = (
         "pywsgi writes headers and body in two sends; without TCP_NODELAY each keep-alive "

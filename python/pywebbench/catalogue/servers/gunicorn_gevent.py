@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import WSGI, LaunchContext
-from pywebbench.catalogue.servers._base import KEEPALIVE_S
+from pywebbench.catalogue.servers._base import CFFI_313T, KEEPALIVE_S
 from pywebbench.catalogue.servers._gunicorn import GunicornBase
 
 WORKER_CONNECTIONS = 1000
@@ -12,6 +12,7 @@ WORKER_CONNECTIONS = 1000
 class GunicornGevent(GunicornBase):
     name = "gunicorn-gevent"
     interface = WSGI
+    free_threaded_unavailable = {"3.13": f"gevent {CFFI_313T}"}
     worker_class = "gevent"
     description = "gunicorn, gevent worker: pre-forked processes, a greenlet per connection"
     notes = (

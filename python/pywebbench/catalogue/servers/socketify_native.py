@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import LaunchContext
+from pywebbench.catalogue.servers._base import CFFI_313T
 from pywebbench.catalogue.servers._native import NativeBase
 
 
 class SocketifyNative(NativeBase):
     name = "socketify-native"
     interface = "socketify"
+    free_threaded_unavailable = {"3.13": f"socketify {CFFI_313T}"}
     description = "socketify App: uWebSockets (C++) via cffi, native handlers"
     notes = (
         "The app binds the loopback host explicitly (AppListenOptions). Workers are forks, "

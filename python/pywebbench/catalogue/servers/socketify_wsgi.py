@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from pywebbench.catalogue.base import WSGI, LaunchContext
-from pywebbench.catalogue.servers._base import BaseAdapter
+from pywebbench.catalogue.servers._base import CFFI_313T, BaseAdapter
 
 SOCKETIFY_PINS: dict[str, tuple[str, ...]] = {
     "modern": ("socketify==0.0.31",),
@@ -18,6 +18,7 @@ class SocketifyBase(BaseAdapter):
 
     socketify_interface: ClassVar[str]
     pins = SOCKETIFY_PINS
+    free_threaded_unavailable = {"3.13": f"socketify {CFFI_313T}"}
     launcher = "launch_socketify"
 
     def launcher_options(self, ctx: LaunchContext) -> dict[str, object]:

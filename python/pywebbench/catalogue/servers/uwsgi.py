@@ -23,6 +23,10 @@ def pypy_paths(interpreter: Interpreter) -> tuple[Path, Path] | None:
 class UWSGI(BaseAdapter):
     name = "uwsgi"
     interface = WSGI
+    free_threaded_unavailable = {
+        "3.13": "uWSGI 2.0.31 compiles and starts on free-threaded CPython 3.13, but its worker "
+        "answered no request within 60 s (benchmarks/free_threaded_catalogue.py)"
+    }
     description = "uWSGI (pip package 'uwsgi', compiled on install): master + processes x threads"
     notes = (
         "Native HTTP/1.1 keep-alive socket (--http11-socket), --threads per process: with one "
