@@ -72,8 +72,11 @@ def test_only_a_real_leak_is_flagged(app: str, tmp_path: Path, census: str) -> N
         "--iterations",
         "2",
         # the cache fills in its first 400 requests, well inside any warm-up; a cap keeps a
-        # noisy machine's warm-ups from taking 15 s each (4 of them per test)
+        # noisy machine's warm-ups from taking 15 s each (4 of them per test); PyPy's own
+        # cap too (docs/steady-state.md#the-jit-cap), or its warm-up may run 40 s
         "--warmup-cap",
+        "6",
+        "--jit-warmup-cap",
         "6",
         "--replicates",
         "1",

@@ -75,6 +75,7 @@ def test_the_workload_met_first_measures_as_the_one_met_second(tmp_path: Path, c
     proc = pwb(
         "run", "--python", pypy[0], "--server", "waitress", "--framework", "raw-wsgi",
         "--workload", "hello,json", "--server-scope", "stack", "--warmup-cap", "10",
+        "--jit-warmup-cap", "10",
         "--replicates", "6", "--max-replicates", "6", "--iterations", "1", "-d", "2", "-c", "16",
         "--no-report",
         results=results, timeout=1100,
