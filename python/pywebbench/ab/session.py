@@ -262,13 +262,14 @@ def run_ab(
         load = base.cell.load_spec(
             runs[0].url, config.load, generator_cpus, duration_s=1.0, warmup_s=options.warmup_s
         )
+        rps = 0.0  # the probe's: only auto-sized slices need one
         if options.slice_s is None:
             probe = LocalAgent().run(load.replace(duration_s=PROBE_S, warmup_s=0.0))
             if probe.interrupted:
                 raise KeyboardInterrupt
-            options = sized(options, probe.rps, base.cell.connections)
-            say(f"slices of {options.slice_s:g} s: BASE served {probe.rps:,.0f} requests/s")
-        options = sized(options, 0.0, base.cell.connections)
+            rps = probe.rps
+            say(f"sizing the slices: BASE served {rps:,.0f} requests/s")
+        options = sized(options, rps, base.cell.connections)
         assert options.slice_s is not None and options.settle_s is not None
         plan = SlicePlan(
             load=load,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -95,6 +96,15 @@ class Interpreter:
         ``"modern"`` for 3.10 and later."""
         major, minor = (int(x) for x in self.minor.split(".")[:2])
         return "py39" if (major, minor) < (3, 10) else "modern"
+
+
+def free_threaded_reason(declared: Mapping[str, str], interpreter: Interpreter) -> str | None:
+    """The reason a server or framework ``declared`` (per CPython version, "3.13") for not
+    running on ``interpreter``'s free-threaded build; None on a GIL build or a version it
+    did not declare."""
+    if not interpreter.free_threaded:
+        return None
+    return declared.get(interpreter.minor)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pywebbench.catalogue.base import Framework, Interpreter
+from pywebbench.catalogue.base import Framework, Interpreter, free_threaded_reason
 from pywebbench.catalogue.workloads import ALL_WORKLOADS
 
 MIN_PYTHON = (3, 9)
@@ -77,9 +77,7 @@ class AppFramework(Framework):
                 f"the pywebbench apps need Python >= {MIN_PYTHON[0]}.{MIN_PYTHON[1]}, "
                 f"{interpreter.name} is {interpreter.version}"
             )
-        if interpreter.free_threaded and interpreter.minor in self.free_threaded_unavailable:
-            return self.free_threaded_unavailable[interpreter.minor]
-        return None
+        return free_threaded_reason(self.free_threaded_unavailable, interpreter)
 
     def install_flags(self, interpreter: Interpreter) -> list[str]:
         """Extra ``uv pip install`` flags for the main requirements (``--only-binary``...)."""

@@ -20,6 +20,7 @@ from pywebbench.catalogue.base import (
     LaunchCommand,
     LaunchContext,
     ServerAdapter,
+    free_threaded_reason,
 )
 
 MIN_PYTHON = (3, 9)
@@ -119,9 +120,7 @@ class BaseAdapter(ServerAdapter):
             )
         if interpreter.is_pypy and self.pypy_unavailable:
             return self.pypy_unavailable
-        if interpreter.free_threaded and interpreter.minor in self.free_threaded_unavailable:
-            return self.free_threaded_unavailable[interpreter.minor]
-        return None
+        return free_threaded_reason(self.free_threaded_unavailable, interpreter)
 
     # -- helpers for subclasses ------------------------------------------------------------
 
