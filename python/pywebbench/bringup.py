@@ -173,6 +173,8 @@ class LaunchOptions:
     bind: Bind = "tcp"
     #: A command the server runs under (valgrind for ``--instructions``); empty: none.
     wrapper: Sequence[str] = ()
+    #: What the server is asked to speak: "http1" or "h2c" (``--protocol``).
+    protocol: str = "http1"
 
 
 def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str) -> RunningServer:
@@ -201,6 +203,7 @@ def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str)
             server_options=options.server_options,
             bind=options.bind,
             wrapper=options.wrapper,
+            protocol=options.protocol,
         )
     except LaunchError as exc:
         tail = " | ".join(exc.log_tail.strip().splitlines()[-3:])
@@ -266,13 +269,16 @@ def check(
     A user's path is checked against the user's expectations; a built-in workload against
     its TechEmpower-style rules, lenient where the server's adapter says it omits the
     Server or Date header (a warning then, not a problem). A crashing checker is a problem.
+    The requests speak what the server was started for (``server.protocol``).
     """
     from pywebbench.verify import verify
 
     adapter = stack.server
     try:
         if isinstance(workload, UserWorkload):
-            path = check_path(server.base_url, workload, timeout_s=timeout_s)
+            path = check_path(
+                server.base_url, workload, timeout_s=timeout_s, protocol=server.protocol
+            )
             return Check(workload.name, list(path.problems), list(path.warnings))
         report = verify(
             server.base_url,
@@ -280,6 +286,7 @@ def check(
             expect_server_header=getattr(adapter, "sends_server_header", True),
             expect_date_header=getattr(adapter, "sends_date_header", True),
             timeout_s=timeout_s,
+            protocol=server.protocol,
             **dict(params or {}),
         )
     except Exception as exc:  # noqa: BLE001 - a verification crash is a verify failure

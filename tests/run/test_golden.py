@@ -122,9 +122,9 @@ EVERY_OPTION_CELL = (
         "worker_max_requests": [1000],
     },
 )
-#: server_scope = stack, steady warm-up, open loop, two workloads, both binds (faults need
-#: TCP, so they are in the other study), a stack that fails to start (its cells failed, the
-#: matrix carries on).
+#: server_scope = stack, steady warm-up, open loop, two workloads, both binds and both
+#: protocols (faults need TCP and HTTP/1.1, so they are in the other study; waitress serves no
+#: h2c), a stack that fails to start (its cells failed, the matrix carries on).
 EVERY_OPTION_STACK = (
     None,
     {
@@ -138,6 +138,8 @@ EVERY_OPTION_STACK = (
         "replicates": 3,
         "server_scope": "stack",
         "bind": ["tcp", "unix"],
+        "protocol": ["http1", "h2c"],
+        "streams": 2,
         "pause_s": 0.0,
     },
     {

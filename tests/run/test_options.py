@@ -93,6 +93,8 @@ def test_every_flag_sets_its_key(option: Option) -> None:
         args += ["--app", "pkg.mod:app"]
     if option.path == "load.load_agents":  # more agents than connections is refused
         args += ["-c", "8"]
+    if option.path == "load.streams":  # streams are for h2c cells
+        args += ["--protocol", "h2c"]
     over = overrides(_parsed(args))
     assert _at(over, option.path) is not None
     profile = over.pop("profile", None)

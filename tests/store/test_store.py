@@ -278,7 +278,7 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
                    "others_cpu_s", "steal_s", "interfered", "remeasured_json",
                    "instructions_json", "interpreter_free_threaded", "interpreter_jit",
                    "interpreter_optimizations", "interpreter_gil", "gil_enabled", "warmup_class",
-                   "measured_curve_json", "core_rate"):  # fmt: skip
+                   "measured_curve_json", "core_rate", "protocol"):  # fmt: skip
         v1 = "\n".join(line for line in v1.splitlines() if not line.strip().startswith(column))
     v1 = v1.replace("ctx_involuntary      INTEGER,\n);", "ctx_involuntary      INTEGER\n);")
     db.executescript(v1)
@@ -292,6 +292,7 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
         assert store.schema_version == SCHEMA_VERSION
         assert {c.connections for c in store.cells(run_id)} == {64}
         assert {c.bind for c in store.cells(run_id)} == {"tcp"}  # added by version 7
+        assert {c.protocol for c in store.cells(run_id)} == {"http1"}  # added by version 16
         cell_id = store.cells(run_id)[0].id
         assert cell_id is not None
         its = store.iterations(cell_id)

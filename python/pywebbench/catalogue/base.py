@@ -139,6 +139,9 @@ class LaunchContext:
     #: Listen on this unix-domain socket instead of host:port (``--bind unix``); only for
     #: adapters with a ``unix_bind``.
     unix_socket: Path | None = None
+    #: What the server is asked to speak: "http1", or "h2c" (``--protocol h2c``; only for
+    #: adapters with an ``h2c``).
+    protocol: str = "http1"
 
     @property
     def bin(self) -> Path:
@@ -181,6 +184,10 @@ class ServerAdapter:
     # Unix-domain socket (``--bind unix``): how the server is told to listen on one instead
     # of host:port (``"--uds PATH"``), or None when it cannot (its unix cells are skipped).
     unix_bind: ClassVar[str | None] = None
+    # HTTP/2 over cleartext with prior knowledge (``--protocol h2c``, docs/http2.md): how the
+    # server is told to serve it (``"--http 2"``), or None when it cannot (its h2c cells are
+    # skipped). ``LaunchContext.protocol`` says which a launch asks for.
+    h2c: ClassVar[str | None] = None
 
     def max_requests_args(self, ctx: LaunchContext) -> list[str]:
         """The recycling flags for ``ctx.max_requests`` (none for 0); ValueError when the

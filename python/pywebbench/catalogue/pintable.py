@@ -72,16 +72,23 @@ def unix_cell(adapter: ServerAdapter) -> str:
     return f"`{adapter.unix_bind}`" if adapter.unix_bind else "no"
 
 
+def h2c_cell(adapter: ServerAdapter) -> str:
+    """How the adapter serves h2c (``--protocol h2c``), or "no"."""
+    return f"`{adapter.h2c}`" if adapter.h2c else "no"
+
+
 def server_pin_table(adapters: Iterable[ServerAdapter] | None = None) -> str:
     """The markdown table: one row per adapter, its exact pins per interpreter column, where
-    it cannot run and how it binds a unix socket."""
+    it cannot run, how it binds a unix socket and how it serves h2c."""
     rows = [
-        "| adapter | " + " | ".join(h for h, _ in COLUMNS) + " | unavailable on | unix socket |",
-        "|---" * (len(COLUMNS) + 3) + "|",
+        "| adapter | "
+        + " | ".join(h for h, _ in COLUMNS)
+        + " | unavailable on | unix socket | h2c |",
+        "|---" * (len(COLUMNS) + 4) + "|",
     ]
     for adapter in builtin_adapters() if adapters is None else adapters:
         cells = [pins_cell(adapter, interp) for _, interp in COLUMNS]
-        cells += [unavailable_cell(adapter), unix_cell(adapter)]
+        cells += [unavailable_cell(adapter), unix_cell(adapter), h2c_cell(adapter)]
         rows.append(f"| {adapter.name} | " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 

@@ -63,6 +63,8 @@ def candidate_record(c: Candidate) -> dict[str, object]:
         "worker_recycling": c.server.max_requests_flag,
         # how the server binds a unix socket (--bind unix), None: it cannot
         "unix_bind": c.server.unix_bind,
+        # how the server serves h2c (--protocol h2c), None: it cannot
+        "h2c": c.server.h2c,
     }
     if c.stack is not None:
         rec["requirements"] = list(c.stack.requirements)

@@ -18,6 +18,7 @@ from pywebbench.catalogue.base import Framework
 from pywebbench.catalogue.stacks import Candidate
 from pywebbench.catalogue.workloads import Workload
 from pywebbench.commands.stacks import filter_options, plan_or_usage_error, select_interpreters
+from pywebbench.protocol import PROTOCOLS, Protocol, cannot_speak_h2c, speaks_h2c
 
 if TYPE_CHECKING:
     from pywebbench.bringup import Services, StackFailure
@@ -87,6 +88,14 @@ Exit status: 0 all passed, 1 a verification/provision/launch failed or nothing c
     "verified over it; servers that cannot are skipped).",
 )
 @click.option(
+    "--protocol",
+    type=click.Choice(PROTOCOLS),
+    default="http1",
+    show_default=True,
+    help="What each server is asked to speak and verified over: http1 (HTTP/1.1) or h2c "
+    "(HTTP/2 over cleartext with prior knowledge; servers that cannot are skipped).",
+)
+@click.option(
     "--log-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Where server/service logs go (default: $PWB_CACHE_DIR/verify/<time>).",
@@ -107,6 +116,7 @@ def command(
     workers: int,
     threads: int,
     bind: Bind,
+    protocol: Protocol,
     log_dir: Path | None,
     as_json: bool,
 ) -> None:
@@ -164,7 +174,13 @@ def command(
     log_root = log_dir or _default_log_dir()
     log_root.mkdir(parents=True, exist_ok=True)
     outcomes = run_verification(
-        candidates, console, log_root, workers=workers, threads=threads, bind=bind
+        candidates,
+        console,
+        log_root,
+        workers=workers,
+        threads=threads,
+        bind=bind,
+        protocol=protocol,
     )
 
     failed = [o for o in outcomes if o.status == "fail"]
@@ -207,20 +223,30 @@ def run_verification(
     workers: int = 1,
     threads: int = 1,
     bind: Bind = "tcp",
+    protocol: Protocol = "http1",
 ) -> list[Outcome]:
-    """Verify every candidate (unavailable ones, and with ``bind`` "unix" those whose server
-    cannot bind a unix socket, are reported as such); return the outcomes."""
+    """Verify every candidate (unavailable ones, with ``bind`` "unix" those whose server
+    cannot bind a unix socket, and with ``protocol`` "h2c" those that cannot serve it, are
+    reported as such); return the outcomes."""
     from pywebbench import bringup
 
+    def why_not(c: Candidate) -> str | None:
+        if not c.available:
+            return c.unavailable or "unavailable"
+        if bind == "unix" and not can_bind_unix(c.server):
+            return cannot_bind_unix(c.server)
+        if protocol == "h2c" and not speaks_h2c(c.server):
+            return cannot_speak_h2c(c.server)
+        return None
+
     outcomes: list[Outcome] = []
-    runnable = [c for c in candidates if c.available and (bind == "tcp" or can_bind_unix(c.server))]
+    runnable = [c for c in candidates if why_not(c) is None]
     console.print(
         f"{len(runnable)} stack(s) to verify, {len(candidates) - len(runnable)} unavailable"
     )
     for c in candidates:
         if c not in runnable:
-            reason = c.unavailable or cannot_bind_unix(c.server)
-            o = Outcome(c.name, None, "unavailable", reason, phase="plan")
+            o = Outcome(c.name, None, "unavailable", why_not(c) or "", phase="plan")
             outcomes.append(o)
             console.print(f"[bold]{escape(c.name)}[/bold]")
             _print(console, o)
@@ -234,7 +260,7 @@ def run_verification(
             console.print(f"services {', '.join(needed)} started")
         for c in runnable:
             console.print(f"[bold]{escape(c.name)}[/bold]")
-            for o in _verify_one(c, console, log_root, services, workers, threads, bind):
+            for o in _verify_one(c, console, log_root, services, workers, threads, bind, protocol):
                 outcomes.append(o)
                 _print(console, o)
     return outcomes
@@ -270,6 +296,7 @@ def _verify_one(
     workers: int,
     threads: int,
     bind: Bind,
+    protocol: Protocol,
 ) -> Iterator[Outcome]:
     from pywebbench import bringup
 
@@ -294,7 +321,12 @@ def _verify_one(
     if not runnable:
         return
     options = bringup.LaunchOptions(
-        log_dir=log_root, workers=workers, threads=threads, app_env=services.env, bind=bind
+        log_dir=log_root,
+        workers=workers,
+        threads=threads,
+        app_env=services.env,
+        bind=bind,
+        protocol=protocol,
     )
     try:
         with console.status(f"starting {c.server.name}"):

@@ -46,6 +46,7 @@ def match_key(fig: CellFigures, vary: Iterable[str] = ()) -> MatchKey:
         fig.cell.load_point,
         fig.cell.connection_mode,
         fig.cell.bind,
+        fig.cell.protocol,
     )
 
 

@@ -41,6 +41,7 @@ from pywebbench.bind import (
 )
 from pywebbench.catalogue.base import APPS_DIR, HOOKS_DIR, Interpreter, LaunchContext, Stack
 from pywebbench.launch.process import ProcessGroup, tail
+from pywebbench.protocol import PROTOCOLS, cannot_speak_h2c, probe_h2c, speaks_h2c
 
 __all__ = [
     "EnvLike",
@@ -166,6 +167,7 @@ class RunningServer:
         name: str,
         socket_dir: Path | None = None,
         runtime_dir: Path | None = None,
+        protocol: str = "http1",
     ) -> None:
         self.group = group
         self.pid = group.pid
@@ -181,6 +183,8 @@ class RunningServer:
         self.socket_dir = socket_dir
         #: Where its app processes report their GIL state (``PWB_RUNTIME_DIR``), or None.
         self.runtime_dir = runtime_dir
+        #: What it was asked to speak: "http1" or "h2c".
+        self.protocol = protocol
         if group.log_path is None:
             raise ValueError("a server's process group must log to a file")
         self.log_path: Path = group.log_path
@@ -276,6 +280,7 @@ def start_server(
     server_options: Mapping[str, int] | None = None,
     bind: Bind = "tcp",
     wrapper: Sequence[str] = (),
+    protocol: str = "http1",
 ) -> RunningServer:
     """Start ``stack``'s server in ``env`` and return once it answers HTTP.
 
@@ -286,8 +291,9 @@ def start_server(
     ``max_requests_flag``). ``app`` defaults to the framework's app, ``app_dir`` to the
     framework's ``app_dir`` attribute if it has one (a plugin's or a user's), else the
     built-in apps. ``wrapper`` prefixes the server's command (a tool it runs under, such as
-    valgrind). Raises :class:`LaunchError` (phase config/spawn/start/ready) with the end
-    of the server's log.
+    valgrind). ``protocol`` "h2c" asks the server to serve HTTP/2 with prior knowledge
+    (adapters with an ``h2c``); the readiness probe then speaks it. Raises
+    :class:`LaunchError` (phase config/spawn/start/ready) with the end of the server's log.
     """
     if host not in LOOPBACK_HOSTS:
         raise LaunchError("config", f"host {host!r} is not a loopback address")
@@ -307,6 +313,12 @@ def start_server(
         raise LaunchError("config", f"bind {bind!r}: expected one of {', '.join(BINDS)}")
     if bind == "unix" and not can_bind_unix(adapter):
         raise LaunchError("config", cannot_bind_unix(adapter))
+    if protocol not in PROTOCOLS:
+        raise LaunchError(
+            "config", f"protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}"
+        )
+    if protocol == "h2c" and not speaks_h2c(adapter):
+        raise LaunchError("config", cannot_speak_h2c(adapter))
     if app_dir is None:
         app_dir = getattr(stack.framework, "app_dir", None) or default_app_dir()
     app_dir = Path(app_dir)
@@ -327,6 +339,7 @@ def start_server(
         max_requests=max_requests,
         options=dict(server_options or {}),
         unix_socket=socket_dir / SOCKET_NAME if socket_dir is not None else None,
+        protocol=protocol,
     )
     pick_port = port is None and socket_dir is None
     # socketify on PyPy was seen failing to listen on three fresh ports in a row, then
@@ -405,7 +418,11 @@ def _start_once(
                 raise LaunchError(
                     "start", f"{adapter.name} exited with code {code}", tail(log_path), log_path
                 )
-            why = _probe(target, ready_path, timeout=2.0)
+            why = (
+                probe_h2c(target, ready_path, timeout=2.0)
+                if ctx.protocol == "h2c"
+                else _probe(target, ready_path, timeout=2.0)
+            )
             if why is None:
                 break
             polls += 1
@@ -447,4 +464,5 @@ def _start_once(
         name=stack.name,
         socket_dir=ctx.unix_socket.parent if ctx.unix_socket is not None else None,
         runtime_dir=runtime_dir,
+        protocol=ctx.protocol,
     )

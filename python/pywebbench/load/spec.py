@@ -237,10 +237,13 @@ def spec_for_request(
     rate: float | None = None,
     keepalive: bool = True,
     io: Literal["auto", "epoll", "uring"] = "auto",
+    protocol: Literal["http1", "h2c"] = "http1",
+    streams: int = 1,
 ) -> LoadSpec:
     """The spec that repeats a workload's ``request`` against the server at ``base_url``
     (one iteration of a study cell; one generator thread). ``keepalive`` False opens a new
-    connection per request; ``io`` is the engine's I/O backend. A ``unix:/path/to.sock:``
+    connection per request; ``io`` is the engine's I/O backend; ``protocol`` "h2c" speaks
+    HTTP/2 with ``streams`` requests in flight per connection. A ``unix:/path/to.sock:``
     base URL (a server on a unix socket, :mod:`pywebbench.bind`) becomes ``unix_socket``."""
     url, unix_socket = base_url.rstrip("/") + request.path, None
     if base_url.startswith("unix:"):  # the request path may hold ":/": keep it in the url
@@ -261,4 +264,6 @@ def spec_for_request(
         rate=rate,
         keepalive=keepalive,
         io=io,
+        protocol=protocol,
+        streams=streams,
     )

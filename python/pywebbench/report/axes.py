@@ -1,8 +1,8 @@
 """The study axes of a report beyond the rankings: syscalls per request (``--syscalls``),
-keep-alive against a connection per request (``--connection-mode``) and worker recycling
-(``--worker-max-requests``). :func:`build_axes` reads them from the stored study; the
-tables here are shared by the HTML and Markdown reports. Methods: docs/syscalls.md,
-docs/config.md.
+keep-alive against a connection per request (``--connection-mode``), HTTP/1.1 against h2c
+(``--protocol``) and worker recycling (``--worker-max-requests``). :func:`build_axes` reads
+them from the stored study; the tables here are shared by the HTML and Markdown reports.
+Methods: docs/syscalls.md, docs/config.md, docs/http2.md.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 
 from pywebbench.report.instructions import instructions_points
 from pywebbench.report.tables import (
@@ -26,7 +27,7 @@ from pywebbench.report.tables import (
 )
 from pywebbench.report.view import (
     AxesView,
-    ConnectionPair,
+    AxisPair,
     PointView,
     RecyclingPoint,
     ReportView,
@@ -35,7 +36,16 @@ from pywebbench.report.view import (
 )
 from pywebbench.store.model import Study
 
-CLOSE_SUFFIX = " close"  # a connection-per-request cell's load point: "c16 close"
+#: A connection-per-request cell's load point: "c16 close".
+CLOSE = re.compile(r" close$")
+#: An h2c cell's load point: "c16 h2c", "c16 h2c×10" (10 streams per connection).
+H2C = re.compile(r" h2c(×\d+)?$")
+#: What the HTTP/1.1 against h2c table compares.
+PROTOCOL_NOTE = (
+    "The same stack and connections over HTTP/1.1 and over HTTP/2 with prior knowledge (h2c, "
+    "no TLS); h2c streams: requests in flight per h2c connection (--streams), against one "
+    "per HTTP/1.1 connection. Servers that cannot serve h2c have no h2c cells (docs/http2.md)."
+)
 #: Syscalls named per point in the tables (the most frequent first).
 TOP_SYSCALLS = 6
 #: The statement every syscall figure goes with.
@@ -90,16 +100,16 @@ def _syscalls(study: Study, key_of: dict[int, str]) -> list[SyscallsPoint]:
     return out
 
 
-def _connection(view: ReportView) -> list[ConnectionPair]:
+def _pairs(view: ReportView, other: re.Pattern[str]) -> list[AxisPair]:
+    """The points whose label ends as ``other`` matches, each with the same stack, workload
+    and load point without that ending (the axis' base: keep-alive, HTTP/1.1)."""
     out = []
     for w in view.workloads:
         by_point = {(p.stack_key, p.load_point): p for p in w.points}
-        for (stack_key, load_point), close in by_point.items():
-            if not load_point.endswith(CLOSE_SUFFIX):
-                continue
-            keep = by_point.get((stack_key, load_point[: -len(CLOSE_SUFFIX)]))
-            if keep is not None:
-                out.append(ConnectionPair(stack_key, w.name, keep.load_point, keep, close))
+        for (stack_key, load_point), point in by_point.items():
+            base = by_point.get((stack_key, other.sub("", load_point)))
+            if base is not None and base is not point:
+                out.append(AxisPair(stack_key, w.name, base.load_point, base, point))
     return out
 
 
@@ -144,7 +154,8 @@ def build_axes(view: ReportView, study: Study) -> AxesView:
     return AxesView(
         syscalls=_syscalls(study, key_of),
         instructions=instructions_points(view, study),
-        connection=_connection(view),
+        connection=_pairs(view, CLOSE),
+        protocol=_pairs(view, H2C),
         recycling=_recycling(view, study, key_of),
     )
 
@@ -198,38 +209,80 @@ def _rps(p: PointView) -> float | None:
     return p.rps.median if p.rps is not None else None
 
 
-def connection_table(view: ReportView) -> Table | None:
-    """Keep-alive against a connection per request, per stack and load point."""
-    if not view.axes.connection:
+def _pair_table(
+    view: ReportView,
+    pairs: list[AxisPair],
+    names: tuple[str, str],
+    notes: tuple[str, str],
+    extra: Callable[[AxisPair], TCell] | None = None,
+    extra_column: Column | None = None,
+) -> Table | None:
+    """A stack measured two ways along an axis, per workload and load point: both req/s,
+    their ratio (other / base), p50, p99 and requests per server CPU-second. ``names``: the
+    base's and the other's (``keep``, ``close``); ``notes``: the other's req/s and latency
+    column notes; ``extra``: one more cell after the base's req/s."""
+    if not pairs:
         return None
+    base, other = names
     columns = [
         *_WHERE,
-        Column("rps_keep", "Keep-alive req/s", True),
-        Column("rps_close", "Close req/s", True, "a new connection per request"),
-        Column("ratio", "Close / keep-alive", True, "requests/s with a connection per request"),
-        Column("p50", "p50 ms keep / close", True, "close: the connect is in the latency"),
-        Column("p99", "p99 ms keep / close", True, "close: the connect is in the latency"),
-        Column("per_cpu", "Req/CPU-s keep / close", True, "requests per server CPU-second"),
+        Column("rps_base", f"{base} req/s", True),
+        *([extra_column] if extra_column is not None else []),
+        Column("rps_other", f"{other} req/s", True, notes[0]),
+        Column("ratio", f"{other} / {base}", True, f"requests/s, {other} against {base}"),
+        Column("p50", f"p50 ms {base} / {other}", True, notes[1]),
+        Column("p99", f"p99 ms {base} / {other}", True, notes[1]),
+        Column("per_cpu", f"Req/CPU-s {base} / {other}", True, "requests per server CPU-second"),
     ]
     rows = []
-    for pair in view.axes.connection:
+    for pair in pairs:
         stack = view.stacks.get(pair.stack_key)
-        keep, close = pair.keepalive, pair.close
-        share = ratio(_rps(close), _rps(keep))
+        a, b = pair.base, pair.other
+        share = ratio(_rps(b), _rps(a))
         cells = _stack_cells(stack, pair.stack_key, pair.workload, pair.load_point)
         cells |= {
-            "rps_keep": TCell(fmt_rps(_rps(keep)), _rps(keep)),
-            "rps_close": TCell(fmt_rps(_rps(close)), _rps(close)),
+            "rps_base": TCell(fmt_rps(_rps(a)), _rps(a)),
+            "rps_other": TCell(fmt_rps(_rps(b)), _rps(b)),
             "ratio": TCell(fmt_ratio(share), share),
-            "p50": TCell(f"{fmt_ms(keep.p50_ms)} / {fmt_ms(close.p50_ms)}", close.p50_ms),
-            "p99": TCell(f"{fmt_ms(keep.p99_ms)} / {fmt_ms(close.p99_ms)}", close.p99_ms),
+            "p50": TCell(f"{fmt_ms(a.p50_ms)} / {fmt_ms(b.p50_ms)}", b.p50_ms),
+            "p99": TCell(f"{fmt_ms(a.p99_ms)} / {fmt_ms(b.p99_ms)}", b.p99_ms),
             "per_cpu": TCell(
-                f"{fmt_rps(keep.rps_per_cpu_s)} / {fmt_rps(close.rps_per_cpu_s)}",
-                close.rps_per_cpu_s,
+                f"{fmt_rps(a.rps_per_cpu_s)} / {fmt_rps(b.rps_per_cpu_s)}", b.rps_per_cpu_s
             ),
         }
+        if extra is not None and extra_column is not None:
+            cells[extra_column.key] = extra(pair)
         rows.append(Row(cells, stack))
     return Table(columns, rows)
+
+
+def connection_table(view: ReportView) -> Table | None:
+    """Keep-alive against a connection per request, per stack and load point."""
+    return _pair_table(
+        view,
+        view.axes.connection,
+        ("Keep-alive", "Close"),
+        ("a new connection per request", "close: the connect is in the latency"),
+    )
+
+
+def _streams(pair: AxisPair) -> TCell:
+    """The h2c point's streams per connection (``c16 h2c×4``: 4; ``c16 h2c``: 1)."""
+    times = H2C.search(pair.other.load_point)
+    streams = int(times.group(1)[1:]) if times and times.group(1) else 1
+    return TCell(str(streams), streams)
+
+
+def protocol_table(view: ReportView) -> Table | None:
+    """HTTP/1.1 against h2c, per stack and load point."""
+    return _pair_table(
+        view,
+        view.axes.protocol,
+        ("HTTP/1.1", "h2c"),
+        ("HTTP/2 over cleartext, prior knowledge", ""),
+        _streams,
+        Column("streams", "h2c streams", True, "requests in flight per h2c connection"),
+    )
 
 
 def recycling_table(view: ReportView) -> Table | None:

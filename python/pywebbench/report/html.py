@@ -217,10 +217,12 @@ def build_context(view: ReportView) -> dict[str, Any]:
         "instructions": instructions_table(view),
         "counted_note": COUNTED_NOTE,
         "connection": axes.connection_table(view),
+        "protocol": axes.protocol_table(view),
         "recycling": axes.recycling_table(view),
         "figs": {k: k in figs for k in axes_figs},
         "versions": [(w, f"versions-fig-{n}") for n, w in enumerate(by_version)],
         "traced_note": axes.TRACED_NOTE,
+        "protocol_note": axes.PROTOCOL_NOTE,
     }
     flames = []
     for i, point in enumerate(view.flames):

@@ -102,7 +102,8 @@ def _steady(view: ReportView) -> list[str]:
 
 
 def _axes(view: ReportView) -> list[str]:
-    """The study axes: syscalls per request, keep-alive vs close, worker recycling."""
+    """The study axes: syscalls and instructions per request, keep-alive vs close, HTTP/1.1
+    vs h2c, worker recycling."""
     out: list[str] = []
     sections = [
         ("Syscalls per request", axes.syscalls_table(view), axes.TRACED_NOTE),
@@ -113,6 +114,7 @@ def _axes(view: ReportView) -> list[str]:
             "Close: a new connection per request; its latency includes the TCP connect (the"
             " engine does not report connect time apart).",
         ),
+        ("HTTP/1.1 against h2c", axes.protocol_table(view), axes.PROTOCOL_NOTE),
         (
             "Worker recycling",
             axes.recycling_table(view),

@@ -359,15 +359,16 @@ class InstructionsPoint:
 
 
 @dataclass
-class ConnectionPair:
-    """One stack x workload x load point measured with keep-alive and with a connection per
-    request (``--connection-mode keepalive,close``)."""
+class AxisPair:
+    """One stack x workload x load point measured two ways along an axis: keep-alive and a
+    connection per request (``--connection-mode keepalive,close``), or HTTP/1.1 and h2c
+    (``--protocol http1,h2c``)."""
 
     stack_key: str
     workload: str
-    load_point: str  # the keep-alive label ("c16")
-    keepalive: PointView
-    close: PointView
+    load_point: str  # the base point's label ("c16"): keep-alive, HTTP/1.1
+    base: PointView
+    other: PointView  # "c16 close", "c16 h2c"
 
 
 @dataclass
@@ -385,11 +386,13 @@ class RecyclingPoint:
 
 @dataclass
 class AxesView:
-    """The study axes beyond the rankings: syscalls, connection mode, worker recycling."""
+    """The study axes beyond the rankings: syscalls, instructions, connection mode,
+    protocol, worker recycling."""
 
     syscalls: list[SyscallsPoint] = field(default_factory=list)
     instructions: list[InstructionsPoint] = field(default_factory=list)
-    connection: list[ConnectionPair] = field(default_factory=list)
+    connection: list[AxisPair] = field(default_factory=list)
+    protocol: list[AxisPair] = field(default_factory=list)
     recycling: list[RecyclingPoint] = field(default_factory=list)
 
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pywebbench import bringup
-from pywebbench.bind import Bind
 from pywebbench.bringup import StackFailure
 from pywebbench.load import LoadAgent, LoadProgress
 from pywebbench.meter.vmprof import vmprof_env
@@ -206,7 +205,7 @@ class HostBench:
         self.events.phase(f"starting {variant.key} (replicate {p.ok + 1})")
         ready = bringup.ready_path(variant.stack, [c.workload for c in round_cells])
         try:
-            options = self._launch_options(variant, p.cell.bind)
+            options = self._launch_options(p.cell)
             return bringup.start(variant.stack, self._envs[variant.key], options, ready)
         except StackFailure as exc:
             with no_sigint():
@@ -225,7 +224,10 @@ class HostBench:
                 )
             raise
 
-    def _launch_options(self, variant: Variant, bind: Bind) -> bringup.LaunchOptions:
+    def _launch_options(self, cell: CellPlan) -> bringup.LaunchOptions:
+        """How ``cell``'s servers start: its variant's settings, where it binds and what it
+        speaks."""
+        variant = cell.variant
         return bringup.LaunchOptions(
             log_dir=self.setup.log_dir,
             cpus=self.setup.server_cpus,
@@ -238,7 +240,8 @@ class HostBench:
             start_timeout_s=self.config.timeouts.start_s,
             max_requests=variant.max_requests,
             server_options=self.config.matrix.server_options.get(variant.stack.server.name, {}),
-            bind=bind,
+            bind=cell.bind,
+            protocol=cell.protocol,
         )
 
     def _fresh_server(self, cell: CellPlan) -> FreshServer:
@@ -257,7 +260,7 @@ class HostBench:
         variant = cell.variant
         self.events.phase(f"starting {variant.key} {why}")
         ready = bringup.ready_path(variant.stack, [cell.workload])
-        options = replace(self._launch_options(variant, cell.bind), **launch)
+        options = replace(self._launch_options(cell), **launch)
         server = bringup.start(variant.stack, self._envs[variant.key], options, ready)
         try:
             yield server

@@ -33,6 +33,7 @@ from pywebbench.run.flag_texts import (
     EXECUTOR_HELP,
     FAULTS_HELP,
     PROFILE_HELP,
+    PROTOCOL_HELP,
     RAY_HELP,
     SERVER_SCOPE_HELP,
     SLO_HELP,
@@ -253,6 +254,24 @@ class LoadConfig(Table):
         "and/or unix (a unix-domain socket, as behind nginx), on servers that can "
         "(docs/config.md#bind).",
     )
+    protocol: Annotated[list[Literal["http1", "h2c"]], Flag("--protocol", help=PROTOCOL_HELP)] = (
+        Field(
+            default=["http1"],
+            min_length=1,
+            description="Protocol sweep: http1 (HTTP/1.1) and/or h2c (HTTP/2 over cleartext "
+            "TCP with prior knowledge), on servers that serve it (docs/http2.md#in-a-study).",
+        )
+    )
+    streams: Annotated[
+        int,
+        Flag("--streams", help="h2c: concurrent streams (requests in flight) per connection."),
+    ] = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="h2c cells: requests in flight per connection (as h2load's -m); HTTP/1.1 "
+        "cells keep one.",
+    )
     syscalls: Annotated[
         bool,
         Flag(
@@ -445,7 +464,7 @@ class LoadConfig(Table):
             raise ValueError("every rate must be > 0")
         return v
 
-    @field_validator("connection_mode", "bind")
+    @field_validator("connection_mode", "bind", "protocol")
     @classmethod
     def _distinct(cls, v: list[str]) -> list[str]:
         return list(dict.fromkeys(v))
@@ -562,6 +581,16 @@ def check(config: StudyConfig) -> None:
         raise ConfigError(
             "--faults with --bind unix (load.faults, load.bind): fault clients need a TCP "
             "target; measure the unix cells in a run without --faults"
+        )
+    if config.load.streams > 1 and "h2c" not in config.load.protocol:
+        raise ConfigError(
+            "--streams (load.streams): concurrent streams are for h2c cells; add "
+            "--protocol h2c (HTTP/1.1 cells keep one request in flight per connection)"
+        )
+    if config.load.faults and "h2c" in config.load.protocol:
+        raise ConfigError(
+            "--faults with --protocol h2c (load.faults, load.protocol): the fault clients "
+            "speak HTTP/1.1; measure the h2c cells in a run without --faults"
         )
 
 

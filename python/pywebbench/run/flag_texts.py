@@ -41,6 +41,12 @@ BIND_HELP = (
     "unix-domain socket, as behind nginx): --bind tcp,unix measures both side by side. "
     "Servers that cannot bind one are skipped (pywebbench stacks --json: unix_bind)."
 )
+PROTOCOL_HELP = (
+    "What the cells speak, a sweep: http1 (default: HTTP/1.1) and/or h2c (HTTP/2 over "
+    "cleartext TCP with prior knowledge, --streams in flight per connection): --protocol "
+    "http1,h2c measures both side by side. Servers that cannot serve h2c are skipped "
+    "(pywebbench stacks --json: h2c)."
+)
 SERVER_OPTION_HELP = (
     "A server setting, SERVER.SETTING=NUMBER (repeatable), e.g. "
     "waitress.connection_limit=100 (docs/servers.md lists them)."

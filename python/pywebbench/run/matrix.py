@@ -17,6 +17,7 @@ from pywebbench.bind import Bind, can_bind_unix, cannot_bind_unix
 from pywebbench.catalogue.base import Framework, Interpreter, Stack
 from pywebbench.catalogue.workloads import HttpRequest, Workload
 from pywebbench.load.spec import LoadSpec, spec_for_request
+from pywebbench.protocol import Protocol, cannot_speak_h2c, speaks_h2c
 from pywebbench.provision.pythons import install_request
 from pywebbench.run.config import ConfigError, LoadConfig, StudyConfig
 
@@ -50,15 +51,21 @@ class CellPlan:
     rate: float | None
     connection_mode: str = "keepalive"  # or "close": a new connection per request
     bind: Bind = "tcp"  # or "unix": the server listens on a unix-domain socket
+    protocol: Protocol = "http1"  # or "h2c": HTTP/2 with prior knowledge (docs/http2.md)
+    streams: int = 1  # h2c: requests in flight per connection
 
     @property
     def load_point(self) -> str:
-        """``c64`` / ``r1000``, with `` unix`` for a server on a unix socket and `` close``
-        for a connection per request (``c64 unix close``). TCP and keep-alive are the
-        unlabelled defaults, so such cells keep their labels and keys."""
+        """``c64`` / ``r1000``, with `` unix`` for a server on a unix socket, `` close`` for
+        a connection per request and `` h2c`` (`` h2c×10`` with 10 streams per connection)
+        for HTTP/2 (``c64 unix close``, ``c16 h2c×10``). TCP, keep-alive and HTTP/1.1 are
+        the unlabelled defaults, so such cells keep their labels and keys."""
         point = f"r{self.rate:g}" if self.rate is not None else f"c{self.connections}"
         point += " unix" if self.bind == "unix" else ""
-        return point + (" close" if self.connection_mode == "close" else "")
+        point += " close" if self.connection_mode == "close" else ""
+        if self.protocol == "h2c":
+            point += " h2c" + (f"×{self.streams}" if self.streams > 1 else "")
+        return point
 
     @property
     def request(self) -> HttpRequest:
@@ -81,10 +88,11 @@ class CellPlan:
         is built (warm-up, measured iterations, knee probes, fault phase, syscalls window,
         instructions batches).
 
-        The cell's settings (request, connections, rate, connection mode; the bind is in
-        ``base_url``) and the study's (per-request timeout, I/O backend) are always carried;
-        a phase adds only what is its own through ``changes`` (a knee probe's ``rate``,
-        ``connections`` and ``warmup_s``; the fault phase's ``fresh_share``).
+        The cell's settings (request, connections, rate, connection mode, protocol and
+        streams; the bind is in ``base_url``) and the study's (per-request timeout, I/O
+        backend) are always carried; a phase adds only what is its own through ``changes``
+        (a knee probe's ``rate``, ``connections`` and ``warmup_s``; the fault phase's
+        ``fresh_share``).
         """
         spec = spec_for_request(
             base_url,
@@ -96,6 +104,8 @@ class CellPlan:
             rate=self.rate,
             keepalive=self.connection_mode != "close",
             io=load.io,
+            protocol=self.protocol,
+            streams=self.streams,
         )
         return spec.replace(**changes) if changes else spec
 
@@ -252,15 +262,24 @@ def expand(config: StudyConfig) -> Matrix:
         ]
     else:
         points = [(c, None, mode) for c in config.load.connections for mode in modes]
+    if "close" in modes and "h2c" in config.load.protocol:
+        out.skipped.append(("h2c close", "h2c cells keep their connections (no close cells)"))
     ordinal = 0
     for cand in candidates:
         if cand.stack is None:
             out.unavailable.append((cand.name, cand.unavailable or "unavailable"))
             continue
         binds = _binds(config, cand.stack, out)
-        if not binds:
+        protocols = _protocols(config, cand.stack, out)
+        if not binds or not protocols:
             continue
-        stack_points = [(c, r, mode, b) for c, r, mode in points for b in binds]
+        stack_points = [
+            (c, r, mode, b, proto)
+            for c, r, mode in points
+            for b in binds
+            for proto in protocols
+            if not (proto == "h2c" and mode == "close")  # h2c keeps its connections
+        ]
         settings = config.workers_threads(cand.server.name)
         for workers, threads, max_requests in _server_settings(config, cand.stack, out):
             parts = []
@@ -274,9 +293,21 @@ def expand(config: StudyConfig) -> Matrix:
             workloads = [byo[w] if byo else WORKLOADS[w] for w in cand.workloads]
             for wl in workloads:
                 params = wl.resolve(**m.workload_params.get(wl.name, {}))
-                for conc, rate, mode, bind in stack_points:
+                for conc, rate, mode, bind, proto in stack_points:
+                    streams = config.load.streams if proto == "h2c" else 1
                     cell = CellPlan(
-                        "", ordinal, variant, wl, params, config.load.model, conc, rate, mode, bind
+                        "",
+                        ordinal,
+                        variant,
+                        wl,
+                        params,
+                        config.load.model,
+                        conc,
+                        rate,
+                        mode,
+                        bind,
+                        proto,
+                        streams,
                     )
                     params_tag = "".join(f",{k}={v}" for k, v in sorted(params.items()))
                     key_cell = f"{variant.key}|{wl.name}{params_tag}|{cell.load_point}"
@@ -291,6 +322,15 @@ def _binds(config: StudyConfig, stack: Stack, out: Matrix) -> list[Bind]:
     usable = [b for b in config.load.bind if b == "tcp" or can_bind_unix(stack.server)]
     if len(usable) < len(config.load.bind):
         out.skipped.append((f"{stack.name} bind unix", cannot_bind_unix(stack.server)))
+    return usable
+
+
+def _protocols(config: StudyConfig, stack: Stack, out: Matrix) -> list[Protocol]:
+    """What a stack's cells speak: the ``protocol`` values its server serves. h2c on a server
+    that cannot is skipped with a note in ``out.skipped`` (not a failure)."""
+    usable = [p for p in config.load.protocol if p == "http1" or speaks_h2c(stack.server)]
+    if len(usable) < len(config.load.protocol):
+        out.skipped.append((f"{stack.name} h2c", cannot_speak_h2c(stack.server)))
     return usable
 
 

@@ -91,6 +91,7 @@ def cell_row(
         load_point=cell.load_point,
         connection_mode=cell.connection_mode,
         bind=cell.bind,
+        protocol=cell.protocol,
         status=status,
         server_cpus_json=json.dumps(list(server_cpus)),
         generator_cpus_json=json.dumps(list(generator_cpus)),

@@ -3,7 +3,8 @@
 Pure rules over a cell's :class:`CellProgress`; nothing here starts a server or writes a row.
 
 - **Groups** (:func:`groups_of`): cells that share server processes, one cell each
-  (``server_scope = "cell"``) or all cells of a stack variant with one bind (``"stack"``).
+  (``server_scope = "cell"``) or all cells of a stack variant with one bind and protocol
+  (``"stack"``).
 - **Rounds** (:func:`run_rounds`): round r runs replicate r of every group before any group
   gets replicate r+1, so a cell's replicates are spread over the study's whole time and its
   confidence interval takes in the machine's drift over that time (run one group to the end,
@@ -95,13 +96,13 @@ def done_keys(cells: Iterable[Cell]) -> set[str]:
 
 def groups_of(cells: Sequence[CellPlan], server_scope: str) -> list[list[CellPlan]]:
     """Cells that share server processes: one cell each (``server_scope = "cell"``), or all
-    cells of a stack variant with one bind (``"stack"``: one server per replicate serves
-    them), in the matrix's order."""
+    cells of a stack variant with one bind and one protocol (``"stack"``: one server per
+    replicate serves them), in the matrix's order."""
     if server_scope == "cell":
         return [[c] for c in cells]
-    groups: dict[tuple[str, str], list[CellPlan]] = {}
+    groups: dict[tuple[str, str, str], list[CellPlan]] = {}
     for c in cells:
-        groups.setdefault((c.variant.key, c.bind), []).append(c)
+        groups.setdefault((c.variant.key, c.bind, c.protocol), []).append(c)
     return list(groups.values())
 
 

@@ -12,7 +12,17 @@ from pywebbench.store.db import Store, dumps_study
 from pywebbench.store.model import TABLE_CLASSES, Study
 
 # Columns of the flat "iterations" CSV taken from the cell and the stack of each iteration.
-_CELL_COLS = ("workload", "load_model", "connections", "rate", "load_point", "status")
+_CELL_COLS = (
+    "workload",
+    "load_model",
+    "connections",
+    "rate",
+    "load_point",
+    "connection_mode",
+    "bind",
+    "protocol",
+    "status",
+)
 _STACK_COLS = (
     "name",
     "interpreter",

@@ -208,6 +208,7 @@ class Cell:
     flags_json: str = "{}"  # {"not_steady": false, "leak": false, "generator_bound": ...}
     connection_mode: str = "keepalive"  # "keepalive" | "close" (a new connection per request)
     bind: str = "tcp"  # "tcp" | "unix": where the server listened (a unix-domain socket)
+    protocol: str = "http1"  # "http1" | "h2c": what the cell spoke (HTTP/2, prior knowledge)
 
     @property
     def workload_params(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ nullable columns) and come with a migration in :data:`MIGRATIONS`, so any older 
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 _KNEE_TABLES = """CREATE TABLE IF NOT EXISTS knee_probes (
     id                   INTEGER PRIMARY KEY,
@@ -128,6 +128,7 @@ CREATE TABLE IF NOT EXISTS cells (
     flags_json           TEXT NOT NULL DEFAULT '{}',
     connection_mode      TEXT NOT NULL DEFAULT 'keepalive',
     bind                 TEXT NOT NULL DEFAULT 'tcp',
+    protocol             TEXT NOT NULL DEFAULT 'http1',
     UNIQUE (run_id, key)
 );
 
@@ -389,4 +390,6 @@ ALTER TABLE replicates ADD COLUMN measured_curve_json TEXT
     15: """
 ALTER TABLE iterations ADD COLUMN core_rate REAL
 """,
+    # What each cell spoke (docs/http2.md#in-a-study): http1 or h2c.
+    16: "ALTER TABLE cells ADD COLUMN protocol TEXT NOT NULL DEFAULT 'http1'",
 }

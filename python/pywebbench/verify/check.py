@@ -49,6 +49,7 @@ def verify(
     expect_server_header: bool = True,
     expect_date_header: bool = True,
     timeout_s: float = 10.0,
+    protocol: str = "http1",
     **params: object,
 ) -> VerifyReport:
     """Check the server at ``base_url`` (``http://host:port``, or ``unix:/path/to.sock:``)
@@ -58,6 +59,8 @@ def verify(
     raises ValueError. ``expect_server_header``: the adapter's ``sends_server_header``
     (a missing Server header is a warning only when expected). ``expect_date_header``:
     False for servers known to send no Date header (then a warning, else a problem).
+    ``protocol`` "h2c": the requests go over HTTP/2 with prior knowledge; a server that
+    answers in HTTP/1.1 fails with that reason.
     """
     resolved = workload.resolve(**params)
     request = workload.request(**resolved)
@@ -66,7 +69,7 @@ def verify(
     if rule is None:
         raise ValueError(f"no verification rule for workload {workload.name!r}")
     label = f"{request.method} {request.path}"
-    with Client(base_url, timeout_s=timeout_s) as client:
+    with Client(base_url, timeout_s=timeout_s, protocol=protocol) as client:
         for i in range(REQUESTS_PER_CHECK):
             try:
                 report.responses.append(client.send(request))

@@ -114,19 +114,24 @@ def check_common(
 
 def check_framing(resp: Response, f: Findings) -> None:
     """Exactly one of Content-Length or ``Transfer-Encoding: chunked``; one Content-Length,
-    a number equal to the body's length."""
+    a number equal to the body's length. Over HTTP/2 frames delimit the body: no
+    Transfer-Encoding (RFC 9113 forbids it), and a Content-Length, if any, is right."""
     lengths = resp.header_all("Content-Length")
     encodings = [
         e.strip().lower() for v in resp.header_all("Transfer-Encoding") for e in v.split(",")
     ]
     chunked = "chunked" in encodings
-    if lengths and chunked:
+    if resp.version == 20:
+        if encodings:
+            f.problem("a Transfer-Encoding header in an HTTP/2 response (RFC 9113 forbids it)")
+        chunked = True  # stands for "framed by the protocol": a missing length is fine
+    if lengths and chunked and resp.version != 20:
         f.problem("both Content-Length and Transfer-Encoding: chunked")
     elif not lengths and not chunked:
         f.problem("neither Content-Length nor Transfer-Encoding: chunked")
     if len(set(lengths)) > 1:
         f.problem(f"conflicting Content-Length headers: {lengths}")
-    if lengths and not chunked:
+    if lengths and (not chunked or resp.version == 20):
         try:
             declared = int(lengths[0])
         except ValueError:

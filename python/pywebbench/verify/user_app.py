@@ -30,13 +30,16 @@ class PathReport:
     seconds: float = 0.0
 
 
-def check_path(base_url: str, workload: UserWorkload, timeout_s: float = 10.0) -> PathReport:
-    """GET the workload's path; check status (expected, or any 2xx), body substring, framing."""
+def check_path(
+    base_url: str, workload: UserWorkload, timeout_s: float = 10.0, protocol: str = "http1"
+) -> PathReport:
+    """GET the workload's path (over ``protocol``); check status (expected, or any 2xx),
+    body substring, framing."""
     request = workload.request()
     label = f"{request.method} {request.path}"
     report = PathReport(workload.name, ok=False)
     try:
-        with Client(base_url, timeout_s=timeout_s) as client:
+        with Client(base_url, timeout_s=timeout_s, protocol=protocol) as client:
             resp = client.send(request)
     except (OSError, HTTPException) as exc:
         report.problems.append(f"{label}: {type(exc).__name__}: {exc}")

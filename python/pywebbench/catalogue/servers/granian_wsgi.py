@@ -17,11 +17,13 @@ GRANIAN_313T = ("granian==2.7.9",)
 
 
 class GranianBase(BaseAdapter):
-    """granian's CLI: HTTP/1.1 only, websockets off, one Rust runtime thread per worker,
-    access log off. ``--blocking-threads`` is the number of Python threads running the app."""
+    """granian's CLI: HTTP/1.1 only (HTTP/2 only for h2c cells), websockets off, one Rust
+    runtime thread per worker, access log off. ``--blocking-threads`` is the number of
+    Python threads running the app."""
 
     granian_interface: ClassVar[str]
     unix_bind = "--uds PATH"
+    h2c = "--http 2"
 
     def requirements(self, interpreter: Interpreter) -> list[str]:
         if interpreter.free_threaded and interpreter.minor == "3.13":
@@ -58,7 +60,7 @@ class GranianBase(BaseAdapter):
                 "--loop",
                 self.loop(ctx),
                 "--http",
-                "1",
+                "2" if ctx.protocol == "h2c" else "1",
                 "--no-ws",
                 "--backlog",
                 str(backlog()),
@@ -75,7 +77,7 @@ class GranianBase(BaseAdapter):
             worker_class=f"granian {self.granian_interface} (Rust hyper/tokio)",
             threads_used=self.uses_threads(),
             event_loop=self.loop(ctx) if not self.uses_threads() else "tokio (Rust) for I/O",
-            http_parser="hyper (Rust), HTTP/1.1 only",
+            http_parser="hyper (Rust), HTTP/1.1 only (HTTP/2 only in h2c cells)",
             keep_alive="on (granian default)",
             runtime_threads=1,
         )

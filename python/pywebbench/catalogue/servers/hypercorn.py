@@ -9,7 +9,7 @@ from pywebbench.catalogue.servers._base import KEEPALIVE_S, BaseAdapter, backlog
 class Hypercorn(BaseAdapter):
     name = "hypercorn"
     interface = ASGI
-    description = "hypercorn with its asyncio worker (h11 for HTTP/1.1)"
+    description = "hypercorn with its asyncio worker (h11 for HTTP/1.1, h2 for h2c)"
     notes = (
         "Threads are ignored (one event loop per worker). The asyncio worker on every "
         "interpreter (its uvloop worker adds little and does not run on PyPy). hypercorn's "
@@ -20,6 +20,7 @@ class Hypercorn(BaseAdapter):
     # never passed: the jitter stays 0.
     max_requests_flag = "--max-requests"
     unix_bind = "--bind unix:PATH"
+    h2c = "always on (prior knowledge, h2)"
 
     def command(self, ctx: LaunchContext) -> LaunchCommand:
         return LaunchCommand(
@@ -52,7 +53,7 @@ class Hypercorn(BaseAdapter):
             worker_class="asyncio",
             threads_used=False,
             event_loop="asyncio",
-            http_parser="h11 (pure Python)",
+            http_parser="h11 (pure Python; h2 in h2c cells)",
             keep_alive=f"on, {KEEPALIVE_S} s idle timeout",
         )
 

@@ -1,0 +1,142 @@
+"""``--protocol http1,h2c``: the same stacks over HTTP/1.1 and over HTTP/2 with prior
+knowledge, side by side in one run (the server told to serve h2c, readiness, verification and
+load over it), and the combinations refused or skipped before anything runs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from pwbtest import PYWEBBENCH, pwb
+from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.store import Store, Study
+from pywebbench.store.export import export_csv
+
+CPYTHON = default_interpreters()[0].name
+FAST = ["-d", "1", "--warmup", "fixed", "--warmup-duration", "0.5", "--python", CPYTHON]
+ONE_REPLICATE = ["--replicates", "1", "--max-replicates", "1"]
+
+
+def _argv_line(log_path: str) -> str:
+    """The command line the server was started with (the first line of its log)."""
+    first = Path(log_path).read_text().splitlines()[0]
+    assert first.startswith("# pywebbench: "), first
+    return first
+
+
+def test_granian_and_hypercorn_over_http1_and_h2c_in_one_run(tmp_path: Path) -> None:
+    results = tmp_path / "res"
+    proc = pwb(
+        "run", *FAST, *ONE_REPLICATE, "-c", "4", "--workload", "hello",
+        "--server", "granian-wsgi,hypercorn", "--framework", "raw-wsgi,raw-asgi",
+        "--protocol", "http1,h2c", "--streams", "3", results=results, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with Store(results / "pywebbench.sqlite", create=False) as store:
+        study: Study = store.load_study()
+        flat = list(csv.DictReader(io.StringIO(export_csv(store))))
+    assert not study.failures, [(f.phase, f.reason) for f in study.failures]
+    stacks = {s.id: s.key for s in study.stacks}
+    cells = {(stacks[c.stack_id].split("/")[1], c.protocol): c for c in study.cells}
+    assert set(cells) == {
+        (server, proto) for server in ("granian-wsgi", "hypercorn") for proto in ("http1", "h2c")
+    }
+    for (server, proto), cell in cells.items():
+        assert cell.status == "ok", (cell.key, cell.failure_reason)  # verified, then measured
+        assert cell.load_point == ("c4 h2c×3" if proto == "h2c" else "c4")  # http1: unchanged
+        (rep,) = [r for r in study.replicates if r.cell_id == cell.id]
+        (it,) = study.iterations_of(cell.id)
+        assert it.requests > 50 and it.errors == 0 and it.non_2xx == 0, it
+        spec = it.result["spec"]
+        assert spec["protocol"] == proto, spec
+        assert spec["streams"] == (3 if proto == "h2c" else 1), spec
+        argv = _argv_line(rep.log_path or "")
+        if server == "granian-wsgi":  # told to serve HTTP/2 only: HTTP/1.1 could not pass
+            assert ("--http 2" if proto == "h2c" else "--http 1") in argv, argv
+    # server_scope "stack" (the quick profile): one server per stack and protocol
+    assert len({r.log_path for r in study.replicates}) == 4
+    # the report and the exports say which cells spoke h2c
+    md = next((results / "reports").glob("*.md")).read_text()
+    section = md.split("## HTTP/1.1 against h2c", 1)[1]
+    for label in (
+        "granian-wsgi · raw-wsgi | hello | c4 | ",
+        "hypercorn · raw-asgi | hello | c4 | ",
+    ):
+        row = next(line for line in section.splitlines() if label in line)
+        assert row.split(" | ")[4] == "3", row  # HTTP/1.1 req/s, then the h2c streams
+    html = next((results / "reports").glob("*.html")).read_text()
+    assert 'id="protocol"' in html
+    # compare pairs h2c cells with h2c cells, never with the HTTP/1.1 ones
+    run_id = study.runs[0].id
+    cmp = pwb("compare", run_id, run_id, "--format", "json", results=results, timeout=60)
+    assert cmp.returncode == 0, cmp.stderr
+    rows = json.loads(cmp.stdout)["cells"]
+    assert sorted(r["load_point"] for r in rows) == ["c4", "c4", "c4 h2c×3", "c4 h2c×3"], rows
+    assert {(r["stack_name"].split("/")[1], r["protocol"]) for r in flat} == set(cells)
+
+
+def test_a_server_that_cannot_serve_h2c_is_skipped_with_a_note(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [PYWEBBENCH, "run", "--python", CPYTHON, "--server", "granian-wsgi,gunicorn-sync",
+         "--framework", "raw-wsgi", "--workload", "hello", "-c", "4",
+         "--protocol", "http1,h2c", "--connection-mode", "keepalive,close",
+         "--dry-run", "--results-dir", str(tmp_path / "res")],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "gunicorn-sync/raw-wsgi h2c: gunicorn-sync does not serve h2c" in out, out
+    assert "h2c close: h2c cells keep their connections" in out, out
+    labels = [line.strip() for line in proc.stdout.splitlines() if "hello c4" in line]
+    assert sorted(labels) == sorted(
+        [
+            f"{CPYTHON}/granian-wsgi/raw-wsgi hello c4",
+            f"{CPYTHON}/granian-wsgi/raw-wsgi hello c4 close",
+            f"{CPYTHON}/granian-wsgi/raw-wsgi hello c4 h2c",
+            f"{CPYTHON}/gunicorn-sync/raw-wsgi hello c4",
+            f"{CPYTHON}/gunicorn-sync/raw-wsgi hello c4 close",
+        ]
+    ), proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # fault clients speak HTTP/1.1 only
+        (["--server", "granian-wsgi", "--protocol", "h2c", "--faults", "default"],
+         "--faults with --protocol h2c"),
+        # only servers that cannot: nothing left to run, and the reason is named
+        (["--server", "gunicorn-sync", "--protocol", "h2c"], "gunicorn-sync does not serve h2c"),
+        (["--server", "granian-wsgi", "--protocol", "h3"], "--protocol"),
+        (["--server", "granian-wsgi", "--protocol", "h2c", "--streams", "0"], "--streams"),
+        (["--server", "granian-wsgi", "--streams", "4"], "--streams"),  # no h2c cell
+    ],
+)  # fmt: skip
+def test_bad_protocol_requests_are_one_line_exit_2_and_write_nothing(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    results = tmp_path / "res"
+    base = ["run", "--python", CPYTHON, "--framework", "raw-wsgi", "--workload", "hello"]
+    proc = pwb(*base, *args, results=results, timeout=60)
+    assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+    assert message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not results.exists(), args  # nothing written
+
+
+def test_verify_over_h2c(tmp_path: Path) -> None:
+    args = [PYWEBBENCH, "verify", "--python", CPYTHON, "--framework", "raw-wsgi"]
+    args += ["--workload", "hello,json", "--protocol", "h2c", "--log-dir", str(tmp_path)]
+    proc = subprocess.run(
+        [*args, "--server", "granian-wsgi,gunicorn-sync"], capture_output=True, text=True,
+        timeout=120, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS hello" in out and "PASS json" in out, out
+    assert "gunicorn-sync does not serve h2c" in out and "2 passed, 0 failed" in out, out
