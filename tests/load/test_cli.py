@@ -120,6 +120,16 @@ def test_summary_and_json_file(refserver, tmp_path) -> None:
     assert r.requests > 0 and r.warmup is not None
 
 
+def test_requests_per_connection_reconnects_every_n(refserver) -> None:
+    args = [f"{refserver.url}/hello", "-c", "2", "-n", "100", "--requests-per-connection", "5"]
+    res = CliRunner().invoke(command, [*args, "--json", "-"])
+    assert res.exit_code == 0, res.output
+    c = json.loads(res.stdout)["connections"]
+    assert (c["requests_per_connection"]["max"], c["established"]) == (5, 20), c
+    bad = CliRunner().invoke(command, [*args, "--no-keepalive"])
+    assert bad.exit_code == 2 and "--requests-per-connection" in bad.output, bad.output
+
+
 def test_json_to_stdout_is_pure_json(refserver) -> None:
     p = _cli(f"{refserver.url}/hello", "-c", "2", "-d", "0.3", "--json", "-")
     stdout, stderr = p.communicate(timeout=30)

@@ -66,6 +66,7 @@ def test_python_defaults_are_the_engines() -> None:
             "unix_socket": None,
             "rate_phases": [],
             "fresh_share": 0.0,
+            "requests_per_connection": 0,
         }
         want = engine[name] if name in engine else absent[name]
         got = [list(h) for h in field.default] if name == "headers" else field.default

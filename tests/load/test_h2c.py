@@ -222,6 +222,19 @@ def test_goaway_at_the_request_limit_reconnects_without_errors(servers: Servers)
     assert r.connections.reopened >= 2000 // 50 - 2
 
 
+@pytest.mark.parametrize("io", ["epoll", "uring"])
+def test_each_connection_serves_its_requests_then_reconnects(servers: Servers, io: str) -> None:
+    # requests_per_connection (httperf's --num-calls) over h2c: no more streams are opened
+    # than the connection serves; it drains, closes and opens again, with no error.
+    spec = _spec(f"{servers.h2c}/", io=io, requests_per_connection=20, max_requests=2000)
+    r = run_load(spec)
+    assert _errors(r) == {}
+    assert r.requests == 2000
+    per = r.connections.requests_per_connection
+    assert (per.max, per.p50) == (20, 20), r.connections
+    assert 100 <= r.connections.established <= 104, r.connections  # 4 may end partial
+
+
 def test_hypercorn_speaks_h2c(servers: Servers) -> None:
     # hypercorn closes an HTTP/2 connection after 1,000 requests (keep_alive_max_requests)
     # and answers the frames already on their way with GOAWAY PROTOCOL_ERROR: a few

@@ -88,5 +88,5 @@ def test_the_markdown_shows_the_stored_syscalls(axes_report: tuple[Path, Path]) 
     assert "not throughput figures" in section
     shown = sorted(float(v) for v in re.findall(r"\| ([\d.]+) \| [a-z_0-9]+ \d", section))
     assert shown == [float(f"{t:.1f}") for t in totals]
-    assert "## Keep-alive against a connection per request" in md
+    assert "## Keep-alive against reconnecting" in md
     assert "## Worker recycling" in md and "max-requests 100" not in md.split("## Worker")[1]

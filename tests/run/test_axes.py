@@ -107,18 +107,19 @@ def test_syscalls_refused_before_the_study_when_strace_is_missing_or_not_permitt
     assert not (tmp_path / "res" / "pywebbench.sqlite").exists()  # nothing written
 
 
-def test_connection_mode_close_is_its_own_cell_and_costs_per_request(
+def test_connection_modes_are_their_own_cells_and_close_costs_per_request(
     tmp_path: Path, census: str
 ) -> None:
     study = _run(
         tmp_path / "res",
         *("--server", "granian-wsgi", "--framework", "raw-wsgi", "--workload", "hello"),
-        *("-c", "4", "-d", "2", "--connection-mode", "keepalive,close"),
+        *("-c", "4", "-d", "2", "--connection-mode", "keepalive,close,20"),
     )
     by_mode = {c.connection_mode: c for c in study.cells}
-    assert set(by_mode) == {"keepalive", "close"}
+    assert set(by_mode) == {"keepalive", "close", "20"}
     assert by_mode["keepalive"].load_point == "c4"  # unlabelled default: keys unchanged
     assert by_mode["close"].load_point == "c4 close"
+    assert by_mode["20"].load_point == "c4 20/conn"
     cpu_per_request = {}
     for mode, cell in by_mode.items():
         (it,) = study.iterations_of(cell.id)
@@ -127,6 +128,10 @@ def test_connection_mode_close_is_its_own_cell_and_costs_per_request(
         cpu_per_request[mode] = 1 / it.requests_per_cpu_s
         if mode == "close":  # a connection per request
             assert conns["requests_per_connection"]["max"] <= 1, conns
+        elif mode == "20":  # httperf's --num-calls: a new connection every 20 requests
+            assert it.result["spec"]["requests_per_connection"] == 20
+            per = conns["requests_per_connection"]
+            assert (per["max"], per["p50"]) == (20, 20), conns
         else:
             assert conns["requests_per_connection"]["p50"] > 10, conns
     # Slower per request: the server spends more CPU on each (accept, close, a new

@@ -59,6 +59,7 @@ SPEC_DEFAULTS = {
     "connect_timeout_s": None,
     "fresh_share": 0.0,
     "pipeline": 1,
+    "requests_per_connection": 0,
     "rate_profile": [],
     "arrival": "constant",
     "seed": 1,
@@ -94,7 +95,7 @@ EVERY_OPTION_CELL = (
     None,
     {
         "connections": [8],
-        "connection_mode": ["keepalive", "close"],
+        "connection_mode": ["keepalive", "close", 20],
         "warmup": "fixed",
         "warmup_iterations": 1,
         "warmup_duration_s": 0.5,

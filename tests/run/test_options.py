@@ -28,6 +28,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     ),
     "app.app": ("pkg.mod:app", "pkg.mod:app"),
     "app.paths": ("/api", ["/api"]),
+    "load.connection_mode": ("close,100", ["close", 100]),
 }
 
 
@@ -116,6 +117,7 @@ def test_nothing_given_is_no_override() -> None:
         (["-d", "-5"], "--duration: Input should be greater than 0"),
         (["-c", "8,many"], "--connections 'many': not a number"),
         (["--connection-mode", "keepalive,shut"], "--connection-mode 'shut': Input should be"),
+        (["--connection-mode", "keepalive,0"], "--connection-mode: a number of requests per"),
         (["--rate", "1000:5000:10s"], "--rate: run sweeps constant rates"),
         (["--server-option", "waitress"], "--server-option 'waitress': expected SERVER."),
         (["--slo", "fast"], "--slo: 'fast' is not an SLO"),

@@ -84,7 +84,7 @@ def test_a_server_that_cannot_serve_h2c_is_skipped_with_a_note(tmp_path: Path) -
     proc = subprocess.run(
         [PYWEBBENCH, "run", "--python", CPYTHON, "--server", "granian-wsgi,gunicorn-sync",
          "--framework", "raw-wsgi", "--workload", "hello", "-c", "4",
-         "--protocol", "http1,h2c", "--connection-mode", "keepalive,close",
+         "--protocol", "http1,h2c", "--connection-mode", "keepalive,close,20",
          "--dry-run", "--results-dir", str(tmp_path / "res")],
         capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
@@ -98,8 +98,11 @@ def test_a_server_that_cannot_serve_h2c_is_skipped_with_a_note(tmp_path: Path) -
             f"{CPYTHON}/granian-wsgi/raw-wsgi hello c4",
             f"{CPYTHON}/granian-wsgi/raw-wsgi hello c4 close",
             f"{CPYTHON}/granian-wsgi/raw-wsgi hello c4 h2c",
+            f"{CPYTHON}/granian-wsgi/raw-wsgi hello c4 20/conn",
+            f"{CPYTHON}/granian-wsgi/raw-wsgi hello c4 20/conn h2c",
             f"{CPYTHON}/gunicorn-sync/raw-wsgi hello c4",
             f"{CPYTHON}/gunicorn-sync/raw-wsgi hello c4 close",
+            f"{CPYTHON}/gunicorn-sync/raw-wsgi hello c4 20/conn",
         ]
     ), proc.stdout
 

@@ -58,6 +58,10 @@ pub struct LoadSpec {
     #[serde(skip_serializing_if = "is_zero")]
     pub fresh_share: f64,
     pub pipeline: u32,
+    /// Keep-alive connections: close each connection after this many responses and open a
+    /// new one (httperf's `--num-calls`), HTTP/1.1 and h2c alike. 0: never.
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub requests_per_connection: u64,
     /// `http1` or `h2c` (docs/http2.md).
     pub protocol: Protocol,
     /// h2c: concurrent streams (requests in flight) per connection.
@@ -111,6 +115,7 @@ impl Default for LoadSpec {
             keepalive: true,
             fresh_share: 0.0,
             pipeline: 1,
+            requests_per_connection: 0,
             protocol: Protocol::Http1,
             streams: 1,
             rate: None,
@@ -171,6 +176,10 @@ pub struct Plan {
 
 fn is_zero(v: &f64) -> bool {
     *v == 0.0
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 pub(crate) fn bad(field: &str, msg: impl std::fmt::Display) -> String {
@@ -278,6 +287,12 @@ impl LoadSpec {
             return Err(bad(
                 "fresh_share",
                 "fresh connections need the closed loop with keep-alive and no pipelining",
+            ));
+        }
+        if self.requests_per_connection > 0 && !self.keepalive {
+            return Err(bad(
+                "requests_per_connection",
+                "needs keep-alive connections (keepalive false is one request per connection)",
             ));
         }
         let finite_pos = |v: f64| v.is_finite() && v > 0.0;

@@ -84,6 +84,7 @@ on_both_backends!(
     connection_per_request_and_open_loop,
     results_merge,
     a_share_of_fresh_connections_reconnects_for_every_request,
+    each_connection_serves_its_requests_then_reconnects,
     refused_connections_end_a_budgeted_run,
     server_that_goes_away_still_ends_a_budgeted_run,
     rate_shortfall_names_the_limit_consistently_with_generator_bound,
@@ -221,9 +222,14 @@ fn a_share_of_fresh_connections_reconnects_for_every_request(io: Io) {
     assert_eq!(r.errors, 0, "{:?}", r.error_classes);
     let c = &r.connections;
     // How the 400 requests split between the two kinds depends on how much longer a
-    // connect-per-request cycle takes than a kept connection's: in one suite run here the
-    // fresh pair served only 41 of them. Either way they reconnect many times.
-    assert!(c.established >= 20 && c.established < 400, "{c:?}");
+    // connect-per-request cycle takes than a kept connection's, which is timing: in one
+    // suite run here the fresh pair served only 41 of them, and with a build running on the
+    // machine it reconnected fewer than 16 times. So only what does not depend on timing is
+    // asserted: both fresh connections reconnected, and the kept ones served many.
+    assert!(
+        c.established >= c.targeted + 2 && c.established < 400,
+        "{c:?}"
+    );
     assert_eq!(c.reopened, c.established - c.targeted, "{c:?}");
     assert_eq!(c.requests_per_connection.min, 1, "{c:?}");
     assert!(c.requests_per_connection.max >= 20, "{c:?}");
@@ -234,6 +240,44 @@ fn a_share_of_fresh_connections_reconnects_for_every_request(io: Io) {
         ..spec(port, io)
     };
     assert!(bad.validate().unwrap_err().starts_with("fresh_share:"));
+}
+
+fn each_connection_serves_its_requests_then_reconnects(io: Io) {
+    // httperf's --num-calls: 400 requests over 4 keep-alive connections, each closed after
+    // 10 responses and opened again; pipelined, the last batch before the close is cut short
+    // (nothing is written that the connection will not answer), so no request is resent.
+    for (pipeline, rate) in [(1, None), (4, None), (1, Some(4000.0))] {
+        let port = serve(HELLO, None);
+        let r = run(&LoadSpec {
+            connections: 4,
+            pipeline,
+            rate,
+            requests_per_connection: 10,
+            max_requests: Some(400),
+            ..spec(port, io)
+        })
+        .unwrap();
+        assert_eq!(r.requests, 400, "pipeline {pipeline}, rate {rate:?}");
+        assert_eq!(r.errors, 0, "{:?}", r.error_classes);
+        let c = &r.connections;
+        // The budget splits unevenly over the 4: each may end on one partial connection.
+        assert!((40..=44).contains(&c.established), "{c:?}");
+        assert_eq!(c.reopened, c.established - c.targeted, "{c:?}");
+        assert_eq!(c.pipeline_resent, 0, "{c:?}");
+        let per = &c.requests_per_connection;
+        // (a connection opened as the budget ran out served none: it is not counted)
+        assert_eq!((per.max, per.p50), (10, 10), "{c:?}");
+        assert!((40..=44).contains(&per.count), "{c:?}");
+    }
+    let bad = LoadSpec {
+        keepalive: false,
+        requests_per_connection: 10,
+        ..spec(1, io)
+    };
+    assert!(bad
+        .validate()
+        .unwrap_err()
+        .starts_with("requests_per_connection:"));
 }
 
 fn results_merge(io: Io) {

@@ -295,6 +295,17 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     "capped by the server's SETTINGS_MAX_CONCURRENT_STREAMS.",
 )
 @click.option(
+    "--requests-per-connection",
+    cls=SpecOption,
+    fields=("requests_per_connection",),
+    type=click.IntRange(min=0),
+    default=spec_default("requests_per_connection"),
+    show_default=True,
+    metavar="N",
+    help="Close each keep-alive connection after N responses and open a new one, as "
+    "httperf's --num-calls (HTTP/1.1 and h2c); 0: never.",
+)
+@click.option(
     "--no-keepalive",
     cls=SpecOption,
     fields=("keepalive",),
@@ -431,6 +442,7 @@ def command(
     pipeline: int,
     protocol: str,
     streams: int,
+    requests_per_connection: int,
     no_keepalive: bool,
     rate: float | list[RatePhase] | None,
     arrival: str,
@@ -473,7 +485,7 @@ def command(
             connections=connections, threads=threads, duration_s=duration,
             max_requests=max_requests, warmup_s=warmup, timeout_s=timeout,
             connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,
-            protocol=protocol, streams=streams,
+            protocol=protocol, streams=streams, requests_per_connection=requests_per_connection,
             rate=None if phases else rate, rate_phases=phases, arrival=arrival, seed=seed,
             queue_limit=queue_limit, cpus=cpus,
             expect_status=expect_status, expect_body=expect_body, io=io,

@@ -125,6 +125,9 @@ class LoadSpec(BaseModel):
     #: Closed loop: share (0..1) of the connections that reconnect for every request.
     fresh_share: float = 0.0
     pipeline: int = 1
+    #: Close each keep-alive connection after this many responses and open another
+    #: (httperf's ``--num-calls``), HTTP/1.1 and h2c; 0: never.
+    requests_per_connection: int = 0
     #: ``http1`` or ``h2c`` (HTTP/2 over cleartext TCP with prior knowledge; docs/http2.md).
     protocol: Literal["http1", "h2c"] = "http1"
     #: h2c: concurrent streams (requests in flight) per connection.
@@ -188,8 +191,9 @@ class LoadSpec(BaseModel):
             del doc["start_at_unix_ns"]
         if not self.rate_phases:
             del doc["rate_phases"]
-        if not self.fresh_share:
-            del doc["fresh_share"]  # as the engine writes it
+        for name in ("fresh_share", "requests_per_connection"):
+            if not doc[name]:
+                del doc[name]  # as the engine writes it
         return doc
 
     @property
@@ -239,11 +243,13 @@ def spec_for_request(
     io: Literal["auto", "epoll", "uring"] = "auto",
     protocol: Literal["http1", "h2c"] = "http1",
     streams: int = 1,
+    requests_per_connection: int = 0,
 ) -> LoadSpec:
     """The spec that repeats a workload's ``request`` against the server at ``base_url``
     (one iteration of a study cell; one generator thread). ``keepalive`` False opens a new
     connection per request; ``io`` is the engine's I/O backend; ``protocol`` "h2c" speaks
-    HTTP/2 with ``streams`` requests in flight per connection. A ``unix:/path/to.sock:``
+    HTTP/2 with ``streams`` requests in flight per connection; ``requests_per_connection``
+    closes each connection after that many (0: never). A ``unix:/path/to.sock:``
     base URL (a server on a unix socket, :mod:`pywebbench.bind`) becomes ``unix_socket``."""
     url, unix_socket = base_url.rstrip("/") + request.path, None
     if base_url.startswith("unix:"):  # the request path may hold ":/": keep it in the url
@@ -266,4 +272,5 @@ def spec_for_request(
         io=io,
         protocol=protocol,
         streams=streams,
+        requests_per_connection=requests_per_connection,
     )

@@ -36,10 +36,18 @@ from pywebbench.report.view import (
 )
 from pywebbench.store.model import Study
 
-#: A connection-per-request cell's load point: "c16 close".
-CLOSE = re.compile(r" close$")
+#: A reconnecting cell's part of its load point: "c16 close" (a connection per request),
+#: "c16 100/conn" (one every 100 requests), before any " h2c" ending.
+RECONNECT = re.compile(r" (close|(\d+)/conn)(?=( h2c(×\d+)?)?$)")
 #: An h2c cell's load point: "c16 h2c", "c16 h2c×10" (10 streams per connection).
 H2C = re.compile(r" h2c(×\d+)?$")
+#: What the keep-alive against reconnecting table compares.
+CONNECTION_NOTE = (
+    "The same stack and connections, with connections reused for the whole run (keep-alive) "
+    "and closed and opened again: after every request (close, as ab without -k) or after "
+    "every N (N/conn, as httperf's --num-calls). The latency of a request that opens a "
+    "connection includes the TCP connect: the engine does not report connect time apart."
+)
 #: What the HTTP/1.1 against h2c table compares.
 PROTOCOL_NOTE = (
     "The same stack and connections over HTTP/1.1 and over HTTP/2 with prior knowledge (h2c, "
@@ -154,7 +162,7 @@ def build_axes(view: ReportView, study: Study) -> AxesView:
     return AxesView(
         syscalls=_syscalls(study, key_of),
         instructions=instructions_points(view, study),
-        connection=_pairs(view, CLOSE),
+        connection=_pairs(view, RECONNECT),
         protocol=_pairs(view, H2C),
         recycling=_recycling(view, study, key_of),
     )
@@ -256,13 +264,23 @@ def _pair_table(
     return Table(columns, rows)
 
 
+def _requests_per_connection(pair: AxisPair) -> TCell:
+    """The reconnecting point's requests per connection (``close``: 1; ``100/conn``: 100)."""
+    found = RECONNECT.search(pair.other.load_point)
+    n = int(found.group(2)) if found and found.group(2) else 1
+    return TCell(f"{n:,}", n)
+
+
 def connection_table(view: ReportView) -> Table | None:
-    """Keep-alive against a connection per request, per stack and load point."""
+    """Keep-alive against reconnecting (a new connection per request, or every N), per stack
+    and load point."""
     return _pair_table(
         view,
         view.axes.connection,
-        ("Keep-alive", "Close"),
-        ("a new connection per request", "close: the connect is in the latency"),
+        ("Keep-alive", "Reconnecting"),
+        ("a new connection after each N requests", "the connects are in the latency"),
+        _requests_per_connection,
+        Column("per_connection", "Requests per connection", True, "close: 1"),
     )
 
 

@@ -223,6 +223,7 @@ def build_context(view: ReportView) -> dict[str, Any]:
         "versions": [(w, f"versions-fig-{n}") for n, w in enumerate(by_version)],
         "traced_note": axes.TRACED_NOTE,
         "protocol_note": axes.PROTOCOL_NOTE,
+        "connection_note": axes.CONNECTION_NOTE,
     }
     flames = []
     for i, point in enumerate(view.flames):

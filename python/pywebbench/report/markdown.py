@@ -109,10 +109,9 @@ def _axes(view: ReportView) -> list[str]:
         ("Syscalls per request", axes.syscalls_table(view), axes.TRACED_NOTE),
         ("Instructions per request", instructions_table(view), COUNTED_NOTE),
         (
-            "Keep-alive against a connection per request",
+            "Keep-alive against reconnecting",
             axes.connection_table(view),
-            "Close: a new connection per request; its latency includes the TCP connect (the"
-            " engine does not report connect time apart).",
+            axes.CONNECTION_NOTE,
         ),
         ("HTTP/1.1 against h2c", axes.protocol_table(view), axes.PROTOCOL_NOTE),
         (

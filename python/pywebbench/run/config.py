@@ -236,16 +236,18 @@ class LoadConfig(Table):
         "one fresh server per replicate serves all the stack's cells in turn (fewer starts).",
     )
     connection_mode: Annotated[
-        list[Literal["keepalive", "close"]],
+        list[Literal["keepalive", "close"] | int],
         Flag(
             "--connection-mode",
-            help="Connection sweep: keepalive,close (close: a new connection per request).",
+            help="Connection sweep: keepalive,close,100 (close: a new connection per request; "
+            "N: a new connection after every N requests, as httperf's --num-calls).",
         ),
     ] = Field(
         default=["keepalive"],
         min_length=1,
-        description="Connection mode sweep: keepalive (connections reused) and/or close "
-        "(a new connection per request, as ab without -k).",
+        description="Connection mode sweep: keepalive (connections reused), close (a new "
+        "connection per request, as ab without -k) and/or a number N (each connection closed "
+        "after N requests and opened again, as httperf's --num-calls; HTTP/1.1 and h2c).",
     )
     bind: Annotated[list[Literal["tcp", "unix"]], Flag("--bind", help=BIND_HELP)] = Field(
         default=["tcp"],
@@ -462,6 +464,13 @@ class LoadConfig(Table):
     def _rates(cls, v: list[float]) -> list[float]:
         if any(x <= 0 for x in v):
             raise ValueError("every rate must be > 0")
+        return v
+
+    @field_validator("connection_mode")
+    @classmethod
+    def _requests_per_connection(cls, v: list[str | int]) -> list[str | int]:
+        if any(isinstance(x, int) and x < 1 for x in v):
+            raise ValueError("a number of requests per connection must be >= 1")
         return v
 
     @field_validator("connection_mode", "bind", "protocol")

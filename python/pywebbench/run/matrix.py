@@ -49,7 +49,9 @@ class CellPlan:
     load_model: str  # "closed" | "open"
     connections: int
     rate: float | None
-    connection_mode: str = "keepalive"  # or "close": a new connection per request
+    #: "keepalive", "close" (a new connection per request) or a number N as text (a new
+    #: connection after every N requests, httperf's --num-calls).
+    connection_mode: str = "keepalive"
     bind: Bind = "tcp"  # or "unix": the server listens on a unix-domain socket
     protocol: Protocol = "http1"  # or "h2c": HTTP/2 with prior knowledge (docs/http2.md)
     streams: int = 1  # h2c: requests in flight per connection
@@ -57,15 +59,25 @@ class CellPlan:
     @property
     def load_point(self) -> str:
         """``c64`` / ``r1000``, with `` unix`` for a server on a unix socket, `` close`` for
-        a connection per request and `` h2c`` (`` h2c×10`` with 10 streams per connection)
-        for HTTP/2 (``c64 unix close``, ``c16 h2c×10``). TCP, keep-alive and HTTP/1.1 are
+        a connection per request (`` 100/conn`` for one every 100 requests) and `` h2c``
+        (`` h2c×10`` with 10 streams per connection) for HTTP/2 (``c64 unix close``,
+        ``c16 100/conn h2c×10``). TCP, keep-alive and HTTP/1.1 are
         the unlabelled defaults, so such cells keep their labels and keys."""
         point = f"r{self.rate:g}" if self.rate is not None else f"c{self.connections}"
         point += " unix" if self.bind == "unix" else ""
-        point += " close" if self.connection_mode == "close" else ""
+        if self.connection_mode == "close":
+            point += " close"
+        elif self.requests_per_connection:
+            point += f" {self.requests_per_connection}/conn"
         if self.protocol == "h2c":
             point += " h2c" + (f"×{self.streams}" if self.streams > 1 else "")
         return point
+
+    @property
+    def requests_per_connection(self) -> int:
+        """Requests each connection serves before it is closed and opened again; 0: no limit
+        (keep-alive, or close: the engine's connection per request)."""
+        return int(self.connection_mode) if self.connection_mode.isdigit() else 0
 
     @property
     def request(self) -> HttpRequest:
@@ -106,6 +118,7 @@ class CellPlan:
             io=load.io,
             protocol=self.protocol,
             streams=self.streams,
+            requests_per_connection=self.requests_per_connection,
         )
         return spec.replace(**changes) if changes else spec
 
@@ -252,7 +265,7 @@ def expand(config: StudyConfig) -> Matrix:
 
     _check_server_options(config, candidates)
     out = Matrix(interpreters=interpreters)
-    modes = config.load.connection_mode
+    modes = [str(m) for m in config.load.connection_mode]
     if config.load.model == "open":
         points: list[tuple[int, float | None, str]] = [
             (c, r, mode)

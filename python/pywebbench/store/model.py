@@ -206,7 +206,9 @@ class Cell:
     started_at: str | None = None
     finished_at: str | None = None
     flags_json: str = "{}"  # {"not_steady": false, "leak": false, "generator_bound": ...}
-    connection_mode: str = "keepalive"  # "keepalive" | "close" (a new connection per request)
+    #: "keepalive" | "close" (a new connection per request) | N as text (a new connection
+    #: after every N requests)
+    connection_mode: str = "keepalive"
     bind: str = "tcp"  # "tcp" | "unix": where the server listened (a unix-domain socket)
     protocol: str = "http1"  # "http1" | "h2c": what the cell spoke (HTTP/2, prior knowledge)
 

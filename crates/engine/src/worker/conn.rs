@@ -346,8 +346,9 @@ impl Worker {
         let mismatch = c.parser.body_mismatch;
         c.parser.reset();
         c.reqs += 1;
+        let spent = self.per_conn_limit > 0 && c.reqs >= self.per_conn_limit;
         self.record_response(slot, status, mismatch, now);
-        if close || !self.keepalive || i < self.fresh_conns {
+        if close || spent || !self.keepalive || i < self.fresh_conns {
             let c = &mut self.conns[i];
             let resent = c.written();
             if resent > 0 {
@@ -422,7 +423,19 @@ impl Worker {
         if c.unsent == 0 {
             return false;
         }
-        let k = c.unsent.min(self.depth);
+        let mut k = c.unsent.min(self.depth);
+        if self.per_conn_limit > 0 {
+            // never write more than the connection will answer before it is closed
+            let used = c.reqs + c.written() as u64;
+            k = k.min(
+                self.per_conn_limit
+                    .saturating_sub(used)
+                    .min(u32::MAX as u64) as u32,
+            );
+            if k == 0 {
+                return false;
+            }
+        }
         let start = c.inflight.len() - c.unsent as usize;
         // A fresh timestamp: the send time is taken right before the write, not when the
         // event that led to it was picked up (that would overstate latency).

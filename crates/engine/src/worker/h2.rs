@@ -142,6 +142,15 @@ impl Worker {
                 k = ids_left;
                 h.draining = true;
             }
+            if self.per_conn_limit > 0 {
+                // `requests_per_connection`: drain, then reconnect, once that many are opened
+                let opened = u64::from((h.next_id - 1) / 2);
+                let left = self.per_conn_limit.saturating_sub(opened) as usize;
+                if k >= left {
+                    k = left;
+                    h.draining = true;
+                }
+            }
             if k > 0 {
                 let t = sys::now_ns().max(now);
                 let start = c.inflight.len() - c.unsent as usize;

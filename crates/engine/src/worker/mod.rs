@@ -127,6 +127,9 @@ pub struct Worker {
     /// Closed loop: connections `0..fresh_conns` close after every response and reconnect
     /// (the spec's `fresh_share` of this thread's connections).
     fresh_conns: usize,
+    /// Close a keep-alive connection after this many responses and open another (the spec's
+    /// `requests_per_connection`); 0: never.
+    per_conn_limit: u64,
     tally: Tally,
     warm: Option<Tally>,
     measuring: bool,
@@ -206,6 +209,7 @@ impl Worker {
             cpr: plan.mode == Mode::ConnectionPerRequest,
             keepalive: plan.spec.keepalive,
             fresh_conns: (plan.spec.fresh_share * tp.connections as f64).round() as usize,
+            per_conn_limit: plan.spec.requests_per_connection,
             tally: Tally::new(),
             warm: None,
             measuring: plan.warmup_ns == 0,
