@@ -30,10 +30,15 @@ pub enum ErrorClass {
     H2ProtocolError,
     H2StreamReset,
     H2Goaway,
+    WsHandshakeRejected,
+    WsProtocolError,
+    WsClosed,
+    WsEchoMismatch,
+    WsEchoTimeout,
 }
 
 /// Number of error classes.
-pub const N_CLASSES: usize = 21;
+pub const N_CLASSES: usize = 26;
 
 /// All classes, in declaration order.
 pub const ALL_CLASSES: [ErrorClass; N_CLASSES] = [
@@ -58,6 +63,11 @@ pub const ALL_CLASSES: [ErrorClass; N_CLASSES] = [
     ErrorClass::H2ProtocolError,
     ErrorClass::H2StreamReset,
     ErrorClass::H2Goaway,
+    ErrorClass::WsHandshakeRejected,
+    ErrorClass::WsProtocolError,
+    ErrorClass::WsClosed,
+    ErrorClass::WsEchoMismatch,
+    ErrorClass::WsEchoTimeout,
 ];
 
 impl ErrorClass {
@@ -85,6 +95,11 @@ impl ErrorClass {
             ErrorClass::H2ProtocolError => "h2_protocol_error",
             ErrorClass::H2StreamReset => "h2_stream_reset",
             ErrorClass::H2Goaway => "h2_goaway",
+            ErrorClass::WsHandshakeRejected => "ws_handshake_rejected",
+            ErrorClass::WsProtocolError => "ws_protocol_error",
+            ErrorClass::WsClosed => "ws_closed",
+            ErrorClass::WsEchoMismatch => "ws_echo_mismatch",
+            ErrorClass::WsEchoTimeout => "ws_echo_timeout",
         }
     }
 

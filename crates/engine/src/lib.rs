@@ -1,4 +1,4 @@
-//! pywebbench's load-generation engine: an HTTP/1.1 and h2c (HTTP/2 cleartext) load generator on io_uring or epoll (mio), with
+//! pywebbench's load-generation engine: an HTTP/1.1, h2c (HTTP/2 cleartext) and WebSocket load generator on io_uring or epoll (mio), with
 //! httparse and HdrHistogram. No Python inside; see docs/load-engine.md.
 //!
 //! ```no_run
@@ -24,6 +24,7 @@ pub mod slices;
 pub mod spec;
 pub mod uring;
 mod worker;
+pub mod ws;
 
 /// The OS-call wrappers (clocks, open-file limit, pinning, timerfd), shared with the
 /// reference server.
