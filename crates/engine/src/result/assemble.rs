@@ -3,10 +3,10 @@
 
 use super::{
     ConnStats, GeneratorStats, LoadResult, OpenLoopStats, SecondStats, Tally, ThreadStats,
-    WarmupStats, BUSY_LIMIT, LAG_P99_LIMIT_US, RESULT_VERSION, SHORTFALL_LIMIT,
+    WarmupStats, WsStats, BUSY_LIMIT, LAG_P99_LIMIT_US, RESULT_VERSION, SHORTFALL_LIMIT,
 };
 use crate::hist::{self, HistData};
-use crate::spec::{LoadSpec, Mode};
+use crate::spec::{LoadSpec, Mode, Protocol};
 
 /// Inputs of [`assemble`] besides the tally.
 pub struct RunInfo {
@@ -90,6 +90,12 @@ pub fn assemble(t: &Tally, info: RunInfo) -> LoadResult {
         service_time: open.then(|| HistData::from_hist(&t.service)),
         schedule_lag: open.then(|| HistData::from_hist(&t.lag)),
         open_loop,
+        websocket: (info.spec.protocol == Protocol::Ws).then(|| WsStats {
+            message_bytes: info.spec.message_bytes,
+            handshakes: t.ws_handshakes,
+            handshake_rate: per_sec(t.ws_handshakes),
+            handshake_time: HistData::from_hist(&t.handshake),
+        }),
         connections: ConnStats {
             targeted: info.spec.connections as u64,
             attempts: t.attempts,

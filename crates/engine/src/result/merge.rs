@@ -47,6 +47,10 @@ impl LoadResult {
         if s.count > 0 {
             let _ = t.per_conn.record_n(s.p50.max(1), s.count);
         }
+        if let Some(w) = &self.websocket {
+            t.ws_handshakes = w.handshakes;
+            t.handshake = w.handshake_time.decode()?;
+        }
         if let Some(ol) = &self.open_loop {
             t.offered = ol.offered;
             t.queued = ol.queued;

@@ -85,6 +85,21 @@ pub struct ConnStats {
     pub source_addresses: Vec<String>,
 }
 
+/// WebSocket figures (protocol ws): the upgrade handshakes of the measured phase.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WsStats {
+    /// Size of each message (bytes).
+    pub message_bytes: u32,
+    /// Upgrade handshakes completed (101 with the right Sec-WebSocket-Accept).
+    pub handshakes: u64,
+    /// Handshakes per second: connections opened per second (with keepalive off, each
+    /// connection does handshake, one echo, close).
+    pub handshake_rate: f64,
+    /// From writing the upgrade request to its 101 answer (microseconds; the TCP connect
+    /// is not in it).
+    pub handshake_time: HistData,
+}
+
 /// Warm-up phase summary (kept apart from the measured figures).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct WarmupStats {
@@ -168,6 +183,9 @@ pub struct LoadResult {
     /// Open loop only: how late sends were dispatched after their intended time.
     pub schedule_lag: Option<HistData>,
     pub open_loop: Option<OpenLoopStats>,
+    /// protocol ws only: handshakes (messages are the requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub websocket: Option<WsStats>,
     pub connections: ConnStats,
     pub per_second: Vec<SecondStats>,
     pub warmup: Option<WarmupStats>,
@@ -210,6 +228,9 @@ pub struct Tally {
     pub queued: u64,
     pub queue_max: u64,
     pub unsent_at_end: u64,
+    /// WebSocket upgrade handshakes completed, and their times (microseconds).
+    pub ws_handshakes: u64,
+    pub handshake: Histogram<u64>,
     /// (completed, errors, latency histogram) per second.
     pub per_second: Vec<(u64, u64, Histogram<u64>)>,
     /// Open loop: the offered rate of each second (requests/s), filled in when a run ends.
@@ -254,6 +275,8 @@ impl Tally {
             queued: 0,
             queue_max: 0,
             unsent_at_end: 0,
+            ws_handshakes: 0,
+            handshake: hist::new_hist(),
             per_second: Vec::new(),
             offered_per_second: Vec::new(),
         }
@@ -291,6 +314,8 @@ impl Tally {
         self.queued += o.queued;
         self.queue_max = self.queue_max.max(o.queue_max);
         self.unsent_at_end += o.unsent_at_end;
+        self.ws_handshakes += o.ws_handshakes;
+        hist::add(&mut self.handshake, &o.handshake);
         for (t, (c, e, h)) in o.per_second.iter().enumerate() {
             let s = self.second(t);
             s.0 += c;

@@ -188,3 +188,57 @@ fn an_h2c_plan_carries_the_encoded_request() {
     assert!(!h2.block.is_empty());
     assert!(spec("http://127.0.0.1:8080/").plan().unwrap().h2.is_none());
 }
+
+#[test]
+fn ws_needs_a_ws_url_and_refuses_what_it_does_not_send() {
+    let ws = |f: fn(&mut LoadSpec)| {
+        let mut s = spec("ws://127.0.0.1:8080/ws");
+        s.protocol = Protocol::Ws;
+        f(&mut s);
+        s.validate()
+    };
+    let err = |r: Result<(), String>| r.unwrap_err();
+    assert!(ws(|_| {}).is_ok());
+    assert!(ws(|s| s.pipeline = 4).is_ok());
+    assert!(ws(|s| s.keepalive = false).is_ok());
+    assert!(ws(|s| s.rate = Some(100.0)).is_ok());
+    assert!(ws(|s| s.message_bytes = 16 << 20).is_ok());
+    assert!(err(ws(|s| s.message_bytes = (16 << 20) + 1)).starts_with("message_bytes: "));
+    assert!(err(ws(|s| s.url = "http://127.0.0.1:8080/".into())).starts_with("url: protocol ws"));
+    assert!(err(ws(|s| s.url = "wss://127.0.0.1/".into())).contains("wss"));
+    assert!(err(ws(|s| s.streams = 2)).starts_with("streams: "));
+    assert!(err(ws(|s| s.method = "POST".into())).starts_with("method: "));
+    assert!(err(ws(|s| s.body = "x".into())).starts_with("body: "));
+    assert!(err(ws(|s| s.expect_status = vec![200])).starts_with("expect_status: "));
+    assert!(err(ws(|s| s.expect_body = Some("x".into()))).starts_with("expect_body: "));
+    let e = err(ws(|s| {
+        s.headers = vec![("Sec-WebSocket-Key".into(), "x".into())]
+    }));
+    assert!(e.starts_with("headers: Sec-WebSocket-Key"), "{e}");
+    // A ws:// URL without protocol ws, and message_bytes without it.
+    let e = err(spec("ws://127.0.0.1:8080/").validate());
+    assert!(e.starts_with("url: a ws:// URL needs protocol ws"), "{e}");
+    let mut s = spec("http://127.0.0.1:8080/");
+    s.message_bytes = 100;
+    assert!(err(s.validate()).starts_with("message_bytes: applies to protocol ws only"));
+}
+
+#[test]
+fn a_ws_plan_carries_the_upgrade_request() {
+    let mut s = spec("ws://127.0.0.1:8080/ws?room=1");
+    s.protocol = Protocol::Ws;
+    s.message_bytes = 10;
+    let plan = s.plan().unwrap();
+    let ws = plan.ws.expect("a ws plan");
+    let req = String::from_utf8(plan.request).unwrap();
+    assert!(req.starts_with("GET /ws?room=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"));
+    assert!(req.contains("Upgrade: websocket\r\n"));
+    assert_eq!(ws.pattern.len(), 10);
+    assert_eq!(ws.accept, crate::ws::accept_for(crate::ws::KEY));
+    // message_bytes is written only when it is not the default.
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(json.contains(r#""message_bytes":10"#), "{json}");
+    s.message_bytes = 64;
+    assert!(!serde_json::to_string(&s).unwrap().contains("message_bytes"));
+    assert!(spec("http://127.0.0.1:8080/").plan().unwrap().ws.is_none());
+}

@@ -3,6 +3,7 @@
 
 use super::h2::H2Conn;
 use super::slot::Slot;
+use super::ws::WsConn;
 use super::{Io, Worker, BACKLOG_RETRY_NS, BACKOFF_NS};
 use crate::dial::{self, Stream};
 use crate::errors::ErrorClass;
@@ -46,6 +47,8 @@ pub(super) struct Conn {
     pub(super) send_busy: bool,
     /// h2c: the connection's HTTP/2 state (None: HTTP/1.1).
     pub(super) h2: Option<Box<H2Conn>>,
+    /// ws: the connection's WebSocket state (None: HTTP).
+    pub(super) ws: Option<Box<WsConn>>,
 }
 
 impl Conn {
@@ -68,6 +71,7 @@ impl Conn {
             recv_armed: false,
             send_busy: false,
             h2: None,
+            ws: None,
         }
     }
 
@@ -167,6 +171,13 @@ impl Worker {
     }
 
     fn connect_failed_as(&mut self, i: usize, class: ErrorClass, e: &io::Error, now: u64) {
+        let msg = format!("connect to {}: {e}", self.plan.target.describe());
+        self.give_up(i, class, msg, now);
+    }
+
+    /// Connection `i` could not be set up (a failed connect, or a refused WebSocket
+    /// upgrade): the requests waiting for it failed with it; back off before trying again.
+    pub(super) fn give_up(&mut self, i: usize, class: ErrorClass, msg: String, now: u64) {
         self.drop_stream(i);
         let c = &mut self.conns[i];
         c.parser.reset();
@@ -183,10 +194,7 @@ impl Worker {
             // Count the attempt against the budget so an unreachable server still ends the run.
             self.issued += 1;
         }
-        let plan = self.plan.clone();
-        self.record_error(class, n, now, || {
-            format!("connect to {}: {e}", plan.target.describe())
-        });
+        self.record_error(class, n, now, || msg);
         if self.open && !self.keepalive {
             self.conns[i].state = CState::Closed;
             self.make_free(i);
@@ -201,6 +209,9 @@ impl Worker {
         self.tally.established += 1;
         if let Some(h) = self.conns[i].h2.as_mut() {
             h.start();
+        }
+        if let Some(w) = self.conns[i].ws.as_mut() {
+            w.start();
         }
         if let Io::Uring(_) = self.io {
             self.uring_arm_recv(i);
@@ -254,6 +265,9 @@ impl Worker {
 
     /// Reading from connection `i` failed with `e`.
     pub(super) fn on_read_error(&mut self, i: usize, e: &io::Error, now: u64) {
+        if self.ws_ended(i, Some(e), now) {
+            return;
+        }
         let c = &self.conns[i];
         if c.written() == 0 {
             // Nothing was asked on this connection: not a request failure.
@@ -269,6 +283,9 @@ impl Worker {
     }
 
     pub(super) fn on_eof(&mut self, i: usize, now: u64) {
+        if self.ws_ended(i, None, now) {
+            return;
+        }
         let c = &self.conns[i];
         if c.written() == 0 {
             // The server closed an idle connection (keep-alive timeout): reopen quietly.
@@ -293,6 +310,9 @@ impl Worker {
     pub(super) fn process(&mut self, i: usize, data: &[u8], now: u64) -> bool {
         if self.conns[i].h2.is_some() {
             return self.h2_process(i, data, now);
+        }
+        if self.conns[i].ws.is_some() {
+            return self.ws_process(i, data, now);
         }
         let mut off = 0;
         while off < data.len() {
@@ -378,6 +398,22 @@ impl Worker {
     /// Count a response to the request `slot`: latency (and service time), status, the
     /// per-second series, and the response checks.
     pub(super) fn record_response(&mut self, slot: Slot, status: u16, mismatch: bool, now: u64) {
+        self.record_latency(slot, now);
+        self.tally.status[(status as usize).min(999)] += 1;
+        let expect = &self.plan.spec.expect_status;
+        if (!expect.is_empty() && !expect.contains(&status)) || mismatch {
+            let msg = if mismatch {
+                format!("status {status}: body differs from the expected body")
+            } else {
+                format!("status {status}, expected one of {expect:?}")
+            };
+            self.record_error(ErrorClass::CheckFailed, 1, now, || msg);
+        }
+    }
+
+    /// Count a completed request (HTTP response or WebSocket echo): its latency (and
+    /// service time) and the per-second series.
+    pub(super) fn record_latency(&mut self, slot: Slot, now: u64) {
         let lat_us = now.saturating_sub(slot.intended) / 1000;
         hist::record(&mut self.tally.latency, lat_us);
         if self.open {
@@ -387,21 +423,11 @@ impl Worker {
             );
         }
         self.tally.requests += 1;
-        self.tally.status[(status as usize).min(999)] += 1;
         if self.measuring {
             let t = (now.saturating_sub(self.measure_start) / 1_000_000_000) as usize;
             let s = self.tally.second(t);
             s.0 += 1;
             let _ = s.2.record(lat_us.max(1));
-        }
-        let expect = &self.plan.spec.expect_status;
-        if (!expect.is_empty() && !expect.contains(&status)) || mismatch {
-            let msg = if mismatch {
-                format!("status {status}: body differs from the expected body")
-            } else {
-                format!("status {status}, expected one of {expect:?}")
-            };
-            self.record_error(ErrorClass::CheckFailed, 1, now, || msg);
         }
     }
 
@@ -418,6 +444,9 @@ impl Worker {
     pub(super) fn take_batch(&mut self, i: usize, now: u64) -> bool {
         if self.conns[i].h2.is_some() {
             return self.h2_take_batch(i, now);
+        }
+        if self.conns[i].ws.is_some() {
+            return self.ws_take_batch(i, now);
         }
         let c = &mut self.conns[i];
         if c.unsent == 0 {
@@ -458,9 +487,10 @@ impl Worker {
         self.tally.bytes_out += n as u64;
         let c = &mut self.conns[i];
         c.woff += n;
-        let total = match &c.h2 {
-            Some(h) => h.out.len(),
-            None => c.writing as usize * self.req_len,
+        let total = match (&c.h2, &c.ws) {
+            (Some(h), _) => h.out.len(),
+            (_, Some(w)) => w.out.len(),
+            _ => c.writing as usize * self.req_len,
         };
         if c.woff >= total {
             c.writing = 0;
@@ -488,6 +518,14 @@ impl Worker {
                 }
                 CState::Open => {
                     let c = &self.conns[i];
+                    if let Some(w) = c.ws.as_ref().filter(|w| !w.upgraded && w.hs_sent > 0) {
+                        if now.saturating_sub(w.hs_sent) >= self.plan.timeout_ns {
+                            let secs = self.plan.spec.timeout_s;
+                            let msg = format!("no answer to the WebSocket upgrade within {secs} s");
+                            self.give_up(i, ErrorClass::HeaderTimeout, msg, now);
+                        }
+                        continue;
+                    }
                     if c.written() > 0 {
                         let front = c.inflight[0];
                         if now.saturating_sub(front.sent) >= self.plan.timeout_ns {
@@ -505,10 +543,12 @@ impl Worker {
     pub(super) fn on_timeout(&mut self, i: usize, now: u64) {
         let c = &mut self.conns[i];
         let written = c.written();
-        let (in_head, received) = match &c.h2 {
-            Some(h) => h.progress(c.inflight[0].stream),
-            None => (c.parser.in_head(), c.parser.body_len),
+        let (in_head, received) = match (&c.h2, &c.ws) {
+            (Some(h), _) => h.progress(c.inflight[0].stream),
+            (_, Some(w)) => (false, w.received()),
+            _ => (c.parser.in_head(), c.parser.body_len),
         };
+        let ws = c.ws.is_some();
         let t = ((now.saturating_sub(self.measure_start)) / 1_000_000_000) as usize;
         for s in c.inflight.drain(..written) {
             let lat = now.saturating_sub(s.intended) / 1000;
@@ -527,7 +567,11 @@ impl Worker {
         self.inflight_total -= written as u64;
         self.tally.timeouts += written as u64;
         let secs = self.plan.spec.timeout_s;
-        if in_head {
+        if ws {
+            self.record_error(ErrorClass::WsEchoTimeout, written as u64, now, || {
+                format!("no complete echo within {secs} s ({received} bytes of it received)")
+            });
+        } else if in_head {
             self.record_error(ErrorClass::HeaderTimeout, written as u64, now, || {
                 format!("no complete response head within {secs} s")
             });

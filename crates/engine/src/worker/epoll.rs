@@ -168,9 +168,10 @@ impl Worker {
                 return;
             }
             let c = &mut self.conns[i];
-            let bytes = match &c.h2 {
-                Some(h) => &h.out[c.woff..],
-                None => &self.batch[c.woff..c.writing as usize * self.req_len],
+            let bytes = match (&c.h2, &c.ws) {
+                (Some(h), _) => &h.out[c.woff..],
+                (_, Some(w)) => &w.out[c.woff..],
+                _ => &self.batch[c.woff..c.writing as usize * self.req_len],
             };
             let Some(s) = c.stream.as_mut() else { return };
             match s.write(bytes) {

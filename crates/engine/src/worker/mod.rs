@@ -19,6 +19,7 @@ mod sliced;
 mod slot;
 pub use sliced::{SliceSink, Window};
 mod uring;
+mod ws;
 
 pub(crate) use self::schedule::Rng;
 use self::sliced::SliceTrack;
@@ -198,6 +199,14 @@ impl Worker {
                     let mut c = Conn::new(depth as usize);
                     if plan.h2.is_some() {
                         c.h2 = Some(Box::new(h2::H2Conn::new(depth as usize)));
+                    }
+                    c
+                })
+                .enumerate()
+                .map(|(k, mut c)| {
+                    if plan.ws.is_some() {
+                        let seed = plan.spec.seed ^ ((tp.id as u64) << 32 | k as u64);
+                        c.ws = Some(Box::new(ws::WsConn::new(seed)));
                     }
                     c
                 })

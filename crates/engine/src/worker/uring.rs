@@ -73,11 +73,12 @@ impl Worker {
         }
         let c = &mut self.conns[i];
         c.send_busy = true;
-        // The bytes stay put until the send completes: `out` (h2c) and `batch` are not
+        // The bytes stay put until the send completes: `out` (h2c, ws) and `batch` are not
         // touched while `send_busy`.
-        let rest = match &c.h2 {
-            Some(h) => &h.out[c.woff..],
-            None => &self.batch[c.woff..c.writing as usize * self.req_len],
+        let rest = match (&c.h2, &c.ws) {
+            (Some(h), _) => &h.out[c.woff..],
+            (_, Some(w)) => &w.out[c.woff..],
+            _ => &self.batch[c.woff..c.writing as usize * self.req_len],
         };
         let (ptr, len) = (rest.as_ptr(), rest.len() as u32);
         // MSG_WAITALL: the kernel retries a short send itself, so a completion means all of
@@ -238,6 +239,7 @@ impl Worker {
             std::mem::forget(std::mem::take(&mut self.batch));
             for c in &mut self.conns {
                 std::mem::forget(c.h2.take());
+                std::mem::forget(c.ws.take());
             }
         }
     }

@@ -1,0 +1,368 @@
+//! End-to-end WebSocket tests of the engine against a tiny in-process server on loopback,
+//! on both I/O backends: echoes intact (every length form, pipelined, fragmented with
+//! pings between the fragments), a connection per message, the open loop, and the ways a
+//! server goes wrong (a refused upgrade, a corrupted echo, a close mid-frame).
+
+use pywebbench_engine::ws::{accept_for, apply_mask};
+use pywebbench_engine::{run, Io, LoadSpec, Protocol};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread;
+
+/// What the server does.
+#[derive(Clone, Copy)]
+enum Behaviour {
+    /// Echo every message in one frame.
+    Echo,
+    /// Echo in three fragments with a ping before each and between the fragments.
+    FragmentsAndPings,
+    /// Flip one byte of every `n`-th echo.
+    Corrupt(usize),
+    /// Echo `n` messages, then send half of the next echo and close.
+    CloseMidFrame(usize),
+    /// Answer the upgrade with this status and close.
+    Reject(u16),
+}
+
+/// What the server saw, over all connections.
+#[derive(Default)]
+struct Seen {
+    handshakes: AtomicUsize,
+    messages: AtomicUsize,
+    pongs: AtomicUsize,
+    closes: AtomicUsize,
+    unmasked: AtomicUsize,
+}
+
+fn serve(b: Behaviour) -> (u16, Arc<Seen>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = Arc::new(Seen::default());
+    let s2 = seen.clone();
+    thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { continue };
+            let seen = s2.clone();
+            thread::spawn(move || {
+                let _ = conn(s, b, &seen);
+            });
+        }
+    });
+    (port, seen)
+}
+
+fn frame(out: &mut Vec<u8>, fin: bool, opcode: u8, payload: &[u8]) {
+    out.push(if fin { 0x80 } else { 0 } | opcode);
+    let len = payload.len();
+    if len < 126 {
+        out.push(len as u8);
+    } else if len <= 0xffff {
+        out.push(126);
+        out.extend_from_slice(&(len as u16).to_be_bytes());
+    } else {
+        out.push(127);
+        out.extend_from_slice(&(len as u64).to_be_bytes());
+    }
+    out.extend_from_slice(payload);
+}
+
+/// The next complete client frame in `buf`: (opcode, payload unmasked, bytes used).
+fn client_frame(buf: &[u8], seen: &Seen) -> Option<(u8, Vec<u8>, usize)> {
+    if buf.len() < 2 {
+        return None;
+    }
+    if buf[1] & 0x80 == 0 {
+        seen.unmasked.fetch_add(1, Relaxed);
+    }
+    let (len, mut at) = match buf[1] & 0x7f {
+        126 if buf.len() >= 4 => (u16::from_be_bytes([buf[2], buf[3]]) as usize, 4),
+        127 if buf.len() >= 10 => (
+            u64::from_be_bytes(buf[2..10].try_into().unwrap()) as usize,
+            10,
+        ),
+        126 | 127 => return None,
+        l => (l as usize, 2),
+    };
+    if buf.len() < at + 4 + len {
+        return None;
+    }
+    let mask: [u8; 4] = buf[at..at + 4].try_into().unwrap();
+    at += 4;
+    let mut payload = buf[at..at + len].to_vec();
+    apply_mask(&mut payload, mask);
+    Some((buf[0] & 0x0f, payload, at + len))
+}
+
+fn conn(mut s: TcpStream, b: Behaviour, seen: &Seen) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let head_end = loop {
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    buf.drain(..head_end);
+    if let Behaviour::Reject(status) = b {
+        let r = format!("HTTP/1.1 {status} Nope\r\nContent-Length: 4\r\n\r\nnope");
+        return s.write_all(r.as_bytes());
+    }
+    let key = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let answer = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: {}\r\n\r\n",
+        accept_for(&key)
+    );
+    s.write_all(answer.as_bytes())?;
+    seen.handshakes.fetch_add(1, Relaxed);
+    let mut echoed = 0usize;
+    loop {
+        while let Some((op, payload, used)) = client_frame(&buf, seen) {
+            buf.drain(..used);
+            let mut out = Vec::new();
+            match op {
+                0x8 => {
+                    seen.closes.fetch_add(1, Relaxed);
+                    frame(&mut out, true, 0x8, &payload);
+                    s.write_all(&out)?;
+                    return Ok(());
+                }
+                0xA => {
+                    seen.pongs.fetch_add(1, Relaxed);
+                    continue;
+                }
+                _ => {}
+            }
+            seen.messages.fetch_add(1, Relaxed);
+            echoed += 1;
+            match b {
+                Behaviour::FragmentsAndPings => {
+                    let third = payload.len() / 3;
+                    frame(&mut out, true, 0x9, b"a");
+                    frame(&mut out, false, 0x2, &payload[..third]);
+                    frame(&mut out, true, 0x9, b"b");
+                    frame(&mut out, false, 0x0, &payload[third..2 * third]);
+                    frame(&mut out, true, 0x0, &payload[2 * third..]);
+                }
+                Behaviour::Corrupt(n) if echoed.is_multiple_of(n) => {
+                    let mut p = payload.clone();
+                    let last = p.len() - 1;
+                    p[last] ^= 0xff;
+                    frame(&mut out, true, 0x2, &p);
+                }
+                Behaviour::CloseMidFrame(n) if echoed > n => {
+                    frame(&mut out, true, 0x2, &payload);
+                    out.truncate(out.len() - payload.len() / 2);
+                    s.write_all(&out)?;
+                    return Ok(());
+                }
+                _ => frame(&mut out, true, 0x2, &payload),
+            }
+            s.write_all(&out)?;
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn spec(port: u16, io: Io, path: &str) -> LoadSpec {
+    LoadSpec {
+        url: format!("ws://127.0.0.1:{port}{path}"),
+        protocol: Protocol::Ws,
+        connections: 4,
+        duration_s: Some(10.0),
+        timeout_s: 5.0,
+        io,
+        ..LoadSpec::default()
+    }
+}
+
+/// Every test runs once on each I/O backend.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod epoll {
+            $(#[test]
+            fn $name() {
+                super::$name(pywebbench_engine::Io::Epoll)
+            })*
+        }
+        mod uring {
+            $(#[test]
+            fn $name() {
+                super::$name(pywebbench_engine::Io::Uring)
+            })*
+        }
+    };
+}
+
+on_both_backends!(
+    echoes_of_every_length_form_round_trip,
+    pipelined_messages_round_trip,
+    fragments_and_pings_are_followed,
+    a_connection_per_message_counts_handshakes,
+    open_loop_sends_at_the_rate,
+    a_refused_upgrade_is_classified_and_ends_the_run,
+    a_corrupted_echo_is_a_mismatch,
+    a_close_mid_frame_is_classified,
+);
+
+fn errors(r: &pywebbench_engine::LoadResult) -> Vec<(String, u64)> {
+    r.error_classes
+        .iter()
+        .map(|(k, v)| (k.clone(), v.count))
+        .collect()
+}
+
+fn echoes_of_every_length_form_round_trip(io: Io) {
+    for bytes in [0u32, 3, 64, 125, 126, 4096, 65535, 65536, 200_000] {
+        let (port, seen) = serve(Behaviour::Echo);
+        let s = LoadSpec {
+            message_bytes: bytes,
+            max_requests: Some(200),
+            ..spec(port, io, "/echo")
+        };
+        let r = run(&s).unwrap();
+        assert_eq!(errors(&r), vec![], "{bytes} bytes");
+        assert_eq!(r.requests, 200, "{bytes} bytes");
+        assert_eq!(seen.messages.load(Relaxed), 200);
+        assert_eq!(seen.unmasked.load(Relaxed), 0, "client frames are masked");
+        let w = r.websocket.as_ref().expect("a websocket section");
+        assert_eq!(w.handshakes, 4);
+        assert_eq!(w.message_bytes, bytes);
+        assert_eq!(w.handshake_time.summary.count, 4);
+        assert!(r.status_counts.is_empty());
+    }
+}
+
+fn pipelined_messages_round_trip(io: Io) {
+    let (port, _) = serve(Behaviour::Echo);
+    let s = LoadSpec {
+        pipeline: 8,
+        max_requests: Some(4000),
+        message_bytes: 1000,
+        ..spec(port, io, "/")
+    };
+    let r = run(&s).unwrap();
+    assert_eq!(errors(&r), vec![]);
+    assert_eq!(r.requests, 4000);
+}
+
+fn fragments_and_pings_are_followed(io: Io) {
+    let (port, seen) = serve(Behaviour::FragmentsAndPings);
+    let s = LoadSpec {
+        max_requests: Some(300),
+        message_bytes: 3000,
+        ..spec(port, io, "/")
+    };
+    let r = run(&s).unwrap();
+    assert_eq!(errors(&r), vec![]);
+    assert_eq!(r.requests, 300);
+    // Two pings per echo, each answered (the last ones may still be on their way).
+    let pongs = seen.pongs.load(Relaxed);
+    assert!((600 - 8..=600).contains(&pongs), "{pongs} pongs");
+}
+
+fn a_connection_per_message_counts_handshakes(io: Io) {
+    let (port, seen) = serve(Behaviour::Echo);
+    let s = LoadSpec {
+        keepalive: false,
+        max_requests: Some(200),
+        ..spec(port, io, "/")
+    };
+    let r = run(&s).unwrap();
+    assert_eq!(errors(&r), vec![]);
+    assert_eq!(r.requests, 200);
+    // One per message, and up to one per connection opened as the budget ran out.
+    let w = r.websocket.as_ref().unwrap();
+    assert!((200..=204).contains(&w.handshakes), "{}", w.handshakes);
+    assert!(w.handshake_rate > 0.0);
+    assert!((200..=204).contains(&r.connections.established));
+    assert!((200..=204).contains(&seen.handshakes.load(Relaxed)));
+    // A close frame before each close (best effort: nearly all arrive).
+    thread::sleep(std::time::Duration::from_millis(100));
+    assert!(
+        seen.closes.load(Relaxed) >= 190,
+        "{}",
+        seen.closes.load(Relaxed)
+    );
+}
+
+fn open_loop_sends_at_the_rate(io: Io) {
+    let (port, _) = serve(Behaviour::Echo);
+    let s = LoadSpec {
+        rate: Some(2000.0),
+        duration_s: Some(1.0),
+        message_bytes: 512,
+        ..spec(port, io, "/")
+    };
+    let r = run(&s).unwrap();
+    assert_eq!(errors(&r), vec![]);
+    assert!((1900..=2001).contains(&r.requests), "{}", r.requests);
+    assert!(r.service_time.is_some());
+}
+
+fn a_refused_upgrade_is_classified_and_ends_the_run(io: Io) {
+    let (port, _) = serve(Behaviour::Reject(404));
+    let s = LoadSpec {
+        max_requests: Some(20),
+        ..spec(port, io, "/nope")
+    };
+    let t = std::time::Instant::now();
+    let r = run(&s).unwrap();
+    assert!(
+        t.elapsed().as_secs_f64() < 5.0,
+        "a refused upgrade ends a budgeted run"
+    );
+    assert_eq!(r.requests, 0);
+    let e = &r.error_classes["ws_handshake_rejected"];
+    assert!(e.count >= 4, "{e:?}");
+    assert!(e.example.contains("404 Nope"), "{}", e.example);
+    assert_eq!(r.error_classes.len(), 1, "{:?}", r.error_classes);
+}
+
+fn a_corrupted_echo_is_a_mismatch(io: Io) {
+    let (port, _) = serve(Behaviour::Corrupt(10));
+    let s = LoadSpec {
+        connections: 1,
+        max_requests: Some(100),
+        ..spec(port, io, "/")
+    };
+    let r = run(&s).unwrap();
+    assert_eq!(r.requests, 100);
+    assert_eq!(errors(&r), vec![("ws_echo_mismatch".to_string(), 10)]);
+}
+
+fn a_close_mid_frame_is_classified(io: Io) {
+    let (port, _) = serve(Behaviour::CloseMidFrame(5));
+    let s = LoadSpec {
+        connections: 1,
+        message_bytes: 1000,
+        max_requests: Some(18),
+        ..spec(port, io, "/")
+    };
+    let r = run(&s).unwrap();
+    // Each connection echoes 5 and fails the 6th: 3 connections for 18 messages.
+    assert_eq!(r.requests, 15);
+    let e = &r.error_classes["ws_closed"];
+    assert_eq!(e.count, 3);
+    assert!(
+        e.example.contains("mid-frame (500 of 1000"),
+        "{}",
+        e.example
+    );
+}
