@@ -2,7 +2,8 @@
 
 Runs the proptest properties of the engine's HTTP/1.1 response parser
 (crates/engine/tests/parser_props.rs), its HTTP/2 frame and HPACK parser
-(crates/engine/tests/h2_props.rs) and the reference server's request parser
+(crates/engine/tests/h2_props.rs), its WebSocket frame and handshake-answer parsers
+(crates/engine/tests/ws_props.rs) and the reference server's request parser
 (crates/refserver/src/request_props.rs) with many more cases than CI does (the case count of a
 property comes from ``PWB_FUZZ_CASES``). The cases are shared out by weight: the properties
 that split each input at every byte boundary cost hundreds of parses per case and get fewer.
@@ -12,6 +13,7 @@ property prints proptest's minimal case. Exit status 1 when any property failed.
 
     python benchmarks/fuzz_parsers.py                      # 10M cases
     python benchmarks/fuzz_parsers.py --cases 100000 --jobs 1
+    python benchmarks/fuzz_parsers.py --only ws --cases 2000000   # the WebSocket ones only
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Property:
 
 ENGINE = ["--test", "parser_props"]
 H2 = ["--test", "h2_props"]
+WS = ["--test", "ws_props"]
 REFSERVER = ["--lib"]
 PROPERTIES = [
     Property("pywebbench-engine", ENGINE, "valid_responses_parse_to_what_was_sent", 0.12),
@@ -53,6 +56,12 @@ PROPERTIES = [
     Property("pywebbench-engine", H2, "split_at_every_boundary_equals_whole", 0.01),
     Property("pywebbench-engine", H2, "junk_after_settings_is_a_protocol_error_at_worst", 0.005),
     Property("pywebbench-engine", H2, "junk_header_blocks_are_refused_cleanly", 0.005),
+    Property("pywebbench-engine", WS, "valid_conversations_parse_to_what_was_sent", 0.04),
+    Property("pywebbench-engine", WS, "split_at_random_points_equals_whole", 0.04),
+    Property("pywebbench-engine", WS, "hostile_bytes_split_equals_whole", 0.04),
+    Property("pywebbench-engine", WS, "split_at_every_boundary_equals_whole", 0.005),
+    Property("pywebbench-engine", WS, "junk_is_a_protocol_error_at_worst", 0.02),
+    Property("pywebbench-engine", WS, "handshake_answers_split_equal_whole", 0.02),
     Property(
         "pywebbench-refserver",
         REFSERVER,
@@ -72,6 +81,14 @@ PROPERTIES = [
         0.01,
     ),
 ]
+
+
+#: The parser a property fuzzes, by its test target (``--only``).
+GROUPS = {"parser_props": "http1", "h2_props": "h2", "ws_props": "ws", "--lib": "refserver"}
+
+
+def _group(p: Property) -> str:
+    return GROUPS[p.target[-1]]
 
 
 @dataclass
@@ -129,13 +146,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=10_000_000, help="cases in all properties")
     ap.add_argument("--jobs", type=int, default=2, help="properties run at the same time")
+    ap.add_argument(
+        "--only",
+        choices=sorted(set(GROUPS.values())),
+        default=None,
+        help="only the properties of one parser (the cases are shared among them)",
+    )
     args = ap.parse_args(argv)
-    if args.cases < len(PROPERTIES) or args.jobs < 1:
-        ap.error(f"--cases must be >= {len(PROPERTIES)} and --jobs >= 1")
-    total_weight = sum(p.weight for p in PROPERTIES)
-    plan = [(p, max(1, round(args.cases * p.weight / total_weight))) for p in PROPERTIES]
+    props = [p for p in PROPERTIES if args.only in (None, _group(p))]
+    if args.cases < len(props) or args.jobs < 1:
+        ap.error(f"--cases must be >= {len(props)} and --jobs >= 1")
+    total_weight = sum(p.weight for p in props)
+    plan = [(p, max(1, round(args.cases * p.weight / total_weight))) for p in props]
     print(f"building the test binaries (release); {args.cases:,} cases, {args.jobs} job(s)")
-    for crate in sorted({p.crate for p in PROPERTIES}):
+    for crate in sorted({p.crate for p in props}):
         build = subprocess.run(
             ["nice", "cargo", "test", "--release", "-q", "-p", crate, "--no-run"], cwd=ROOT
         )
@@ -149,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'crate':<22} {'property':<55} {'cases':>12} {'failed':>6} {'time':>8}")
     for o in outcomes:
         name = o.prop.name.removeprefix("request_props::")
-        if o.prop.target == H2:
-            name = f"h2: {name}"
+        if _group(o.prop) in ("h2", "ws"):
+            name = f"{_group(o.prop)}: {name}"
         print(
             f"{o.prop.crate:<22} {name:<55} {o.cases:>12,} {'yes' if o.failed else 'no':>6} "
             f"{o.seconds:>7.0f}s"

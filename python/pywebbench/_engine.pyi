@@ -32,6 +32,9 @@ def run_load(
     and the partial result comes back with ``"interrupted": true``; any other exception
     raised by ``progress`` stops the engine and is re-raised. The spec's ``io`` (``auto``,
     ``epoll``, ``uring``) picks the I/O backend; the result's ``io`` names the one that ran.
+    The spec's ``protocol`` (``http1``, ``h2c`` or ``ws``) is spoken on every connection;
+    with ``ws`` (a ``ws://`` URL) each request is one ``message_bytes`` message's echo and
+    the result has a ``websocket`` section (handshakes; docs/websocket.md).
 
     Raises:
         ValueError: the spec is invalid (the message names the field), or ``io: uring`` was

@@ -67,6 +67,7 @@ def test_python_defaults_are_the_engines() -> None:
             "rate_phases": [],
             "fresh_share": 0.0,
             "requests_per_connection": 0,
+            "message_bytes": 64,
         }
         want = engine[name] if name in engine else absent[name]
         got = [list(h) for h in field.default] if name == "headers" else field.default
@@ -100,7 +101,8 @@ def _assert_model_matches(model: type[BaseModel], doc: Any, where: str) -> None:
     if model is LoadSpec:
         return  # the spec is checked against the engine by test_python_defaults_are_the_engines
     assert isinstance(doc, dict), where
-    optional = {"faults"} if model is LoadResult else set()  # written only when a spec has faults
+    # Written only when a spec has faults, or protocol ws (tests/load/test_ws.py parses those).
+    optional = {"faults", "websocket"} if model is LoadResult else set()
     missing = set(model.model_fields) - set(doc) - optional
     assert not missing, f"{where}: the model expects keys the engine does not write: {missing}"
     for name, field in model.model_fields.items():

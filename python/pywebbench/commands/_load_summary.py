@@ -1,5 +1,6 @@
 """The text summary ``pywebbench load`` prints of a result (wrk-style, but with censored
-timeouts, error classes, the open loop's schedule and the generator's self-check)."""
+timeouts, error classes, the open loop's schedule and the generator's self-check). For a
+WebSocket run the requests are messages (their echoes) and the handshakes get a line."""
 
 from __future__ import annotations
 
@@ -47,20 +48,37 @@ def render_summary(r: LoadResult) -> str:
         model = "connection per request"
     else:
         model = "closed loop" + (f", pipeline {sp.pipeline}" if sp.pipeline > 1 else "")
+    ws = sp.protocol == "ws"
     if sp.protocol == "h2c":
         model += f"; h2c, {sp.streams} stream{'s' if sp.streams > 1 else ''} per connection"
+    if ws:
+        model = (
+            model.replace("req/s", "msg/s")
+            .replace("connection per request", "connection per message")
+            .replace("pipeline", "messages in flight")
+        )
+        model += f"; WebSocket echo of {sp.message_bytes:,}-byte messages"
+    unit = "msg" if ws else "req"
     lines = [
-        f"pywebbench load {sp.method} {sp.url} (io: {r.io})",
+        f"pywebbench load {'' if ws else sp.method + ' '}{sp.url} (io: {r.io})",
         f"  {model}; {sp.connections} connections, {sp.threads} thread(s), "
         f"{r.duration_s:.2f} s measured"
         + (f" after {sp.warmup_s:g} s warm-up" if sp.warmup_s else ""),
     ]
     if r.interrupted:
         lines.append("  INTERRUPTED: partial results")
-    lines.append(
-        f"  {'Requests':<13} {r.requests:,} in {r.duration_s:.2f} s = {r.rps:,.0f} req/s"
-        f"   ({r.ok_requests:,} 2xx)"
-    )
+    if ws:
+        mismatched = r.error_classes.get("ws_echo_mismatch")
+        intact = r.requests - (mismatched.count if mismatched else 0)
+        lines.append(
+            f"  {'Messages':<13} {r.requests:,} echoed in {r.duration_s:.2f} s = "
+            f"{r.rps:,.0f} msg/s   ({intact:,} intact)"
+        )
+    else:
+        lines.append(
+            f"  {'Requests':<13} {r.requests:,} in {r.duration_s:.2f} s = {r.rps:,.0f} req/s"
+            f"   ({r.ok_requests:,} 2xx)"
+        )
     d = r.duration_s or 1.0
     lines.append(
         f"  {'Transfer':<13} in {fmt_bytes(r.bytes_in)} ({fmt_bytes(r.bytes_in / d)}/s), "
@@ -90,13 +108,22 @@ def render_summary(r: LoadResult) -> str:
             )
         lines.extend(phase_lines(r))
     else:
-        lines.append(_lat_line("Latency", r.latency.summary))
+        lines.append(_lat_line("Round trip" if ws else "Latency", r.latency.summary))
     if r.timeouts:
         lines.append(
             f"  {'Timeouts':<13} {r.timeouts:,} (>= {sp.timeout_s:g} s, kept in the percentiles)"
         )
-    status = "  ".join(f"{k}: {v:,}" for k, v in sorted(r.status_counts.items())) or "none"
-    lines.append(f"  {'Status':<13} {status}")
+    if r.websocket is not None:
+        shakes = r.websocket
+        hs = shakes.handshake_time.summary
+        times = f"; upgrade to 101 p50 {fmt_us(hs.p50)}, p99 {fmt_us(hs.p99)}" if hs.count else ""
+        lines.append(
+            f"  {'Handshakes':<13} {shakes.handshakes:,} = {shakes.handshake_rate:,.1f}/s "
+            f"(connections opened per second){times}"
+        )
+    else:
+        status = "  ".join(f"{k}: {v:,}" for k, v in sorted(r.status_counts.items())) or "none"
+        lines.append(f"  {'Status':<13} {status}")
     if r.error_classes:
         lines.append(f"  {'Errors':<13} {r.errors:,}")
         for name, e in sorted(r.error_classes.items(), key=lambda kv: -kv[1].count):
@@ -107,7 +134,8 @@ def render_summary(r: LoadResult) -> str:
     rpc = c.requests_per_connection
     lines.append(
         f"  {'Connections':<13} {c.targeted:,} targeted, {c.established:,} established, "
-        f"{c.reopened:,} reopened; requests per connection p50 {rpc.p50:,} (max {rpc.max:,})"
+        f"{c.reopened:,} reopened; {'messages' if ws else 'requests'} per connection "
+        f"p50 {rpc.p50:,} (max {rpc.max:,})"
         + (f"; from {', '.join(c.source_addresses)}" if c.source_addresses else "")
     )
     g = r.generator
@@ -120,13 +148,14 @@ def render_summary(r: LoadResult) -> str:
     if delays:
         extra += f"; waited {sum(delays) * 1e3:.1f} ms for a CPU"
     lines.append(
-        f"  {'Generator':<13} {g.cpu_us_per_request:.2f} CPU-us/request; "
+        f"  {'Generator':<13} {g.cpu_us_per_request:.2f} CPU-us/{'message' if ws else 'request'}; "
         f"{g.cpu_s:.2f} CPU-s; thread busy {busy}{extra}"
     )
     if r.warmup is not None:
         w = r.warmup
         lines.append(
-            f"  {'Warm-up':<13} {w.requests:,} requests ({w.rps:,.0f} req/s), {w.errors:,} errors, "
+            f"  {'Warm-up':<13} {w.requests:,} {'messages' if ws else 'requests'} "
+            f"({w.rps:,.0f} {unit}/s), {w.errors:,} errors, "
             f"p50 {fmt_us(w.p50_us)}, p99 {fmt_us(w.p99_us)} (not in the figures above)"
         )
     if g.generator_bound:
@@ -139,6 +168,9 @@ def render_summary(r: LoadResult) -> str:
 
 def succeeded(r: LoadResult) -> int:
     """Requests that count as a success (see the exit status in ``--help``)."""
+    if r.spec.protocol == "ws":
+        mismatched = r.error_classes.get("ws_echo_mismatch")
+        return r.requests - (mismatched.count if mismatched else 0)
     if r.spec.expect_status or r.spec.expect_body is not None:
         failed = r.error_classes.get("check_failed")
         return r.requests - (failed.count if failed else 0)

@@ -1,5 +1,5 @@
-"""``pywebbench load URL``: a wrk-style load test of any HTTP/1.1 or h2c server, with a truthful
-report."""
+"""``pywebbench load URL``: a wrk-style load test of any HTTP/1.1, h2c or WebSocket server, with a
+truthful report."""
 
 from __future__ import annotations
 
@@ -44,6 +44,10 @@ Load models:
   --protocol h2c          HTTP/2 over cleartext TCP (prior knowledge, no TLS): the same
                           loops, --streams N requests in flight per connection (as h2load's
                           -m); a server that answers HTTP/1.1 is an h2_not_spoken error
+  ws://HOST:PORT/PATH     WebSocket (the URL selects --protocol ws): each request is one
+                          --message-bytes message echoed back, checked byte for byte; the
+                          same loops (--rate: messages/s; --no-keepalive: handshake, one
+                          echo, close per connection); docs/websocket.md
 
 \b
 Examples:
@@ -57,11 +61,12 @@ Examples:
       -H 'Content-Type: application/json'
   pywebbench load http://127.0.0.1:8080/hello --expect-status 200 --expect-body 'Hello, World!'
   pywebbench load http://127.0.0.1:8080/ --protocol h2c --streams 10 -c 16 -d 10
+  pywebbench load ws://127.0.0.1:8000/ws --message-bytes 4096 -c 16 -d 5
 
 \b
-Exit status: 0 when at least one request succeeded (2xx/3xx, or passed --expect-*),
-1 when none did, 2 on bad input, 130 when interrupted by Ctrl-C (the partial result is
-still printed and written).
+Exit status: 0 when at least one request succeeded (2xx/3xx, or passed --expect-*; with
+WebSocket, an intact echo), 1 when none did, 2 on bad input, 130 when interrupted by Ctrl-C
+(the partial result is still printed and written).
 """
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -278,11 +283,11 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     "--protocol",
     cls=SpecOption,
     fields=("protocol",),
-    type=click.Choice(["http1", "h2c"]),
-    default=spec_default("protocol"),
-    show_default=True,
+    type=click.Choice(["http1", "h2c", "ws"]),
+    default=None,
     help="http1 = HTTP/1.1; h2c = HTTP/2 over cleartext TCP with prior knowledge (no "
-    "Upgrade, no TLS; docs/http2.md).",
+    "Upgrade, no TLS; docs/http2.md); ws = WebSocket (docs/websocket.md).  "
+    "[default: ws for a ws:// URL, else http1]",
 )
 @click.option(
     "--streams",
@@ -304,6 +309,15 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     metavar="N",
     help="Close each keep-alive connection after N responses and open a new one, as "
     "httperf's --num-calls (HTTP/1.1 and h2c); 0: never.",
+)
+@click.option(
+    "--message-bytes",
+    cls=SpecOption,
+    fields=("message_bytes",),
+    type=int,
+    default=spec_default("message_bytes"),
+    show_default=True,
+    help="WebSocket: bytes per message (binary; the echo is checked byte for byte).",
 )
 @click.option(
     "--no-keepalive",
@@ -440,9 +454,10 @@ def command(
     timeout: float,
     connect_timeout: float | None,
     pipeline: int,
-    protocol: str,
+    protocol: str | None,
     streams: int,
     requests_per_connection: int,
+    message_bytes: int,
     no_keepalive: bool,
     rate: float | list[RatePhase] | None,
     arrival: str,
@@ -459,7 +474,8 @@ def command(
     ray_address: str | None,
     quiet: bool,
 ) -> None:
-    """Load-test an HTTP/1.1 (or h2c) server at URL: throughput, latency and errors.
+    """Load-test an HTTP/1.1 (or h2c, or WebSocket) server at URL: throughput, latency and
+    errors.
 
     Like wrk, but the latency percentiles keep timeouts (as censored values), errors are
     classified (connect_refused, reset_mid_body, malformed_headers, ...), the open loop
@@ -476,6 +492,8 @@ def command(
             raise click.BadParameter(
                 f"cannot read {body_file}: {e}", param_hint="--body-file"
             ) from e
+    if protocol is None:  # the URL's scheme decides: one rule (docs/websocket.md)
+        protocol = "ws" if url.startswith(("ws://", "wss://")) else "http1"
     phases = rate if isinstance(rate, list) else []
     if duration is None and max_requests is None:
         duration = sum(p.duration_s for p in phases) if phases else 10.0
@@ -486,6 +504,7 @@ def command(
             max_requests=max_requests, warmup_s=warmup, timeout_s=timeout,
             connect_timeout_s=connect_timeout, keepalive=not no_keepalive, pipeline=pipeline,
             protocol=protocol, streams=streams, requests_per_connection=requests_per_connection,
+            message_bytes=message_bytes,
             rate=None if phases else rate, rate_phases=phases, arrival=arrival, seed=seed,
             queue_limit=queue_limit, cpus=cpus,
             expect_status=expect_status, expect_body=expect_body, io=io,
@@ -537,10 +556,22 @@ def command(
     if result.interrupted:
         sys.exit(130)
     if succeeded(result) == 0:
-        not_h2 = result.error_classes.get("h2_not_spoken")
-        why = not_h2.example if not_h2 else "no request succeeded"
-        err.print(f"[red]error:[/red] {escape(why)}", soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(_why_none(result))}", soft_wrap=True)
         sys.exit(1)
+
+
+#: Error classes that say why no request could succeed at all, in order of precedence: the
+#: one line printed when none did.
+_FATAL_CLASSES = ("h2_not_spoken", "ws_handshake_rejected", "ws_protocol_error", "ws_closed")
+
+
+def _why_none(result: LoadResult) -> str:
+    """One line on why no request succeeded."""
+    for name in _FATAL_CLASSES:
+        e = result.error_classes.get(name)
+        if e is not None:
+            return f"{name}: {e.example}" if name.startswith("ws_") else e.example
+    return "no request succeeded"
 
 
 def flag_of(field: str) -> str | None:

@@ -33,6 +33,7 @@ from pywebbench.load.result import (
     SecondStats,
     ThreadStats,
     WarmupStats,
+    WsStats,
     iteration_figures,
 )
 from pywebbench.load.spec import LoadMode, LoadSpec, RatePhase, spec_for_request
@@ -62,6 +63,7 @@ __all__ = [
     "SecondStats",
     "ThreadStats",
     "WarmupStats",
+    "WsStats",
     "iteration_figures",
     "parse_rate",
     "run_load",

@@ -123,6 +123,19 @@ class GeneratorStats(_EngineRecord):
     generator_bound: bool
 
 
+class WsStats(_EngineRecord):
+    """WebSocket (protocol ``ws``): the upgrade handshakes of the measured phase."""
+
+    #: Size of each message (bytes).
+    message_bytes: int
+    #: Upgrades completed (101 with the right Sec-WebSocket-Accept).
+    handshakes: int
+    #: Handshakes per second: connections opened per second.
+    handshake_rate: float
+    #: From writing the upgrade request to its 101 answer (microseconds).
+    handshake_time: HistData
+
+
 class LoadResult(_EngineRecord):
     """The result of one load run.
 
@@ -154,6 +167,9 @@ class LoadResult(_EngineRecord):
     service_time: HistData | None
     schedule_lag: HistData | None
     open_loop: OpenLoopStats | None
+    #: protocol ws only: the handshakes (messages are the requests). The engine omits the
+    #: key otherwise.
+    websocket: WsStats | None = None
     connections: ConnStats
     per_second: list[SecondStats]
     warmup: WarmupStats | None
@@ -169,7 +185,7 @@ class LoadResult(_EngineRecord):
     @model_serializer(mode="wrap")
     def _engine_layout(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         doc: dict[str, Any] = handler(self)
-        for optional in ("faults", "launched_at_unix_ns"):
+        for optional in ("faults", "launched_at_unix_ns", "websocket"):
             if doc[optional] is None:
                 del doc[optional]  # as the engine writes it
         return doc
