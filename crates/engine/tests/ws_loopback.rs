@@ -24,6 +24,10 @@ enum Behaviour {
     CloseMidFrame(usize),
     /// Answer the upgrade with this status and close.
     Reject(u16),
+    /// Never answer the upgrade.
+    Mute,
+    /// Accept the upgrade, then never echo.
+    Silent,
 }
 
 /// What the server saw, over all connections.
@@ -109,6 +113,10 @@ fn conn(mut s: TcpStream, b: Behaviour, seen: &Seen) -> std::io::Result<()> {
         }
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    if let Behaviour::Mute = b {
+        while s.read(&mut chunk)? > 0 {}
+        return Ok(());
+    }
     buf.drain(..head_end);
     if let Behaviour::Reject(status) = b {
         let r = format!("HTTP/1.1 {status} Nope\r\nContent-Length: 4\r\n\r\nnope");
@@ -146,6 +154,9 @@ fn conn(mut s: TcpStream, b: Behaviour, seen: &Seen) -> std::io::Result<()> {
                 _ => {}
             }
             seen.messages.fetch_add(1, Relaxed);
+            if let Behaviour::Silent = b {
+                continue;
+            }
             echoed += 1;
             match b {
                 Behaviour::FragmentsAndPings => {
@@ -219,6 +230,8 @@ on_both_backends!(
     a_refused_upgrade_is_classified_and_ends_the_run,
     a_corrupted_echo_is_a_mismatch,
     a_close_mid_frame_is_classified,
+    no_answer_to_the_upgrade_or_no_echo_are_timeouts,
+    ws_results_merge,
 );
 
 fn errors(r: &pywebbench_engine::LoadResult) -> Vec<(String, u64)> {
@@ -365,4 +378,61 @@ fn a_close_mid_frame_is_classified(io: Io) {
         "{}",
         e.example
     );
+}
+
+fn no_answer_to_the_upgrade_or_no_echo_are_timeouts(io: Io) {
+    let (port, _) = serve(Behaviour::Mute);
+    let s = LoadSpec {
+        connections: 2,
+        timeout_s: 0.2,
+        duration_s: Some(0.5),
+        ..spec(port, io, "/")
+    };
+    let r = run(&s).unwrap();
+    assert_eq!(r.requests, 0);
+    let e = &r.error_classes["header_timeout"];
+    assert!(
+        e.example.contains("no answer to the WebSocket upgrade"),
+        "{}",
+        e.example
+    );
+    let (port, _) = serve(Behaviour::Silent);
+    let r = run(&LoadSpec {
+        url: format!("ws://127.0.0.1:{port}/"),
+        ..s.clone()
+    })
+    .unwrap();
+    assert_eq!(r.requests, 0);
+    let e = &r.error_classes["ws_echo_timeout"];
+    assert!(e.count >= 2, "{e:?}");
+    assert!(
+        e.example.contains("no complete echo within 0.2 s"),
+        "{}",
+        e.example
+    );
+    assert_eq!(r.timeouts, e.count);
+    assert_eq!(r.latency.summary.count, e.count, "censored latencies");
+}
+
+fn ws_results_merge(io: Io) {
+    let (port, _) = serve(Behaviour::Echo);
+    let s = LoadSpec {
+        keepalive: false,
+        max_requests: Some(50),
+        ..spec(port, io, "/")
+    };
+    let a = run(&s).unwrap();
+    let b = run(&s).unwrap();
+    let m = pywebbench_engine::merge(&[a.clone(), b.clone()]).unwrap();
+    let (wa, wb, wm) = (
+        a.websocket.unwrap(),
+        b.websocket.unwrap(),
+        m.websocket.unwrap(),
+    );
+    assert_eq!(wm.handshakes, wa.handshakes + wb.handshakes);
+    assert_eq!(
+        wm.handshake_time.summary.count,
+        wa.handshake_time.summary.count + wb.handshake_time.summary.count
+    );
+    assert_eq!(m.requests, 100);
 }
