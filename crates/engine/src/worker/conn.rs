@@ -171,13 +171,22 @@ impl Worker {
     }
 
     fn connect_failed_as(&mut self, i: usize, class: ErrorClass, e: &io::Error, now: u64) {
-        let msg = format!("connect to {}: {e}", self.plan.target.describe());
-        self.give_up(i, class, msg, now);
+        let plan = self.plan.clone();
+        self.give_up(i, class, now, || {
+            format!("connect to {}: {e}", plan.target.describe())
+        });
     }
 
     /// Connection `i` could not be set up (a failed connect, or a refused WebSocket
     /// upgrade): the requests waiting for it failed with it; back off before trying again.
-    pub(super) fn give_up(&mut self, i: usize, class: ErrorClass, msg: String, now: u64) {
+    /// `msg` is called for the first error of its class only (no allocation per failure).
+    pub(super) fn give_up(
+        &mut self,
+        i: usize,
+        class: ErrorClass,
+        now: u64,
+        msg: impl FnOnce() -> String,
+    ) {
         self.drop_stream(i);
         let c = &mut self.conns[i];
         c.parser.reset();
@@ -194,7 +203,7 @@ impl Worker {
             // Count the attempt against the budget so an unreachable server still ends the run.
             self.issued += 1;
         }
-        self.record_error(class, n, now, || msg);
+        self.record_error(class, n, now, msg);
         if self.open && !self.keepalive {
             self.conns[i].state = CState::Closed;
             self.make_free(i);
@@ -521,8 +530,9 @@ impl Worker {
                     if let Some(w) = c.ws.as_ref().filter(|w| !w.upgraded && w.hs_sent > 0) {
                         if now.saturating_sub(w.hs_sent) >= self.plan.timeout_ns {
                             let secs = self.plan.spec.timeout_s;
-                            let msg = format!("no answer to the WebSocket upgrade within {secs} s");
-                            self.give_up(i, ErrorClass::HeaderTimeout, msg, now);
+                            self.give_up(i, ErrorClass::HeaderTimeout, now, || {
+                                format!("no answer to the WebSocket upgrade within {secs} s")
+                            });
                         }
                         continue;
                     }

@@ -138,7 +138,7 @@ impl Worker {
                     hist::record(&mut self.tally.handshake, took);
                 }
                 Err((class, msg)) => {
-                    self.give_up(i, class, msg, now);
+                    self.give_up(i, class, now, || msg);
                     return false;
                 }
             }
@@ -296,11 +296,12 @@ impl Worker {
         };
         if !w.upgraded {
             let got = w.handshake.buffered();
-            let msg = format!(
-                "the server {how} before answering the WebSocket upgrade ({got} bytes of an \
-                 answer received)"
-            );
-            self.give_up(i, ErrorClass::WsClosed, msg, now);
+            self.give_up(i, ErrorClass::WsClosed, now, || {
+                format!(
+                    "the server {how} before answering the WebSocket upgrade ({got} bytes of \
+                     an answer received)"
+                )
+            });
             return true;
         }
         let written = c.written();
