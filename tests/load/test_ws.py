@@ -196,6 +196,21 @@ def test_a_connection_per_message_measures_the_handshake_rate(echo: str) -> None
     assert ws.handshake_rate > 0
 
 
+def test_never_reading_ws_clients_run_beside_the_load(echo: str) -> None:
+    # The fault kind ws-no-read (docs/faults.md) goes to the load's path; hypercorn keeps
+    # the connections (and takes their messages) while the measured echoes stay intact.
+    faults = [{"kind": "ws-no-read", "connections": 3, "interval_ms": 20}]
+    r = run_load(_spec(f"{echo}/ws", faults=faults, duration_s=0.6))
+    assert _errors(r) == {}
+    assert r.requests > 100
+    assert r.faults is not None
+    kr = r.faults["kinds"]["ws-no-read"]
+    assert kr["attempts"] >= 3
+    assert sum(kr["outcomes"].values()) == kr["attempts"], kr
+    assert kr["bytes_sent"] > 3 * 16 * 1024, kr
+    assert kr["bytes_received"] < kr["attempts"] * 300, kr  # the 101s, nothing after them
+
+
 def test_a_corrupted_echo_is_caught(echo: str) -> None:
     r = run_load(_spec(f"{echo}/corrupt", connections=1, max_requests=50, duration_s=10.0))
     assert r.requests == 50

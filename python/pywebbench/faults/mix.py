@@ -7,10 +7,11 @@ A mix is written as a comma-separated list (the ``--faults`` option)::
     default,churn=200/s                       a named mix plus (or overriding) kinds
     slow-headers=8:interval=500ms:path=/json  parameters after the amount, ':'-separated
 
-Amounts: held kinds (``slow-headers``, ``slow-body``, ``slow-reader``, ``idle``) take a number
-of connections kept open (``=50``); event kinds take a rate (``=10/s``) or a count of
-attempts made one after another (``=3``). Parameters: ``interval`` (``500ms``, ``2s``),
-``path``, ``timeout`` (``2s``), ``depth`` (pipelined requests), ``read`` (bytes per read).
+Amounts: held kinds (``slow-headers``, ``slow-body``, ``slow-reader``, ``idle``,
+``ws-no-read``) take a number of connections kept open (``=50``); event kinds take a rate
+(``=10/s``) or a count of attempts made one after another (``=3``). Parameters: ``interval``
+(``500ms``, ``2s``), ``path``, ``timeout`` (``2s``), ``depth`` (pipelined requests), ``read``
+(bytes per read).
 """
 
 from __future__ import annotations
@@ -68,13 +69,21 @@ KINDS: dict[str, FaultKindInfo] = {
         _k("cl-te-conflict", False, True, "Content-Length and chunked Transfer-Encoding disagree"),
         _k("malformed-chunked", False, True, "chunk size that is not hexadecimal"),
         _k("smuggle", False, True, "CL.TE smuggling: a hidden second request in the body"),
+        _k(
+            "ws-no-read",
+            True,
+            False,
+            "WebSocket upgrade, then a 16 KiB message per 100 ms, never reading (give path)",
+        ),
     ]
 }
 
 ALIASES = {"slowloris": "slow-headers", "reset": "reset-mid-response"}
 
-#: The default mix: a little of everything, sized so a server with a handful of workers
-#: notices the slow clients, while the event kinds stay far below the good traffic.
+#: The default mix: a little of every HTTP kind, sized so a server with a handful of workers
+#: notices the slow clients, while the event kinds stay far below the good traffic. Not
+#: ``ws-no-read``: it needs a WebSocket path (``ws-no-read=4:path=/ws``), which a workload's
+#: HTTP path is not.
 DEFAULT_MIX = (
     "slow-headers=8,slow-body=4,slow-reader=4,idle=16,"
     "reset-mid-request=5/s,reset-mid-response=5/s,half-close=5/s,churn=50/s,"

@@ -6,6 +6,7 @@ use super::requests::{initial, trickle_piece};
 use super::response::Scanner;
 use super::sock::is_reset;
 use super::{FaultKind, FaultSpec, FaultTarget, Outcome};
+use crate::ws::{accept_for, Handshake, HandshakeFeed, KEY};
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
 use std::time::{Duration, Instant};
@@ -69,6 +70,10 @@ pub(super) struct Conn {
     pub(super) bytes_out: u64,
     /// First transport error on this connection.
     pub(super) error: Option<String>,
+    /// ws-no-read: the upgrade's answer while it is awaited (None once upgraded, or for
+    /// other kinds), and whether the upgrade succeeded.
+    ws_answer: Option<Box<Handshake>>,
+    ws_up: bool,
 }
 
 /// What a step of a connection decided.
@@ -109,6 +114,8 @@ impl Conn {
             bytes_in: 0,
             bytes_out: 0,
             error: None,
+            ws_answer: (kind == FaultKind::WsNoRead).then(|| Box::new(Handshake::new())),
+            ws_up: false,
         }
     }
 
@@ -210,6 +217,8 @@ impl Conn {
                 self.next_read = Some(now + st.interval);
             }
             FaultKind::Idle => {}
+            // The upgrade's answer must come within the timeout; then messages, no reads.
+            FaultKind::WsNoRead => self.deadline = Some(now + st.timeout),
             FaultKind::ResetMidRequest => self.reset_at = Some(now + RESET_DELAY),
             _ => self.deadline = Some(now + st.timeout),
         }
@@ -225,6 +234,16 @@ impl Conn {
         match r {
             Ok(()) => Step::Continue,
             Err(e) => {
+                if self.ws_up {
+                    // A client that never reads learns of the server's close from a write:
+                    // what the server sent is echoes, not an answer.
+                    self.error.get_or_insert_with(|| format!("write: {e}"));
+                    return Step::Finish(if is_reset(&e) {
+                        Outcome::ResetByServer
+                    } else {
+                        Outcome::ClosedByServer
+                    });
+                }
                 // The server may have answered before it closed: read what is there first.
                 let _ = self.read_some(READ_BUDGET);
                 if !is_reset(&e) {
@@ -299,11 +318,51 @@ impl Conn {
                 return Step::Finish(o);
             }
         }
-        if readable && self.kind != FaultKind::SlowReader {
+        if readable && self.ws_answer.is_some() {
+            return self.read_ws_answer(now);
+        }
+        if readable && self.kind != FaultKind::SlowReader && !self.ws_up {
             let (eof, err) = self.read_some(READ_BUDGET);
             return self.after_read(eof, err, now);
         }
         Step::Continue
+    }
+
+    /// ws-no-read: read the answer to the upgrade (and nothing after it). A 101 with the
+    /// right accept starts the messages; any other answer ends the attempt with its status.
+    fn read_ws_answer(&mut self, now: Instant) -> Step {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = match self.stream.read(&mut buf) {
+                Ok(0) => return Step::Finish(self.ended_by_server(false)),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::Continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return self.after_read(false, Some(e), now),
+            };
+            self.bytes_in += n as u64;
+            self.scanner.feed(&buf[..n]);
+            let Some(h) = self.ws_answer.as_mut() else {
+                return Step::Continue;
+            };
+            match h.feed(&buf[..n], &accept_for(KEY)) {
+                Ok(HandshakeFeed::NeedMore) => {}
+                Ok(HandshakeFeed::Done { .. }) => {
+                    // Upgraded: from here on the client never reads.
+                    self.ws_answer = None;
+                    self.ws_up = true;
+                    self.deadline = None;
+                    self.next_trickle = Some(now);
+                    return Step::Continue;
+                }
+                Err((_, msg)) => {
+                    self.error.get_or_insert(msg);
+                    return Step::Finish(Outcome::Response(
+                        self.scanner.first_status.unwrap_or(101),
+                    ));
+                }
+            }
+        }
     }
 
     fn connect_failed(&mut self, e: io::Error) -> Step {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 /// Longest wait in `poll`, so `stop` is seen within this time.
 const TICK: Duration = Duration::from_millis(50);
-/// Receive buffer of slow readers (set before connecting).
+/// Receive buffer of slow readers and ws-no-read clients (set before connecting).
 const SLOW_READER_RCVBUF: i32 = 4096;
 /// Held kinds: pause before reopening a connection the server ended.
 const REOPEN_DELAY: Duration = Duration::from_millis(10);
@@ -94,7 +94,8 @@ impl Driver<'_> {
         st.started += 1;
         st.report.attempts += 1;
         let kind = st.settings.spec.kind;
-        let rcvbuf = (kind == FaultKind::SlowReader).then_some(SLOW_READER_RCVBUF);
+        let small = matches!(kind, FaultKind::SlowReader | FaultKind::WsNoRead);
+        let rcvbuf = small.then_some(SLOW_READER_RCVBUF);
         let mut stream = match connect_nonblocking(self.target.addr, rcvbuf) {
             Ok(s) => s,
             Err(e) => {

@@ -8,7 +8,8 @@
 //!
 //! Kinds (`FaultKind`, kebab-case in JSON):
 //! - held connections (amount = `connections`, kept open, reopened when the server drops one):
-//!   `slow-headers` (slowloris), `slow-body`, `slow-reader`, `idle`;
+//!   `slow-headers` (slowloris), `slow-body`, `slow-reader`, `idle`, `ws-no-read` (a
+//!   WebSocket client that completes the upgrade and then never reads);
 //! - events (amount = `rate` per second or `count` one after another): `reset-mid-request`,
 //!   `reset-mid-response`, `half-close`, `churn`, and the malformed requests
 //!   `bad-request-line`, `oversized-headers`, `invalid-header-bytes`, `cl-te-conflict`,
@@ -70,11 +71,15 @@ pub enum FaultKind {
     MalformedChunked,
     /// CL.TE request smuggling: a second, hidden request inside the body.
     Smuggle,
+    /// A WebSocket client (SO_RCVBUF 4 KiB) that completes the upgrade, then sends a 16 KiB
+    /// message every `interval_ms` (while the server takes them) and never reads: the
+    /// echoes pile up on the server's side.
+    WsNoRead,
 }
 
 impl FaultKind {
     /// All kinds, in a stable order.
-    pub const ALL: [FaultKind; 14] = [
+    pub const ALL: [FaultKind; 15] = [
         FaultKind::SlowHeaders,
         FaultKind::SlowBody,
         FaultKind::SlowReader,
@@ -89,6 +94,7 @@ impl FaultKind {
         FaultKind::ClTeConflict,
         FaultKind::MalformedChunked,
         FaultKind::Smuggle,
+        FaultKind::WsNoRead,
     ];
 
     /// The kebab-case name used in JSON and in `--faults` mixes.
@@ -108,6 +114,7 @@ impl FaultKind {
             FaultKind::ClTeConflict => "cl-te-conflict",
             FaultKind::MalformedChunked => "malformed-chunked",
             FaultKind::Smuggle => "smuggle",
+            FaultKind::WsNoRead => "ws-no-read",
         }
     }
 
@@ -115,7 +122,11 @@ impl FaultKind {
     pub fn is_held(self) -> bool {
         matches!(
             self,
-            FaultKind::SlowHeaders | FaultKind::SlowBody | FaultKind::SlowReader | FaultKind::Idle
+            FaultKind::SlowHeaders
+                | FaultKind::SlowBody
+                | FaultKind::SlowReader
+                | FaultKind::Idle
+                | FaultKind::WsNoRead
         )
     }
 
@@ -137,7 +148,7 @@ impl FaultKind {
         match self {
             FaultKind::SlowHeaders => 2000,
             FaultKind::SlowBody => 1000,
-            FaultKind::SlowReader => 100,
+            FaultKind::SlowReader | FaultKind::WsNoRead => 100,
             _ => 0,
         }
     }
@@ -161,7 +172,7 @@ pub struct FaultSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u64>,
     /// Slow kinds: milliseconds between trickled pieces (default: slow-headers 2000,
-    /// slow-body 1000, slow-reader 100).
+    /// slow-body 1000, slow-reader and ws-no-read 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_ms: Option<u64>,
     /// Request path (default: the target's path).
@@ -518,7 +529,10 @@ pub fn start_beside(
     if specs.is_empty() {
         return Ok(None);
     }
-    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("ws://"))
+        .unwrap_or(url);
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),

@@ -30,6 +30,7 @@ pub fn initial(kind: FaultKind, host: &str, path: &str, depth: u32) -> Vec<u8> {
             one.repeat(depth.max(1) as usize).into()
         }
         FaultKind::Idle => Vec::new(),
+        FaultKind::WsNoRead => crate::ws::handshake_request(host, path, &[]),
         FaultKind::ResetMidRequest => {
             format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{UA}X-Partial: ").into()
         }
@@ -78,9 +79,19 @@ pub fn initial(kind: FaultKind, host: &str, path: &str, depth: u32) -> Vec<u8> {
     }
 }
 
+/// Size of each message a ws-no-read client sends.
+pub const WS_NO_READ_MESSAGE: usize = 16 * 1024;
+
 /// The `n`-th trickled piece of a slow kind (`None`: nothing more to send).
 pub fn trickle_piece(kind: FaultKind, n: u64) -> Option<Vec<u8>> {
     match kind {
+        FaultKind::WsNoRead => {
+            let mut out = Vec::with_capacity(WS_NO_READ_MESSAGE + 14);
+            let mask = ((n as u32).wrapping_mul(0x9E37_79B9) | 1).to_ne_bytes();
+            let payload = [b'w'; WS_NO_READ_MESSAGE];
+            crate::ws::client_frame(&mut out, crate::ws::OP_BINARY, &payload, mask);
+            Some(out)
+        }
         FaultKind::SlowHeaders => Some(format!("X-Slow-{n}: {n}\r\n").into_bytes()),
         FaultKind::SlowBody if n < SLOW_BODY_LENGTH => Some(vec![b'x']),
         _ => None,

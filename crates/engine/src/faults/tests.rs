@@ -14,6 +14,9 @@ enum Mode {
     Silent,
     /// Answers the first head with a 16 MiB body.
     Big,
+    /// Accepts a WebSocket upgrade, then sends back what it reads (dropping what cannot be
+    /// written within 50 ms: the client may never read).
+    WsEcho,
 }
 
 struct TestServer {
@@ -67,6 +70,9 @@ impl Drop for TestServer {
 fn serve(mut c: TcpStream, mode: Mode, stop: Arc<AtomicBool>) {
     c.set_nonblocking(false).unwrap();
     c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    c.set_write_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let mut upgraded = false;
     let mut buf = Vec::new();
     let mut tmp = [0u8; 65536];
     let mut answered = false;
@@ -83,6 +89,28 @@ fn serve(mut c: TcpStream, mode: Mode, stop: Arc<AtomicBool>) {
             Err(_) => return,
         }
         match mode {
+            Mode::WsEcho if upgraded => {
+                let _ = c.write_all(&buf); // the echo (framing aside: it is never read)
+                buf.clear();
+            }
+            Mode::WsEcho => {
+                let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    continue;
+                };
+                let head = String::from_utf8_lossy(&buf[..p]).into_owned();
+                buf.drain(..p + 4);
+                let key = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
+                    .unwrap_or("");
+                let answer = format!(
+                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+                     Connection: Upgrade\r\nSec-WebSocket-Accept: {}\r\n\r\n",
+                    crate::ws::accept_for(key)
+                );
+                let _ = c.write_all(answer.as_bytes());
+                upgraded = true;
+            }
             Mode::Silent => buf.clear(),
             Mode::Strict => {
                 let _ = c.write_all(
@@ -359,4 +387,41 @@ fn load_spec_faults_run_beside_the_load() {
         .unwrap()
         .to_string()
         .starts_with("faults:"));
+}
+
+#[test]
+fn ws_no_read_upgrades_then_only_writes() {
+    let srv = TestServer::start(Mode::WsEcho);
+    let mut ws = spec(FaultKind::WsNoRead);
+    ws.interval_ms = Some(20);
+    let r = run_for(&srv.target(), &[ws], Duration::from_millis(600));
+    let kr = &r.kinds["ws-no-read"];
+    assert_eq!(kr.attempts, 3, "{kr:?}");
+    assert_eq!(kr.outcomes.get("open_at_end"), Some(&3), "{kr:?}");
+    // The 101 (about 130 bytes each) is all it read; it sent messages all along (the
+    // server read them; its echoes stopped in the 4 KiB receive buffers).
+    assert!(kr.bytes_received < 3 * 200, "{kr:?}");
+    assert!(
+        kr.bytes_sent > 3 * 4 * requests::WS_NO_READ_MESSAGE as u64,
+        "{kr:?}"
+    );
+    assert!(kr.first_error.is_none(), "{kr:?}");
+    // A server refusing the upgrade: the answer's status, and the connection reopened.
+    let srv = TestServer::start(Mode::Strict);
+    let r = run_for(
+        &srv.target(),
+        &[spec(FaultKind::WsNoRead)],
+        Duration::from_millis(300),
+    );
+    let kr = &r.kinds["ws-no-read"];
+    assert!(kr.attempts > 3, "{kr:?}");
+    assert_eq!(
+        kr.status_counts.get(&400),
+        kr.outcomes.get("response"),
+        "{kr:?}"
+    );
+    assert!(
+        kr.first_error.as_deref().unwrap_or("").contains("400"),
+        "{kr:?}"
+    );
 }

@@ -138,12 +138,6 @@ impl LoadSpec {
                 "WebSocket echoes are checked against the message sent",
             ));
         }
-        if !self.faults.is_empty() {
-            return Err(bad(
-                "faults",
-                "fault clients speak HTTP/1.1, not with protocol ws",
-            ));
-        }
         for (name, _) in &self.headers {
             if ws::forbidden_header(&name.to_ascii_lowercase()) {
                 return Err(bad(
