@@ -211,6 +211,15 @@ def test_never_reading_ws_clients_run_beside_the_load(echo: str) -> None:
     assert kr["bytes_received"] < kr["attempts"] * 300, kr  # the 101s, nothing after them
 
 
+def test_requests_per_connection_counts_echoes(echo: str) -> None:
+    spec = _spec(f"{echo}/ws", requests_per_connection=5, max_requests=60, duration_s=10.0)
+    r = run_load(spec)
+    assert _errors(r) == {}
+    assert r.requests == 60
+    assert r.connections.requests_per_connection.max == 5
+    assert r.websocket is not None and 12 <= r.websocket.handshakes <= 16
+
+
 def test_a_corrupted_echo_is_caught(echo: str) -> None:
     r = run_load(_spec(f"{echo}/corrupt", connections=1, max_requests=50, duration_s=10.0))
     assert r.requests == 50

@@ -62,7 +62,7 @@ pub struct LoadSpec {
     pub fresh_share: f64,
     pub pipeline: u32,
     /// Keep-alive connections: close each connection after this many responses and open a
-    /// new one (httperf's `--num-calls`), HTTP/1.1 and h2c alike. 0: never.
+    /// new one (httperf's `--num-calls`), HTTP/1.1, h2c and ws (echoes) alike. 0: never.
     #[serde(skip_serializing_if = "is_zero_u64")]
     pub requests_per_connection: u64,
     /// `http1` or `h2c` (docs/http2.md).

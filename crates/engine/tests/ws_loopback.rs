@@ -231,6 +231,7 @@ on_both_backends!(
     a_corrupted_echo_is_a_mismatch,
     a_close_mid_frame_is_classified,
     no_answer_to_the_upgrade_or_no_echo_are_timeouts,
+    messages_per_connection_reconnects,
     ws_results_merge,
 );
 
@@ -435,4 +436,26 @@ fn ws_results_merge(io: Io) {
         wa.handshake_time.summary.count + wb.handshake_time.summary.count
     );
     assert_eq!(m.requests, 100);
+}
+
+fn messages_per_connection_reconnects(io: Io) {
+    // requests_per_connection: each connection echoes 10 messages, then a new one (and its
+    // handshake); pipelined messages beyond the 10th wait for the next connection.
+    for pipeline in [1, 4] {
+        let (port, seen) = serve(Behaviour::Echo);
+        let s = LoadSpec {
+            connections: 2,
+            pipeline,
+            requests_per_connection: 10,
+            max_requests: Some(200),
+            ..spec(port, io, "/")
+        };
+        let r = run(&s).unwrap();
+        assert_eq!(errors(&r), vec![], "pipeline {pipeline}");
+        assert_eq!(r.requests, 200);
+        assert_eq!(seen.messages.load(Relaxed), 200, "nothing sent twice");
+        assert_eq!(r.connections.requests_per_connection.max, 10);
+        let w = r.websocket.unwrap();
+        assert!((20..=22).contains(&w.handshakes), "{}", w.handshakes);
+    }
 }

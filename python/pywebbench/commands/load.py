@@ -307,8 +307,8 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     default=spec_default("requests_per_connection"),
     show_default=True,
     metavar="N",
-    help="Close each keep-alive connection after N responses and open a new one, as "
-    "httperf's --num-calls (HTTP/1.1 and h2c); 0: never.",
+    help="Close each keep-alive connection after N responses (WebSocket: echoes) and open a "
+    "new one, as httperf's --num-calls (HTTP/1.1, h2c and WebSocket); 0: never.",
 )
 @click.option(
     "--message-bytes",

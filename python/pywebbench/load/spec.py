@@ -126,7 +126,7 @@ class LoadSpec(BaseModel):
     fresh_share: float = 0.0
     pipeline: int = 1
     #: Close each keep-alive connection after this many responses and open another
-    #: (httperf's ``--num-calls``), HTTP/1.1 and h2c; 0: never.
+    #: (httperf's ``--num-calls``), HTTP/1.1, h2c and ws (echoes); 0: never.
     requests_per_connection: int = 0
     #: ``http1``, ``h2c`` (HTTP/2 over cleartext TCP with prior knowledge; docs/http2.md) or
     #: ``ws`` (WebSocket, a ``ws://`` URL: each request is one message's echo;

@@ -88,6 +88,7 @@ impl Worker {
     pub(super) fn ws_take_batch(&mut self, i: usize, now: u64) -> bool {
         let wp = self.plan.ws.as_ref().expect("a ws run has a ws plan");
         let c = &mut self.conns[i];
+        let written = c.written() as u64;
         let Some(w) = c.ws.as_mut() else { return false };
         w.out.clear();
         std::mem::swap(&mut w.out, &mut w.pending);
@@ -97,9 +98,16 @@ impl Worker {
                 w.hs_sent = sys::now_ns().max(now);
             }
         } else if c.unsent > 0 {
+            let mut k = c.unsent as usize;
+            if self.per_conn_limit > 0 {
+                // `requests_per_connection`: never send more than the connection will echo
+                // before it is closed.
+                let used = c.reqs + written;
+                k = k.min(self.per_conn_limit.saturating_sub(used) as usize);
+            }
             let t = sys::now_ns().max(now);
             let start = c.inflight.len() - c.unsent as usize;
-            for s in c.inflight.range_mut(start..) {
+            for s in c.inflight.range_mut(start..start + k) {
                 let seq = w.next_seq;
                 w.next_seq = seq.wrapping_add(1);
                 let mask = w.mask();
@@ -110,7 +118,7 @@ impl Worker {
                     s.intended = t;
                 }
             }
-            c.unsent = 0;
+            c.unsent -= k as u32;
         }
         if w.out.is_empty() {
             return false;
@@ -227,6 +235,7 @@ impl Worker {
         w.rx = 0;
         w.mismatch = false;
         c.reqs += 1;
+        let spent = self.per_conn_limit > 0 && c.reqs >= self.per_conn_limit;
         self.record_latency(slot, now);
         if mismatch {
             let seq = slot.stream;
@@ -237,7 +246,7 @@ impl Worker {
                 )
             });
         }
-        if !self.keepalive || i < self.fresh_conns {
+        if spent || !self.keepalive || i < self.fresh_conns {
             self.ws_say_close(i);
             self.close_conn(i);
             self.reopen(i, now);
