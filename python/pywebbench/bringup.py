@@ -275,6 +275,13 @@ def check(
 
     adapter = stack.server
     try:
+        if workload.websocket:
+            from pywebbench.verify.websocket import verify_ws
+
+            problems, warnings = verify_ws(
+                server.base_url, workload, timeout_s=timeout_s, **dict(params or {})
+            )
+            return Check(workload.name, problems, warnings)
         if isinstance(workload, UserWorkload):
             path = check_path(
                 server.base_url, workload, timeout_s=timeout_s, protocol=server.protocol

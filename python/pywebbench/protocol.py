@@ -1,5 +1,5 @@
-"""What a server under test is asked to speak: HTTP/1.1 or h2c (HTTP/2 over cleartext TCP
-with prior knowledge, docs/http2.md).
+"""What a server under test is asked to speak: HTTP/1.1, h2c (HTTP/2 over cleartext TCP
+with prior knowledge, docs/http2.md) or, for the WebSocket workloads, ws (docs/websocket.md).
 
 The load itself is the engine's (``LoadSpec.protocol``). This module holds what the
 orchestrator needs around it: the catalogue's word for a server that speaks h2c
@@ -22,8 +22,10 @@ import h2.exceptions
 from pywebbench.bind import Target, http_connection
 from pywebbench.catalogue.base import ServerAdapter
 
-Protocol = Literal["http1", "h2c"]
-PROTOCOLS: tuple[Protocol, ...] = ("http1", "h2c")
+Protocol = Literal["http1", "h2c", "ws"]
+PROTOCOLS: tuple[Protocol, ...] = ("http1", "h2c", "ws")
+#: What the HTTP workloads can be asked to speak (``--protocol``); ws comes with its workloads.
+HTTP_PROTOCOLS: tuple[Protocol, ...] = ("http1", "h2c")
 
 
 def speaks_h2c(adapter: ServerAdapter) -> bool:
@@ -34,6 +36,16 @@ def speaks_h2c(adapter: ServerAdapter) -> bool:
 def cannot_speak_h2c(adapter: ServerAdapter) -> str:
     """The one-line reason an h2c cell of ``adapter`` is skipped or refused."""
     return f"{adapter.name} does not serve h2c (docs/http2.md lists the servers that do)"
+
+
+def speaks_websocket(adapter: ServerAdapter) -> bool:
+    """True when the catalogue says ``adapter`` serves WebSocket (``websocket``)."""
+    return getattr(adapter, "websocket", None) is not None
+
+
+def cannot_speak_websocket(adapter: ServerAdapter) -> str:
+    """The one-line reason a ws cell of ``adapter`` is skipped or refused."""
+    return f"{adapter.name} does not serve WebSocket (docs/websocket.md lists the servers that do)"
 
 
 class NotH2c(OSError):

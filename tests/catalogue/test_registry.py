@@ -189,7 +189,9 @@ def test_docs_pin_table_is_the_catalogue(tmp_path: Path) -> None:
 
 
 def test_every_workload_has_a_verification_rule() -> None:
-    from pywebbench.catalogue.workloads import WORKLOADS
+    from pywebbench.catalogue.workloads import HTTP_WORKLOADS, WORKLOADS, WS_WORKLOADS
     from pywebbench.verify.rules import BODY_RULES, CONTENT_TYPES
 
-    assert set(WORKLOADS) <= set(BODY_RULES) and set(WORKLOADS) <= set(CONTENT_TYPES)
+    assert set(HTTP_WORKLOADS) <= set(BODY_RULES) and set(HTTP_WORKLOADS) <= set(CONTENT_TYPES)
+    # a WebSocket workload is verified by its echo (pywebbench.verify.websocket)
+    assert WS_WORKLOADS == {"ws-echo"} and HTTP_WORKLOADS | WS_WORKLOADS == set(WORKLOADS)

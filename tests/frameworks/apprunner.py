@@ -2,9 +2,10 @@
 
 One virtualenv per interpreter holds every built-in framework (the union of their pinned
 requirements, which also proves the pins are mutually consistent) plus two real servers:
-waitress for WSGI apps and uvicorn (asyncio + h11) for ASGI apps; the native apps run their
-own servers. Venvs are provisioned by :func:`pywebbench.provision.venv.provision` (cached under
-``$PWB_CACHE_DIR``). Every server is a :class:`pywebbench.launch.process.ProcessGroup`.
+waitress for WSGI apps and uvicorn (asyncio + h11, wsproto for ws-echo) for ASGI apps; the
+native apps run their own servers. Venvs are provisioned by
+:func:`pywebbench.provision.venv.provision` (cached under ``$PWB_CACHE_DIR``). Every server
+is a :class:`pywebbench.launch.process.ProcessGroup`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pywebbench.catalogue.base import (
 )
 from pywebbench.catalogue.frameworks import FRAMEWORKS
 from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.catalogue.servers.uvicorn_uvloop import WSPROTO
 from pywebbench.launch.process import ProcessGroup, group_members, tail
 from pywebbench.provision.services import free_port
 from pywebbench.provision.venv import ProvisionedEnv, provision
@@ -36,8 +38,8 @@ APPS = APPS_DIR
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 RUNNER_PINS = {
-    "modern": ("waitress==3.0.2", "uvicorn==0.54.0"),
-    "py39": ("waitress==3.0.2", "uvicorn==0.39.0"),
+    "modern": ("waitress==3.0.2", "uvicorn==0.54.0", WSPROTO),
+    "py39": ("waitress==3.0.2", "uvicorn==0.39.0", WSPROTO),
 }
 
 
@@ -97,7 +99,7 @@ def server_argv(env: ProvisionedEnv, framework: Framework, port: int) -> list[st
     if framework.interface == ASGI:
         return [python, "-m", "uvicorn", framework.app, "--host", "127.0.0.1", "--port",
                 str(port), "--no-access-log", "--log-level", "warning", "--loop", "asyncio",
-                "--http", "h11"]  # fmt: skip
+                "--http", "h11", "--ws", "wsproto"]  # fmt: skip
     module = framework.app.split(":")[0]
     return [python, str(APPS / f"{module}.py"), "--host", "127.0.0.1", "--port", str(port)]
 

@@ -12,6 +12,7 @@ from pywebbench.catalogue.base import ASGI, WSGI
 from pywebbench.catalogue.frameworks import FRAMEWORKS
 from pywebbench.catalogue.workloads import WORKLOADS
 from pywebbench.verify import verify
+from pywebbench.verify.websocket import verify_ws
 
 INTERPRETERS = interpreters()
 CASES = [
@@ -43,6 +44,10 @@ def test_every_workload(interp, fw, framework_env, services, tmp_path) -> None:
     failures = []
     with run_app(env, fw, tmp_path, services) as url:
         for name in sorted(fw.workloads):
+            if WORKLOADS[name].websocket:  # ws-echo: each echo checked
+                problems, _ = verify_ws(url, WORKLOADS[name])
+                failures += problems
+                continue
             report = verify(url, WORKLOADS[name])
             if not report.ok:
                 failures.append(report.summary())

@@ -139,8 +139,8 @@ class LaunchContext:
     #: Listen on this unix-domain socket instead of host:port (``--bind unix``); only for
     #: adapters with a ``unix_bind``.
     unix_socket: Path | None = None
-    #: What the server is asked to speak: "http1", or "h2c" (``--protocol h2c``; only for
-    #: adapters with an ``h2c``).
+    #: What the server is asked to speak: "http1", "h2c" (``--protocol h2c``; only for
+    #: adapters with an ``h2c``) or "ws" (WebSocket workloads; adapters with a ``websocket``).
     protocol: str = "http1"
 
     @property
@@ -188,6 +188,10 @@ class ServerAdapter:
     # server is told to serve it (``"--http 2"``), or None when it cannot (its h2c cells are
     # skipped). ``LaunchContext.protocol`` says which a launch asks for.
     h2c: ClassVar[str | None] = None
+    # WebSocket (the ws-echo workload, docs/websocket.md): what serves it (``"wsproto"``),
+    # or None when the server cannot (its ws cells are skipped). A launch for ws cells has
+    # ``LaunchContext.protocol`` "ws".
+    websocket: ClassVar[str | None] = None
 
     def max_requests_args(self, ctx: LaunchContext) -> list[str]:
         """The recycling flags for ``ctx.max_requests`` (none for 0); ValueError when the

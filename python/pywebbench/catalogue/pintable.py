@@ -77,18 +77,28 @@ def h2c_cell(adapter: ServerAdapter) -> str:
     return f"`{adapter.h2c}`" if adapter.h2c else "no"
 
 
+def websocket_cell(adapter: ServerAdapter) -> str:
+    """What serves WebSocket in the adapter (the ws-echo workload), or "no"."""
+    return f"`{adapter.websocket}`" if adapter.websocket else "no"
+
+
 def server_pin_table(adapters: Iterable[ServerAdapter] | None = None) -> str:
     """The markdown table: one row per adapter, its exact pins per interpreter column, where
-    it cannot run, how it binds a unix socket and how it serves h2c."""
+    it cannot run, how it binds a unix socket, how it serves h2c and WebSocket."""
     rows = [
         "| adapter | "
         + " | ".join(h for h, _ in COLUMNS)
-        + " | unavailable on | unix socket | h2c |",
-        "|---" * (len(COLUMNS) + 4) + "|",
+        + " | unavailable on | unix socket | h2c | WebSocket |",
+        "|---" * (len(COLUMNS) + 5) + "|",
     ]
     for adapter in builtin_adapters() if adapters is None else adapters:
         cells = [pins_cell(adapter, interp) for _, interp in COLUMNS]
-        cells += [unavailable_cell(adapter), unix_cell(adapter), h2c_cell(adapter)]
+        cells += [
+            unavailable_cell(adapter),
+            unix_cell(adapter),
+            h2c_cell(adapter),
+            websocket_cell(adapter),
+        ]
         rows.append(f"| {adapter.name} | " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
 

@@ -1,4 +1,4 @@
-"""The workloads every framework app implements, with their requests and reference data.
+"""The workloads the framework apps implement, with their requests and reference data.
 
 A :class:`Workload` knows its route, the services it needs and how to build the request for a
 given set of parameters. The same :class:`HttpRequest` feeds verification
@@ -58,6 +58,10 @@ ADDITIONAL_FORTUNE = (0, "Additional fortune added at request time.")
 CPU_MAX_N = 32
 IO_MAX_MS = 10_000
 UPLOAD_MAX_KB = 64 * 1024
+#: ws-echo: the largest message, in bytes.
+WS_MAX_BYTES = 1 << 20
+#: ws-echo's route (a WebSocket upgrade of GET).
+WS_ECHO_PATH = "/ws-echo"
 
 
 def fib(n: int) -> int:
@@ -93,6 +97,9 @@ class Workload:
     description: str
     services: frozenset[str] = frozenset()
     params: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    #: A WebSocket workload: its request is the upgrade, then messages of ``size`` bytes
+    #: echoed back; its cells speak protocol "ws" (docs/websocket.md).
+    websocket: bool = False
     _build: Callable[[Mapping[str, int]], HttpRequest] | None = field(
         default=None, repr=False, compare=False
     )
@@ -133,6 +140,7 @@ _PARAM_BOUNDS: dict[tuple[str, str], tuple[int, int | None]] = {
     ("cpu", "n"): (0, CPU_MAX_N),
     ("io", "ms"): (0, IO_MAX_MS),
     ("upload", "kb"): (0, UPLOAD_MAX_KB),
+    ("ws-echo", "size"): (1, WS_MAX_BYTES),
 }
 
 
@@ -202,10 +210,21 @@ WORKLOADS: dict[str, Workload] = {
             params=_frozen({"kb": 64}),
             _build=_upload,
         ),
+        Workload(
+            "ws-echo",
+            f"WebSocket {WS_ECHO_PATH}: each binary message of SIZE bytes echoed back "
+            "(a request is one message's round trip)",
+            params=_frozen({"size": 64}),
+            websocket=True,
+            _build=_get(WS_ECHO_PATH),
+        ),
     )
 }
 
-ALL_WORKLOADS: frozenset[str] = frozenset(WORKLOADS)
+#: The HTTP workloads: what every framework app implements.
+HTTP_WORKLOADS: frozenset[str] = frozenset(w.name for w in WORKLOADS.values() if not w.websocket)
+#: The WebSocket workloads, for the frameworks that serve them.
+WS_WORKLOADS: frozenset[str] = frozenset(w.name for w in WORKLOADS.values() if w.websocket)
 
 
 def get(name: str) -> Workload:

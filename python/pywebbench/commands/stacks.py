@@ -65,6 +65,8 @@ def candidate_record(c: Candidate) -> dict[str, object]:
         "unix_bind": c.server.unix_bind,
         # how the server serves h2c (--protocol h2c), None: it cannot
         "h2c": c.server.h2c,
+        # what serves WebSocket in the server (the ws-echo workload), None: it cannot
+        "websocket": c.server.websocket,
     }
     if c.stack is not None:
         rec["requirements"] = list(c.stack.requirements)

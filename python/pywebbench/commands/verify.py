@@ -18,7 +18,14 @@ from pywebbench.catalogue.base import Framework
 from pywebbench.catalogue.stacks import Candidate
 from pywebbench.catalogue.workloads import Workload
 from pywebbench.commands.stacks import filter_options, plan_or_usage_error, select_interpreters
-from pywebbench.protocol import PROTOCOLS, Protocol, cannot_speak_h2c, speaks_h2c
+from pywebbench.protocol import (
+    HTTP_PROTOCOLS,
+    Protocol,
+    cannot_speak_h2c,
+    cannot_speak_websocket,
+    speaks_h2c,
+    speaks_websocket,
+)
 
 if TYPE_CHECKING:
     from pywebbench.bringup import Services, StackFailure
@@ -89,7 +96,7 @@ Exit status: 0 all passed, 1 a verification/provision/launch failed or nothing c
 )
 @click.option(
     "--protocol",
-    type=click.Choice(PROTOCOLS),
+    type=click.Choice(HTTP_PROTOCOLS),
     default="http1",
     show_default=True,
     help="What each server is asked to speak and verified over: http1 (HTTP/1.1) or h2c "
@@ -185,10 +192,12 @@ def command(
 
     failed = [o for o in outcomes if o.status == "fail"]
     passed = [o for o in outcomes if o.status == "pass"]
-    skipped = [o for o in outcomes if o.status == "unavailable"]
+    skipped = [o for o in outcomes if o.status == "unavailable" and o.workload is None]
+    not_served = [o for o in outcomes if o.status == "unavailable" and o.workload is not None]
+    extra = f", {len(not_served)} workload(s) not served" if not_served else ""
     console.print(
-        f"\n{len(passed)} passed, {len(failed)} failed, {len(skipped)} stack(s) unavailable. "
-        f"Logs: {log_root}"
+        f"\n{len(passed)} passed, {len(failed)} failed, {len(skipped)} stack(s) unavailable"
+        f"{extra}. Logs: {log_root}"
     )
     if as_json:
         click.echo(json.dumps([asdict(o) for o in outcomes], indent=2))
@@ -312,10 +321,15 @@ def _verify_one(
         f"{env.venv}[/dim]"
     )
     runnable: list[Workload] = []
+    websocket = protocol == "http1" and bind == "tcp" and speaks_websocket(c.server)
     for workload in _workloads(c):
         failure = services.failure_for(workload)
         if failure is not None:
             yield _failed(c.name, workload.name, failure)
+        elif workload.websocket and not websocket:
+            why = cannot_speak_websocket(c.server) if protocol == "http1" else None
+            why = why or "WebSocket is verified over HTTP/1.1 and TCP (no --protocol/--bind)"
+            yield Outcome(c.name, workload.name, "unavailable", why, phase="plan")
         else:
             runnable.append(workload)
     if not runnable:
@@ -326,7 +340,8 @@ def _verify_one(
         threads=threads,
         app_env=services.env,
         bind=bind,
-        protocol=protocol,
+        # a server with WebSocket on serves HTTP/1.1 too (granian: --ws)
+        protocol="ws" if any(w.websocket for w in runnable) else protocol,
     )
     try:
         with console.status(f"starting {c.server.name}"):

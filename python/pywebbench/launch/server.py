@@ -41,7 +41,14 @@ from pywebbench.bind import (
 )
 from pywebbench.catalogue.base import APPS_DIR, HOOKS_DIR, Interpreter, LaunchContext, Stack
 from pywebbench.launch.process import ProcessGroup, tail
-from pywebbench.protocol import PROTOCOLS, cannot_speak_h2c, probe_h2c, speaks_h2c
+from pywebbench.protocol import (
+    PROTOCOLS,
+    cannot_speak_h2c,
+    cannot_speak_websocket,
+    probe_h2c,
+    speaks_h2c,
+    speaks_websocket,
+)
 
 __all__ = [
     "EnvLike",
@@ -319,6 +326,8 @@ def start_server(
         )
     if protocol == "h2c" and not speaks_h2c(adapter):
         raise LaunchError("config", cannot_speak_h2c(adapter))
+    if protocol == "ws" and not speaks_websocket(adapter):
+        raise LaunchError("config", cannot_speak_websocket(adapter))
     if app_dir is None:
         app_dir = getattr(stack.framework, "app_dir", None) or default_app_dir()
     app_dir = Path(app_dir)

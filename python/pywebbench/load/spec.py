@@ -247,21 +247,30 @@ def spec_for_request(
     rate: float | None = None,
     keepalive: bool = True,
     io: Literal["auto", "epoll", "uring"] = "auto",
-    protocol: Literal["http1", "h2c"] = "http1",
+    protocol: Literal["http1", "h2c", "ws"] = "http1",
     streams: int = 1,
     requests_per_connection: int = 0,
+    message_bytes: int | None = None,
 ) -> LoadSpec:
     """The spec that repeats a workload's ``request`` against the server at ``base_url``
     (one iteration of a study cell; one generator thread). ``keepalive`` False opens a new
     connection per request; ``io`` is the engine's I/O backend; ``protocol`` "h2c" speaks
     HTTP/2 with ``streams`` requests in flight per connection; ``requests_per_connection``
-    closes each connection after that many (0: never). A ``unix:/path/to.sock:``
+    closes each connection after that many (0: never); ``protocol`` "ws" upgrades each
+    connection to WebSocket at ``ws://`` + the URL's host and path and echoes messages of
+    ``message_bytes`` (TCP only). A ``unix:/path/to.sock:``
     base URL (a server on a unix socket, :mod:`pywebbench.bind`) becomes ``unix_socket``."""
     url, unix_socket = base_url.rstrip("/") + request.path, None
     if base_url.startswith("unix:"):  # the request path may hold ":/": keep it in the url
         target = parse_base_url(base_url)
         url = f"http://{target.host_header}{target.prefix}{request.path}"
         unix_socket = target.unix_socket
+    ws: dict[str, Any] = {}
+    if protocol == "ws":
+        if unix_socket is not None:
+            raise ValueError(f"base_url {base_url!r}: WebSocket cells listen on TCP")
+        url = "ws://" + url.split("://", 1)[1]
+        ws = {"message_bytes": message_bytes} if message_bytes is not None else {}
     return LoadSpec(
         url=url,
         unix_socket=unix_socket,
@@ -279,4 +288,5 @@ def spec_for_request(
         protocol=protocol,
         streams=streams,
         requests_per_connection=requests_per_connection,
+        **ws,
     )

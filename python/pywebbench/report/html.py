@@ -186,6 +186,7 @@ def build_context(view: ReportView) -> dict[str, Any]:
                 "findings": tables.findings_table(view, w),
                 "view": w,
                 "slug": slug,
+                "ws_note": tables.WS_NOTE if tables.is_websocket(w.name) else None,
                 "params": ", ".join(f"{k}={v}" for k, v in sorted(w.params.items())),
                 "selections": selections,
                 "sweep": sweep_id,

@@ -139,6 +139,8 @@ def render_markdown(view: ReportView) -> str:
     for w in view.workloads:
         ranking = w.ranking("peak")
         out += [f"## {md_text(w.name)}", ""]
+        if tables.is_websocket(w.name):
+            out += [md_text(tables.WS_NOTE), ""]
         h = tables.headline(ranking)
         if h:
             line = f"**{md_text(h['best'])}** is fastest: **{h['rps']} req/s** at {h['load']}"

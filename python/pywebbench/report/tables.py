@@ -491,6 +491,21 @@ def failures_table(view: ReportView) -> Table:
     return Table(columns, rows)
 
 
+#: What the figures of a WebSocket workload (ws-echo) are.
+WS_NOTE = (
+    "A request is one WebSocket message echoed back: req/s are messages/s, and latency is "
+    "each message's round trip; each connection upgrades once (docs/websocket.md)."
+)
+
+
+def is_websocket(workload: str) -> bool:
+    """True for a WebSocket workload of the catalogue (ws-echo)."""
+    from pywebbench.catalogue.workloads import WORKLOADS
+
+    found = WORKLOADS.get(workload)
+    return found is not None and found.websocket
+
+
 def headline(ranking: Ranking) -> dict[str, str] | None:
     """The first-screen answer for a workload: who is fastest, and by how much.
 

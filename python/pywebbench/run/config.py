@@ -596,6 +596,11 @@ def check(config: StudyConfig) -> None:
             "--streams (load.streams): concurrent streams are for h2c cells; add "
             "--protocol h2c (HTTP/1.1 cells keep one request in flight per connection)"
         )
+    if config.load.faults and "ws-echo" in config.matrix.workloads:
+        raise ConfigError(
+            "--faults with --workload ws-echo (load.faults, matrix.workloads): the fault "
+            "phase's good clients speak HTTP; measure ws-echo in a run without --faults"
+        )
     if config.load.faults and "h2c" in config.load.protocol:
         raise ConfigError(
             "--faults with --protocol h2c (load.faults, load.protocol): the fault clients "

@@ -17,7 +17,13 @@ from pywebbench.bind import Bind, can_bind_unix, cannot_bind_unix
 from pywebbench.catalogue.base import Framework, Interpreter, Stack
 from pywebbench.catalogue.workloads import HttpRequest, Workload
 from pywebbench.load.spec import LoadSpec, spec_for_request
-from pywebbench.protocol import Protocol, cannot_speak_h2c, speaks_h2c
+from pywebbench.protocol import (
+    Protocol,
+    cannot_speak_h2c,
+    cannot_speak_websocket,
+    speaks_h2c,
+    speaks_websocket,
+)
 from pywebbench.provision.pythons import install_request
 from pywebbench.run.config import ConfigError, LoadConfig, StudyConfig
 
@@ -119,6 +125,7 @@ class CellPlan:
             protocol=self.protocol,
             streams=self.streams,
             requests_per_connection=self.requests_per_connection,
+            message_bytes=self.params["size"] if self.workload.websocket else None,
         )
         return spec.replace(**changes) if changes else spec
 
@@ -283,16 +290,29 @@ def expand(config: StudyConfig) -> Matrix:
             out.unavailable.append((cand.name, cand.unavailable or "unavailable"))
             continue
         binds = _binds(config, cand.stack, out)
-        protocols = _protocols(config, cand.stack, out)
-        if not binds or not protocols:
+        all_workloads = [byo[w] if byo else WORKLOADS[w] for w in cand.workloads]
+        http_points: list[tuple[int, float | None, str, Bind, Protocol]] = []
+        if any(not wl.websocket for wl in all_workloads):
+            protocols = _protocols(config, cand.stack, out)
+            http_points = [
+                (c, r, mode, b, proto)
+                for c, r, mode in points
+                for b in binds
+                for proto in protocols
+                if not (proto == "h2c" and mode == "close")  # h2c keeps its connections
+            ]
+        ws_points: list[tuple[int, float | None, str, Bind, Protocol]] = []
+        if any(wl.websocket for wl in all_workloads):
+            ws_points = [(c, r, mode, "tcp", "ws") for c, r, mode in points]
+            if not speaks_websocket(cand.server):
+                out.skipped.append((f"{cand.stack.name} ws", cannot_speak_websocket(cand.server)))
+                ws_points = []
+            elif "tcp" not in binds:
+                out.skipped.append((f"{cand.stack.name} ws", "WebSocket cells listen on TCP"))
+                ws_points = []
+        workloads = [wl for wl in all_workloads if (ws_points if wl.websocket else http_points)]
+        if not workloads:
             continue
-        stack_points = [
-            (c, r, mode, b, proto)
-            for c, r, mode in points
-            for b in binds
-            for proto in protocols
-            if not (proto == "h2c" and mode == "close")  # h2c keeps its connections
-        ]
         settings = config.workers_threads(cand.server.name)
         for workers, threads, max_requests in _server_settings(config, cand.stack, out):
             parts = []
@@ -303,10 +323,9 @@ def expand(config: StudyConfig) -> Matrix:
             key = cand.stack.name + ("@" + ",".join(parts) if parts else "")
             variant = Variant(cand.stack, workers, threads, key, max_requests)
             out.variants.append(variant)
-            workloads = [byo[w] if byo else WORKLOADS[w] for w in cand.workloads]
             for wl in workloads:
                 params = wl.resolve(**m.workload_params.get(wl.name, {}))
-                for conc, rate, mode, bind, proto in stack_points:
+                for conc, rate, mode, bind, proto in ws_points if wl.websocket else http_points:
                     streams = config.load.streams if proto == "h2c" else 1
                     cell = CellPlan(
                         "",
@@ -341,7 +360,9 @@ def _binds(config: StudyConfig, stack: Stack, out: Matrix) -> list[Bind]:
 def _protocols(config: StudyConfig, stack: Stack, out: Matrix) -> list[Protocol]:
     """What a stack's cells speak: the ``protocol`` values its server serves. h2c on a server
     that cannot is skipped with a note in ``out.skipped`` (not a failure)."""
-    usable = [p for p in config.load.protocol if p == "http1" or speaks_h2c(stack.server)]
+    usable: list[Protocol] = [
+        p for p in config.load.protocol if p == "http1" or speaks_h2c(stack.server)
+    ]
     if len(usable) < len(config.load.protocol):
         out.skipped.append((f"{stack.name} h2c", cannot_speak_h2c(stack.server)))
     return usable

@@ -198,8 +198,8 @@ class Measurer:
             self._flame_window(cell, rep_id, server)
         if cfg.instructions and measured and replicate < cfg.instructions_replicates:
             self._instructions_count(cell, rep_id)
-        if not (cfg.faults and measured):
-            return None, None
+        if not (cfg.faults and measured) or cell.protocol != "http1":
+            return None, None  # the fault clients and the phase's good clients are HTTP/1.1
         self._phase(f"faults {cell.variant.key}: {cfg.faults}")
         robustness = fault_phase(
             cell,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from pywebbench.catalogue.base import Framework, Interpreter, free_threaded_reason
-from pywebbench.catalogue.workloads import ALL_WORKLOADS
+from pywebbench.catalogue.workloads import HTTP_WORKLOADS
 
 MIN_PYTHON = (3, 9)
 
@@ -57,7 +57,7 @@ class AppFramework(Framework):
     io_style: ClassVar[str] = "blocking"
     pins: ClassVar[dict[str, tuple[str, ...]]] = {"modern": (), "py39": ()}
     only_binary: ClassVar[tuple[str, ...]] = ()
-    workloads: frozenset[str] = ALL_WORKLOADS  # not a ClassVar: see Framework
+    workloads: frozenset[str] = HTTP_WORKLOADS  # not a ClassVar: see Framework
     system_packages: ClassVar[tuple[str, ...]] = ()
     #: Per CPython version ("3.13"), why it cannot run on that version's free-threaded build
     #: (measured: benchmarks/free_threaded_catalogue.py).

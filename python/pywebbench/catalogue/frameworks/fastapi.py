@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pywebbench.catalogue.base import ASGI
 from pywebbench.catalogue.frameworks._base import AppFramework
+from pywebbench.catalogue.workloads import HTTP_WORKLOADS, WS_WORKLOADS
 
 
 class FastAPI(AppFramework):
@@ -16,6 +17,7 @@ class FastAPI(AppFramework):
         'the free-threaded build of CPython versions below 3.14"'
     }
     app = "pwb_fastapi:app"
+    workloads = HTTP_WORKLOADS | WS_WORKLOADS  # ws-echo too (docs/websocket.md)
     io_style = "async"
     system_packages = ("libpq5",)  # psycopg (async PostgreSQL client) loads libpq
     description = "FastAPI with typed, validated query parameters; dicts serialised by FastAPI."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pywebbench.catalogue.base import ASGI
 from pywebbench.catalogue.frameworks._base import AppFramework
+from pywebbench.catalogue.workloads import HTTP_WORKLOADS, WS_WORKLOADS
 
 
 class Starlette(AppFramework):
@@ -12,6 +13,7 @@ class Starlette(AppFramework):
     name = "starlette"
     interface = ASGI
     app = "pwb_starlette:app"
+    workloads = HTTP_WORKLOADS | WS_WORKLOADS  # ws-echo too (docs/websocket.md)
     io_style = "async"
     system_packages = ("libpq5",)  # psycopg (async PostgreSQL client) loads libpq
     description = "Starlette routes, Response and JSONResponse."

@@ -19,6 +19,7 @@ class Daphne(BaseAdapter):
         "daphne sends no Date header."
     )
     sends_date_header = False
+    websocket = "autobahn (built in)"
     pins = {
         "modern": ("daphne==4.2.3",),
         "py39": ("daphne==4.2.3", "twisted==25.5.0", "cryptography==43.0.3"),

@@ -10,6 +10,7 @@ class GranianASGI(GranianBase):
     name = "granian-asgi"
     interface = ASGI
     granian_interface = "asgi"
+    websocket = "--ws (Rust)"
     description = "granian, ASGI interface: Rust I/O, the app on uvloop (asyncio on PyPy)"
     notes = (
         "Threads are ignored (one event loop per worker). uvloop on CPython 3.10+, asyncio on "

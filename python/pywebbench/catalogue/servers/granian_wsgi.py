@@ -17,9 +17,9 @@ GRANIAN_313T = ("granian==2.7.9",)
 
 
 class GranianBase(BaseAdapter):
-    """granian's CLI: HTTP/1.1 only (HTTP/2 only for h2c cells), websockets off, one Rust
-    runtime thread per worker, access log off. ``--blocking-threads`` is the number of
-    Python threads running the app."""
+    """granian's CLI: HTTP/1.1 only (HTTP/2 only for h2c cells), websockets off (on for ws
+    cells), one Rust runtime thread per worker, access log off. ``--blocking-threads`` is the
+    number of Python threads running the app."""
 
     granian_interface: ClassVar[str]
     unix_bind = "--uds PATH"
@@ -61,7 +61,7 @@ class GranianBase(BaseAdapter):
                 self.loop(ctx),
                 "--http",
                 "2" if ctx.protocol == "h2c" else "1",
-                "--no-ws",
+                "--ws" if ctx.protocol == "ws" else "--no-ws",
                 "--backlog",
                 str(backlog()),
                 "--log-level",

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pywebbench.catalogue.base import ASGI, LaunchContext
 from pywebbench.catalogue.servers._gunicorn import GUNICORN_PINS, GunicornBase
+from pywebbench.catalogue.servers.uvicorn_uvloop import WSPROTO
 
 
 class GunicornUvicorn(GunicornBase):
     name = "gunicorn-uvicorn"
     interface = ASGI
     worker_class = "uvicorn_worker.UvicornWorker"
+    websocket = "wsproto (the uvicorn worker's ws auto)"
     description = "gunicorn's arbiter with uvicorn workers (uvloop + httptools where available)"
     notes = (
         "Threads are ignored (asyncio event loop). The worker picks uvloop + httptools when "
@@ -23,12 +25,14 @@ class GunicornUvicorn(GunicornBase):
             "uvicorn==0.54.0",
             "uvloop==0.23.0",
             "httptools==0.9.0",
+            WSPROTO,
         ),
         "py39": (
             *GUNICORN_PINS["py39"],
             "uvicorn-worker==0.4.0",
             "uvicorn==0.39.0",
             "httptools==0.9.0",
+            WSPROTO,
         ),
     }
 

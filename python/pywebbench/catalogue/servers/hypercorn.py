@@ -21,6 +21,7 @@ class Hypercorn(BaseAdapter):
     max_requests_flag = "--max-requests"
     unix_bind = "--bind unix:PATH"
     h2c = "always on (prior knowledge, h2)"
+    websocket = "wsproto (built in)"
 
     def command(self, ctx: LaunchContext) -> LaunchCommand:
         return LaunchCommand(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pywebbench.catalogue.base import ASGI
-from pywebbench.catalogue.servers.uvicorn_uvloop import UvicornBase
+from pywebbench.catalogue.servers.uvicorn_uvloop import WSPROTO, UvicornBase
 
 
 class UvicornH11(UvicornBase):
@@ -17,7 +17,7 @@ class UvicornH11(UvicornBase):
         "socket leaves Nagle on (40 ms stalls per keep-alive response): launch_uvicorn.py "
         "sets TCP_NODELAY on it."
     )
-    pins = {"modern": ("uvicorn==0.54.0",), "py39": ("uvicorn==0.39.0",)}
+    pins = {"modern": ("uvicorn==0.54.0", WSPROTO), "py39": ("uvicorn==0.39.0", WSPROTO)}
 
 
 ADAPTER = UvicornH11()

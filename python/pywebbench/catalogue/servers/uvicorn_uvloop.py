@@ -13,6 +13,9 @@ from pywebbench.catalogue.servers._base import (
     listen_args,
 )
 
+#: uvicorn's WebSocket implementation (ws-echo): pure Python, on every interpreter.
+WSPROTO = "wsproto==1.2.0"
+
 
 class UvicornBase(BaseAdapter):
     """uvicorn's CLI (through launch_uvicorn.py, which sets TCP_NODELAY on the listening
@@ -23,6 +26,7 @@ class UvicornBase(BaseAdapter):
     # Takes uvicorn's own arguments (not the common launcher command line).
     launcher: ClassVar[str] = "launch_uvicorn"
     unix_bind = "--uds PATH"
+    websocket = "wsproto (--ws wsproto)"
 
     def command(self, ctx: LaunchContext) -> LaunchCommand:
         return LaunchCommand(
@@ -37,6 +41,8 @@ class UvicornBase(BaseAdapter):
                 self.loop,
                 "--http",
                 self.http,
+                "--ws",
+                "wsproto",
                 "--no-access-log",
                 "--log-level",
                 "warning",
@@ -56,6 +62,7 @@ class UvicornBase(BaseAdapter):
             threads_used=False,
             event_loop=self.loop,
             http_parser=self.http,
+            websocket="wsproto (pure Python)",
             keep_alive=f"on, {KEEPALIVE_S} s idle timeout",
             tcp_nodelay="on the listening socket (uvicorn's multi-worker socket lacks it)",
         )
@@ -78,8 +85,8 @@ class UvicornUvloop(UvicornBase):
         "use uvicorn-h11 or gunicorn-uvicorn (asyncio + httptools) there"
     )
     pins = {
-        "modern": ("uvicorn==0.54.0", "uvloop==0.23.0", "httptools==0.9.0"),
-        "py39": ("uvicorn==0.39.0", "uvloop==0.22.1", "httptools==0.9.0"),
+        "modern": ("uvicorn==0.54.0", "uvloop==0.23.0", "httptools==0.9.0", WSPROTO),
+        "py39": ("uvicorn==0.39.0", "uvloop==0.22.1", "httptools==0.9.0", WSPROTO),
     }
 
 

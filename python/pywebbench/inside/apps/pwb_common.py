@@ -443,6 +443,20 @@ def native_args(argv=None, description="pywebbench native app"):
     return args
 
 
+async def echo_websocket(websocket):
+    """ws-echo on a Starlette WebSocket (starlette, and fastapi, whose WebSocket it is):
+    accept, then send every message back as it came (bytes or text) until the client goes."""
+    await websocket.accept()
+    while True:
+        message = await websocket.receive()
+        if message["type"] != "websocket.receive":
+            return  # websocket.disconnect
+        if message.get("bytes") is not None:
+            await websocket.send_bytes(message["bytes"])
+        else:
+            await websocket.send_text(message.get("text") or "")
+
+
 def fork_workers(workers):
     """Fork ``workers - 1`` children after the listening socket exists; returns True in a child.
 

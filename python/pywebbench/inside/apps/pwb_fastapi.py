@@ -4,7 +4,7 @@ Idiomatic FastAPI: typed, validated query parameters (422 on bad input, FastAPI'
 dicts serialised by FastAPI for json and upload.
 """
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Query, Request, WebSocket
 from fastapi.responses import Response
 
 import pwb_common as c
@@ -56,6 +56,11 @@ async def io(ms: int = Query(c.IO_DEFAULT_MS, ge=0, le=c.IO_MAX_MS)):
 @app.post("/upload")
 async def upload(request: Request):
     return c.upload_result(await request.body())
+
+
+@app.websocket("/ws-echo")
+async def ws_echo(websocket: WebSocket):
+    await c.echo_websocket(websocket)
 
 
 application = app

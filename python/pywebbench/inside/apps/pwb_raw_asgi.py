@@ -63,9 +63,31 @@ async def _lifespan(receive, send):
             return
 
 
+async def _ws_echo(receive, send):
+    """ws-echo: accept, then send every message back as it came (bytes or text)."""
+    message = await receive()
+    if message["type"] != "websocket.connect":
+        return
+    await send({"type": "websocket.accept"})
+    while True:
+        message = await receive()
+        if message["type"] != "websocket.receive":
+            return  # websocket.disconnect
+        if message.get("bytes") is not None:
+            await send({"type": "websocket.send", "bytes": message["bytes"]})
+        else:
+            await send({"type": "websocket.send", "text": message.get("text") or ""})
+
+
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
         await _lifespan(receive, send)
+        return
+    if scope["type"] == "websocket":
+        if scope["path"] == "/ws-echo":
+            await _ws_echo(receive, send)
+        else:
+            await send({"type": "websocket.close", "code": 1008})
         return
     if scope["type"] != "http":
         return

@@ -2,7 +2,7 @@
 
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 import pwb_common as c
 
@@ -59,6 +59,7 @@ app = Starlette(
         Route("/fortunes", fortunes),
         Route("/io", io),
         Route("/upload", upload, methods=["POST"]),
+        WebSocketRoute("/ws-echo", c.echo_websocket),
     ],
     exception_handlers={c.BadParameter: bad_parameter, c.ServiceNotConfigured: no_service},
 )
