@@ -260,9 +260,10 @@ fn each_connection_serves_its_requests_then_reconnects(io: Io) {
         assert_eq!(r.requests, 400, "pipeline {pipeline}, rate {rate:?}");
         assert_eq!(r.errors, 0, "{:?}", r.error_classes);
         let c = &r.connections;
-        // The budget splits unevenly over the 4: each may end on one partial connection.
+        // The budget splits unevenly over the 4: each may end on one partial connection,
+        // and a reconnect started as the budget ran out may not be established by the end.
         assert!((40..=44).contains(&c.established), "{c:?}");
-        assert_eq!(c.reopened, c.established - c.targeted, "{c:?}");
+        assert_eq!(c.reopened, c.attempts - c.targeted, "{c:?}");
         assert_eq!(c.pipeline_resent, 0, "{c:?}");
         let per = &c.requests_per_connection;
         // (a connection opened as the budget ran out served none: it is not counted)

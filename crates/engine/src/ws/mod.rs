@@ -11,11 +11,16 @@ use crate::errors::ErrorClass;
 
 mod handshake;
 mod parse;
-mod sha1;
 
 pub use handshake::{accept_for, Handshake, HandshakeFeed, MAX_HEAD};
 pub use parse::{Event, FrameParser, Step};
-pub use sha1::sha1;
+
+/// The SHA-1 digest of `data` (RustCrypto's `sha1`): only for the handshake's
+/// `Sec-WebSocket-Accept`, computed once per run.
+pub fn sha1(data: &[u8]) -> [u8; 20] {
+    use sha1::{Digest, Sha1};
+    Sha1::digest(data).into()
+}
 
 /// A WebSocket error: its class and a one-line description.
 pub type WsError = (ErrorClass, String);
