@@ -125,7 +125,10 @@ def test_requests_per_connection_reconnects_every_n(refserver) -> None:
     res = CliRunner().invoke(command, [*args, "--json", "-"])
     assert res.exit_code == 0, res.output
     c = json.loads(res.stdout)["connections"]
-    assert (c["requests_per_connection"]["max"], c["established"]) == (5, 20), c
+    per = c["requests_per_connection"]
+    # 100 requests, 5 a connection: 20 connections, plus up to one per connection (2) that a
+    # reconnect started as the budget ran out opened without serving (timing)
+    assert (per["max"], per["p50"]) == (5, 5) and 20 <= c["established"] <= 22, c
     bad = CliRunner().invoke(command, [*args, "--no-keepalive"])
     assert bad.exit_code == 2 and "--requests-per-connection" in bad.output, bad.output
 
