@@ -39,6 +39,7 @@ def test_a_websocket_study_over_four_servers(tmp_path: Path) -> None:
         assert spec["protocol"] == "ws" and spec["url"].startswith("ws://127.0.0.1:"), spec
         # every message echoed intact (a corrupt echo is an error), on 4 upgraded connections
         assert it.requests > 100 and it.errors == 0, (server, it.result["error_classes"])
+        assert it.non_2xx == 0, it  # messages have no status: none counts as a non-2xx
         assert it.result["websocket"]["handshakes"] >= 4, it.result["websocket"]
     md = next((results / "reports").glob("*.md")).read_text()
     assert "req/s are messages/s" in md.split("## ws-echo", 1)[1]
