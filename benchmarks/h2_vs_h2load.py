@@ -19,6 +19,8 @@ both (h2load indexes its request headers in HPACK's dynamic table, pywebbench en
 the same way on every stream). For each run: requests/s, the generator's CPU-microseconds
 per request (CPU time of the generator process from ``wait4()``, user + system; for
 pywebbench less its start-up CPU, measured on a 1-request run) and the kernel's share of it;
+for h2load's runs also the server's share of its core (its process tree's CPU time over
+the run's wall time): near 100%, the server, not h2load, set h2load's requests/s;
 at the end the medians, and the median over the rounds of each round's ratio to h2load (a
 pair of runs in a round saw the same machine: steadier than a ratio of medians when the
 machine's load moves).
@@ -39,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pywebbench
@@ -50,6 +53,7 @@ from loadgen_vs_wrk import (
     stop,
     wait_listening,
 )
+from pywebbench.ab.interference import trees_cpu_s
 
 #: The catalogue's raw ASGI app (its ``/hello`` workload), run by hypercorn from its folder.
 APPS = Path(pywebbench.__file__).parent / "inside" / "apps"
@@ -155,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     gen, c, m = args.generator_cpu, args.connections, args.streams
     names = ["h2load", *(f"pywebbench-{io}" for io in IOS)]
     rows: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}
+    server_busy: list[float] = []
     with tempfile.TemporaryDirectory(prefix="pwb-h2-") as tmp:
         server = start_server(args.server, Path(tmp), port, args.server_cpu)
         try:
@@ -165,10 +170,17 @@ def main(argv: list[str] | None = None) -> int:
             _, startup, startup_sys = min(startups, key=lambda s: s[1])
             print(f"pywebbench start-up CPU (1 request, subtracted): {startup * 1000:.0f} ms")
             for i in range(args.rounds):
+                # The server's share of its core while h2load ran (h2load starts in
+                # milliseconds, so the wall time is the load's): near 100%, the server
+                # and not h2load set h2load's requests/s.
+                server_s, wall = trees_cpu_s([server.pid]), time.monotonic()
                 rps, cpr, kernel = run_h2load(h2load, url, gen, c, m, args.duration)
+                busy = (trees_cpu_s([server.pid]) - server_s) / (time.monotonic() - wall)
+                server_busy.append(busy)
                 rows["h2load"].append((rps, cpr, kernel))
                 print(f"round {i + 1}  {'h2load':<18}{rps:>10,.0f} req/s  {cpr:6.2f} "
-                      f"CPU-us/req  kernel {kernel:4.0%}", flush=True)  # fmt: skip
+                      f"CPU-us/req  kernel {kernel:4.0%} (h2load busy {rps * cpr / 1e6:.0%}, "
+                      f"{args.server} busy {busy:.0%})", flush=True)  # fmt: skip
                 for io in IOS:
                     d, cpu_s, sys_s = run_pwb(url, gen, c, m, args.duration, io, agent)
                     load_cpu = max(cpu_s - startup, 1e-9)
@@ -190,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
            for name, v in rows.items()}  # fmt: skip
     for name, (rps, cpr, kernel) in med.items():
         print(f"median {name:<18}{rps:>10,.0f} req/s  {cpr:6.2f} CPU-us/req  kernel {kernel:4.0%}")
+    print(f"{args.server} busy while h2load ran: {statistics.median(server_busy):.0%} of its core "
+          "(median): at ~100% the server, not h2load, set h2load's requests/s")  # fmt: skip
     for io in IOS:
         name = f"pywebbench-{io}"
         # Ratios within each round (the rounds alternate, so each pair saw the same machine),

@@ -83,6 +83,8 @@ pub struct Ring {
     leaked: bool,
     /// Multishot receive (6.0) is available; else one receive per completion.
     pub multishot: bool,
+    /// Waits can batch completions (6.12); else each wait ends at the first one.
+    min_wait: bool,
     /// Operations submitted whose last completion has not arrived yet.
     pub pending_ops: u64,
     /// Sends queued since the last `wait`: it waits for their completions and one more, so
@@ -108,6 +110,7 @@ impl Ring {
             bufs: ManuallyDrop::new(bufs),
             leaked: false,
             multishot: support.multishot_recv,
+            min_wait: support.min_wait,
             pending_ops: 0,
             sends_queued: 0,
             cqes: Vec::with_capacity(entries as usize * 4),
@@ -155,14 +158,24 @@ impl Ring {
     }
 
     /// Submit what is queued and wait up to `timeout_ns` for at least one completion; the
-    /// completions are in `cqes` afterwards.
-    pub fn wait(&mut self, timeout_ns: u64) -> io::Result<()> {
+    /// completions are in `cqes` afterwards. With `batch`, the wait asks for that many
+    /// completions, and settles for the ones that have come once `batch.1` microseconds
+    /// have passed (never beyond `timeout_ns`).
+    pub fn wait(&mut self, timeout_ns: u64, batch: Option<(usize, u32)>) -> io::Result<()> {
         self.bufs.publish();
         let ts = types::Timespec::new()
             .sec(timeout_ns / 1_000_000_000)
             .nsec((timeout_ns % 1_000_000_000) as u32);
-        let args = types::SubmitArgs::new().timespec(&ts);
-        let want = 1 + std::mem::take(&mut self.sends_queued);
+        let sends = std::mem::take(&mut self.sends_queued);
+        let mut want = 1 + sends;
+        let mut args = types::SubmitArgs::new().timespec(&ts);
+        if let Some((count, min_us)) = batch.filter(|_| self.min_wait) {
+            let min_us = min_us.min((timeout_ns / 1000) as u32);
+            if count > 1 && min_us > 0 {
+                want = count + sends;
+                args = args.min_wait_usec(min_us);
+            }
+        }
         match self.ring.submitter().submit_with_args(want, &args) {
             Ok(_) => {}
             Err(e) => match e.raw_os_error() {
@@ -200,5 +213,81 @@ impl Drop for Ring {
                 ManuallyDrop::drop(&mut self.bufs);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use io_uring::opcode;
+    use std::time::{Duration, Instant};
+
+    fn ring() -> Ring {
+        let support = probe().expect("io_uring is available on the test machines");
+        let r = Ring::new(8, support).expect("a ring");
+        r.enable().expect("enabled");
+        r
+    }
+
+    fn nops(r: &mut Ring, n: usize) {
+        for k in 0..n {
+            r.push(opcode::Nop::new().build().user_data(k as u64));
+        }
+    }
+
+    /// Wait as the worker does and say how long it took and how many completions came.
+    fn timed_wait(
+        r: &mut Ring,
+        timeout: Duration,
+        batch: Option<(usize, u32)>,
+    ) -> (Duration, usize) {
+        r.cqes.clear();
+        let t = Instant::now();
+        r.wait(timeout.as_nanos() as u64, batch).expect("wait");
+        (t.elapsed(), r.cqes.len())
+    }
+
+    #[test]
+    fn a_batched_wait_holds_one_completion_for_the_minimum_wait_only() {
+        let mut r = ring();
+        nops(&mut r, 1);
+        // Asked for 8 with a 20 ms minimum: the one completion is handed over once the
+        // minimum has passed, long before the 2-s timeout.
+        let (took, got) = timed_wait(&mut r, Duration::from_secs(2), Some((8, 20_000)));
+        assert_eq!(got, 1);
+        assert!(took < Duration::from_millis(500), "held {took:?}");
+        if probe().unwrap().min_wait {
+            assert!(took >= Duration::from_millis(15), "not held: {took:?}");
+        }
+    }
+
+    #[test]
+    fn a_batched_wait_ends_as_soon_as_the_batch_is_complete() {
+        let mut r = ring();
+        nops(&mut r, 8);
+        let (took, got) = timed_wait(&mut r, Duration::from_secs(2), Some((8, 200_000)));
+        assert_eq!(got, 8);
+        assert!(
+            took < Duration::from_millis(100),
+            "held a full batch {took:?}"
+        );
+    }
+
+    #[test]
+    fn a_batched_wait_never_outlasts_its_timeout() {
+        let mut r = ring();
+        // Nothing to complete; a 200-ms minimum wait against a 5-ms timeout.
+        let (took, got) = timed_wait(&mut r, Duration::from_millis(5), Some((8, 200_000)));
+        assert_eq!(got, 0);
+        assert!(took < Duration::from_millis(100), "waited {took:?}");
+    }
+
+    #[test]
+    fn an_unbatched_wait_returns_at_the_first_completion() {
+        let mut r = ring();
+        nops(&mut r, 1);
+        let (took, got) = timed_wait(&mut r, Duration::from_secs(2), None);
+        assert_eq!(got, 1);
+        assert!(took < Duration::from_millis(100), "held {took:?}");
     }
 }

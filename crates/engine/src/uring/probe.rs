@@ -24,6 +24,9 @@ pub enum Io {
 pub struct Support {
     /// Multishot receive (Linux 6.0): one receive armed per connection, not one per read.
     pub multishot_recv: bool,
+    /// A wait can ask for several completions but settle for one after a short minimum
+    /// wait (Linux 6.12, IORING_FEAT_MIN_TIMEOUT): how completions are batched.
+    pub min_wait: bool,
 }
 
 /// The probe's verdict (cached): what is supported, or why the backend cannot run.
@@ -95,11 +98,15 @@ fn run_probe() -> Result<Support, String> {
             ))
         }
     };
+    let min_wait = ring.params().is_feature_min_timeout();
     // Closing the socket ends the receive; the ring goes before the buffers it points at.
     drop((a, b));
     drop(ring);
     drop(bufs);
-    Ok(Support { multishot_recv })
+    Ok(Support {
+        multishot_recv,
+        min_wait,
+    })
 }
 
 #[cfg(test)]

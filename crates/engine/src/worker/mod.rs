@@ -157,6 +157,9 @@ pub struct Worker {
     max_lead_ns: u64,
     /// Wall time spent spinning for a send time in the measured phase (CPU, but not work).
     spin_ns: u64,
+    /// Running mean (weight 1/16) of the time from a request's send to its answer: how long
+    /// the io_uring backend may hold completions to batch them (`batch_wait`).
+    rtt_ns: u64,
     /// Connects started (picks each connection's source address in turn).
     dial_seq: usize,
     /// Connections of the initial pool not started yet (indices `pending_connect..`).
@@ -239,6 +242,7 @@ impl Worker {
             warnings: Vec::new(),
             lead_ns: 20_000,
             spin_ns: 0,
+            rtt_ns: 0,
             dial_seq: tp.id,
             pending_connect: 0,
             slice_open: tp.slices.is_none(),
