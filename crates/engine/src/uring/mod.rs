@@ -89,6 +89,9 @@ pub struct Ring {
     pub pending_ops: u64,
     /// Sends queued since the last `wait`: it waits for their completions and one more, so
     /// a turn does not end on send completions alone (a send completes in full or fails).
+    /// A batched wait's minimum hold can still end on them (the kernel then returns with
+    /// whatever completions it has): the worker batches only when answers are expected
+    /// within the hold.
     pub sends_queued: usize,
     /// Completions of the last `wait`, reused (no allocation per turn).
     pub cqes: Vec<Cqe>,

@@ -425,8 +425,10 @@ impl Worker {
     pub(super) fn record_latency(&mut self, slot: Slot, now: u64) {
         let lat_us = now.saturating_sub(slot.intended) / 1000;
         hist::record(&mut self.tally.latency, lat_us);
-        let rtt = now.saturating_sub(slot.sent);
-        self.rtt_ns = self.rtt_ns - self.rtt_ns / 16 + rtt / 16;
+        if slot.sent != 0 {
+            let rtt = now.saturating_sub(slot.sent);
+            self.rtt_ns = self.rtt_ns - self.rtt_ns / 16 + rtt / 16;
+        }
         if self.open {
             hist::record(
                 &mut self.tally.service,

@@ -18,11 +18,15 @@ const DRAIN_NS: u64 = 1_000_000_000;
 
 /// A wait may hold the completions that have come for up to this share (1/32, about 3%) of
 /// the running round-trip time, so that more arrive and are handled, and answered, in one
-/// turn: fewer wake-ups and larger writes for both the engine and the server. It is
-/// also the most any latency is overstated by it (docs/load-engine.md, "Batched waits").
+/// turn: fewer wake-ups and larger writes for both the engine and the server
+/// (docs/load-engine.md, "Batched waits").
 const BATCH_SHARE: u64 = 32;
 /// ... and never for more than this (microseconds).
 const BATCH_MAX_US: u64 = 50;
+/// ... and only with at least this many requests in flight: about 2 answers arrive during a
+/// hold of 1/32 of the round trip (in flight / 32). With fewer, a hold would mostly end on
+/// the turn's own send completions alone and cost a second wait.
+const BATCH_MIN_INFLIGHT: u64 = 2 * BATCH_SHARE;
 
 /// How long a wait may hold completions for a round-trip time of `rtt_ns` (microseconds;
 /// 0 for under 2: not worth a timer).
@@ -147,9 +151,10 @@ impl Worker {
             Some(at) => at.saturating_sub(now).min(wake.sleep),
             None => wake.sleep,
         };
-        let batch = (self.conns.len(), batch_wait_us(self.rtt_ns));
+        let batch = (self.inflight_total >= BATCH_MIN_INFLIGHT)
+            .then(|| (self.conns.len(), batch_wait_us(self.rtt_ns)));
         let r = self.ring();
-        r.wait(timeout, Some(batch))?;
+        r.wait(timeout, batch)?;
         let mut batch = std::mem::take(&mut r.cqes);
         let idle = batch.is_empty();
         let fired_at = wake.timer_at.filter(|&at| sys::now_ns() >= at);
