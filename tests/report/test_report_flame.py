@@ -14,15 +14,29 @@ import csv
 import io
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pwbtest import PYWEBBENCH
 from pywebbench.catalogue.interpreters import default_interpreters
-from pywebbench.meter.breakdown import breakdown, split_thread, stack_seconds
+from pywebbench.compare.cells import cell_figures
+from pywebbench.compare.match import Pair
+from pywebbench.compare.verdict import compare_pair
+from pywebbench.meter.breakdown import (
+    breakdown,
+    cpu_at_one_speed,
+    growth,
+    probed,
+    split_thread,
+    stack_seconds,
+    tree_cpu_per_request,
+)
+from pywebbench.meter.core_speed import study_scaling
 from pywebbench.meter.flame import FlameWindow
 from pywebbench.report import generate
+from pywebbench.report.flame import flame_points
 from pywebbench.run.config import resolve
 from pywebbench.run.matrix import expand
 from pywebbench.run.runner import run_study
@@ -71,7 +85,10 @@ def _windows(store: Path, run_id: str) -> list[FlameWindow]:
         study = st.load_study([run_id])
     docs = [r.flame for r in study.replicates]
     assert docs and all("error" not in d for d in docs), docs
-    return [FlameWindow.from_dict(d) for d in docs]
+    windows = [FlameWindow.from_dict(d) for d in docs]
+    # the core's speed over each window, probed beside it (compare puts CPU times at one speed)
+    assert all(w.core_rate and w.core_rate > 0 for w in windows), [w.core_rate for w in windows]
+    return windows
 
 
 @pytest.fixture(scope="module")
@@ -202,3 +219,78 @@ def test_compare_names_fib_as_what_grew(studies: dict[str, Any]) -> None:
     assert html.returncode == 0, html.stderr
     if cell["verdict"] == "slower":  # the flame graph of the change, for a significant one
         assert 'id="flame-diff"' in html.stdout and "fib" in html.stdout
+
+
+def _on_a_slower_core(window: FlameWindow, slowdown: float) -> FlameWindow:
+    """``window`` as if its core had done ``1/slowdown`` of the work per CPU-second: the
+    same samples, ``slowdown`` times the CPU time, the probe's rate ``1/slowdown``."""
+    assert window.core_rate
+    return FlameWindow(
+        **{
+            **window.to_dict(),
+            "thread_cpu_s": {t: c * slowdown for t, c in window.thread_cpu_s.items()},
+            "tree_cpu_s": window.tree_cpu_s * slowdown,
+            "tree_system_s": window.tree_system_s * slowdown,
+            "core_rate": window.core_rate / slowdown,
+        }
+    )
+
+
+def test_cpu_times_are_put_at_one_core_speed() -> None:
+    work = FlameWindow(
+        stacks={"thread (1): main;fib (app.py:3)": 100},
+        thread_cpu_s={"1": 1.0},
+        rate_hz=100,
+        duration_s=1.0,
+        requests=100,
+        tree_cpu_s=1.0,
+        tree_system_s=0.1,
+        sampler="test",
+        core_rate=1000.0,
+    )
+    slow = _on_a_slower_core(work, 1.45)  # the VM's two core speeds, docs/interference.md
+    raw = growth([work], [slow])
+    assert raw[0].function == "fib" and raw[0].ratio == pytest.approx(1.45)
+    fast_s, slow_s = cpu_at_one_speed([work, slow], reference=1000.0)
+    assert growth([fast_s], [slow_s])[0].ratio == pytest.approx(1.0)
+    assert tree_cpu_per_request([slow_s]) == pytest.approx(tree_cpu_per_request([fast_s]))
+    assert tree_cpu_per_request([fast_s]) == pytest.approx(0.01)  # at the reference: as is
+    # with the elasticity req/s are scaled with (CPython cpu: 1.25, docs/interference.md)
+    _, slow_e = cpu_at_one_speed([work, slow], reference=1000.0, elasticity=1.25)
+    assert slow_e.tree_cpu_s == pytest.approx(1.45 * (1 / 1.45) ** 1.25)
+    # all or nothing: callers scale only when every window has its rate
+    unprobed = FlameWindow(**{**slow.to_dict(), "core_rate": None})
+    assert probed([work, slow]) and not probed([work, unprobed]) and not probed([])
+
+
+def test_compare_reads_both_sides_at_one_core_speed(studies: dict[str, Any]) -> None:
+    """The same cell compared with itself, its NEW side as if sampled on a core 1.45x slower:
+    raw CPU times would say everything grew 1.45x; at one speed nothing did."""
+    with Store(studies["store"], create=False) as st:
+        study = st.load_study([studies["fib20"]])
+    [cell] = cell_figures(study, study_scaling(study))
+    assert cell.speed_reference, "the study's req/s were put at one core speed"
+    # elasticity 1: a slowdown of CPU time by exactly the core's is undone exactly
+    cell = replace(cell, elasticity=1.0)
+    slower = [_on_a_slower_core(w, 1.45) for w in cell.flames]
+    out = compare_pair(Pair(base=cell, new=replace(cell, flames=slower)))
+    assert out.cpu_at_one_speed and out.flames is not None
+    assert out.flames[1][0].tree_cpu_s != slower[0].tree_cpu_s  # what the diff graph draws
+    assert out.cpu_per_request is not None
+    base_cpu, new_cpu = out.cpu_per_request
+    assert new_cpu / base_cpu == pytest.approx(1.0, rel=1e-6)
+    assert out.grown and all(g.ratio == pytest.approx(1.0, rel=1e-6) for g in out.grown if g.ratio)
+
+
+def test_the_report_puts_windows_at_the_core_speed_of_its_req_s(studies: dict[str, Any]) -> None:
+    with Store(studies["store"], create=False) as st:
+        study = st.load_study([studies["fib20"]])
+    speed = study_scaling(study)
+    assert speed.reference
+    [raw] = flame_points(study)
+    [scaled] = flame_points(study, speed)
+    [cell] = study.cells
+    beta = speed.elasticity_of(cell.id)
+    for r, s in zip(raw.windows, scaled.windows, strict=True):
+        assert r.core_rate
+        assert s.tree_cpu_s == pytest.approx(r.tree_cpu_s * (r.core_rate / speed.reference) ** beta)

@@ -198,6 +198,22 @@ class FakeServer:
         return True  # what every CPython before 3.13t reports
 
 
+class FixedProbe:
+    """The sampled window's core-speed probe: one fixed reading (stored as the window's
+    ``core_rate``)."""
+
+    RATE = 1_000_000.0
+
+    def __init__(self, *_: Any, **__: Any) -> None:
+        pass
+
+    def start(self) -> FixedProbe:
+        return self
+
+    def stop(self) -> float:
+        return self.RATE
+
+
 class FakeSampler:
     """The server's metering, the same figures every iteration."""
 
@@ -314,6 +330,7 @@ def fake_bench(
     monkeypatch.setattr("pywebbench.run.measure.Sampler", FakeSampler)
     monkeypatch.setattr("pywebbench.run.measure.traced_window", traced)
     monkeypatch.setattr("pywebbench.run.measure.sampled_window", sampled)
+    monkeypatch.setattr("pywebbench.run.measure.CoreSpeedProbe", FixedProbe)
     monkeypatch.setattr("pywebbench.faults.measure_robustness", _robustness_run)
     yield timeline
 

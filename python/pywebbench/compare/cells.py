@@ -37,6 +37,10 @@ class CellFigures:
     latency_hists: list[str] = field(default_factory=list)  # measured iterations' histograms
     #: The replicates' sampled windows (``run --flamegraph``; docs/flamegraphs.md).
     flames: list[FlameWindow] = field(default_factory=list)
+    #: The core rate req/s were put at (None: raw), and this cell's group's elasticity:
+    #: what the sampled windows' CPU times are put at one speed with.
+    speed_reference: float | None = None
+    elasticity: float = 1.0
     # Some measured iteration stayed interfered after its re-measures (docs/interference.md).
     interfered: bool = False
     instructions: list[float] = field(default_factory=list)  # per request, one per count
@@ -122,6 +126,8 @@ def cell_figures(study: Study, speed: SpeedScaling | None = None) -> list[CellFi
             idle_rss_bytes=_idle_rss(replicates[cell.id]),
             latency_hists=[h for h in (i.latency_histogram() for i in measured) if h],
             flames=_flames(replicates[cell.id]),
+            speed_reference=speed.reference if speed else None,
+            elasticity=speed.elasticity_of(cell.id) if speed else 1.0,
             interfered=any(i.interfered for i in measured),
             instructions=[
                 float(r.instructions["per_request"])

@@ -41,9 +41,9 @@ def render_html(result: Comparison) -> str:
     figures: dict[str, Any] = {}
     diffs = []
     for i, c in enumerate(result.comparisons):
-        if not (c.grown and c.significant):
+        if not (c.grown and c.significant and c.flames):
             continue
-        fig = diff_icicle(c.pair.base.flames, c.pair.new.flames, f"{c.label}: NEW against BASE")
+        fig = diff_icicle(*c.flames, f"{c.label}: NEW against BASE")
         if fig is not None:
             figures[f"diff-{i}"] = fig
             diffs.append({"fig": f"diff-{i}", "label": c.label, "text": grown_text(c)})

@@ -163,6 +163,7 @@ def to_json(result: Comparison) -> str:
                 ),
                 "errors": {"base": c.pair.base.errors, "new": c.pair.new.errors},
                 "cpu_per_request_s": list(c.cpu_per_request) if c.cpu_per_request else None,
+                "cpu_at_one_speed": c.cpu_at_one_speed,
                 "grown": [
                     {"function": g.function, "base_s": g.base_s, "new_s": g.new_s} for g in c.grown
                 ],

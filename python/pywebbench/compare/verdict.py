@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 
 from pywebbench.compare.match import Pair
 from pywebbench.compare.ratio import RatioEstimate, ratio_of_medians, seed_for
-from pywebbench.meter.breakdown import Growth, growth, tree_cpu_per_request
+from pywebbench.meter.breakdown import (
+    Growth,
+    cpu_at_one_speed,
+    growth,
+    probed,
+    tree_cpu_per_request,
+)
+from pywebbench.meter.flame import FlameWindow
 
 SLOWER = "slower"
 FASTER = "faster"
@@ -54,6 +61,11 @@ class PairComparison:
     grown: list[Growth] = field(default_factory=list)
     #: Their tree's CPU seconds per request in the sampled windows, BASE and NEW.
     cpu_per_request: tuple[float, float] | None = None
+    #: The sampled windows, BASE and NEW (what ``grown``, ``cpu_per_request`` and the
+    #: differential flame graph read): their CPU times at the core speed the req/s are put
+    #: at when every window of both sides has its core's rate (``cpu_at_one_speed``).
+    flames: tuple[list[FlameWindow], list[FlameWindow]] | None = None
+    cpu_at_one_speed: bool = False
     #: ``--instructions``: NEW/BASE instructions per request (medians over the counts), and
     #: its least and most (the smallest NEW count over the largest BASE one, and back).
     instructions: tuple[float, float, float] | None = None
@@ -101,8 +113,15 @@ def compare_pair(
         out.memory_change_bytes = new.peak_rss_bytes - base.peak_rss_bytes
         out.memory_ratio = new.peak_rss_bytes / base.peak_rss_bytes
     if base.flames and new.flames:
-        out.grown = growth(base.flames, new.flames)
-        cpu_base, cpu_new = tree_cpu_per_request(base.flames), tree_cpu_per_request(new.flames)
+        flames_b, flames_n = base.flames, new.flames
+        reference = base.speed_reference
+        if reference and probed([*flames_b, *flames_n]):
+            flames_b = cpu_at_one_speed(flames_b, reference, base.elasticity)
+            flames_n = cpu_at_one_speed(flames_n, reference, new.elasticity)
+            out.cpu_at_one_speed = True
+        out.flames = (flames_b, flames_n)
+        out.grown = growth(flames_b, flames_n)
+        cpu_base, cpu_new = tree_cpu_per_request(flames_b), tree_cpu_per_request(flames_n)
         if cpu_base and cpu_new:
             out.cpu_per_request = (cpu_base, cpu_new)
     if base.instructions and new.instructions:

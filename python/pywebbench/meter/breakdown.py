@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pywebbench.meter.flame import CATEGORIES, FlameWindow
 
@@ -217,3 +217,32 @@ def tree_cpu_per_request(windows: Sequence[FlameWindow]) -> float | None:
     """The tree's CPU seconds per request over ``windows``."""
     requests = sum(w.requests for w in windows)
     return sum(w.tree_cpu_s for w in windows) / requests if requests else None
+
+
+def probed(windows: Sequence[FlameWindow]) -> bool:
+    """Every window has its core's speed (what :func:`cpu_at_one_speed` needs)."""
+    return bool(windows) and all(w.core_rate for w in windows)
+
+
+def cpu_at_one_speed(
+    windows: Sequence[FlameWindow], reference: float, elasticity: float = 1.0
+) -> list[FlameWindow]:
+    """``windows`` with their CPU times put at the ``reference`` core rate: each times
+    ``(rate / reference) ** elasticity``. With elasticity 1, a CPU-second of a core running
+    at 0.7 of the reference did 0.7 of its work (docs/interference.md#core-speed; the
+    elasticity is the one the cell's req/s are scaled with, so that CPU per request and
+    req/s are put at one speed alike). Samples stay as they are (shares within a window do
+    not change). Callers scale all the windows they compare or none (:func:`probed`)."""
+    out = []
+    for w in windows:
+        assert w.core_rate, "a window without its core's speed cannot be scaled"
+        f = (w.core_rate / reference) ** elasticity
+        out.append(
+            replace(
+                w,
+                thread_cpu_s={t: c * f for t, c in w.thread_cpu_s.items()},
+                tree_cpu_s=w.tree_cpu_s * f,
+                tree_system_s=w.tree_system_s * f,
+            )
+        )
+    return out

@@ -222,9 +222,13 @@ class SpeedScaling:
         their group's elasticity; raw when the reference is unknown."""
         if not its:
             return []
-        group = self.group_of.get(its[0].cell_id)
-        beta = self.elasticities.get(group, 1.0) if group is not None else 1.0
+        beta = self.elasticity_of(its[0].cell_id)
         return at_one_speed([i.rps for i in its], [i.core_rate for i in its], self.reference, beta)
+
+    def elasticity_of(self, cell_id: int | None) -> float:
+        """The elasticity of the group of cell ``cell_id`` (1 when unknown)."""
+        group = self.group_of.get(cell_id) if cell_id is not None else None
+        return self.elasticities.get(group, 1.0) if group is not None else 1.0
 
     def elasticity_range(self) -> tuple[float, float] | None:
         """The lowest and highest elasticity of the groups (None without one)."""

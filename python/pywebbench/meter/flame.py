@@ -74,6 +74,9 @@ class FlameWindow:
     #: paths whose files are the app's: how the breakdown names who the time belongs to.
     packages: dict[str, str] = field(default_factory=dict)
     app_paths: list[str] = field(default_factory=list)
+    #: The server core's speed over the window (the core-speed probe's median loop rate,
+    #: docs/interference.md#core-speed); None when not probed.
+    core_rate: float | None = None
 
     @property
     def samples(self) -> int:
@@ -101,6 +104,7 @@ class FlameWindow:
             processes=int(doc.get("processes", 1)),
             packages={str(k): str(v) for k, v in dict(doc.get("packages") or {}).items()},
             app_paths=[str(p) for p in doc.get("app_paths") or []],
+            core_rate=float(doc["core_rate"]) if doc.get("core_rate") else None,
         )
 
 

@@ -604,7 +604,7 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
         knees=knee_views(study, {i: (k, stacks[k].label) for i, k in key_of.items()}),
     )
     view.axes = build_axes(view, study)  # syscalls, connection mode, worker recycling
-    view.flames = flame_points(study)  # --flamegraph
+    view.flames = flame_points(study, index.speed)  # --flamegraph, at the req/s' core speed
     view.nodes = nodes_view(study)  # --executor ray
     view.ab = ab_rows(study)  # pywebbench ab runs
     return view

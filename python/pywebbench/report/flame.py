@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pywebbench.mdtext import md_text
-from pywebbench.meter.breakdown import merged_seconds, split_frame
+from pywebbench.meter.breakdown import cpu_at_one_speed, merged_seconds, probed, split_frame
+from pywebbench.meter.core_speed import SpeedScaling
 from pywebbench.meter.flame import CATEGORIES, FlameWindow
 from pywebbench.report.figures import Figure, base_layout, text
 from pywebbench.report.view import FlamePoint, ReportView
@@ -25,11 +26,16 @@ from pywebbench.store.model import Study
 MIN_SHARE = 0.005
 
 
-def flame_points(study: Study) -> list[FlamePoint]:
-    """Every point with a sampled window (or the reason it has none), in study order."""
+def flame_points(study: Study, speed: SpeedScaling | None = None) -> list[FlamePoint]:
+    """Every point with a sampled window (or the reason it has none), in study order.
+
+    With ``speed`` (the study's req/s scaling) and every window's core rate known, the
+    windows' CPU times are put at the same core speed as the req/s, each cell's with its
+    group's elasticity (docs/flamegraphs.md#compare); otherwise all stay as measured."""
     key_of = {s.id: s.key for s in study.stacks if s.id is not None}
     cells = {c.id: c for c in study.cells}
     points: dict[tuple[str, str, str], FlamePoint] = {}
+    found: list[tuple[FlamePoint, int, FlameWindow]] = []
     for rep in sorted(study.replicates, key=lambda r: (r.cell_id, r.replicate)):
         cell = cells.get(rep.cell_id)
         if cell is None or not rep.flame_json:
@@ -42,7 +48,13 @@ def flame_points(study: Study) -> list[FlamePoint]:
         elif not doc.get("requests"):
             point.errors.append("no request completed in the sampled window")
         else:
-            point.windows.append(FlameWindow.from_dict(doc))
+            found.append((point, rep.cell_id, FlameWindow.from_dict(doc)))
+    reference = speed.reference if speed is not None else None
+    scale = reference is not None and probed([w for _, _, w in found])
+    for point, cell_id, window in found:
+        if scale and speed is not None and reference is not None:
+            [window] = cpu_at_one_speed([window], reference, speed.elasticity_of(cell_id))
+        point.windows.append(window)
     return list(points.values())
 
 

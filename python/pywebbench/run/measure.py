@@ -233,7 +233,8 @@ class Measurer:
         """The unmeasured sampled window (docs/flamegraphs.md), stored on the replicate:
         py-spy on CPython, vmprof (switched on inside the server) on PyPy."""
         self._phase(f"sampling stacks of {cell.variant.key}")
-        duration = self.config.load.flamegraph_duration_s
+        cfg = self.config.load
+        duration = cfg.flamegraph_duration_s
         stack = cell.variant.stack
 
         def load() -> tuple[int, float]:
@@ -247,11 +248,19 @@ class Measurer:
 
         packages, paths = stack_packages(stack), app_paths(stack)
         env = vmprof_env(True, stack)
-        if env:
-            where = Path(env["PWB_VMPROF_DIR"])
-            doc = vmprof_window(where, pids, load, packages=packages, app_paths=paths)
-        else:
-            doc = sampled_window(server.pid, pids, load, packages=packages, app_paths=paths)
+        # The core's speed over the window, so that compare can put both sides' CPU times
+        # at one speed (docs/flamegraphs.md#compare).
+        probe = CoreSpeedProbe(server_cores(server)).start() if cfg.core_speed else None
+        try:
+            if env:
+                where = Path(env["PWB_VMPROF_DIR"])
+                doc = vmprof_window(where, pids, load, packages=packages, app_paths=paths)
+            else:
+                doc = sampled_window(server.pid, pids, load, packages=packages, app_paths=paths)
+        finally:
+            rate = probe.stop() if probe is not None else None
+        if rate and "error" not in doc:
+            doc["core_rate"] = round(rate)
         with no_sigint():
             self.store.update_replicate(rep_id, flame_json=json.dumps(doc))
 
