@@ -11,8 +11,9 @@ Two quick studies (`pywebbench run`, default profile), per run:
   (flag ``inconsistent`` or ``not_steady``); how many of the PyPy cells are marked (<= 2);
 - max/min across replicates of the unmarked PyPy cells (<= 1.25);
 - the classification counts (Barrett's classes of every replicate) and, across the runs,
-  the share of cells with the same classification (the multiset of their replicates'
-  classes, >= 90%); the wall time of each study.
+  the share of cells with the same classification (>= 90%): the multiset of their
+  replicates' classes, and Barrett's (the one class of all the replicates, else
+  "inconsistent"); the wall time of each study.
 
 ``--order``: the issue's four PyPy stacks, quick-profile load (c64, 3 s, cap 15 s,
 ``server_scope = stack``), with the workloads given as ``cpu,hello`` and as ``hello,cpu``
@@ -35,6 +36,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from pywebbench.meter.core_speed import study_scaling
 from pywebbench.modes import modes, replicate_figures
 from pywebbench.run.rows import replicate_rps
 from pywebbench.store import DEFAULT_FILENAME, Store, Study
@@ -67,6 +69,7 @@ def quick_run_summary(store_path: Path) -> dict[str, tuple[str, ...]]:
     """Prints one quick study's PyPy criteria; returns cell key -> sorted classes."""
     with Store(store_path, create=False) as store:
         study = store.load_study()
+    speed = study_scaling(study)
     classes: dict[str, tuple[str, ...]] = {}
     counts: Counter[str] = Counter()
     marked = pypy = low_unmarked = 0
@@ -83,7 +86,8 @@ def quick_run_summary(store_path: Path) -> dict[str, tuple[str, ...]]:
         if stack.interpreter_impl != "pypy":
             continue
         pypy += 1
-        figures = replicate_figures(replicate_rps(reps, study.iterations_of(cell.id)))
+        # at the study's core speed, as the runner judged the cell's flags
+        figures = replicate_figures(replicate_rps(reps, study.iterations_of(cell.id), speed))
         is_marked = bool(cell.flags.get("inconsistent") or cell.flags.get("not_steady"))
         marked += is_marked
         for k, y in enumerate(figures):
@@ -182,7 +186,21 @@ def main() -> None:
     if len(found) == 2:
         common = set(found[0]) & set(found[1])
         same = sum(found[0][k] == found[1][k] for k in common)
-        print(f"same classification in both runs: {same} of {len(common)} cells (>= 90%)")
+        print(f"same classification in both runs: {same} of {len(common)} cells (>= 90%), "
+              "a cell's classification being the classes of all its replicates")  # fmt: skip
+        same_b = sum(barrett(found[0][k]) == barrett(found[1][k]) for k in common)
+        print(f"same classification in both runs: {same_b} of {len(common)} cells, a cell's "
+              "classification being Barrett's (its replicates' one class, else "
+              "'inconsistent')")  # fmt: skip
+        for k in sorted(common):
+            if found[0][k] != found[1][k]:
+                print(f"  {k}: {', '.join(found[0][k])} | {', '.join(found[1][k])}")
+
+
+def barrett(classes: tuple[str, ...]) -> str:
+    """Barrett et al.'s classification of a ⟨VM, benchmark⟩ pair from its process
+    executions' classes: the one class when all agree, else inconsistent."""
+    return classes[0] if len(set(classes)) == 1 else "inconsistent"
 
 
 if __name__ == "__main__":

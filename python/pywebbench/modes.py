@@ -6,11 +6,13 @@ agree, and *inconsistent* when they do not. A cell whose PyPy replicates measure
 says only that something is wrong; the modes say what ("inconsistent: 2 of 3 processes at
 ~2,990, 1 at ~1,160").
 
-The rule (:func:`modes`): sort the replicates' figures and cut wherever a figure is more
-than :data:`MODE_GAP` above the one below it (single linkage). More than one group:
-the levels disagree. The gap is the issue's acceptance bound turned around: a replicate
-below 0.8x the others is not noise (1/0.8 = 1.25); replicates of one PyPy stack on this
-machine spread by up to 1.14-1.25x when they agree.
+The rule (:func:`modes`): sort the replicates' figures and group them from the lowest up;
+a figure joins the current group while it is at most :data:`MODE_GAP` times the group's
+lowest, else it starts a new one (no group spans more than the gap: a chain of figures each
+within the gap of the next, 1,456, 1,710 and 2,073, spans 1.42x and is two levels, not
+one). More than one group: the levels disagree. The gap is the issue's acceptance bound
+turned around: a replicate below 0.8x the others is not noise (1/0.8 = 1.25); replicates of
+one PyPy stack on this machine spread by up to 1.14-1.25x when they agree.
 
 Pure functions: the runner's replicate budget calls :func:`levels_disagree`.
 """
@@ -22,7 +24,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: Two figures more than this ratio apart (above over below) belong to different modes.
+#: Two figures more than this ratio apart (above over below) belong to different modes: no
+#: mode spans more.
 MODE_GAP = 1.25
 
 
@@ -75,7 +78,7 @@ def modes(figures: Sequence[float], *, gap: float = MODE_GAP) -> Consistency:
     ys = sorted(float(y) for y in figures if math.isfinite(y))
     groups: list[list[float]] = []
     for y in ys:
-        if groups and groups[-1][-1] > 0 and y <= groups[-1][-1] * gap:
+        if groups and groups[-1][0] > 0 and y <= groups[-1][0] * gap:
             groups[-1].append(y)
         else:
             groups.append([y])
