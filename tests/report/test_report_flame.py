@@ -196,7 +196,7 @@ def test_compare_names_fib_as_what_grew(studies: dict[str, Any]) -> None:
     # between levels up to 1.6x apart for seconds at a time (docs/interference.md#core-speed).
     # compare puts both sides at one core speed; with that, benchmarks/flame_check.py read
     # 3 rounds of 4 within 10% on a quiet machine (+1.6% to +10.7%), and before it a suite
-    # run read +25.3%. 1 replicate per window and a shared machine in CI keep the bound wide:
+    # run read +25.3%. Short windows and a shared machine in CI keep the bound wide:
     # it still tells fib's 2.6x from no growth (1x) and from a doubled count (6.9x).
     assert expected / 1.5 <= ratio <= expected * 1.5, (ratio, expected)
     base_cpu, new_cpu = cell["cpu_per_request_s"]
