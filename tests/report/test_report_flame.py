@@ -50,7 +50,13 @@ FIB_CALLS = {20: 21_891, 22: 57_313, 25: 242_785}
 
 
 def _study(
-    store: Path, server: str, workload: str, n: int | None, replicates: int, python: str = CPYTHON
+    store: Path,
+    server: str,
+    workload: str,
+    n: int | None,
+    replicates: int,
+    python: str = CPYTHON,
+    window_s: float = 2.0,
 ) -> str:
     config = resolve(
         {
@@ -69,7 +75,7 @@ def _study(
                 "replicates": replicates,
                 "max_replicates": replicates,
                 "flamegraph": True,
-                "flamegraph_duration_s": 2.0,
+                "flamegraph_duration_s": window_s,
             },
             "report": False,
         }
@@ -97,7 +103,8 @@ def studies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     store = root / "pywebbench.sqlite"
     return {
         "store": store,
-        "fib25": _study(store, "gunicorn-sync", "cpu", 25, 1),
+        # 8 s: ~760 samples of the worker at 100 Hz, see the fib share's test
+        "fib25": _study(store, "gunicorn-sync", "cpu", 25, 1, window_s=8.0),
         "granian": _study(store, "granian-wsgi", "hello", None, 1),
         "pypy": _study(store, "gunicorn-sync", "cpu", 25, 1, python="pypy3.9"),
         # 3 replicates a side: Welch's t on 2 has one degree of freedom (an interval of +-12 sd)
@@ -125,7 +132,15 @@ def test_the_cpu_workload_is_inside_fib_and_the_report_draws_it(
     studies: dict[str, Any], browser: Any, tmp_path: Path
 ) -> None:
     [window] = _windows(studies["store"], studies["fib25"])
-    assert _worker_share_in(window, "fib") >= 0.90
+    # The acceptance: at least 90% of the worker's samples inside fib. Quiet runs of
+    # benchmarks/flame_check.py read 92.8-97.2%; a 2-s window (~190 samples) read 89.95%
+    # in a fresh-clone suite run (its sampling error alone is ~1.9%). With ~760 samples and
+    # a true share of 93% (the lowest measured), a share under 90% is 3.2 standard errors
+    # away: a designed false-failure rate of about 1 in 1,500 (binomial, normal
+    # approximation; samples 10 ms apart of a loop that runs fib back to back).
+    share = _worker_share_in(window, "fib")
+    assert window.samples >= 600, window.samples
+    assert share >= 0.90, share
     b = breakdown([window])
     assert b.shares["app"] >= 0.85, b  # fib is the catalogue app's (inside/apps/pwb_common.py)
     assert sum(b.shares.values()) == pytest.approx(1.0)
