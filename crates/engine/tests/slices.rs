@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const HELLO: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHello, World!";
 
@@ -28,6 +28,11 @@ fn unix_now() -> f64 {
 
 /// A keep-alive hello server (one thread per connection) that records what it saw.
 fn serve() -> (u16, Arc<Seen>) {
+    serve_idle(None)
+}
+
+/// [`serve`], closing a connection that stays idle for `idle` (a keep-alive timeout).
+fn serve_idle(idle: Option<Duration>) -> (u16, Arc<Seen>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let seen = Arc::new(Seen::default());
@@ -37,6 +42,7 @@ fn serve() -> (u16, Arc<Seen>) {
             let Ok(mut s) = s else { continue };
             s2.accepted.fetch_add(1, Ordering::Relaxed);
             let seen = s2.clone();
+            s.set_read_timeout(idle).unwrap();
             thread::spawn(move || {
                 let mut buf = [0u8; 65536];
                 let mut pending = Vec::new();
@@ -178,6 +184,40 @@ fn uring_one_target_at_a_time() {
 #[test]
 fn epoll_finish_early_keeps_complete_slices() {
     finish_early_keeps_complete_slices(Io::Epoll)
+}
+
+fn connections_closed_between_windows_are_reopened(io: Io) {
+    // Three targets whose servers close a connection idle for 0.25 s: each target waits
+    // 0.4 s or more between its windows (the others' warm-ups and slices), so its
+    // connections are closed every time. Each window reconnects them: every slice counts.
+    let idle = Some(Duration::from_millis(250));
+    let servers = [serve_idle(idle), serve_idle(idle), serve_idle(idle)];
+    let ports: Vec<u16> = servers.iter().map(|(p, _)| *p).collect();
+    let spec = plan(&ports, io, 4);
+    let r = slices::run(&spec).unwrap();
+    assert_eq!(r.slices.len(), 12, "three targets x four rounds");
+    for s in &r.slices {
+        assert!(
+            s.requests > 0,
+            "slice {} of target {} counted nothing",
+            s.index,
+            s.target
+        );
+    }
+    for (t, target) in r.targets.iter().enumerate() {
+        assert!(target.reopened >= 4, "target {t}: {}", target.reopened);
+        assert_eq!(target.errors, 0, "target {t}: {:?}", target.error_classes);
+    }
+}
+
+#[test]
+fn epoll_connections_closed_between_windows_are_reopened() {
+    connections_closed_between_windows_are_reopened(Io::Epoll)
+}
+
+#[test]
+fn uring_connections_closed_between_windows_are_reopened() {
+    connections_closed_between_windows_are_reopened(Io::Uring)
 }
 
 #[test]

@@ -132,14 +132,23 @@ impl Worker {
         }
     }
 
-    /// A window opened: put requests on every idle open connection.
+    /// A window opened: put requests on every idle open connection, and reconnect the ones
+    /// the server closed while the thread was outside its windows (a keep-alive timeout
+    /// shorter than the gap between windows: the reconnect is not done at the close, where
+    /// it would load the server during another target's slice).
     fn slice_refill(&mut self, now: u64) {
         for i in 0..self.conns.len() {
-            if self.conns[i].state == CState::Open
-                && self.conns[i].inflight.len() < self.depth as usize
-            {
-                self.fill(i);
-                self.flush(i, now);
+            let c = &self.conns[i];
+            match c.state {
+                CState::Open if c.inflight.len() < self.depth as usize => {
+                    self.fill(i);
+                    self.flush(i, now);
+                }
+                // (A connection of the initial pool not yet started is the connect phase's.)
+                CState::Closed if c.attempted && i < self.pending_connect => {
+                    self.start_connect(i, now);
+                }
+                _ => {}
             }
         }
     }
