@@ -104,7 +104,8 @@ def checked_out(project: Project, workdir: Path) -> Iterator[Path]:
         yield project.path
         return
     workdir.mkdir(parents=True, exist_ok=True)
-    where = Path(tempfile.mkdtemp(prefix=f"ab-{project.commit[:10]}-", dir=workdir))
+    # absolute: the server starts in a directory of its own, and imports the app from here
+    where = Path(tempfile.mkdtemp(prefix=f"ab-{project.commit[:10]}-", dir=workdir.resolve()))
     git = ["git", "-C", str(project.path)]
     subprocess.run(
         [*git, "worktree", "add", "--detach", str(where), project.commit],
