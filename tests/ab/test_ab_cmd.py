@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
 from pwbtest import PYWEBBENCH, pwb
 
 APP = """
@@ -35,7 +36,7 @@ def app(environ, start_response):
 QUICK = [
     "--app", "work:app", "--path", "/", "--interface", "wsgi", "-c", "8",
     "--budget", "30", "--warmup", "1", "--slice", "0.8", "--settle", "0.1",
-    "--ci-width", "0.03", "--interference-limit", "1",
+    "--ci-width", "0.03", "--interference-limit", "1", "--processes", "2",
 ]  # fmt: skip
 
 
@@ -89,8 +90,9 @@ def test_two_revisions_slower_trips_the_gate_and_is_stored(tmp_path: Path, censu
     assert doc["stopped"] in ("ci", "budget")
     assert doc["rounds_kept"] >= 2
     assert [v["rule"] for v in doc["gate"]["violations"]] == ["slower>3%"]
-    sides = {s["side"] for s in doc["slices"]}
-    assert sides == {"base", "change"}
+    sides = {(s["side"], s["process"]) for s in doc["slices"]}
+    assert sides == {(side, k) for side in ("base", "change") for k in (0, 1)}
+    assert doc["processes"] == 2 and doc["pairs"] == 2 * doc["rounds"]
     # the worktrees ab checked the revisions out into are gone
     assert len(_git(repo, "worktree", "list").splitlines()) == 1
     db = sqlite3.connect(results / "pywebbench.sqlite")
@@ -100,6 +102,8 @@ def test_two_revisions_slower_trips_the_gate_and_is_stored(tmp_path: Path, censu
     assert row[0] == "slower" and row[1] < 1 and row[2] == doc["rounds"]
     cells = db.execute("SELECT id FROM cells WHERE run_id = ?", (run_id,)).fetchall()
     assert len(cells) == 2
+    pids = db.execute("SELECT pid FROM replicates").fetchall()
+    assert len({p for (p,) in pids}) == 4  # two server processes a side, each its own
     slices = db.execute("SELECT count(*) FROM iterations").fetchone()[0]
     assert slices == len(doc["slices"])
     # the report of the run has its A/B section, the ratio as stored
@@ -135,7 +139,10 @@ def test_instructions_are_counted_on_both_sides_and_gated(tmp_path: Path, census
     db = sqlite3.connect(results / "pywebbench.sqlite")
     stored = [
         json.loads(r[0])["per_request"]
-        for r in db.execute("SELECT instructions_json FROM replicates ORDER BY cell_id")
+        for r in db.execute(
+            "SELECT instructions_json FROM replicates WHERE instructions_json IS NOT NULL "
+            "ORDER BY cell_id"
+        )
     ]
     assert stored == [base, change]
     (run_id,) = db.execute("SELECT id FROM runs").fetchone()
@@ -199,6 +206,18 @@ def test_bad_input_is_refused_on_one_line(tmp_path: Path, census: str) -> None:
         "--change",
         "KEY=VALUE",
     )
+    _refused(
+        pwb("ab", *common, "--base", "HEAD~1", "--change", "HEAD", "--processes", "0",
+            results=results),
+        "--processes",
+        "between 1 and 16",
+    )  # fmt: skip
+    _refused(
+        pwb("ab", *common, "--base", "HEAD~1", "--change", "HEAD", "--processes", "8",
+            results=results),
+        "--budget",
+        "two rounds of 16 slices",
+    )  # fmt: skip
     assert not results.exists() or not (results / "pywebbench.sqlite").exists()
 
 
@@ -210,3 +229,19 @@ def test_a_side_that_fails_verification_is_refused(tmp_path: Path, census: str) 
         results=tmp_path / "results",
     )  # fmt: skip
     _refused(done, "--change", "fails verification")
+
+
+def test_a_revision_is_checked_out_at_an_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default --results-dir is relative; the server starts in a directory of its own,
+    so the checkout it imports the app from must not be (it was: 'No module named')."""
+    from pywebbench.ab.sides import checked_out, locate_project
+
+    repo = _repo(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    project = locate_project("--base", "HEAD~1", repo)
+    with checked_out(project, Path("pywebbench-results") / "ab-checkouts") as where:
+        assert where.is_absolute()
+        assert "N = 3000" in (where / "work.py").read_text()  # HEAD~1's
+    assert not where.exists()

@@ -1,10 +1,17 @@
-"""The paired ratio of an interleaved run: slices paired within rounds, log-ratio t interval.
+"""The ratio of an interleaved run: slices paired within rounds, with an interval over the
+server processes.
 
-Each round has one slice of BASE and one of CHANGE, a second or so apart, in random order.
-Pairing them cancels the machine's slow drift, which is most of the noise on a shared
-machine (docs/ab.md). The estimate is the geometric mean of CHANGE/BASE over the kept
-rounds; its interval is Student's t interval of the mean log ratio, exponentiated. Rounds
-are close to independent once paired: what is left is the fast noise within a round.
+Each round has one slice of every server process of both sides (BASE's processes are targets
+``0..K-1``, CHANGE's ``K..2K-1``), a second or so apart, in random order. Pairing slices of
+the same round cancels the machine's slow drift, which is most of the noise on a shared
+machine (docs/ab.md). Two processes of the same app still differ by a percent or two (memory
+layout, hash seeds: Kalibera & Jones put this variance at the level of process executions),
+and an interval over rounds alone cannot see it: with several processes per side the
+log requests/s of every kept slice is fitted by least squares to a round effect plus a
+process effect, the ratio is the exponentiated difference of the two sides' mean process
+effects, and its interval is Student's t over the process effects, with ``2(K - 1)``
+degrees of freedom (the top level of repetition). With one process per side the interval is
+the paired rounds' t interval, and leaves the process-to-process variation out.
 """
 
 from __future__ import annotations
@@ -13,9 +20,11 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.load.sliced import SliceStats
-from pywebbench.stats import median, t_interval
+from pywebbench.stats import median, t_interval, t_quantile
 
 #: Fewest kept rounds before a CI is trusted to stop a run.
 MIN_ROUNDS = 8
@@ -26,12 +35,14 @@ DropRule = Callable[[SliceStats, SliceStats], str | None]
 
 @dataclass(frozen=True)
 class RoundPair:
-    """The BASE and CHANGE slices of one round, and why the pair was dropped (None: kept)."""
+    """The slices of BASE's and CHANGE's process ``process`` in one round, and why the pair
+    was dropped (None: kept)."""
 
     round: int
     base: SliceStats
     change: SliceStats
     dropped: str | None = None
+    process: int = 0
 
     @property
     def log_ratio(self) -> float:
@@ -40,44 +51,95 @@ class RoundPair:
 
 
 def pair_rounds(
-    slices: Sequence[SliceStats], *, base: int = 0, change: int = 1, drop: DropRule | None = None
+    slices: Sequence[SliceStats], *, processes: int = 1, drop: DropRule | None = None
 ) -> list[RoundPair]:
-    """The complete rounds' pairs of targets ``base`` and ``change``, in round order."""
+    """The complete pairs, in round order: BASE's process ``k`` (target ``k``) with CHANGE's
+    process ``k`` (target ``processes + k``) in each round where both have a slice."""
     by_round: dict[int, dict[int, SliceStats]] = {}
     for s in slices:
         by_round.setdefault(s.round, {})[s.target] = s
     out = []
     for r in sorted(by_round):
         got = by_round[r]
-        if base not in got or change not in got:
-            continue
-        b, c = got[base], got[change]
-        why: str | None
-        if b.requests == 0 or c.requests == 0:
-            why = "a slice completed no request"
-        else:
-            why = drop(b, c) if drop is not None else None
-        out.append(RoundPair(r, b, c, why))
+        for k in range(processes):
+            b, c = got.get(k), got.get(processes + k)
+            if b is None or c is None:
+                continue
+            why: str | None
+            if b.requests == 0 or c.requests == 0:
+                why = "a slice completed no request"
+            else:
+                why = drop(b, c) if drop is not None else None
+            out.append(RoundPair(r, b, c, why, k))
     return out
 
 
+def kept_rounds(pairs: Sequence[RoundPair]) -> int:
+    """Rounds with at least one kept pair."""
+    return len({p.round for p in pairs if p.dropped is None})
+
+
 def paired_ratio(pairs: Sequence[RoundPair], *, level: float = 0.95) -> RatioEstimate | None:
-    """CHANGE/BASE requests/s from the kept pairs, with its ``level`` CI (None: fewer than 2)."""
+    """CHANGE/BASE requests/s from the kept pairs, with its ``level`` CI (None: no interval
+    can be had): over the processes when each side has several (:func:`process_fit`), else
+    over the rounds."""
     kept = [p for p in pairs if p.dropped is None]
     if len(kept) < 2:
         return None
-    logs = [p.log_ratio for p in kept]
-    # Student's t on the log scale: t_interval takes the ratios and gives the interval of
-    # their geometric mean (exp of the mean log-ratio)
-    low, high = t_interval([math.exp(x) for x in logs], level=level)
-    mean = sum(logs) / len(logs)
+    medians = (median([p.base.rps for p in kept]), median([p.change.rps for p in kept]))
+    if len({p.process for p in kept}) >= 2:
+        fit = process_fit(kept, level=level)
+        if fit is None:
+            return None
+        ratio, low, high = fit
+    else:
+        logs = [p.log_ratio for p in kept]
+        # Student's t on the log scale: t_interval takes the ratios and gives the interval
+        # of their geometric mean (exp of the mean log-ratio)
+        low, high = t_interval([math.exp(x) for x in logs], level=level)
+        ratio = math.exp(sum(logs) / len(logs))
     return RatioEstimate(
-        ratio=math.exp(mean),
-        low=low,
-        high=high,
-        base_median=median([p.base.rps for p in kept]),
-        new_median=median([p.change.rps for p in kept]),
+        ratio=ratio, low=low, high=high, base_median=medians[0], new_median=medians[1]
     )
+
+
+def process_fit(
+    kept: Sequence[RoundPair], *, level: float = 0.95
+) -> tuple[float, float, float] | None:
+    """(ratio, low, high) from the two-way fit of the kept pairs' slices: log requests/s =
+    round effect + process effect, by least squares. The ratio is exp(mean CHANGE process
+    effect - mean BASE process effect); its interval is Student's t with the pooled variance
+    of the process effects about their side's mean (2(K - 1) degrees of freedom with K
+    processes a side): the spread between processes, and the slices' own noise as it
+    reaches each process's effect. None when a side has no process or the fit has no
+    degree of freedom."""
+    rounds = sorted({p.round for p in kept})
+    row_of = {r: i for i, r in enumerate(rounds)}
+    procs = sorted({(side, p.process) for p in kept for side in (0, 1)})
+    col_of = {sp: len(rounds) + i for i, sp in enumerate(procs)}
+    n = 2 * len(kept)
+    design = np.zeros((n, len(rounds) + len(procs)))
+    y = np.empty(n)
+    for i, p in enumerate(kept):
+        for side, s in ((0, p.base), (1, p.change)):
+            row = 2 * i + side
+            design[row, row_of[p.round]] = 1.0
+            design[row, col_of[(side, p.process)]] = 1.0
+            y[row] = math.log(s.rps)
+    # (the effects are defined up to a constant; differences of process effects are not)
+    coef = np.linalg.lstsq(design, y, rcond=None)[0]
+    effects: tuple[list[float], list[float]] = ([], [])
+    for (side, _), col in col_of.items():
+        effects[side].append(float(coef[col]))
+    base, change = effects
+    df = len(base) + len(change) - 2
+    if not base or not change or df < 1:
+        return None
+    centre = sum(change) / len(change) - sum(base) / len(base)
+    spread = sum((e - sum(g) / len(g)) ** 2 for g in effects for e in g) / df
+    se = math.sqrt(spread * (1 / len(base) + 1 / len(change)))
+    half = t_quantile(0.5 + level / 2.0, df) * se
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
 
 def half_width(est: RatioEstimate) -> float:
@@ -86,6 +148,6 @@ def half_width(est: RatioEstimate) -> float:
 
 
 def narrow_enough(est: RatioEstimate | None, kept: int, ci_width: float) -> bool:
-    """True once at least :data:`MIN_ROUNDS` pairs are kept and the CI is within
-    +-``ci_width``."""
+    """True once at least :data:`MIN_ROUNDS` rounds are kept (``kept``:
+    :func:`kept_rounds`) and the CI is within +-``ci_width``."""
     return est is not None and kept >= MIN_ROUNDS and half_width(est) <= ci_width

@@ -88,21 +88,36 @@ def speed_line(o: AbOutcome) -> str:
     )
 
 
+def processes_line(o: AbOutcome) -> str:
+    """What the interval is over: the server processes, or the rounds alone."""
+    k = o.options.processes
+    if k > 1:
+        return (
+            f"interval over {k} server processes a side (t with {2 * k - 2} degrees of "
+            "freedom): it holds the difference between two processes of the same app"
+        )
+    return (
+        "interval over rounds, one server process a side (--processes 1): the difference "
+        "between two processes of the same app (often 1-2%) is not in it"
+    )
+
+
 def notes(o: AbOutcome, verdict: str, violations: list[Violation]) -> list[str]:
     """The lines under the table."""
     out = [
         stop_note(o),
         f"judged on: {FIGURE_NAMES[o.options.figure]}",
         speed_line(o),
-        f"rounds: {o.kept} kept of {len(o.pairs)}, {o.options.slice_s:g} s slices; "
-        f"{o.elapsed_s:.0f} s of load; servers on cores {o.server_cpus}, load from "
-        f"{o.generator_cpus}",
+        processes_line(o),
+        f"rounds: {o.rounds}, slice pairs {o.kept} kept of {len(o.pairs)}, "
+        f"{o.options.slice_s:g} s slices; {o.elapsed_s:.0f} s of load; servers on cores "
+        f"{o.server_cpus}, load from {o.generator_cpus}",
     ]
     for name, share in (("BASE", o.base.other_share), ("CHANGE", o.change.other_share)):
         if share is not None:
             out.append(f"{name}: other processes took {share:.0%} of the server cores (median)")
     for why, n in Counter(_reason(p.dropped) for p in o.pairs if p.dropped).most_common():
-        out.append(f"dropped {n} round(s): {why}")
+        out.append(f"dropped {n} slice pair(s): {why}")
     for side in (o.base, o.change):
         if side.errors:
             out.append(f"{side.label}: {side.errors} errors in {side.requests} responses")
@@ -170,12 +185,21 @@ def to_doc(o: AbOutcome, verdict: str, violations: list[Violation]) -> dict[str,
         "ci_width_asked": o.options.ci_width,
         "stopped": o.stopped,
         "elapsed_s": o.elapsed_s,
-        "rounds": len(o.pairs),
-        "rounds_kept": o.kept,
-        "dropped": [{"round": p.round, "why": p.dropped} for p in o.pairs if p.dropped],
+        "processes": o.options.processes,
+        "rounds": o.rounds,
+        "rounds_kept": len({p.round for p in o.pairs if p.dropped is None}),
+        "pairs": len(o.pairs),
+        "pairs_kept": o.kept,
+        "dropped": [
+            {"round": p.round, "process": p.process, "why": p.dropped} for p in o.pairs if p.dropped
+        ],
         "slices": [
-            {"side": side, **s.model_dump(exclude={"latency"})}
-            for side, run in (("base", o.base), ("change", o.change))
+            {
+                "side": side,
+                "process": s.target - offset * o.options.processes,
+                **s.model_dump(exclude={"latency"}),
+            }
+            for offset, (side, run) in enumerate((("base", o.base), ("change", o.change)))
             for s in run.slices
         ],
         "errors": {"base": o.base.errors, "change": o.change.errors},

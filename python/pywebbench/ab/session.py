@@ -1,8 +1,10 @@
 """Run an A/B: both sides' servers up and verified, one interleaved engine run, the estimate.
 
-Each side's server is started with the shared bring-up (:mod:`pywebbench.bringup`), pinned to
-the same server cores, and stays up and warm for the whole run; the load comes from one
-engine run (:func:`pywebbench.load.sliced.run_sliced`) whose targets are the two servers.
+Each side's servers (``processes`` of them, so that the interval holds the difference
+between two server processes of the same app: :mod:`pywebbench.ab.estimate`) are started
+with the shared bring-up (:mod:`pywebbench.bringup`), pinned to the same server cores, and
+stay up and warm for the whole run; the load comes from one engine run
+(:func:`pywebbench.load.sliced.run_sliced`) whose targets are every side's servers.
 While it runs, every progress snapshot samples the server cores' CPU accounting
 (:mod:`pywebbench.ab.interference`) and re-estimates the ratio; once its CI is narrower than
 asked the engine is told "enough". With ``instructions`` each side is then counted under
@@ -25,6 +27,7 @@ from pywebbench import bringup
 from pywebbench.ab.estimate import (
     RoundPair,
     half_width,
+    kept_rounds,
     narrow_enough,
     pair_rounds,
     paired_ratio,
@@ -79,6 +82,9 @@ class AbOptions:
     instructions: bool = False
     #: Probe the server cores' speed and judge the slices at one speed (ab/speed.py).
     core_speed: bool = True
+    #: Server processes per side, each loaded in every round; the interval is over them
+    #: (ab/estimate.py). 1: over the rounds, without the process-to-process variation.
+    processes: int = 4
 
 
 @dataclass
@@ -86,8 +92,9 @@ class AbSideRun:
     """What one side was and what it did."""
 
     study: SideStudy
-    url: str
-    pid: int
+    #: Every server process's base URL and PID (targets ``offset..offset+len`` of the run).
+    urls: list[str]
+    pids: list[int]
     slices: list[SliceStats] = field(default_factory=list)
     errors: int = 0
     requests: int = 0
@@ -127,7 +134,13 @@ class AbOutcome:
 
     @property
     def kept(self) -> int:
+        """Kept pairs (one per process a side, in each round)."""
         return sum(1 for p in self.pairs if p.dropped is None)
+
+    @property
+    def rounds(self) -> int:
+        """Rounds with at least one slice pair."""
+        return len({p.round for p in self.pairs})
 
     @property
     def judged(self) -> RatioEstimate | None:
@@ -182,8 +195,9 @@ def sized(options: AbOptions, rps: float, connections: int) -> AbOptions:
 def rounds_for(options: AbOptions, sides: int = 2) -> int:
     """Rounds that fit the budget after the warm-up (at least 2); the slices sized."""
     assert options.slice_s is not None and options.settle_s is not None
-    left = options.budget_s - sides * options.warmup_s
-    return max(2, math.floor(left / (sides * (options.slice_s + options.settle_s)) + 1e-9))
+    targets = sides * options.processes
+    left = options.budget_s - targets * options.warmup_s
+    return max(2, math.floor(left / (targets * (options.slice_s + options.settle_s)) + 1e-9))
 
 
 def latency_ratio(pairs: Sequence[RoundPair], which: str, level: float) -> RatioEstimate | None:
@@ -194,6 +208,7 @@ def latency_ratio(pairs: Sequence[RoundPair], which: str, level: float) -> Ratio
             p.base.model_copy(update={"rps": float(getattr(p.base, which))}),
             p.change.model_copy(update={"rps": float(getattr(p.change, which))}),
             p.dropped,
+            p.process,
         )
         for p in pairs
         if getattr(p.base, which) > 0 and getattr(p.change, which) > 0
@@ -232,35 +247,29 @@ def run_ab(
             say(f"{study.side.role}: provisioning {variant.stack.name}")
             try:
                 env = bringup.provision(variant.stack, progress=say)
-                launch = bringup.LaunchOptions(
-                    log_dir=options.log_dir / study.side.role,
-                    cpus=server_cpus,
-                    workers=variant.workers,
-                    threads=variant.threads,
-                    start_timeout_s=study.config.timeouts.start_s,
-                    server_options=study.config.matrix.server_options.get(
-                        variant.stack.server.name, {}
-                    ),
-                )
-                ready = bringup.ready_path(variant.stack, [study.cell.workload])
-                server = bringup.start(variant.stack, env, launch, ready)
             except bringup.StackFailure as exc:
                 raise SideError(f"{study.side.flag}: {exc}") from None
+            launch = bringup.LaunchOptions(
+                log_dir=options.log_dir / study.side.role,
+                cpus=server_cpus,
+                workers=variant.workers,
+                threads=variant.threads,
+                start_timeout_s=study.config.timeouts.start_s,
+                server_options=study.config.matrix.server_options.get(
+                    variant.stack.server.name, {}
+                ),
+            )
             envs.append(env)
             launches.append(launch)
-            cleanup.callback(bringup.stop, server)
-            checked = bringup.check(server, variant.stack, study.cell.workload, study.cell.params)
-            if not checked.ok:
-                raise SideError(
-                    f"{study.side.flag}: {study.cell.label} fails verification: "
-                    + bringup.one_line("; ".join(checked.problems))
-                )
-            spec = study.cell.load_spec(
-                server.base_url, study.config.load, generator_cpus, duration_s=1.0
-            )
-            runs.append(AbSideRun(study, spec.url, server.pid))
+            run = AbSideRun(study, [], [])
+            for k in range(options.processes):
+                say(f"{study.side.role}: starting server process {k + 1} of {options.processes}")
+                url, pid = _start_process(study, env, launch, k, generator_cpus, cleanup)
+                run.urls.append(url)
+                run.pids.append(pid)
+            runs.append(run)
         load = base.cell.load_spec(
-            runs[0].url, config.load, generator_cpus, duration_s=1.0, warmup_s=options.warmup_s
+            runs[0].urls[0], config.load, generator_cpus, duration_s=1.0, warmup_s=options.warmup_s
         )
         rps = 0.0  # the probe's: only auto-sized slices need one
         if options.slice_s is None:
@@ -273,13 +282,13 @@ def run_ab(
         assert options.slice_s is not None and options.settle_s is not None
         plan = SlicePlan(
             load=load,
-            targets=[r.url for r in runs],
+            targets=[u for r in runs for u in r.urls],
             slice_s=options.slice_s,
             settle_s=options.settle_s,
             rounds=rounds_for(options),
             seed=options.seed,
         )
-        accounting = CoreAccounting(server_cpus, [r.pid for r in runs])
+        accounting = CoreAccounting(server_cpus, [p for r in runs for p in r.pids])
         drop = accounting.unequal(options.interference_limit)
         reached = False
         speeds = SliceSpeeds.start(server_cpus) if options.core_speed else None
@@ -292,14 +301,14 @@ def run_ab(
             judged = at_one_speed(snap.slices, speeds).slices
             if options.figure == FIGURE_CPU:
                 judged = per_cpu_second(judged, accounting)
-            pairs = pair_rounds(judged, drop=drop)
+            pairs = pair_rounds(judged, processes=options.processes, drop=drop)
             est = paired_ratio(pairs, level=options.level)
-            kept = sum(1 for p in pairs if p.dropped is None)
-            reached = narrow_enough(est, kept, options.ci_width)
+            reached = narrow_enough(est, kept_rounds(pairs), options.ci_width)
             return reached
 
         say(
-            f"measuring: {plan.rounds} rounds at most of {options.slice_s:g} s slices, "
+            f"measuring: {plan.rounds} rounds at most of {options.slice_s:g} s slices "
+            f"({options.processes} server processes a side), "
             f"until the {options.level:.0%} CI is within +-{options.ci_width:.1%}"
         )
         started = time.monotonic()
@@ -308,14 +317,20 @@ def run_ab(
         accounting.sample()
         elapsed = time.monotonic() - started
     speed = at_one_speed(result.slices, speeds)
-    pairs = pair_rounds(speed.slices, drop=drop)
+    k = options.processes
+
+    def paired(slices: Sequence[SliceStats]) -> list[RoundPair]:
+        return pair_rounds(slices, processes=k, drop=drop)
+
+    pairs = paired(speed.slices)
     for i, r in enumerate(runs):
-        r.slices = [s for s in result.slices if s.target == i]
+        own = range(i * k, (i + 1) * k)
+        r.slices = [s for s in result.slices if s.target in own]
         shares = [accounting.other_share(s.started_at, s.ended_at) for s in r.slices]
         known = [x for x in shares if x is not None]
         r.other_share = median(known) if known else None
-        r.requests = result.targets[i].requests
-        r.errors = result.targets[i].errors
+        r.requests = sum(result.targets[t].requests for t in own)
+        r.errors = sum(result.targets[t].errors for t in own)
     if options.instructions and not result.interrupted:
         for r, env, launch in zip(runs, envs, launches, strict=True):
             r.instructions = count_side(r.study, env, launch, generator_cpus, say)
@@ -331,11 +346,9 @@ def run_ab(
         change=runs[1],
         pairs=pairs,
         rps=paired_ratio(pairs, level=options.level),
-        cpu=paired_ratio(
-            pair_rounds(per_cpu_second(speed.slices, accounting), drop=drop), level=options.level
-        ),
+        cpu=paired_ratio(paired(per_cpu_second(speed.slices, accounting)), level=options.level),
         speed=speed,
-        rps_measured=paired_ratio(pair_rounds(result.slices, drop=drop), level=options.level),
+        rps_measured=paired_ratio(paired(result.slices), level=options.level),
         p50=latency_ratio(pairs, "p50_us", options.level),
         p99=latency_ratio(pairs, "p99_us", options.level),
         stopped=stopped,
@@ -345,6 +358,34 @@ def run_ab(
         server_cpus=list(server_cpus),
         generator_cpus=list(generator_cpus),
     )
+
+
+def _start_process(
+    study: SideStudy,
+    env: ProvisionedEnv,
+    launch: bringup.LaunchOptions,
+    k: int,
+    generator_cpus: Sequence[int],
+    cleanup: ExitStack,
+) -> tuple[str, int]:
+    """Start and verify a side's ``k``-th server process (stopped by ``cleanup``); its URL
+    and PID. SideError naming the side when it does not start or fails verification."""
+    variant = study.cell.variant
+    ready = bringup.ready_path(variant.stack, [study.cell.workload])
+    own = dataclasses.replace(launch, log_dir=launch.log_dir / f"process-{k}")
+    try:
+        server = bringup.start(variant.stack, env, own, ready)
+    except bringup.StackFailure as exc:
+        raise SideError(f"{study.side.flag}: {exc}") from None
+    cleanup.callback(bringup.stop, server)
+    checked = bringup.check(server, variant.stack, study.cell.workload, study.cell.params)
+    if not checked.ok:
+        raise SideError(
+            f"{study.side.flag}: {study.cell.label} fails verification: "
+            + bringup.one_line("; ".join(checked.problems))
+        )
+    spec = study.cell.load_spec(server.base_url, study.config.load, generator_cpus, duration_s=1.0)
+    return spec.url, server.pid
 
 
 def count_side(

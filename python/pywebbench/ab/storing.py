@@ -27,15 +27,20 @@ def _iso(unix: float) -> str:
 
 
 def slice_iteration(
-    s: SliceStats, cell_id: int, dropped: str | None, core_rate: float | None = None
+    s: SliceStats,
+    cell_id: int,
+    dropped: str | None,
+    core_rate: float | None = None,
+    process: int = 0,
 ) -> Iteration:
-    """The ``iterations`` row of one slice (``idx``: its round; ``rps`` as measured, with the
-    core's rate over it when probed)."""
+    """The ``iterations`` row of one slice (``replicate``: the side's server process that
+    served it; ``idx``: its round; ``rps`` as measured, with the core's rate over it when
+    probed)."""
     summary = s.latency.summary if s.latency is not None else None
     return Iteration(
         id=None,
         cell_id=cell_id,
-        replicate=0,
+        replicate=process,
         kind=IterationKind.MEASURED,
         idx=s.round,
         started_at=_iso(s.started_at),
@@ -67,22 +72,26 @@ def _side(store: Store, run_id: str, side: AbSideRun, o: AbOutcome, ordinal: int
         cell_row(run_id, stack_id, cell, o.server_cpus, o.generator_cpus, key=key, status=status)
     )
     counted = json.dumps(side.instructions) if side.instructions is not None else None
-    store.add_replicate(
-        Replicate(
-            None,
-            cell_id,
-            0,
-            "ok",
-            utcnow(),
-            pid=side.pid,
-            finished_at=utcnow(),
-            instructions_json=counted,
+    for k, pid in enumerate(side.pids):  # one replicate per server process
+        store.add_replicate(
+            Replicate(
+                None,
+                cell_id,
+                k,
+                "ok",
+                utcnow(),
+                pid=pid,
+                finished_at=utcnow(),
+                instructions_json=counted if k == 0 else None,
+            )
         )
-    )
-    dropped = {p.round: p.dropped for p in o.pairs}
+    k = o.options.processes
+    dropped = {(p.round, p.process): p.dropped for p in o.pairs}
     for s in side.slices:
         rate = o.speed.rates.get(s.index)
-        store.add_iteration(slice_iteration(s, cell_id, dropped.get(s.round), rate))
+        process = s.target % k
+        why = dropped.get((s.round, process))
+        store.add_iteration(slice_iteration(s, cell_id, why, rate, process))
     return cell_id
 
 
@@ -129,8 +138,8 @@ def store_outcome(
                 ci_width_asked=o.options.ci_width,
                 verdict=verdict,
                 stopped=o.stopped,
-                rounds=len(o.pairs),
-                rounds_kept=o.kept,
+                rounds=o.rounds,
+                rounds_kept=len({p.round for p in o.pairs if p.dropped is None}),
                 elapsed_s=o.elapsed_s,
                 summary_json=json.dumps(doc, default=str),
             )

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from pywebbench.compare.gate import Rule, Violation
 
 FORMATS = ("table", "markdown", "json")
+#: Most server processes a side (each holds the app's memory on the server cores).
+MAX_PROCESSES = 16
 
 
 @click.command("ab")
@@ -82,7 +84,21 @@ FORMATS = ("table", "markdown", "json")
     help="Uncounted seconds of load at the start of each slice (default: a fifth of it).",
 )
 @click.option(
-    "--warmup", type=float, default=3.0, show_default=True, help="Seconds per side, once."
+    "--warmup",
+    type=float,
+    default=3.0,
+    show_default=True,
+    help="Seconds per server process, once, before the first round.",
+)
+@click.option(
+    "--processes",
+    type=int,
+    default=4,
+    show_default=True,
+    help="Server processes per side, all up and loaded in every round. Two processes of the "
+    "same app differ by 1-2% (memory layout, hash seeds); the CI is over the processes, so "
+    "it holds that difference and a gate does not trip on it. 1: the CI is over rounds "
+    "only, narrower than the truth (docs/ab.md#server-processes).",
 )
 @click.option(
     "--level",
@@ -149,12 +165,12 @@ def command(**options: Any) -> None:
     """Measure CHANGE against BASE in the same minutes: interleaved slices, paired ratio.
 
     \b
-    Both servers stay up and warm, pinned to the same cores; one load engine switches
-    between them in short slices (random order within each round) on connections it keeps
-    open. The ratio CHANGE/BASE of requests/s (and of requests per server CPU-second, see
-    --figure) comes from the slices paired within rounds, with its CI; the run stops once
-    the CI is within +-CI_WIDTH or the --budget ends, and says which. Method and limits:
-    docs/ab.md.
+    Each side's server processes (--processes) stay up and warm, pinned to the same cores;
+    one load engine switches between them in short slices (random order within each round)
+    on connections it keeps open. The ratio CHANGE/BASE of requests/s (and of requests per
+    server CPU-second, see --figure) comes from the slices paired within rounds, with its
+    CI over the server processes; the run stops once the CI is within +-CI_WIDTH or the
+    --budget ends, and says which. Method and limits: docs/ab.md.
 
     \b
     Exit status: 0 = measured (gate passed), 1 = a --fail-if rule tripped, 2 = bad input
@@ -189,10 +205,16 @@ def _check_numbers(o: dict[str, Any]) -> None:
         fail(f"--slice: {o['slice_s']} s is too short (at least 0.1)")
     if (o["settle"] is not None and not o["settle"] >= 0.0) or not o["warmup"] >= 0.0:
         fail("--settle/--warmup: must be >= 0")
+    if not 1 <= o["processes"] <= MAX_PROCESSES:
+        fail(f"--processes: {o['processes']} is not between 1 and {MAX_PROCESSES}")
     longest = o["slice_s"] if o["slice_s"] is not None else 2.0  # the longest sized slice
     settle = o["settle"] if o["settle"] is not None else longest / 5
-    if not o["budget"] >= 2 * (o["warmup"] + 2 * (longest + settle)):
-        fail(f"--budget: {o['budget']} s leaves no room for two rounds after the warm-up")
+    targets = 2 * o["processes"]
+    if not o["budget"] >= targets * (o["warmup"] + 2 * (longest + settle)):
+        fail(
+            f"--budget: {o['budget']} s leaves no room for two rounds of {targets} slices "
+            "after the warm-up"
+        )
     if not 0.0 <= o["interference_limit"] <= 1.0:
         fail(f"--interference-limit: {o['interference_limit']} is not a fraction of a core")
     if o["fmt"] == "table" and o["output"]:
@@ -303,6 +325,7 @@ def _run(o: dict[str, Any]) -> None:
             slice_s=o["slice_s"],
             settle_s=o["settle"],
             warmup_s=o["warmup"],
+            processes=o["processes"],
             level=o["level"],
             interference_limit=o["interference_limit"],
             figure=o["figure"],
