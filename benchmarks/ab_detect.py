@@ -21,13 +21,15 @@ bring-up included, under 3 minutes. Kinds of trial:
 ``--neighbour`` runs a process pinned to the server core that spins 30 ms of every 100 ms
 for the whole benchmark (the interference issue's steady neighbour).
 
-Calibration: the BASE server is started once and loaded for 5 s (the same connections as the
-trials); its process tree's CPU time over the requests it completed is the server's CPU per
-request. The middleware loop's cost is measured in situ: a probe project burning about 30%
-more is served and measured the same way, and the difference over the probe's iterations is
-the cost of one iteration inside the server (with the loop timed alone in the interpreter,
-the first reduced run's slowdowns came out 2-3x the aimed ones). The iteration count is set
-so the loop costs the wanted share of BASE's per-request CPU.
+Calibration: BASE and a probe project burning about 30% more (the loop timed alone in the
+interpreter, then sized) are both served on the server core and loaded in turn, 1 s each,
+in random order, for 10 rounds; each server's process-tree CPU time over the requests it
+completed is its CPU per request. The median of the rounds' probe/BASE ratios, less one,
+over the probe's iterations is one iteration's cost inside the server as a share of BASE's
+CPU per request, measured in the same seconds on both, so the host's core-speed changes
+cancel (two separate 5-s loads read the loop at 35-113 ns an iteration; the loop timed
+alone made the first reduced run's slowdowns 2-3x the aimed ones). The iteration count is
+set so the loop costs the wanted share of BASE's per-request CPU.
 """
 
 from __future__ import annotations
@@ -36,19 +38,21 @@ import argparse
 import json
 import multiprocessing
 import os
+import random
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from pywebbench import bringup
 from pywebbench.ab.interference import trees_cpu_s
 from pywebbench.ab.sides import parse_side, side_overrides, side_study
-from pywebbench.load import run_load
+from pywebbench.load import LoadSpec, run_load
 from pywebbench.run.host import split_cpus
 
 PYWEBBENCH = shutil.which("pywebbench") or str(Path(sys.executable).parent / "pywebbench")
@@ -111,9 +115,17 @@ def app_flags(requirements: Path) -> list[str]:
     ]
 
 
-def cpu_per_request(where: Path, requirements: Path, connections: int) -> tuple[float, Path]:
-    """Server CPU seconds per request of the project ``where`` (its server up on the pinned
-    server core, 5 s of load after 2 s of warm-up), and the stack venv's interpreter."""
+#: Interleaved 1-s loads of BASE and the probe that calibrate the middleware.
+CALIBRATION_ROUNDS = 10
+#: The probe burns about this share of BASE's CPU per request (as timed alone).
+PROBE_SHARE = 0.3
+
+
+def serve(
+    cleanup: ExitStack, name: str, where: Path, requirements: Path, connections: int
+) -> tuple[int, LoadSpec, Path]:
+    """Start project ``where`` on the server core (stopped by ``cleanup``) and warm it with
+    2 s of load; its server PID, a 1-s load of it, and its interpreter."""
     shared = {
         "matrix": {"servers": ["gunicorn-gthread"], "interpreters": ["cpython3.11"]},
         "load": {"connections": [connections], "model": "closed"},
@@ -130,45 +142,66 @@ def cpu_per_request(where: Path, requirements: Path, connections: int) -> tuple[
     server_cpus, generator_cpus = split_cpus([], [])
     env = bringup.provision(variant.stack)
     options = bringup.LaunchOptions(
-        log_dir=Path(tempfile.mkdtemp(prefix="ab-calib-")),
+        log_dir=Path(tempfile.mkdtemp(prefix=f"ab-calib-{name}-")),
         cpus=server_cpus,
         workers=variant.workers,
         threads=variant.threads,
     )
     ready = bringup.ready_path(variant.stack, [study.cell.workload])
-    with bringup.running(variant.stack, env, options, ready) as server:
-        spec = study.cell.load_spec(
-            server.base_url, study.config.load, generator_cpus, duration_s=2
-        )
-        run_load(spec)  # warm
-        before = trees_cpu_s([server.pid])
-        result = run_load(spec.replace(duration_s=5.0))
-        cpu = trees_cpu_s([server.pid]) - before
-    return cpu / max(1, result.requests), env.python
+    server = cleanup.enter_context(bringup.running(variant.stack, env, options, ready))
+    spec = study.cell.load_spec(server.base_url, study.config.load, generator_cpus, duration_s=2)
+    run_load(spec)
+    return server.pid, spec.replace(duration_s=1.0), env.python
+
+
+def cpu_per_request(pid: int, spec: LoadSpec) -> float:
+    """Server CPU seconds per request over one load ``spec`` of server ``pid``."""
+    before = trees_cpu_s([pid])
+    done = run_load(spec)
+    return (trees_cpu_s([pid]) - before) / max(1, done.requests)
 
 
 def calibrate(root: Path, base: Path, requirements: Path, connections: int) -> tuple[float, float]:
-    """(server CPU seconds per request of BASE, seconds per burn-loop iteration inside the
-    server). The loop is first timed alone in the stack's interpreter; then a probe project
-    burning about 30% more is served and measured, and the difference of the two servers'
-    CPU per request over the probe's iterations is the loop's cost in situ (what the
-    middleware really adds, cache and thread effects included)."""
-    per_request, python = cpu_per_request(base, requirements, connections)
-    timed = subprocess.run(
-        [str(python), "-c", LOOP_TIMER], capture_output=True, text=True, check=True, timeout=120
-    )
-    alone = float(timed.stdout.strip())
-    loops = max(1, round(0.3 * per_request / alone))
-    probe = project(root, "probe", BURN.format(loops=loops))
-    with_probe, _ = cpu_per_request(probe, requirements, connections)
-    in_situ = (with_probe - per_request) / loops
+    """(server CPU seconds per request of BASE, extra CPU per request of one burn-loop
+    iteration, in BASE's seconds). BASE and a probe project burning about 30% more (sized
+    from the loop timed alone) are both served on the server core and loaded in turn, 1 s
+    each, in random order, for :data:`CALIBRATION_ROUNDS` rounds; each round's ratio of the
+    two servers' CPU per request cancels the host's core-speed changes, which made two
+    separate 5-s loads read the loop at 35-113 ns an iteration. The loop's cost is (median
+    ratio - 1) x BASE's CPU per request over the probe's iterations."""
+    rng = random.Random(0)
+    with ExitStack() as cleanup:
+        base_pid, base_load, python = serve(cleanup, "base", base, requirements, connections)
+        alone = float(
+            subprocess.run(
+                [str(python), "-c", LOOP_TIMER],
+                capture_output=True, text=True, check=True, timeout=120,
+            ).stdout.strip()
+        )  # fmt: skip
+        loops = max(1, round(PROBE_SHARE * cpu_per_request(base_pid, base_load) / alone))
+        probe = project(root, "probe", BURN.format(loops=loops))
+        servers = [
+            (base_pid, base_load),
+            serve(cleanup, "probe", probe, requirements, connections)[:2],
+        ]
+        per_request: list[list[float]] = [[], []]
+        for _ in range(CALIBRATION_ROUNDS):
+            order = [0, 1]
+            rng.shuffle(order)
+            for i in order:
+                per_request[i].append(cpu_per_request(*servers[i]))
+    ratios = sorted(p / b for b, p in zip(*per_request, strict=True))
+    ratio = statistics.median(ratios)
+    base_cpu = statistics.median(per_request[0])
+    per_loop = (ratio - 1.0) * base_cpu / loops
     print(
-        f"calibration: a loop iteration costs {alone * 1e9:.1f} ns alone, "
-        f"{in_situ * 1e9:.1f} ns in the server (probe of {loops} iterations: "
-        f"{per_request * 1e6:.0f} -> {with_probe * 1e6:.0f} us/request)",
+        f"calibration: BASE {base_cpu * 1e6:.0f} us/request; a probe of {loops} loop "
+        f"iterations costs {ratio:.3f}x BASE's CPU per request (median of "
+        f"{CALIBRATION_ROUNDS} interleaved rounds, {ratios[0]:.3f}-{ratios[-1]:.3f}): "
+        f"{per_loop * 1e9:.1f} ns an iteration in the server, {alone * 1e9:.1f} ns alone",
         flush=True,
     )
-    return per_request, in_situ if in_situ > 0 else alone
+    return base_cpu, per_loop
 
 
 def neighbour(core: int, busy: float = 0.03, period: float = 0.1) -> None:
