@@ -35,7 +35,7 @@ def app(environ, start_response):
 # tests, so interference dropping is off here (tests/ab/test_estimate.py covers the rule).
 QUICK = [
     "--app", "work:app", "--path", "/", "--interface", "wsgi", "-c", "8",
-    "--budget", "30", "--warmup", "1", "--slice", "0.8", "--settle", "0.1",
+    "--budget", "20", "--warmup", "1", "--slice", "0.8", "--settle", "0.1",
     "--ci-width", "0.03", "--interference-limit", "1", "--processes", "2",
 ]  # fmt: skip
 

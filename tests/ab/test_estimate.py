@@ -5,7 +5,13 @@ from __future__ import annotations
 import math
 import random
 
-from pywebbench.ab.estimate import half_width, narrow_enough, pair_rounds, paired_ratio
+from pywebbench.ab.estimate import (
+    half_width,
+    narrow_enough,
+    pair_rounds,
+    paired_ratio,
+    processes_kept,
+)
 from pywebbench.ab.interference import CoreAccounting, cores_busy_s
 from pywebbench.load.sliced import SliceStats
 
@@ -65,8 +71,8 @@ def test_an_aa_interval_covers_one() -> None:
 def _processes_run(
     ratio: float, processes: int, rounds: int, spread: float, noise: float, seed: int
 ) -> list[SliceStats]:
-    """Rounds of ``processes`` BASE and CHANGE server processes (targets ``0..K-1`` and
-    ``K..2K-1``); each process runs at its own level, ``spread`` (log sd) about its side's,
+    """Rounds of ``processes`` BASE and CHANGE server processes (targets ``2k`` and
+    ``2k + 1``); each process runs at its own level, ``spread`` (log sd) about its side's,
     as two processes of one app do; the machine drifts 5% a round at most."""
     rng = random.Random(seed)
     level = [rng.gauss(0, spread) for _ in range(2 * processes)]
@@ -77,7 +83,7 @@ def _processes_run(
         order = list(range(2 * processes))
         rng.shuffle(order)
         for t in order:
-            side = ratio if t >= processes else 1.0
+            side = ratio if t % 2 == 1 else 1.0
             rps = speed * side * math.exp(level[t] + rng.gauss(0, noise))
             out.append(_slice(len(out), r, t, rps, start=float(len(out))))
     return out
@@ -87,16 +93,33 @@ def test_slices_pair_process_k_of_base_with_process_k_of_change() -> None:
     slices = _processes_run(1.0, 3, 2, spread=0.0, noise=0.0, seed=0)
     pairs = pair_rounds(slices, processes=3)
     assert [(p.round, p.process) for p in pairs] == [(r, k) for r in (0, 1) for k in range(3)]
-    assert all(p.change.target == p.base.target + 3 == p.process + 3 for p in pairs)
+    assert all(p.change.target == p.base.target + 1 == 2 * p.process + 1 for p in pairs)
 
 
 def test_the_fit_over_processes_finds_the_ratio() -> None:
-    exact = paired_ratio(pair_rounds(_processes_run(0.97, 4, 10, 0.0, 0.0, 1), processes=4))
+    exact = paired_ratio(
+        pair_rounds(_processes_run(0.97, 4, 10, 0.0, 0.0, 1), processes=4), processes=4
+    )
     assert exact is not None and math.isclose(exact.ratio, 0.97, rel_tol=1e-9)
     noisy = _processes_run(0.97, 4, 40, spread=0.005, noise=0.02, seed=2)
     pairs = pair_rounds(noisy, processes=4, drop=lambda b, c: "x" if b.round % 5 == 0 else None)
-    est = paired_ratio(pairs)
+    est = paired_ratio(pairs, processes=4)
     assert est is not None and est.low < 0.97 < est.high < 1.0
+
+
+def test_no_interval_over_processes_that_cannot_be_compared() -> None:
+    """Kept pairs from one process only: no interval (never the narrower one over rounds);
+    processes that share no kept round: their levels cannot be compared, no interval."""
+    slices = _processes_run(1.0, 4, 10, spread=0.02, noise=0.02, seed=5)
+    one = pair_rounds(slices, processes=4, drop=lambda b, c: None if b.target == 0 else "x")
+    assert processes_kept(one) == 1
+    assert paired_ratio(one, processes=4) is None
+    assert paired_ratio(one) is not None  # (what --processes 1 would give)
+    apart = pair_rounds(
+        slices, processes=4, drop=lambda b, c: None if b.target // 2 == b.round % 4 else "x"
+    )
+    assert processes_kept(apart) == 4
+    assert paired_ratio(apart, processes=4) is None
 
 
 def test_an_interval_over_processes_holds_their_spread_where_rounds_alone_do_not() -> None:
@@ -106,7 +129,8 @@ def test_an_interval_over_processes_holds_their_spread_where_rounds_alone_do_not
     it in 14%."""
     over_processes = over_rounds = 0
     for seed in range(200):
-        four = paired_ratio(pair_rounds(_processes_run(1.0, 4, 30, 0.02, 0.02, seed), processes=4))
+        slices = _processes_run(1.0, 4, 30, 0.02, 0.02, seed)
+        four = paired_ratio(pair_rounds(slices, processes=4), processes=4)
         one = paired_ratio(pair_rounds(_processes_run(1.0, 1, 120, 0.02, 0.02, seed)))
         assert four is not None and one is not None
         over_processes += four.low <= 1.0 <= four.high

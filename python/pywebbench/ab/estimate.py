@@ -1,10 +1,10 @@
 """The ratio of an interleaved run: slices paired within rounds, with an interval over the
 server processes.
 
-Each round has one slice of every server process of both sides (BASE's processes are targets
-``0..K-1``, CHANGE's ``K..2K-1``), a second or so apart, in random order. Pairing slices of
-the same round cancels the machine's slow drift, which is most of the noise on a shared
-machine (docs/ab.md). Two processes of the same app still differ by a percent or two (memory
+Each round has one slice of every server process of both sides (process ``k`` of BASE is
+target ``2k``, of CHANGE target ``2k + 1``), a second or so apart, in random order. Pairing
+slices of the same round cancels the machine's slow drift, which is most of the noise on a
+shared machine (docs/ab.md). Two processes of the same app still differ by a percent or two (memory
 layout, hash seeds: Kalibera & Jones put this variance at the level of process executions),
 and an interval over rounds alone cannot see it: with several processes per side the
 log requests/s of every kept slice is fitted by least squares to a round effect plus a
@@ -53,8 +53,8 @@ class RoundPair:
 def pair_rounds(
     slices: Sequence[SliceStats], *, processes: int = 1, drop: DropRule | None = None
 ) -> list[RoundPair]:
-    """The complete pairs, in round order: BASE's process ``k`` (target ``k``) with CHANGE's
-    process ``k`` (target ``processes + k``) in each round where both have a slice."""
+    """The complete pairs, in round order: BASE's process ``k`` (target ``2k``) with CHANGE's
+    process ``k`` (target ``2k + 1``) in each round where both have a slice."""
     by_round: dict[int, dict[int, SliceStats]] = {}
     for s in slices:
         by_round.setdefault(s.round, {})[s.target] = s
@@ -62,7 +62,7 @@ def pair_rounds(
     for r in sorted(by_round):
         got = by_round[r]
         for k in range(processes):
-            b, c = got.get(k), got.get(processes + k)
+            b, c = got.get(target(0, k)), got.get(target(1, k))
             if b is None or c is None:
                 continue
             why: str | None
@@ -74,20 +74,34 @@ def pair_rounds(
     return out
 
 
+def target(side: int, process: int) -> int:
+    """The engine target of a side's (0: BASE, 1: CHANGE) server process: the sides
+    alternate, so the engine's warm-up (in target order) favours neither."""
+    return 2 * process + side
+
+
+def side_process(target_index: int) -> tuple[int, int]:
+    """(side, process) of an engine target: the inverse of :func:`target`."""
+    return target_index % 2, target_index // 2
+
+
 def kept_rounds(pairs: Sequence[RoundPair]) -> int:
     """Rounds with at least one kept pair."""
     return len({p.round for p in pairs if p.dropped is None})
 
 
-def paired_ratio(pairs: Sequence[RoundPair], *, level: float = 0.95) -> RatioEstimate | None:
+def paired_ratio(
+    pairs: Sequence[RoundPair], *, level: float = 0.95, processes: int = 1
+) -> RatioEstimate | None:
     """CHANGE/BASE requests/s from the kept pairs, with its ``level`` CI (None: no interval
-    can be had): over the processes when each side has several (:func:`process_fit`), else
-    over the rounds."""
+    can be had): over the processes when each side ran several (:func:`process_fit`; never
+    over rounds then, even if the kept pairs come from one process only), else over the
+    rounds."""
     kept = [p for p in pairs if p.dropped is None]
     if len(kept) < 2:
         return None
     medians = (median([p.base.rps for p in kept]), median([p.change.rps for p in kept]))
-    if len({p.process for p in kept}) >= 2:
+    if processes > 1:
         fit = process_fit(kept, level=level)
         if fit is None:
             return None
@@ -103,6 +117,11 @@ def paired_ratio(pairs: Sequence[RoundPair], *, level: float = 0.95) -> RatioEst
     )
 
 
+def processes_kept(pairs: Sequence[RoundPair]) -> int:
+    """Server processes a side with at least one kept pair."""
+    return len({p.process for p in pairs if p.dropped is None})
+
+
 def process_fit(
     kept: Sequence[RoundPair], *, level: float = 0.95
 ) -> tuple[float, float, float] | None:
@@ -111,8 +130,9 @@ def process_fit(
     effect - mean BASE process effect); its interval is Student's t with the pooled variance
     of the process effects about their side's mean (2(K - 1) degrees of freedom with K
     processes a side): the spread between processes, and the slices' own noise as it
-    reaches each process's effect. None when a side has no process or the fit has no
-    degree of freedom."""
+    reaches each process's effect. None when the fit has no degree of freedom, or when the
+    kept pairs fall into groups of processes that share no round (their levels cannot be
+    compared)."""
     rounds = sorted({p.round for p in kept})
     row_of = {r: i for i, r in enumerate(rounds)}
     procs = sorted({(side, p.process) for p in kept for side in (0, 1)})
@@ -126,7 +146,10 @@ def process_fit(
             design[row, row_of[p.round]] = 1.0
             design[row, col_of[(side, p.process)]] = 1.0
             y[row] = math.log(s.rps)
-    # (the effects are defined up to a constant; differences of process effects are not)
+    # The effects are defined up to one constant (rank = columns - 1); differences of
+    # process effects are not, unless the design falls apart into unconnected groups.
+    if np.linalg.matrix_rank(design) < design.shape[1] - 1:
+        return None
     coef = np.linalg.lstsq(design, y, rcond=None)[0]
     effects: tuple[list[float], list[float]] = ([], [])
     for (side, _), col in col_of.items():

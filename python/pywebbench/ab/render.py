@@ -12,6 +12,7 @@ import math
 from collections import Counter
 from typing import Any
 
+from pywebbench.ab.estimate import processes_kept, side_process
 from pywebbench.ab.session import FIGURE_CPU, FIGURE_RPS, STOPPED_BUDGET, STOPPED_CI, AbOutcome
 from pywebbench.compare.gate import Violation
 from pywebbench.compare.ratio import RatioEstimate
@@ -92,8 +93,12 @@ def processes_line(o: AbOutcome) -> str:
     """What the interval is over: the server processes, or the rounds alone."""
     k = o.options.processes
     if k > 1:
+        used = processes_kept(o.pairs)
+        if used < 2:
+            return f"no interval: {used} of {k} server processes a side had a kept pair"
+        of = f"{used} of {k}" if used < k else f"{k}"
         return (
-            f"interval over {k} server processes a side (t with {2 * k - 2} degrees of "
+            f"interval over {of} server processes a side (t with {2 * used - 2} degrees of "
             "freedom): it holds the difference between two processes of the same app"
         )
     return (
@@ -196,10 +201,10 @@ def to_doc(o: AbOutcome, verdict: str, violations: list[Violation]) -> dict[str,
         "slices": [
             {
                 "side": side,
-                "process": s.target - offset * o.options.processes,
+                "process": side_process(s.target)[1],
                 **s.model_dump(exclude={"latency"}),
             }
-            for offset, (side, run) in enumerate((("base", o.base), ("change", o.change)))
+            for side, run in (("base", o.base), ("change", o.change))
             for s in run.slices
         ],
         "errors": {"base": o.base.errors, "change": o.change.errors},

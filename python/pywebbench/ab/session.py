@@ -31,6 +31,7 @@ from pywebbench.ab.estimate import (
     narrow_enough,
     pair_rounds,
     paired_ratio,
+    side_process,
 )
 from pywebbench.ab.interference import CoreAccounting
 from pywebbench.ab.sides import SideError, SideStudy
@@ -92,7 +93,8 @@ class AbSideRun:
     """What one side was and what it did."""
 
     study: SideStudy
-    #: Every server process's base URL and PID (targets ``offset..offset+len`` of the run).
+    #: Every server process's base URL and PID, in process order (engine targets:
+    #: :func:`pywebbench.ab.estimate.target`).
     urls: list[str]
     pids: list[int]
     slices: list[SliceStats] = field(default_factory=list)
@@ -200,7 +202,9 @@ def rounds_for(options: AbOptions, sides: int = 2) -> int:
     return max(2, math.floor(left / (targets * (options.slice_s + options.settle_s)) + 1e-9))
 
 
-def latency_ratio(pairs: Sequence[RoundPair], which: str, level: float) -> RatioEstimate | None:
+def latency_ratio(
+    pairs: Sequence[RoundPair], which: str, level: float, processes: int
+) -> RatioEstimate | None:
     """CHANGE/BASE of a slice latency percentile (``p50_us``/``p99_us``), paired by round."""
     values = [
         RoundPair(
@@ -213,7 +217,7 @@ def latency_ratio(pairs: Sequence[RoundPair], which: str, level: float) -> Ratio
         for p in pairs
         if getattr(p.base, which) > 0 and getattr(p.change, which) > 0
     ]
-    return paired_ratio(values, level=level)
+    return paired_ratio(values, level=level, processes=processes)
 
 
 def per_cpu_second(slices: Sequence[SliceStats], accounting: CoreAccounting) -> list[SliceStats]:
@@ -282,13 +286,15 @@ def run_ab(
         assert options.slice_s is not None and options.settle_s is not None
         plan = SlicePlan(
             load=load,
-            targets=[u for r in runs for u in r.urls],
+            targets=[u for pair in zip(runs[0].urls, runs[1].urls, strict=True) for u in pair],
             slice_s=options.slice_s,
             settle_s=options.settle_s,
             rounds=rounds_for(options),
             seed=options.seed,
         )
-        accounting = CoreAccounting(server_cpus, [p for r in runs for p in r.pids])
+        accounting = CoreAccounting(
+            server_cpus, [p for pair in zip(runs[0].pids, runs[1].pids, strict=True) for p in pair]
+        )
         drop = accounting.unequal(options.interference_limit)
         reached = False
         speeds = SliceSpeeds.start(server_cpus) if options.core_speed else None
@@ -302,7 +308,7 @@ def run_ab(
             if options.figure == FIGURE_CPU:
                 judged = per_cpu_second(judged, accounting)
             pairs = pair_rounds(judged, processes=options.processes, drop=drop)
-            est = paired_ratio(pairs, level=options.level)
+            est = paired_ratio(pairs, level=options.level, processes=options.processes)
             reached = narrow_enough(est, kept_rounds(pairs), options.ci_width)
             return reached
 
@@ -322,9 +328,12 @@ def run_ab(
     def paired(slices: Sequence[SliceStats]) -> list[RoundPair]:
         return pair_rounds(slices, processes=k, drop=drop)
 
+    def ratio(pairs: Sequence[RoundPair]) -> RatioEstimate | None:
+        return paired_ratio(pairs, level=options.level, processes=k)
+
     pairs = paired(speed.slices)
     for i, r in enumerate(runs):
-        own = range(i * k, (i + 1) * k)
+        own = [t for t in range(2 * k) if side_process(t)[0] == i]
         r.slices = [s for s in result.slices if s.target in own]
         shares = [accounting.other_share(s.started_at, s.ended_at) for s in r.slices]
         known = [x for x in shares if x is not None]
@@ -345,12 +354,12 @@ def run_ab(
         base=runs[0],
         change=runs[1],
         pairs=pairs,
-        rps=paired_ratio(pairs, level=options.level),
-        cpu=paired_ratio(paired(per_cpu_second(speed.slices, accounting)), level=options.level),
+        rps=ratio(pairs),
+        cpu=ratio(paired(per_cpu_second(speed.slices, accounting))),
         speed=speed,
-        rps_measured=paired_ratio(paired(result.slices), level=options.level),
-        p50=latency_ratio(pairs, "p50_us", options.level),
-        p99=latency_ratio(pairs, "p99_us", options.level),
+        rps_measured=ratio(paired(result.slices)),
+        p50=latency_ratio(pairs, "p50_us", options.level, k),
+        p99=latency_ratio(pairs, "p99_us", options.level, k),
         stopped=stopped,
         elapsed_s=elapsed,
         options=options,
@@ -381,7 +390,7 @@ def _start_process(
     checked = bringup.check(server, variant.stack, study.cell.workload, study.cell.params)
     if not checked.ok:
         raise SideError(
-            f"{study.side.flag}: {study.cell.label} fails verification: "
+            f"{study.side.flag}: {study.cell.label} (server process {k + 1}) fails verification: "
             + bringup.one_line("; ".join(checked.problems))
         )
     spec = study.cell.load_spec(server.base_url, study.config.load, generator_cpus, duration_s=1.0)

@@ -8,6 +8,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pywebbench.ab.estimate import side_process
 from pywebbench.ab.render import to_doc
 from pywebbench.ab.session import AbOutcome, AbSideRun
 from pywebbench.compare.gate import Violation
@@ -85,11 +86,10 @@ def _side(store: Store, run_id: str, side: AbSideRun, o: AbOutcome, ordinal: int
                 instructions_json=counted if k == 0 else None,
             )
         )
-    k = o.options.processes
     dropped = {(p.round, p.process): p.dropped for p in o.pairs}
     for s in side.slices:
         rate = o.speed.rates.get(s.index)
-        process = s.target % k
+        process = side_process(s.target)[1]
         why = dropped.get((s.round, process))
         store.add_iteration(slice_iteration(s, cell_id, why, rate, process))
     return cell_id

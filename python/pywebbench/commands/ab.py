@@ -58,7 +58,9 @@ MAX_PROCESSES = 16
     type=float,
     default=0.01,
     show_default=True,
-    help="Stop once the ratio's CI lies within +-this fraction of it (0.01 = +-1%).",
+    help="Stop once the ratio's CI lies within +-this fraction of it (0.01 = +-1%). Where "
+    "server processes differ by 1-2% a CI this narrow may need more --processes than the "
+    "budget allows; the run then ends at --budget and says how wide it got.",
 )
 @click.option(
     "--budget",
