@@ -78,7 +78,7 @@ MAX_PROCESSES = 16
     "responses per connection, within 0.25-2 s). Short slices pair the two sides closer in "
     "time (the host's core-speed steps last about a second): on this kind of machine "
     "0.25-s slices narrowed an A/A's CI from +-3.3% (1-s slices) to +-1.5% in the same "
-    "100 s.",
+    "100 s (one process a side).",
 )
 @click.option(
     "--settle",
