@@ -12,7 +12,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from pywebbench.ab.estimate import processes_kept, side_process
+from pywebbench.ab.estimate import kept_rounds, processes_kept, side_process
 from pywebbench.ab.session import FIGURE_CPU, FIGURE_RPS, STOPPED_BUDGET, STOPPED_CI, AbOutcome
 from pywebbench.compare.gate import Violation
 from pywebbench.compare.ratio import RatioEstimate
@@ -192,7 +192,7 @@ def to_doc(o: AbOutcome, verdict: str, violations: list[Violation]) -> dict[str,
         "elapsed_s": o.elapsed_s,
         "processes": o.options.processes,
         "rounds": o.rounds,
-        "rounds_kept": len({p.round for p in o.pairs if p.dropped is None}),
+        "rounds_kept": kept_rounds(o.pairs),
         "pairs": len(o.pairs),
         "pairs_kept": o.kept,
         "dropped": [

@@ -8,7 +8,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pywebbench.ab.estimate import side_process
+from pywebbench.ab.estimate import kept_rounds, side_process
 from pywebbench.ab.render import to_doc
 from pywebbench.ab.session import AbOutcome, AbSideRun
 from pywebbench.compare.gate import Violation
@@ -139,7 +139,7 @@ def store_outcome(
                 verdict=verdict,
                 stopped=o.stopped,
                 rounds=o.rounds,
-                rounds_kept=len({p.round for p in o.pairs if p.dropped is None}),
+                rounds_kept=kept_rounds(o.pairs),
                 elapsed_s=o.elapsed_s,
                 summary_json=json.dumps(doc, default=str),
             )
