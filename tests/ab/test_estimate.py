@@ -12,7 +12,7 @@ from pywebbench.ab.estimate import (
     paired_ratio,
     processes_kept,
 )
-from pywebbench.ab.interference import CoreAccounting, cores_busy_s
+from pywebbench.ab.interference import CoreAccounting
 from pywebbench.load.sliced import SliceStats
 
 
@@ -163,19 +163,6 @@ def test_drop_rule_removes_the_pair() -> None:
     slices = _run(1.0, 10, drift=0.0, noise=0.01, seed=4)
     pairs = pair_rounds(slices, drop=lambda b, c: "noisy" if b.round == 3 else None)
     assert [p.round for p in pairs if p.dropped] == [3]
-
-
-STAT = """cpu  100 0 50 1000 0 0 0 0 0 0
-cpu0 60 5 30 400 7 1 2 3 0 0
-cpu1 40 0 20 600 0 0 0 0 0 0
-intr 1 2 3
-"""
-
-
-def test_busy_time_counts_the_named_cores_without_idle_and_iowait() -> None:
-    tick = 1 / __import__("os").sysconf("SC_CLK_TCK")
-    assert math.isclose(cores_busy_s([0], STAT), (60 + 5 + 30 + 1 + 2 + 3) * tick)
-    assert math.isclose(cores_busy_s([0, 1], STAT), (101 + 60) * tick)
 
 
 def test_other_share_is_busy_minus_own_over_the_window() -> None:

@@ -2,7 +2,8 @@
 CPU on the server cores is dropped, pair and all (docs/ab.md, "Interference").
 
 The minimal honest guard, from what the kernel reports: the busy time of the server cores
-(``/proc/stat`` per-CPU counters: user, nice, system, irq, softirq, steal) minus the CPU
+(``/proc/stat`` per-CPU counters, read as the interference guard reads them: user, nice,
+system, irq and softirq where the kernel charges those to tasks, and steal) minus the CPU
 time of the variants' own server trees (every process of every variant, so the idle
 variant's drain and housekeeping are not counted as interference). What is left is other
 processes' work (and the kernel's for them) on those cores: the neighbours. A neighbour that
@@ -14,33 +15,25 @@ shares differ by more than ``limit`` of a core.
 from __future__ import annotations
 
 import bisect
+import math
 import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pywebbench.load.sliced import SliceStats
+from pywebbench.meter.interference import core_times
 from pywebbench.meter.sampler import tree
 
 #: Default limit: a pair is dropped when its slices' other-process shares differ by more.
 DEFAULT_LIMIT = 0.05
 
-_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal
 
-
-def cores_busy_s(cores: Sequence[int], stat_text: str | None = None) -> float:
-    """Busy seconds of ``cores`` since boot, from ``/proc/stat``."""
-    if stat_text is None:
-        with open("/proc/stat") as fh:
-            stat_text = fh.read()
-    wanted = {f"cpu{c}" for c in cores}
-    ticks = 0
-    for line in stat_text.splitlines():
-        parts = line.split()
-        if parts and parts[0] in wanted:
-            values = [int(v) for v in parts[1:]]
-            ticks += sum(values[i] for i in _BUSY_FIELDS if i < len(values))
-    return ticks / os.sysconf("SC_CLK_TCK")
+def cores_busy_s(cores: Sequence[int]) -> float:
+    """Busy seconds of ``cores`` since boot, steal included: the meter's reading of
+    ``/proc/stat`` (:func:`pywebbench.meter.interference.core_times`); NaN without it."""
+    got = core_times(cores)
+    return math.nan if got is None else got.busy_s + got.steal_s
 
 
 def trees_cpu_s(pids: Sequence[int]) -> float:
@@ -99,6 +92,8 @@ class CoreAccounting:
             return None
         i, j, seconds = span
         other = (self.busy_s[j] - self.busy_s[i]) - (self.own_s[j] - self.own_s[i])
+        if math.isnan(other):
+            return None
         core_s = seconds * len(self.cores)
         return max(0.0, other) / core_s, 2.0 / os.sysconf("SC_CLK_TCK") / core_s
 

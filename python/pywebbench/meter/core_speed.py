@@ -60,12 +60,16 @@ class CoreSpeedProbe:
         self.sample_s = sample_s
         #: (time.monotonic() at the reading's end, rate), one per reading
         self.readings: list[tuple[float, float]] = []
+        #: CPU seconds the probe's thread used on the server's cores (the interference
+        #: guard counts them as pywebbench's own there, not a neighbour's)
+        self.cpu_s = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> CoreSpeedProbe:
         """Start sampling."""
         self.readings = []
+        self.cpu_s = 0.0
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="pwb-core-speed", daemon=True)
         self._thread.start()
@@ -76,10 +80,13 @@ class CoreSpeedProbe:
             os.sched_setaffinity(0, self.cpus)  # 0: this thread only
         except (OSError, ValueError):
             return  # cores this process may not use: no readings, no figure
+        start = time.thread_time()
         while not self._stop.is_set():
             rate = loop_rate(self.sample_s)
             self.readings.append((time.monotonic(), rate))
+            self.cpu_s = time.thread_time() - start
             self._stop.wait(self.every_s)
+        self.cpu_s = time.thread_time() - start
 
     def stop(self) -> float | None:
         """Stop sampling; the median rate over the window (None without a reading)."""

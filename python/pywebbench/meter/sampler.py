@@ -15,6 +15,7 @@ server's cores, how fast they ran (:mod:`pywebbench.meter.core_speed`).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -179,11 +180,13 @@ class Sampler:
         memory_detail: bool = True,
         cpus: Iterable[int] = (),
         probe_cpus: Iterable[int] = (),
+        server_cpus: Iterable[int] = (),
     ) -> None:
         self.pid = pid
         self.interval_s = interval_s
         self.memory_detail = memory_detail
         self.cpus = sorted(set(cpus))  # the pinned cores whose interference is measured
+        self.server_cpus = sorted(set(server_cpus))  # those of them that are the server's
         self._window: InterferenceWindow | None = None
         probe = sorted(set(probe_cpus))  # the server's cores, whose speed is probed
         self._probe = CoreSpeedProbe(probe) if probe else None
@@ -195,7 +198,7 @@ class Sampler:
     def start(self) -> Sampler:
         """Take the baseline sample and start the thread."""
         self._snaps = [snapshot(self.pid, memory_detail=self.memory_detail)]
-        self._window = InterferenceWindow(self.cpus) if self.cpus else None
+        self._window = InterferenceWindow(self.cpus, self.server_cpus) if self.cpus else None
         self._stop.clear()
         if self._probe is not None:
             self._probe.start()
@@ -209,6 +212,12 @@ class Sampler:
         return self._probe
 
     def _loop(self) -> None:
+        away = sorted(set(self.cpus) - set(self.server_cpus)) if self.server_cpus else []
+        if away:  # meter from the generator's cores: none of its reads lands on the server's
+            try:
+                os.sched_setaffinity(0, away)  # 0: this thread only
+            except (OSError, ValueError):
+                pass  # cores this process may not use: read from wherever it runs
         while not self._stop.wait(self.interval_s):
             snap = snapshot(self.pid, memory_detail=self.memory_detail)
             self._snaps.append(snap)
@@ -226,7 +235,8 @@ class Sampler:
         self.summary = summarize(self._snaps)
         self.summary.core_rate = core_rate
         if self._window is not None:
-            self.summary.interference = self._window.close(self.summary.cpu_s)
+            probe_s = self._probe.cpu_s if self._probe is not None else 0.0
+            self.summary.interference = self._window.close(self.summary.cpu_s, probe_s)
         return self.summary
 
     def __enter__(self) -> Sampler:

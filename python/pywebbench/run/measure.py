@@ -430,10 +430,13 @@ class Measurer:
         caller measures it again."""
         started = utcnow()
         self._iteration_start(cell, kind)
+        cores = server_cores(server)
         sampler = Sampler(
             server.pid,
             cpus=pinned_cores(server, self.generator_cpus),
-            probe_cpus=server_cores(server) if self.config.load.core_speed else (),
+            probe_cpus=cores if self.config.load.core_speed else (),
+            # each side's cores accounted apart, when they are apart
+            server_cpus=cores if not set(cores) & set(self.generator_cpus) else (),
         ).start()
         self._probe = sampler.probe
         try:
