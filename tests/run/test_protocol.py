@@ -51,7 +51,15 @@ def test_granian_and_hypercorn_over_http1_and_h2c_in_one_run(tmp_path: Path) -> 
         assert cell.load_point == ("c4 h2c×3" if proto == "h2c" else "c4")  # http1: unchanged
         (rep,) = [r for r in study.replicates if r.cell_id == cell.id]
         (it,) = study.iterations_of(cell.id)
-        assert it.requests > 50 and it.errors == 0 and it.non_2xx == 0, it
+        assert it.requests > 50 and it.non_2xx == 0, it
+        # hypercorn ends an h2c connection after 1,000 requests with a graceful GOAWAY and
+        # drops the streams it had accepted, up to --streams each (docs/http2.md, seen by
+        # h2load too); nothing else may fail
+        goaways = (
+            (it.requests + it.errors) // 1000 if (server, proto) == ("hypercorn", "h2c") else 0
+        )
+        classes = it.result.get("error_classes", {})
+        assert it.errors <= 3 * goaways and set(classes) <= {"h2_goaway"}, (it.errors, classes)
         spec = it.result["spec"]
         assert spec["protocol"] == proto, spec
         assert spec["streams"] == (3 if proto == "h2c" else 1), spec
