@@ -50,9 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from pywebbench import bringup
-from pywebbench.ab.interference import trees_cpu_s
 from pywebbench.ab.sides import parse_side, side_overrides, side_study
 from pywebbench.load import LoadSpec, run_load
+from pywebbench.meter.sampler import trees_cpu_s
 from pywebbench.run.host import split_cpus
 
 PYWEBBENCH = shutil.which("pywebbench") or str(Path(sys.executable).parent / "pywebbench")

@@ -53,7 +53,7 @@ from loadgen_vs_wrk import (
     stop,
     wait_listening,
 )
-from pywebbench.ab.interference import trees_cpu_s
+from pywebbench.meter.sampler import trees_cpu_s
 
 #: The catalogue's raw ASGI app (its ``/hello`` workload), run by hypercorn from its folder.
 APPS = Path(pywebbench.__file__).parent / "inside" / "apps"

@@ -189,8 +189,10 @@ class WarmupWatch:
         """Add a snapshot; the verdict when warm-up is over.
 
         ``speed()``, asked once per bucket, is the core's speed over it relative to a fixed
-        rate (:class:`pywebbench.meter.core_speed.SpeedTracker`): the curve holds req/s
-        divided by it, at one core speed. The request counts (the JIT floor) stay raw."""
+        rate (:class:`pywebbench.meter.core_speed.SpeedTracker`), times the share of its cores
+        the server had (:class:`pywebbench.meter.interference.AvailableShare`): the curve
+        holds req/s divided by it, at one core speed and with the cores to itself. The
+        request counts (the JIT floor) stay raw."""
         last_t, last_n = self._last
         if elapsed_s - last_t >= self.rule.bucket_s:
             span = elapsed_s - last_t

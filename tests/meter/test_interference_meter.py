@@ -14,10 +14,12 @@ from pwbtest import neighbour
 from pywebbench.load import LoadSpec, run_load
 from pywebbench.meter import Sampler
 from pywebbench.meter.interference import (
+    AvailableShare,
     Interference,
     InterferenceWindow,
     core_times,
     irq_time_in_tasks,
+    tick_resolution_share,
 )
 from pywebbench.refserver import RefServer
 
@@ -151,3 +153,68 @@ def test_the_server_and_generator_cores_are_accounted_apart_only_when_apart() ->
     assert InterferenceWindow([0, 1, 2], server_cpus=[0, 1]).groups == [[0, 1], [2]]
     assert InterferenceWindow([0, 1]).groups == [[0, 1]]  # the server's cores unknown
     assert InterferenceWindow([0, 1], server_cpus=[0, 1]).groups == [[0, 1]]  # nothing apart
+
+
+def test_the_share_a_warm_up_bucket_had_is_one_unless_others_took_more_than_the_ticks_tell(
+    tmp_path: Path,
+) -> None:
+    hz = os.sysconf("SC_CLK_TCK")
+    stat = tmp_path / "stat"
+    now = [0.0]
+    server = [0.0]
+
+    def tick(at: float, busy_ticks: int, server_s: float) -> None:
+        now[0] = at
+        server[0] = server_s
+        stat.write_text(f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {busy_ticks} 0 0 0 0 0 0 0 0 0\n")
+
+    tick(0.0, 0, 0.0)
+    share = AvailableShare(
+        [0], lambda: server[0], threshold=0.05, clock=lambda: now[0], stat_path=str(stat),
+        own_cpu_s=lambda: 0.0,
+    )  # fmt: skip
+    resolution = tick_resolution_share(1.0)
+    assert abs(resolution - 2 / hz) < 1e-12
+    tick(1.0, hz, 0.97)  # others 3%: under the threshold
+    assert share() == 1.0
+    tick(2.0, 2 * hz, 0.97 + 0.6)  # others 40% of the core
+    assert abs(share() - 0.6) < 1e-9
+    others = 0.05 + resolution  # at the threshold plus what the ticks cannot tell apart
+    tick(3.0, 3 * hz, 1.57 + 1.0 - others)
+    assert share() == 1.0
+    tick(4.0, 4 * hz, 2.57 - others)  # a neighbour that took it all: the floor
+    assert share() == share.floor
+    tick(5.0, 4 * hz + hz * 7 // 10, 2.57 - others + 0.3)  # 40% others, 30% idle
+    assert share() == 1.0  # the server left the core idle: it lost nothing
+    assert share() == 1.0  # no time passed
+
+
+def test_a_bursty_neighbours_share_is_what_the_server_lost() -> None:
+    """A spinning "server" and a neighbour spinning 0.5 s of every second on its core,
+    read every 0.25 s: the buckets the neighbour hit say so, and the server's CPU divided by
+    the share it had is its whole core in every bucket (up to the clock's ticks), whatever
+    else runs there. That quiet buckets are left at 1 is the test above."""
+    core = sorted(os.sched_getaffinity(0))[0]
+    server = subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True)
+    try:
+        os.sched_setaffinity(server.pid, {core})
+        time.sleep(0.3)
+        with neighbour(core, on="500ms", off="500ms"):
+            time.sleep(0.2)
+            share = AvailableShare([core], lambda: _cpu(server.pid), threshold=0.05)
+            seen: list[tuple[float, float]] = []  # (share, server's CPU per second)
+            for _ in range(12):
+                before, at = _cpu(server.pid), time.monotonic()
+                time.sleep(0.25)
+                got = share()
+                seen.append((got, (_cpu(server.pid) - before) / (time.monotonic() - at)))
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    hit = [s for s, _ in seen if s < 1.0]
+    assert len(hit) >= 3 and min(hit) < 0.8, seen  # the neighbour's bursts are seen
+    # The server's CPU at its whole core: a bucket is known to two ticks each way (the
+    # share's reads and this test's lie a few ms apart), the threshold below that.
+    slack = 0.05 + 2 * tick_resolution_share(0.25)
+    for s, used in seen:
+        assert abs(used / s - 1.0) <= slack, seen

@@ -109,3 +109,30 @@ def test_the_server_core_speed_is_probed_unless_set_off(tmp_path: Path, census: 
                 assert it.core_rate is not None and it.core_rate > 1e5, it
             else:
                 assert it.core_rate is None, it
+
+
+def test_a_bursty_neighbour_does_not_bend_the_warm_up_curve(tmp_path: Path, census: str) -> None:
+    """The cpu workload keeps gunicorn-sync's core busy; a neighbour spinning 0.5 s of every
+    second there takes about half of it in its bursts, so every other half-second of the raw
+    curve reads about half. Each bucket divided by the share of its core the server had
+    (docs/interference.md#warm-ups), the stored curve stays level: no more than one bucket
+    under 0.75x its upper quartile."""
+    study = [
+        "run", "--python", CPYTHON, "--server", "gunicorn-sync", "--framework", "raw-wsgi",
+        "--workload", "cpu", "-c", "4", "-d", "1", "--warmup-cap", "4", "--iterations", "1",
+        "--replicates", "1", "--max-replicates", "1", "--server-cpus", "0", "--no-report",
+    ]  # fmt: skip
+    results = tmp_path / "res"
+    with neighbour(0, on="500ms", off="500ms"):
+        proc = pwb(*study, results=results)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with Store(results / "pywebbench.sqlite", create=False) as store:
+        study_ = store.load_study()
+    (cell,) = study_.cells
+    assert cell.id is not None
+    (replicate,) = study_.replicates_of(cell.id)
+    rates = sorted(r for _, r in replicate.warmup_curve[1:])  # the first bucket is cold
+    assert len(rates) >= 6, replicate.warmup_curve
+    upper = rates[3 * len(rates) // 4]  # the quartile above the neighbour's dips
+    # raw, 6-7 of 14 buckets read 0.45-0.6x the others; divided, 0.8-1.2x
+    assert sum(r < 0.75 * upper for r in rates) <= 1, replicate.warmup_curve

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import bisect
 import math
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pywebbench.load.sliced import SliceStats
-from pywebbench.meter.interference import core_times
-from pywebbench.meter.sampler import tree
+from pywebbench.meter.interference import core_times, tick_resolution_share
+from pywebbench.meter.sampler import trees_cpu_s
 
 #: Default limit: a pair is dropped when its slices' other-process shares differ by more.
 DEFAULT_LIMIT = 0.05
@@ -34,19 +33,6 @@ def cores_busy_s(cores: Sequence[int]) -> float:
     ``/proc/stat`` (:func:`pywebbench.meter.interference.core_times`); NaN without it."""
     got = core_times(cores)
     return math.nan if got is None else got.busy_s + got.steal_s
-
-
-def trees_cpu_s(pids: Sequence[int]) -> float:
-    """CPU seconds (user + system, reaped children included) of the trees rooted at ``pids``."""
-    total = 0.0
-    for pid in pids:
-        for proc in tree(pid):
-            try:
-                t = proc.cpu_times()
-            except Exception:  # noqa: BLE001 - a process that ended between listing and reading
-                continue
-            total += t.user + t.system + t.children_user + t.children_system
-    return total
 
 
 @dataclass
@@ -95,7 +81,7 @@ class CoreAccounting:
         if math.isnan(other):
             return None
         core_s = seconds * len(self.cores)
-        return max(0.0, other) / core_s, 2.0 / os.sysconf("SC_CLK_TCK") / core_s
+        return max(0.0, other) / core_s, tick_resolution_share(seconds, len(self.cores))
 
     def tree_share(self, tree: int, started_at: float, ended_at: float) -> float | None:
         """CPU seconds per second that tree ``tree`` (its index in ``pids``) used over the

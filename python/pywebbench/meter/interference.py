@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import functools
 import gzip
+import math
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 _STAT = "/proc/stat"
@@ -204,3 +205,66 @@ class InterferenceWindow:
             others_cpu_s=others,
             steal_s=max(0.0, steal),
         )
+
+
+def tick_resolution_share(span_s: float, cores: int = 1) -> float:
+    """How finely a share of ``cores`` over ``span_s`` is known from ``/proc/stat``: one
+    clock tick at each end of the span (2% of a 1-s span of one core, 8% of a 0.25-s one)."""
+    return 2.0 / _ticks_per_s() / (span_s * cores) if span_s > 0 and cores > 0 else math.inf
+
+
+class AvailableShare:
+    """The share of the server's cores the server had over each bucket of a warm-up curve.
+
+    Each call reads the server cores' busy time, the server tree's CPU (``server_cpu_s()``)
+    and pywebbench's own CPU there (``own_cpu_s()``: the core-speed probe's) and gives
+    ``1 - others' share`` since the previous call, when others took more than ``threshold``
+    of the cores plus what the clock ticks cannot resolve over the bucket
+    (:func:`tick_resolution_share`) and the cores were not left idle by as much (a server
+    that left its core idle lost nothing to a neighbour that used the idle time); else 1.
+    A warm-up curve divided by it reads what the server did with its cores to itself: a
+    neighbour's burst on the server's core is not a change of the server's regime
+    (docs/interference.md, "Warm-ups")."""
+
+    def __init__(
+        self,
+        cpus: Iterable[int],
+        server_cpu_s: Callable[[], float],
+        *,
+        threshold: float,
+        own_cpu_s: Callable[[], float] = lambda: 0.0,
+        floor: float = 0.05,
+        clock: Callable[[], float] = time.monotonic,
+        stat_path: str = _STAT,
+    ) -> None:
+        self.cpus = sorted(set(cpus))
+        self.threshold = threshold
+        self.floor = floor
+        self._server_cpu_s = server_cpu_s
+        self._own_cpu_s = own_cpu_s
+        self._clock = clock
+        self._stat_path = stat_path
+        self._last = self._read()
+
+    def _read(self) -> tuple[float, float, float] | None:
+        """(monotonic time, the cores' busy seconds, the server's and own CPU seconds)."""
+        times = core_times(self.cpus, self._stat_path)
+        if times is None:
+            return None
+        return self._clock(), times.busy_s, self._server_cpu_s() + self._own_cpu_s()
+
+    def __call__(self) -> float:
+        now, before = self._read(), self._last
+        self._last = now
+        if now is None or before is None:
+            return 1.0
+        span = now[0] - before[0]
+        if span <= 0:
+            return 1.0
+        core_s = span * len(self.cpus)
+        idle = 1.0 - (now[1] - before[1]) / core_s
+        share = ((now[1] - before[1]) - (now[2] - before[2])) / core_s
+        unresolved = self.threshold + tick_resolution_share(span, len(self.cpus))
+        if share <= unresolved or idle > unresolved:
+            return 1.0  # others took little, or took time the server did not want
+        return max(self.floor, 1.0 - share)

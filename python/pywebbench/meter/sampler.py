@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import psutil
@@ -58,6 +58,19 @@ def tree(pid: int) -> list[psutil.Process]:
         return [root, *root.children(recursive=True)]
     except psutil.Error:
         return []
+
+
+def trees_cpu_s(pids: Sequence[int]) -> float:
+    """CPU seconds (user + system, reaped children included) of the trees rooted at ``pids``."""
+    total = 0.0
+    for pid in pids:
+        for proc in tree(pid):
+            try:
+                t = proc.cpu_times()
+            except Exception:  # noqa: BLE001 - a process that ended between listing and reading
+                continue
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
 
 
 def snapshot(pid: int, *, memory_detail: bool = True) -> TreeSnapshot:

@@ -22,7 +22,9 @@ from pywebbench.load import LoadAgent, LoadProgress, LoadSpec, iteration_figures
 from pywebbench.meter import Sampler, tree
 from pywebbench.meter.core_speed import CoreSpeedProbe, SpeedTracker
 from pywebbench.meter.flame import sampled_window
+from pywebbench.meter.interference import AvailableShare
 from pywebbench.meter.owners import app_paths, stack_packages
+from pywebbench.meter.sampler import trees_cpu_s
 from pywebbench.meter.vmprof import vmprof_env, vmprof_window
 from pywebbench.run import instructions
 from pywebbench.run.config import StudyConfig
@@ -349,7 +351,7 @@ class Measurer:
                 rule,
                 self._progress,
                 stop_when_steady=not deep,
-                speed=self._speed_tracker(),
+                speed=self._bucket_scale(server),
             )
             found.append(verdict)
             return result
@@ -378,6 +380,30 @@ class Measurer:
             return None
         reference = statistics.median(self._core_rates) if self._core_rates else None
         return SpeedTracker(self._probe, reference)
+
+    def _bucket_scale(self, server: RunningServer) -> Callable[[], float] | None:
+        """What each bucket of the warm-up loading now is divided by: the core's speed
+        (:meth:`_speed_tracker`) times the share of its cores the server had
+        (:class:`AvailableShare`: a neighbour's burst is not a change of regime). None
+        when neither is known."""
+        speed = self._speed_tracker()
+        cores = server_cores(server)
+        if not cores or set(cores) & set(self.generator_cpus):
+            return speed
+        probe = self._probe
+
+        def own_cpu_s() -> float:
+            return probe.cpu_s if probe is not None else 0.0
+
+        share = AvailableShare(
+            cores,
+            lambda: trees_cpu_s([server.pid]),
+            threshold=self.config.load.interference_max,
+            own_cpu_s=own_cpu_s,
+        )
+        if speed is None:
+            return share
+        return lambda: speed() * share()
 
     def _spec(self, cell: CellPlan, server: RunningServer, duration_s: float) -> LoadSpec:
         return cell.load_spec(

@@ -39,8 +39,9 @@ def warm_until_steady(
     ``stop_when_steady`` is False: the deep mode records the whole curve to the cap).
 
     ``spec_for(duration_s)`` builds the load spec; ``display`` gets every progress snapshot;
-    ``speed`` (a :class:`~pywebbench.meter.core_speed.SpeedTracker`) puts the curve at one
-    core speed (:meth:`pywebbench.steady.WarmupWatch.observe`).
+    ``speed`` (the core's speed times the share of its cores the server had, per bucket)
+    puts the curve at one core speed, with the cores to the server
+    (:meth:`pywebbench.steady.WarmupWatch.observe`).
     """
     watch = WarmupWatch(rule, stop_when_steady=stop_when_steady)
     found: list[WarmupVerdict] = []
