@@ -51,10 +51,10 @@ def test_small_matrix(tmp_path: Path, census: str) -> None:
         "2",
         "--server-scope",
         "cell",
-        # the steady warm-up runs (its rule is tested in tests/run/test_steady*.py); a 5 s
+        # the steady warm-up runs (its rule is tested in tests/run/test_steady*.py); a 3 s
         # cap keeps 8 warm-ups from taking 15 s each where the machine is noisy
         "--warmup-cap",
-        "5",
+        "3",
         *SHORT,
         results=results,
     )
