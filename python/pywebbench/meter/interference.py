@@ -19,8 +19,8 @@ a tick spent in an interrupt or softirq to the task it interrupted, while ``/pro
 files it under ``irq``/``softirq``, not ``system``: the server's own network processing is
 then in its CPU time but not in the cores' busy time. Busy time includes those columns on
 such kernels, or a hello server's softirq (1.3 s of a 4.2-s window here) would hide a
-neighbour's whole share. A kernel with ``CONFIG_IRQ_TIME_ACCOUNTING`` charges interrupts to
-no task, so there busy time leaves them out.
+neighbour's whole share. A kernel with precise interrupt accounting (on at run time)
+charges interrupts to no task, so there busy time leaves them out (:func:`irq_time_in_tasks`).
 """
 
 from __future__ import annotations
@@ -48,10 +48,12 @@ def _ticks_per_s() -> float:
 @dataclass(frozen=True)
 class CoreTimes:
     """Cumulative seconds of some cores, from ``/proc/stat``: busy (user + nice + system,
-    plus irq + softirq where the kernel charges those to tasks) and steal."""
+    plus irq + softirq where the kernel charges those to tasks), steal, and idle (idle +
+    iowait)."""
 
     busy_s: float
     steal_s: float
+    idle_s: float = 0.0
 
 
 def _kernel_config_says(configs: Iterable[str]) -> bool | None:
@@ -70,19 +72,20 @@ def _kernel_config_says(configs: Iterable[str]) -> bool | None:
 
 def irq_time_in_tasks(configs: tuple[str, ...] = _CONFIGS, stat_path: str = _STAT) -> bool:
     """Whether the kernel charges interrupt and softirq time to the interrupted task (tick
-    accounting without ``CONFIG_IRQ_TIME_ACCOUNTING``). From the kernel's config when it is
-    readable; else from ``/proc/stat``: tick accounting almost never finds a tick inside a
-    hard interrupt, so its ``irq`` column stays 0, while precise interrupt accounting adds
-    every timer interrupt's microseconds to it."""
-    configured = _kernel_config_says(configs)
-    if configured is not None:
-        return not configured
+    accounting without precise interrupt accounting). First from ``/proc/stat``: tick
+    accounting almost never finds a tick inside a hard interrupt, so its ``irq`` column
+    stays 0, while precise interrupt accounting adds every timer interrupt's microseconds to
+    it. A kernel built with ``CONFIG_IRQ_TIME_ACCOUNTING`` may still have it off at run time
+    (``tsc=noirqtime``, an unstable TSC on a VM): the column says what it does. With a
+    moving ``irq`` column, the kernel's config decides (False without one)."""
     try:
         with open(stat_path) as f:
             fields = f.readline().split()  # the "cpu" line: all cores
-        return fields[0] == "cpu" and int(fields[1 + _IRQ]) == 0
+        if fields[0] == "cpu" and int(fields[1 + _IRQ]) == 0:
+            return True
     except (OSError, ValueError, IndexError):
-        return False
+        pass
+    return _kernel_config_says(configs) is False
 
 
 @functools.cache
@@ -101,7 +104,7 @@ def core_times(
         irq_in_tasks = _irq_time_in_tasks_here()
     busy_columns = (_USER, _NICE, _SYSTEM) + ((_IRQ, _SOFTIRQ) if irq_in_tasks else ())
     wanted = {f"cpu{c}" for c in cpus}
-    busy = steal = 0
+    busy = steal = idle = 0
     found = 0
     try:
         with open(stat_path) as f:
@@ -113,13 +116,14 @@ def core_times(
                 ticks += [0] * (8 - len(ticks))
                 busy += sum(ticks[i] for i in busy_columns)
                 steal += ticks[_STEAL]
+                idle += ticks[_IDLE] + ticks[_IOWAIT]
                 found += 1
     except (OSError, ValueError):
         return None
     if not found:
         return None
     hz = _ticks_per_s()
-    return CoreTimes(busy_s=busy / hz, steal_s=steal / hz)
+    return CoreTimes(busy_s=busy / hz, steal_s=steal / hz, idle_s=idle / hz)
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,9 @@ class Interference:
     window_s: float
     others_cpu_s: float  # busy time of the pinned cores not used by the server or pywebbench
     steal_s: float  # time the hypervisor ran something else on them
+    #: With the two sides accounted apart: what was left over on the server's cores and on
+    #: the generator's, before each is clamped at 0 (others_cpu_s sums the clamped ones).
+    sides: tuple[float, float] | None = None
 
     @property
     def share(self) -> float:
@@ -143,9 +150,18 @@ class Interference:
 
     def without(self, cpu_s: float) -> Interference:
         """The same window with ``cpu_s`` more of the busy time accounted for (the load
-        generator's, when it ran in other processes of this host: Ray load agents)."""
+        generator's, when it ran in other processes of this host: Ray load agents). With
+        the sides apart it comes off the generator's side only: a neighbour of the server
+        stays counted."""
+        cpu_s = max(0.0, cpu_s)
+        if self.sides is None:
+            return Interference(self.window_s, max(0.0, self.others_cpu_s - cpu_s), self.steal_s)
+        server, generator = self.sides[0], self.sides[1] - cpu_s
         return Interference(
-            self.window_s, max(0.0, self.others_cpu_s - max(0.0, cpu_s)), self.steal_s
+            self.window_s,
+            max(0.0, server) + max(0.0, generator),
+            self.steal_s,
+            (server, generator),
         )
 
     def to_dict(self) -> dict[str, float]:
@@ -171,13 +187,16 @@ class InterferenceWindow:
     under-counted on its core (0.12 s of a 2-s io_uring hello window here, 6% of a core,
     against the 5% threshold)."""
 
-    def __init__(self, cpus: Iterable[int], server_cpus: Iterable[int] = ()) -> None:
+    def __init__(
+        self, cpus: Iterable[int], server_cpus: Iterable[int] = (), *, stat_path: str = _STAT
+    ) -> None:
         self.cpus = sorted(set(cpus))
         server = sorted(set(server_cpus) & set(self.cpus))
         rest = sorted(set(self.cpus) - set(server))
         #: the server's cores and the generator's, or all of them as one when not apart
         self.groups = [server, rest] if server and rest else [self.cpus]
-        self._start = [core_times(g) for g in self.groups]
+        self._stat_path = stat_path
+        self._start = [core_times(g, stat_path) for g in self.groups]
         self._own = time.process_time()
         self._at = time.monotonic()
 
@@ -187,24 +206,23 @@ class InterferenceWindow:
         """The interference over the window; None without counters or the server's CPU.
         ``own_on_server_cpus_s``: CPU seconds of pywebbench's threads pinned to the
         server's cores over the window (the core-speed probe's)."""
-        end = [core_times(g) for g in self.groups]
+        end = [core_times(g, self._stat_path) for g in self.groups]
         pairs = [(b, e) for b, e in zip(self._start, end, strict=True) if b and e]
         if server_cpu_s is None or len(pairs) < len(self.groups):
             return None
         own = time.process_time() - self._own
         busy = [e.busy_s - b.busy_s for b, e in pairs]
         steal = sum(e.steal_s - b.steal_s for b, e in pairs)
-        if len(self.groups) == 2:
-            on_server = busy[0] - server_cpu_s - own_on_server_cpus_s
-            on_generator = busy[1] - (own - own_on_server_cpus_s)
-            others = max(0.0, on_server) + max(0.0, on_generator)
-        else:
+        window_s = time.monotonic() - self._at
+        if len(self.groups) == 1:
             others = max(0.0, busy[0] - server_cpu_s - own)
-        return Interference(
-            window_s=time.monotonic() - self._at,
-            others_cpu_s=others,
-            steal_s=max(0.0, steal),
+            return Interference(window_s, others, max(0.0, steal))
+        sides = (
+            busy[0] - server_cpu_s - own_on_server_cpus_s,
+            busy[1] - (own - own_on_server_cpus_s),
         )
+        others = max(0.0, sides[0]) + max(0.0, sides[1])
+        return Interference(window_s, others, max(0.0, steal), sides)
 
 
 def tick_resolution_share(span_s: float, cores: int = 1) -> float:
@@ -216,15 +234,18 @@ def tick_resolution_share(span_s: float, cores: int = 1) -> float:
 class AvailableShare:
     """The share of the server's cores the server had over each bucket of a warm-up curve.
 
-    Each call reads the server cores' busy time, the server tree's CPU (``server_cpu_s()``)
-    and pywebbench's own CPU there (``own_cpu_s()``: the core-speed probe's) and gives
-    ``1 - others' share`` since the previous call, when others took more than ``threshold``
-    of the cores plus what the clock ticks cannot resolve over the bucket
-    (:func:`tick_resolution_share`) and the cores were not left idle by as much (a server
+    Each call reads the server tree's CPU (``server_cpu_s()``), the server cores' busy and
+    idle time, and pywebbench's own CPU there (``own_cpu_s()``: the core-speed probe's), and
+    gives ``1 - others' share`` since the previous call when others took more than
+    ``threshold`` of the cores plus what the counters cannot resolve over the bucket (four
+    clock ticks: :func:`tick_resolution_share` twice, since /proc/stat's columns and the
+    processes' times each round down), and the cores were not left idle by as much (a server
     that left its core idle lost nothing to a neighbour that used the idle time); else 1.
-    A warm-up curve divided by it reads what the server did with its cores to itself: a
-    neighbour's burst on the server's core is not a change of the server's regime
-    (docs/interference.md, "Warm-ups")."""
+    A reading that cannot be right (the server's CPU went down: a worker ended between
+    listing and reading; others above the whole core) gives 1 too, and no bucket is divided
+    by less than ``floor``. A warm-up curve divided by it reads what the server did with its
+    cores to itself: a neighbour's burst on the server's core is not a change of the
+    server's regime (docs/interference.md, "Warm-ups")."""
 
     def __init__(
         self,
@@ -233,7 +254,7 @@ class AvailableShare:
         *,
         threshold: float,
         own_cpu_s: Callable[[], float] = lambda: 0.0,
-        floor: float = 0.05,
+        floor: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
         stat_path: str = _STAT,
     ) -> None:
@@ -246,12 +267,15 @@ class AvailableShare:
         self._stat_path = stat_path
         self._last = self._read()
 
-    def _read(self) -> tuple[float, float, float] | None:
-        """(monotonic time, the cores' busy seconds, the server's and own CPU seconds)."""
+    def _read(self) -> tuple[float, float, float, float] | None:
+        """(time, the cores' busy and idle seconds, the server's and own CPU seconds). The
+        server's tree is walked first (the slow part), so that its times, the cores'
+        counters and the clock are read back to back."""
+        server = self._server_cpu_s()
         times = core_times(self.cpus, self._stat_path)
         if times is None:
             return None
-        return self._clock(), times.busy_s, self._server_cpu_s() + self._own_cpu_s()
+        return self._clock(), times.busy_s, times.idle_s, server + self._own_cpu_s()
 
     def __call__(self) -> float:
         now, before = self._read(), self._last
@@ -262,9 +286,11 @@ class AvailableShare:
         if span <= 0:
             return 1.0
         core_s = span * len(self.cpus)
-        idle = 1.0 - (now[1] - before[1]) / core_s
-        share = ((now[1] - before[1]) - (now[2] - before[2])) / core_s
-        unresolved = self.threshold + tick_resolution_share(span, len(self.cpus))
-        if share <= unresolved or idle > unresolved:
+        busy, idle, known = (now[k] - before[k] for k in (1, 2, 3))
+        share = (busy - known) / core_s
+        unresolved = self.threshold + 2 * tick_resolution_share(span, len(self.cpus))
+        if known < 0 or share > 1.0:
+            return 1.0  # a reading that cannot be right
+        if share <= unresolved or idle / core_s > unresolved:
             return 1.0  # others took little, or took time the server did not want
         return max(self.floor, 1.0 - share)

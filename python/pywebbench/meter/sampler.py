@@ -204,13 +204,19 @@ class Sampler:
         probe = sorted(set(probe_cpus))  # the server's cores, whose speed is probed
         self._probe = CoreSpeedProbe(probe) if probe else None
         self._snaps: list[TreeSnapshot] = []
+        self._caller_cpus: set[int] | None = None  # the starting thread's, while it is moved
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.summary = MeterSummary()
 
     def start(self) -> Sampler:
-        """Take the baseline sample and start the thread."""
+        """Take the baseline sample and start the thread. With the server's cores apart from
+        the others (``server_cpus``), the calling thread runs on the others until
+        :meth:`stop` (and the threads it starts meanwhile, unless they pin themselves): the
+        interference on the server's cores counts what pywebbench runs there as a
+        neighbour's, except the core-speed probe's."""
         self._snaps = [snapshot(self.pid, memory_detail=self.memory_detail)]
+        self._caller_cpus = _pin_this_thread(self._away())
         self._window = InterferenceWindow(self.cpus, self.server_cpus) if self.cpus else None
         self._stop.clear()
         if self._probe is not None:
@@ -219,18 +225,17 @@ class Sampler:
         self._thread.start()
         return self
 
+    def _away(self) -> list[int]:
+        """The pinned cores that are not the server's (none when those are unknown)."""
+        return sorted(set(self.cpus) - set(self.server_cpus)) if self.server_cpus else []
+
     @property
     def probe(self) -> CoreSpeedProbe | None:
         """The core-speed probe on the server's cores (None: not asked for)."""
         return self._probe
 
     def _loop(self) -> None:
-        away = sorted(set(self.cpus) - set(self.server_cpus)) if self.server_cpus else []
-        if away:  # meter from the generator's cores: none of its reads lands on the server's
-            try:
-                os.sched_setaffinity(0, away)  # 0: this thread only
-            except (OSError, ValueError):
-                pass  # cores this process may not use: read from wherever it runs
+        _pin_this_thread(self._away())  # none of the meter's reads lands on the server's cores
         while not self._stop.wait(self.interval_s):
             snap = snapshot(self.pid, memory_detail=self.memory_detail)
             self._snaps.append(snap)
@@ -250,6 +255,9 @@ class Sampler:
         if self._window is not None:
             probe_s = self._probe.cpu_s if self._probe is not None else 0.0
             self.summary.interference = self._window.close(self.summary.cpu_s, probe_s)
+        if self._caller_cpus is not None:
+            _pin_this_thread(self._caller_cpus)  # the caller's cores as they were
+            self._caller_cpus = None
         return self.summary
 
     def __enter__(self) -> Sampler:
@@ -257,6 +265,20 @@ class Sampler:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _pin_this_thread(cpus: Iterable[int]) -> set[int] | None:
+    """Run the calling thread on ``cpus``; the cores it had before, or None when nothing
+    was changed (no cores given, or cores this process may not use)."""
+    wanted = set(cpus)
+    if not wanted:
+        return None
+    try:
+        before = os.sched_getaffinity(0)  # 0: this thread only
+        os.sched_setaffinity(0, wanted)
+    except (OSError, ValueError):
+        return None
+    return before
 
 
 def summarize(snaps: list[TreeSnapshot]) -> MeterSummary:

@@ -471,6 +471,9 @@ class Measurer:
             with no_sigint():
                 sampler.stop()
             raise
+        except BaseException:
+            sampler.stop()  # its thread and probe end, this thread's cores are given back
+            raise
         finally:
             self._probe = None
         meter = sampler.stop()
