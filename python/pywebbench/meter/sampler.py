@@ -221,6 +221,8 @@ class Sampler:
         self._stop.clear()
         if self._probe is not None:
             self._probe.start()
+        # started on the caller's cores, as they are now: none of its reads lands on the
+        # server's
         self._thread = threading.Thread(target=self._loop, name="pwb-sampler", daemon=True)
         self._thread.start()
         return self
@@ -235,7 +237,6 @@ class Sampler:
         return self._probe
 
     def _loop(self) -> None:
-        _pin_this_thread(self._away())  # none of the meter's reads lands on the server's cores
         while not self._stop.wait(self.interval_s):
             snap = snapshot(self.pid, memory_detail=self.memory_detail)
             self._snaps.append(snap)
