@@ -87,13 +87,18 @@ def test_real_regression_fails_the_gate_and_names_the_cell(stored_runs: StoredRu
     cell = json.loads(first[1])["cells"][0]
     assert cell["verdict"] == "slower" and cell["rps"]["ratio"] < 0.5
     assert cell["p50"]["ratio"] > 2.0  # every request does ~29x the work
+    # and costs the server more CPU: read in the same iterations as req/s, where the server
+    # used most of its core on both sides, so about the inverse of the req/s ratio
+    assert (
+        cell["cpu"]["ratio"] > 1.5 and cell["cpu_per_request_s"][1] > cell["cpu_per_request_s"][0]
+    )
 
 
 def test_latest_two_and_the_formats(stored_runs: StoredRuns, tmp_path: Path) -> None:
     rc, out, _ = compare(stored_runs, "--latest", "2", "--format", "markdown")
     assert rc == 0
     assert f"{stored_runs.a2} → {stored_runs.slow}" in out
-    assert "| cell | req/s | p50 | p99 | peak RSS | verdict |" in out and "slower" in out
+    assert "| cell | req/s | p50 | p99 | CPU/req | peak RSS | verdict |" in out and "slower" in out
     page = tmp_path / "cmp.html"
     rc, _, err = compare(
         stored_runs, stored_runs.a1, stored_runs.slow, "--format", "html", "-o", str(page)

@@ -87,6 +87,23 @@ def test_the_reference_is_the_median_rate_of_the_measured_iterations_or_none() -
     assert scaled == [200.0, pytest.approx(66.67, abs=0.01)]
 
 
+def test_cpu_per_request_is_put_at_the_speed_req_s_are_put_at() -> None:
+    # a server using 90% of its core: on a core half as fast, half the req/s and the same
+    # CPU seconds, so twice the CPU per request; at one speed both read alike
+    fast, slow = _it(0, 1000.0, 2.0e6), _it(1, 500.0, 1.0e6)
+    for it in (fast, slow):
+        it.cpu_user_s, it.cpu_sys_s = 0.9 * it.duration_s - 0.3, 0.3
+    scaling = SpeedScaling(1.5e6, {("cpython3.11", "cpu"): 0.8}, {1: ("cpython3.11", "cpu")})
+    cpu = scaling.cpu_per_request([fast, slow])
+    assert cpu[0] == pytest.approx(0.9e-3 * (2.0 / 1.5) ** 0.8)
+    assert cpu[1] == pytest.approx(1.8e-3 * (1.0 / 1.5) ** 0.8)
+    # CPU per request times req/s, both at one speed: the share of the core, as measured
+    for c, r in zip(cpu, scaling.rps([fast, slow]), strict=True):
+        assert c * r == pytest.approx(0.9)
+    assert SpeedScaling(None).cpu_per_request([fast, slow]) == pytest.approx([0.9e-3, 1.8e-3])
+    assert SpeedScaling(1.5e6).cpu_per_request([]) == []
+
+
 def test_replicates_measured_on_cores_of_different_speed_agree_once_scaled() -> None:
     # the same stack, replicate 1 on a core 1.45x as fast (the host's other hyperthread idle)
     reps = [Replicate(None, 1, k, "ok", "") for k in range(3)]

@@ -220,10 +220,12 @@ def test_compare_names_fib_as_what_grew(studies: dict[str, Any]) -> None:
     # grow; CPU time per unit of work also moves with the core's state (a quiet-machine run
     # measured 2.79x), hence the margin above.
     assert 1.2 <= new_cpu / base_cpu <= 1.5 * expected, (new_cpu, base_cpu)
-    # Whether it also tracks the inverse throughput ratio is a property of the machine, not of
-    # this code: on this VM a core's work per CPU-second moves by 25-35% for seconds
-    # (docs/interference.md), and a quiet suite run read 2.50x CPU against 1.51x inverse
-    # throughput with nothing interfered. benchmarks/flame_check.py measures it (+9.2%).
+    # CPU per request is read in the iterations req/s come from, at the same core speed: so
+    # it tracks the inverse throughput ratio, up to the change in the share of its core the
+    # single worker used (91-97% in quiet runs; interfered iterations are measured again).
+    # Read from the sampled windows instead, it was 2.50x against 1.51x in a quiet suite run.
+    cpu_ratio, inverse = cell["cpu"]["ratio"], 1 / cell["rps"]["ratio"]
+    assert abs(cpu_ratio / inverse - 1) <= 0.15, (cpu_ratio, inverse)
     html = subprocess.run(
         [PYWEBBENCH, "compare", studies["fib20"], studies["fib22"], "--format", "html"]
         + ["--store", str(studies["store"])],
@@ -291,9 +293,8 @@ def test_compare_reads_both_sides_at_one_core_speed(studies: dict[str, Any]) -> 
     out = compare_pair(Pair(base=cell, new=replace(cell, flames=slower)))
     assert out.cpu_at_one_speed and out.flames is not None
     assert out.flames[1][0].tree_cpu_s != slower[0].tree_cpu_s  # what the diff graph draws
-    assert out.cpu_per_request is not None
-    base_cpu, new_cpu = out.cpu_per_request
-    assert new_cpu / base_cpu == pytest.approx(1.0, rel=1e-6)
+    base_cpu, new_cpu = (tree_cpu_per_request(side) for side in out.flames)
+    assert base_cpu and new_cpu and new_cpu / base_cpu == pytest.approx(1.0, rel=1e-6)
     assert out.grown and all(g.ratio == pytest.approx(1.0, rel=1e-6) for g in out.grown if g.ratio)
 
 

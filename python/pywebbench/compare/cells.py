@@ -30,6 +30,9 @@ class CellFigures:
     rps: list[list[float]] = field(default_factory=list)
     p50_us: list[list[float]] = field(default_factory=list)
     p99_us: list[list[float]] = field(default_factory=list)
+    #: The server tree's CPU seconds per request in the same iterations as ``rps``, at the
+    #: core speed ``rps`` are put at (what the change costs, with or without a profile).
+    cpu_per_request: list[list[float]] = field(default_factory=list)
     requests: int = 0
     errors: int = 0  # transport errors + non-2xx responses of the measured iterations
     peak_rss_bytes: int | None = None  # highest RSS of the server tree, warm-up included
@@ -113,6 +116,7 @@ def cell_figures(study: Study, speed: SpeedScaling | None = None) -> list[CellFi
         usable = [i for i in its if not i.interrupted]
         measured = [i for i in usable if i.kind == "measured"]
         peaks = [i.rss_peak_bytes for i in usable if i.rss_peak_bytes]
+        costed = [i for i in measured if i.cpu_s is not None and i.requests > 0]
         figures = CellFigures(
             run_id=cell.run_id,
             stack=stacks[cell.stack_id],
@@ -120,6 +124,12 @@ def cell_figures(study: Study, speed: SpeedScaling | None = None) -> list[CellFi
             rps=_grouped(measured, speed.rps(measured) if speed else [i.rps for i in measured]),
             p50_us=_by_replicate(measured, "latency_p50_us"),
             p99_us=_by_replicate(measured, "latency_p99_us"),
+            cpu_per_request=_grouped(
+                costed,
+                speed.cpu_per_request(costed)
+                if speed
+                else [float(i.cpu_s or 0.0) / i.requests for i in costed],
+            ),
             requests=sum(i.requests for i in measured),
             errors=sum(i.errors + i.non_2xx for i in measured),
             peak_rss_bytes=max(peaks) if peaks else None,

@@ -1,9 +1,9 @@
 """Lay a :class:`~pywebbench.compare.Comparison` out: terminal table, Markdown, JSON.
 
 Every layout shows the same rows (:func:`rows`): per pair the requests/s ratio with its CI,
-the p50 and p99 latency ratios, the peak-memory change and the verdict; then the cells set
-aside (unmatched, incomplete) and the gate's outcome. The HTML page is in
-:mod:`pywebbench.compare.html`.
+the p50 and p99 latency ratios, the server's CPU per request ratio, the peak-memory change
+and the verdict; then the cells set aside (unmatched, incomplete) and the gate's outcome.
+The HTML page is in :mod:`pywebbench.compare.html`.
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ def rows(result: Comparison) -> list[dict[str, str]]:
                 "req/s": fmt_ratio(c.rps),
                 "p50": fmt_ratio(c.p50),
                 "p99": fmt_ratio(c.p99),
+                "CPU/req": fmt_ratio(c.cpu),
                 "peak RSS": fmt_memory(c),
                 "instructions": fmt_instructions(c),
                 "verdict": c.verdict,
@@ -92,11 +93,11 @@ def rows(result: Comparison) -> list[dict[str, str]]:
 
 
 def grown_text(c: PairComparison) -> str:
-    """ "CPU/request 1.1 -> 2.9 ms (2.61x); grew most: fib 2.62x (+1.8 ms), ..." """
+    """ "CPU/request 1.1 -> 2.9 ms (2.61x); changed most: fib 2.62x (+1.8 ms), ..." """
     parts = []
-    if c.cpu_per_request is not None:
-        base, new = c.cpu_per_request
-        parts.append(f"CPU/request {base * 1e3:.3g} -> {new * 1e3:.3g} ms ({new / base:.2f}x)")
+    if c.cpu is not None:
+        base, new = c.cpu.base_median, c.cpu.new_median
+        parts.append(f"CPU/request {base * 1e3:.3g} -> {new * 1e3:.3g} ms ({c.cpu.ratio:.2f}x)")
     moved = []
     for g in c.grown[:3]:
         ratio = f"{g.ratio:.2f}x" if g.ratio is not None else "new"
@@ -162,7 +163,8 @@ def to_json(result: Comparison) -> str:
                     else None
                 ),
                 "errors": {"base": c.pair.base.errors, "new": c.pair.new.errors},
-                "cpu_per_request_s": list(c.cpu_per_request) if c.cpu_per_request else None,
+                "cpu": _estimate_doc(c.cpu),
+                "cpu_per_request_s": [c.cpu.base_median, c.cpu.new_median] if c.cpu else None,
                 "cpu_at_one_speed": c.cpu_at_one_speed,
                 "grown": [
                     {"function": g.function, "base_s": g.base_s, "new_s": g.new_s} for g in c.grown
@@ -190,7 +192,7 @@ def to_json(result: Comparison) -> str:
 def to_markdown(result: Comparison) -> str:
     """A Markdown table and notes, ready for a pull-request comment."""
     table = rows(result)
-    header = ["cell", "req/s", "p50", "p99", "peak RSS", "verdict"]
+    header = ["cell", "req/s", "p50", "p99", "CPU/req", "peak RSS", "verdict"]
     if counted(result):
         header.insert(-1, "instructions")
     lines = [
@@ -221,7 +223,7 @@ def print_table(result: Comparison) -> None:
     styles = {"good": "green", "bad": "bold red", "info": ""}
     table = Table(title=f"{result.base.id} -> {result.new.id}", title_justify="left")
     shown = counted(result)
-    columns = ["cell", "req/s NEW/BASE", "p50", "p99", "peak RSS", "verdict"]
+    columns = ["cell", "req/s NEW/BASE", "p50", "p99", "CPU/req", "peak RSS", "verdict"]
     if shown:
         columns.insert(-1, "instructions")
     for col in columns:
@@ -235,6 +237,7 @@ def print_table(result: Comparison) -> None:
             row["req/s"],
             row["p50"],
             row["p99"],
+            row["CPU/req"],
             row["peak RSS"],
             *([row["instructions"]] if shown else []),
             Text(row["verdict"], style=styles[verdict_class(c.verdict)]),

@@ -28,7 +28,6 @@ from pywebbench.meter.breakdown import (
     cpu_at_one_speed,
     growth,
     probed,
-    tree_cpu_per_request,
 )
 from pywebbench.meter.flame import FlameWindow
 
@@ -56,14 +55,16 @@ class PairComparison:
     p99: RatioEstimate | None = None  # of per-iteration p99 latencies
     memory_change_bytes: int | None = None  # NEW - BASE peak RSS of the server tree
     memory_ratio: float | None = None
+    #: The server tree's CPU seconds per request in the measured iterations (the same ones
+    #: as ``rps``, at the same core speed), NEW/BASE of medians with its CI. Its medians are
+    #: each side's CPU per request; times req/s it gives the share of a core used.
+    cpu: RatioEstimate | None = None
     #: With sampled windows on both sides (``run --flamegraph``): the functions whose CPU per
     #: request changed most (docs/flamegraphs.md#compare); shown for slower and faster cells.
     grown: list[Growth] = field(default_factory=list)
-    #: Their tree's CPU seconds per request in the sampled windows, BASE and NEW.
-    cpu_per_request: tuple[float, float] | None = None
-    #: The sampled windows, BASE and NEW (what ``grown``, ``cpu_per_request`` and the
-    #: differential flame graph read): their CPU times at the core speed the req/s are put
-    #: at when every window of both sides has its core's rate (``cpu_at_one_speed``).
+    #: The sampled windows, BASE and NEW (what ``grown`` and the differential flame graph
+    #: read): their CPU times at the core speed the req/s are put at when every window of
+    #: both sides has its core's rate (``cpu_at_one_speed``).
     flames: tuple[list[FlameWindow], list[FlameWindow]] | None = None
     cpu_at_one_speed: bool = False
     #: ``--instructions``: NEW/BASE instructions per request (medians over the counts), and
@@ -109,6 +110,9 @@ def compare_pair(
     out = PairComparison(pair, verdict, rps=rps)
     out.p50 = ratio_of_medians(base.p50_us, new.p50_us, seed=seed_for(name + "|p50"), level=level)
     out.p99 = ratio_of_medians(base.p99_us, new.p99_us, seed=seed_for(name + "|p99"), level=level)
+    out.cpu = ratio_of_medians(
+        base.cpu_per_request, new.cpu_per_request, seed=seed_for(name + "|cpu"), level=level
+    )
     if base.peak_rss_bytes and new.peak_rss_bytes:
         out.memory_change_bytes = new.peak_rss_bytes - base.peak_rss_bytes
         out.memory_ratio = new.peak_rss_bytes / base.peak_rss_bytes
@@ -121,9 +125,6 @@ def compare_pair(
             out.cpu_at_one_speed = True
         out.flames = (flames_b, flames_n)
         out.grown = growth(flames_b, flames_n)
-        cpu_base, cpu_new = tree_cpu_per_request(flames_b), tree_cpu_per_request(flames_n)
-        if cpu_base and cpu_new:
-            out.cpu_per_request = (cpu_base, cpu_new)
     if base.instructions and new.instructions:
         out.instructions = (
             statistics.median(new.instructions) / statistics.median(base.instructions),

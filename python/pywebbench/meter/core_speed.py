@@ -232,6 +232,17 @@ class SpeedScaling:
         beta = self.elasticity_of(its[0].cell_id)
         return at_one_speed([i.rps for i in its], [i.core_rate for i in its], self.reference, beta)
 
+    def cpu_per_request(self, its: Sequence[Iteration]) -> list[float]:
+        """The server tree's CPU seconds per request of each of ``its`` (one cell's
+        iterations, each with its CPU time and requests) at the reference rate: each times
+        ``(rate / reference) ** elasticity``, the inverse of :meth:`rps`, so that CPU per
+        request times req/s (the share of a core the server used) is left as measured."""
+        if not its:
+            return []
+        beta = self.elasticity_of(its[0].cell_id)
+        raw = [float(i.cpu_s or 0.0) / i.requests for i in its]
+        return at_one_speed(raw, [i.core_rate for i in its], self.reference, -beta)
+
     def elasticity_of(self, cell_id: int | None) -> float:
         """The elasticity of the group of cell ``cell_id`` (1 when unknown)."""
         group = self.group_of.get(cell_id) if cell_id is not None else None
