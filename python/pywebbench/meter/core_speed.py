@@ -165,8 +165,15 @@ def speed_reference(its: Iterable[Iteration]) -> float | None:
 
 
 #: Fewest measured iterations (with a rate) a group needs for its own elasticity; below,
-#: or when their rates vary by less than :data:`ELASTICITY_MIN_SPREAD`, it is 1.
+#: or when their rates vary by less than :data:`ELASTICITY_MIN_SPREAD`, it is
+#: :data:`UNIDENTIFIED_ELASTICITY`.
 ELASTICITY_MIN_POINTS = 8
+#: The elasticity of a group whose own figures cannot show it: 0, figures as measured. The
+#: probe's reading can be off by a quarter for a whole server process while the server is
+#: not (three probes on one core disagreed by more than 8% in 11-13 of 36 windows:
+#: benchmarks/probe_agreement.py), so a figure is scaled only as far as its study shows that
+#: the server followed.
+UNIDENTIFIED_ELASTICITY = 0.0
 #: Least standard deviation of the within-cell log core rates that identifies a slope.
 ELASTICITY_MIN_SPREAD = 0.03
 #: The elasticity is kept within these bounds.
@@ -181,19 +188,19 @@ def elasticity(cells: Iterable[Sequence[Iteration]]) -> float:
 
     Measured in a quick study here: CPython cpu 1.25, CPython hello 0.73, PyPy cpu 0.61,
     PyPy hello 0.80 (correlations 0.74-0.97), so one slope for all would over- or
-    under-correct (docs/interference.md#core-speed). 1 (req/s follow the core) when the
-    group cannot identify a slope: fewer than :data:`ELASTICITY_MIN_POINTS` points or
-    rates that barely moved."""
+    under-correct (docs/interference.md#core-speed). :data:`UNIDENTIFIED_ELASTICITY` (as
+    measured) when the group cannot identify a slope: fewer than
+    :data:`ELASTICITY_MIN_POINTS` points or rates that barely moved."""
     return pooled_slope(
         [(i.core_rate, i.rps) for i in _measured(its) if i.core_rate] for its in cells
     )
 
 
-def pooled_slope(groups: Iterable[Sequence[tuple[float, float]]]) -> float:
-    """The elasticity of (core rate, figure) points in groups that each have their own level:
-    the least-squares slope of log figure on log rate, each group centred on its own means,
-    within :data:`ELASTICITY_BOUNDS`; 1 with fewer than :data:`ELASTICITY_MIN_POINTS` points
-    or rates whose spread is below :data:`ELASTICITY_MIN_SPREAD`."""
+def centred_logs(
+    groups: Iterable[Sequence[tuple[float, float]]],
+) -> tuple[list[float], list[float]]:
+    """The log rates and log figures of (core rate, figure) points, each group centred on
+    its own means (groups of fewer than two positive points left out)."""
     xs: list[float] = []
     ys: list[float] = []
     for group in groups:
@@ -204,8 +211,18 @@ def pooled_slope(groups: Iterable[Sequence[tuple[float, float]]]) -> float:
         my = statistics.fmean(y for _, y in points)
         xs += [x - mx for x, _ in points]
         ys += [y - my for _, y in points]
+    return xs, ys
+
+
+def pooled_slope(groups: Iterable[Sequence[tuple[float, float]]]) -> float:
+    """The elasticity of (core rate, figure) points in groups that each have their own level:
+    the least-squares slope of log figure on log rate, each group centred on its own means,
+    within :data:`ELASTICITY_BOUNDS`; :data:`UNIDENTIFIED_ELASTICITY` with fewer than
+    :data:`ELASTICITY_MIN_POINTS` points or rates whose spread is below
+    :data:`ELASTICITY_MIN_SPREAD`."""
+    xs, ys = centred_logs(groups)
     if len(xs) < ELASTICITY_MIN_POINTS or statistics.pstdev(xs) < ELASTICITY_MIN_SPREAD:
-        return 1.0
+        return UNIDENTIFIED_ELASTICITY
     slope = sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
     low, high = ELASTICITY_BOUNDS
     return min(high, max(low, slope))
@@ -244,9 +261,12 @@ class SpeedScaling:
         return at_one_speed(raw, [i.core_rate for i in its], self.reference, -beta)
 
     def elasticity_of(self, cell_id: int | None) -> float:
-        """The elasticity of the group of cell ``cell_id`` (1 when unknown)."""
+        """The elasticity of the group of cell ``cell_id`` (:data:`UNIDENTIFIED_ELASTICITY`
+        when unknown)."""
         group = self.group_of.get(cell_id) if cell_id is not None else None
-        return self.elasticities.get(group, 1.0) if group is not None else 1.0
+        if group is None:
+            return UNIDENTIFIED_ELASTICITY
+        return self.elasticities.get(group, UNIDENTIFIED_ELASTICITY)
 
     def elasticity_range(self) -> tuple[float, float] | None:
         """The lowest and highest elasticity of the groups (None without one)."""
