@@ -114,8 +114,9 @@ def run_app(
 ) -> Iterator[Url]:
     """Serve ``framework``'s app on a free loopback port; yield its base URL; stop the group.
 
-    socketify now and then fails to bind a free port ("Failed to listen on port N") and keeps
-    running without a socket (as the launcher does, we retry on another port, twice)."""
+    socketify now and then fails to bind a free port ("Failed to listen on port N"); its app
+    then exits (``pwb_native_socketify``'s watchdog), and as the launcher does we retry on
+    another port, twice."""
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("PWB_")}
     child_env.update(app_env, PYTHONPATH=str(APPS), PYTHONUNBUFFERED="1")
     for attempt in range(3):
@@ -139,11 +140,14 @@ def run_app(
 
 
 def _wait_ready(group: ProcessGroup, url: str, log_path: Path, name: str, last_try: bool) -> bool:
-    """True once the app answers; False if it could not bind its port (unless ``last_try``);
-    raises AssertionError if it exits or is not ready within 60 s."""
+    """True once the app answers; False if it could not bind its port, whether it exited or
+    not (unless ``last_try``); raises AssertionError if it exits otherwise or is not ready
+    within 60 s."""
     deadline = time.monotonic() + 60
     while True:
         if group.poll() is not None:
+            if not last_try and "failed to listen" in tail(log_path, 2000).lower():
+                return False
             raise AssertionError(f"{name} exited: {tail(log_path, 2000)}")
         try:
             with urllib.request.urlopen(url + "/hello", timeout=2) as resp:
