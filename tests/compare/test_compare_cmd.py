@@ -89,9 +89,7 @@ def test_real_regression_fails_the_gate_and_names_the_cell(stored_runs: StoredRu
     assert cell["p50"]["ratio"] > 2.0  # every request does ~29x the work
     # and costs the server more CPU: read in the same iterations as req/s, where the server
     # used most of its core on both sides, so about the inverse of the req/s ratio
-    assert (
-        cell["cpu"]["ratio"] > 1.5 and cell["cpu_per_request_s"][1] > cell["cpu_per_request_s"][0]
-    )
+    assert cell["cpu_per_request"]["ratio"] > 1.5
 
 
 def test_latest_two_and_the_formats(stored_runs: StoredRuns, tmp_path: Path) -> None:

@@ -82,6 +82,11 @@ def speed_line(o: AbOutcome) -> str:
     if span is None:
         why = "--no-core-speed" if not o.options.core_speed else "a slice had no reading"
         return f"slices as measured ({why})"
+    if o.speed.elasticity <= 0:
+        return (
+            f"slices as measured: the server core ran {span[0]:.2f}-{span[1]:.2f}x the run's "
+            "median rate, but the slices' requests/s did not follow it (elasticity 0)"
+        )
     return (
         f"slices at one core speed: the server core ran {span[0]:.2f}-{span[1]:.2f}x the "
         f"run's median rate; elasticity {o.speed.elasticity:.2f}; requests/s as measured "

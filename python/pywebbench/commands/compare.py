@@ -79,11 +79,12 @@ def command(
 
     \b
     Cells pair by stack, workload and load point. Per pair: NEW/BASE ratios of the median
-    requests/s, p50 and p99 latency with confidence intervals over replicates (Welch's t
-    below 10 replicates a side, a two-level bootstrap from 10), the peak-memory change, and
-    a verdict: faster, slower, no significant change, or interfered (other processes took
-    CPU from the cell's cores in either run: its figures are not trusted, and --fail-if
-    fails it unless --accept-interfered). Method: docs/compare.md.
+    requests/s, p50 and p99 latency and the server's CPU per request, with confidence
+    intervals over replicates (Welch's t below 10 replicates a side, a two-level bootstrap
+    from 10), the peak-memory change, and a verdict: faster, slower, no significant
+    change, or interfered (other processes took CPU from the cell's cores in either run:
+    its figures are not trusted, and --fail-if fails it unless --accept-interfered).
+    Method: docs/compare.md.
 
     \b
     Exit status: 0 = compared (gate passed), 1 = a --fail-if rule tripped, 2 = bad input.

@@ -119,7 +119,8 @@ def compare_pair(
     if base.flames and new.flames:
         flames_b, flames_n = base.flames, new.flames
         reference = base.speed_reference
-        if reference and probed([*flames_b, *flames_n]):
+        scaled = base.elasticity > 0 or new.elasticity > 0
+        if reference and scaled and probed([*flames_b, *flames_n]):
             flames_b = cpu_at_one_speed(flames_b, reference, base.elasticity)
             flames_n = cpu_at_one_speed(flames_n, reference, new.elasticity)
             out.cpu_at_one_speed = True

@@ -315,7 +315,13 @@ def speed_note(scaling: SpeedScaling, its: Iterable[Iteration]) -> str:
         return "req/s as measured (core speed not probed on every iteration)"
     low = min(float(i.core_rate or 0) for i in measured) / scaling.reference
     high = max(float(i.core_rate or 0) for i in measured) / scaling.reference
-    betas = scaling.elasticity_range() or (1.0, 1.0)
+    betas = scaling.elasticity_range() or (UNIDENTIFIED_ELASTICITY,) * 2
+    if betas[1] <= 0:
+        return (
+            f"req/s as measured: the server's core ran {low:.2f}-{high:.2f}x the study's "
+            "median rate, but no group of cells showed req/s that follow it "
+            "(docs/interference.md#core-speed)"
+        )
     return (
         f"req/s at one core speed: the server's core ran {low:.2f}-{high:.2f}x the study's "
         f"median rate; elasticity {betas[0]:.2f}-{betas[1]:.2f} "

@@ -225,8 +225,10 @@ class LoadConfig(Table):
         True,
         description="Probe the server's cores during each iteration (1-2% of a core) and "
         "judge req/s at one core speed: intervals, rankings and compare scale each "
-        "iteration's req/s to the median core rate, because a VM's host changes how much "
-        "work a CPU-second does (docs/interference.md#core-speed). Raw figures stay stored.",
+        "iteration's req/s to the median core rate, as far as the req/s of its group of "
+        "cells (interpreter, workload) follow the probe (none below 8 measured iterations), "
+        "because a VM's host changes how much work a CPU-second does "
+        "(docs/interference.md#core-speed). Raw figures stay stored.",
     )
     server_scope: Annotated[
         Literal["cell", "stack"], Flag("--server-scope", help=SERVER_SCOPE_HELP)
