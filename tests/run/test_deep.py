@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pwbtest import pwb
 from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.run.classes import class_rows
 from pywebbench.store import Store
 from pywebbench.warmup_class import WarmupClass
 
@@ -38,3 +39,8 @@ def test_the_deep_mode_runs_the_whole_series_and_prints_the_classes(
     warm = study.iterations_of(cell.id, kind="warmup")
     assert len(warm) == 2 and all(i.duration_s >= 4.9 for i in warm)
     assert sum(cell.flags["classes"].values()) == 2
+    # the table's consistency is of the replicates' measured figures, as the cell's flags
+    # are: a warm-up that started far lower does not make a replicate's level
+    before = class_rows(study)[0]["consistency"]
+    warm[0].rps /= 10
+    assert class_rows(study)[0]["consistency"] == before
