@@ -124,12 +124,7 @@ def cell_figures(study: Study, speed: SpeedScaling | None = None) -> list[CellFi
             rps=_grouped(measured, speed.rps(measured) if speed else [i.rps for i in measured]),
             p50_us=_by_replicate(measured, "latency_p50_us"),
             p99_us=_by_replicate(measured, "latency_p99_us"),
-            cpu_per_request=_grouped(
-                costed,
-                speed.cpu_per_request(costed)
-                if speed
-                else [float(i.cpu_s or 0.0) / i.requests for i in costed],
-            ),
+            cpu_per_request=_grouped(costed, (speed or SpeedScaling(None)).cpu_per_request(costed)),
             requests=sum(i.requests for i in measured),
             errors=sum(i.errors + i.non_2xx for i in measured),
             peak_rss_bytes=max(peaks) if peaks else None,
