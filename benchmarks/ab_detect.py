@@ -60,6 +60,8 @@ REQUIREMENTS = "httpbin==0.10.4\n"
 PATH = "/get"
 APP = "abapp:app"
 BUDGET_S = 140.0  # of load; bring-up (~35 s on a loaded machine) fits in the rest of 3 minutes
+#: With --figure instructions: 2 x 4 counts under valgrind follow the timed run.
+INSTRUCTIONS_BUDGET_S = 60.0
 TRIAL_LIMIT_S = 180.0
 KINDS = ("aa", "slower3", "gate6", "interpreters")
 CPYTHON312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
@@ -234,6 +236,7 @@ def trial(args: list[str], results: Path) -> dict[str, Any]:
     cpu = doc.get("cpu") or {}
     speed = doc.get("core_speed") or {}
     measured = speed.get("rps_measured") or {}
+    counted = doc.get("instructions") or {}
     return {
         "exit": done.returncode,
         "verdict": doc["verdict"],
@@ -250,6 +253,13 @@ def trial(args: list[str], results: Path) -> dict[str, Any]:
         "core_span": speed.get("span"),
         "measured_ratio": measured.get("ratio"),
         "measured_ci": [measured.get("ci_low"), measured.get("ci_high")],
+        "instructions_ratio": counted.get("ratio"),
+        "instructions_ci": [counted.get("ci_low"), counted.get("ci_high")],
+        "counting_s": sum(
+            float(c.get("study_s") or 0.0)
+            for side in ("base", "change")
+            for c in counted.get(side) or []
+        ),
         "wall_s": wall,
     }
 
@@ -261,11 +271,20 @@ def main() -> None:
     ap.add_argument("--neighbour", action="store_true")
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--ci-width", type=float, default=0.01)
-    ap.add_argument("--budget", type=float, default=BUDGET_S)
+    ap.add_argument(
+        "--budget",
+        type=float,
+        help=f"of load (default {BUDGET_S:g} s; {INSTRUCTIONS_BUDGET_S:g} s with --figure "
+        "instructions, whose counts come after the timed run)",
+    )
     ap.add_argument("--interference-limit", type=float, default=0.05)
-    ap.add_argument("--figure", choices=["rps", "cpu"], default="rps", help="what ab judges")
+    ap.add_argument(
+        "--figure", choices=["rps", "cpu", "instructions"], default="rps", help="what ab judges"
+    )
     ap.add_argument("--json", type=Path, help="also write every trial here")
     a = ap.parse_args()
+    if a.budget is None:
+        a.budget = INSTRUCTIONS_BUDGET_S if a.figure == "instructions" else BUDGET_S
     kinds = [k for k in a.kinds.split(",") if k]
     for k in kinds:
         if k not in KINDS:

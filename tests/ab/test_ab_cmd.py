@@ -117,39 +117,52 @@ def test_two_revisions_slower_trips_the_gate_and_is_stored(tmp_path: Path, censu
     )
 
 
-def test_instructions_are_counted_on_both_sides_and_gated(tmp_path: Path, census: str) -> None:
-    """--instructions: each side counted under valgrind after the timed run; four times the
-    loop is many times the counts' noise, so ``instructions>1%`` trips; the counts are stored on
-    each side's replicate and the report's A/B row shows the change."""
+def test_instructions_are_counted_on_both_sides_judged_and_gated(
+    tmp_path: Path, census: str
+) -> None:
+    """--figure instructions: every server process a side (2 here) counted under valgrind
+    after the timed run; four times the loop is many times the counts' noise, so the verdict
+    (on requests per instruction) is slower and both ``slower>3%`` and ``instructions>1%``
+    trip; each count is stored on its replicate and the report's A/B row shows the change."""
     repo = _repo(tmp_path)
     results = tmp_path / "results"
     done = pwb(
         "ab", *QUICK, "--budget", "12", "--repo", str(repo), "--base", "HEAD~1",
-        "--change", "HEAD", "--instructions", "--fail-if", "instructions>1%",
-        "--format", "json", results=results, timeout=600,
+        "--change", "HEAD", "--figure", "instructions", "--fail-if", "instructions>1%",
+        "--fail-if", "slower>3%", "--format", "json", results=results, timeout=600,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     doc = json.loads(done.stdout)
     counts = doc["instructions"]
-    base, change = counts["base"]["per_request"], counts["change"]["per_request"]
+    base = [c["per_request"] for c in counts["base"]]
+    change = [c["per_request"] for c in counts["change"]]
+    assert len(base) == len(change) == 2
     # the loop's 9,000 extra iterations: at least 30 instructions each on CPython
-    assert change - base > 9000 * 30, counts
-    assert counts["ratio"] == change / base
-    assert counts["base"]["requests"] >= 10 and counts["change"]["errors"] == 0
-    assert [v["rule"] for v in doc["gate"]["violations"]] == ["instructions>1%"]
-    assert "instructions/request" in doc["gate"]["violations"][0]["detail"]
+    assert min(change) - max(base) > 9000 * 30, counts
+    assert counts["ratio"] == pytest.approx(sum(change) / sum(base))  # medians of two
+    assert counts["ci_low"] < counts["ratio"] < counts["ci_high"]
+    assert all(c["requests"] >= 10 and c["errors"] == 0 for c in counts["base"])
+    assert doc["figure"] == "instructions" and doc["verdict"] == "slower"
+    assert sorted(v["rule"] for v in doc["gate"]["violations"]) == [
+        "instructions>1%",
+        "slower>3%",
+    ]
+    assert any("instructions/request" in v["detail"] for v in doc["gate"]["violations"])
     db = sqlite3.connect(results / "pywebbench.sqlite")
     stored = [
         json.loads(r[0])["per_request"]
         for r in db.execute(
             "SELECT instructions_json FROM replicates WHERE instructions_json IS NOT NULL "
-            "ORDER BY cell_id"
+            "ORDER BY cell_id, replicate"
         )
     ]
-    assert stored == [base, change]
+    assert stored == [*base, *change]
+    # the stored verdict's ratio is requests per instruction: the inverse of the counts'
+    (ratio,) = db.execute("SELECT ratio FROM ab_comparisons").fetchone()
+    assert ratio == pytest.approx(1 / counts["ratio"])
     (run_id,) = db.execute("SELECT id FROM runs").fetchone()
     md = _report_md(results, run_id, tmp_path / "report").split("## A/B", 1)[1]
-    assert f"{(counts['ratio'] - 1) * 100:+.2f}%" in md
+    assert f"{(counts['ratio'] - 1) * 100:+.2f}% [" in md
 
 
 def test_aa_passes_the_gate(tmp_path: Path, census: str) -> None:
@@ -202,6 +215,12 @@ def test_bad_input_is_refused_on_one_line(tmp_path: Path, census: str) -> None:
             "instructions>1%", results=results),
         "--fail-if",
         "only with --instructions",
+    )  # fmt: skip
+    _refused(
+        pwb("ab", *common, "--base", "HEAD~1", "--change", "HEAD", "--figure", "instructions",
+            "--processes", "1", results=results),
+        "--figure instructions",
+        "--processes 2 or more",
     )  # fmt: skip
     _refused(
         pwb("ab", "--base", "python=cpython3.11", "--change", "colour=red", results=results),

@@ -12,15 +12,30 @@ import math
 from collections import Counter
 from typing import Any
 
-from pywebbench.ab.estimate import kept_rounds, processes_kept, side_process
-from pywebbench.ab.session import FIGURE_CPU, FIGURE_RPS, STOPPED_BUDGET, STOPPED_CI, AbOutcome
+from pywebbench.ab.estimate import half_width, kept_rounds, processes_kept, side_process
+from pywebbench.ab.session import (
+    FIGURE_CPU,
+    FIGURE_INSTRUCTIONS,
+    FIGURE_RPS,
+    STOPPED_BUDGET,
+    STOPPED_CI,
+    AbOutcome,
+)
 from pywebbench.compare.gate import Violation
 from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.mdtext import md_text
 
+#: What the judged ratio is a ratio of, in a gate's reason.
+FIGURE_UNITS = {
+    FIGURE_RPS: "requests/s",
+    FIGURE_CPU: "requests per server CPU-second",
+    FIGURE_INSTRUCTIONS: "requests per instruction",
+}
 FIGURE_NAMES = {
     FIGURE_RPS: "requests/s (--figure rps)",
     FIGURE_CPU: "requests per server CPU-second (--figure cpu)",
+    FIGURE_INSTRUCTIONS: "instructions per request, counted under valgrind (--figure "
+    "instructions): slower when CHANGE runs more",
 }
 
 
@@ -32,26 +47,31 @@ def fmt_ratio(est: RatioEstimate | None) -> str:
 
 
 def fmt_instructions(o: AbOutcome) -> str:
-    """``+0.46% (474,767 -> 476,937 per request)``; the reason when a side was not counted;
-    ``–`` without ``--instructions``."""
-    base, change = o.base.instructions, o.change.instructions
-    if base is None or change is None:
+    """CHANGE/BASE instructions per request as a change: ``+0.46% (474,767 -> 476,937 per
+    request)`` with one count a side, ``+3.10% [+2.95%, +3.25%] (474,767 -> 489,485 per
+    request, medians of 4 counts a side)`` with several; the reason when a side was not
+    counted; ``–`` without ``--instructions``."""
+    for role, side in (("BASE", o.base), ("CHANGE", o.change)):
+        for doc in side.instructions:
+            if doc.get("per_request") is None:
+                return f"not counted: {role}: {doc.get('error') or 'no count'}"
+    est = o.instructions
+    if est is None:
         return "–"
-    for role, doc in (("BASE", base), ("CHANGE", change)):
-        if doc.get("per_request") is None:
-            return f"not counted: {role}: {doc.get('error') or 'no count'}"
-    ratio = o.instructions_ratio
-    if ratio is None:
-        return "–"
+    medians = f"{est.base_median:,.0f} -> {est.new_median:,.0f} per request"
+    n = (len(o.base.instructions), len(o.change.instructions))
+    if not math.isfinite(est.low):  # one count on a side
+        return f"{est.change * 100:+.2f}% ({medians})"
+    many = f"{n[0]} counts a side" if n[0] == n[1] else f"{n[0]} and {n[1]} counts"
     return (
-        f"{(ratio - 1) * 100:+.2f}% ({base['per_request']:,.0f} -> "
-        f"{change['per_request']:,.0f} per request)"
+        f"{est.change * 100:+.2f}% [{(est.low - 1) * 100:+.2f}%, {(est.high - 1) * 100:+.2f}%] "
+        f"({medians}, medians of {many})"
     )
 
 
 def stop_note(o: AbOutcome) -> str:
-    """Why the run stopped, in words."""
-    width = o.half_width
+    """Why the timed run stopped, in words (its CI: the time figure the stop rule judged)."""
+    width = half_width(o.timed) if o.timed is not None else None
     reached = f"+-{width:.2%}" if width is not None else "no CI (fewer than 2 rounds kept)"
     if o.stopped == STOPPED_CI:
         return f"stopped: the CI reached {reached} (asked +-{o.options.ci_width:.2%})"
@@ -123,6 +143,9 @@ def notes(o: AbOutcome, verdict: str, violations: list[Violation]) -> list[str]:
         f"{o.options.slice_s:g} s slices; {o.elapsed_s:.0f} s of load; servers on cores "
         f"{o.server_cpus}, load from {o.generator_cpus}",
     ]
+    counted = counting_line(o)
+    if counted is not None:
+        out.append(counted)
     for name, share in (("BASE", o.base.other_share), ("CHANGE", o.change.other_share)):
         if share is not None:
             out.append(f"{name}: other processes took {share:.0%} of the server cores (median)")
@@ -144,6 +167,21 @@ def notes(o: AbOutcome, verdict: str, violations: list[Violation]) -> list[str]:
     return out
 
 
+def counting_line(o: AbOutcome) -> str | None:
+    """How the instructions were counted (None without ``--instructions``)."""
+    docs = [*o.base.instructions, *o.change.instructions]
+    if not docs:
+        return None
+    spent = sum(float(d.get("study_s") or 0.0) for d in docs)
+    n = (len(o.base.instructions), len(o.change.instructions))
+    if n[0] == n[1]:
+        many = f"{n[0]} fresh server process{'es' if n[0] > 1 else ''} a side"
+    else:
+        many = f"{n[0]} fresh server processes for BASE, {n[1]} for CHANGE"
+    interval = ", interval over them" if min(n) > 1 else ""
+    return f"instructions counted under valgrind on {many}{interval}; {spent:.0f} s"
+
+
 def _reason(dropped: str) -> str:
     """The kind of a drop reason (its figures left out, so like reasons count together)."""
     return dropped.split(":")[0]
@@ -161,14 +199,18 @@ def _est_doc(est: RatioEstimate | None) -> dict[str, float] | None:
     }
 
 
-def _instructions_doc(o: AbOutcome) -> dict[str, Any] | None:
-    """Both sides' counts and their ratio; None without ``--instructions``."""
-    if o.base.instructions is None and o.change.instructions is None:
+def instructions_doc(o: AbOutcome) -> dict[str, Any] | None:
+    """Both sides' counts (one document per counted server process), and CHANGE/BASE of
+    their medians with its CI; None without ``--instructions``."""
+    if not o.base.instructions and not o.change.instructions:
         return None
+    est = o.instructions
     return {
         "base": o.base.instructions,
         "change": o.change.instructions,
         "ratio": o.instructions_ratio,
+        "ci_low": est.low if est is not None and math.isfinite(est.low) else None,
+        "ci_high": est.high if est is not None and math.isfinite(est.high) else None,
     }
 
 
@@ -183,7 +225,7 @@ def to_doc(o: AbOutcome, verdict: str, violations: list[Violation]) -> dict[str,
         "cpu": _est_doc(o.cpu),
         "p50": _est_doc(o.p50),
         "p99": _est_doc(o.p99),
-        "instructions": _instructions_doc(o),
+        "instructions": instructions_doc(o),
         "core_speed": {
             "reference": o.speed.reference,
             "elasticity": o.speed.elasticity if o.speed.reference is not None else None,
@@ -192,6 +234,7 @@ def to_doc(o: AbOutcome, verdict: str, violations: list[Violation]) -> dict[str,
         },
         "level": o.options.level,
         "ci_half_width": o.half_width,
+        "timed_ci_half_width": half_width(o.timed) if o.timed is not None else None,
         "ci_width_asked": o.options.ci_width,
         "stopped": o.stopped,
         "elapsed_s": o.elapsed_s,

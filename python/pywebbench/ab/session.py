@@ -8,8 +8,9 @@ stay up and warm for the whole run; the load comes from one engine run
 While it runs, every progress snapshot samples the server cores' CPU accounting
 (:mod:`pywebbench.ab.interference`) and re-estimates the ratio; once its CI is narrower than
 asked the engine is told "enough". With ``instructions`` each side is then counted under
-valgrind on a fresh server of its own (:mod:`pywebbench.run.instructions`), after the timed
-run, so the count never shares the cores with it.
+valgrind (:mod:`pywebbench.run.instructions`) on ``processes`` fresh servers of its own, the
+sides in turn, after the timed run, so no count shares the cores with it; the counts'
+ratio has an interval over those server processes, like the time ratio.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pywebbench import bringup
 from pywebbench.ab.estimate import (
@@ -36,7 +37,8 @@ from pywebbench.ab.estimate import (
 from pywebbench.ab.interference import CoreAccounting
 from pywebbench.ab.sides import SideError, SideStudy
 from pywebbench.ab.speed import Scaled, SliceSpeeds, at_one_speed
-from pywebbench.compare.ratio import RatioEstimate
+from pywebbench.compare.ratio import RatioEstimate, ratio_of_medians
+from pywebbench.compare.verdict import count_span
 from pywebbench.load import LoadResult, LoadSpec, LocalAgent
 from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats, run_sliced
 from pywebbench.run import instructions
@@ -56,7 +58,10 @@ STOPPED_INTERRUPTED = "interrupted"
 #: CPU that other processes took from it does not count against it).
 FIGURE_RPS = "rps"
 FIGURE_CPU = "cpu"
-FIGURES = (FIGURE_RPS, FIGURE_CPU)
+#: Requests per instruction: the inverse of the counted instructions per request, so that
+#: below 1 is slower, as for the other two (counted under valgrind after the timed run).
+FIGURE_INSTRUCTIONS = "instructions"
+FIGURES = (FIGURE_RPS, FIGURE_CPU, FIGURE_INSTRUCTIONS)
 #: A slice whose server used less than this share of a core gives no per-CPU figure (too few
 #: of the kernel's 10 ms clock ticks to divide by: 2 in a 1-s slice).
 MIN_CPU_SHARE = 0.02
@@ -75,11 +80,13 @@ class AbOptions:
     warmup_s: float = 3.0  # per side, before the first round
     level: float = 0.95
     interference_limit: float = 0.05
-    #: What the stop rule, the verdict and the gate judge: FIGURE_RPS or FIGURE_CPU.
+    #: What the verdict and the gate judge: one of FIGURES. The timed run's stop rule judges
+    #: FIGURE_CPU when it is that, else FIGURE_RPS (instructions are counted afterwards).
     figure: str = "rps"
     seed: int = 0
     log_dir: Path = Path("pywebbench-results/logs/ab")
-    #: Count each side's instructions per request under valgrind after the timed run.
+    #: Count each side's instructions per request under valgrind after the timed run, on
+    #: ``processes`` fresh servers a side (FIGURE_INSTRUCTIONS needs it).
     instructions: bool = False
     #: Probe the server cores' speed and judge the slices at one speed (ab/speed.py).
     core_speed: bool = True
@@ -102,8 +109,19 @@ class AbSideRun:
     requests: int = 0
     #: Median share of the server cores other processes took during this side's slices.
     other_share: float | None = None
-    #: ``--instructions``: the count's document (run/instructions.py), or ``{"error": ...}``.
-    instructions: dict[str, Any] | None = None
+    #: ``--instructions``: one count's document per counted server process
+    #: (run/instructions.py), or ``{"error": ...}`` for the one that could not be counted
+    #: (the side's counting stops there). Empty: not counted.
+    instructions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def counts(self) -> list[float] | None:
+        """Instructions per request of every counted server process; None when a count
+        failed or none was made."""
+        per = [_per_request(doc) for doc in self.instructions]
+        if not per or any(x is None or x <= 0 for x in per):
+            return None
+        return cast(list[float], per)
 
     @property
     def label(self) -> str:
@@ -145,22 +163,67 @@ class AbOutcome:
         return len({p.round for p in self.pairs})
 
     @property
-    def judged(self) -> RatioEstimate | None:
-        """The estimate the stop rule, the verdict and the gate judge (``options.figure``)."""
+    def timed(self) -> RatioEstimate | None:
+        """The time estimate the stop rule judged: per server CPU-second with FIGURE_CPU,
+        else requests/s."""
         return self.cpu if self.options.figure == FIGURE_CPU else self.rps
 
     @property
+    def judged(self) -> RatioEstimate | None:
+        """The estimate the verdict and the gate judge (``options.figure``)."""
+        if self.options.figure == FIGURE_INSTRUCTIONS:
+            est = self.instructions
+            # one count on a side (Ctrl-C in the counting) gives no interval: no figure
+            return per_instruction(est) if est is not None and math.isfinite(est.low) else None
+        return self.timed
+
+    @property
     def half_width(self) -> float | None:
+        """The judged estimate's CI half-width (:func:`pywebbench.ab.estimate.half_width`)."""
         est = self.judged
-        return half_width(est) if est is not None else None
+        return half_width(est) if est is not None and math.isfinite(est.low) else None
+
+    @property
+    def instructions(self) -> RatioEstimate | None:
+        """CHANGE/BASE instructions per request: the ratio of the sides' median counts, with
+        ``compare``'s interval over the counted server processes (:func:`ratio_of_medians`:
+        Welch's t on the log counts, a bootstrap from 10 a side; NaN bounds with one count on
+        a side); None when a side has no count or a count failed."""
+        base, change = self.base.counts, self.change.counts
+        if base is None or change is None:
+            return None
+        return ratio_of_medians(
+            [[x] for x in base], [[x] for x in change], seed=0, level=self.options.level
+        )
 
     @property
     def instructions_ratio(self) -> float | None:
         """CHANGE/BASE instructions per request, when both sides were counted."""
-        per = [_per_request(s.instructions) for s in (self.base, self.change)]
-        if per[0] is None or per[1] is None or per[0] <= 0:
+        est = self.instructions
+        return est.ratio if est is not None else None
+
+    @property
+    def instructions_span(self) -> tuple[float, float, float] | None:
+        """The ratio, and the lowest and highest ratio of any CHANGE count to any BASE count:
+        what an ``instructions>X%`` rule judges (as ``compare`` does)."""
+        base, change = self.base.counts, self.change.counts
+        if base is None or change is None:
             return None
-        return per[1] / per[0]
+        return count_span(base, change)
+
+
+def per_instruction(est: RatioEstimate | None) -> RatioEstimate | None:
+    """An instructions-per-request ratio turned into requests per instruction (its inverse,
+    bounds swapped), so that below 1 reads slower like requests/s."""
+    if est is None:
+        return None
+    return RatioEstimate(
+        ratio=1.0 / est.ratio,
+        low=1.0 / est.high,
+        high=1.0 / est.low,
+        base_median=1.0 / est.base_median,
+        new_median=1.0 / est.new_median,
+    )
 
 
 def _per_request(doc: dict[str, Any] | None) -> float | None:
@@ -340,12 +403,12 @@ def run_ab(
         r.other_share = median(known) if known else None
         r.requests = sum(result.targets[t].requests for t in own)
         r.errors = sum(result.targets[t].errors for t in own)
-    if options.instructions and not result.interrupted:
-        for r, env, launch in zip(runs, envs, launches, strict=True):
-            r.instructions = count_side(r.study, env, launch, generator_cpus, say)
+    interrupted = result.interrupted
+    if options.instructions and not interrupted:
+        interrupted = not count_sides(runs, envs, launches, generator_cpus, options.processes, say)
     stopped = (
         STOPPED_INTERRUPTED
-        if result.interrupted
+        if interrupted
         else STOPPED_CI
         if result.stopped_early and reached
         else STOPPED_BUDGET
@@ -397,12 +460,39 @@ def _start_process(
     return spec.url, server.pid
 
 
+def count_sides(
+    runs: Sequence[AbSideRun],
+    envs: Sequence[ProvisionedEnv],
+    launches: Sequence[bringup.LaunchOptions],
+    generator_cpus: Sequence[int],
+    processes: int,
+    say: Callable[[str], None],
+) -> bool:
+    """Count ``processes`` fresh servers a side, the sides in turn (BASE 1, CHANGE 1, BASE 2,
+    ...), into each side's ``instructions``. The counting ends at the first count that fails
+    (the ratio needs every count). False when Ctrl-C ended it (the counts made so far are
+    kept)."""
+    try:
+        for k in range(processes):
+            for r, env, launch in zip(runs, envs, launches, strict=True):
+                say(
+                    f"{r.study.side.role}: counting instructions per request under valgrind "
+                    f"(server process {k + 1} of {processes})"
+                )
+                doc = count_side(r.study, env, launch, generator_cpus)
+                r.instructions.append(doc)
+                if "error" in doc:
+                    return True
+    except KeyboardInterrupt:
+        return False
+    return True
+
+
 def count_side(
     study: SideStudy,
     env: ProvisionedEnv,
     launch: bringup.LaunchOptions,
     generator_cpus: Sequence[int],
-    say: Callable[[str], None],
 ) -> dict[str, Any]:
     """One side's instructions per request, on a fresh server of its own under valgrind
     (docs/instructions.md); ``{"error": ...}`` when it cannot be counted (PyPy, a server
@@ -411,7 +501,6 @@ def count_side(
     why = instructions.cannot_count(stack.interpreter.is_pypy)
     if why is not None:
         return {"error": why}
-    say(f"{study.side.role}: counting instructions per request under valgrind")
     counted_launch = dataclasses.replace(
         launch,
         wrapper=instructions.wrapper(),

@@ -72,7 +72,9 @@ def _side(store: Store, run_id: str, side: AbSideRun, o: AbOutcome, ordinal: int
     cell_id = store.add_cell(
         cell_row(run_id, stack_id, cell, o.server_cpus, o.generator_cpus, key=key, status=status)
     )
-    counted = json.dumps(side.instructions) if side.instructions is not None else None
+    # --instructions: the k-th count on the k-th replicate (a count is of a fresh server
+    # process under valgrind, not of the timed one, but one per process a side all the same)
+    counted = [json.dumps(doc) for doc in side.instructions]
     for k, pid in enumerate(side.pids):  # one replicate per server process
         store.add_replicate(
             Replicate(
@@ -83,7 +85,7 @@ def _side(store: Store, run_id: str, side: AbSideRun, o: AbOutcome, ordinal: int
                 utcnow(),
                 pid=pid,
                 finished_at=utcnow(),
-                instructions_json=counted if k == 0 else None,
+                instructions_json=counted[k] if k < len(counted) else None,
             )
         )
     dropped = {(p.round, p.process): p.dropped for p in o.pairs}

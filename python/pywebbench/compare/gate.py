@@ -86,12 +86,15 @@ def estimate_violation(
     rps: RatioEstimate | None,
     p50: RatioEstimate | None,
     p99: RatioEstimate | None,
+    *,
+    figure: str = "requests/s",
 ) -> str | None:
     """Why the NEW/BASE estimates trip a ``slower``, ``p50`` or ``p99`` rule, or None (also
-    for the other metrics)."""
+    for the other metrics). ``rps`` is the throughput figure ``slower`` judges, named
+    ``figure`` in the reason."""
     if rule.metric == "slower":
         if rps is not None and rps.high < 1.0 - rule.limit:
-            return f"requests/s {_pct(rps.change)} (CI {_pct(rps.low - 1)} .. {_pct(rps.high - 1)})"
+            return f"{figure} {_pct(rps.change)} (CI {_pct(rps.low - 1)} .. {_pct(rps.high - 1)})"
         return None
     if rule.metric in ("p50", "p99"):
         est = p50 if rule.metric == "p50" else p99

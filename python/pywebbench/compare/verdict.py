@@ -127,12 +127,19 @@ def compare_pair(
         out.flames = (flames_b, flames_n)
         out.grown = growth(flames_b, flames_n)
     if base.instructions and new.instructions:
-        out.instructions = (
-            statistics.median(new.instructions) / statistics.median(base.instructions),
-            min(new.instructions) / max(base.instructions),
-            max(new.instructions) / min(base.instructions),
-        )
+        out.instructions = count_span(base.instructions, new.instructions)
     return out
+
+
+def count_span(base: Sequence[float], new: Sequence[float]) -> tuple[float, float, float]:
+    """NEW/BASE of instructions per request: the ratio of the median counts, and the lowest
+    and highest ratio of any NEW count to any BASE count (what an ``instructions`` rule
+    judges: :func:`pywebbench.compare.gate.instructions_violation`)."""
+    return (
+        statistics.median(new) / statistics.median(base),
+        min(new) / max(base),
+        max(new) / min(base),
+    )
 
 
 def compare_pairs(

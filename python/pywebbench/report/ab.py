@@ -32,17 +32,31 @@ class AbRow:
 
 def instructions_change(summary_json: str | None) -> str:
     """The A/B row's instructions cell from the stored JSON document: CHANGE/BASE as a
-    change ("+0.46%"), why a side was not counted, or "–" when the run did not count."""
+    change ("+0.46%"; "+3.10% [+2.95%, +3.25%]" with the CI of several counts a side), why a
+    side was not counted, or "–" when the run did not count."""
     doc = (json.loads(summary_json) if summary_json else {}).get("instructions")
     if not doc:
         return "–"
     if doc.get("ratio") is not None:
-        return f"{(doc['ratio'] - 1) * 100:+.2f}%"
+        change = f"{(doc['ratio'] - 1) * 100:+.2f}%"
+        low, high = doc.get("ci_low"), doc.get("ci_high")
+        if low is not None and high is not None:
+            change += f" [{(low - 1) * 100:+.2f}%, {(high - 1) * 100:+.2f}%]"
+        return change
     for role in ("base", "change"):
-        side = doc.get(role) or {}
-        if side.get("per_request") is None:
-            return f"not counted ({role.upper()}: {side.get('error') or 'no count'})"
+        counts = doc.get(role) or [{}]
+        for side in counts if isinstance(counts, list) else [counts]:
+            if side.get("per_request") is None:
+                return f"not counted ({role.upper()}: {side.get('error') or 'no count'})"
     return "–"
+
+
+def _timed_half_width(summary_json: str | None) -> float | None:
+    """The half-width of the time ratio the stop rule judged (the stored ratio may be the
+    instructions figure's), from the stored JSON document."""
+    doc = json.loads(summary_json) if summary_json else {}
+    half = doc.get("timed_ci_half_width")
+    return float(half) if half is not None else None
 
 
 def _ratio(ratio: float | None, low: float | None, high: float | None) -> str:
@@ -64,11 +78,10 @@ def ab_rows(study: Study) -> list[AbRow]:
     out = []
     for row in study.ab_comparisons:
         base, change = cells.get(row.base_cell_id), cells.get(row.change_cell_id)
-        half = (
-            max(row.ci_high / row.ratio - 1, 1 - row.ci_low / row.ratio)
-            if row.ratio and row.ci_low is not None and row.ci_high is not None
-            else None
-        )
+        half = _timed_half_width(row.summary_json)
+        if half is None and row.ratio and row.ci_low is not None and row.ci_high is not None:
+            # stored before the document said: the judged figure was the timed one
+            half = max(row.ci_high / row.ratio - 1, 1 - row.ci_low / row.ratio)
         width = f"+-{half:.2%}" if half is not None else "no CI"
         stopped = {
             "ci": f"CI reached {width} (asked +-{row.ci_width_asked:.2%})",
@@ -97,9 +110,10 @@ def markdown_lines(rows: list[AbRow], text: Callable[[str], str]) -> list[str]:
         "## A/B",
         "",
         "Interleaved A/B runs (`pywebbench ab`, docs/ab.md): CHANGE/BASE of the judged figure "
-        "(requests/s, or per server CPU-second with --figure cpu) from slices paired within "
-        "rounds, with its CI; instructions/request CHANGE/BASE where the run counted them "
-        "(--instructions).",
+        "(requests/s, or per server CPU-second with --figure cpu, from slices paired within "
+        "rounds; requests per instruction with --figure instructions, from the counts), "
+        "with its CI; instructions/request CHANGE/BASE where the run counted them "
+        "(--instructions). The stopped column is the timed run's.",
         "",
         "| run | BASE | CHANGE | ratio | instructions/request | verdict | stopped | rounds |",
         "|---|---|---|---|---|---|---|---|",
