@@ -7,17 +7,20 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pwbtest import neighbour
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LocalAgent
 from pywebbench.refserver import RefServer
 from pywebbench.run.config import resolve
 from pywebbench.run.matrix import expand
-from pywebbench.run.robustness import fault_phase
+from pywebbench.run.robustness import FaultTarget, fault_phase
 from pywebbench.store import Store
 
 PYWEBBENCH = str(Path(sys.executable).parent / "pywebbench")
@@ -39,11 +42,11 @@ def test_fault_phase_of_the_runner_against_the_reference_server() -> None:
         clean = agent.run(cell.load_spec(srv.url, config.load, [1], duration_s=1.0))
         rob = fault_phase(
             cell,
-            srv.url,
-            lambda: True,
+            FaultTarget(srv.url, lambda: True, srv.pid),
             clean,
             config=config,
             agent=agent,
+            server_cpus=[0],
             generator_cpus=[1],
         )
     flag = json.loads(json.dumps(rob.to_flag()))  # stored as JSON in the cell's flags
@@ -58,6 +61,58 @@ def test_fault_phase_of_the_runner_against_the_reference_server() -> None:
     assert rob.score >= 30, rob
     assert rob.fault_report.kinds["slow-headers"].attempts >= 4
     assert rob.curve is None and "curve" not in flag  # a single mix, no sweep
+    assert rob.others_share is not None  # the interference guard read the faulted window
+
+
+def test_the_fault_phase_beside_a_neighbour_is_measured_again_then_flagged() -> None:
+    """The interference guard covers the fault phase: a neighbour spinning on the server's
+    core takes most of it from every window, so each measurement is made again
+    (``interference_retries`` times; in a sweep each time on a fresh server) and stored
+    flagged ``interfered`` with the share others took; the curve's points say so too."""
+    config = resolve(
+        None,
+        {
+            "matrix": {"servers": ["gunicorn-sync"], "frameworks": ["raw-wsgi"]},
+            "load": {"duration_s": 0.5, "faults": "slowloris=2", "connections": [4],
+                     "interference_retries": 1},
+        },
+    )  # fmt: skip
+    [cell] = [c for c in expand(config).cells if c.workload.name == "hello"][:1]
+    agent = LocalAgent()
+    said: list[str] = []
+    started: list[int] = []
+
+    @contextmanager
+    def fresh() -> Iterator[FaultTarget]:
+        with RefServer(cpus=[0]) as one:
+            started.append(one.pid)
+            yield FaultTarget(one.url, lambda: True, one.pid)
+
+    with neighbour(0), RefServer(cpus=[0]) as srv:
+        rob = fault_phase(
+            cell, FaultTarget(srv.url, lambda: True, srv.pid), None, config=config,
+            agent=agent, server_cpus=[0], generator_cpus=[1], phase=said.append,
+        )  # fmt: skip
+        sweep = config.model_copy(
+            update={"load": config.load.model_copy(update={"faults": "slowloris=2,3"})}
+        )
+        swept = fault_phase(
+            cell, FaultTarget(srv.url, lambda: True, srv.pid), None, config=sweep,
+            agent=agent, server_cpus=[0], generator_cpus=[1], fresh_server=fresh,
+            phase=said.append,
+        )  # fmt: skip
+    assert rob.interfered and rob.remeasured == 1, rob
+    assert rob.others_share is not None and rob.others_share > 0.2, rob
+    assert CellRobustness.from_flag(json.loads(json.dumps(rob.to_flag()))) == rob
+    assert said[0].startswith("re-measuring faults of ") and "of a core from its cores" in said[0]
+    assert swept.curve is not None
+    assert [(p.size, p.interfered, p.remeasured) for p in swept.curve.points] == [
+        (2, True, 1),
+        (3, True, 1),
+    ]
+    assert all(p.others_share is not None and p.others_share > 0.2 for p in swept.curve.points)
+    assert len(started) == 4 and len(set(started)) == 4  # every attempt on a fresh server
+    assert sum(" at 2: " in m for m in said) == 1 and sum(" at 3: " in m for m in said) == 1
 
 
 # uvicorn 0.54 + h11 (the catalogue's uvicorn-h11) answers a request with both Content-Length

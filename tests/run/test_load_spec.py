@@ -22,7 +22,7 @@ from pywebbench.refserver import RefServer
 from pywebbench.run.config import resolve
 from pywebbench.run.knee import KneePhase
 from pywebbench.run.matrix import expand
-from pywebbench.run.robustness import fault_phase
+from pywebbench.run.robustness import FaultTarget, fault_phase
 from pywebbench.run.runner import run_study
 from pywebbench.store import Store
 
@@ -125,11 +125,11 @@ def test_knee_probes_and_fault_phase_open_a_connection_per_request_on_the_server
             agent = RecordingAgent()
             fault_phase(
                 cell,
-                srv.url,
-                lambda: True,
+                FaultTarget(srv.url, lambda: True, srv.pid),
                 None,
                 config=config,
                 agent=agent,
+                server_cpus=[0],
                 generator_cpus=GEN_CPUS,
             )
             accepted = srv.stats()["connections_accepted"] - before

@@ -35,6 +35,12 @@ class CurvePoint(_Stored):
     good_error_rate: float
     survived: bool
     score: float
+    #: The largest share of a core other processes took from the pinned cores over the
+    #: point's clean or faulted window (None: not known); ``interfered``: above the
+    #: threshold after every re-measure (docs/interference.md).
+    others_share: float | None = None
+    interfered: bool = False
+    remeasured: int = 0
 
 
 class RobustnessCurve(_Stored):
@@ -82,6 +88,12 @@ class CellRobustness(_Stored):
     #: What the fault clients saw (:class:`FaultReport`'s JSON form).
     report: dict[str, Any] = {}
     curve: RobustnessCurve | None = None
+    #: The interference guard over the clean and faulted windows (docs/interference.md):
+    #: the largest share of a core other processes took over either (None: not known),
+    #: whether it stayed above ``load.interference_max`` after ``remeasured`` re-measures.
+    others_share: float | None = None
+    interfered: bool = False
+    remeasured: int = 0
 
     @property
     def fault_report(self) -> FaultReport:

@@ -32,7 +32,21 @@ FLAG_HELP: dict[str, str] = {
     "disturbed (docs/interference.md)",
     "re-measured": "measured iterations that other processes interfered with were measured "
     "again; each attempt's figure replaces the interfered one before it (docs/interference.md)",
+    "faults interfered": "other processes took more than load.interference_max of a core from "
+    "the pinned cores during the fault phase (clean or under attack), still after its "
+    "re-measures: the robustness figures are disturbed (docs/faults.md)",
 }
+
+
+def _faults_interfered(stored: object) -> bool:
+    """Whether the stored fault phase (``flags.robustness``), or a point of its sweep, stayed
+    interfered after its re-measures."""
+    if not isinstance(stored, dict):
+        return False
+    points = (stored.get("curve") or {}).get("points") or []
+    return bool(stored.get("interfered")) or any(
+        isinstance(p, dict) and p.get("interfered") for p in points
+    )
 
 
 def _leak_note(flags: Mapping[str, Any]) -> str:
@@ -60,6 +74,8 @@ def flag_notes(flags: Mapping[str, Any], *, generator_bound: bool = False) -> li
         notes.append(f"re-measured ({remeasured}x)")
     if flags.get("inconsistent"):
         notes.append(_modes_note(flags))
+    if _faults_interfered(flags.get("robustness")):
+        notes.append("faults interfered")
     classes = flags.get("classes")
     if isinstance(classes, dict) and set(classes) - {"flat", "warm-up"}:
         # only worth a note when some replicate did not settle at its best level

@@ -69,7 +69,11 @@ def verdict_settings(stack: StackView | None) -> str:
 
 
 def _retained(curve: RobustnessCurve) -> str:
-    return " · ".join(f"{p.size:,}: {p.retained_pct:.0f}%" for p in curve.points)
+    """ "500: 45% · 1,100: 0%"; a point that stayed interfered says so."""
+    return " · ".join(
+        f"{p.size:,}: {p.retained_pct:.0f}%" + (" (interfered)" if p.interfered else "")
+        for p in curve.points
+    )
 
 
 def breaking_table(view: ReportView, workload: WorkloadView) -> Table | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,7 +28,7 @@ from pywebbench.run.events import Events
 from pywebbench.run.knee import KneePhase, measured_rps
 from pywebbench.run.matrix import CellPlan, Variant
 from pywebbench.run.measure import Measurer, no_sigint
-from pywebbench.run.robustness import FreshServer
+from pywebbench.run.robustness import FaultTarget, FreshServer
 from pywebbench.run.rows import started_server_columns
 from pywebbench.run.schedule import CellOutcome, CellProgress, assign_failure
 from pywebbench.store import CellStatus, Failure, Phase, Replicate, StoreWriter, utcnow
@@ -249,9 +249,9 @@ class HostBench:
         return lambda: self._server_for_faults(cell)
 
     @contextmanager
-    def _server_for_faults(self, cell: CellPlan) -> Iterator[tuple[str, Callable[[], bool]]]:
+    def _server_for_faults(self, cell: CellPlan) -> Iterator[FaultTarget]:
         with self._extra_server(cell, "for the next fault size") as server:
-            yield server.base_url, server.alive
+            yield FaultTarget(server.base_url, server.alive, server.pid)
 
     @contextmanager
     def _extra_server(self, cell: CellPlan, why: str, **launch: Any) -> Iterator[RunningServer]:

@@ -30,7 +30,7 @@ from pywebbench.run import instructions
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.health import judge_iteration
 from pywebbench.run.matrix import CellPlan
-from pywebbench.run.robustness import FreshServer, fault_phase
+from pywebbench.run.robustness import FaultTarget, FreshServer, fault_phase
 from pywebbench.run.rows import iteration_row
 from pywebbench.run.steadiness import (
     Snapshot,
@@ -205,14 +205,15 @@ class Measurer:
         self._phase(f"faults {cell.variant.key}: {cfg.faults}")
         robustness = fault_phase(
             cell,
-            server.base_url,
-            server.alive,
+            FaultTarget(server.base_url, server.alive, server.pid),
             measured[-1][0],
             config=self.config,
             agent=self.agent,
+            server_cpus=server_cores(server),
             generator_cpus=self.generator_cpus,
             progress=self._progress,
             fresh_server=self.fresh_server(cell) if self.fresh_server else None,
+            phase=self._phase,
         )
         return None, robustness
 

@@ -4,17 +4,28 @@ sweep, once per attack size, each on a server not attacked before.
 See docs/faults.md. The result, a :class:`~pywebbench.faults.outcome.CellRobustness`, is
 stored in the cell's flags as ``robustness`` (the largest size's measurement; with a sweep its
 ``curve`` lists every size and the breaking point).
+
+The interference guard covers the phase as it covers measured iterations
+(docs/interference.md): each window of good clients, clean and under attack, records what
+other processes took from the pinned cores; a measurement with a window above
+``load.interference_max`` is made again (on a fresh server in a sweep; on the cell's server
+only while it survived), up to ``load.interference_retries`` times, and one still above it
+is stored flagged ``interfered``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pywebbench.faults.outcome import CellRobustness, CurvePoint, RobustnessCurve
 from pywebbench.load import LoadAgent, LoadSpec
-from pywebbench.load.result import LoadResult
+from pywebbench.load.agent import ProgressFn
+from pywebbench.load.result import LoadResult, iteration_figures
+from pywebbench.meter.interference import InterferenceWindow
+from pywebbench.meter.sampler import trees_cpu_s
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.matrix import CellPlan
 
@@ -22,8 +33,19 @@ if TYPE_CHECKING:
     from pywebbench.faults import FaultSpec
     from pywebbench.faults.plan import FaultPlan
 
-#: A fresh server for one sweep size: (base URL, is-alive), stopped on exit.
-FreshServer = Callable[[], AbstractContextManager[tuple[str, Callable[[], bool]]]]
+
+@dataclass(frozen=True)
+class FaultTarget:
+    """A server the fault phase attacks: its base URL, whether it still runs, and its PID
+    (its process tree's CPU time is the server's in the interference guard)."""
+
+    url: str
+    alive: Callable[[], bool]
+    pid: int
+
+
+#: A fresh server for one sweep size, stopped on exit.
+FreshServer = Callable[[], AbstractContextManager[FaultTarget]]
 
 #: Retained throughput below this share of the clean run: the attack broke the stack.
 BROKEN_BELOW_PCT = 50.0
@@ -31,17 +53,21 @@ BROKEN_BELOW_PCT = 50.0
 
 def fault_phase(
     cell: CellPlan,
-    base_url: str,
-    alive: Callable[[], bool],
+    target: FaultTarget,
     clean_result: LoadResult | None,
     *,
     config: StudyConfig,
     agent: LoadAgent,
+    server_cpus: Sequence[int],
     generator_cpus: Sequence[int],
     progress: Callable[[Any], None] | None = None,
     fresh_server: FreshServer | None = None,
+    phase: Callable[[str], None] = lambda _: None,
 ) -> CellRobustness:
-    """Measure ``cell`` on the running server under ``config.load.faults``; its robustness.
+    """Measure ``cell`` on the running server ``target`` under ``config.load.faults``; its
+    robustness. ``server_cpus``: the server's cores (its neighbours there are the
+    interference guard's business; :mod:`pywebbench.meter.interference`); ``phase`` says
+    what is re-measured and why.
 
     The good clients run the cell's load with the plan's share of arriving (fresh)
     connections, clean and then ``lead_s`` after the attack started. With a sweep, every size
@@ -65,23 +91,95 @@ def fault_phase(
             spec = spec.replace(fresh_share=plan.fresh_share)
         return spec
 
-    spec = spec_at(base_url)
+    spec = spec_at(target.url)
     reuse = clean_result if spec.fresh_share == 0 else None
+    fresh = plan.is_sweep and fresh_server is not None
 
-    def measure(url: str, is_alive: Callable[[], bool], specs: list[FaultSpec]) -> CellRobustness:
-        return _measure(spec_at(url), specs, plan, agent, progress, is_alive, reuse)
+    def measure(on: FaultTarget, specs: list[FaultSpec], clean: LoadResult | None) -> Measured:
+        guarded = GuardedAgent(agent, on.pid, server_cpus, generator_cpus)
+        point = _measure(spec_at(on.url), specs, plan, guarded, progress, on.alive, clean)
+        return point, guarded.worst_share()
 
+    def attempt(specs: list[FaultSpec]) -> Measured:
+        if not fresh:
+            return measure(target, specs, reuse)
+        assert fresh_server is not None
+        with fresh_server() as on:
+            agent.run(spec_at(on.url), progress=progress)  # its warm-up (not stored)
+            return measure(on, specs, None)  # another process: its own clean baseline
+
+    cfg_max, retries = cfg.interference_max, cfg.interference_retries
     points: list[tuple[int | None, CellRobustness]] = []
     for size, specs in plan.points():
-        if not plan.is_sweep or fresh_server is None:
-            points.append((size, measure(base_url, alive, specs)))
-            continue
-        with fresh_server() as (url, is_alive):
-            agent.run(spec_at(url), progress=progress)  # the fresh server's warm-up (not stored)
-            reuse = None  # another process: its own clean baseline
-            points.append((size, measure(url, is_alive, specs)))
+        point, share = attempt(specs)
+        again = 0
+        # again on a fresh server, or on the cell's server while it survived and answered
+        while (
+            share is not None
+            and share > cfg_max
+            and again < retries
+            and (fresh or (point.survived and point.answered_after))
+        ):
+            again += 1
+            phase(
+                f"re-measuring faults of {cell.variant.key}"
+                + (f" at {size:,}" if size is not None else "")
+                + f": other processes took {share:.0%} of a core from its cores"
+            )
+            point, share = attempt(specs)
+        guard = {
+            "others_share": round(share, 4) if share is not None else None,
+            "interfered": share is not None and share > cfg_max,
+            "remeasured": again,
+        }
+        points.append((size, point.model_copy(update=guard)))
     last = points[-1][1]
     return last.model_copy(update={"curve": curve_of(plan, points)}) if plan.is_sweep else last
+
+
+#: A measurement and the largest share of a core others took over its windows (None: not
+#: known).
+Measured = tuple[CellRobustness, float | None]
+
+
+class GuardedAgent:
+    """A load agent whose every run records what other processes took from the pinned
+    cores over it (:class:`~pywebbench.meter.interference.InterferenceWindow`, the server
+    tree's CPU time from ``server_pid``): the interference guard of the fault phase. The
+    fault clients run in this process, so their CPU is pywebbench's own."""
+
+    def __init__(
+        self,
+        agent: LoadAgent,
+        server_pid: int,
+        server_cpus: Sequence[int],
+        generator_cpus: Sequence[int],
+    ) -> None:
+        self.agent = agent
+        self.server_pid = server_pid
+        self.server_cpus = list(server_cpus)
+        apart = not set(server_cpus) & set(generator_cpus)
+        self.cpus = sorted({*server_cpus, *generator_cpus})
+        self.apart = self.server_cpus if apart else []
+        self.shares: list[float] = []
+
+    def run(self, spec: LoadSpec, progress: ProgressFn | None = None) -> LoadResult:
+        """``agent.run``, its window's interference recorded."""
+        window = InterferenceWindow(self.cpus, self.apart) if self.cpus else None
+        before = trees_cpu_s([self.server_pid])
+        result = self.agent.run(spec, progress=progress)
+        if window is not None:
+            got = window.close(trees_cpu_s([self.server_pid]) - before)
+            if got is not None and getattr(self.agent, "name", "local") != "local":
+                # load agents in their own processes: their CPU is the generator's
+                got = got.without(float(iteration_figures(result)["generator_cpu_s"] or 0.0))
+            if got is not None:
+                self.shares.append(got.share)
+        return result
+
+    def worst_share(self) -> float | None:
+        """The largest share over the runs (None: none was known)."""
+        return max(self.shares) if self.shares else None
 
 
 def _measure(
@@ -133,6 +231,9 @@ def curve_of(plan: FaultPlan, points: list[tuple[int | None, CellRobustness]]) -
             good_error_rate=p.good_error_rate,
             survived=p.survived,
             score=p.score,
+            others_share=p.others_share,
+            interfered=p.interfered,
+            remeasured=p.remeasured,
         )
         for size, p in points
     ]

@@ -1,0 +1,45 @@
+"""A fault phase that stayed interfered after its re-measures is a note of its cell (console,
+HTML and Markdown share flag_notes) and a mark on its sweep point (docs/faults.md)."""
+
+from __future__ import annotations
+
+from pywebbench.faults.outcome import CurvePoint, RobustnessCurve
+from pywebbench.report.flags import flag_help, flag_notes, legend
+from pywebbench.report.robustness_curve import breaking_text
+
+
+def _point(size: int, retained: float, interfered: bool) -> CurvePoint:
+    return CurvePoint(
+        size=size, retained_pct=retained, p99_faulted_ms=None, p99_clean_ms=None,
+        clean_rps=1000.0, faulted_rps=retained * 10, good_errors=0, good_error_rate=0.0,
+        survived=True, score=50.0, others_share=0.4 if interfered else 0.01,
+        interfered=interfered, remeasured=2 if interfered else 0,
+    )  # fmt: skip
+
+
+def test_an_interfered_fault_phase_is_a_note_with_its_meaning() -> None:
+    assert flag_notes({"robustness": {"interfered": False, "score": 40}}) == []
+    notes = flag_notes({"robustness": {"interfered": True}})
+    assert notes == ["faults interfered"]
+    assert "during the fault phase" in flag_help(notes[0])
+    assert [k for k, _ in legend(notes)] == ["faults interfered"]
+    curve = RobustnessCurve(
+        kind="slow-headers", sizes=[500, 1100], breaking_point=500, fresh_share=0.2, lead_s=1.0,
+        points=[_point(500, 45.0, True), _point(1100, 0.0, False)],
+    )  # fmt: skip
+    # a sweep whose last point was clean but an earlier one was not
+    assert flag_notes({"robustness": {"interfered": False, "curve": curve.model_dump()}}) == [
+        "faults interfered"
+    ]
+    assert flag_notes({"robustness": 55.0}) == []  # the earliest stores kept a bare score
+
+
+def test_the_retained_figures_mark_an_interfered_point() -> None:
+    from pywebbench.report.robustness_curve import _retained
+
+    curve = RobustnessCurve(
+        kind="slow-headers", sizes=[500, 1100], breaking_point=500, fresh_share=0.2, lead_s=1.0,
+        points=[_point(500, 45.0, True), _point(1100, 0.0, False)],
+    )  # fmt: skip
+    assert _retained(curve) == "500: 45% (interfered) · 1,100: 0%"
+    assert breaking_text(curve) == "500"
