@@ -216,7 +216,7 @@ class Sampler:
         interference on the server's cores counts what pywebbench runs there as a
         neighbour's, except the core-speed probe's."""
         self._snaps = [snapshot(self.pid, memory_detail=self.memory_detail)]
-        self._caller_cpus = _pin_this_thread(self._away())
+        self._caller_cpus = pin_this_thread(self._away())
         self._window = InterferenceWindow(self.cpus, self.server_cpus) if self.cpus else None
         self._stop.clear()
         if self._probe is not None:
@@ -257,7 +257,7 @@ class Sampler:
             probe_s = self._probe.cpu_s if self._probe is not None else 0.0
             self.summary.interference = self._window.close(self.summary.cpu_s, probe_s)
         if self._caller_cpus is not None:
-            _pin_this_thread(self._caller_cpus)  # the caller's cores as they were
+            pin_this_thread(self._caller_cpus)  # the caller's cores as they were
             self._caller_cpus = None
         return self.summary
 
@@ -268,7 +268,7 @@ class Sampler:
         self.stop()
 
 
-def _pin_this_thread(cpus: Iterable[int]) -> set[int] | None:
+def pin_this_thread(cpus: Iterable[int]) -> set[int] | None:
     """Run the calling thread on ``cpus``; the cores it had before, or None when nothing
     was changed (no cores given, or cores this process may not use)."""
     wanted = set(cpus)

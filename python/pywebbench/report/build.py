@@ -236,6 +236,7 @@ def _robustness_view(rob: CellRobustness) -> RobustnessView:
         malformed=dict(rob.malformed),
         malformed_accepted=list(rob.malformed_accepted),
         findings=findings,
+        interfered=rob.interfered,
     )
 
 

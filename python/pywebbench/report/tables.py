@@ -390,7 +390,10 @@ def robustness_table(view: ReportView, workload: WorkloadView) -> Table | None:
             "stack": TCell(stack.label if stack else p.stack_key, p.stack_key),
             "load": TCell(p.load_point, p.load_sort),
             "score": TCell(f"{r.score:.1f}", r.score),
-            "retained": _num(fmt_whole(r.retained_pct, "%"), r.retained_pct),
+            "retained": _num(
+                fmt_whole(r.retained_pct, "%") + (" (interfered)" if r.interfered else ""),
+                r.retained_pct,
+            ),
             "clean_rps": _num(fmt_rps(r.clean_rps), r.clean_rps),
             "faulted_rps": _num(fmt_rps(r.faulted_rps), r.faulted_rps),
             "p99_clean": _num(fmt_ms(r.p99_clean_ms), r.p99_clean_ms),

@@ -142,6 +142,9 @@ class RobustnessView:
     malformed: dict[str, str] = field(default_factory=dict)  # kind -> worst class
     malformed_accepted: list[str] = field(default_factory=list)
     findings: list[FindingView] = field(default_factory=list)
+    #: Other processes took more than load.interference_max of a core during the phase,
+    #: still after its re-measures (docs/faults.md).
+    interfered: bool = False
 
 
 @dataclass

@@ -20,12 +20,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness, CurvePoint, RobustnessCurve
 from pywebbench.load import LoadAgent, LoadSpec
 from pywebbench.load.agent import ProgressFn
 from pywebbench.load.result import LoadResult, iteration_figures
 from pywebbench.meter.interference import InterferenceWindow
-from pywebbench.meter.sampler import trees_cpu_s
+from pywebbench.meter.sampler import pin_this_thread, trees_cpu_s
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.matrix import CellPlan
 
@@ -96,9 +97,17 @@ def fault_phase(
     fresh = plan.is_sweep and fresh_server is not None
 
     def measure(on: FaultTarget, specs: list[FaultSpec], clean: LoadResult | None) -> Measured:
-        guarded = GuardedAgent(agent, on.pid, server_cpus, generator_cpus)
-        point = _measure(spec_at(on.url), specs, plan, guarded, progress, on.alive, clean)
-        return point, guarded.worst_share()
+        guarded = GuardedAgent(agent, on, server_cpus, generator_cpus)
+        # this thread, and the fault clients' thread it starts, off the server's cores (as
+        # the sampler does for an iteration): their CPU is pywebbench's, not a neighbour's
+        away = sorted(set(generator_cpus) - set(server_cpus)) if guarded.apart else []
+        before = pin_this_thread(away)
+        try:
+            point = _measure(spec_at(on.url), specs, plan, guarded, progress, on.alive, clean)
+        finally:
+            if before is not None:
+                pin_this_thread(before)
+        return Measured(point, guarded.worst_share(), guarded.interrupted)
 
     def attempt(specs: list[FaultSpec]) -> Measured:
         if not fresh:
@@ -111,22 +120,28 @@ def fault_phase(
     cfg_max, retries = cfg.interference_max, cfg.interference_retries
     points: list[tuple[int | None, CellRobustness]] = []
     for size, specs in plan.points():
-        point, share = attempt(specs)
-        again = 0
-        # again on a fresh server, or on the cell's server while it survived and answered
+        got = attempt(specs)
+        point, share, again = got.point, got.share, 0
+        # again (on a fresh server in a sweep, else on the cell's server) while others took
+        # too much, the server survived and answered, and nobody pressed Ctrl-C
         while (
             share is not None
             and share > cfg_max
             and again < retries
-            and (fresh or (point.survived and point.answered_after))
+            and point.survived
+            and point.answered_after
+            and not got.interrupted
         ):
-            again += 1
             phase(
                 f"re-measuring faults of {cell.variant.key}"
                 + (f" at {size:,}" if size is not None else "")
                 + f": other processes took {share:.0%} of a core from its cores"
             )
-            point, share = attempt(specs)
+            try:
+                got = attempt(specs)
+            except StackFailure:  # a fresh server that did not start: keep what was measured
+                break
+            point, share, again = got.point, got.share, again + 1
         guard = {
             "others_share": round(share, 4) if share is not None else None,
             "interfered": share is not None and share > cfg_max,
@@ -137,9 +152,14 @@ def fault_phase(
     return last.model_copy(update={"curve": curve_of(plan, points)}) if plan.is_sweep else last
 
 
-#: A measurement and the largest share of a core others took over its windows (None: not
-#: known).
-Measured = tuple[CellRobustness, float | None]
+@dataclass(frozen=True)
+class Measured:
+    """One measurement of a point, the largest share of a core others took over its windows
+    (None: not known), and whether Ctrl-C cut a window short."""
+
+    point: CellRobustness
+    share: float | None
+    interrupted: bool
 
 
 class GuardedAgent:
@@ -151,30 +171,35 @@ class GuardedAgent:
     def __init__(
         self,
         agent: LoadAgent,
-        server_pid: int,
+        server: FaultTarget,
         server_cpus: Sequence[int],
         generator_cpus: Sequence[int],
     ) -> None:
         self.agent = agent
-        self.server_pid = server_pid
-        self.server_cpus = list(server_cpus)
-        apart = not set(server_cpus) & set(generator_cpus)
+        self.server = server
+        #: the server's cores and the generator's are apart: each side accounted on its own
+        self.apart = bool(server_cpus) and not set(server_cpus) & set(generator_cpus)
+        self.server_cpus = list(server_cpus) if self.apart else []
         self.cpus = sorted({*server_cpus, *generator_cpus})
-        self.apart = self.server_cpus if apart else []
         self.shares: list[float] = []
+        self.interrupted = False
 
     def run(self, spec: LoadSpec, progress: ProgressFn | None = None) -> LoadResult:
-        """``agent.run``, its window's interference recorded."""
-        window = InterferenceWindow(self.cpus, self.apart) if self.cpus else None
-        before = trees_cpu_s([self.server_pid])
+        """``agent.run``, its window's interference recorded (none when the server died
+        meanwhile: a dead tree's CPU time reads 0)."""
+        window = InterferenceWindow(self.cpus, self.server_cpus) if self.cpus else None
+        before = trees_cpu_s([self.server.pid])
         result = self.agent.run(spec, progress=progress)
-        if window is not None:
-            got = window.close(trees_cpu_s([self.server_pid]) - before)
-            if got is not None and getattr(self.agent, "name", "local") != "local":
-                # load agents in their own processes: their CPU is the generator's
-                got = got.without(float(iteration_figures(result)["generator_cpu_s"] or 0.0))
-            if got is not None:
-                self.shares.append(got.share)
+        self.interrupted = self.interrupted or result.interrupted
+        used = trees_cpu_s([self.server.pid]) - before
+        if window is None or used < 0 or not self.server.alive():
+            return result
+        got = window.close(used)
+        if got is not None and getattr(self.agent, "name", "local") != "local":
+            # load agents in their own processes: their CPU is the generator's
+            got = got.without(float(iteration_figures(result)["generator_cpu_s"] or 0.0))
+        if got is not None:
+            self.shares.append(got.share)
         return result
 
     def worst_share(self) -> float | None:
