@@ -67,15 +67,20 @@ KINDS = ("aa", "slower3", "gate6", "interpreters")
 CPYTHON312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
 
 PLAIN = "from httpbin import app  # noqa: F401\n"
-BURN = """from httpbin import app as inner
+# The burn loop's every iteration costs the same: no int object is made (range() past 256
+# allocates one per iteration, so a loop of 296 cost less per iteration than the 2,798 that
+# calibrated it: the "+3%" middleware of earlier runs burned less than 3%).
+BURN = """from itertools import repeat
+
+from httpbin import app as inner
 
 LOOPS = {loops}
 
 
 def burn(n):
     acc = 0
-    for i in range(n):
-        acc ^= i
+    for _ in repeat(None, n):
+        acc ^= 1
     return acc
 
 
@@ -85,10 +90,11 @@ def app(environ, start_response):
 """
 LOOP_TIMER = """
 import time
+from itertools import repeat
 def burn(n):
     acc = 0
-    for i in range(n):
-        acc ^= i
+    for _ in repeat(None, n):
+        acc ^= 1
     return acc
 best = min((lambda t: (burn(200000), time.process_time() - t)[1])(time.process_time())
            for _ in range(7))
