@@ -242,6 +242,19 @@ class FakeSampler:
         )
 
 
+class QuietWindow:
+    """The fault phase's interference window on a machine with no neighbour: nothing taken,
+    whatever the host does (the real one reads /proc/stat)."""
+
+    def __init__(self, *_: Any, **__: Any) -> None:
+        pass
+
+    def close(self, server_cpu_s: float | None, *_: Any) -> Any:
+        from pywebbench.meter.interference import Interference
+
+        return Interference(window_s=1.0, others_cpu_s=0.0, steal_s=0.0)
+
+
 def _robustness_run(url: str, specs: Any, run_load: Callable[[], Any], **kw: Any) -> Any:
     """The fault clients' measurement, without fault clients: the good load clean (unless
     given) and again, and a verdict from the two."""
@@ -332,6 +345,7 @@ def fake_bench(
     monkeypatch.setattr("pywebbench.run.measure.sampled_window", sampled)
     monkeypatch.setattr("pywebbench.run.measure.CoreSpeedProbe", FixedProbe)
     monkeypatch.setattr("pywebbench.faults.measure_robustness", _robustness_run)
+    monkeypatch.setattr("pywebbench.run.robustness.InterferenceWindow", QuietWindow)
     yield timeline
 
 
