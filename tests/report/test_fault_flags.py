@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pywebbench.faults.outcome import CurvePoint, RobustnessCurve
 from pywebbench.report.flags import flag_help, flag_notes, legend
-from pywebbench.report.robustness_curve import breaking_text
+from pywebbench.report.robustness_curve import breaking_text, interfered_marks
 
 
 def _point(size: int, retained: float, interfered: bool) -> CurvePoint:
@@ -43,3 +43,17 @@ def test_the_retained_figures_mark_an_interfered_point() -> None:
     )  # fmt: skip
     assert _retained(curve) == "500: 45% (interfered) · 1,100: 0%"
     assert breaking_text(curve) == "500"
+
+
+def test_the_curve_figure_crosses_an_interfered_point_and_only_it() -> None:
+    curve = RobustnessCurve(
+        kind="slow-headers", sizes=[500, 1100], breaking_point=500, fresh_share=0.2, lead_s=1.0,
+        points=[_point(500, 45.0, True), _point(1100, 0.0, False)],
+    )  # fmt: skip
+    marks = interfered_marks("waitress c64", curve, "#123456")
+    assert marks is not None
+    assert (marks["x"], marks["y"]) == ([500], [45.0])
+    assert marks["hovertext"] == ["waitress c64 at 500: interfered: others took 40% of a core"]
+    assert marks["marker"]["color"] == "#123456" and marks["legendgroup"] == "waitress c64"
+    clean = curve.model_copy(update={"points": [_point(500, 45.0, False)]})
+    assert interfered_marks("waitress c64", clean, "#123456") is None

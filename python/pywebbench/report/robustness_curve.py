@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pywebbench.faults.outcome import RobustnessCurve
+from pywebbench.faults.outcome import CurvePoint, RobustnessCurve
 from pywebbench.mdtext import md_text
 from pywebbench.report.figures import (
     axis_layout,
@@ -25,6 +25,7 @@ __all__ = [
     "breaking_text",
     "breaking_table",
     "curve_figure",
+    "interfered_marks",
     "markdown_lines",
     "verdict_settings",
 ]
@@ -159,9 +160,36 @@ def _sort_key(view: ReportView, p: PointView) -> tuple[str, float]:
     return (stack.label if stack else p.stack_key, float(p.load_sort))
 
 
+def interfered_marks(label: str, curve: RobustnessCurve, colour: str) -> dict[str, Any] | None:
+    """A cross on every point of the retained-throughput panel that stayed interfered after
+    its re-measures (other processes took more than the threshold of a core from the pinned
+    cores); None when every point was clean."""
+    points = [q for q in curve.points if q.interfered]
+    if not points:
+        return None
+
+    def took(q: CurvePoint) -> str:
+        return "" if q.others_share is None else f": others took {q.others_share:.0%} of a core"
+
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": text(f"{label} interfered"),
+        "legendgroup": label,
+        "showlegend": False,
+        "x": [q.size for q in points],
+        "y": [q.retained_pct for q in points],
+        "marker": {"size": 11, "symbol": "x-thin-open", "line": {"width": 2}, "color": colour},
+        "hovertext": [text(f"{label} at {q.size:,}: interfered{took(q)}") for q in points],
+        "hoverinfo": "text",
+        "meta": {"interfered": [q.size for q in points], "stack": label},
+    }
+
+
 def curve_figure(view: ReportView, workload: WorkloadView) -> Figure | None:
     """Two panels against attack size (log): retained throughput (%, the 50% line dashed, the
-    breaking point ringed) and the good clients' p99 (ms, log), one line per stack."""
+    breaking point ringed, a point that stayed interfered crossed) and the good clients' p99
+    (ms, log), one line per stack."""
     curves = _curves(workload)
     if not curves:
         return None
@@ -225,6 +253,9 @@ def curve_figure(view: ReportView, workload: WorkloadView) -> Figure | None:
                 "%{y:.1f} ms<extra></extra>",
             }
         )
+        marks = interfered_marks(label, curve, colour)
+        if marks is not None:
+            data.append(marks)
         point = curve.breaking_point
         if point is not None:
             at = next(q for q in curve.points if q.size == point)
