@@ -213,24 +213,29 @@ fn a_share_of_fresh_connections_reconnects_for_every_request(io: Io) {
     let r = run(&LoadSpec {
         connections: 4,
         fresh_share: 0.5,
-        max_requests: Some(400),
+        duration_s: Some(0.5),
         ..spec(port, io)
     })
     .unwrap();
     assert_eq!(r.mode, Mode::Closed);
-    assert_eq!(r.requests, 400);
     assert_eq!(r.errors, 0, "{:?}", r.error_classes);
     let c = &r.connections;
-    // How the 400 requests split between the two kinds depends on how much longer a
+    // How the requests split between the two kinds depends on how much longer a
     // connect-per-request cycle takes than a kept connection's, which is timing: in one
-    // suite run here the fresh pair served only 41 of them, and with a build running on the
-    // machine it reconnected fewer than 16 times. So only what does not depend on timing is
-    // asserted: both fresh connections reconnected, and the kept ones served many.
+    // suite run here the fresh pair served only 41 of 400, and with a build running on the
+    // machine it reconnected fewer than 16 times. A budget of 400 requests also let one kept
+    // connection serve 397 of them before either fresh one reconnected once, with the
+    // other tests' threads and a neighbour spinning on the two cores: so the run is bounded
+    // in time, which gives every connection the same half second, and only what does not
+    // depend on timing is asserted: both fresh connections reconnected, and the kept ones
+    // served many.
     assert!(
-        c.established >= c.targeted + 2 && c.established < 400,
+        c.established >= c.targeted + 2 && c.established < r.requests,
         "{c:?}"
     );
-    assert_eq!(c.reopened, c.established - c.targeted, "{c:?}");
+    // A reopen counts when its connect starts: one may still be under way at the end.
+    assert_eq!(c.reopened, c.attempts - c.targeted, "{c:?}");
+    assert!(c.attempts - c.established <= 2, "{c:?}");
     assert_eq!(c.requests_per_connection.min, 1, "{c:?}");
     assert!(c.requests_per_connection.max >= 20, "{c:?}");
     // Only the closed loop with keep-alive takes fresh connections.
