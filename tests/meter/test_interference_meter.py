@@ -131,24 +131,32 @@ def _cpu(pid: int) -> float:
     return t.user + t.system
 
 
-def _cpu_of_everyone_but(excluded: set[int]) -> dict[int, float]:
-    """CPU seconds so far of every process not in ``excluded``, kernel threads included."""
+Snapshot = dict[tuple[int, float], float]
+
+
+def _cpu_of_everyone_but(excluded: set[int]) -> Snapshot:
+    """CPU seconds so far of every process not in ``excluded`` (kernel threads included),
+    its reaped children's too, keyed by PID and start time (a reused PID is a new key)."""
     out = {}
     for proc in psutil.process_iter():
         if proc.pid in excluded:
             continue
         try:
-            t = proc.cpu_times()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            with proc.oneshot():
+                t, born = proc.cpu_times(), proc.create_time()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-        out[proc.pid] = t.user + t.system
+        out[(proc.pid, born)] = t.user + t.system + t.children_user + t.children_system
     return out
 
 
-def _taken_since(before: dict[int, float], excluded: set[int]) -> float:
-    """CPU seconds the processes of ``before`` (still alive) took since, on any core."""
+def _taken_since(before: Snapshot, excluded: set[int]) -> float:
+    """CPU seconds processes not in ``excluded`` took since ``before``, on any core: the
+    growth of those alive at both reads (their reaped children's included), and all of
+    those started since. A process that started and was reaped by one that is not read
+    (not a parent here) is missed: the bound is loose, not exact."""
     after = _cpu_of_everyone_but(excluded)
-    return sum(max(0.0, after[pid] - was) for pid, was in before.items() if pid in after)
+    return sum(max(0.0, now - before.get(key, 0.0)) for key, now in after.items())
 
 
 def test_a_neighbour_on_the_servers_core_is_counted_and_the_server_is_not() -> None:
