@@ -3,9 +3,12 @@ HTML and Markdown share flag_notes) and a mark on its sweep point (docs/faults.m
 
 from __future__ import annotations
 
+import dataclasses
+
 from pywebbench.faults.outcome import CurvePoint, RobustnessCurve
 from pywebbench.report.flags import flag_help, flag_notes, legend
-from pywebbench.report.robustness_curve import breaking_text, interfered_marks
+from pywebbench.report.robustness_curve import breaking_text, curve_figure, interfered_marks
+from pywebbench.report.view import PointView, ReportView, WorkloadView
 
 
 def _point(size: int, retained: float, interfered: bool) -> CurvePoint:
@@ -53,7 +56,25 @@ def test_the_curve_figure_crosses_an_interfered_point_and_only_it() -> None:
     marks = interfered_marks("waitress c64", curve, "#123456")
     assert marks is not None
     assert (marks["x"], marks["y"]) == ([500], [45.0])
-    assert marks["hovertext"] == ["waitress c64 at 500: interfered: others took 40% of a core"]
+    assert marks["hovertext"] == [
+        "waitress c64 at 500: 45% retained; interfered, others took 40.0% of a core"
+    ]
     assert marks["marker"]["color"] == "#123456" and marks["legendgroup"] == "waitress c64"
-    clean = curve.model_copy(update={"points": [_point(500, 45.0, False)]})
+    clean = curve.model_copy(
+        update={"points": [_point(500, 45.0, False), _point(1100, 0.0, False)]}
+    )
     assert interfered_marks("waitress c64", clean, "#123456") is None
+    # and the report's figure carries the crosses with the curve they belong to
+    point = PointView(
+        stack_key="cpython3.11/waitress/raw-wsgi", workload="hello", load_point="c64",
+        load_model="closed", connections=64, rate=None, robustness_curve=curve,
+    )  # fmt: skip
+    view = ReportView(title="t", generated_at="now", pywebbench_version="0")
+    figure = curve_figure(view, WorkloadView(name="hello", points=[point]))
+    assert figure is not None
+    crossed = [d for d in figure["data"] if d.get("meta", {}).get("interfered")]
+    assert [(d["x"], d["y"]) for d in crossed] == [([500], [45.0])]
+    clean_point = dataclasses.replace(point, robustness_curve=clean)
+    figure = curve_figure(view, WorkloadView(name="hello", points=[clean_point]))
+    assert figure is not None
+    assert not [d for d in figure["data"] if d.get("meta", {}).get("interfered")]

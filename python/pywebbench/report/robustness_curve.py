@@ -169,7 +169,7 @@ def interfered_marks(label: str, curve: RobustnessCurve, colour: str) -> dict[st
         return None
 
     def took(q: CurvePoint) -> str:
-        return "" if q.others_share is None else f": others took {q.others_share:.0%} of a core"
+        return "" if q.others_share is None else f", others took {q.others_share:.1%} of a core"
 
     return {
         "type": "scatter",
@@ -180,7 +180,10 @@ def interfered_marks(label: str, curve: RobustnessCurve, colour: str) -> dict[st
         "x": [q.size for q in points],
         "y": [q.retained_pct for q in points],
         "marker": {"size": 11, "symbol": "x-thin-open", "line": {"width": 2}, "color": colour},
-        "hovertext": [text(f"{label} at {q.size:,}: interfered{took(q)}") for q in points],
+        "hovertext": [
+            text(f"{label} at {q.size:,}: {q.retained_pct:.0f}% retained; interfered{took(q)}")
+            for q in points
+        ],
         "hoverinfo": "text",
         "meta": {"interfered": [q.size for q in points], "stack": label},
     }
