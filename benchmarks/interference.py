@@ -18,8 +18,9 @@ run quiet, beside a steady neighbour, and beside a bursty one, on the server's c
    host's own drift over the minutes between two whole studies (3-5%, either way, on this
    VM; docs/interference.md) is not the guard's to remove. Each round's bursty/quiet ratio of
    the replicate figures (median of the measured iterations) is one pair; the interval is
-   Student's t over the rounds on the log scale, as ``ab`` pairs its slices. compare's own
-   unpaired interval over the same replicates is printed beside it.
+   Student's t over the rounds on the log scale, as ``ab`` pairs its slices. compare's
+   unpaired estimator over the same replicates (raw req/s, not put at one core speed) is
+   printed beside it. No bursty cell may stay interfered after its re-measures.
 
 Each neighbour is bounded in time (it stops by itself) and stopped when its study ends.
 The script prints each figure and, last, one line per expectation: met or not.
@@ -54,11 +55,12 @@ NEIGHBOUR_MAX_S = 1800  # a neighbour stops by itself after this long
 
 
 @contextmanager
-def neighbour(core: int, on: str, off: str) -> Iterator[None]:
-    """A neighbour with a duty cycle on ``core`` for the duration (bounded in time)."""
+def neighbour(core: int, on: str, off: str, delay_s: float = 0.0) -> Iterator[None]:
+    """A neighbour with a duty cycle on ``core`` for the duration (bounded in time), its
+    first spin ``delay_s`` after it starts."""
     proc = subprocess.Popen(
         [sys.executable, str(NEIGHBOUR), "--cpu", str(core), "--on", on, "--off", off,
-         "--for", f"{NEIGHBOUR_MAX_S}s"],
+         "--for", f"{NEIGHBOUR_MAX_S}s", "--delay", f"{delay_s:.3f}s"],
         start_new_session=True,
     )  # fmt: skip
     try:
@@ -125,22 +127,29 @@ def compare(results: Path, base: str, new: str, *extra: str) -> tuple[int, dict[
     return proc.returncode, json.loads(proc.stdout)
 
 
-def replicate_figures(results: Path, run_ids: list[str]) -> dict[str, list[list[float]]]:
-    """Per cell (workload @ load point): each run's measured req/s, raw, in ``run_ids`` order."""
+def replicate_figures(
+    results: Path, run_ids: list[str]
+) -> tuple[dict[str, list[list[float]]], set[str]]:
+    """Per cell (``stack | workload @ load point``): each run's measured req/s, raw, in
+    ``run_ids`` order (empty where a run lacks the cell); and the cells that stayed
+    interfered in some run."""
     with Store(results / "pywebbench.sqlite", create=False) as store:
         figures = cell_figures(store.load_study(run_ids))
     out: dict[str, dict[str, list[float]]] = {}
+    interfered = set()
     for fig in figures:
-        values = [v for rep in fig.rps for v in rep]
-        out.setdefault(f"{fig.cell.workload} @ {fig.cell.load_point}", {})[fig.run_id] = values
-    return {cell: [by_run.get(r, []) for r in run_ids] for cell, by_run in out.items()}
+        out.setdefault(fig.label, {})[fig.run_id] = [v for rep in fig.rps for v in rep]
+        if fig.interfered:
+            interfered.add(fig.label)
+    return {cell: [by_run.get(r, []) for r in run_ids] for cell, by_run in out.items()}, interfered
 
 
 def bursty_rounds(
     results: Path, options: list[str], rounds: int, core: int
 ) -> tuple[list[str], list[str]]:
     """``rounds`` rounds of a quiet and a bursty one-replicate study, in random order each:
-    the quiet and the bursty run ids, round by round."""
+    the quiet and the bursty run ids, round by round. Each bursty neighbour first spins
+    0-10 s after it starts, at random, so the bursts fall anywhere in the study."""
     one = [*options, "--replicates", "1", "--max-replicates", "1"]
     quiet: list[str] = []
     bursty: list[str] = []
@@ -151,7 +160,7 @@ def bursty_rounds(
             if side == "quiet":
                 quiet.append(study(results, one))
             else:
-                with neighbour(core, "2s", "8s"):
+                with neighbour(core, "2s", "8s", delay_s=rng.uniform(0.0, 10.0)):
                     bursty.append(study(results, one))
     return quiet, bursty
 
@@ -207,14 +216,29 @@ def main() -> None:
     }
     for c in steady_doc["cells"]:
         print(f"steady/quiet {c['cell']}: {c['rps']['ratio']:.3f}, verdict {c['verdict']}")
-    quiet_figs = replicate_figures(results, quiet_rounds)
-    bursty_figs = replicate_figures(results, bursty_rounds_)
+    for side, runs in (("quiet", quiet_rounds), ("bursty", bursty_rounds_)):
+        rows = [c for r in runs for c in guard_figures(results, r)]
+        kept = [x for c in rows for x in c["kept_shares"]]
+        gone = [x for c in rows for x in c["discarded_shares"]]
+        print(
+            f"{side} rounds: {sum(c['measured'] for c in rows)} measured iterations, "
+            f"{len(gone)} attempts discarded (shares {sorted(gone)}); kept shares: mean "
+            f"{sum(kept) / max(1, sum(c['measured'] for c in rows)):.4f}, "
+            f"max {max(kept, default=0.0):.3f}"
+        )
+    quiet_figs, _ = replicate_figures(results, quiet_rounds)
+    bursty_figs, stayed = replicate_figures(results, bursty_rounds_)
+    checks["bursty: no cell stayed interfered after its re-measures"] = not stayed
+    for cell in sorted(set(quiet_figs) ^ set(bursty_figs)):
+        checks[f"bursty: {cell} measured on both sides"] = False
     for cell, quiet_reps in quiet_figs.items():
-        bursty_reps = bursty_figs.get(cell, [])
+        bursty_reps = bursty_figs.get(cell)
+        if bursty_reps is None:
+            continue
         ratios = [
             statistics.median(b) / statistics.median(q)
-            for q, b in zip(quiet_reps, bursty_reps, strict=False)
-            if q and b
+            for q, b in zip(quiet_reps, bursty_reps, strict=True)
+            if q and b and statistics.median(q) > 0 and statistics.median(b) > 0
         ]
         inside = False
         if len(ratios) >= 2:
@@ -228,7 +252,8 @@ def main() -> None:
         unpaired = ratio_of_medians(quiet_reps, bursty_reps, seed=seed_for(cell), level=0.95)
         if unpaired is not None:
             print(
-                f"bursty/quiet {cell}, compare's unpaired interval: {unpaired.ratio:.3f} "
+                f"bursty/quiet {cell}, unpaired (compare's estimator, raw req/s): "
+                f"{unpaired.ratio:.3f} "
                 f"(95% CI {unpaired.low:.3f} .. {unpaired.high:.3f})"
             )
         checks[f"bursty: 95% CI of {cell} inside [0.95, 1.05]"] = inside

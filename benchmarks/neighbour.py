@@ -8,7 +8,8 @@ It stands for the other work of a shared machine in the interference benchmark
     python benchmarks/neighbour.py --cpu 0 --on 2s --off 8s --for 300s       # bursty
 
 Every period it spins for ``--on`` (pure CPU, no system calls) and sleeps for ``--off``;
-it stops after ``--for`` (at most an hour) or on SIGTERM/SIGINT. It prints one line at the
+``--delay`` sleeps first (where in its period a study meets it). It stops after ``--for``
+(at most an hour, the delay included) or on SIGTERM/SIGINT. It prints one line at the
 end: the CPU time it got and the wall time it ran.
 """
 
@@ -34,8 +35,9 @@ def parse_duration(text: str) -> float:
     return value / 1000.0 if m.group(2) == "ms" else value
 
 
-def spin(on_s: float, off_s: float, for_s: float) -> float:
-    """Spin ``on_s`` then sleep ``off_s``, until ``for_s`` has passed; the CPU time used."""
+def spin(on_s: float, off_s: float, for_s: float, delay_s: float = 0.0) -> float:
+    """Sleep ``delay_s``, then spin ``on_s`` and sleep ``off_s`` in turn, until ``for_s``
+    has passed since the start; the CPU time used."""
     stopping = False
 
     def stop(_signum: int, _frame: object) -> None:
@@ -47,6 +49,9 @@ def spin(on_s: float, off_s: float, for_s: float) -> float:
     start = time.monotonic()
     end = start + for_s
     cpu0 = time.process_time()
+    resume = min(start + delay_s, end)
+    while not stopping and time.monotonic() < resume:  # short naps: a signal ends it soon
+        time.sleep(min(0.1, max(0.0, resume - time.monotonic())))
     while not stopping:
         now = time.monotonic()
         if now >= end:
@@ -71,9 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--for", dest="for_", default="60s", help="Stop after this long (at most 1 hour)."
     )
+    parser.add_argument("--delay", default="0", help="Sleep this long before the first spin.")
     args = parser.parse_args(argv)
     try:
-        on_s, off_s, for_s = (parse_duration(v) for v in (args.on, args.off, args.for_))
+        on_s, off_s, for_s, delay_s = (
+            parse_duration(v) for v in (args.on, args.off, args.for_, args.delay)
+        )
     except ValueError as exc:
         parser.error(str(exc))
     if on_s <= 0 or off_s < 0:
@@ -85,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         parser.error(f"--cpu {args.cpu}: {exc}")
     started = time.monotonic()
-    cpu = spin(on_s, off_s, for_s)
+    cpu = spin(on_s, off_s, for_s, delay_s)
     wall = time.monotonic() - started
     print(f"neighbour on core {args.cpu}: {cpu:.2f} s CPU in {wall:.2f} s", flush=True)
     return 0
