@@ -65,8 +65,14 @@ def test_fault_phase_of_the_runner_against_the_reference_server() -> None:
     assert rob.score >= 30, rob
     assert rob.fault_report.kinds["slow-headers"].attempts >= 4
     assert rob.curve is None and "curve" not in flag  # a single mix, no sweep
-    # the interference guard read the faulted window, and found no neighbour in it
-    assert rob.others_share is not None and not rob.interfered and rob.remeasured == 0, rob
+    # The interference guard read the faulted window. What it found depends on the machine
+    # (a neighbour spinning on core 0 takes half of it while it spins), so what is checked
+    # is the rule: interfered exactly when others took more than the limit after the
+    # re-measures, and measured again only while they did (the server survived and answered).
+    assert rob.others_share is not None, rob
+    assert rob.interfered == (rob.others_share > 0.4), rob
+    if rob.interfered:
+        assert rob.remeasured == config.load.interference_retries, rob
 
 
 def test_a_server_that_died_gives_no_share() -> None:
@@ -183,6 +189,11 @@ def test_run_with_faults_end_to_end(faulted_study: tuple[Path, dict[str, Any]]) 
     assert set(rob["malformed_accepted"]) <= found
 
 
+def _retained(rob: dict[str, Any]) -> str:
+    """The robustness table's retained figure: marked when the phase stayed interfered."""
+    return f"{rob['retained_pct']:.0f}%" + (" (interfered)" if rob.get("interfered") else "")
+
+
 def _md_section(md: str, title: str) -> str:
     start = md.index(title)
     end = md.find("\n#", start + len(title))
@@ -206,7 +217,8 @@ def test_markdown_lists_the_robustness_and_accepted_malformed_requests(
     section = _md_section(md, "### hello: robustness under faults")
     table = [line for line in section.splitlines() if line.startswith("| cpython")]
     assert len(table) == 1, section
-    assert f"| {rob['score']:.1f} | {rob['retained_pct']:.0f}% |" in table[0]
+    # a fault phase that stayed interfered (a neighbour on the server's core) is marked
+    assert f"| {rob['score']:.1f} | {_retained(rob)} |" in table[0]
     assert "| yes | yes (" in table[0] and f"Fault mix `{E2E_MIX}`" in section
     for f in rob["report"]["findings"]:
         kind_lines = [x for x in section.splitlines() if f"`{f['kind']}`" in x]
@@ -240,7 +252,7 @@ def test_html_shows_the_robustness_column_and_findings(
     assert shown["table_visible"]
     assert {"Score", "Retained", "Survived", "Answered after"} <= set(shown["table_heads"])
     assert shown["row"]["score"] == f"{rob['score']:.1f}"
-    assert shown["row"]["retained"] == f"{rob['retained_pct']:.0f}%"
+    assert shown["row"]["retained"] == _retained(rob)
     assert shown["row"]["survived"] == "yes" and shown["row"]["answered_after"].startswith("yes (")
     assert shown["row"]["accepted"] == ", ".join(rob["malformed_accepted"])
     stored = rob["report"]["findings"]
