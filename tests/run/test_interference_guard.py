@@ -117,8 +117,14 @@ def test_a_bursty_neighbour_does_not_bend_the_warm_up_curve(tmp_path: Path, cens
     """The cpu workload keeps gunicorn-sync's core busy; a neighbour spinning 0.5 s of every
     second there takes about half of it in its bursts, so every other half-second of the raw
     curve reads about half. Each bucket divided by the share of its core the server had
-    (docs/interference.md#warm-ups), the stored curve stays level: no more than one bucket
-    under 0.75x its upper quartile."""
+    (docs/interference.md#warm-ups), the stored curve stays level: no more than three
+    buckets under 0.7x its upper quartile, where the raw curve has 6-7.
+
+    Designed false-failure rate: about 1 in 10,000. Divided, 0 of 182 buckets in 13 runs
+    (28 Nov 2026, one of them a fresh-clone suite) read under 0.7x their upper quartile and
+    3 under 0.75x (the bound this test had, which failed that suite with 2 of 13); taking 2%
+    a bucket, 4 or more of 13 below is binomially 1e-4 (buckets that a slow step of the host
+    lowers together make it likelier, hence the margin). The raw curve fails it by 3-4."""
     study = [
         "run", "--python", CPYTHON, "--server", "gunicorn-sync", "--framework", "raw-wsgi",
         "--workload", "cpu", "-c", "4", "-d", "1", "--warmup-cap", "4", "--iterations", "1",
@@ -136,5 +142,5 @@ def test_a_bursty_neighbour_does_not_bend_the_warm_up_curve(tmp_path: Path, cens
     rates = sorted(r for _, r in replicate.warmup_curve[1:])  # the first bucket is cold
     assert len(rates) >= 6, replicate.warmup_curve
     upper = rates[3 * len(rates) // 4]  # the quartile above the neighbour's dips
-    # raw, 6-7 of 14 buckets read 0.45-0.6x the others; divided, 0.8-1.2x
-    assert sum(r < 0.75 * upper for r in rates) <= 1, replicate.warmup_curve
+    # raw, 6-7 of 14 buckets read 0.45-0.6x the others; divided, 0.73-1.2x
+    assert sum(r < 0.7 * upper for r in rates) <= 3, replicate.warmup_curve
