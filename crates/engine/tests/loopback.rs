@@ -47,6 +47,30 @@ fn serve(response: &'static [u8], close_after: Option<(usize, &'static [u8])>) -
     port
 }
 
+/// A server like gunicorn's sync worker: one connection at a time, one request per
+/// connection, `service` of work per request, then close. Returns the port.
+fn serve_serially(service: std::time::Duration) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut buf = [0u8; 4096];
+            let mut got = Vec::new();
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            thread::sleep(service);
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+    });
+    port
+}
+
 const HELLO: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHello, World!";
 const CHUNKED: &[u8] =
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nHello\r\n8\r\n, World!\r\n0\r\n\r\n";
@@ -82,6 +106,7 @@ on_both_backends!(
     pipelined_chunked_with_body_check,
     server_closing_connections_is_followed,
     connection_per_request_and_open_loop,
+    open_loop_over_new_connections_serves_its_queue_in_order,
     results_merge,
     a_share_of_fresh_connections_reconnects_for_every_request,
     each_connection_serves_its_requests_then_reconnects,
@@ -204,6 +229,36 @@ fn connection_per_request_and_open_loop(io: Io) {
         r.error_classes
     );
     assert_eq!(r.schedule_lag.as_ref().unwrap().summary.count, ol.offered);
+}
+
+/// Open loop, a new connection per request, offered twice what a serial server can do: the
+/// sends that waited for a connection are served oldest first and their wait is in the
+/// latency. (They once went back behind later arrivals and were never sent, so an overloaded
+/// server read as fast: the p99 of the requests that got through was the service time.)
+fn open_loop_over_new_connections_serves_its_queue_in_order(io: Io) {
+    let port = serve_serially(std::time::Duration::from_millis(4));
+    let r = run(&LoadSpec {
+        connections: 1,
+        keepalive: false,
+        rate: Some(500.0),
+        duration_s: Some(1.0),
+        ..spec(port, io)
+    })
+    .unwrap();
+    let ol = r.open_loop.as_ref().unwrap();
+    assert!(ol.queued > 100, "{ol:?}");
+    // At most 250 answered a second; the rest waited, longest at the end of the run.
+    assert!((150..=260).contains(&r.requests), "{} {ol:?}", r.requests);
+    let p99_us = r.latency.summary.p99;
+    assert!(
+        p99_us >= 300_000,
+        "p99 {p99_us} us: the queued sends' wait is missing"
+    );
+    assert_eq!(
+        r.requests + ol.unsent_at_end + r.connections.in_flight_at_end + r.errors,
+        ol.offered,
+        "{ol:?}"
+    );
 }
 
 fn a_share_of_fresh_connections_reconnects_for_every_request(io: Io) {

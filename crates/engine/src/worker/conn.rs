@@ -204,10 +204,12 @@ impl Worker {
             self.issued += 1;
         }
         self.record_error(class, n, now, msg);
-        if self.open && !self.keepalive {
+        if self.open && !self.keepalive && self.queue.is_empty() {
             self.conns[i].state = CState::Closed;
             self.make_free(i);
         } else {
+            // Sends are waiting (open loop): they are served after the back-off, by `reopen`,
+            // not by a tight loop of failing connects.
             self.conns[i].state = CState::Backoff(now + BACKOFF_NS);
         }
     }
@@ -247,10 +249,12 @@ impl Worker {
         c.reqs = 0;
     }
 
-    /// After a close: reconnect (keep-alive pools) or hand the connection back to the pool.
+    /// After a close: reconnect (keep-alive pools), or, open loop with a connection per
+    /// request, serve the oldest queued send on a new connection (the pool otherwise: a
+    /// queued send must not wait behind later arrivals, or its wait would never be counted).
     pub(super) fn reopen(&mut self, i: usize, now: u64) {
         if self.open && !self.keepalive {
-            self.make_free(i);
+            self.conn_idle(i, now);
         } else if self.may_issue() || self.conns[i].unsent > 0 || self.open {
             self.start_connect(i, now);
         }
