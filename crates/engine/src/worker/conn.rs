@@ -12,6 +12,7 @@ use crate::http::{Feed, ResponseParser};
 use crate::sys;
 use std::collections::VecDeque;
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum CState {
@@ -162,7 +163,14 @@ impl Worker {
         }
         let s = self.conns[i].stream.take();
         if let (Io::Uring(r), Some(s)) = (&mut self.io, s) {
-            r.close_after_submit(s.into());
+            let fd: OwnedFd = s.into();
+            // The number is closed only after the next submission (it names the socket),
+            // which waits for completions; the FIN goes now. A server that waits for the
+            // client's close (gunicorn's sync worker polls for it after each response) sat
+            // idle meanwhile: a third of its throughput, a connection per request.
+            // SAFETY: a socket this connection owns, still open.
+            unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
+            r.close_after_submit(fd);
         }
     }
 
