@@ -246,6 +246,7 @@ impl Worker {
     /// Close the socket (slots stay, for the caller to deal with).
     pub(super) fn close_conn(&mut self, i: usize) {
         self.drop_stream(i);
+        self.closed_since_wait = true;
         let c = &mut self.conns[i];
         if c.reqs > 0 {
             let _ = self.tally.per_conn.record(c.reqs);

@@ -160,6 +160,9 @@ pub struct Worker {
     /// Running mean (weight 1/16) of the time from a request's send to its answer: how long
     /// the io_uring backend may hold completions to batch them (`batch_wait`).
     rtt_ns: u64,
+    /// A connection closed since the io_uring backend's last wait: its next wait does not hold
+    /// completions (see `uring_turn`).
+    closed_since_wait: bool,
     /// Connects started (picks each connection's source address in turn).
     dial_seq: usize,
     /// Connections of the initial pool not started yet (indices `pending_connect..`).
@@ -243,6 +246,7 @@ impl Worker {
             lead_ns: 20_000,
             spin_ns: 0,
             rtt_ns: 0,
+            closed_since_wait: false,
             dial_seq: tp.id,
             pending_connect: 0,
             slice_open: tp.slices.is_none(),

@@ -151,7 +151,12 @@ impl Worker {
             Some(at) => at.saturating_sub(now).min(wake.sleep),
             None => wake.sleep,
         };
-        let batch = (self.inflight_total >= BATCH_MIN_INFLIGHT)
+        // No hold where connections close per response (a connection per request, a share of
+        // fresh ones, or a server that closes them): the server may be waiting for the next
+        // request on a new connection, or for this one's close, while the answer is held.
+        let closing = !self.keepalive || self.fresh_conns > 0 || self.closed_since_wait;
+        self.closed_since_wait = false;
+        let batch = (self.inflight_total >= BATCH_MIN_INFLIGHT && !closing)
             .then(|| (self.conns.len(), batch_wait_us(self.rtt_ns)));
         let r = self.ring();
         r.wait(timeout, batch)?;
