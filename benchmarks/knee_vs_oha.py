@@ -9,21 +9,19 @@ Each round, in random order:
 - **oha**: the same stack started by pywebbench's launcher on core 0 (same catalogue
   command, same venv), warmed by a 3 s closed loop, then the same search as the knee's
   (``pywebbench.run.knee.search_knee``: bracket from the closed-loop rate, bisect to 5%),
-  each probe an oha run pinned to core 1: ``oha -q RATE -z S -w --latency-correction -c 1
+  each probe an oha run pinned to core 1: ``oha -q RATE -z S -w --latency-correction -c N
   --disable-keepalive`` (``-w``: requests in flight at the deadline are waited for, not
   counted as errors) after a 1 s warm-up at that rate (``slo_warmup_s``), judged by the
   knee's own verdict (``probe_verdict``: no errors, p99 within the SLO, 90% of the rate
   achieved), 3 probes per rate, each window as long as the knee's (``SearchPlan.probe_s``:
   100 samples beyond the percentile).
 
-gunicorn's sync worker closes the connection after every response, so both tools load it
-over one connection per worker, reopened per request (the knee's pool for it: docs/slo.md).
-On one serial connection the client's own time per request (connecting, sending, reading) is
-part of every request's cycle, so a client that spends longer per request has a lower knee
-on the same server: the script also prints each tool's closed-loop rate over the same
-connections, on the same server, to show that part.
+gunicorn's sync worker closes the connection after every response, so both tools open a
+new connection per request when it is due, over the same N connections (``--connections``,
+the knee's default 64; docs/slo.md). The script also prints each tool's closed-loop rate
+over those connections on the same server: what each can drive through it.
 
-    python benchmarks/knee_vs_oha.py                  # 3 rounds, ~10 min
+    python benchmarks/knee_vs_oha.py                  # 3 rounds, ~15 min
     python benchmarks/knee_vs_oha.py --workload cpu --workers 2 --slo p99=50ms
 
 oha is installed with ``cargo install oha --locked`` when it is not on PATH.
@@ -32,7 +30,9 @@ oha is installed with ``cargo install oha --locked`` when it is not on PATH.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
 import random
 import shutil
 import sqlite3
@@ -60,12 +60,13 @@ def oha_path() -> str:
     return found
 
 
-def pywebbench_knee(slo: str, workload: str, workers: int, results: Path) -> float:
+def pywebbench_knee(slo: str, workload: str, workers: int, conns: int, results: Path) -> float:
     """One single-stack study with the knee search; its knee in req/s."""
     server, framework = STACK
     cmd = [PYWEBBENCH, "run", "--python", "cpython3.11", "--server", server,
            "--framework", framework, "--workload", workload, "--slo", slo,
-           "--workers", str(workers), "--replicates", "1", "--max-replicates", "1", "--no-report",
+           "--workers", str(workers), "--connections", str(conns), "--replicates", "1",
+           "--max-replicates", "1", "--no-report",
            "--results-dir", str(results)]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
     if proc.returncode != 0:
@@ -103,7 +104,7 @@ def oha_probe(
 
 
 def oha_knee(
-    oha: str, slo_text: str, workload: str, workers: int, log_dir: Path
+    oha: str, slo_text: str, workload: str, workers: int, conns: int, log_dir: Path
 ) -> tuple[float, float, float]:
     """The knee of a fresh server of the stack, each probe an oha window (module doc), and
     the closed-loop rates of pywebbench and of oha over the same connections before it."""
@@ -125,24 +126,25 @@ def oha_knee(
     with start_server(cand.stack, env, cpus=[0], workers=workers, log_dir=log_dir) as srv:
         url = srv.base_url.rstrip("/") + get(workload).request().path
         closed = subprocess.run(
-            [PYWEBBENCH, "load", "-c", str(workers), "-d", "3", "--cpus", "1", "--json", "-", url],
+            [PYWEBBENCH, "load", "--no-keepalive", "-c", str(conns), "-d", "3", "--cpus", "1",
+             "--json", "-", url],
             capture_output=True, text=True, timeout=60, check=True,
         )  # fmt: skip
         closed_rps = float(json.loads(closed.stdout)["rps"])
         oha_closed = subprocess.run(
             ["taskset", "-c", "1", oha, "--no-tui", "--output-format", "json", "-z", "3s", "-w",
-             "-c", str(workers), "--disable-keepalive", url],
+             "-c", str(conns), "--disable-keepalive", url],
             capture_output=True, text=True, timeout=60, check=True,
         )  # fmt: skip
         oha_closed_rps = float(json.loads(oha_closed.stdout)["summary"]["requestsPerSec"])
-        print(f"  closed loop, {workers} connection(s): pywebbench {closed_rps:,.0f} req/s, "
+        print(f"  closed loop, {conns} connection(s): pywebbench {closed_rps:,.0f} req/s, "
               f"oha {oha_closed_rps:,.0f}", file=sys.stderr)  # fmt: skip
         search = SearchPlan(slo=slo, start_rps=start_rate([closed_rps]), budget_s=300.0)
 
         def probe(rate: float, phase: str) -> KneeProbe:
-            oha_probe(oha, url, rate, search.warmup_s, workers)  # the probe's warm-up
+            oha_probe(oha, url, rate, search.warmup_s, conns)  # the probe's warm-up
             window = search.probe_s(rate)
-            got = oha_probe(oha, url, rate, window, workers, slo.label)
+            got = oha_probe(oha, url, rate, window, conns, slo.label)
             verdict = probe_verdict(
                 slo, latency_us=got["latency_us"], errors=int(got["errors"]), offered=rate,
                 achieved=got["achieved"],
@@ -164,16 +166,64 @@ def oha_knee(
     return float(result.knee_rps), closed_rps, oha_closed_rps
 
 
+def arrival_gaps(oha: str, rate: float = 2000.0, conns: int = 64) -> dict[str, list[float]]:
+    """Each tool's spacing of sends at ``rate`` (new connection per request): the gaps
+    between connections accepted by a tiny server on core 0 that stamps each accept, over the
+    middle half of a 2 s run. Constant arrivals are gaps of 1/rate; a tool that sends on a
+    coarse timer sends in bursts, which queue at a one-at-a-time server below its capacity."""
+    import socket
+    import threading
+
+    response = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+    listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/"
+    stamps: list[int] = []
+
+    def serve() -> None:
+        os.sched_setaffinity(0, {0})
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            stamps.append(time.perf_counter_ns())
+            with conn:
+                conn.recv(4096)
+                conn.sendall(response)
+
+    threading.Thread(target=serve, daemon=True).start()
+    commands = {
+        "pywebbench": [PYWEBBENCH, "load", "--no-keepalive", "-c", str(conns), "-d", "2",
+                       "--cpus", "1", "--rate", f"{rate:.0f}", "--json", os.devnull, url],
+        "oha": ["taskset", "-c", "1", oha, "--no-tui", "-q", f"{rate:.0f}", "-z", "2s", "-w",
+                "--latency-correction", "-c", str(conns), "--disable-keepalive", url],
+    }  # fmt: skip
+    gaps: dict[str, list[float]] = {}
+    for tool, cmd in commands.items():
+        stamps.clear()
+        subprocess.run(cmd, capture_output=True, timeout=60, check=True)
+        mid = stamps[len(stamps) // 4 : 3 * len(stamps) // 4]
+        gaps[tool] = sorted((b - a) / 1000 for a, b in itertools.pairwise(mid))
+    listener.close()
+    return gaps
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3, help="rounds of each tool (default 3)")
     ap.add_argument("--slo", default="p99=20ms", help="the SLO (default %(default)s)")
     ap.add_argument("--workload", default="hello", help="workload (default %(default)s)")
     ap.add_argument("--workers", type=int, default=1, help="gunicorn workers (default 1)")
+    ap.add_argument("--connections", type=int, default=64, help="both tools' (default 64)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     oha = oha_path()
     version = subprocess.run([oha, "--version"], capture_output=True, text=True).stdout.strip()
+    for tool, gaps in arrival_gaps(oha).items():
+        q = [gaps[round(p * (len(gaps) - 1))] for p in (0.1, 0.5, 0.9)]
+        burst = sum(g < 100 for g in gaps) / len(gaps)
+        print(f"{tool:10} sends at 2,000/s: gaps p10/p50/p90 {q[0]:.0f}/{q[1]:.0f}/{q[2]:.0f} us "
+              f"(constant: 500); {burst:.0%} under 100 us")  # fmt: skip
     rng = random.Random(args.seed)
     knees: dict[str, list[float]] = {"pywebbench": [], "oha": []}
     closed: dict[str, list[float]] = {"pywebbench": [], "oha": []}
@@ -185,11 +235,12 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.monotonic()
                 if tool == "pywebbench":
                     knee = pywebbench_knee(
-                        args.slo, args.workload, args.workers, Path(tmp) / f"run{k}"
-                    )
+                        args.slo, args.workload, args.workers, args.connections,
+                        Path(tmp) / f"run{k}",
+                    )  # fmt: skip
                 else:
                     knee, ours, theirs = oha_knee(
-                        oha, args.slo, args.workload, args.workers, Path(tmp)
+                        oha, args.slo, args.workload, args.workers, args.connections, Path(tmp)
                     )
                     closed["pywebbench"].append(ours)
                     closed["oha"].append(theirs)
@@ -198,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"({time.monotonic() - t0:.0f} s)", file=sys.stderr)  # fmt: skip
     ours, theirs = statistics.median(knees["pywebbench"]), statistics.median(knees["oha"])
     print(f"stack: cpython3.11 {'/'.join(STACK)} {args.workload}, {args.workers} worker(s), "
-          f"SLO {args.slo}, server on core 0, load on core 1; {version}")  # fmt: skip
+          f"{args.connections} connections, SLO {args.slo}, server on core 0, load on core 1; "
+          f"{version}")  # fmt: skip
     for tool, values in knees.items():
         print(f"{tool:10} knees: {', '.join(f'{v:,.0f}' for v in values)}; "
               f"median {statistics.median(values):,.0f} req/s")  # fmt: skip

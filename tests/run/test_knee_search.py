@@ -12,7 +12,6 @@ from pwbtest import pwb
 from pywebbench.run.knee import (
     ProbeFn,
     SearchPlan,
-    probe_connections,
     probe_verdict,
     search_knee,
     start_rate,
@@ -118,14 +117,6 @@ def test_errors_and_a_rate_not_kept_fail_a_probe() -> None:
 def test_start_rate_is_half_the_measured_rate() -> None:
     assert start_rate([3_000.0, 4_000.0, 5_000.0]) == 2_000.0
     assert start_rate([]) == 100.0
-
-
-def test_a_server_that_closes_each_connection_gets_one_per_worker() -> None:
-    keepalive = {"keep_alive": "on (granian default)", "workers": 1, "threads": 1}
-    closing = {"keep_alive": "off (closes after every response)", "workers": 2, "threads": 1}
-    assert probe_connections(64, keepalive) == 64
-    assert probe_connections(64, closing) == 2
-    assert probe_connections(1, closing) == 1
 
 
 def test_bad_slo_on_the_command_line_writes_nothing(tmp_path: Path) -> None:

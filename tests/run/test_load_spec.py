@@ -142,6 +142,29 @@ def test_knee_probes_and_fault_phase_open_a_connection_per_request_on_the_server
             )
 
 
+def test_a_server_that_closes_every_connection_is_probed_a_connection_per_request(
+    census: str,
+) -> None:
+    """A keep-alive cell on a server whose manifest says it closes every connection
+    (gunicorn's sync worker): each knee probe opens a new connection per request when it is
+    due, over the cell's own connections, as a connection-per-request client does (once one
+    pre-opened connection per worker, so the client's own cycle sat in the knee)."""
+    store: Any = None
+    config = _study("keepalive", "epoll", slo="p50=200ms")
+    cell = expand(config).cells[0]
+    knee = KneePhase(config, store, LocalAgent(), GEN_CPUS, progress=_ignore, report=_ignore)
+    with RefServer(threads=1, cpus=[0]) as srv:
+        closing = _Server(srv.url, {"keep_alive": "off (closes after every response)"})
+        spec = knee.probe_spec(cell, closing, knee.plan(300.0), 300.0)  # type: ignore[arg-type]
+        assert (spec.keepalive, spec.connections, spec.mode) == (False, cell.connections, "open")
+        before = srv.stats()["connections_accepted"]
+        result = LocalAgent().run(spec)
+        accepted = srv.stats()["connections_accepted"] - before
+        _check("closing", accepted, result.requests + _warm(result), most=0, per_request=True)
+        spec = knee.probe_spec(cell, _Server(srv.url), knee.plan(300.0), 300.0)  # type: ignore[arg-type]
+        assert (spec.keepalive, spec.connections) == (True, cell.connections)
+
+
 @dataclass
 class _Server:
     """What a phase reads of a running server."""

@@ -226,21 +226,13 @@ def start_rate(measured_rps: list[float]) -> float:
     return max(FLOOR_RPS, values[len(values) // 2] / 2)
 
 
-def probe_connections(connections: int, settings: Mapping[str, object]) -> int:
-    """The open loop's pool for a probe: the cell's connections, or, for a server that closes
-    the connection after every response (its manifest's ``keep_alive`` is off), one per
-    request-serving thread (workers x threads). Such a server's worker takes a pre-opened
-    connection that has no request yet and waits on it, so a larger pool of idle connections
-    holds its workers while requests wait on other connections (docs/slo.md). With one per
-    worker the requests queue in the generator instead, and that wait is in the latency."""
-    if not str(settings.get("keep_alive", "on")).lower().startswith("off"):
-        return connections
-    workers = settings.get("workers", 1)
-    threads = settings.get("threads", 1)
-    serving = (workers if isinstance(workers, int) else 1) * (
-        threads if isinstance(threads, int) else 1
-    )
-    return max(1, min(connections, serving))
+def closes_connections(settings: Mapping[str, object]) -> bool:
+    """Whether a server closes the connection after every response (its manifest's
+    ``keep_alive`` is off, as gunicorn's sync worker). Its knee is probed with a new
+    connection per request, opened when the request is due, over the cell's connections,
+    as a connection-per-request client would: a pool of pre-opened idle connections would
+    hold its one-at-a-time workers on connections that carry no request yet (docs/slo.md)."""
+    return str(settings.get("keep_alive", "on")).lower().startswith("off")
 
 
 def measured_rps(store: StoreWriter, cell_id: int, replicate: int) -> list[float]:
@@ -327,16 +319,20 @@ class KneePhase:
     def probe_spec(
         self, cell: CellPlan, server: RunningServer, plan: SearchPlan, rate: float
     ) -> LoadSpec:
-        """A probe's load: the cell's own (connection mode, I/O backend, bind) at ``rate``,
-        over the connections a probe may use, with the plan's warm-up before its window."""
+        """A probe's load: the cell's own (connections, connection mode, I/O backend, bind)
+        at ``rate``, with the plan's warm-up before its window; a connection per request to
+        a server that closes every connection (:func:`closes_connections`)."""
+        per_request: dict[str, object] = {}
+        if closes_connections(server.settings) and cell.protocol == "http1":
+            per_request = {"keepalive": False, "requests_per_connection": 0}
         return cell.load_spec(
             server.base_url,
             self.config.load,
             self.generator_cpus,
             duration_s=plan.probe_s(rate),
             rate=rate,
-            connections=probe_connections(cell.connections, server.settings),
             warmup_s=plan.warmup_s,
+            **per_request,
         )
 
     def _probe(
