@@ -145,6 +145,7 @@ on_both_backends!(
     server_closing_connections_is_followed,
     connection_per_request_and_open_loop,
     open_loop_over_new_connections_serves_its_queue_in_order,
+    a_failed_connect_with_sends_waiting_keeps_its_connection,
     results_merge,
     a_share_of_fresh_connections_reconnects_for_every_request,
     each_connection_serves_its_requests_then_reconnects,
@@ -325,12 +326,22 @@ fn a_closed_connection_closes_at_once_for_a_server_that_waits_for_it() {
             r.requests,
             r.error_classes
         );
+        // The connections left in the server's accept queue are served after the run: their
+        // waits belong to it, not to the next round.
+        let mut seen = usize::MAX;
+        while seen != waits.lock().unwrap().len() {
+            seen = waits.lock().unwrap().len();
+            thread::sleep(std::time::Duration::from_millis(20));
+        }
         waits.lock().unwrap().clone()
     };
     let (mut epoll, mut uring) = (Vec::new(), Vec::new());
-    for _ in 0..2 {
-        epoll.extend(round(Io::Epoll));
-        uring.extend(round(Io::Uring));
+    for io in [Io::Epoll, Io::Uring, Io::Uring, Io::Epoll] {
+        let got = round(io);
+        match io {
+            Io::Epoll => epoll.extend(got),
+            _ => uring.extend(got),
+        }
     }
     let mid = |v: &mut Vec<u64>| {
         v.sort_unstable();
@@ -341,6 +352,57 @@ fn a_closed_connection_closes_at_once_for_a_server_that_waits_for_it() {
         u * 2 <= e * 3,
         "median wait for the client's close: io_uring {u} us, epoll {e} us"
     );
+}
+
+/// Open loop, a new connection per request, sends waiting: when the server goes away, each
+/// connect fails at once, and the connection must still serve the queue after its back-off
+/// (it once parked a second send on itself and was never used again: the run went on until
+/// its 24 h limit, the failures unreported).
+fn a_failed_connect_with_sends_waiting_keeps_its_connection(io: Io) {
+    use std::os::unix::net::UnixListener;
+    let path = std::env::temp_dir().join(format!(
+        "pwb-engine-gone-{}-{}.sock",
+        std::process::id(),
+        io_name(io)
+    ));
+    let _ = std::fs::remove_file(&path);
+    let l = UnixListener::bind(&path).unwrap();
+    thread::spawn(move || {
+        // 20 requests, slowly, then the listener goes (its path stays: connects are refused)
+        for s in l.incoming().take(20) {
+            let Ok(mut s) = s else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            thread::sleep(std::time::Duration::from_millis(5));
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        }
+    });
+    let spec = LoadSpec {
+        url: "http://localhost/".into(),
+        unix_socket: Some(path.to_string_lossy().into_owned()),
+        connections: 1,
+        keepalive: false,
+        rate: Some(400.0),
+        max_requests: Some(60),
+        io,
+        ..LoadSpec::default()
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(run(&spec));
+    });
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the run did not end: a connection was lost")
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(r.requests <= 20, "{}", r.requests);
+    assert!(
+        r.error_classes.contains_key("connect_refused"),
+        "{:?}",
+        r.error_classes
+    );
+    assert_eq!(r.requests + r.errors, 60, "{:?}", r.error_classes);
 }
 
 fn a_share_of_fresh_connections_reconnects_for_every_request(io: Io) {

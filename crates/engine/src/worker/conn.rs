@@ -167,7 +167,7 @@ impl Worker {
             // The number is closed only after the next submission (it names the socket),
             // which waits for completions; the FIN goes now. A server that waits for the
             // client's close (gunicorn's sync worker polls for it after each response) sat
-            // idle meanwhile: a third of its throughput, a connection per request.
+            // idle meanwhile: a fifth of its core, a connection per request.
             // SAFETY: a socket this connection owns, still open.
             unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
             r.close_after_submit(fd);
@@ -263,7 +263,11 @@ impl Worker {
     /// queued send must not wait behind later arrivals, or its wait would never be counted).
     pub(super) fn reopen(&mut self, i: usize, now: u64) {
         if self.open && !self.keepalive {
-            self.conn_idle(i, now);
+            if self.conns[i].unsent > 0 {
+                self.start_connect(i, now);
+            } else {
+                self.conn_idle(i, now);
+            }
         } else if self.may_issue() || self.conns[i].unsent > 0 || self.open {
             self.start_connect(i, now);
         }

@@ -147,6 +147,10 @@ impl Worker {
                 return;
             };
             self.assign(i, intended, now);
+            if self.conns[i].state != CState::Open {
+                // Connecting (or failed at once and backing off): one send waits for it.
+                return;
+            }
         }
     }
 
