@@ -109,8 +109,8 @@ class CellPlan:
         The cell's settings (request, connections, rate, connection mode, protocol and
         streams; the bind is in ``base_url``) and the study's (per-request timeout, I/O
         backend) are always carried; a phase adds only what is its own through ``changes``
-        (a knee probe's ``rate``, ``connections`` and ``warmup_s``; the fault phase's
-        ``fresh_share``).
+        (a knee probe's ``rate`` and ``warmup_s``, and a connection per request to a server
+        that closes every connection; the fault phase's ``fresh_share``).
         """
         spec = spec_for_request(
             base_url,
