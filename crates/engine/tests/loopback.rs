@@ -47,6 +47,18 @@ fn serve(response: &'static [u8], close_after: Option<(usize, &'static [u8])>) -
     port
 }
 
+/// Read from `s` until a request's blank line (or the end of the stream).
+fn read_request(s: &mut TcpStream) {
+    let mut buf = [0u8; 4096];
+    let mut got = Vec::new();
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
 /// A server like gunicorn's sync worker: one connection at a time, one request per
 /// connection, `service` of work per request, then close. Returns the port.
 fn serve_serially(service: std::time::Duration) -> u16 {
@@ -55,14 +67,7 @@ fn serve_serially(service: std::time::Duration) -> u16 {
     thread::spawn(move || {
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
-            let mut buf = [0u8; 4096];
-            let mut got = Vec::new();
-            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => got.extend_from_slice(&buf[..n]),
-                }
-            }
+            read_request(&mut s);
             thread::sleep(service);
             let _ =
                 s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
@@ -87,14 +92,7 @@ fn serve_lingering() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<u64>>>) {
         }
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
-            let mut buf = [0u8; 4096];
-            let mut got = Vec::new();
-            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => got.extend_from_slice(&buf[..n]),
-                }
-            }
+            read_request(&mut s);
             let t0 = std::time::Instant::now();
             while t0.elapsed() < std::time::Duration::from_micros(100) {}
             let _ =
@@ -102,6 +100,7 @@ fn serve_lingering() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<u64>>>) {
             let _ = s.write_all(b"ok");
             let _ = s.shutdown(std::net::Shutdown::Write);
             let t = std::time::Instant::now();
+            let mut buf = [0u8; 512];
             while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
             waits.lock().unwrap().push(t.elapsed().as_micros() as u64);
         }
