@@ -218,3 +218,39 @@ def test_slices_are_sized_to_hold_ten_responses_per_connection() -> None:
     assert rounds_for(four) == 21  # (100 - 8 x 2) / (8 x 0.48): 4 processes a side
     given = sized(AbOptions(slice_s=1.0, settle_s=0.2), 1_600, 64)
     assert (given.slice_s, given.settle_s) == (1.0, 0.2)  # the user's, unchanged
+
+
+def test_the_least_budget_holds_two_rounds_of_the_longest_slices() -> None:
+    from pywebbench.ab.session import AbOptions, least_budget_s, rounds_for, sized
+
+    least = least_budget_s(4, 3.0)
+    assert least == 8 * (3.0 + 2 * (2.0 + 0.4))  # 62.4: slices sized at their longest, 2 s
+    slowest = sized(AbOptions(budget_s=least, warmup_s=3.0), 0, 64)  # an app sized at 2 s
+    assert rounds_for(slowest) == 2
+    assert least_budget_s(1, 1.0, slice_s=0.5, settle_s=0.0) == 2 * (1.0 + 2 * 0.5)
+
+
+def test_the_default_budget_is_two_rounds_when_instructions_are_judged() -> None:
+    """--figure instructions judges counts made after the timed run, whose time ratio is only
+    reported beside them: by default it gets the least budget that holds two rounds, not the
+    three minutes the other figures get (trials of ab_detect.py --figure instructions took
+    105-136 s with 65 s of timed load; 180 s would take them past 3 minutes)."""
+    from pywebbench.commands.ab import _check_numbers
+
+    given = {
+        "ci_width": 0.01, "level": 0.95, "min_change": 0.02, "slice_s": None, "settle": None,
+        "warmup": 3.0, "processes": 4, "budget": None, "interference_limit": 0.05,
+        "fmt": "json", "output": None, "figure": "instructions",
+    }  # fmt: skip
+    counted = dict(given)
+    _check_numbers(counted)
+    assert counted["budget"] == 63.0  # 62.4 rounded up
+    timed = {**given, "figure": "rps"}
+    _check_numbers(timed)
+    assert timed["budget"] == 180.0
+    many = {**given, "figure": "cpu", "processes": 16}  # 32 x 7.8 s = 249.6
+    _check_numbers(many)
+    assert many["budget"] == 250.0  # not a refusal of a --budget nobody gave
+    mine = {**given, "budget": 90.0}
+    _check_numbers(mine)
+    assert mine["budget"] == 90.0

@@ -62,6 +62,8 @@ FIGURE_CPU = "cpu"
 #: below 1 is slower, as for the other two (counted under valgrind after the timed run).
 FIGURE_INSTRUCTIONS = "instructions"
 FIGURES = (FIGURE_RPS, FIGURE_CPU, FIGURE_INSTRUCTIONS)
+#: The longest load time by default, warm-up included (``--budget``).
+BUDGET_S = 180.0
 #: A slice whose server used less than this share of a core gives no per-CPU figure (too few
 #: of the kernel's 10 ms clock ticks to divide by: 2 in a 1-s slice).
 MIN_CPU_SHARE = 0.02
@@ -72,7 +74,7 @@ class AbOptions:
     """How to measure."""
 
     ci_width: float = 0.01  # stop once the CI lies within +-this
-    budget_s: float = 180.0  # longest load time, warm-up included
+    budget_s: float = BUDGET_S
     #: Counted seconds of each slice; None: sized from a probe (:func:`auto_slice_s`).
     slice_s: float | None = None
     #: Uncounted seconds before each slice; None: a fifth of the slice.
@@ -255,6 +257,22 @@ def sized(options: AbOptions, rps: float, connections: int) -> AbOptions:
     slice_s = options.slice_s if options.slice_s is not None else auto_slice_s(rps, connections)
     settle_s = options.settle_s if options.settle_s is not None else round(slice_s / 5, 3)
     return dataclasses.replace(options, slice_s=slice_s, settle_s=settle_s)
+
+
+def least_budget_s(
+    processes: int,
+    warmup_s: float,
+    slice_s: float | None = None,
+    settle_s: float | None = None,
+    sides: int = 2,
+) -> float:
+    """The shortest ``--budget`` with room for two rounds after the warm-up: every server
+    process's warm-up, then two slices of each, the slices as given or, when they are to be
+    sized, at their longest (:data:`AUTO_SLICE_S`), with a settle of a fifth of a slice when
+    none is given."""
+    longest = slice_s if slice_s is not None else AUTO_SLICE_S[1]
+    settle = settle_s if settle_s is not None else longest / 5
+    return sides * processes * (warmup_s + 2 * (longest + settle))
 
 
 def rounds_for(options: AbOptions, sides: int = 2) -> int:
