@@ -16,6 +16,17 @@ it into regimes; adjacent regimes whose levels differ by at most ``tolerance`` a
 - **slowdown**: an earlier regime was faster than the one the replicate settled at.
 
 Throughput is higher-is-better, so Barrett's "slower" is a lower level here.
+
+The first three are steady states (at the replicate's best level or below an earlier one).
+A warm-up that reached its cap was not seen to settle while it ran. It is a steady state only
+if the warm-up's own rule (:func:`pywebbench.steady.regime_start`, with its JIT floor) holds
+at the end of the whole curve, the measured series included: a curve whose level had
+settled just before the cap then has the measured points it lacked, and a ramp still has
+none. Otherwise it is classed **no steady state** (and :func:`unsettled`).
+
+A cell's classification is Barrett's over its replicates (:func:`cell_class`): their one
+class when all agree, else *good inconsistent* (a mix of flat and warm-up: every replicate
+settled at its best) or *bad inconsistent*.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from pywebbench.steady import TREND_ALPHA, segments, trend
+from pywebbench.steady import TREND_ALPHA, SteadyRule, regime_start, segments, trend
 
 #: Regimes whose levels differ by at most this fraction are one. This machine's noise is
 #: 1-4% within a minute, and two loads of one settled reference server a second apart
@@ -55,6 +66,37 @@ class WarmupClass(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+#: The classes of a replicate that reached a steady state.
+STEADY_CLASSES = frozenset({WarmupClass.FLAT, WarmupClass.WARMUP, WarmupClass.SLOWDOWN})
+#: A cell whose replicates' classes differ: all flat or warm-up, or not (warmup_stats).
+GOOD_INCONSISTENT = "good inconsistent"
+BAD_INCONSISTENT = "bad inconsistent"
+
+
+def unsettled(end: str | None, found: str | None) -> bool:
+    """Whether a replicate's measured figure may still include warm-up: its warm-up ended
+    at the cap (``end``, ``replicates.warmup_end``) and its class (``found``) is not a steady
+    state, or it has none (a measured series too short to judge). A capped warm-up whose
+    whole curve shows that the level had settled before it was measured (flat, warm-up or
+    slowdown) is a steady state the rule, judging the warm-up alone, could not yet bound."""
+    return end == "cap" and found not in {c.value for c in STEADY_CLASSES}
+
+
+def cell_class(classes: Sequence[str]) -> str:
+    """Barrett et al.'s classification of a cell from its replicates' classes (as
+    softdevteam/warmup_stats reports a <VM, benchmark> pair): the one class when all
+    agree, :data:`GOOD_INCONSISTENT` when they are a mix of flat and warm-up, else
+    :data:`BAD_INCONSISTENT`. ``classes`` must not be empty."""
+    found = set(classes)
+    if not found:
+        raise ValueError("a cell's classification needs at least one replicate's class")
+    if len(found) == 1:
+        return classes[0]
+    if found == {WarmupClass.FLAT.value, WarmupClass.WARMUP.value}:
+        return GOOD_INCONSISTENT
+    return BAD_INCONSISTENT
 
 
 @dataclass(frozen=True)
@@ -90,11 +132,15 @@ def classify(
     *,
     tolerance: float = LEVEL_TOLERANCE,
     max_trend: float = MAX_TREND,
+    capped: SteadyRule | None = None,
 ) -> WarmupClass | None:
     """The class of a replicate from its warm-up curve and measured series (module doc);
-    None without a measured series to judge."""
+    None without a measured series to judge. ``capped``: the warm-up ended at its cap, and
+    this is its rule (the replicate is no steady state unless :func:`holds_at_end`)."""
     if len(measured) < 3:
         return None
+    if capped is not None and not holds_at_end(warmup, measured, capped):
+        return WarmupClass.NO_STEADY_STATE
     warm = list(warmup[LOAD_START_POINTS:]) if len(warmup) > 2 * LOAD_START_POINTS else []
     ys = [float(v) for v in (*warm, *measured)]
     found = regimes(ys, tolerance=tolerance)
@@ -109,3 +155,21 @@ def classify(
     if any(r.level > last.level * (1.0 + tolerance) for r in found[:-1]):
         return WarmupClass.SLOWDOWN
     return WarmupClass.WARMUP
+
+
+def holds_at_end(warmup: Sequence[float], measured: Sequence[float], rule: SteadyRule) -> bool:
+    """Whether the steady-state rule holds at the end of the whole curve, as the warm-up
+    judged it (``rule.confirm`` consecutive judgements, the last at the last point): the
+    warm-up's points then the measured series', one ``rule.bucket_s`` apart (the measured
+    series is taken between progress snapshots, about as often), their requests past the
+    JIT floor."""
+    ys = [float(v) for v in (*warmup, *measured)]
+    counts = [max(0, round(y * rule.bucket_s)) for y in ys]
+    if sum(counts) < rule.min_requests:
+        return False
+    curve = [((k + 1) * rule.bucket_s, y) for k, y in enumerate(ys)]
+    n = len(curve)
+    return all(
+        regime_start(curve[: n - k], counts[: n - k], rule) is not None
+        for k in range(max(1, rule.confirm))
+    )

@@ -32,6 +32,7 @@ from pywebbench.store import (
     new_run_id,
     utcnow,
 )
+from pywebbench.warmup_class import unsettled
 
 SERVER_CPUS = [0]
 GENERATOR_CPUS = [1]
@@ -224,7 +225,7 @@ def _flags(s: FakeStack, reps: list[dict[str, Any]]) -> dict[str, Any]:
     flags: dict[str, Any] = {
         "generator_bound": False,
         "errors": False,
-        "not_steady": any(r.get("warmup_end") == "cap" for r in reps),
+        "not_steady": any(unsettled(r.get("warmup_end"), r.get("warmup_class")) for r in reps),
         "drift": any(json.loads(r["drift_json"])["drifting"] for r in reps),
         "leak": bool(leaks) and all(x["leaking"] for x in leaks),
     }

@@ -502,7 +502,7 @@ def test_console_summary_shows_flags_ties_and_their_legend(study: Any) -> None:
     flags = "not steady (cap), drift, leak (400 KB/1k req), interfered,"
     assert pypy and all(flags in line for line in pypy), pypy
     assert "re-measured (3x)" in out  # the last flag may wrap onto the next line
-    assert "not steady (cap): the warm-up reached its cap" in out  # the legend under a table
+    assert "not steady (cap): a warm-up reached its cap" in out  # the legend under a table
     # Every row below the first has the gap to the one above with its CI, or is a tie.
     ranked = [line for line in out.splitlines() if "refserver" in line and "│" in line]
     assert any("× (95% CI " in line for line in ranked)

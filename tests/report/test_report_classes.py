@@ -45,6 +45,26 @@ def test_cell_flags_store_the_classes_and_the_modes() -> None:
     assert flags["inconsistent"] is True and flags["modes"] == [[2992.0, 2], [1162.0, 1]]
     consistent = cell_flags(reps, [_iteration(k, 3000.0 + k) for k in range(3)])
     assert consistent["inconsistent"] is False and "modes" not in consistent
+    assert flags["classification"] == "bad inconsistent"
+
+
+def test_a_capped_warmup_marks_the_cell_not_steady_only_if_its_class_is_not_steady() -> None:
+    """The class of a capped replicate is judged with its measured series (the rule holding at
+    its end, warmup_class.classify): one that settled does not mark the cell, one with no
+    steady state or no class does."""
+    its = [_iteration(k, 3000.0 + k) for k in range(3)]
+
+    def reps(last_class: str | None) -> list[Replicate]:
+        return [
+            Replicate(None, 1, 0, "ok", "", warmup_end="steady", warmup_class="flat"),
+            Replicate(None, 1, 1, "ok", "", warmup_end="steady", warmup_class="flat"),
+            Replicate(None, 1, 2, "ok", "", warmup_end="cap", warmup_class=last_class),
+        ]
+
+    assert cell_flags(reps("warm-up"), its)["not_steady"] is False
+    assert cell_flags(reps("no steady state"), its)["not_steady"] is True
+    assert cell_flags(reps(None), its)["not_steady"] is True
+    assert flag_notes(cell_flags(reps(None), its))[0] == "not steady (cap)"
 
 
 def test_the_warmup_figure_names_each_replicates_class() -> None:
@@ -62,6 +82,8 @@ def test_the_warmup_figure_names_each_replicates_class() -> None:
                     warmup_class="warm-up"),
         WarmupCurve(1, "cap", 15.0, None, [(0.25, 800.0), (15.0, 1300.0)], [(16.0, 1400.0)],
                     warmup_class="no steady state"),
+        WarmupCurve(2, "cap", 15.0, None, [(0.25, 800.0), (15.0, 2900.0)], [(16.0, 2950.0)],
+                    warmup_class="warm-up"),
     ]  # fmt: skip
     view = ReportView(title="t", generated_at="", pywebbench_version="", stacks={stack.key: stack})
     figure = point_warmup_figure(view, point)
@@ -70,6 +92,7 @@ def test_the_warmup_figure_names_each_replicates_class() -> None:
     assert names == {
         "replicate 1: warm-up · steady from 3.00 s",
         "replicate 2: no steady state · not steady (cap)",
+        "replicate 3: warm-up · capped, settled when measured",
     }
 
 

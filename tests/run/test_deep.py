@@ -39,6 +39,9 @@ def test_the_deep_mode_runs_the_whole_series_and_prints_the_classes(
     warm = study.iterations_of(cell.id, kind="warmup")
     assert len(warm) == 2 and all(i.duration_s >= 4.9 for i in warm)
     assert sum(cell.flags["classes"].values()) == 2
+    row = class_rows(study)[0]
+    assert row["classification"] == cell.flags["classification"]
+    assert row["classification"] in classes | {"good inconsistent", "bad inconsistent"}
     # the table's consistency is of the replicates' measured figures, as the cell's flags
     # are: a warm-up that started far lower does not make a replicate's level
     before = class_rows(study)[0]["consistency"]

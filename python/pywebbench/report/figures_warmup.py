@@ -22,6 +22,7 @@ from pywebbench.report.figures import (
     text,
 )
 from pywebbench.report.view import PointView, ReportView, StackView, WarmupCurve, WorkloadView
+from pywebbench.warmup_class import unsettled
 
 WARMUP_SHADE = "#f5f7fa"
 
@@ -33,8 +34,10 @@ def _xy(points: list[tuple[float, float]]) -> tuple[list[float | None], list[flo
 def _verdict(w: WarmupCurve) -> str:
     """How the warm-up ended, after the replicate's class when it has one."""
     kind = f"{w.warmup_class} · " if w.warmup_class else ""
-    if w.end == "cap":
+    if unsettled(w.end, w.warmup_class):
         return kind + "not steady (cap)"
+    if w.end == "cap":
+        return kind + "capped, settled when measured"
     if w.end == "steady" and w.steady_start_s is not None:
         return kind + f"steady from {w.steady_start_s:.2f} s"
     return kind + "fixed warm-up"
@@ -56,7 +59,9 @@ def _vline(x: float, colour: str, dash: str) -> dict[str, Any]:
 def point_warmup_figure(view: ReportView, point: PointView) -> Figure | None:
     """One line per replicate: its warm-up curve (solid), then its measured per-second
     requests/s (dotted); a dashed vertical line where the steady state was found to start,
-    "not steady (cap)" where the warm-up ended at its cap. Each replicate's legend entry
+    "not steady (cap)" where the warm-up ended at its cap and the replicate's class is not a
+    steady state ("cap" where it is: :func:`pywebbench.warmup_class.unsettled`). Each
+    replicate's legend entry
     starts with its class (flat, warm-up, slowdown, no steady state)."""
     curves = [w for w in point.warmups if w.curve or w.measured]
     if not curves:
@@ -109,7 +114,8 @@ def point_warmup_figure(view: ReportView, point: PointView) -> Figure | None:
             notes.append((w.steady_start_s, f"steady r{w.replicate + 1}", colour))
         elif w.end == "cap" and w.warmup_s:
             shapes.append(_vline(w.warmup_s, "#e15759", "dot"))
-            notes.append((w.warmup_s, f"r{w.replicate + 1}: not steady (cap)", "#c23b3d"))
+            verdict = "not steady (cap)" if unsettled(w.end, w.warmup_class) else "cap"
+            notes.append((w.warmup_s, f"r{w.replicate + 1}: {verdict}", "#c23b3d"))
     annotations = [
         {
             "text": text(note),

@@ -14,7 +14,8 @@ from pywebbench.modes import Consistency, Mode
 
 #: Short note -> what it means (the HTML tooltip, the Markdown and console legend).
 FLAG_HELP: dict[str, str] = {
-    "not steady (cap)": "the warm-up reached its cap before throughput was steady: the "
+    "not steady (cap)": "a warm-up reached its cap before throughput was steady, and its curve "
+    "with the measured iterations shows no steady state either (Barrett's class): the "
     "measured iterations may still include warm-up (docs/steady-state.md)",
     "drift": "throughput trends across the measured iterations (Mann-Kendall p < 0.01 and "
     "more than 5% across the span)",

@@ -172,7 +172,7 @@ class PointView:
     requests: int = 0
     replicates: int = 0  # replicates with at least one measured iteration
     generator_bound: bool = False
-    not_steady: bool = False  # some replicate's warm-up ended at its cap
+    not_steady: bool = False  # some replicate capped and unsettled (warmup_class.unsettled)
     drift: bool = False  # some replicate's measured throughput trends
     leak: bool = False  # memory grows with requests once steady (every replicate)
     leak_kb_per_1k: float | None = None  # the cell flag's slope (median over replicates)

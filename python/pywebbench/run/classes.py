@@ -2,8 +2,9 @@
 
 Barrett et al. (OOPSLA 2017) report, per benchmark, how its process executions were
 classified and whether they agree. One row per cell: how many of its replicates were flat,
-warm-up, slowdown or had no steady state, and whether their levels are consistent
-(:func:`pywebbench.modes.modes`).
+warm-up, slowdown or had no steady state, the cell's classification (their one class, good or
+bad inconsistent: :func:`pywebbench.warmup_class.cell_class`) and whether their levels are
+consistent (:func:`pywebbench.modes.modes`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from rich.table import Table
 from pywebbench.meter.core_speed import study_scaling
 from pywebbench.modes import modes, replicate_figures
 from pywebbench.store import Study
-from pywebbench.warmup_class import WarmupClass
+from pywebbench.warmup_class import WarmupClass, cell_class
 
 
 def class_rows(study: Study) -> list[dict[str, Any]]:
     """Per cell with replicates: ``stack``, ``cell``, the count of each class (and of the
-    replicates left unclassified, ``unclassified``) and ``consistency`` in words."""
+    replicates left unclassified, ``unclassified``), the cell's ``classification`` ("-"
+    when none is classified) and ``consistency`` of the levels in words."""
     out = []
     speed = study_scaling(study)
     for cell in study.cells:
@@ -32,6 +34,7 @@ def class_rows(study: Study) -> list[dict[str, Any]]:
         counts["unclassified"] = 0
         for r in reps:
             counts[r.warmup_class or "unclassified"] += 1
+        classes = [r.warmup_class for r in reps if r.warmup_class]
         used = [it for it in study.iterations_of(cell.id) if not it.interrupted]
         by_rep: dict[int, list[float]] = {}
         for it, rps in zip(used, speed.rps(used), strict=True):
@@ -42,6 +45,7 @@ def class_rows(study: Study) -> list[dict[str, Any]]:
                 "stack": study.stack(cell.stack_id).key,
                 "cell": f"{cell.workload} @ {cell.load_point}",
                 **counts,
+                "classification": cell_class(classes) if classes else "-",
                 "consistency": consistency.describe(),
             }
         )
@@ -54,9 +58,17 @@ def class_table(study: Study) -> Table:
         title="Barrett classification of each replicate (process execution)",
         title_justify="left",
     )
-    columns = ["stack", "cell", *(c.value for c in WarmupClass), "unclassified", "consistency"]
+    columns = [
+        "stack",
+        "cell",
+        *(c.value for c in WarmupClass),
+        "unclassified",
+        "classification",
+        "consistency",
+    ]
     for col in columns:
-        t.add_column(col, justify="left" if col in ("stack", "cell", "consistency") else "right")
+        left = col in ("stack", "cell", "classification", "consistency")
+        t.add_column(col, justify="left" if left else "right")
     for row in class_rows(study):
         t.add_row(*(str(row[c]) for c in columns))
     return t

@@ -104,12 +104,19 @@ class LoadConfig(Table):
         description="deep: the length of each replicate's warm-up series (it never stops early).",
     )
     warmup_cap_s: Annotated[
-        float, Flag("--warmup-cap", help="steady: longest warm-up in seconds (then: not_steady).")
+        float,
+        Flag(
+            "--warmup-cap",
+            help="steady: longest warm-up in seconds (then: judged with the measured "
+            "iterations; not_steady unless they show it had settled).",
+        ),
     ] = Field(
         20.0,
         gt=0,
         le=3600,
-        description="steady: the longest warm-up; a cell that reaches it is flagged not_steady.",
+        description="steady: the longest warm-up; a replicate that reaches it is judged again "
+        "with its measured iterations, and its cell flagged not_steady unless they show it had "
+        "settled.",
     )
     jit_warmup_cap_s: Annotated[
         float,

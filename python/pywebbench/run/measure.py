@@ -43,6 +43,7 @@ from pywebbench.steady import (
     LEAK_FLOOR_BYTES_PER_1K,
     LEAK_FLOOR_JIT_BYTES_PER_1K,
     SteadyRule,
+    WarmupEnd,
     WarmupVerdict,
 )
 from pywebbench.store import IterationKind, Phase, Sample, StoreWriter, utcnow
@@ -138,9 +139,9 @@ class Measurer:
         """
         cfg = self.config.load
         plan: list[tuple[IterationKind, int, float]] = []
-        warm_curve: list[tuple[float, float]] = []
+        warmed: list[WarmupVerdict] = []
         if cfg.warmup != "fixed":
-            fail = self._steady_warmup(cell, cell_id, rep_id, replicate, server, warm_curve)
+            fail = self._steady_warmup(cell, cell_id, rep_id, replicate, server, warmed)
             if fail is not None:
                 return fail, None
         else:
@@ -185,7 +186,11 @@ class Measurer:
             leak_floor=LEAK_FLOOR_JIT_BYTES_PER_1K if jit else LEAK_FLOOR_BYTES_PER_1K,
         )
         curve = measured_curve(measured)
-        found = classify([y for _, y in warm_curve], [y for _, y in curve])
+        # a capped warm-up is a steady state only if its rule holds with the measured series
+        rule = steady_rule(self.config, jit=jit)
+        capped = rule if warmed and warmed[0].end == WarmupEnd.CAP else None
+        warm_curve = warmed[0].curve if warmed else []
+        found = classify([y for _, y in warm_curve], [y for _, y in curve], capped=capped)
         with no_sigint():
             self.store.update_replicate(
                 rep_id,
@@ -336,11 +341,11 @@ class Measurer:
         rep_id: int,
         replicate: int,
         server: RunningServer,
-        curve: list[tuple[float, float]],
+        warmed: list[WarmupVerdict],
     ) -> StackFailure | None:
         """One warm-up load, ended by the steady-state rule or its cap (``deep``: always run
-        to the cap); stored as the replicate's warm-up iteration, with its curve (also put in
-        ``curve``) and verdict on the replicate row."""
+        to the cap); stored as the replicate's warm-up iteration, with its curve and verdict
+        on the replicate row (the verdict also put in ``warmed``)."""
         found: list[WarmupVerdict] = []
         rule = steady_rule(self.config, jit=cell.variant.stack.interpreter.is_pypy)
         deep = self.config.load.warmup == "deep"
@@ -361,7 +366,7 @@ class Measurer:
         assert done is not None  # only measured iterations are measured again
         result, alive, _ = done
         verdict = found[0]
-        curve += verdict.curve
+        warmed.append(verdict)
         with no_sigint():
             self.store.update_replicate(
                 rep_id,

@@ -28,6 +28,7 @@ from pywebbench.store import (
     StackRow,
     utcnow,
 )
+from pywebbench.warmup_class import cell_class, unsettled
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
@@ -205,9 +206,10 @@ def cell_flags(
     flags: CellFlags = {
         "generator_bound": any(i.generator_bound for i in measured),
         "errors": any(i.errors > 0 for i in measured),
-        # steady state (docs/steady-state.md): a warm-up that hit its cap, a trend across
-        # the measured iterations, memory that kept growing with requests once steady
-        "not_steady": any(r.warmup_end == "cap" for r in reps),
+        # steady state (docs/steady-state.md): a warm-up that hit its cap and, judged with
+        # its measured iterations, had not settled; a trend across the measured iterations;
+        # memory that kept growing with requests once steady
+        "not_steady": any(unsettled(r.warmup_end, r.warmup_class) for r in reps),
         "drift": any(r.drift.get("drifting") for r in reps),
         "leak": bool(leaks) and all(x.get("leaking") for x in leaks),
         # the interference guard (docs/interference.md): an iteration other processes still
@@ -222,6 +224,7 @@ def cell_flags(
     classes = [r.warmup_class for r in reps if r.warmup_class]
     if classes:
         flags["classes"] = {c: classes.count(c) for c in sorted(set(classes))}
+        flags["classification"] = cell_class(classes)
     consistency = modes(replicate_figures(replicate_rps(replicates, iterations, speed)))
     flags["inconsistent"] = not consistency.consistent
     if not consistency.consistent:

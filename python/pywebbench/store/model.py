@@ -86,13 +86,16 @@ class CellFlags(TypedDict, total=False):
 
     generator_bound: bool  # the load generator may have limited a measured iteration
     errors: bool  # transport errors or non-2xx responses in the measured iterations
-    not_steady: bool  # some replicate's warm-up ended at its cap
+    not_steady: bool  # some replicate capped and unsettled (warmup_class.unsettled)
     drift: bool  # some replicate's measured throughput trends (docs/steady-state.md)
     leak: bool  # memory keeps growing with requests once steady
     leak_bytes_per_1k: float  # the leak's slope, median over replicates
     interfered: bool  # other processes took CPU from its cores (docs/interference.md)
     remeasured: int  # interfered iterations measured again
     classes: dict[str, int]  # Barrett's class -> replicates (docs/steady-state.md#classes)
+    # Barrett's classification of the cell (warmup_class.cell_class): a class, good or bad
+    # inconsistent
+    classification: str
     inconsistent: bool  # its replicates settled at different levels
     modes: list[list[float]]  # those levels and how many settled there: [[level, count]]
     #: The fault phase (:class:`pywebbench.faults.outcome.CellRobustness`'s JSON form), or a
