@@ -15,13 +15,15 @@ Two quick studies (`pywebbench run`, default profile), per run:
   replicates' classes, and Barrett's (the one class of all the replicates, else
   "inconsistent"); the wall time of each study.
 
-``--order``: the issue's four PyPy stacks, quick-profile load (c64, 3 s, cap 15 s,
-``server_scope = stack``), with the workloads given as ``cpu,hello`` and as ``hello,cpu``
-in alternating rounds (3 of each). Every replicate is attributed to the workload its server
-met first (the replicates sharing a server pid, by start time), so the rotation inside a
-run is taken into account. Prints per stack the steady cpu figure (median over replicates
-whose warm-up ended steady) with cpu first and with hello first, and their ratio (within
-[0.85, 1.15] is the acceptance).
+``--order``: the issue's four PyPy stacks, quick-profile load (c64, 3 s, its caps and its
+``server_scope = cell``; ``--scope stack`` for one server per stack replicate), with the
+workloads given as ``cpu,hello`` and as ``hello,cpu`` in alternating rounds (3 of each).
+Every replicate is attributed to the workload that came first: under ``stack`` the one its
+server met first (the replicates sharing a server pid, by start time, so the rotation inside
+a run is taken into account), under ``cell`` the one the run listed first. Prints per stack
+the steady cpu figure (median over the replicates of a steady class: flat, warm-up,
+slowdown) with cpu first and with hello first, and their ratio (within [0.85, 1.15] is the
+acceptance).
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ from pywebbench.meter.core_speed import study_scaling
 from pywebbench.modes import modes, replicate_figures
 from pywebbench.run.rows import replicate_rps
 from pywebbench.store import DEFAULT_FILENAME, Store, Study
+from pywebbench.warmup_class import STEADY_CLASSES, cell_class
+
+#: Barrett's classes of a replicate that reached a steady state.
+STEADY = {c.value for c in STEADY_CLASSES}
 
 # the pywebbench beside this interpreter (the venv's), whatever PATH says
 PYWEBBENCH = shutil.which("pywebbench") or str(Path(sys.executable).parent / "pywebbench")
@@ -50,8 +56,7 @@ ORDER_STACKS = [
     ("granian-wsgi", "flask"),
     ("uvicorn-h11", "starlette"),
 ]
-ORDER_LOAD = ["-c", "64", "-d", "3", "--warmup-cap", "15", "--replicates", "3",
-              "--server-scope", "stack", "--no-report"]  # fmt: skip
+ORDER_LOAD = ["-c", "64", "-d", "3", "--replicates", "3", "--no-report"]
 
 
 def _run(argv: list[str], results: Path) -> float:
@@ -109,7 +114,9 @@ def quick_run_summary(store_path: Path) -> dict[str, tuple[str, ...]]:
 
 
 def _first_workloads(study: Study) -> dict[tuple[int, int], str]:
-    """(cell id, replicate) -> the workload its server served first (shared pid)."""
+    """(cell id, replicate) -> the workload that came first: the one its server served
+    first (a server shared by the stack's cells), else the one the run listed first."""
+    listed = study.runs[0].config.get("matrix", {}).get("workloads") or ["?"]
     by_pid: dict[int, list[tuple[str, str, int, int]]] = {}
     for cell in study.cells:
         assert cell.id is not None
@@ -119,7 +126,7 @@ def _first_workloads(study: Study) -> dict[tuple[int, int], str]:
                 by_pid.setdefault(r.pid, []).append(at)
     out = {}
     for group in by_pid.values():
-        first = min(group)[1]
+        first = min(group)[1] if len({w for _, w, _, _ in group}) > 1 else listed[0]
         for _, _, cell_id, rep in group:
             out[(cell_id, rep)] = first
     return out
@@ -141,7 +148,7 @@ def order_summary(stores: list[Path]) -> None:
             for r in study.replicates_of(cell.id):
                 classes[r.warmup_class or "-"] += 1
                 rps = [i.rps for i in its if i.replicate == r.replicate and not i.interrupted]
-                if r.status != "ok" or r.warmup_end != "steady" or not rps:
+                if r.status != "ok" or r.warmup_class not in STEADY or not rps:
                     continue
                 met = first.get((cell.id, r.replicate), "?")
                 steady.setdefault(stack, {}).setdefault(met, []).append(statistics.median(rps))
@@ -159,6 +166,8 @@ def main() -> None:
     parser.add_argument("--stores", nargs="+", type=Path)
     parser.add_argument("--order", action="store_true", help="the order experiment")
     parser.add_argument("--rounds", type=int, default=3, help="--order: rounds of each order")
+    parser.add_argument("--scope", choices=["cell", "stack"], default="cell",
+                        help="--order: the server scope (the quick study's is cell)")  # fmt: skip
     args = parser.parse_args()
     stores: list[Path] = list(args.stores or [])
     if args.order:
@@ -169,7 +178,8 @@ def main() -> None:
                     stacks = [f"--server={s}" for s, _ in ORDER_STACKS]
                     frameworks = sorted({f for _, f in ORDER_STACKS})
                     argv = ["--python", "pypy3.9", *stacks, "--framework", ",".join(frameworks),
-                            "--workload", order, *ORDER_LOAD]  # fmt: skip
+                            "--workload", order, "--server-scope", args.scope,
+                            *ORDER_LOAD]  # fmt: skip
                     _run(argv, results)
                     stores.append(results / DEFAULT_FILENAME)
         order_summary(stores)
@@ -189,18 +199,23 @@ def main() -> None:
         print(f"same classification in both runs: {same} of {len(common)} cells (>= 90%), "
               "a cell's classification being the classes of all its replicates")  # fmt: skip
         same_b = sum(barrett(found[0][k]) == barrett(found[1][k]) for k in common)
-        print(f"same classification in both runs: {same_b} of {len(common)} cells, a cell's "
-              "classification being Barrett's (its replicates' one class, else "
-              "'inconsistent')")  # fmt: skip
+        print(f"same classification in both runs: {same_b} of {len(common)} cells (>= 90%), a "
+              "cell's classification being Barrett's (its replicates' one class, else good "
+              "or bad inconsistent: warmup_class.cell_class)")  # fmt: skip
+        lumped = sum(
+            barrett(found[0][k]).split()[-1] == barrett(found[1][k]).split()[-1] for k in common
+        )
+        print(f"  ({lumped} of {len(common)} with good and bad inconsistent as one)")
         for k in sorted(common):
             if found[0][k] != found[1][k]:
-                print(f"  {k}: {', '.join(found[0][k])} | {', '.join(found[1][k])}")
+                print(f"  {k}: {barrett(found[0][k])} ({', '.join(found[0][k])}) | "
+                      f"{barrett(found[1][k])} ({', '.join(found[1][k])})")  # fmt: skip
 
 
 def barrett(classes: tuple[str, ...]) -> str:
-    """Barrett et al.'s classification of a ⟨VM, benchmark⟩ pair from its process
-    executions' classes: the one class when all agree, else inconsistent."""
-    return classes[0] if len(set(classes)) == 1 else "inconsistent"
+    """A cell's classification from its replicates' classes ("-": unclassified, left out)."""
+    known = [c for c in classes if c != "-"]
+    return cell_class(known) if known else "-"
 
 
 if __name__ == "__main__":

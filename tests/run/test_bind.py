@@ -67,7 +67,7 @@ def test_gunicorn_and_uvicorn_on_tcp_and_on_a_unix_socket_in_one_run(
         flag = "--bind unix:" if server == "gunicorn-sync" else "--uds "
         assert f"{flag}{sock}" in argv and "127.0.0.1" not in argv, argv
         sockets.append(Path(sock))
-    # server_scope "stack" (the quick profile): one server per bind, each with its own socket
+    # server_scope "stack": one server per bind, each with its own socket
     assert len({r.log_path for r in study.replicates}) == 4
     assert len(set(sockets)) == 2
     assert not any(s.parent.exists() for s in sockets)  # removed with their servers

@@ -66,7 +66,7 @@ def test_granian_and_hypercorn_over_http1_and_h2c_in_one_run(tmp_path: Path) -> 
         argv = _argv_line(rep.log_path or "")
         if server == "granian-wsgi":  # told to serve HTTP/2 only: HTTP/1.1 could not pass
             assert ("--http 2" if proto == "h2c" else "--http 1") in argv, argv
-    # server_scope "stack" (the quick profile): one server per stack and protocol
+    # server_scope "stack": one server per stack and protocol
     assert len({r.log_path for r in study.replicates}) == 4
     # the report and the exports say which cells spoke h2c
     md = next((results / "reports").glob("*.md")).read_text()

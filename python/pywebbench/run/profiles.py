@@ -38,9 +38,10 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             # 3: a 95% t interval from 2 replicates spans +-9 standard deviations, from 3
             # +-2.5 (docs/steady-state.md); the study has no time left for a planned 4th
             "replicates": 3,
-            # one server per stack replicate serves its workloads: fewer cold starts,
-            # which keeps the wall time near the sum of the load windows (runner_overhead.py)
-            "server_scope": "stack",
+            # a fresh server for every replicate of every cell: what a PyPy server served
+            # first decides where its JIT settles (fib cpu at ~2,850 req/s met first, ~6,200
+            # after hello: docs/steady-state.md#no-order-effects), so no cell may follow another
+            "server_scope": "cell",
         },
     },
     # About half an hour: more servers and frameworks, a connections sweep, longer windows.
