@@ -116,7 +116,9 @@ def quick_run_summary(store_path: Path) -> dict[str, tuple[str, ...]]:
 def _first_workloads(study: Study) -> dict[tuple[int, int], str]:
     """(cell id, replicate) -> the workload that came first: the one its server served
     first (a server shared by the stack's cells), else the one the run listed first."""
-    listed = study.runs[0].config.get("matrix", {}).get("workloads") or ["?"]
+    config = study.runs[0].config if study.runs else {}
+    listed = config.get("matrix", {}).get("workloads") or ["?"]
+    shared = config.get("load", {}).get("server_scope") == "stack"
     by_pid: dict[int, list[tuple[str, str, int, int]]] = {}
     for cell in study.cells:
         assert cell.id is not None
@@ -126,7 +128,7 @@ def _first_workloads(study: Study) -> dict[tuple[int, int], str]:
                 by_pid.setdefault(r.pid, []).append(at)
     out = {}
     for group in by_pid.values():
-        first = min(group)[1] if len({w for _, w, _, _ in group}) > 1 else listed[0]
+        first = min(group)[1] if shared else listed[0]
         for _, _, cell_id, rep in group:
             out[(cell_id, rep)] = first
     return out

@@ -7,6 +7,7 @@ from pywebbench.report.build import steady_manifest
 from pywebbench.report.figures_warmup import point_warmup_figure
 from pywebbench.report.flags import flag_help, flag_notes, legend
 from pywebbench.report.view import PointView, ReportView, StackView, WarmupCurve
+from pywebbench.report.warmup import warmup_curve
 from pywebbench.run.rows import cell_flags
 from pywebbench.store import Iteration, Replicate
 
@@ -81,7 +82,7 @@ def test_the_warmup_figure_names_each_replicates_class() -> None:
         WarmupCurve(0, "steady", 6.0, 3.0, [(0.25, 800.0), (6.0, 2900.0)], [(7.0, 2950.0)],
                     warmup_class="warm-up"),
         WarmupCurve(1, "cap", 15.0, None, [(0.25, 800.0), (15.0, 1300.0)], [(16.0, 1400.0)],
-                    warmup_class="no steady state"),
+                    warmup_class="no steady state", unsettled=True),
         WarmupCurve(2, "cap", 15.0, None, [(0.25, 800.0), (15.0, 2900.0)], [(16.0, 2950.0)],
                     warmup_class="warm-up"),
     ]  # fmt: skip
@@ -101,3 +102,15 @@ def test_the_manifest_names_the_deep_mode_and_its_length() -> None:
     manifest = dict(steady_manifest({"load": load}))
     assert manifest["warm-up"].startswith("deep") and manifest["deep_s"] == "120.0"
     assert dict(steady_manifest({"load": {"warmup": "fixed"}}))["warm-up"] == "fixed"
+
+
+def test_a_capped_replicate_is_unsettled_by_its_class_in_stores_that_judged_the_cap() -> None:
+    """Since a capped warm-up is judged again, its class says whether it settled; a store
+    written before (no ``classification`` in the cell's flags) meant any cap."""
+    settled = Replicate(None, 1, 0, "ok", "", warmup_end="cap", warmup_class="warm-up")
+    cold = Replicate(None, 1, 1, "ok", "", warmup_end="cap", warmup_class="no steady state")
+    assert not warmup_curve(0, settled, []).unsettled
+    assert warmup_curve(1, cold, []).unsettled
+    assert warmup_curve(0, settled, [], cap_judged=False).unsettled
+    steady = Replicate(None, 1, 2, "ok", "", warmup_end="steady", warmup_class="no steady state")
+    assert not warmup_curve(2, steady, [], cap_judged=False).unsettled

@@ -36,7 +36,7 @@ def test_gunicorn_and_uvicorn_on_tcp_and_on_a_unix_socket_in_one_run(
     proc = pwb(
         "run", *FAST, *ONE_REPLICATE, "--no-report", "-c", "4", "--workload", "hello",
         "--server", "gunicorn-sync,uvicorn-h11", "--framework", "raw-wsgi,raw-asgi",
-        "--bind", "tcp,unix", results=results, timeout=300,
+        "--bind", "tcp,unix", "--server-scope", "stack", results=results, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     study = _study(results)

@@ -21,6 +21,9 @@ def test_profiles_resolve() -> None:
     assert quick.profile == "quick"
     assert len(quick.matrix.servers) >= 4 and len(quick.matrix.frameworks) >= 3
     assert quick.matrix.workloads == ["hello", "cpu"]  # a stack's overhead, then compute
+    # a fresh server for every replicate of every cell: what a PyPy server served first
+    # decides where its JIT settles (docs/steady-state.md#no-order-effects)
+    assert quick.load.server_scope == "cell"
     assert quick.workers_threads("gunicorn-gthread") == [(1, 4)]
     assert quick.workers_threads("granian-wsgi") == [(1, 1)]
 

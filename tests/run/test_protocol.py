@@ -34,7 +34,8 @@ def test_granian_and_hypercorn_over_http1_and_h2c_in_one_run(tmp_path: Path) -> 
     proc = pwb(
         "run", *FAST, *ONE_REPLICATE, "-c", "4", "--workload", "hello",
         "--server", "granian-wsgi,hypercorn", "--framework", "raw-wsgi,raw-asgi",
-        "--protocol", "http1,h2c", "--streams", "3", results=results, timeout=300,
+        "--protocol", "http1,h2c", "--streams", "3", "--server-scope", "stack",
+        results=results, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with Store(results / "pywebbench.sqlite", create=False) as store:

@@ -19,6 +19,7 @@ from pywebbench.warmup_class import (
     WarmupClass,
     cell_class,
     classify,
+    holds_at_end,
     regimes,
     unsettled,
 )
@@ -171,7 +172,18 @@ def test_a_capped_curve_that_settled_before_the_cap_is_mostly_a_steady_state() -
         found.append(classify(ys[:120], ys[120:], capped=QUICK_PYPY))
     assert set(found) <= {WarmupClass.WARMUP, WarmupClass.NO_STEADY_STATE}
     assert found.count(WarmupClass.WARMUP) >= 24, found
-    assert not any(unsettled("cap", c.value) for c in found if c == WarmupClass.WARMUP)
+
+
+def test_the_second_look_confirms_as_the_warmup_does() -> None:
+    """``rule.confirm`` judgements, the last at the last point, must all pass: at the first
+    length where one judgement passes, the two before it did not, so it is not confirmed."""
+    once = SteadyRule(window_s=2.0, confirm=1)
+    rng = random.Random(7)
+    flat = [3_000.0 * (1 + rng.gauss(0, 0.01)) for _ in range(60)]
+    first = next(k for k in range(1, 61) if holds_at_end(flat[:k], [], once))
+    assert not holds_at_end(flat[:first], [], SteadyRule(window_s=2.0))  # confirm = 3
+    assert holds_at_end(flat, [], SteadyRule(window_s=2.0))
+    assert not holds_at_end(flat, [], SteadyRule(window_s=2.0, min_requests=10**9))
 
 
 def test_a_capped_curve_short_of_the_jit_floor_is_no_steady_state() -> None:

@@ -271,7 +271,8 @@ def _point(
         for rep in sorted(by_rep):
             seq = by_rep[rep]  # already ordered: warm-up by idx, then measured by idx
             row = rows.get(rep)
-            point.warmups.append(warmup_curve(len(point.warmups), row, seq))
+            judged = "classification" in cell.flags  # written since caps are judged again
+            point.warmups.append(warmup_curve(len(point.warmups), row, seq, cap_judged=judged))
             if row is not None:
                 reps.append(row)
                 its_by_rep.append(seq)

@@ -22,7 +22,6 @@ from pywebbench.report.figures import (
     text,
 )
 from pywebbench.report.view import PointView, ReportView, StackView, WarmupCurve, WorkloadView
-from pywebbench.warmup_class import unsettled
 
 WARMUP_SHADE = "#f5f7fa"
 
@@ -34,7 +33,7 @@ def _xy(points: list[tuple[float, float]]) -> tuple[list[float | None], list[flo
 def _verdict(w: WarmupCurve) -> str:
     """How the warm-up ended, after the replicate's class when it has one."""
     kind = f"{w.warmup_class} · " if w.warmup_class else ""
-    if unsettled(w.end, w.warmup_class):
+    if w.unsettled:
         return kind + "not steady (cap)"
     if w.end == "cap":
         return kind + "capped, settled when measured"
@@ -113,9 +112,11 @@ def point_warmup_figure(view: ReportView, point: PointView) -> Figure | None:
             shapes.append(_vline(w.steady_start_s, colour, "dash"))
             notes.append((w.steady_start_s, f"steady r{w.replicate + 1}", colour))
         elif w.end == "cap" and w.warmup_s:
-            shapes.append(_vline(w.warmup_s, "#e15759", "dot"))
-            verdict = "not steady (cap)" if unsettled(w.end, w.warmup_class) else "cap"
-            notes.append((w.warmup_s, f"r{w.replicate + 1}: {verdict}", "#c23b3d"))
+            # a cap the measured series showed settled is drawn, not as a warning
+            line, mark = ("#e15759", "#c23b3d") if w.unsettled else ("#9a9a9a", "#7a7a7a")
+            shapes.append(_vline(w.warmup_s, line, "dot"))
+            verdict = "not steady (cap)" if w.unsettled else "cap"
+            notes.append((w.warmup_s, f"r{w.replicate + 1}: {verdict}", mark))
     annotations = [
         {
             "text": text(note),

@@ -34,7 +34,6 @@ from pywebbench.report import history as figures_history
 from pywebbench.report.figures_knee import knee_context
 from pywebbench.report.instructions import COUNTED_NOTE, instructions_table
 from pywebbench.report.view import Ranking, ReportView, StackView
-from pywebbench.warmup_class import unsettled
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -105,8 +104,7 @@ def _warmup_figures(
                 continue
             fid = done[id(p)] = f"warmup-{slug}-{len(done)}"
             figs[fid] = fig
-        capped = any(unsettled(w.end, w.warmup_class) for w in p.warmups)
-        verdict = " — not steady (cap)" if capped else ""
+        verdict = " — not steady (cap)" if any(w.unsettled for w in p.warmups) else ""
         label = f"{row.stack.label} @ {p.load_point}{verdict}"
         options.append({"fig": fid, "stack": row.stack.label, "label": label})
     return options

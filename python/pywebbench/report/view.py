@@ -81,6 +81,9 @@ class WarmupCurve:
     measured: list[tuple[float, float]] = field(default_factory=list)
     # Barrett's class of the replicate: flat, warm-up, slowdown, no steady state ("": none)
     warmup_class: str = ""
+    # the warm-up hit its cap and, judged with the measured series, had not settled
+    # (warmup_class.unsettled); in stores written before a cap was judged again, any cap
+    unsettled: bool = False
 
 
 @dataclass

@@ -20,6 +20,7 @@ from pywebbench import stats
 from pywebbench.report.series import per_second_rps
 from pywebbench.report.view import MemoryView, WarmupCurve
 from pywebbench.store.model import Iteration, Replicate
+from pywebbench.warmup_class import unsettled
 
 MIB = 1024 * 1024
 
@@ -80,8 +81,13 @@ def _laid_out(its: Sequence[Iteration], start_s: float) -> tuple[list[tuple[floa
     return out, t0
 
 
-def warmup_curve(index: int, rep: Replicate | None, its: Sequence[Iteration]) -> WarmupCurve:
-    """Replicate ``index`` of a point: its warm-up curve and its measured per-second series."""
+def warmup_curve(
+    index: int, rep: Replicate | None, its: Sequence[Iteration], *, cap_judged: bool = True
+) -> WarmupCurve:
+    """Replicate ``index`` of a point: its warm-up curve and its measured per-second series.
+    ``cap_judged``: its class says whether a capped warm-up had settled (stores written
+    since a capped warm-up is judged again with its measured series: the cell's flags hold
+    a ``classification``); else any cap is unsettled, as the cell's flag then meant."""
     warm = [i for i in its if i.kind == "warmup"]
     measured = [i for i in its if i.kind == "measured"]
     stored = rep.warmup_curve if rep is not None else []
@@ -99,4 +105,8 @@ def warmup_curve(index: int, rep: Replicate | None, its: Sequence[Iteration]) ->
         curve=curve,
         measured=after,
         warmup_class=(rep.warmup_class or "") if rep is not None else "",
+        unsettled=rep is not None
+        and (
+            unsettled(rep.warmup_end, rep.warmup_class) if cap_judged else rep.warmup_end == "cap"
+        ),
     )

@@ -123,7 +123,7 @@ class LoadConfig(Table):
         Flag(
             "--jit-warmup-cap",
             help="steady: longest warm-up in seconds on a JIT interpreter (PyPy), whose JIT "
-            "keeps tuning a path for 10-30 s (then: not_steady).",
+            "keeps tuning a path for 10-30 s (then: judged as --warmup-cap says).",
         ),
     ] = Field(
         40.0,
