@@ -44,9 +44,6 @@ from pywebbench.run.rows import replicate_rps
 from pywebbench.store import DEFAULT_FILENAME, Store, Study
 from pywebbench.warmup_class import STEADY_CLASSES, cell_class
 
-#: Barrett's classes of a replicate that reached a steady state.
-STEADY = {c.value for c in STEADY_CLASSES}
-
 # the pywebbench beside this interpreter (the venv's), whatever PATH says
 PYWEBBENCH = shutil.which("pywebbench") or str(Path(sys.executable).parent / "pywebbench")
 
@@ -150,7 +147,7 @@ def order_summary(stores: list[Path]) -> None:
             for r in study.replicates_of(cell.id):
                 classes[r.warmup_class or "-"] += 1
                 rps = [i.rps for i in its if i.replicate == r.replicate and not i.interrupted]
-                if r.status != "ok" or r.warmup_class not in STEADY or not rps:
+                if r.status != "ok" or r.warmup_class not in STEADY_CLASSES or not rps:
                     continue
                 met = first.get((cell.id, r.replicate), "?")
                 steady.setdefault(stack, {}).setdefault(met, []).append(statistics.median(rps))

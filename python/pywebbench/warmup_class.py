@@ -68,8 +68,10 @@ class WarmupClass(str, Enum):
         return self.value
 
 
-#: The classes of a replicate that reached a steady state.
-STEADY_CLASSES = frozenset({WarmupClass.FLAT, WarmupClass.WARMUP, WarmupClass.SLOWDOWN})
+#: The classes of a replicate that reached a steady state (as stored: their values).
+STEADY_CLASSES = frozenset(
+    c.value for c in (WarmupClass.FLAT, WarmupClass.WARMUP, WarmupClass.SLOWDOWN)
+)
 #: A cell whose replicates' classes differ: all flat or warm-up, or not (warmup_stats).
 GOOD_INCONSISTENT = "good inconsistent"
 BAD_INCONSISTENT = "bad inconsistent"
@@ -81,7 +83,7 @@ def unsettled(end: str | None, found: str | None) -> bool:
     state, or it has none (a measured series too short to judge). A capped warm-up whose
     whole curve shows that the level had settled before it was measured (flat, warm-up or
     slowdown) is a steady state the rule, judging the warm-up alone, could not yet bound."""
-    return end == "cap" and found not in {c.value for c in STEADY_CLASSES}
+    return end == "cap" and found not in STEADY_CLASSES
 
 
 def cell_class(classes: Sequence[str]) -> str:

@@ -30,12 +30,11 @@ import pytest
 from pwbtest import pwb
 from pywebbench.catalogue.interpreters import discover
 from pywebbench.store import Store
+from pywebbench.warmup_class import STEADY_CLASSES
 from scipy import stats
 
 MARGIN = (0.85, 1.15)
 ALPHA = 0.001
-#: Barrett's classes with a steady state (a slowdown settled too, below an earlier level).
-STEADY_CLASSES = {"flat", "warm-up", "slowdown"}
 
 
 def _figures_by_order(
