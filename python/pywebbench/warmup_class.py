@@ -3,9 +3,18 @@ and Cold", OOPSLA 2017): **flat**, **warm-up**, **slowdown** or **no steady stat
 
 The curve is the replicate's throughput in quarter-second points: its warm-up curve (less
 its first second, the load's own start), then its measured iterations (the progress
-snapshots). Changepoints (PELT, :func:`segments`) cut
-it into regimes; adjacent regimes whose levels differ by at most ``tolerance`` are one
-(Barrett's "equivalent" segments). Then:
+snapshots). Changepoints (PELT, :func:`segments`) cut it into regimes. A small change is
+held for a second at least: a shorter segment within :data:`BLIP_SIZE` of its nearest
+neighbour is a blip when its two neighbours are equivalent (a neighbour's burst, a pause:
+the level went away and came back) and joins them, as Barrett et al. take outliers out
+before they look for changepoints; else it joins that neighbour (so a small change seen for
+less than a second, at the curve's start or end, is not seen); adjacent regimes whose levels
+differ by at most ``tolerance`` are one (Barrett's "equivalent" segments).
+
+The measured series is a new load on fresh connections, and that alone moves a settled
+server's level (:data:`SEAM_TOLERANCE`): a measured level that close to the level the
+warm-up ended at continues it (the measured points are scaled to it before the regimes are
+cut; the trend test reads them as they are). Then:
 
 - **no steady state**: the last regime starts inside the measured part (the level changed
   while it was measured; a changepoint at its first points is where the new load settled),
@@ -43,13 +52,35 @@ from pywebbench.steady import TREND_ALPHA, SteadyRule, regime_start, segments, t
 #: differed by 8% while other tests ran (tests/run/test_warmup_class_refserver.py), so a
 #: regime of its own needs more than 10%.
 LEVEL_TOLERANCE = 0.10
+#: A regime that leaves a level and comes back to it lasts at least this many points (1 s);
+#: a shorter one is a blip. The quick
+#: studies of 2026-11-28 saw half-second blips of 9-23% on settled CPython servers
+#: (gunicorn-gthread flask hello 7,184 -> 8,334 -> 7,331; granian-wsgi raw-wsgi cpu
+#: 1,401 -> 1,600 -> 1,391), each then classed slowdown, warm-up or no steady state: a JIT
+#: does not change state for half a second and go back. At the curve's ends a blip cannot be
+#: told from the start of a change, and a change in the last second is not seen.
+MIN_REGIME_POINTS = 4
+#: A measured level within this fraction of the warm-up's last regime continues it. The same
+#: studies saw settled CPython servers measured 11% below their warm-up's level on the new
+#: load (gunicorn-gthread raw-wsgi hello 12,525 -> 11,124, cpu 1,375 -> 1,228), then classed
+#: slowdown; the largest such shift seen on this machine was 13%.
+SEAM_TOLERANCE = 0.15
+#: A short segment is a blip only this close to its nearest neighbour (the blips above were
+#: at most 23% off); further off it is a level of its own, however short: PyPy's first second
+#: on hello (2,000-7,000 req/s, then ~23,000), or the reference server's saw-tooth (a
+#: quarter-second at ~22,000 every 3 s, between ~1,100 and ~2,500).
+BLIP_SIZE = 0.25
+#: The level the warm-up ended at: the median of its last 2 s (the steady rule's window).
+SEAM_POINTS = 8
 #: A trend across the measured series larger than this (and significant) is no steady state.
 MAX_TREND = 0.05
 #: Points of the warm-up curve left out at its start: the load's own start (connections
 #: opening, the first requests; the reference server, steady from its first request, served
 #: 690 and 950 req/s in its first two quarter-seconds, then ~1,100), not the server's
-#: warm-up. 4 points: the first second.
-LOAD_START_POINTS = 4
+#: warm-up. 2 points: the first half second. (The first second, left out before, hid most of
+#: PyPy's warm-up on hello: gunicorn-gthread/raw-wsgi ran at 2,000-7,000 req/s for its first
+#: 1.25-1.5 s, then at ~23,000, and its replicates were classed flat.)
+LOAD_START_POINTS = 2
 #: The measured series is a new load: a changepoint this many points from its start is the
 #: boundary between the two loads (the level the measured load settled at), not a change
 #: while it was measured.
@@ -110,20 +141,54 @@ class Regime:
     level: float
 
 
-def regimes(ys: Sequence[float], *, tolerance: float = LEVEL_TOLERANCE) -> list[Regime]:
-    """The curve's PELT segments, with adjacent equivalent ones merged (module doc)."""
+def _joined(ys: Sequence[float], a: Regime, b: Regime) -> Regime:
+    return Regime(a.start, b.end, statistics.median(ys[a.start : b.end]))
+
+
+def _gap(a: Regime, b: Regime) -> float:
+    return abs(b.level - a.level) / max(abs(a.level), abs(b.level), 1e-9)
+
+
+def _equivalent(a: Regime, b: Regime, tolerance: float) -> bool:
+    return _gap(a, b) <= tolerance
+
+
+def regimes(
+    ys: Sequence[float],
+    *,
+    tolerance: float = LEVEL_TOLERANCE,
+    min_points: int = MIN_REGIME_POINTS,
+) -> list[Regime]:
+    """The curve's PELT segments; each one shorter than ``min_points`` and within
+    :data:`BLIP_SIZE` of its nearest neighbour joined to both its neighbours when they are
+    equivalent (a blip: an excursion that came back), else to that one (a step's edge);
+    then adjacent equivalent ones merged (module doc)."""
     found = [Regime(a, b, statistics.median(ys[a:b])) for a, b in segments(ys)]
+    kept: set[int] = set()  # the starts of short regimes that are levels of their own
+    while len(found) > 1:
+        short = [
+            k for k, r in enumerate(found) if r.end - r.start < min_points and r.start not in kept
+        ]
+        if not short:
+            break
+        k = short[0]
+        sides = [j for j in (k - 1, k + 1) if 0 <= j < len(found)]
+        j = min(sides, key=lambda i: abs(found[i].level - found[k].level))
+        if _gap(found[j], found[k]) > BLIP_SIZE:
+            kept.add(found[k].start)  # too far from its neighbours: a level, however short
+            continue
+        if len(sides) == 2 and _equivalent(found[k - 1], found[k + 1], tolerance):
+            lo, hi = k - 1, k + 1  # an excursion that came back: one regime
+        else:
+            lo, hi = min(j, k), max(j, k)  # the edge of a step
+        found[lo : hi + 1] = [_joined(ys, found[lo], found[hi])]
     merged = True
     while merged and len(found) > 1:
         merged = False
-        gaps = [
-            abs(b.level - a.level) / max(abs(a.level), abs(b.level), 1e-9)
-            for a, b in zip(found, found[1:], strict=False)
-        ]
+        gaps = [_gap(a, b) for a, b in zip(found, found[1:], strict=False)]
         k = min(range(len(gaps)), key=gaps.__getitem__)
         if gaps[k] <= tolerance:
-            a, b = found[k], found[k + 1]
-            found[k : k + 2] = [Regime(a.start, b.end, statistics.median(ys[a.start : b.end]))]
+            found[k : k + 2] = [_joined(ys, found[k], found[k + 1])]
             merged = True
     return found
 
@@ -143,9 +208,12 @@ def classify(
         return None
     if capped is not None and not holds_at_end(warmup, measured, capped):
         return WarmupClass.NO_STEADY_STATE
-    warm = list(warmup[LOAD_START_POINTS:]) if len(warmup) > 2 * LOAD_START_POINTS else []
-    ys = [float(v) for v in (*warm, *measured)]
-    found = regimes(ys, tolerance=tolerance)
+    warm = (
+        [float(v) for v in warmup[LOAD_START_POINTS:]]
+        if len(warmup) > 2 * LOAD_START_POINTS
+        else []
+    )
+    found = regimes([*warm, *_across_the_seam(warm, measured, tolerance)], tolerance=tolerance)
     last = found[-1]
     if last.start > len(warm) + BOUNDARY_POINTS:
         return WarmupClass.NO_STEADY_STATE
@@ -157,6 +225,23 @@ def classify(
     if any(r.level > last.level * (1.0 + tolerance) for r in found[:-1]):
         return WarmupClass.SLOWDOWN
     return WarmupClass.WARMUP
+
+
+def _across_the_seam(
+    warm: Sequence[float], measured: Sequence[float], tolerance: float
+) -> list[float]:
+    """The measured series, scaled to the level the warm-up ended at (its last
+    :data:`SEAM_POINTS`) when it holds one level and its median is within
+    :data:`SEAM_TOLERANCE` of that (the new load's own shift, module doc); as it is
+    otherwise."""
+    ys = [float(v) for v in measured]
+    if not warm or len(regimes(ys, tolerance=tolerance)) > 1:
+        return ys  # no warm-up to continue, or a measured series that changed level itself
+    before = statistics.median(warm[-SEAM_POINTS:])
+    after = statistics.median(ys)
+    if before <= 0 or after <= 0 or abs(after / before - 1.0) > SEAM_TOLERANCE:
+        return ys
+    return [y * before / after for y in ys]
 
 
 def holds_at_end(warmup: Sequence[float], measured: Sequence[float], rule: SteadyRule) -> bool:

@@ -1,8 +1,11 @@
 """Barrett's classes on labelled synthetic curves, and the warm-up rule on a slow noisy ramp.
 
 The curves carry noise like this machine's: 1-4% per quarter-second point, a slow drift of
-up to 2% over a minute, and Poisson counting noise in the warm-up watch. The acceptance
-(issue 21) is at least 95% classified as labelled.
+up to 2% over a minute, and Poisson counting noise in the warm-up watch. The labelled curves
+also carry what the quick studies of 2026-11-28 saw on settled CPython servers: a
+half-second blip of 9-23% in half of them, and the measured load's own shift of up to 11%
+against the warm-up's level. The acceptance (issue 21) is at least 95% classified as
+labelled.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from pywebbench.steady import SteadyRule, WarmupEnd, WarmupWatch
 from pywebbench.warmup_class import (
     BAD_INCONSISTENT,
     GOOD_INCONSISTENT,
+    LOAD_START_POINTS,
+    MIN_REGIME_POINTS,
     WarmupClass,
     cell_class,
     classify,
@@ -44,12 +49,18 @@ def _labelled(label: WarmupClass, rng: random.Random) -> tuple[list[float], list
     """A warm-up curve (6-15 s) and a measured series (3-10 s) of the labelled shape."""
     base = rng.uniform(1_000, 10_000)
     nw, nm = rng.randint(24, 60), rng.randint(12, 40)
-    ramp = rng.uniform(1.5, nw * 0.25 - 2.5)  # the change ends >= 2.5 s before measuring
+    # The change ends >= 2.5 s before measuring, and >= 1 s after the load's start (the
+    # classes leave the first second out, and a level is held for a second at least).
+    ramp = rng.uniform(2.0, nw * 0.25 - 2.5)
     level_at: Level
     if label == WarmupClass.FLAT:
         level_at = lambda t: base  # noqa: E731
     elif label == WarmupClass.WARMUP:
         low = rng.uniform(0.3, 0.8)
+        # Its rise after the first second (which the classes leave out) is at least twice
+        # the 10% that makes a regime of its own: a smaller one reads as flat.
+        while low + (1 - low) / ramp > 0.8:
+            low = rng.uniform(0.3, 0.8)
         level_at = lambda t: base * (low + (1 - low) * min(1.0, t / ramp))  # noqa: E731
     elif label == WarmupClass.SLOWDOWN:
         high = rng.uniform(1.15, 1.6)
@@ -57,7 +68,7 @@ def _labelled(label: WarmupClass, rng: random.Random) -> tuple[list[float], list
     else:
         kind = rng.choice(["ramp", "step", "saw"])
         rate, period = rng.uniform(0.02, 0.06), rng.uniform(3.0, 6.0)
-        step_at = (nw + rng.randint(3, nm - 3)) * 0.25
+        step_at = (nw + rng.randint(3, nm - 4)) * 0.25  # a level held >= 1 s
         step = rng.choice([0.7, 1.3])
         shapes: dict[str, Level] = {
             "ramp": lambda t: base * (1 + rate * t),  # 4-12% per 2 s, to the end
@@ -66,10 +77,17 @@ def _labelled(label: WarmupClass, rng: random.Random) -> tuple[list[float], list
         }
         level_at = shapes[kind]
     ys = _noisy(rng, level_at, nw + nm)
-    return ys[:nw], ys[nw:]
+    if rng.random() < 0.5:  # a blip: two points 9-23% off
+        at = rng.randrange(4, nw + nm - 2)
+        bump = rng.choice([-1, 1]) * rng.uniform(0.09, 0.23)
+        ys[at : at + 2] = [y * (1 + bump) for y in ys[at : at + 2]]
+    seam = rng.uniform(0.89, 1.11)  # the measured load's own level
+    return ys[:nw], [y * seam for y in ys[nw:]]
 
 
 def test_labelled_synthetic_curves_are_classified_as_labelled() -> None:
+    """30 of each class. Over seeds 1-9 and 21 (1,200 series) 23 were wrong (1.9%), at most
+    5 of 120 in one seed; the classifier before blips and the seam got 236 wrong (20%)."""
     rng = random.Random(21)
     wrong = []
     total = 0
@@ -91,6 +109,57 @@ def test_equivalent_regimes_merge_and_distinct_ones_do_not() -> None:
     ys += [1500 * (1 + rng.gauss(0, 0.02)) for _ in range(40)]
     found = regimes(ys)
     assert len(found) == 2 and found[1].start == pytest.approx(80, abs=2)
+
+
+def test_a_blip_is_not_a_regime() -> None:
+    """Half a second 15% up (or down) between two stretches of one level: one regime, as
+    the settled CPython servers of the 2026-11-28 quick studies should have read."""
+    rng = random.Random(5)
+    for bump in (1.15, 0.85):
+        ys = [1_400 * (1 + rng.gauss(0, 0.02)) for _ in range(40)]
+        ys[20:22] = [y * bump for y in ys[20:22]]
+        assert len(regimes(ys)) == 1, bump
+        assert classify(ys[:26], ys[26:]) == WarmupClass.FLAT
+    # One second at a new level is a regime.
+    ys = [1_400 * (1 + rng.gauss(0, 0.02)) for _ in range(40)]
+    ys[20:] = [y * 1.3 for y in ys[20:]]
+    assert [r.start for r in regimes(ys)] == [0, 20]
+
+
+def test_pypys_first_second_is_its_warmup() -> None:
+    """pypy3.9 gunicorn-gthread/raw-wsgi hello (quick study, 2026-11-28): ~2,500-6,600 req/s
+    for its first 1.25 s, then ~23,000. Leaving the first second out called it flat; a short
+    segment 5x below its neighbour is a level, not a blip."""
+    warm = [2529, 2579, 4348, 3550, 6566, 18716, 20678, 24733, 18319, 23561, 24254, 20337]
+    warm += [23_500.0] * 20
+    measured = [23048, 23442, 20987, 23556, 22880, 20287, 22500, 23100, 23900, 22000]
+    assert classify(warm, measured) == WarmupClass.WARMUP
+    first, *_, last = regimes(warm[LOAD_START_POINTS:] + measured)
+    assert first.end < MIN_REGIME_POINTS and first.level < 0.3 * last.level
+
+
+def test_a_short_spike_far_off_is_a_level() -> None:
+    """The reference server's saw-tooth: a quarter second at ~22,000 every 3 s between
+    ~1,100 and ~2,500 req/s. Its spikes are not blips: the curve has no steady state."""
+    tooth = [22_612.0, 7_237, 4_495, 3_221, 2_548, 2_076, 1_780, 1_529, 1_338, 1_211, 1_115, 3_000]
+    ys = tooth * 4
+    assert classify(ys[:30], ys[30:]) == WarmupClass.NO_STEADY_STATE
+    spikes = [r for r in regimes(ys) if r.level > 10_000]
+    assert len(spikes) == 4 and all(r.end - r.start < MIN_REGIME_POINTS for r in spikes)
+
+
+def test_the_measured_loads_own_shift_continues_the_warmup() -> None:
+    """A settled server measured 11% below its warm-up level (the new load's shift) is flat;
+    28% below is a slowdown, whichever side of the seam the change is on."""
+    rng = random.Random(6)
+    warm = [12_500 * (1 + rng.gauss(0, 0.02)) for _ in range(16)]
+    measured = [11_100 * (1 + rng.gauss(0, 0.02)) for _ in range(12)]
+    assert classify(warm, measured) == WarmupClass.FLAT
+    assert classify(warm, [y * 0.8 for y in measured]) == WarmupClass.SLOWDOWN
+    # A slowdown inside the warm-up stays one, with the measured load shifted up 10%.
+    warm = [9_000.0 if k < 12 else 6_000.0 for k in range(40)]
+    measured = [6_600.0] * 12
+    assert classify(warm, measured) == WarmupClass.SLOWDOWN
 
 
 def test_too_short_a_measured_series_is_not_classified() -> None:
