@@ -2,19 +2,22 @@
 and Cold", OOPSLA 2017): **flat**, **warm-up**, **slowdown** or **no steady state**.
 
 The curve is the replicate's throughput in quarter-second points: its warm-up curve (less
-its first second, the load's own start), then its measured iterations (the progress
+its first half second, the load's own start), then its measured iterations (the progress
 snapshots). Changepoints (PELT, :func:`segments`) cut it into regimes. A small change is
-held for a second at least: a shorter segment within :data:`BLIP_SIZE` of its nearest
-neighbour is a blip when its two neighbours are equivalent (a neighbour's burst, a pause:
-the level went away and came back) and joins them, as Barrett et al. take outliers out
-before they look for changepoints; else it joins that neighbour (so a small change seen for
-less than a second, at the curve's start or end, is not seen); adjacent regimes whose levels
-differ by at most ``tolerance`` are one (Barrett's "equivalent" segments).
+held for a second at least: a segment shorter than that, next to a regime that is not and
+within :data:`BLIP_SIZE` of it, is a blip. It joins both its neighbours when they are
+equivalent (a neighbour's burst, a pause: the level went away and came back), as Barrett et
+al. take outliers out before they look for changepoints; else it joins that regime (the
+edge of a step). A short segment at the curve's end stays: it cannot be told from the start
+of a change. Adjacent regimes whose levels differ by at most ``tolerance`` are one
+(Barrett's "equivalent" segments).
 
 The measured series is a new load on fresh connections, and that alone moves a settled
-server's level (:data:`SEAM_TOLERANCE`): a measured level that close to the level the
-warm-up ended at continues it (the measured points are scaled to it before the regimes are
-cut; the trend test reads them as they are). Then:
+server's level (:data:`SEAM_TOLERANCE`). A measured series that holds one level within that
+fraction of the level the warm-up's last regime ended at continues it: its points are scaled
+to that level before the regimes are cut (the trend test reads them as they are). So a
+change of at most :data:`SEAM_TOLERANCE` exactly between warm-up and measurement is not
+seen. Then:
 
 - **no steady state**: the last regime starts inside the measured part (the level changed
   while it was measured; a changepoint at its first points is where the new load settled),
@@ -52,34 +55,38 @@ from pywebbench.steady import TREND_ALPHA, SteadyRule, regime_start, segments, t
 #: differed by 8% while other tests ran (tests/run/test_warmup_class_refserver.py), so a
 #: regime of its own needs more than 10%.
 LEVEL_TOLERANCE = 0.10
-#: A regime that leaves a level and comes back to it lasts at least this many points (1 s);
-#: a shorter one is a blip. The quick
-#: studies of 2026-11-28 saw half-second blips of 9-23% on settled CPython servers
+#: A small change is held for at least this many points (1 s); a shorter segment is a blip.
+#: The quick studies of 2026-11-28 saw half-second blips of 9-23% on settled CPython servers
 #: (gunicorn-gthread flask hello 7,184 -> 8,334 -> 7,331; granian-wsgi raw-wsgi cpu
 #: 1,401 -> 1,600 -> 1,391), each then classed slowdown, warm-up or no steady state: a JIT
-#: does not change state for half a second and go back. At the curve's ends a blip cannot be
-#: told from the start of a change, and a change in the last second is not seen.
+#: does not change state for half a second and go back. At the curve's end a blip cannot be
+#: told from the start of a change, and is read as one.
 MIN_REGIME_POINTS = 4
-#: A measured level within this fraction of the warm-up's last regime continues it. The same
-#: studies saw settled CPython servers measured 11% below their warm-up's level on the new
-#: load (gunicorn-gthread raw-wsgi hello 12,525 -> 11,124, cpu 1,375 -> 1,228), then classed
-#: slowdown; the largest such shift seen on this machine was 13%.
+#: A measured series that holds one level within this fraction (either way) of where the
+#: warm-up's last regime ended continues it. The same studies saw settled CPython servers
+#: measured 11% below their warm-up's level on the new load (gunicorn-gthread raw-wsgi hello
+#: 12,525 -> 11,124, cpu 1,375 -> 1,228), then classed slowdown; the largest such shift seen
+#: on this machine was 13%.
 SEAM_TOLERANCE = 0.15
-#: A short segment is a blip only this close to its nearest neighbour (the blips above were
-#: at most 23% off); further off it is a level of its own, however short: PyPy's first second
-#: on hello (2,000-7,000 req/s, then ~23,000), or the reference server's saw-tooth (a
-#: quarter-second at ~22,000 every 3 s, between ~1,100 and ~2,500).
+#: A short segment is a blip only this close to the regime it joins (the gap over the larger
+#: level: a fall of 25% or a rise of 33%; the blips above were at most 23% off); further off
+#: it is a level of its own, however short: PyPy's first second on hello (2,000-7,000 req/s,
+#: then ~23,000), or the reference server's saw-tooth (a quarter second at ~22,000 every 3 s,
+#: between ~1,100 and ~2,500).
 BLIP_SIZE = 0.25
-#: The level the warm-up ended at: the median of its last 2 s (the steady rule's window).
+#: Where the warm-up ended: the median of its last regime's last 2 s (the steady rule's
+#: window). A last regime shorter than that is no level to continue.
 SEAM_POINTS = 8
 #: A trend across the measured series larger than this (and significant) is no steady state.
 MAX_TREND = 0.05
 #: Points of the warm-up curve left out at its start: the load's own start (connections
 #: opening, the first requests; the reference server, steady from its first request, served
 #: 690 and 950 req/s in its first two quarter-seconds, then ~1,100), not the server's
-#: warm-up. 2 points: the first half second. (The first second, left out before, hid most of
-#: PyPy's warm-up on hello: gunicorn-gthread/raw-wsgi ran at 2,000-7,000 req/s for its first
-#: 1.25-1.5 s, then at ~23,000, and its replicates were classed flat.)
+#: warm-up. 2 points: the first half second. (With the blips below, leaving the first second
+#: out hid most of PyPy's warm-up on hello: gunicorn-gthread/raw-wsgi ran at 2,000-7,000
+#: req/s for its first 1.25-1.5 s, then at ~23,000, and its replicates were classed flat.)
+#: A load start that stays more than BLIP_SIZE low past its first half second is classed a
+#: warm-up.
 LOAD_START_POINTS = 2
 #: The measured series is a new load: a changepoint this many points from its start is the
 #: boundary between the two loads (the level the measured load settled at), not a change
@@ -159,27 +166,33 @@ def regimes(
     tolerance: float = LEVEL_TOLERANCE,
     min_points: int = MIN_REGIME_POINTS,
 ) -> list[Regime]:
-    """The curve's PELT segments; each one shorter than ``min_points`` and within
-    :data:`BLIP_SIZE` of its nearest neighbour joined to both its neighbours when they are
-    equivalent (a blip: an excursion that came back), else to that one (a step's edge);
-    then adjacent equivalent ones merged (module doc)."""
+    """The curve's PELT segments; each one shorter than ``min_points`` (but the last), next
+    to a regime that is not and within :data:`BLIP_SIZE` of it, joined to both its
+    neighbours when they are equivalent (a blip: an excursion that came back), else to that
+    regime (a step's edge); then adjacent equivalent ones merged (module doc)."""
     found = [Regime(a, b, statistics.median(ys[a:b])) for a, b in segments(ys)]
+
+    def short(r: Regime) -> bool:
+        return r.end - r.start < min_points
+
     kept: set[int] = set()  # the starts of short regimes that are levels of their own
     while len(found) > 1:
-        short = [
-            k for k, r in enumerate(found) if r.end - r.start < min_points and r.start not in kept
-        ]
-        if not short:
+        blips = [k for k, r in enumerate(found) if short(r) and r.start not in kept]
+        if not blips:
             break
-        k = short[0]
-        sides = [j for j in (k - 1, k + 1) if 0 <= j < len(found)]
-        j = min(sides, key=lambda i: abs(found[i].level - found[k].level))
-        if _gap(found[j], found[k]) > BLIP_SIZE:
-            kept.add(found[k].start)  # too far from its neighbours: a level, however short
+        k = blips[0]
+        if k == len(found) - 1:
+            kept.add(found[k].start)  # the curve's end: the start of a change, maybe
+            continue
+        sides = [j for j in (k - 1, k + 1) if 0 <= j < len(found) and not short(found[j])]
+        near = [j for j in sides if _gap(found[j], found[k]) <= BLIP_SIZE]
+        if not near:
+            kept.add(found[k].start)  # no regime near it: a level, however short
             continue
         if len(sides) == 2 and _equivalent(found[k - 1], found[k + 1], tolerance):
             lo, hi = k - 1, k + 1  # an excursion that came back: one regime
         else:
+            j = min(near, key=lambda i: _gap(found[i], found[k]))
             lo, hi = min(j, k), max(j, k)  # the edge of a step
         found[lo : hi + 1] = [_joined(ys, found[lo], found[hi])]
     merged = True
@@ -230,17 +243,20 @@ def classify(
 def _across_the_seam(
     warm: Sequence[float], measured: Sequence[float], tolerance: float
 ) -> list[float]:
-    """The measured series, scaled to the level the warm-up ended at (its last
-    :data:`SEAM_POINTS`) when it holds one level and its median is within
-    :data:`SEAM_TOLERANCE` of that (the new load's own shift, module doc); as it is
-    otherwise."""
+    """The measured series, scaled to where the warm-up's last regime ended (the median of
+    its last :data:`SEAM_POINTS`) when that regime holds that many points, the measured
+    series holds one level, and its median is within :data:`SEAM_TOLERANCE` of it (the new
+    load's own shift, module doc); as it is otherwise."""
     ys = [float(v) for v in measured]
     if not warm or len(regimes(ys, tolerance=tolerance)) > 1:
         return ys  # no warm-up to continue, or a measured series that changed level itself
-    before = statistics.median(warm[-SEAM_POINTS:])
-    after = statistics.median(ys)
-    if before <= 0 or after <= 0 or abs(after / before - 1.0) > SEAM_TOLERANCE:
+    last = regimes(warm, tolerance=tolerance)[-1]
+    if last.end - last.start < SEAM_POINTS:
         return ys
+    before = statistics.median(warm[last.end - SEAM_POINTS : last.end])
+    after = statistics.median(ys)
+    if not (before > 0 and after > 0 and abs(after / before - 1.0) <= SEAM_TOLERANCE):
+        return ys  # (NaN fails every comparison)
     return [y * before / after for y in ys]
 
 
