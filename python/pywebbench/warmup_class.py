@@ -156,10 +156,6 @@ def _gap(a: Regime, b: Regime) -> float:
     return abs(b.level - a.level) / max(abs(a.level), abs(b.level), 1e-9)
 
 
-def _equivalent(a: Regime, b: Regime, tolerance: float) -> bool:
-    return _gap(a, b) <= tolerance
-
-
 def regimes(
     ys: Sequence[float],
     *,
@@ -189,7 +185,7 @@ def regimes(
         if not near:
             kept.add(found[k].start)  # no regime near it: a level, however short
             continue
-        if len(sides) == 2 and _equivalent(found[k - 1], found[k + 1], tolerance):
+        if len(sides) == 2 and _gap(found[k - 1], found[k + 1]) <= tolerance:
             lo, hi = k - 1, k + 1  # an excursion that came back: one regime
         else:
             j = min(near, key=lambda i: _gap(found[i], found[k]))

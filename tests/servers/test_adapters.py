@@ -88,7 +88,6 @@ class Stalled(Exception):
 
     def __init__(self, index: int) -> None:
         super().__init__(f"request {index} got no answer within {TIMEOUT_S:g} s")
-        self.index = index
 
 
 TIMEOUT_S = 10.0
