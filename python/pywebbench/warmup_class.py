@@ -43,6 +43,7 @@ settled at its best) or *bad inconsistent*.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,7 +83,7 @@ MAX_TREND = 0.05
 #: Points of the warm-up curve left out at its start: the load's own start (connections
 #: opening, the first requests; the reference server, steady from its first request, served
 #: 690 and 950 req/s in its first two quarter-seconds, then ~1,100), not the server's
-#: warm-up. 2 points: the first half second. (With the blips below, leaving the first second
+#: warm-up. 2 points: the first half second. (With the blips above, leaving the first second
 #: out hid most of PyPy's warm-up on hello: gunicorn-gthread/raw-wsgi ran at 2,000-7,000
 #: req/s for its first 1.25-1.5 s, then at ~23,000, and its replicates were classed flat.)
 #: A load start that stays more than BLIP_SIZE low past its first half second is classed a
@@ -191,6 +192,7 @@ def regimes(
             j = min(near, key=lambda i: _gap(found[i], found[k]))
             lo, hi = min(j, k), max(j, k)  # the edge of a step
         found[lo : hi + 1] = [_joined(ys, found[lo], found[hi])]
+        kept.clear()  # a short level kept before may now sit beside a regime near it
     merged = True
     while merged and len(found) > 1:
         merged = False
@@ -244,6 +246,8 @@ def _across_the_seam(
     series holds one level, and its median is within :data:`SEAM_TOLERANCE` of it (the new
     load's own shift, module doc); as it is otherwise."""
     ys = [float(v) for v in measured]
+    if not all(math.isfinite(v) for v in (*warm, *ys)):
+        return ys  # a gap in the series: nothing to scale by
     if not warm or len(regimes(ys, tolerance=tolerance)) > 1:
         return ys  # no warm-up to continue, or a measured series that changed level itself
     last = regimes(warm, tolerance=tolerance)[-1]
@@ -252,7 +256,7 @@ def _across_the_seam(
     before = statistics.median(warm[last.end - SEAM_POINTS : last.end])
     after = statistics.median(ys)
     if not (before > 0 and after > 0 and abs(after / before - 1.0) <= SEAM_TOLERANCE):
-        return ys  # (NaN fails every comparison)
+        return ys
     return [y * before / after for y in ys]
 
 

@@ -28,6 +28,7 @@ from pywebbench.warmup_class import (
     classify,
     holds_at_end,
     regimes,
+    segments,
     unsettled,
 )
 
@@ -120,6 +121,7 @@ def test_a_blip_is_not_a_regime() -> None:
     for bump in (1.15, 0.85):
         ys = [1_400 * (1 + rng.gauss(0, 0.02)) for _ in range(40)]
         ys[20:22] = [y * bump for y in ys[20:22]]
+        assert len(segments(ys)) == 3, bump  # PELT cuts the blip out
         assert len(regimes(ys)) == 1, bump
         assert classify(ys[:26], ys[26:]) == WarmupClass.FLAT
     # One second away and back is a regime.
@@ -139,9 +141,21 @@ def test_a_short_step_joins_a_regime_only_near_it() -> None:
     rng = random.Random(8)
     flat = [5_000 * (1 + rng.gauss(0, 0.02)) for _ in range(40)]
     assert classify(flat[:28], flat[28:37] + [4_000.0] * 3) == WarmupClass.NO_STEADY_STATE
-    stepped = flat[:20] + [4_400.0] * 2 + [4_000.0] * 18  # the step's edge: 4,400
+    # The step's edge, 4,300: over 10% from both sides, so only the blip rule joins it.
+    stepped = flat[:20] + [4_300.0] * 2 + [3_800.0] * 18
     found = regimes(stepped)
-    assert [r.start for r in found] == [0, 20] and found[1].level == 4_000.0
+    assert [r.start for r in found] == [0, 20] and found[1].level == 3_800.0
+
+
+def test_a_short_level_is_judged_again_once_its_neighbour_is_joined() -> None:
+    """Two short segments in a row: 12,000 then 10,900, between 5,000 and 10,000. The first
+    has no regime near it until the second joins the 10,000 after it; then it is that
+    step's edge (17% off), not a level of its own."""
+    rng = random.Random(3)
+    ys = [5_000.0] * 12 + [12_000.0] * 2 + [10_900.0] * 2 + [10_000.0] * 20
+    ys = [y * (1 + rng.gauss(0, 0.01)) for y in ys]
+    assert [b - a for a, b in segments(ys)] == [12, 2, 2, 20]
+    assert [r.start for r in regimes(ys)] == [0, 12]
 
 
 def test_pypys_first_second_is_its_warmup() -> None:
@@ -184,11 +198,13 @@ def test_the_seam_leaves_a_measured_series_that_changed_level_alone() -> None:
     """Scaling is for a measured series at one level; one that changed level itself, or a
     warm-up whose last regime is too short to say where it ended, is read as it is."""
     warm = [10_000.0] * 30
-    stepped = [10_000.0] * 6 + [7_000.0] * 6  # median 8,500: within 15% of 10,000
+    stepped = [10_000.0] * 6 + [8_000.0] * 6  # median 9,000: within 15% of 10,000
     assert _across_the_seam(warm, stepped, LEVEL_TOLERANCE) == stepped
     assert _across_the_seam(warm, [9_000.0] * 12, LEVEL_TOLERANCE) == [10_000.0] * 12
     short_end = [10_000.0] * 24 + [14_000.0] * 5  # its last regime: 5 points
     assert _across_the_seam(short_end, [13_000.0] * 12, LEVEL_TOLERANCE) == [13_000.0] * 12
+    gap = [9_000.0] * 11 + [math.nan]  # its median is finite, its scaling would not be
+    assert _across_the_seam(warm, gap, LEVEL_TOLERANCE)[:11] == [9_000.0] * 11
 
 
 def test_too_short_a_measured_series_is_not_classified() -> None:
