@@ -28,6 +28,7 @@ def _outcome(
     out.base = AbSideRun(cast(SideStudy, None), [], [], instructions=base)
     out.change = AbSideRun(cast(SideStudy, None), [], [], instructions=change)
     out.options = AbOptions(figure=figure, instructions=True)
+    out.stopped = session.STOPPED_BUDGET
     return out
 
 
@@ -143,7 +144,10 @@ def _side(role: str) -> AbSideRun:
 
 
 def _count_with(
-    monkeypatch: pytest.MonkeyPatch, results: Sequence[dict[str, Any] | BaseException]
+    monkeypatch: pytest.MonkeyPatch,
+    results: Sequence[dict[str, Any] | BaseException],
+    processes: int = 3,
+    ci_width: float = 1e-9,
 ) -> tuple[list[AbSideRun], list[str], bool]:
     """count_sides over two sides whose counts come from ``results`` in turn; the sides, the
     roles in the order they were counted, and what count_sides returned."""
@@ -160,7 +164,11 @@ def _count_with(
     monkeypatch.setattr(session, "count_side", fake)
     runs = [_side("base"), _side("change")]
     nothing: list[Any] = [None, None]  # env and launch: only the fake sees them
-    done = session.count_sides(runs, nothing, nothing, [1], 3, lambda _: None)
+    options = AbOptions(instructions=True, ci_width=ci_width, processes=processes)
+    done = session.count_sides(
+        runs, nothing, nothing, [1], processes, lambda _: None,
+        enough=lambda: session.counted_enough(runs, options),
+    )  # fmt: skip
     return runs, order, done
 
 
@@ -179,6 +187,33 @@ def test_the_sides_are_counted_in_turn_until_a_count_fails_or_ctrl_c(
     # Ctrl-C: False, the counts made so far kept
     runs, order, done = _count_with(monkeypatch, [*_counts(1, 2, 3), KeyboardInterrupt()])
     assert not done and runs[0].counts == [1, 3] and runs[1].counts == [2]
+
+
+def test_the_counting_stops_once_the_interval_is_as_narrow_as_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Counts 0.1% apart give an interval within +-1% after two a side: the other two of
+    --processes 4 are not counted, and the report says why; counts 5% apart go on to all 4."""
+    close = _counts(1_000_000, 1_030_000, 1_001_000, 1_031_000, 1_000_500, 1_030_500)
+    runs, order, done = _count_with(monkeypatch, close, processes=4, ci_width=0.01)
+    assert done and order == ["base", "change"] * 2
+    assert runs[0].counts == [1_000_000, 1_001_000] and runs[1].counts == [1_030_000, 1_031_000]
+    o = _outcome(runs[0].instructions, runs[1].instructions)
+    o.options = AbOptions(instructions=True, ci_width=0.01, processes=4)
+    line = counting_line(o)
+    assert line == (
+        "instructions counted under valgrind on 2 fresh server processes a side, interval "
+        "over them (of --processes 4: the interval was within +-1.00%); 20 s"
+    )
+    o.stopped = session.STOPPED_INTERRUPTED  # Ctrl-C in the counting: no such claim
+    assert "within" not in (counting_line(o) or "")
+    spread = _counts(1_000_000, 1_000_000, 1_050_000, 1_050_000, 990_000, 995_000, 1e6, 1e6)
+    runs, order, done = _count_with(monkeypatch, spread, processes=4, ci_width=0.01)
+    assert done and order == ["base", "change"] * 4
+    # one count a side gives no interval: never enough, however wide the asked CI
+    same = _counts(1, 1, 1, 1, 1, 1)
+    runs, order, done = _count_with(monkeypatch, same, processes=3, ci_width=0.9)
+    assert done and order == ["base", "change"] * 2
 
 
 def test_a_gate_on_the_instructions_figure_fails_without_it() -> None:

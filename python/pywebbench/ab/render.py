@@ -19,6 +19,7 @@ from pywebbench.ab.session import (
     FIGURE_RPS,
     STOPPED_BUDGET,
     STOPPED_CI,
+    STOPPED_INTERRUPTED,
     AbOutcome,
 )
 from pywebbench.compare.gate import Violation
@@ -179,6 +180,10 @@ def counting_line(o: AbOutcome) -> str | None:
     else:
         many = f"{n[0]} fresh server processes for BASE, {n[1]} for CHANGE"
     interval = ", interval over them" if min(n) > 1 else ""
+    failed = any("error" in d for d in docs)
+    asked = o.options.processes
+    if n[0] == n[1] < asked and not failed and o.stopped != STOPPED_INTERRUPTED:
+        interval += f" (of --processes {asked}: the interval was within +-{o.options.ci_width:.2%})"
     return f"instructions counted under valgrind on {many}{interval}; {spent:.0f} s"
 
 

@@ -191,12 +191,7 @@ class AbOutcome:
         ``compare``'s interval over the counted server processes (:func:`ratio_of_medians`:
         Welch's t on the log counts, a bootstrap from 10 a side; NaN bounds with one count on
         a side); None when a side has no count or a count failed."""
-        base, change = self.base.counts, self.change.counts
-        if base is None or change is None:
-            return None
-        return ratio_of_medians(
-            [[x] for x in base], [[x] for x in change], seed=0, level=self.options.level
-        )
+        return instructions_estimate(self.base.counts, self.change.counts, self.options.level)
 
     @property
     def instructions_ratio(self) -> float | None:
@@ -212,6 +207,32 @@ class AbOutcome:
         if base is None or change is None:
             return None
         return count_span(base, change)
+
+
+def instructions_estimate(
+    base: Sequence[float] | None, change: Sequence[float] | None, level: float
+) -> RatioEstimate | None:
+    """CHANGE/BASE of the sides' median instructions per request, with ``compare``'s
+    interval over the counted server processes (:func:`ratio_of_medians`); None when a side
+    has no counts."""
+    if not base or not change:
+        return None
+    return ratio_of_medians([[x] for x in base], [[x] for x in change], seed=0, level=level)
+
+
+#: Counts a side before the counting may stop early: the fewest that give an interval.
+MIN_COUNTS = 2
+
+
+def counted_enough(runs: Sequence[AbSideRun], options: AbOptions) -> bool:
+    """True once every side has at least :data:`MIN_COUNTS` counts and the requests per
+    instruction ratio's CI lies within +-``options.ci_width``: the counting's own "stop when
+    it knows" (the timed run's is :func:`pywebbench.ab.estimate.narrow_enough`)."""
+    counts = [r.counts for r in runs]
+    if any(c is None or len(c) < MIN_COUNTS for c in counts):
+        return False
+    est = per_instruction(instructions_estimate(counts[0], counts[1], options.level))
+    return est is not None and math.isfinite(est.low) and half_width(est) <= options.ci_width
 
 
 def per_instruction(est: RatioEstimate | None) -> RatioEstimate | None:
@@ -423,7 +444,10 @@ def run_ab(
         r.errors = sum(result.targets[t].errors for t in own)
     interrupted = result.interrupted
     if options.instructions and not interrupted:
-        interrupted = not count_sides(runs, envs, launches, generator_cpus, options.processes, say)
+        interrupted = not count_sides(
+            runs, envs, launches, generator_cpus, options.processes, say,
+            enough=lambda: counted_enough(runs, options),
+        )  # fmt: skip
     stopped = (
         STOPPED_INTERRUPTED
         if interrupted
@@ -485,13 +509,17 @@ def count_sides(
     generator_cpus: Sequence[int],
     processes: int,
     say: Callable[[str], None],
+    enough: Callable[[], bool] = lambda: False,
 ) -> bool:
-    """Count ``processes`` fresh servers a side, the sides in turn (BASE 1, CHANGE 1, BASE 2,
-    ...), into each side's ``instructions``. The counting ends at the first count that fails
-    (the ratio needs every count). False when Ctrl-C ended it (the counts made so far are
-    kept)."""
+    """Count up to ``processes`` fresh servers a side, the sides in turn (BASE 1, CHANGE 1,
+    BASE 2, ...), into each side's ``instructions``. The counting ends early once ``enough()``
+    says so after a round of counts (:func:`counted_enough`: the interval is as narrow as
+    asked), and at the first count that fails (the ratio needs every count). False when
+    Ctrl-C ended it (the counts made so far are kept)."""
     try:
         for k in range(processes):
+            if k and enough():
+                return True
             for r, env, launch in zip(runs, envs, launches, strict=True):
                 say(
                     f"{r.study.side.role}: counting instructions per request under valgrind "

@@ -61,7 +61,8 @@ MAX_PROCESSES = 16
     show_default=True,
     help="Stop once the ratio's CI lies within +-this fraction of it (0.01 = +-1%). Where "
     "server processes differ by 1-2% a CI this narrow may need more --processes than the "
-    "budget allows; the run then ends at --budget and says how wide it got.",
+    "budget allows; the run then ends at --budget and says how wide it got. The "
+    "instructions counting stops by the same width.",
 )
 @click.option(
     "--budget",
@@ -134,7 +135,7 @@ MAX_PROCESSES = 16
     help="What the verdict and the gate judge: rps = requests/s; cpu = requests per "
     "CPU-second of each side's server (insensitive to CPU other processes take from the "
     "server cores; for CPU-bound servers); instructions = instructions per request counted "
-    "under valgrind on --processes fresh servers a side (implies --instructions; CPython; "
+    "under valgrind on up to --processes fresh servers a side (implies --instructions; CPython; "
     "repeats to 0.03-0.4%, blind to what costs time but not instructions: I/O, locks, "
     "caches). The time ratios are always reported; the stop rule judges rps or cpu.",
 )
@@ -150,9 +151,10 @@ MAX_PROCESSES = 16
     "--instructions",
     is_flag=True,
     help="After the timed run, count each side's instructions per request under valgrind, "
-    "on --processes fresh servers a side, the sides in turn (CPython only; 4-10 s a count "
-    "on an idle machine; docs/instructions.md). Reported beside the time ratios with an "
-    "interval over the counted processes; gate with instructions>1%.",
+    "on --processes fresh servers a side at most, the sides in turn, stopping once the "
+    "interval is within --ci-width (CPython only; 4-10 s a count on an idle machine; "
+    "docs/instructions.md). Reported beside the time ratios with an interval over the "
+    "counted processes; gate with instructions>1%.",
 )
 @click.option(
     "--fail-if",
