@@ -39,8 +39,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
-import ruptures
-from scipy import stats as scistats
+
+# ruptures and scipy.stats are imported where they are used: together they take ~1 s to
+# import (scipy.stats, scipy.signal, scipy.spatial), which a command that refuses its input
+# or lists something should not pay.
 
 #: The level of the drift test (Mann-Kendall, two-sided).
 TREND_ALPHA = 0.01
@@ -96,6 +98,8 @@ def segments(ys: Sequence[float], *, rel_noise: float | None = None) -> list[tup
     if not sigma or not math.isfinite(sigma):
         sigma = max(1e-9, float(np.std(ys)))
     signal = np.asarray(ys, dtype=float).reshape(-1, 1) / sigma
+    import ruptures
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         found = ruptures.KernelCPD(kernel="linear", min_size=2).fit(signal)
@@ -108,6 +112,8 @@ def slope_bounds(
     ts: Sequence[float], ys: Sequence[float], confidence: float
 ) -> tuple[float, float, float]:
     """Theil-Sen slope with its two-sided ``confidence`` interval: (slope, low, high)."""
+    from scipy import stats as scistats
+
     fit = scistats.theilslopes(ys, ts, alpha=confidence)
     return float(fit.slope), float(fit.low_slope), float(fit.high_slope)
 
@@ -289,6 +295,8 @@ def trend(ys: Sequence[float]) -> tuple[float, float]:
     Kendall's tau of the values against their order, two-sided). Fewer than 3: (0, 1)."""
     if len(ys) < 3:
         return 0.0, 1.0
+    from scipy import stats as scistats
+
     xs = list(range(len(ys)))
     mid = statistics.median(ys)
     slope = float(scistats.theilslopes(ys, xs).slope)
