@@ -42,7 +42,15 @@ import numpy as np
 
 # ruptures and scipy.stats are imported where they are used: together they take ~1 s to
 # import (scipy.stats, scipy.signal, scipy.spatial), which a command that refuses its input
-# or lists something should not pay.
+# or lists something should not pay. A measurement imports them first (:func:`preload`).
+
+
+def preload() -> None:
+    """Import what the steady-state, warm-up class and interval code use, now: called before
+    a load starts, so that no warm-up or search waits a second on its first import."""
+    import ruptures  # noqa: F401
+    import scipy.stats  # noqa: F401
+
 
 #: The level of the drift test (Mann-Kendall, two-sided).
 TREND_ALPHA = 0.01

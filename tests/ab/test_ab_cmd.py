@@ -81,8 +81,8 @@ def test_two_revisions_slower_trips_the_gate_and_is_stored(tmp_path: Path, censu
     repo = _repo(tmp_path)
     results = tmp_path / "results"
     done = pwb(
-        "ab", *QUICK, "--repo", str(repo), "--base", "HEAD~1", "--change", "HEAD",
-        "--fail-if", "slower>3%", "--format", "json", results=results,
+        "ab", *QUICK, "--budget", "12", "--repo", str(repo), "--base", "HEAD~1", "--change",
+        "HEAD", "--fail-if", "slower>3%", "--format", "json", results=results,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     doc = json.loads(done.stdout)

@@ -55,7 +55,11 @@ def test_knee_search_interrupted_then_resumed(tmp_path: Path, census: str) -> No
         while _rows(db, "iterations") < 2 and time.monotonic() < deadline:
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             time.sleep(0.1)
-        time.sleep(0.6)  # the measured iteration is stored: the first probe is running
+        # the search's first probe is stored: the second is running (a fixed 0.6 s after the
+        # measured iteration once landed before the search began)
+        while _rows(db, "knee_probes") < 1 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
     finally:

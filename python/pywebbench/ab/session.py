@@ -44,6 +44,7 @@ from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, Slice
 from pywebbench.run import instructions
 from pywebbench.run.host import split_cpus
 from pywebbench.stats import median
+from pywebbench.steady import preload
 
 if TYPE_CHECKING:
     from pywebbench.provision.venv import ProvisionedEnv
@@ -419,6 +420,7 @@ def run_ab(
             f"({options.processes} server processes a side), "
             f"until the {options.level:.0%} CI is within +-{options.ci_width:.1%}"
         )
+        preload()  # the first estimate does not hold up the run on its imports
         started = time.monotonic()
         accounting.sample()
         result = run_sliced(plan, watch, interval_s=0.1)

@@ -45,6 +45,7 @@ from pywebbench.steady import (
     SteadyRule,
     WarmupEnd,
     WarmupVerdict,
+    preload,
 )
 from pywebbench.store import IterationKind, Phase, Sample, StoreWriter, utcnow
 from pywebbench.warmup_class import classify
@@ -137,6 +138,7 @@ class Measurer:
         Returns the failure that ended the replicate (None when it completed) and the
         robustness of the fault phase (None without one). Raises :class:`Interrupted`.
         """
+        preload()  # the first warm-up does not wait on its imports
         cfg = self.config.load
         plan: list[tuple[IterationKind, int, float]] = []
         warmed: list[WarmupVerdict] = []
