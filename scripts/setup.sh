@@ -3,9 +3,9 @@
 #   1. Debian packages (PyPy, redis-server, PostgreSQL, nginx, wrk, chromium, libev-dev, ...)
 #   2. the project virtualenv .venv (CPython), with pywebbench built by maturin (Rust engine)
 #   3. CPython's Debian source packages (deb-src, trixie: 3.13, sid: 3.14), and for the tests
-#      (PWB_SETUP_FREE_THREADED=1, set by scripts/test.sh) a free-threaded CPython 3.13t built
-#      from them once into $PWB_CACHE_DIR/pythons (docs/interpreters.md); `./pwb run` does
-#      not wait for that build
+#      (PWB_SETUP_FREE_THREADED=1: scripts/test.sh runs it so, beside its Rust and lint steps)
+#      a free-threaded CPython 3.13t built from them once into $PWB_CACHE_DIR/pythons
+#      (docs/interpreters.md); `./pwb run` does not wait for that build
 # Re-running is cheap: each step is skipped when its inputs did not change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
