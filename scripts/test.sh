@@ -8,10 +8,11 @@ export PATH="$PWD/.venv/bin:$PATH"
 # The tests use a free-threaded CPython 3.13t too, built from Debian's source package once
 # (setup.sh with PWB_SETUP_FREE_THREADED=1: cached under $PWB_CACHE_DIR/pythons, ~4 minutes
 # on 2 cores the first time; everything else it does is done by then). It builds in its own
-# process group while the Rust and lint steps run (their serial stretches and its own leave
-# cores idle), and pytest starts once it is there.
+# process group, at the lowest priority, while the Rust and lint steps run (their serial
+# stretches leave a core idle; at nice 19 it takes what they leave, and the Rust tests'
+# timings keep their cores), and pytest starts once it is there.
 ft_log=$(mktemp -t pwb-free-threaded-build.XXXXXX)
-PWB_SETUP_FREE_THREADED=1 PWB_SETUP_QUIET=1 setsid ./scripts/setup.sh >"$ft_log" 2>&1 &
+PWB_SETUP_FREE_THREADED=1 PWB_SETUP_QUIET=1 nice -n 19 setsid ./scripts/setup.sh >"$ft_log" 2>&1 &
 ft_build=$!
 trap 'kill -- "-$ft_build" 2>/dev/null || true; rm -f "$ft_log"' EXIT
 echo "== rust: fmt, clippy, tests (CPython 3.13t builds beside them: $ft_log)"
@@ -31,6 +32,7 @@ if ! wait "$ft_build"; then
     echo "the free-threaded CPython build failed" >&2
     exit 1
 fi
+trap 'rm -f "$ft_log"' EXIT  # its group is gone: its number may be another's by now
 cat "$ft_log"
 echo "== pytest"
 set +e
