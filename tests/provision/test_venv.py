@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from pywebbench.catalogue import interpreters as I
@@ -209,3 +210,41 @@ def test_cpython310_stack_installs() -> None:
     assert candidate.stack is not None
     env = V.provision(candidate.stack)
     assert "pg8000" in env.packages and "gunicorn" in env.packages
+
+
+def test_an_install_uv_has_in_its_cache_runs_offline(pypy: Interpreter) -> None:
+    """A second venv with the same packages is installed from uv's cache (``--offline``),
+    without asking the index: the reuse that an index without cache headers defeats."""
+    first = V.provision(_stack(pypy, ["bottle==0.13.4"]))
+    assert first.packages["bottle"] == "0.13.4"
+    stack = _stack(pypy, ["bottle==0.13.4"], steps=[InstallStep(("bottle==0.13.4",), ())])
+    V.remove(stack)
+    env = V.provision(stack)
+    assert not env.cached and env.packages["bottle"] == "0.13.4"
+    assert env.log_path is not None
+    installs = [ln for ln in env.log_path.read_text().splitlines() if " pip install " in ln]
+    assert len(installs) == 2 and all(ln.endswith("--offline") for ln in installs), installs
+    assert "installing online" not in env.log_path.read_text()
+
+
+def test_offline_first_falls_back_online_and_pwb_offline_forbids_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What uv's cache lacks is installed online; with ``PWB_OFFLINE=1`` it is an error."""
+    calls: list[list[str]] = []
+
+    def run(argv: list[str], *_: object) -> str:
+        calls.append(argv)
+        if "--offline" in argv:
+            raise V._CommandFailed("not in the cache")
+        return ""
+
+    monkeypatch.setattr(V, "_run", run)
+    with open(tmp_path / "provision.log", "w") as log:
+        V._install(["uv", "pip", "install", "x"], log, None, "installing x", 10)
+        assert calls == [["uv", "pip", "install", "x", "--offline"], ["uv", "pip", "install", "x"]]
+        calls.clear()
+        monkeypatch.setenv("PWB_OFFLINE", "1")
+        with pytest.raises(V._CommandFailed, match="not in the cache"):
+            V._install(["uv", "pip", "install", "x"], log, None, "installing x", 10)
+    assert calls == [["uv", "pip", "install", "x", "--offline"]]

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pywebbench.catalogue.interpreters import InterpreterError
-from pywebbench.provision.venv import cache_dir
+from pywebbench.provision.venv import cache_dir, offline
 
 Progress = Callable[[str], None]
 
@@ -114,11 +114,6 @@ def allowed_methods() -> tuple[str, ...]:
             f"PWB_PYTHON_INSTALL: unknown method {unknown[0]!r}; use uv, source or none"
         )
     return chosen
-
-
-def offline() -> bool:
-    """``PWB_OFFLINE`` set to a true value: nothing may be downloaded."""
-    return os.environ.get("PWB_OFFLINE", "").lower() in ("1", "true", "yes")
 
 
 def pythons_dir() -> Path:

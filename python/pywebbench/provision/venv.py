@@ -10,6 +10,7 @@ Layout under ``$PWB_CACHE_DIR`` (default ``~/.cache/pywebbench``)::
 A venv directory without ``pwb-env.json`` never exists under its final name: it is built in
 ``venvs/.tmp-<key>-<pid>`` and renamed when complete, so a crash leaves only a temp dir that the
 next builder of that key removes. A cached call reads one small JSON file and runs nothing.
+Each ``uv pip install`` is tried from uv's cache alone first, then online (:func:`_install`).
 """
 
 from __future__ import annotations
@@ -82,6 +83,11 @@ class ProvisionedEnv:
 def cache_dir() -> Path:
     """``$PWB_CACHE_DIR`` or ``~/.cache/pywebbench``."""
     return Path(os.environ.get("PWB_CACHE_DIR") or Path.home() / ".cache" / "pywebbench")
+
+
+def offline() -> bool:
+    """``PWB_OFFLINE`` set to a true value: nothing may be downloaded."""
+    return os.environ.get("PWB_OFFLINE", "").lower() in ("1", "true", "yes")
 
 
 def venvs_dir() -> Path:
@@ -297,6 +303,28 @@ def failure_reason(output: str, max_lines: int = 12) -> str:
     return "\n".join(ln.strip() for ln in chosen) or "no output"
 
 
+def _install(
+    argv: list[str], log: TextIO, progress: Progress | None, what: str, timeout_s: float
+) -> None:
+    """One ``uv pip install``: from uv's cache alone first (``--offline``), online only when
+    something is not there (never with ``PWB_OFFLINE=1``).
+
+    Why: uv reuses a wheel it built from an sdist only while the index's answer is fresh, and
+    an index that sends no cache headers (a registry proxy, some mirrors: uv issue #10444) is
+    never fresh, so every venv with uWSGI, bjoern or (on PyPy) gevent compiled it again,
+    20-60 s each. Offline, uv takes what it has: the versions the last online resolution
+    found, and the wheels it built then. The versions installed are in the venv's manifest.
+    """
+    try:
+        _run([*argv, "--offline"], log, progress, f"{what} (from uv's cache)", timeout_s)
+        return
+    except _CommandFailed:
+        if offline():
+            raise
+    log.write("\nnot all of it is in uv's cache: installing online\n")
+    _run(argv, log, progress, what, timeout_s)
+
+
 def _packages(python: Path, log: TextIO, timeout_s: float) -> dict[str, str]:
     out = _run(
         [*_uv(), "pip", "list", "--format", "json", "--python", str(python)],
@@ -394,7 +422,7 @@ def _build(
                 # start would compile its framework from source again, in its cold start.
                 argv = [*_uv(), "pip", "install", "--compile-bytecode", "--python", str(python)]
                 argv += [*flags, *reqs]
-                _run(argv, log, progress, "installing " + " ".join(reqs or flags), timeout_s)
+                _install(argv, log, progress, "installing " + " ".join(reqs or flags), timeout_s)
             packages = _packages(python, log, timeout_s)
             build_seconds = time.monotonic() - started
             manifest = {
