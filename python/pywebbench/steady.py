@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -45,9 +46,33 @@ import numpy as np
 # or lists something should not pay. A measurement imports them first (:func:`preload`).
 
 
+_importing: list[threading.Thread] = []
+
+
+def _import_statistics() -> None:
+    try:
+        import ruptures  # noqa: F401
+        import scipy.stats  # noqa: F401
+    except Exception:  # noqa: BLE001 - the import where they are used says what is wrong
+        pass
+
+
+def preload_in_background() -> None:
+    """Start importing what :func:`preload` imports, in a thread of this process (once): a
+    study's set-up (pre-flight checks, server start, verification) mostly waits on other
+    processes, and the imports (1.2-1.4 s here) take that time instead of their own."""
+    if not _importing:
+        thread = threading.Thread(target=_import_statistics, name="pwb-preload", daemon=True)
+        _importing.append(thread)
+        thread.start()
+
+
 def preload() -> None:
-    """Import what the steady-state, warm-up class and interval code use, now: called before
-    a load starts, so that no warm-up or search waits a second on its first import."""
+    """Import what the steady-state, warm-up class and interval code use (or wait for
+    :func:`preload_in_background` to have done it): called before a load starts, so that no
+    warm-up or search waits a second on its first import."""
+    preload_in_background()
+    _importing[0].join()
     import ruptures  # noqa: F401
     import scipy.stats  # noqa: F401
 

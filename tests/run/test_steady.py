@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import random
+import subprocess
+import sys
 
 import pytest
 from pywebbench.run.steadiness import snapshot_series
@@ -163,3 +165,25 @@ def test_a_core_whose_speed_flips_is_steady_once_the_curve_is_put_at_one_speed(
     assert _flipping_core(scaled=False, seed=seed) == ("cap", 15.0)  # each flip: a new regime
     end, elapsed = _flipping_core(scaled=True, seed=seed)
     assert end == "steady" and elapsed <= 8.0
+
+
+def test_the_statistics_are_imported_in_the_background_then_waited_for() -> None:
+    """``run`` starts importing scipy.stats and ruptures in a thread before its pre-flight
+    sample and the servers' start; the first replicate's :func:`preload` waits for it."""
+    script = (
+        "import sys, threading\n"
+        "from pywebbench import steady\n"
+        "assert 'scipy.stats' not in sys.modules and 'ruptures' not in sys.modules\n"
+        "steady.preload_in_background()\n"
+        "steady.preload_in_background()  # once\n"
+        "names = [t.name for t in threading.enumerate()]\n"
+        "assert names.count('pwb-preload') <= 1, names\n"
+        "steady.preload()\n"
+        "assert 'scipy.stats' in sys.modules and 'ruptures' in sys.modules\n"
+        "assert not steady._importing[0].is_alive()\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr

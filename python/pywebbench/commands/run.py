@@ -163,6 +163,11 @@ def _main(options: dict[str, Any], console: Console) -> int:
         console.print(f"  [yellow]unavailable[/] {name}: {reason}")
     for name, reason in matrix.skipped:
         console.print(f"  [yellow]skipped[/] {name}: {reason}")
+    if not options["dry_run"]:
+        from pywebbench.steady import preload_in_background
+
+        # over the pre-flight sample and the servers' start; a replicate waits for it
+        preload_in_background()
     _preflight(config, console)
     if load.instructions:
         from pywebbench.run.instructions import cannot_count
