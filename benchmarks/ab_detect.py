@@ -148,7 +148,7 @@ def serve(
     server_cpus, generator_cpus = split_cpus([], [])
     env = bringup.provision(variant.stack)
     options = bringup.LaunchOptions(
-        log_dir=Path(tempfile.mkdtemp(prefix=f"ab-calib-{name}-")),
+        log_dir=Path(tempfile.mkdtemp(prefix=f"calib-{name}-", dir=where.parent)),  # the run's root
         cpus=server_cpus,
         workers=variant.workers,
         threads=variant.threads,
