@@ -50,10 +50,14 @@ _importing: list[threading.Thread] = []
 
 
 def _import_statistics() -> None:
+    import ruptures  # noqa: F401
+    import scipy.stats  # noqa: F401
+
+
+def _import_quietly() -> None:
     try:
-        import ruptures  # noqa: F401
-        import scipy.stats  # noqa: F401
-    except Exception:  # noqa: BLE001 - the import where they are used says what is wrong
+        _import_statistics()
+    except Exception:  # noqa: BLE001 - preload's own import says what is wrong
         pass
 
 
@@ -62,7 +66,7 @@ def preload_in_background() -> None:
     study's set-up (pre-flight checks, server start, verification) mostly waits on other
     processes, and the imports (1.2-1.4 s here) take that time instead of their own."""
     if not _importing:
-        thread = threading.Thread(target=_import_statistics, name="pwb-preload", daemon=True)
+        thread = threading.Thread(target=_import_quietly, name="pwb-preload", daemon=True)
         _importing.append(thread)
         thread.start()
 
@@ -73,8 +77,7 @@ def preload() -> None:
     warm-up or search waits a second on its first import."""
     preload_in_background()
     _importing[0].join()
-    import ruptures  # noqa: F401
-    import scipy.stats  # noqa: F401
+    _import_statistics()  # at once if the thread did it; raises here if it could not
 
 
 #: The level of the drift test (Mann-Kendall, two-sided).

@@ -215,7 +215,9 @@ def test_cpython310_stack_installs() -> None:
 def test_an_install_uv_has_in_its_cache_runs_offline(pypy: Interpreter) -> None:
     """A second venv with the same packages is installed from uv's cache (``--offline``),
     without asking the index: the reuse that an index without cache headers defeats."""
-    first = V.provision(_stack(pypy, ["bottle==0.13.4"]))
+    plain = _stack(pypy, ["bottle==0.13.4"])
+    V.remove(plain)  # built now: offline, else online, so uv's cache has bottle either way
+    first = V.provision(plain)
     assert first.packages["bottle"] == "0.13.4"
     stack = _stack(pypy, ["bottle==0.13.4"], steps=[InstallStep(("bottle==0.13.4",), ())])
     V.remove(stack)
