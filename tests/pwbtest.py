@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,17 @@ PYWEBBENCH = str(Path(sys.executable).parent / "pywebbench")
 
 # Environment variable the runner tests mark their processes with (tests/run/conftest.py).
 MARK_VAR = "PWB_TEST_MARK"
+
+
+def valgrind_leftovers() -> set[str]:
+    """The temporary directory's vgdb FIFOs and pywebbench's directories for them: a counted
+    server is killed, and must not leave them behind (``instructions.pipes``)."""
+    return {
+        p.name
+        for p in Path(tempfile.gettempdir()).iterdir()
+        if p.name.startswith(("vgdb-pipe", "pwb-vgdb-"))
+    }
+
 
 # Cores for the load generator in tests: the server side gets core 0.
 GEN_CPUS = [1] if (os.cpu_count() or 1) > 1 else [0]

@@ -12,13 +12,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from pwbtest import MARK_VAR, PYWEBBENCH, marked_processes, pwb
+from pwbtest import MARK_VAR, PYWEBBENCH, marked_processes, pwb, valgrind_leftovers
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.compare.cells import cell_figures
 from pywebbench.compare.gate import evaluate, parse_rules
 from pywebbench.compare.match import Pair
 from pywebbench.compare.verdict import compare_pair
-from pywebbench.run.instructions import batch_size, cannot_count, housekeeping, parse_counts
+from pywebbench.run.instructions import batch_size, cannot_count, housekeeping, thread_counts
 from pywebbench.store import Store, Study
 from pywebbench.store.export import export_csv
 
@@ -48,6 +48,7 @@ def counted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Study]:
     project.mkdir()
     (project / "loopapp.py").write_text(APP)
     results = tmp / "res"
+    before = valgrind_leftovers()
     mark = uuid.uuid4().hex  # the census of tests/run/conftest.py, around the whole run
     os.environ[MARK_VAR] = mark
     try:
@@ -65,6 +66,8 @@ def counted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Study]:
         del os.environ[MARK_VAR]
     assert not marked_processes(MARK_VAR, mark), "processes left behind"
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # the counted servers are killed; their vgdb FIFOs went with the directory made for them
+    assert valgrind_leftovers() <= before
     assert "instructions per request" in proc.stdout  # the console's table
     with Store(results / "pywebbench.sqlite", create=False) as store:
         study = store.load_study()
@@ -135,15 +138,18 @@ def test_instructions_refused_up_front_without_valgrind(tmp_path: Path) -> None:
     assert not (tmp_path / "res" / "pywebbench.sqlite").exists()  # nothing written
 
 
-def test_callgrind_control_totals_are_read_per_thread() -> None:
-    text = (
-        "PID 10: gunicorn master\n\n  Totals:     Ir \n   Th 1  394,787 \n\n"
-        "PID 11: gunicorn worker\n\n  Totals:         Ir \n   Th 1  238,379,284 \n"
-        "   Th 2  1,000 \n\n"
-        "PID 12: granian master\n\n  Totals:Ir \n\n"  # executed nothing since zeroed
-        "PID 13: gone\n"  # answered nothing
+def test_the_status_gives_each_threads_total_since_the_zero() -> None:
+    status = (
+        "instrumentation: on\nexecuted-bbs: 44852595\nevents: Ir\npart: 0\n"
+        "threads: 1 2\ncurrent-tid: 2\nevents-1: 143062\nframes-1: 3\n"
+        "function-1-0: main\ncalls-1-0: 1\nevents-1-0: 12\n"  # a frame's, not a total
+        "events-2: 215322365\nframes-2: 1\n"
     )
-    assert parse_counts(text) == {10: [394_787], 11: [238_379_284, 1_000], 12: []}
+    assert thread_counts(status) == [143_062, 215_322_365]
+    assert thread_counts("instrumentation: on\nevents: Ir\nthreads: 1\nevents-1: 0\n") == [0]
+    # counting off, or no answer: no count, never zero
+    assert thread_counts("instrumentation: off\n") is None
+    assert thread_counts("") is None
 
 
 def test_a_process_that_only_keeps_house_is_set_apart() -> None:

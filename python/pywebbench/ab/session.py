@@ -549,20 +549,21 @@ def count_side(
     why = instructions.cannot_count(stack.interpreter.is_pypy)
     if why is not None:
         return {"error": why}
-    counted_launch = dataclasses.replace(
-        launch,
-        wrapper=instructions.wrapper(),
-        start_timeout_s=launch.start_timeout_s * instructions.START_SLOWDOWN,
-    )
     ready = bringup.ready_path(stack, [study.cell.workload])
     started = time.monotonic()
-    try:
-        with bringup.running(stack, env, counted_launch, ready) as server:
-            doc = instructions.count_server(
-                server, study.cell, study.config.load, generator_cpus, _batch_load
-            )
-    except bringup.StackFailure as exc:
-        doc = {"error": f"the server did not start under valgrind: {exc.reason}"}
+    with instructions.pipes() as prefix:
+        counted_launch = dataclasses.replace(
+            launch,
+            wrapper=instructions.wrapper(prefix),
+            start_timeout_s=launch.start_timeout_s * instructions.START_SLOWDOWN,
+        )
+        try:
+            with bringup.running(stack, env, counted_launch, ready) as server:
+                doc = instructions.count_server(
+                    server, prefix, study.cell, study.config.load, generator_cpus, _batch_load
+                )
+        except bringup.StackFailure as exc:
+            doc = {"error": f"the server did not start under valgrind: {exc.reason}"}
     doc["study_s"] = round(time.monotonic() - started, 3)
     return doc
 

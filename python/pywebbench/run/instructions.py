@@ -3,10 +3,10 @@
 For a cell, a separate server of the cell's stack is started under Debian's valgrind
 (``callgrind``, every child process traced, instrumentation off at start), with what would
 make the count vary fixed (``PYTHONHASHSEED=0``). A warm-up batch of requests runs
-uninstrumented; then ``callgrind_control`` switches instrumentation on in every process of
-the server's tree and zeroes its counters, a fixed batch of requests runs (closed loop, one
-connection), and the user-space instructions executed by every thread of every process are
-read back and divided by the requests completed.
+uninstrumented; then valgrind's gdbserver (``vgdb``) switches instrumentation on in every
+process of the server's tree and zeroes its counters, a fixed batch of requests runs (closed
+loop, one connection), and the user-space instructions executed by every thread of every
+process are read back and divided by the requests completed.
 
 The server under valgrind runs tens of times slower: nothing of it is a timed figure, and it
 is never stored as an iteration. Method and limits: docs/instructions.md.
@@ -15,12 +15,15 @@ is never stored as an iteration. Method and limits: docs/instructions.md.
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +33,13 @@ if TYPE_CHECKING:
     from pywebbench.run.config import LoadConfig
     from pywebbench.run.matrix import CellPlan
 
-#: How long one ``callgrind_control`` command may take (it reaches a process blocked in a
-#: syscall through valgrind's gdbserver, which takes a few hundred milliseconds).
+#: How long one ``vgdb`` call may take (it reaches a process blocked in a syscall through
+#: valgrind's gdbserver, forcing it with ptrace after :data:`INVOKE_MS`).
 CONTROL_TIMEOUT_S = 30.0
+#: How long ``vgdb`` waits for a process to reach valgrind's scheduler before it forces it
+#: (vgdb's own default is 100 ms; a counted server between batches is always blocked in a
+#: syscall, so the wait is only latency).
+INVOKE_MS = 10
 #: The environment of a counted server: what would make the count vary, fixed.
 COUNT_ENV: Mapping[str, str] = {"PYTHONHASHSEED": "0"}
 #: A counted server starts this many times slower than a plain one, at most.
@@ -48,9 +55,8 @@ BATCH_INSTRUCTIONS = 50_000_000
 #: The fewest requests of a batch, however heavy each is.
 LEAST_REQUESTS = 10
 
-_RUN = re.compile(r"^PID (?P<pid>\d+):", re.MULTILINE)
-_THREAD = re.compile(r"^\s*Th\s+\d+\s+(?P<ir>[\d,]+)\s*$", re.MULTILINE)
-_PID_BLOCK = re.compile(r"^PID (?P<pid>\d+):.*?(?=^PID \d+:|\Z)", re.MULTILINE | re.DOTALL)
+_RUN = re.compile(r"^use --pid=(?P<pid>\d+) for ", re.MULTILINE)
+_THREAD_TOTAL = re.compile(r"^events-(?P<tid>\d+): (?P<ir>\d+)", re.MULTILINE)
 
 
 class InstructionsError(Exception):
@@ -58,16 +64,16 @@ class InstructionsError(Exception):
 
 
 def valgrind_tools() -> tuple[str, str]:
-    """The ``valgrind`` and ``callgrind_control`` executables; :class:`InstructionsError`
-    when they are not installed."""
+    """The ``valgrind`` and ``vgdb`` executables (Debian's valgrind package has both);
+    :class:`InstructionsError` when they are not installed."""
     valgrind = shutil.which("valgrind")
-    control = shutil.which("callgrind_control")
-    if valgrind is None or control is None:
+    vgdb = shutil.which("vgdb")
+    if valgrind is None or vgdb is None:
         raise InstructionsError(
             "--instructions needs valgrind, which is not installed "
             "(Debian: apt-get install valgrind)"
         )
-    return valgrind, control
+    return valgrind, vgdb
 
 
 def valgrind_version() -> str:
@@ -83,7 +89,7 @@ def valgrind_version() -> str:
 
 
 def preflight() -> None:
-    """Before a study starts: valgrind and callgrind_control are installed and run."""
+    """Before a study starts: valgrind and vgdb are installed, and valgrind runs."""
     if not valgrind_version():
         raise InstructionsError("--instructions: valgrind --version failed")
 
@@ -102,9 +108,24 @@ def cannot_count(is_pypy: bool) -> str | None:
     return None
 
 
-def wrapper(*, jit: bool = False, valgrind: str | None = None) -> list[str]:
-    """The command a counted server's argv is prefixed with (``jit``: the interpreter writes
-    machine code at run time, which valgrind must re-check: ``--smc-check=all``)."""
+@contextmanager
+def pipes() -> Iterator[str]:
+    """A directory of its own for the FIFOs through which ``vgdb`` reaches a counted
+    server's processes (valgrind's ``--vgdb-prefix``), removed at the end: a counted server
+    is killed, and a process killed under valgrind leaves its FIFOs behind (three a process,
+    in ``/tmp`` by default), where ``vgdb -l`` would list them for a pid used again later.
+    Yields the prefix that :func:`wrapper` and :func:`count_server` take."""
+    directory = tempfile.mkdtemp(prefix="pwb-vgdb-")
+    try:
+        yield os.path.join(directory, "vgdb-pipe")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def wrapper(prefix: str, *, jit: bool = False, valgrind: str | None = None) -> list[str]:
+    """The command a counted server's argv is prefixed with (``prefix``: from :func:`pipes`;
+    ``jit``: the interpreter writes machine code at run time, which valgrind must re-check:
+    ``--smc-check=all``)."""
     return [
         "env",
         *(f"{k}={v}" for k, v in COUNT_ENV.items()),
@@ -114,41 +135,81 @@ def wrapper(*, jit: bool = False, valgrind: str | None = None) -> list[str]:
         "--instr-atstart=no",
         "--callgrind-out-file=/dev/null",
         "--error-limit=no",
+        f"--vgdb-prefix={prefix}",
         *(["--smc-check=all"] if jit else []),
     ]
 
 
-def active_runs(pids: Sequence[int], *, control: str | None = None) -> list[int]:
-    """Which of ``pids`` are callgrind runs answering ``callgrind_control``."""
-    out = _control([], control=control)
-    runs = {int(m["pid"]) for m in _RUN.finditer(out)}
-    return [p for p in pids if p in runs]
+@dataclass(frozen=True)
+class Control:
+    """``vgdb`` commands to the callgrind runs behind one prefix (:func:`pipes`)."""
+
+    prefix: str
+    vgdb: str = ""
+
+    def _argv(self, *args: str) -> list[str]:
+        return [self.vgdb or valgrind_tools()[1], f"--vgdb-prefix={self.prefix}", *args]
+
+    def runs(self, pids: Sequence[int]) -> list[int]:
+        """Which of ``pids`` are callgrind runs that ``vgdb`` can reach."""
+        (listed,) = self._wait([self._start(self._argv("-l"))])
+        found = {int(m["pid"]) for m in _RUN.finditer(listed)}
+        return [p for p in pids if p in found]
+
+    def send(self, runs: Sequence[int], *commands: str) -> dict[int, str]:
+        """``commands``, in order, to every process of ``runs`` at once: each one's output."""
+        started = []
+        for pid in runs:
+            args = [f"--pid={pid}", f"--max-invoke-ms={INVOKE_MS}"]
+            for command in commands:
+                args += ["-c", command]
+            started.append(self._start(self._argv(*args)))
+        return dict(zip(runs, self._wait(started), strict=True))
+
+    @staticmethod
+    def _start(argv: list[str]) -> subprocess.Popen[str]:
+        try:
+            return subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            )
+        except OSError as exc:
+            raise InstructionsError(f"vgdb: {exc}") from None
+
+    @staticmethod
+    def _wait(started: list[subprocess.Popen[str]]) -> list[str]:
+        deadline = time.monotonic() + CONTROL_TIMEOUT_S
+        outs: list[str] = []
+        try:
+            for proc in started:
+                out, _ = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+                outs.append(out)
+        except subprocess.TimeoutExpired:
+            raise InstructionsError("a counted process did not answer vgdb in time") from None
+        finally:
+            for proc in started:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        return outs
+
+    def read(self, runs: Sequence[int], *then: str) -> dict[int, list[int]]:
+        """Every process's per-thread counts since they were zeroed (``status internal``),
+        then ``then`` (e.g. ``zero``) in the same call."""
+        outs = self.send(runs, "status internal", *then)
+        counts = {pid: thread_counts(out) for pid, out in outs.items()}
+        missing = [p for p, c in counts.items() if c is None]
+        if missing:
+            raise InstructionsError(f"no instruction count from process(es) {missing}")
+        return {p: c for p, c in counts.items() if c is not None}
 
 
-def _control(args: Sequence[str], *, control: str | None = None) -> str:
-    argv = [control or valgrind_tools()[1], *args]
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=CONTROL_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired:
-        raise InstructionsError(f"callgrind_control {' '.join(args)} timed out") from None
-    except OSError as exc:
-        raise InstructionsError(f"callgrind_control: {exc}") from None
-    return done.stdout
-
-
-def parse_counts(text: str) -> dict[int, list[int]]:
-    """``callgrind_control -e Ir``'s output: per process, the instructions of each thread
-    that executed any (callgrind lists no row for a thread, or a process, that executed none
-    since the counters were zeroed: an empty list then)."""
-    counts: dict[int, list[int]] = {}
-    for block in _PID_BLOCK.finditer(text):
-        if "Totals:" not in block.group(0):
-            continue
-        threads = [int(m["ir"].replace(",", "")) for m in _THREAD.finditer(block.group(0))]
-        counts[int(block["pid"])] = threads
-    return counts
+def thread_counts(status: str) -> list[int] | None:
+    """The instructions of each thread of one process since its counters were zeroed, from
+    callgrind's ``status internal`` answer (its ``events-TID: N`` lines, Ir the only event),
+    or None when the process gave no status with instrumentation on."""
+    if "instrumentation: on" not in status:
+        return None
+    return [int(m["ir"]) for m in _THREAD_TOTAL.finditer(status)]
 
 
 @dataclass(frozen=True)
@@ -160,15 +221,6 @@ class Batch:
     duration_s: float
 
 
-def _read(runs: Sequence[int], control: str | None) -> dict[int, list[int]]:
-    """Every process's per-thread counts since they were zeroed."""
-    counts = parse_counts(_control(["-e", "Ir", *map(str, runs)], control=control))
-    missing = [p for p in runs if p not in counts]
-    if missing:
-        raise InstructionsError(f"no instruction count from process(es) {missing}")
-    return counts
-
-
 def batch_size(probe_instructions: int, probe_requests: int, most: int) -> int:
     """Requests of the counted batch: enough for :data:`BATCH_INSTRUCTIONS` at the probe's
     instructions per request, at least :data:`LEAST_REQUESTS`, at most ``most``."""
@@ -178,13 +230,13 @@ def batch_size(probe_instructions: int, probe_requests: int, most: int) -> int:
 
 
 def count_batch(
+    control: Control,
     pids: Callable[[], Sequence[int]],
     warm: Callable[[], Batch],
     batch: Callable[[int], Batch],
     *,
     most: int,
     idle_s: float = IDLE_S,
-    control: str | None = None,
 ) -> dict[str, Any]:
     """Warm up uninstrumented; count a probe of :data:`PROBE_REQUESTS` requests, whose
     busiest process sizes the batch (:func:`batch_size`, at most ``most`` requests); count
@@ -198,29 +250,26 @@ def count_batch(
     warmed = warm()
     if warmed.requests == 0:
         raise InstructionsError("the warm-up batch completed no request")
-    runs = active_runs(pids(), control=control)
+    runs = control.runs(pids())
     if not runs:
-        raise InstructionsError("no process of the server answers callgrind_control")
-    ids = [str(p) for p in runs]
-    _control(["--instr=on", *ids], control=control)
-    _control(["--zero", *ids], control=control)
+        raise InstructionsError("no process of the server answers vgdb")
+    control.send(runs, "instrumentation on", "zero")
     probe = batch(PROBE_REQUESTS)
     # the busiest process: a master's timer work, which follows the wall time, must not
     # change the batch's size from one count to the next
-    size = batch_size(max(map(sum, _read(runs, control).values())), probe.requests, most)
-    _control(["--zero", *ids], control=control)
+    probed = control.read(runs, "zero")
+    size = batch_size(max(map(sum, probed.values())), probe.requests, most)
     counted = batch(size)
-    counts = _read(runs, control)
+    counts = control.read(runs, "zero")  # zeroed for the idle window, if one is needed
+    started = time.monotonic()
     if counted.requests == 0:
         raise InstructionsError("the counted batch completed no request")
     busy = {p: sum(counts[p]) for p in runs}
     idle_elapsed = 0.0
     apart: list[int] = []
     if sum(1 for n in busy.values() if n) > 1:  # one process ran everything: it served
-        _control(["--zero", *ids], control=control)
-        started = time.monotonic()
-        time.sleep(idle_s)
-        idle = _read(runs, control)
+        time.sleep(max(0.0, idle_s - (time.monotonic() - started)))
+        idle = control.read(runs)
         idle_elapsed = time.monotonic() - started
         scale = counted.duration_s / max(idle_elapsed, 1e-3)
         apart = housekeeping(busy, {p: sum(idle[p]) for p in runs}, scale)
@@ -254,34 +303,20 @@ def housekeeping(busy: Mapping[int, int], idle: Mapping[int, int], scale: float)
     return [p for p, n in busy.items() if n and idle.get(p, 0) * scale >= n / 2]
 
 
-def counted(
-    pids: Callable[[], Sequence[int]],
-    warm: Callable[[], Batch],
-    batch: Callable[[int], Batch],
-    *,
-    most: int,
-) -> dict[str, Any]:
-    """:func:`count_batch`, or ``{"error": ...}`` when counting failed (the study carries
-    on: a count is never a failure of the stack)."""
-    try:
-        doc = count_batch(pids, warm, batch, most=most)
-    except InstructionsError as exc:
-        return {"error": str(exc)}
-    doc["valgrind"] = valgrind_version()
-    return doc
-
-
 def count_server(
     server: RunningServer,
+    prefix: str,
     cell: CellPlan,
     load: LoadConfig,
     generator_cpus: Sequence[int],
     run: Callable[[LoadSpec], LoadResult],
 ) -> dict[str, Any]:
-    """Count ``cell`` on ``server``, a server of its stack started under :func:`wrapper`:
-    its batches are the cell's request on one connection, closed loop, run by ``run`` (which
-    raises to interrupt); the server is killed at once after (nothing of a counted server
-    needs a graceful exit). Returns :func:`counted`'s document."""
+    """Count ``cell`` on ``server``, a server of its stack started under :func:`wrapper`
+    with ``prefix``: its batches are the cell's request on one connection, closed loop, run
+    by ``run`` (which raises to interrupt); the server is killed at once after (nothing of a
+    counted server needs a graceful exit). Returns :func:`count_batch`'s document, or
+    ``{"error": ...}`` when counting failed (the study carries on: a count is never a
+    failure of the stack)."""
     from pywebbench.load import iteration_figures
     from pywebbench.meter import tree
 
@@ -299,11 +334,17 @@ def count_server(
         errors = int(iteration_figures(result)["errors"])
         return Batch(result.requests, errors, result.duration_s)
 
-    doc = counted(
-        lambda: [p.pid for p in tree(server.pid)],
-        lambda: batch(load.instructions_warmup_requests),
-        batch,
-        most=load.instructions_requests,
-    )
-    server.group.stop(0.0, signal.SIGKILL)
+    try:
+        doc = count_batch(
+            Control(prefix),
+            lambda: [p.pid for p in tree(server.pid)],
+            lambda: batch(load.instructions_warmup_requests),
+            batch,
+            most=load.instructions_requests,
+        )
+        doc["valgrind"] = valgrind_version()
+    except InstructionsError as exc:
+        doc = {"error": str(exc)}
+    finally:
+        server.group.stop(0.0, signal.SIGKILL)
     return doc

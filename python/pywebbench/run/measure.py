@@ -285,20 +285,23 @@ class Measurer:
             doc: dict[str, Any] = {"error": why}
         else:
             self._phase(f"counting instructions of {cell.variant.key} {cell.workload.name}")
-            launch = {
-                "wrapper": instructions.wrapper(jit=cell.variant.stack.interpreter.is_pypy),
-                "start_timeout_s": self.config.timeouts.start_s * instructions.START_SLOWDOWN,
-            }
             started = time.monotonic()
-            try:
-                with self.extra_server(cell, "under valgrind", **launch) as server:
-                    start_s = time.monotonic() - started
-                    doc = instructions.count_server(
-                        server, cell, cfg, self.generator_cpus, self._batch_load
-                    )
-                    doc["start_s"] = round(start_s, 3)
-            except StackFailure as exc:
-                doc = {"error": f"the server did not start under valgrind: {exc.reason}"}
+            with instructions.pipes() as prefix:
+                launch = {
+                    "wrapper": instructions.wrapper(
+                        prefix, jit=cell.variant.stack.interpreter.is_pypy
+                    ),
+                    "start_timeout_s": self.config.timeouts.start_s * instructions.START_SLOWDOWN,
+                }
+                try:
+                    with self.extra_server(cell, "under valgrind", **launch) as server:
+                        start_s = time.monotonic() - started
+                        doc = instructions.count_server(
+                            server, prefix, cell, cfg, self.generator_cpus, self._batch_load
+                        )
+                        doc["start_s"] = round(start_s, 3)
+                except StackFailure as exc:
+                    doc = {"error": f"the server did not start under valgrind: {exc.reason}"}
             # the study time it took: the counted server's start, batches and stop
             doc["study_s"] = round(time.monotonic() - started, 3)
         with no_sigint():
