@@ -147,10 +147,17 @@ def segments(ys: Sequence[float], *, rel_noise: float | None = None) -> list[tup
 def slope_bounds(
     ts: Sequence[float], ys: Sequence[float], confidence: float
 ) -> tuple[float, float, float]:
-    """Theil-Sen slope with its two-sided ``confidence`` interval: (slope, low, high)."""
+    """Theil-Sen slope with its two-sided ``confidence`` interval: (slope, low, high).
+
+    With ties on both axes (a memory series that does not move, sampled where no request
+    ended between some samples), Sen's variance can go negative and the interval is
+    undefined: NaN bounds, which no comparison passes (scipy warns of the square root it
+    takes; the warning is not shown)."""
     from scipy import stats as scistats
 
-    fit = scistats.theilslopes(ys, ts, alpha=confidence)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        fit = scistats.theilslopes(ys, ts, alpha=confidence)
     return float(fit.slope), float(fit.low_slope), float(fit.high_slope)
 
 

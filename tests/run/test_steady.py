@@ -110,6 +110,18 @@ def test_a_leak_is_a_slope_whose_interval_lies_above_the_floor() -> None:
     assert stepped.ci_low < 256 * 1024 and not stepped.leaking, stepped
 
 
+@pytest.mark.filterwarnings("error")
+def test_memory_that_never_moves_has_no_interval_and_no_warning() -> None:
+    """Tied values on both axes (RSS in whole pages, unchanged; slow requests, none done
+    between some samples): Sen's variance is negative, the interval undefined; no leak, and
+    nothing printed on the run's console (seen there with the cpu workload)."""
+    requests = [k // 2 * 500.0 for k in range(8)]  # each count twice
+    flat = [60e6] * 8
+    found = leak(requests, flat)
+    assert not found.leaking and found.bytes_per_1k == 0.0
+    assert math.isnan(found.ci_low) and math.isnan(found.ci_high)
+
+
 def test_snapshot_series_is_the_rate_between_snapshots() -> None:
     snaps = [(0.25, 100), (0.5, 300), (0.6, 320), (0.75, 400), (1.0, 700)]
     # 0.6 is too close to 0.5 to start an interval of its own: it is skipped
