@@ -17,7 +17,7 @@ import time
 import uuid
 
 import pytest
-from pwbtest import marked_processes
+from pwbtest import marked_processes, stop_zygote
 
 _MARKER = "PWB_TEST_SESSION"
 _VALUE = uuid.uuid4().hex
@@ -31,6 +31,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    stop_zygote()  # the one process of the tests' own meant to live until now
     deadline = time.monotonic() + 5.0
     leaked = marked_processes(_MARKER, _VALUE)
     while leaked and time.monotonic() < deadline:  # let stopping processes finish exiting

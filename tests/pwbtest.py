@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import selectors
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -57,12 +62,142 @@ def marked_processes(var: str, value: str) -> list[tuple[int, str]]:
 
 def pwb(*args: str, results: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """``pywebbench ARGS --results-dir RESULTS``, output captured, bounded in time."""
-    return subprocess.run(
-        [PYWEBBENCH, *args, "--results-dir", str(results)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    return command([*args, "--results-dir", str(results)], timeout=timeout)
+
+
+def command(
+    args: Sequence[str],
+    *,
+    timeout: float = 240,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``pywebbench ARGS`` as ``subprocess.run([PYWEBBENCH, *args], capture_output=True,
+    text=True, timeout=timeout, env=env, cwd=cwd)`` runs it, but forked from the zygote
+    (pwbzygote.py: none of the command's import time). On ``timeout`` the command is killed
+    and :class:`subprocess.TimeoutExpired` raised."""
+    return _ZYGOTE.run(
+        [PYWEBBENCH, *args], timeout, dict(os.environ if env is None else env), cwd or os.getcwd()
     )
+
+
+class _Zygote:
+    """The session's zygote process (started on first use, stopped at exit)."""
+
+    def __init__(self) -> None:
+        self._sock: socket.socket | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._running: int | None = None  # the command's pid until its status is back
+
+    def _start(self) -> socket.socket:
+        if self._sock is not None and self._proc is not None and self._proc.poll() is None:
+            return self._sock
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("pwbzygote.py")), str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            # a test's own marker would make it look like a process that test left behind
+            env={k: v for k, v in os.environ.items() if k != MARK_VAR},
+        )
+        theirs.close()
+        ours.settimeout(120)
+        if not json.loads(ours.recv(4096) or b"{}").get("ready"):
+            raise RuntimeError("the test zygote did not start (pwbzygote.py)")
+        ours.settimeout(None)
+        self._sock = ours
+        atexit.register(self.stop)
+        return ours
+
+    def stop(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None:
+            self._proc.wait(30)
+            self._proc = None
+
+    def run(
+        self, argv: list[str], timeout: float, env: dict[str, str], cwd: Path | str
+    ) -> subprocess.CompletedProcess[str]:
+        sock = self._start()
+        null = os.open(os.devnull, os.O_RDONLY)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        request = {"argv": argv, "env": env, "cwd": str(cwd)}
+        try:
+            socket.send_fds(sock, [json.dumps(request).encode()], [null, out_w, err_w])
+        finally:
+            for fd in (null, out_w, err_w):
+                os.close(fd)
+        self._running = json.loads(sock.recv(4096))["pid"]
+        try:
+            out, err, status, expired = self._collect(sock, out_r, err_r, timeout)
+        except BaseException:  # (Ctrl-C): the conversation is lost; so is this zygote
+            if self._running is not None:
+                os.kill(self._running, signal.SIGKILL)
+            self._sock = None
+            sock.close()
+            raise
+        if expired:
+            raise subprocess.TimeoutExpired(argv, timeout, out, err)
+        return subprocess.CompletedProcess(argv, status, out, err)
+
+    def _collect(
+        self, sock: socket.socket, out_r: int, err_r: int, timeout: float
+    ) -> tuple[str, str, int, bool]:
+        """The command's output and exit status; killed (``expired``) at ``timeout``."""
+        deadline = time.monotonic() + timeout
+        chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+        reading = set(chunks)
+        status: int | None = None
+        expired = False
+        try:
+            with selectors.DefaultSelector() as sel:
+                for fd in chunks:
+                    sel.register(fd, selectors.EVENT_READ)
+                sel.register(sock, selectors.EVENT_READ)
+                while status is None or reading:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        if expired and (status is not None or left < -30):
+                            break  # its output stays open in a process it left behind
+                        if not expired:
+                            expired = True
+                            if self._running is not None:
+                                os.kill(self._running, signal.SIGKILL)
+                    for key, _ in sel.select(timeout=max(left, 0.2)):
+                        if key.fileobj is sock:
+                            status = json.loads(sock.recv(4096))["status"]
+                            self._running = None
+                            sel.unregister(sock)
+                            continue
+                        fd = int(key.fd)
+                        data = os.read(fd, 65536)
+                        if data:
+                            chunks[fd].append(data)
+                        else:
+                            sel.unregister(fd)
+                            reading.discard(fd)
+        finally:
+            for fd in chunks:
+                os.close(fd)
+        out, err = (_text(b"".join(chunks[fd])) for fd in (out_r, err_r))
+        return out, err, -signal.SIGKILL if status is None else status, expired
+
+
+def _text(data: bytes) -> str:
+    """As :func:`subprocess.run` decodes with ``text=True`` (universal newlines)."""
+    return data.decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+_ZYGOTE = _Zygote()
+
+
+def stop_zygote() -> None:
+    """Stop the zygote (the session's end: before the process census)."""
+    _ZYGOTE.stop()
 
 
 @contextmanager

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from pwbtest import PYWEBBENCH, pwb, valgrind_leftovers
+from pwbtest import command, pwb, valgrind_leftovers
 
 APP = """
 N = {n}
@@ -68,10 +68,10 @@ def _repo(tmp_path: Path) -> Path:
 
 def _report_md(results: Path, run_id: str, out: Path) -> str:
     """``pywebbench report RUN`` of the run stored in ``results``: its Markdown text."""
-    report = subprocess.run(
-        [PYWEBBENCH, "report", run_id, "--store", str(results / "pywebbench.sqlite"), "-o",
+    report = command(
+        ["report", run_id, "--store", str(results / "pywebbench.sqlite"), "-o",
          str(out)],
-        capture_output=True, text=True, timeout=120,
+        timeout=120,
     )  # fmt: skip
     assert report.returncode == 0, report.stderr
     return next(out.glob("*.md")).read_text()

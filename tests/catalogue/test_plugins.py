@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from pwbtest import PYWEBBENCH
+from pwbtest import command
 from pywebbench.catalogue.interpreters import default_interpreters
 
 # The whole server: waitress's launcher under another name and settings.
@@ -82,7 +82,7 @@ def run_cli(plugin_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugin_dir), env.get("PYTHONPATH")]))
     env["PYWEBBENCH_PLUGINS"] = "pwbtest_server,pwbtest_framework"
-    return subprocess.run([PYWEBBENCH, *args], capture_output=True, text=True, env=env, timeout=400)
+    return command([*args], env=env, timeout=400)
 
 
 def test_one_file_server_and_framework(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from pwbtest import PYWEBBENCH
+from pwbtest import command
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.store import Store, Study, new_run_id
 
@@ -68,10 +68,8 @@ class StoredRuns:
 
 
 def pwb(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    """``pywebbench ARGS`` in a subprocess; output captured as text."""
-    return subprocess.run(
-        [PYWEBBENCH, *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
+    """``pywebbench ARGS``, output captured as text (:func:`pwbtest.command`)."""
+    return command(args, timeout=timeout)
 
 
 def study(results: Path, *extra: str) -> str:

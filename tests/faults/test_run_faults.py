@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from pwbtest import neighbour
+from pwbtest import command, neighbour
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LocalAgent
@@ -156,12 +156,12 @@ def faulted_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
     """`pywebbench run --faults` on one real stack, with its reports; (results dir, cell flags)."""
     results = tmp_path_factory.mktemp("faulted-study")
     cpython = default_interpreters()[0].name
-    proc = subprocess.run(
-        [PYWEBBENCH, "run", "--server", "uvicorn-h11", "--framework", "raw-asgi",
+    proc = command(
+        ["run", "--server", "uvicorn-h11", "--framework", "raw-asgi",
          "--workload", "hello", "--python", cpython, "-d", "1", "--warmup", "fixed",
          "--max-replicates", "1", "--warmup-duration", "0.5", "-c", "16", "--replicates", "1",
          "--faults", E2E_MIX, "--results-dir", str(results)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"},
+        timeout=300, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with Store(results / "pywebbench.sqlite", create=False) as store:

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pwbtest import command
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.store import Store
 
-PYWEBBENCH = str(Path(sys.executable).parent / "pywebbench")
 SHORT = ["-d", "1", "--warmup", "fixed", "--warmup-duration", "0.5", "--replicates", "1",
          "--max-replicates", "1", "-c", "16"]  # fmt: skip
 
@@ -35,9 +35,9 @@ faults = "slowloris=50,200"
 
 
 def _study(results: Path, *args: str) -> dict[str, Any]:
-    proc = subprocess.run(
-        [PYWEBBENCH, "run", *SHORT, "--results-dir", str(results), *args],
-        capture_output=True, text=True, timeout=240, cwd=results,
+    proc = command(
+        ["run", *SHORT, "--results-dir", str(results), *args],
+        timeout=240, cwd=results,
         env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import pywebbench
-from pwbtest import GEN_CPUS, PYWEBBENCH
+from pwbtest import GEN_CPUS, command
 from pywebbench.load import LoadSpec, run_load
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -249,10 +249,10 @@ def test_hypercorn_speaks_h2c(servers: Servers) -> None:
 
 def test_an_http1_only_server_fails_with_one_clear_line(servers: Servers, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    p = subprocess.run(
-        [PYWEBBENCH, "load", f"{servers.http1}/", "--protocol", "h2c", "-c", "2", "-d", "0.5",
+    p = command(
+        ["load", f"{servers.http1}/", "--protocol", "h2c", "-c", "2", "-d", "0.5",
          "-q", "--json", str(out)],
-        capture_output=True, text=True, timeout=60,
+        timeout=60,
     )  # fmt: skip
     assert p.returncode == 1, p.stderr
     lines = p.stderr.strip().splitlines()
@@ -275,9 +275,9 @@ def test_an_http1_only_server_fails_with_one_clear_line(servers: Servers, tmp_pa
     ],
 )
 def test_bad_protocol_flags_name_the_flag(args: list[str], flag: str) -> None:
-    p = subprocess.run(
-        [PYWEBBENCH, "load", "http://127.0.0.1:9/", *args, "-d", "1"],
-        capture_output=True, text=True, timeout=60,
+    p = command(
+        ["load", "http://127.0.0.1:9/", *args, "-d", "1"],
+        timeout=60,
     )  # fmt: skip
     assert p.returncode == 2, p.stderr
     assert flag in p.stderr, p.stderr

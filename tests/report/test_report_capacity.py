@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 from pathlib import Path
 
 import pytest
-from pwbtest import PYWEBBENCH
+from pwbtest import command
 from pywebbench.report import build_view
 from pywebbench.report.capacity import CapacityTarget, parse_target, server_cores
 from pywebbench.report.knee import KneeView
@@ -115,11 +114,9 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_capacity_command_sizes_the_stored_figures(stored: Path) -> None:
-    proc = subprocess.run(
-        [PYWEBBENCH, "capacity", "--rps", "10000", "--core-hour", "0.04", "--store", str(stored)]
+    proc = command(
+        ["capacity", "--rps", "10000", "--core-hour", "0.04", "--store", str(stored)]
         + ["--gib-hour", "0.005", "--format", "json"],
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
@@ -141,21 +138,17 @@ def test_capacity_command_sizes_the_stored_figures(stored: Path) -> None:
         assert not row["slo_checked"]  # no knee was searched
     assert any("linearly" in a for a in doc["assumptions"])
     assert any("checked no latency target" in a for a in doc["assumptions"])
-    bad = subprocess.run(
-        [PYWEBBENCH, "capacity", "--rps", "0", "--store", str(stored)],
-        capture_output=True,
-        text=True,
+    bad = command(
+        ["capacity", "--rps", "0", "--store", str(stored)],
         timeout=60,
     )
     assert bad.returncode == 2 and bad.stderr.strip().startswith("error: --rps:"), bad.stderr
 
 
 def test_report_has_the_capacity_section_in_html_and_markdown(stored: Path, tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [PYWEBBENCH, "report", "--store", str(stored), "-o", str(tmp_path)]
+    proc = command(
+        ["report", "--store", str(stored), "-o", str(tmp_path)]
         + ["--capacity", "rps=10000,slo=p99=50ms,core_hour=0.04"],
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
@@ -164,10 +157,8 @@ def test_report_has_the_capacity_section_in_html_and_markdown(stored: Path, tmp_
     assert "closed loop c8 (no SLO checked)" in md and "cost per 1M req" in md
     html = next(tmp_path.glob("report-*.html")).read_text()
     assert 'id="capacity"' in html and "Capacity for 10,000 req/s at p99=50ms" in html
-    refused = subprocess.run(
-        [PYWEBBENCH, "report", "--store", str(stored), "--capacity", "rps=10000,cores=3"],
-        capture_output=True,
-        text=True,
+    refused = command(
+        ["report", "--store", str(stored), "--capacity", "rps=10000,cores=3"],
         timeout=60,
     )
     assert refused.returncode == 2 and "--capacity" in refused.stderr, refused.stderr

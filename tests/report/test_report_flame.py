@@ -14,13 +14,12 @@ import csv
 import io
 import json
 import statistics
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pwbtest import PYWEBBENCH
+from pwbtest import command
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.compare.cells import cell_figures
 from pywebbench.compare.match import Pair
@@ -194,11 +193,9 @@ def test_pypy_is_sampled_by_vmprof_from_inside_the_server(studies: dict[str, Any
 
 
 def test_compare_names_fib_as_what_grew(studies: dict[str, Any]) -> None:
-    proc = subprocess.run(
-        [PYWEBBENCH, "compare", studies["fib20"], studies["fib22"], "--format", "json"]
+    proc = command(
+        ["compare", studies["fib20"], studies["fib22"], "--format", "json"]
         + ["--store", str(studies["store"])],
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
@@ -233,11 +230,9 @@ def test_compare_names_fib_as_what_grew(studies: dict[str, Any]) -> None:
             its = [i for i in st.load_study([run_id]).iterations if i.kind == "measured"]
             share = statistics.median(float(i.cpu_s or 0) / i.duration_s for i in its)
             assert cpu_s * rps == pytest.approx(share, rel=0.1), (run_id, cpu_s, rps, share)
-    html = subprocess.run(
-        [PYWEBBENCH, "compare", studies["fib20"], studies["fib22"], "--format", "html"]
+    html = command(
+        ["compare", studies["fib20"], studies["fib22"], "--format", "html"]
         + ["--store", str(studies["store"])],
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert html.returncode == 0, html.stderr

@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from pwbtest import PYWEBBENCH, pwb
+from pwbtest import PYWEBBENCH, command, pwb
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.store import Store, Study
 
@@ -74,11 +74,11 @@ def test_gunicorn_and_uvicorn_on_tcp_and_on_a_unix_socket_in_one_run(
 
 
 def test_a_server_that_cannot_bind_unix_is_skipped_with_a_note(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [PYWEBBENCH, "run", "--python", CPYTHON, "--server", "gunicorn-sync,cheroot",
+    proc = command(
+        ["run", "--python", CPYTHON, "--server", "gunicorn-sync,cheroot",
          "--framework", "raw-wsgi", "--workload", "hello", "-c", "4", "--bind", "tcp,unix",
          "--dry-run", "--results-dir", str(tmp_path / "res")],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
+        timeout=60, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = " ".join(proc.stdout.split())

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pwbtest import PYWEBBENCH
+from pwbtest import command
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "store"))
 from pywebbench.store import Store  # noqa: E402
@@ -17,7 +17,7 @@ from test_store import make_run  # noqa: E402
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PYWEBBENCH, *args], capture_output=True, text=True, timeout=120)
+    return command([*args], timeout=120)
 
 
 def test_runs_and_export(tmp_path: Path) -> None:

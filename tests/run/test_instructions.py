@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from pwbtest import MARK_VAR, PYWEBBENCH, marked_processes, pwb, valgrind_leftovers
+from pwbtest import MARK_VAR, PYWEBBENCH, command, marked_processes, pwb, valgrind_leftovers
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.compare.cells import cell_figures
 from pywebbench.compare.gate import evaluate, parse_rules
@@ -98,9 +98,7 @@ def test_extra_work_per_request_shows_in_the_count(counted: tuple[Path, Study]) 
 def test_reports_and_exports_show_the_count(counted: tuple[Path, Study]) -> None:
     results, study = counted
     store = str(results / "pywebbench.sqlite")
-    proc = subprocess.run(
-        [PYWEBBENCH, "report", "--store", store], capture_output=True, text=True, timeout=120
-    )
+    proc = command(["report", "--store", store], timeout=120)
     assert proc.returncode == 0, proc.stderr
     (md,) = results.glob("report-*.md")
     text = md.read_text()

@@ -3,12 +3,11 @@ never blocks."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 
 import psutil
-from pwbtest import PYWEBBENCH, neighbour
+from pwbtest import command, neighbour
 from pywebbench.run.preflight import BUSY_SHARE, preflight
 
 
@@ -33,15 +32,11 @@ def test_a_busy_neighbour_and_aslr_are_named_with_what_to_do() -> None:
 
 
 def test_the_command_warns_and_exits_0_and_bad_input_is_one_line() -> None:
-    ok = subprocess.run(
-        [PYWEBBENCH, "preflight", "--sample", "0.2"], capture_output=True, text=True, timeout=60
-    )
+    ok = command(["preflight", "--sample", "0.2"], timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("pre-flight of server cores [0]")
-    bad = subprocess.run(
-        [PYWEBBENCH, "preflight", "--server-cpus", "zero"],
-        capture_output=True,
-        text=True,
+    bad = command(
+        ["preflight", "--server-cpus", "zero"],
         timeout=60,
     )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--server-cpus" in bad.stderr

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from pwbtest import PYWEBBENCH, pwb
+from pwbtest import PYWEBBENCH, command, pwb
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.store import Store, Study
 from pywebbench.store.export import export_csv
@@ -90,12 +90,12 @@ def test_granian_and_hypercorn_over_http1_and_h2c_in_one_run(tmp_path: Path) -> 
 
 
 def test_a_server_that_cannot_serve_h2c_is_skipped_with_a_note(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [PYWEBBENCH, "run", "--python", CPYTHON, "--server", "granian-wsgi,gunicorn-sync",
+    proc = command(
+        ["run", "--python", CPYTHON, "--server", "granian-wsgi,gunicorn-sync",
          "--framework", "raw-wsgi", "--workload", "hello", "-c", "4",
          "--protocol", "http1,h2c", "--connection-mode", "keepalive,close,20",
          "--dry-run", "--results-dir", str(tmp_path / "res")],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
+        timeout=60, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = " ".join(proc.stdout.split())

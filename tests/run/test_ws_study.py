@@ -5,10 +5,9 @@ message's round trip); servers that cannot are skipped with the reason."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
-from pwbtest import PYWEBBENCH, pwb
+from pwbtest import command, pwb
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.store import Store, Study
 
@@ -46,11 +45,11 @@ def test_a_websocket_study_over_four_servers(tmp_path: Path) -> None:
 
 
 def test_servers_without_websocket_are_skipped_with_the_reason(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [PYWEBBENCH, "run", "--python", CPYTHON, "--server", "hypercorn,socketify-asgi",
+    proc = command(
+        ["run", "--python", CPYTHON, "--server", "hypercorn,socketify-asgi",
          "--framework", "raw-asgi,flask", "--workload", "hello,ws-echo", "-c", "4",
          "--protocol", "http1,h2c", "--dry-run", "--results-dir", str(tmp_path / "res")],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"},
+        timeout=60, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = " ".join(proc.stdout.split())
