@@ -16,8 +16,11 @@ WSGI_SERVER = "waitress"
 
 @pytest.fixture(autouse=True)
 def no_orphans():
+    """No process the test started is left (the session's own, such as the zygote of
+    tests/pwbtest.py, were there before it)."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     yield
-    left = psutil.Process().children(recursive=True)
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     assert not left, f"processes left behind: {[p.cmdline() for p in left]}"
 
 
