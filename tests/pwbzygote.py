@@ -2,8 +2,8 @@
 its commands and scipy.stats/ruptures once, and forks a child per command.
 
 Each ``pywebbench`` process spends 0.5-2 s of CPU importing before it does anything (scipy.stats
-and ruptures alone take ~1.4 s, and ``run`` and ``ab`` need both). The suite runs a few
-hundred commands; ``pwbtest.pwb`` sends them here instead. A child is the zygote forked: the
+and ruptures alone take ~1.4 s, and ``run`` and ``ab`` need both). The suite runs about 130
+(72 of them ``run``); ``pwbtest.pwb`` sends them here instead. A child is the zygote forked: the
 same interpreter, the same code, imports done and nothing else run; it takes the caller's
 argv, environment, working directory and standard streams, runs the CLI's ``main`` and exits
 through the interpreter's normal shutdown, as the console script does. Tests of the console
