@@ -3,16 +3,23 @@
 # pytest exit status 5 (nothing collected) is a failure, not a pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# In CI (a clean clone each job, the cache directory kept between jobs) Cargo builds under the
-# cache directory: a job then compiles the workspace's own crates (a new clone's files are newer
-# than any earlier build of them) and not every dependency again: about a minute less of the
-# engine's release build, clippy and the crates' test build on 2 cores.
-if [ "${CI:-}" = "true" ] && [ -z "${CARGO_TARGET_DIR:-}" ]; then
-    export CARGO_TARGET_DIR="${PWB_CACHE_DIR:-$HOME/.cache/pywebbench}/cargo-target"
-    # Cargo never prunes it; clones at new paths each leave their crates' builds behind
-    if [ -d "$CARGO_TARGET_DIR" ] && [ "$(du -sm "$CARGO_TARGET_DIR" | cut -f1)" -gt 4000 ]; then
-        rm -rf "$CARGO_TARGET_DIR"
+# In CI (a clean clone each job, the cache directory kept between jobs) Cargo and mypy keep
+# their work under the cache directory:
+# - Cargo then compiles the workspace's own crates (a new clone's files are newer than any
+#   earlier build of them) and not every dependency again: about a minute less of the engine's
+#   release build, clippy and the crates' test build on 2 cores;
+# - mypy checks each cached module against its file's hash, so it checks only what changed
+#   (18.7 s -> 1.1 s for a new clone here).
+if [ "${CI:-}" = "true" ]; then
+    cache="${PWB_CACHE_DIR:-$HOME/.cache/pywebbench}"
+    if [ -z "${CARGO_TARGET_DIR:-}" ]; then
+        export CARGO_TARGET_DIR="$cache/cargo-target"
+        # Cargo never prunes it; clones at new paths each leave their crates' builds behind
+        if [ -d "$CARGO_TARGET_DIR" ] && [ "$(du -sm "$CARGO_TARGET_DIR" | cut -f1)" -gt 4000 ]; then
+            rm -rf "$CARGO_TARGET_DIR"
+        fi
     fi
+    export MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-$cache/mypy}"
 fi
 ./scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
