@@ -10,17 +10,28 @@ import os
 import subprocess
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from pwbtest import MARK_VAR, PYWEBBENCH, command, marked_processes, pwb, valgrind_leftovers
+from pywebbench.bringup import StackFailure
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.compare.cells import cell_figures
 from pywebbench.compare.gate import evaluate, parse_rules
 from pywebbench.compare.match import Pair
 from pywebbench.compare.verdict import compare_pair
-from pywebbench.run.instructions import batch_size, cannot_count, housekeeping, thread_counts
+from pywebbench.run.instructions import (
+    START_SLOWDOWN,
+    batch_size,
+    cannot_count,
+    count_fresh_server,
+    housekeeping,
+    thread_counts,
+)
 from pywebbench.store import Store, Study
 from pywebbench.store.export import export_csv
+from pywebbench.store.model import Phase
 
 CPYTHON = default_interpreters()[0].name
 FAST = ["-d", "0.5", "--warmup", "fixed", "--warmup-duration", "0.5", "--python", CPYTHON]
@@ -170,3 +181,25 @@ def test_pypy_is_refused_with_a_reason() -> None:
     why = cannot_count(is_pypy=True)
     assert why is not None and "PyPy" in why
     assert cannot_count(is_pypy=False) is None
+
+
+def test_a_server_that_does_not_start_under_valgrind_is_a_reason_not_a_failure() -> None:
+    """count_fresh_server (both run and ab count through it) starts the server with the
+    valgrind wrapper and a start timeout START_SLOWDOWN times the plain one, and a server
+    that does not start gives the reason; the FIFOs' directory is gone after."""
+    seen: list[tuple[list[str], float]] = []
+
+    def start(wrapper: list[str], start_timeout_s: float) -> Any:
+        seen.append((wrapper, start_timeout_s))
+        raise StackFailure(Phase.START, "gunicorn exited with code 3")
+
+    pypy = SimpleNamespace(is_pypy=True)
+    cell = SimpleNamespace(variant=SimpleNamespace(stack=SimpleNamespace(interpreter=pypy)))
+    doc = count_fresh_server(start, 4.0, cell, None, [1], lambda spec: None)  # type: ignore[arg-type]
+    assert doc["error"] == "the server did not start under valgrind: gunicorn exited with code 3"
+    assert doc["study_s"] >= 0 and "start_s" not in doc
+    [(wrapper, timeout)] = seen
+    assert timeout == 4.0 * START_SLOWDOWN
+    assert "--tool=callgrind" in wrapper and "--smc-check=all" in wrapper  # PyPy's JIT
+    [prefix] = [a.split("=", 1)[1] for a in wrapper if a.startswith("--vgdb-prefix=")]
+    assert not os.path.exists(os.path.dirname(prefix))

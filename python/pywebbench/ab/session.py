@@ -19,7 +19,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -47,6 +47,7 @@ from pywebbench.stats import median
 from pywebbench.steady import preload
 
 if TYPE_CHECKING:
+    from pywebbench.launch import RunningServer
     from pywebbench.provision.venv import ProvisionedEnv
 
 #: How the run ended: the CI reached the asked width, the time budget ran out, or Ctrl-C.
@@ -550,22 +551,19 @@ def count_side(
     if why is not None:
         return {"error": why}
     ready = bringup.ready_path(stack, [study.cell.workload])
-    started = time.monotonic()
-    with instructions.pipes() as prefix:
-        counted_launch = dataclasses.replace(
-            launch,
-            wrapper=instructions.wrapper(prefix),
-            start_timeout_s=launch.start_timeout_s * instructions.START_SLOWDOWN,
-        )
-        try:
-            with bringup.running(stack, env, counted_launch, ready) as server:
-                doc = instructions.count_server(
-                    server, prefix, study.cell, study.config.load, generator_cpus, _batch_load
-                )
-        except bringup.StackFailure as exc:
-            doc = {"error": f"the server did not start under valgrind: {exc.reason}"}
-    doc["study_s"] = round(time.monotonic() - started, 3)
-    return doc
+
+    def start(wrapper: list[str], start_timeout_s: float) -> AbstractContextManager[RunningServer]:
+        counted = dataclasses.replace(launch, wrapper=wrapper, start_timeout_s=start_timeout_s)
+        return bringup.running(stack, env, counted, ready)
+
+    return instructions.count_fresh_server(
+        start,
+        launch.start_timeout_s,
+        study.cell,
+        study.config.load,
+        generator_cpus,
+        _batch_load,
+    )
 
 
 def _batch_load(spec: LoadSpec) -> LoadResult:

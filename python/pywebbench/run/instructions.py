@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -301,6 +301,41 @@ def housekeeping(busy: Mapping[int, int], idle: Mapping[int, int], scale: float)
     stored apart); a process that served requests keeps its own timer work, small beside
     them."""
     return [p for p, n in busy.items() if n and idle.get(p, 0) * scale >= n / 2]
+
+
+#: ``start(wrapper, start_timeout_s)``: a server of the cell's stack, its argv prefixed with
+#: ``wrapper``, running inside the block; raises :class:`pywebbench.bringup.StackFailure`
+#: when it does not start.
+StartCounted = Callable[[list[str], float], AbstractContextManager["RunningServer"]]
+
+
+def count_fresh_server(
+    start: StartCounted,
+    start_timeout_s: float,
+    cell: CellPlan,
+    load: LoadConfig,
+    generator_cpus: Sequence[int],
+    run: Callable[[LoadSpec], LoadResult],
+) -> dict[str, Any]:
+    """Start a fresh server of ``cell``'s stack under valgrind with ``start`` (its plain
+    start timeout ``start_timeout_s``, :data:`START_SLOWDOWN` times longer under valgrind)
+    and count it (:func:`count_server`). The document also holds ``start_s`` (the counted
+    server's start) and ``study_s`` (start, batches and stop); it is ``{"error": ...}`` when
+    the server did not start under valgrind."""
+    from pywebbench.bringup import StackFailure
+
+    started = time.monotonic()
+    jit = cell.variant.stack.interpreter.is_pypy
+    with pipes() as prefix:
+        try:
+            with start(wrapper(prefix, jit=jit), start_timeout_s * START_SLOWDOWN) as server:
+                start_s = time.monotonic() - started
+                doc = count_server(server, prefix, cell, load, generator_cpus, run)
+                doc["start_s"] = round(start_s, 3)
+        except StackFailure as exc:
+            doc = {"error": f"the server did not start under valgrind: {exc.reason}"}
+    doc["study_s"] = round(time.monotonic() - started, 3)
+    return doc
 
 
 def count_server(

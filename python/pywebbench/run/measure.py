@@ -285,25 +285,23 @@ class Measurer:
             doc: dict[str, Any] = {"error": why}
         else:
             self._phase(f"counting instructions of {cell.variant.key} {cell.workload.name}")
-            started = time.monotonic()
-            with instructions.pipes() as prefix:
-                launch = {
-                    "wrapper": instructions.wrapper(
-                        prefix, jit=cell.variant.stack.interpreter.is_pypy
-                    ),
-                    "start_timeout_s": self.config.timeouts.start_s * instructions.START_SLOWDOWN,
-                }
-                try:
-                    with self.extra_server(cell, "under valgrind", **launch) as server:
-                        start_s = time.monotonic() - started
-                        doc = instructions.count_server(
-                            server, prefix, cell, cfg, self.generator_cpus, self._batch_load
-                        )
-                        doc["start_s"] = round(start_s, 3)
-                except StackFailure as exc:
-                    doc = {"error": f"the server did not start under valgrind: {exc.reason}"}
-            # the study time it took: the counted server's start, batches and stop
-            doc["study_s"] = round(time.monotonic() - started, 3)
+            extra_server = self.extra_server
+
+            def start(
+                wrapper: list[str], start_timeout_s: float
+            ) -> AbstractContextManager[RunningServer]:
+                return extra_server(
+                    cell, "under valgrind", wrapper=wrapper, start_timeout_s=start_timeout_s
+                )
+
+            doc = instructions.count_fresh_server(
+                start,
+                self.config.timeouts.start_s,
+                cell,
+                cfg,
+                self.generator_cpus,
+                self._batch_load,
+            )
         with no_sigint():
             self.store.update_replicate(rep_id, instructions_json=json.dumps(doc))
 
