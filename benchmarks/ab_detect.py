@@ -275,6 +275,13 @@ def trial(args: list[str], results: Path) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="trial i runs ab with --seed FIRST_SEED+i (its slices' order): give a run that "
+        "adds trials to an earlier one seeds of its own",
+    )
     ap.add_argument("--kinds", default=",".join(KINDS), help="comma list of " + ", ".join(KINDS))
     ap.add_argument("--neighbour", action="store_true")
     ap.add_argument("--connections", type=int, default=64)
@@ -340,7 +347,9 @@ def main() -> None:
         for kind in kinds:
             got = every.setdefault(kind, [])
             for i in range(a.trials):
-                r = trial([*common, *plans[kind], "--seed", str(i)], root / "results")
+                seed = a.first_seed + i
+                r = trial([*common, *plans[kind], "--seed", str(seed)], root / "results")
+                r["seed"] = seed
                 got.append(r)
                 print(f"{kind} trial {i + 1}/{a.trials}: {json.dumps(r)}", flush=True)
         print()
