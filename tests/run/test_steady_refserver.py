@@ -36,17 +36,14 @@ def _spec_for(url: str):  # noqa: ANN202 - a spec builder
 RAMPS = (4.0, 7.0)
 
 
-def _ramp_rule(ramp_s: float) -> SteadyRule:
-    return SteadyRule(window_s=2.0, cap_s=ramp_s + 20.0)
-
-
 def _ramp(ramp_s: float) -> tuple[LoadResult, WarmupVerdict]:
     # 10 ms of jitter keeps the settled server timer-bound (~1,600 req/s over 8 connections)
     # rather than CPU-bound, where a shared machine's noise would be what is measured (with
     # 2 ms, ~8,000 req/s, the plateau swung 8-10% a bucket under load).
     shape = {"delay_ms": 40.0, "delay_ramp_s": ramp_s, "delay_jitter_ms": 10.0}
+    rule = SteadyRule(window_s=2.0, cap_s=ramp_s + 20.0)
     with RefServer(cpus=[0], **shape) as srv:  # type: ignore[arg-type]
-        return warm_until_steady(LocalAgent(), _spec_for(srv.url), _ramp_rule(ramp_s))
+        return warm_until_steady(LocalAgent(), _spec_for(srv.url), rule)
 
 
 @pytest.mark.parametrize("ramp_s", RAMPS)
