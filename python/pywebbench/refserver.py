@@ -219,7 +219,11 @@ class RefServer:
         )
         try:
             self._group = ProcessGroup.start(
-                argv, log_path=self._log_path, env=env, orphan_grace_s=self.stop_timeout
+                argv,
+                log_path=self._log_path,
+                env=env,
+                orphan_grace_s=self.stop_timeout,
+                orphan_paths=[self._log_path],
             )
             atexit.register(self.stop)
             self._port = self._wait_ready(self._group)

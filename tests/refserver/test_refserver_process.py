@@ -102,7 +102,9 @@ def test_start_failure_is_reported_and_cleaned_up() -> None:
         RefServer(delay_ms=-1).start()
 
 
-def test_child_exits_when_its_parent_dies() -> None:
+def test_child_exits_when_its_parent_dies(tmp_path: Path) -> None:
+    """Neither the refserver nor its log (in the system's temp directory) outlives a parent
+    that exits without cleaning up."""
     code = (
         "import os, sys\n"
         "from pywebbench.refserver import RefServer\n"
@@ -111,16 +113,22 @@ def test_child_exits_when_its_parent_dies() -> None:
         "os._exit(0)\n"  # no clean-up: like a crash or SIGKILL
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
     )
     child = int(out.stdout.strip())
     deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
+    while (_alive(child) or any(tmp_path.iterdir())) and time.monotonic() < deadline:
         time.sleep(0.05)
     alive = _alive(child)
     if alive:
         os.killpg(child, signal.SIGKILL)
     assert not alive, "the refserver outlived its parent"
+    assert list(tmp_path.iterdir()) == [], "the refserver's log outlived its parent"
 
 
 def test_holds_5000_idle_keepalive_connections() -> None:

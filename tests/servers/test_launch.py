@@ -215,7 +215,7 @@ def test_process_group_log_goes_to_file(tmp_path: Path) -> None:
 
 
 # Starts SERVER (argv[1], ignoring SIGTERM, with a forked child) from a thread that ends at
-# once, prints the group id, then lives until killed.
+# once, the paths argv[3:] to remove if orphaned, prints the group id, then lives until killed.
 ORPHAN_PARENT = textwrap.dedent(
     """
     import sys, threading, time
@@ -224,7 +224,7 @@ ORPHAN_PARENT = textwrap.dedent(
     def start():
         out["g"] = ProcessGroup.start(
             [sys.executable, sys.argv[1], sys.argv[2], "ignore-term", "fork"],
-            log_path=None, orphan_grace_s=0.5,
+            log_path=None, orphan_grace_s=0.5, orphan_paths=sys.argv[3:],
         )
     t = threading.Thread(target=start)
     t.start()
@@ -235,14 +235,19 @@ ORPHAN_PARENT = textwrap.dedent(
 )
 
 
-def test_group_dies_with_a_sigkilled_parent(script: Path) -> None:
+def test_group_dies_with_a_sigkilled_parent(script: Path, tmp_path: Path) -> None:
     """A pywebbench killed by SIGKILL leaves no server behind, even one started from a thread
-    that has since ended, that ignores SIGTERM and that has forked a child."""
+    that has since ended, that ignores SIGTERM and that has forked a child; then the paths the
+    group was given to remove are gone."""
     import os
     import subprocess
 
+    tree, log = tmp_path / "data", tmp_path / "server.log"
+    (tree / "base").mkdir(parents=True)
+    (tree / "base" / "file").write_text("x")
+    log.write_text("x")
     parent = subprocess.Popen(
-        [PY, "-c", ORPHAN_PARENT, str(script), str(free_port())],
+        [PY, "-c", ORPHAN_PARENT, str(script), str(free_port()), str(tree), str(log)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -261,12 +266,26 @@ def test_group_dies_with_a_sigkilled_parent(script: Path) -> None:
             time.sleep(0.05)
         assert group_members(pgid) == [], "the server group outlived its parent"
         assert time.monotonic() - t0 < 5, "0.5 s grace, then SIGKILL"
+        while (tree.exists() or log.exists()) and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        assert not tree.exists() and not log.exists(), "the group's paths outlived the parent"
     finally:
         parent.kill()
         parent.wait()
         parent.stdout.close()
         if pgid and group_members(pgid):
             os.killpg(pgid, signal.SIGKILL)
+
+
+def test_a_group_stopped_by_its_starter_keeps_its_paths(tmp_path: Path) -> None:
+    """Paths to remove are the watchdog's business only when the starter died: a group the
+    starter stops leaves them to the starter."""
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    group = ProcessGroup.start([PY, "-c", "pass"], log_path=None, orphan_paths=[keep])
+    group.stop()
+    assert group.watchdog is not None and group.watchdog.returncode == 0
+    assert keep.is_dir()
 
 
 def test_free_port_is_bindable() -> None:

@@ -141,14 +141,23 @@ with start_services(["redis", "postgres"], sys.argv[1]) as env:
 
 def test_services_die_with_a_sigkilled_parent(tmp_path: Path) -> None:
     """A pywebbench killed by SIGKILL leaves no redis-server or PostgreSQL behind (PostgreSQL
-    runs as another user when we are root)."""
+    runs as another user when we are root), nor PostgreSQL's data directory in the system's
+    temp directory."""
     import json
+    import shutil
     import signal
     import sys
+    import tempfile
     import time
 
+    # PostgreSQL's user must reach its data directory through every parent: not tmp_path's.
+    system_tmp = Path(tempfile.mkdtemp(prefix="pwb-test-tmpdir-"))
+    os.chmod(system_tmp, 0o755)
     parent = subprocess.Popen(
-        [sys.executable, "-c", ORPHAN_PARENT, str(tmp_path)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", ORPHAN_PARENT, str(tmp_path / "work")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(system_tmp)},
     )
     pgids: dict[str, int] = {}
     try:
@@ -161,6 +170,9 @@ def test_services_die_with_a_sigkilled_parent(tmp_path: Path) -> None:
         while any(_group_alive(p) for p in pgids.values()) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not any(_group_alive(p) for p in pgids.values()), "services outlived the parent"
+        while any(system_tmp.iterdir()) and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+        assert [p.name for p in system_tmp.iterdir()] == [], "left in the temp directory"
     finally:
         parent.kill()
         parent.wait()
@@ -168,3 +180,4 @@ def test_services_die_with_a_sigkilled_parent(tmp_path: Path) -> None:
         for pgid in pgids.values():
             if _group_alive(pgid):
                 os.killpg(pgid, signal.SIGKILL)
+        shutil.rmtree(system_tmp, ignore_errors=True)

@@ -10,7 +10,8 @@ pipe nobody reads.
 A group never outlives the process that started it: a watchdog process
 (:mod:`pywebbench.launch.watchdog`) holds the read end of a pipe whose write end only the
 starter has; when the starter dies, even by SIGKILL, the watchdog sees end of file and stops the
-group (stop signal, grace, SIGKILL). :meth:`ProcessGroup.stop` disarms it.
+group (stop signal, grace, SIGKILL), then removes the paths the group was given to remove
+(``orphan_paths``). :meth:`ProcessGroup.stop` disarms it.
 """
 
 from __future__ import annotations
@@ -99,13 +100,14 @@ class ProcessGroup:
         self.watchdog: subprocess.Popen[bytes] | None = None
         self._watchdog_fd: int | None = None
 
-    def _arm_watchdog(self, sig: int, grace_s: float) -> None:
-        """Start the watchdog that stops this group if this process dies (see module doc)."""
+    def _arm_watchdog(self, sig: int, grace_s: float, paths: Sequence[Path]) -> None:
+        """Start the watchdog that stops this group, then removes ``paths``, if this process
+        dies (see module doc)."""
         read_fd, write_fd = os.pipe()  # both non-inheritable; stdin= hands read_fd over
         try:
             self.watchdog = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(_WATCHDOG), str(self.pgid), str(int(sig)),
-                 f"{grace_s:g}"],
+                 f"{grace_s:g}", *(str(p) for p in paths)],
                 stdin=read_fd,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -148,6 +150,7 @@ class ProcessGroup:
         user: str | None = None,
         stop_signal: int = _signal.SIGTERM,
         orphan_grace_s: float | None = 5.0,
+        orphan_paths: Sequence[Path] = (),
     ) -> ProcessGroup:
         """Start ``argv`` in a new session, stdout+stderr appended to ``log_path``.
 
@@ -156,7 +159,9 @@ class ProcessGroup:
         ``user`` runs it as another system user (e.g. PostgreSQL as postgres; needs root): its
         uid, primary group and no supplementary groups, set by ``subprocess`` before exec.
         ``orphan_grace_s``: if this process dies without stopping the group, a watchdog sends
-        ``stop_signal`` to the group, waits that long, then SIGKILLs it (None: no watchdog).
+        ``stop_signal`` to the group, waits that long, then SIGKILLs it (None: no watchdog);
+        it then removes ``orphan_paths`` (files or directory trees the caller would have
+        removed after stopping the group: temp files that would otherwise outlive a SIGKILL).
         Raises ``FileNotFoundError``/``PermissionError`` if the executable cannot be run,
         ``KeyError`` for an unknown ``user``.
         """
@@ -207,7 +212,7 @@ class ProcessGroup:
         group = cls(popen, log_path, argv, log_start)
         if orphan_grace_s is not None:
             try:
-                group._arm_watchdog(stop_signal, orphan_grace_s)
+                group._arm_watchdog(stop_signal, orphan_grace_s, orphan_paths)
             except BaseException:
                 group.stop(orphan_grace_s, stop_signal)
                 raise

@@ -1,13 +1,15 @@
 """Watchdog of one process group: stop the group when the process that started it dies.
 
 Run by :meth:`pywebbench.launch.process.ProcessGroup.start` as a separate, tiny process
-(``python -I -S watchdog.py PGID SIGNAL GRACE_S``, standard library only, in its own session)
+(``python -I -S watchdog.py PGID SIGNAL GRACE_S [PATH ...]``, standard library only, in its own
+session)
 whose stdin is the read end of a pipe only the starting process holds open. It blocks reading:
 
 - a byte arrives: the starter stopped the group itself (it disarms us); exit quietly;
 - end of file without a byte: the starter is gone, whatever killed it (SIGKILL, a crash, an
   interpreter exit that skipped cleanup). Send ``SIGNAL`` to the group, wait up to ``GRACE_S``
-  for it to empty, then SIGKILL it.
+  for it to empty, then SIGKILL it, and remove each ``PATH`` (a file or a directory tree) that
+  only the group used: a PostgreSQL data directory, a log in the system's temp directory.
 
 A pipe, unlike ``PR_SET_PDEATHSIG``, does not depend on which thread started the group, still
 works after the server switched user, and reaches every member of the group (workers too) and
@@ -15,6 +17,7 @@ servers that ignore SIGTERM.
 """
 
 import os
+import shutil
 import signal
 import sys
 import time
@@ -43,8 +46,19 @@ def _stop(pgid: int, sig: int, grace_s: float) -> None:
             time.sleep(0.05)
 
 
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def main(argv: list[str]) -> int:
-    """Wait for the starter to disarm us or die; on death stop the group."""
+    """Wait for the starter to disarm us or die; on death stop the group, then remove its
+    paths."""
     pgid, sig, grace_s = int(argv[1]), int(argv[2]), float(argv[3])
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -55,6 +69,8 @@ def main(argv: list[str]) -> int:
     if data:
         return 0
     _stop(pgid, sig, grace_s)
+    for path in argv[4:]:
+        _remove(path)
     return 0
 
 

@@ -28,7 +28,7 @@ import sqlite3
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from pywebbench.catalogue.workloads import (
@@ -154,10 +154,12 @@ def _spawn(
     cwd: Path | None = None,
     stop_signal: int = signal.SIGTERM,
     started: list[tuple[ProcessGroup, int]] | None = None,
+    orphan_paths: Sequence[Path] = (),
 ) -> ProcessGroup:
     """Start a service (or a set-up command) in its own process group; the launch watchdog
-    stops it if this process dies. A service is added to ``started`` (with the signal that
-    stops it) at once, so a failure later in its start-up still stops it."""
+    stops it, then removes ``orphan_paths``, if this process dies. A service is added to
+    ``started`` (with the signal that stops it) at once, so a failure later in its start-up
+    still stops it."""
     try:
         group = ProcessGroup.start(
             argv,
@@ -167,6 +169,7 @@ def _spawn(
             user=user,
             stop_signal=stop_signal,
             orphan_grace_s=STOP_TIMEOUT_S,
+            orphan_paths=orphan_paths,
         )
     except (OSError, KeyError) as exc:
         raise ServiceError(name, f"cannot start {argv[0]}: {exc}", log_path) from exc
@@ -191,10 +194,11 @@ def _run(
     *,
     user: str | None = None,
     timeout: float = 60.0,
+    orphan_paths: Sequence[Path] = (),
 ) -> None:
     """Run a set-up command (initdb, psql, ...) to completion in its own process group,
     its output appended to ``log_path``; raises :class:`ServiceError` if it fails."""
-    group = _spawn(service, argv, log_path, user=user)
+    group = _spawn(service, argv, log_path, user=user, orphan_paths=orphan_paths)
     try:
         code = group.wait(timeout)
     except subprocess.TimeoutExpired as exc:
@@ -341,6 +345,7 @@ def _start_postgres(
         log_path,
         user=user,
         timeout=120,
+        orphan_paths=[root],  # a SIGKILLed pywebbench leaves no data directory behind
     )
     port = free_port()
     argv = [
@@ -368,7 +373,14 @@ def _start_postgres(
     ]
     # SIGINT = "fast shutdown": disconnect clients, stop now (SIGTERM waits for clients).
     proc = _spawn(
-        POSTGRES, argv, log_path, user=user, cwd=root, stop_signal=signal.SIGINT, started=started
+        POSTGRES,
+        argv,
+        log_path,
+        user=user,
+        cwd=root,
+        stop_signal=signal.SIGINT,
+        started=started,
+        orphan_paths=[root],
     )
     psql = str(bindir / "psql")
     base = [psql, "-X", "-q", "-h", "127.0.0.1", "-p", str(port), "-U", PG_USER]
