@@ -180,6 +180,9 @@ def test_aa_passes_the_gate(tmp_path: Path, census: str) -> None:
     assert "stopped:" in done.stdout
     assert "judged on: requests per server CPU-second" in done.stdout
     assert not (tmp_path / "results" / "pywebbench.sqlite").exists()
+    # the pre-flight's warnings reach stderr even while stdout carries the document
+    aslr = Path("/proc/sys/kernel/randomize_va_space").read_text().strip() != "0"
+    assert ("pre-flight aslr: " in done.stderr) == aslr, done.stderr
 
 
 def _refused(done: subprocess.CompletedProcess[str], *words: str) -> None:

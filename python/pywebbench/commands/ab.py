@@ -348,6 +348,12 @@ def _run(o: dict[str, Any]) -> None:
                 why = cannot_count(studies[-1].cell.variant.stack.interpreter.is_pypy)
                 if why is not None:
                     fail(f"--instructions: {side.flag}: {why}")
+        from pywebbench.run.preflight import study_preflight
+
+        cpus = studies[0].config.cpus
+        for finding in study_preflight(cpus.server, cpus.generator):
+            # a warning, not progress: printed whatever carries the document
+            click.echo(f"pre-flight {finding.line()}", err=True)
         options = AbOptions(
             ci_width=o["ci_width"],
             budget_s=o["budget"],

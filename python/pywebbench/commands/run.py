@@ -183,14 +183,9 @@ def _main(options: dict[str, Any], console: Console) -> int:
 
 def _preflight(config: StudyConfig, console: Console) -> None:
     """Warn about what will disturb the study (``pywebbench preflight``); never blocks."""
-    from pywebbench.run.host import split_cpus
-    from pywebbench.run.preflight import preflight
+    from pywebbench.run.preflight import study_preflight
 
-    try:
-        server, generator = split_cpus(config.cpus.server, config.cpus.generator)
-    except ValueError:
-        return  # the runner reports unusable cores
-    for finding in preflight(server + generator):
+    for finding in study_preflight(config.cpus.server, config.cpus.generator):
         console.print(f"  [yellow]pre-flight[/] {finding.line()}", highlight=False)
 
 

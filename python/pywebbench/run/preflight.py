@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,3 +189,15 @@ def preflight(cpus: Iterable[int], *, sample_s: float = 0.5) -> list[Finding]:
         *_swap(),
         *_aslr(),
     ]
+
+
+def study_preflight(server_cpus: Sequence[int], generator_cpus: Sequence[int]) -> list[Finding]:
+    """The pre-flight of a study's cores as asked (empty: the defaults); none when those cores
+    are unusable, which the study itself then reports. ``run`` and ``ab`` print it."""
+    from pywebbench.run.host import split_cpus
+
+    try:
+        server, generator = split_cpus(list(server_cpus), list(generator_cpus))
+    except ValueError:
+        return []
+    return preflight(server + generator)
