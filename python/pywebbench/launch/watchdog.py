@@ -1,9 +1,9 @@
 """Watchdog of one process group: stop the group when the process that started it dies.
 
 Run by :meth:`pywebbench.launch.process.ProcessGroup.start` as a separate, tiny process
-(``python -I -S watchdog.py PGID SIGNAL GRACE_S [PATH ...]``, standard library only, in its own
-session)
-whose stdin is the read end of a pipe only the starting process holds open. It blocks reading:
+(``python -I -S watchdog.py PGID SIGNAL GRACE_S [PATH ...]``, standard library only, in its
+own session) whose stdin is the read end of a pipe only the starting process holds open. It
+blocks reading:
 
 - a byte arrives: the starter stopped the group itself (it disarms us); exit quietly;
 - end of file without a byte: the starter is gone, whatever killed it (SIGKILL, a crash, an
