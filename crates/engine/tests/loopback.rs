@@ -1,5 +1,8 @@
 //! End-to-end tests of the engine against tiny in-process servers on loopback.
 
+mod common;
+
+use common::read_request;
 use pywebbench_engine::{merge, run, Io, LoadSpec, Mode};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -47,18 +50,6 @@ fn serve(response: &'static [u8], close_after: Option<(usize, &'static [u8])>) -
     port
 }
 
-/// Read from `s` until a request's blank line (or the end of the stream).
-fn read_request(s: &mut TcpStream) {
-    let mut buf = [0u8; 4096];
-    let mut got = Vec::new();
-    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
-    }
-}
-
 /// A server like gunicorn's sync worker: one connection at a time, one request per
 /// connection, `service` of work per request, then close. Returns the port.
 fn serve_serially(service: std::time::Duration) -> u16 {
@@ -74,38 +65,6 @@ fn serve_serially(service: std::time::Duration) -> u16 {
         }
     });
     port
-}
-
-/// A server like gunicorn's sync worker: ~100 us of work per request, then after the
-/// response it shuts its side down and waits for the client to close before it accepts the
-/// next connection. Returns the port and the waits for the client's close, in microseconds.
-fn serve_lingering() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<u64>>>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let waits = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let out = waits.clone();
-    thread::spawn(move || {
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(0, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        }
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            read_request(&mut s);
-            let t0 = std::time::Instant::now();
-            while t0.elapsed() < std::time::Duration::from_micros(100) {}
-            let _ =
-                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n");
-            let _ = s.write_all(b"ok");
-            let _ = s.shutdown(std::net::Shutdown::Write);
-            let t = std::time::Instant::now();
-            let mut buf = [0u8; 512];
-            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
-            waits.lock().unwrap().push(t.elapsed().as_micros() as u64);
-        }
-    });
-    (port, out)
 }
 
 const HELLO: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHello, World!";
@@ -296,60 +255,6 @@ fn open_loop_over_new_connections_serves_its_queue_in_order(io: Io) {
         r.requests + ol.unsent_at_end + r.connections.in_flight_at_end + r.errors,
         ol.offered,
         "{ol:?}"
-    );
-}
-
-/// A connection the engine closes sends its FIN at once, on either backend. On io_uring it
-/// once waited twice: for the number's close, after the next submission's wait, and for a
-/// batched wait's hold (64 requests in flight) before the answer was even read. A server that
-/// waits for the client's close after each response (gunicorn's sync worker) waited two to
-/// three times as long on io_uring as on epoll, and served a third fewer requests. Each
-/// backend loads the server in two alternating rounds; the median waits are compared, so a
-/// slow moment of the machine falls on both.
-#[test]
-fn a_closed_connection_closes_at_once_for_a_server_that_waits_for_it() {
-    let (port, waits) = serve_lingering();
-    let round = |io: Io| -> Vec<u64> {
-        waits.lock().unwrap().clear();
-        let r = run(&LoadSpec {
-            connections: 64,
-            keepalive: false,
-            duration_s: Some(0.25),
-            cpus: vec![1],
-            ..spec(port, io)
-        })
-        .unwrap();
-        assert!(
-            r.requests > 100 && r.errors == 0,
-            "{} {:?}",
-            r.requests,
-            r.error_classes
-        );
-        // The connections left in the server's accept queue are served after the run: their
-        // waits belong to it, not to the next round.
-        let mut seen = usize::MAX;
-        while seen != waits.lock().unwrap().len() {
-            seen = waits.lock().unwrap().len();
-            thread::sleep(std::time::Duration::from_millis(20));
-        }
-        waits.lock().unwrap().clone()
-    };
-    let (mut epoll, mut uring) = (Vec::new(), Vec::new());
-    for io in [Io::Epoll, Io::Uring, Io::Uring, Io::Epoll] {
-        let got = round(io);
-        match io {
-            Io::Epoll => epoll.extend(got),
-            _ => uring.extend(got),
-        }
-    }
-    let mid = |v: &mut Vec<u64>| {
-        v.sort_unstable();
-        v[v.len() / 2]
-    };
-    let (e, u) = (mid(&mut epoll), mid(&mut uring));
-    assert!(
-        u * 2 <= e * 3,
-        "median wait for the client's close: io_uring {u} us, epoll {e} us"
     );
 }
 
