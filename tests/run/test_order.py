@@ -22,7 +22,12 @@ leave something to compare more often than 6 did: the test fails with nothing co
 workload with a figure on each side, or no degree of freedom left) with probability 0.0008
 when 1 replicate in 12 is not steady (two runs with 20 s caps: 0 and 3 of 12), 0.004 at 1
 in 8 and 0.049 at 1 in 4 (the worse of those runs; the 6-replicate design failed then with
-about 0.08). Exact sums over which of the 8 figures are steady.
+about 0.08). Exact sums over which of the 8 figures are steady. A fresh-clone CI run
+(2026-11-29) still found nothing to compare: its PyPy replicates were classed no steady
+state, slowdown, or reached the cap. A run that leaves nothing to compare is therefore
+followed by a second one, its figures pooled with the first's (the same design, so the same
+fit): ~150 s more, only then; with the runs' steadiness independent, the rates above square
+(0.049 -> 0.0024).
 
 The designed false-failure rate of each comparison is at most 1 in 1,000 (2 in 1,000 for
 both): a ratio outside the margin fails the test only when its order term is also
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +57,9 @@ from scipy import stats
 
 MARGIN = (0.85, 1.15)
 ALPHA = 0.001
+#: A second run, its figures pooled with the first's, only when the first left nothing to
+#: compare
+RUNS = 2
 
 
 def _figures_by_order(
@@ -126,23 +135,32 @@ def order_effects(
     return out
 
 
-@pytest.mark.timeout(900)  # 8 PyPy warm-ups until steady, on a shared machine
+@pytest.mark.timeout(1500)  # up to 16 PyPy warm-ups until steady, on a shared machine
 def test_the_workload_met_first_measures_as_the_one_met_second(tmp_path: Path, census: str) -> None:
     pypy = [i.name for i in discover() if i.is_pypy]
     assert pypy, "PyPy must be installed (scripts/setup.sh installs Debian's pypy3)"
-    results = tmp_path / "res"
-    proc = pwb(
-        "run", "--python", pypy[0], "--server", "gunicorn-gthread", "--threads", "4",
-        "--framework", "raw-wsgi",
-        "--workload", "hello,json", "--server-scope", "stack", "--warmup-cap", "20",
-        "--jit-warmup-cap", "20",
-        "--replicates", "4", "--max-replicates", "4", "--iterations", "1", "-d", "3", "-c", "16",
-        "--no-report",
-        results=results, timeout=800,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     seen: list[tuple[str, bool, str | None, str | None, float]] = []
-    effects = order_effects(_figures_by_order(results, seen))
+    by_order: dict[str, dict[str, list[float]]] = {}
+    for attempt in range(RUNS):
+        results = tmp_path / f"res{attempt}"
+        proc = pwb(
+            "run", "--python", pypy[0], "--server", "gunicorn-gthread", "--threads", "4",
+            "--framework", "raw-wsgi",
+            "--workload", "hello,json", "--server-scope", "stack", "--warmup-cap", "20",
+            "--jit-warmup-cap", "20",
+            "--replicates", "4", "--max-replicates", "4", "--iterations", "1", "-d", "3",
+            "-c", "16", "--no-report",
+            results=results, timeout=700,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        for workload, sides in _figures_by_order(results, seen).items():
+            pooled = by_order.setdefault(workload, {"first": [], "second": []})
+            for side, figures in sides.items():
+                pooled[side] += figures
+        effects = order_effects(by_order)
+        if effects:
+            break
+        warnings.warn(f"run {attempt + 1} left nothing to compare: {seen}", stacklevel=1)
     assert effects, seen  # hello, at least, settles on PyPy
     for workload, (ratio, p) in effects.items():
         inside = MARGIN[0] <= ratio <= MARGIN[1]
