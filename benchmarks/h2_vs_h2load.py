@@ -7,7 +7,9 @@ Two modes:
   requests) pinned to core 0. h2load (``-t1 -c16 -m10``) and ``pywebbench load --protocol
   h2c -c 16 --streams 10`` on each I/O backend run alternately pinned to core 1,
   ``--rounds`` rounds each. Targets (docs/http2.md): the engine at >= 1.3x h2load's
-  requests/s and <= 0.75x its CPU per request.
+  requests/s and <= 0.75x its CPU per request. ``--response empty``: nginx answers 204
+  instead (one HEADERS frame, no DATA: one frame a request instead of two), so that nginx
+  is less likely to set the pace.
 - ``hypercorn``: the same against hypercorn (a catalogue server, one worker, serving the
   catalogue's raw ASGI app: ``GET /hello``) on core 0, where the server is the bottleneck:
   both generators must measure the same requests/s, within 5%. (The CPU per request of a
@@ -28,6 +30,7 @@ machine's load moves).
     python benchmarks/h2_vs_h2load.py                    # nginx, 10 s x 3 rounds
     python benchmarks/h2_vs_h2load.py --server hypercorn -d 5
     python benchmarks/h2_vs_h2load.py -d 3 -r 2          # quicker
+    python benchmarks/h2_vs_h2load.py --response empty   # nginx answers 204
 
 h2load comes from Debian's nghttp2-client (installed when missing).
 """
@@ -46,6 +49,7 @@ from pathlib import Path
 
 import pywebbench
 from loadgen_vs_wrk import (
+    HELLO,
     ensure_tool,
     free_port,
     run_child,
@@ -65,10 +69,17 @@ TARGET_AGREE = 0.05
 IOS = ("epoll", "uring")
 
 
-def start_server(kind: str, prefix: Path, port: int, cpu: int) -> subprocess.Popen[bytes]:
-    """nginx (h2c) or hypercorn (the catalogue's raw ASGI app) on ``port``, pinned to ``cpu``."""
+#: nginx's answers (``--response``): hello, and an empty 204 (one HEADERS frame, no DATA)
+ANSWERS = {"hello": HELLO, "empty": "204"}
+
+
+def start_server(
+    kind: str, prefix: Path, port: int, cpu: int, response: str = "hello"
+) -> subprocess.Popen[bytes]:
+    """nginx (h2c, answering ``response``) or hypercorn (the catalogue's raw ASGI app) on
+    ``port``, pinned to ``cpu``."""
     if kind == "nginx":
-        return start_nginx(prefix, port, cpu, http2=True)
+        return start_nginx(prefix, port, cpu, http2=True, answer=ANSWERS[response])
     # hypercorn closes an HTTP/2 connection after keep_alive_max_requests (1,000) and answers
     # the client's frames in flight with GOAWAY PROTOCOL_ERROR: raised, so that neither
     # generator's figures carry those errors and reconnects.
@@ -147,11 +158,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-r", "--rounds", type=int, default=3, help="rounds of each tool (3)")
     ap.add_argument("-c", "--connections", type=int, default=16, help="connections (16)")
     ap.add_argument("-m", "--streams", type=int, default=10, help="streams per connection (10)")
+    ap.add_argument(
+        "--response",
+        choices=list(ANSWERS),
+        default="hello",
+        help="nginx's answer: hello (default), or empty: a 204, one HEADERS frame and no DATA "
+        "(one frame a request instead of two), so that a generator, not nginx, sets the pace",
+    )
     ap.add_argument("--server-cpu", type=int, default=0)
     ap.add_argument("--generator-cpu", type=int, default=1)
     args = ap.parse_args(argv)
     if args.duration < 1 or args.rounds < 1:
         ap.error("--duration must be >= 1 and --rounds >= 1")
+    if args.server != "nginx" and args.response != "hello":
+        ap.error("--response is nginx's: hypercorn serves the catalogue's hello")
     h2load = ensure_tool("h2load", "nghttp2-client")
     agent = h2load_user_agent(h2load)
     port = free_port()
@@ -161,10 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, list[tuple[float, float, float]]] = {name: [] for name in names}
     server_busy: list[float] = []
     with tempfile.TemporaryDirectory(prefix="pwb-h2-") as tmp:
-        server = start_server(args.server, Path(tmp), port, args.server_cpu)
+        server = start_server(args.server, Path(tmp), port, args.server_cpu, args.response)
         try:
-            print(f"{args.server} (h2c) on core {args.server_cpu} at {url}; generators on core "
-                  f"{gen}, -c {c} -m {m}, {args.duration:g} s, {args.rounds} rounds")  # fmt: skip
+            print(f"{args.server} (h2c, {args.response}) on core {args.server_cpu} at {url}; "
+                  f"generators on core {gen}, -c {c} -m {m}, {args.duration:g} s, "
+                  f"{args.rounds} rounds")  # fmt: skip
             run_h2load(h2load, url, gen, c, m, 1)  # warm-up of the server
             startups = [run_pwb(url, gen, 1, 1, None, "epoll", agent) for _ in range(3)]
             _, startup, startup_sys = min(startups, key=lambda s: s[1])

@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+#: nginx's ``return`` for the hello answer
+HELLO = '200 "Hello, World!"'
 NGINX_CONF = """\
 worker_processes 1;
 daemon off;
@@ -42,7 +44,7 @@ http {{
     keepalive_requests 10000000;
     server {{
         listen 127.0.0.1:{port}{http2};
-        location / {{ return 200 "Hello, World!"; }}
+        location / {{ return {answer}; }}
     }}
 }}
 """
@@ -80,15 +82,18 @@ def ensure_wrk() -> str:
     return ensure_tool("wrk", "wrk")
 
 
-def start_nginx(prefix: Path, port: int, cpu: int, http2: bool = False) -> subprocess.Popen:
-    """nginx (1 worker, hello) on loopback ``port`` pinned to ``cpu``; ``http2``: h2c with
-    prior knowledge instead of HTTP/1.1 (``keepalive_requests`` covers HTTP/2 connections
-    too)."""
+def start_nginx(
+    prefix: Path, port: int, cpu: int, http2: bool = False, answer: str = HELLO
+) -> subprocess.Popen:
+    """nginx (1 worker, ``return <answer>``: hello by default) on loopback ``port`` pinned to
+    ``cpu``; ``http2``: h2c with prior knowledge instead of HTTP/1.1 (``keepalive_requests``
+    covers HTTP/2 connections too)."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         sys.exit("nginx is missing: apt-get install nginx (or run scripts/setup.sh)")
     conf = prefix / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port, http2=" http2" if http2 else ""))
+    http2_listen = " http2" if http2 else ""
+    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port, http2=http2_listen, answer=answer))
     p = subprocess.Popen(
         ["taskset", "-c", str(cpu), nginx, "-p", str(prefix), "-c", str(conf)],
         start_new_session=True,
