@@ -63,11 +63,11 @@ RUNS = 2
 
 
 def _figures_by_order(
-    results: Path, seen: list[tuple[str, bool, str | None, str | None, float]]
+    results: Path, seen: list[tuple[str, bool, str | None, str | None, float, str]]
 ) -> dict[str, dict[str, list[float]]]:
     """workload -> {"first" | "second": steady replicate figures}; marked replicates left out.
     Every replicate is appended to ``seen`` (workload, met first, warm-up end, class,
-    figure), for the failure message."""
+    figure, the warm-up's steal), for the failure message."""
     with Store(results / "pywebbench.sqlite", create=False) as store:
         study = store.load_study()
     served: dict[int, list[tuple[str, str]]] = {}  # server pid -> (started_at, workload)
@@ -80,12 +80,20 @@ def _figures_by_order(
     for cell in study.cells:
         assert cell.id is not None
         its = study.iterations_of(cell.id)
+        warmups = study.iterations_of(cell.id, kind="warmup")
         for r in study.replicates_of(cell.id):
             assert r.pid is not None
             first = min(served[r.pid])[1] == cell.workload
             rps = [i.rps for i in its if i.replicate == r.replicate]
             figure = statistics.median(rps) if rps else math.nan
-            seen.append((cell.workload, first, r.warmup_end, r.warmup_class, round(figure, 1)))
+            # the share of the two pinned cores the hypervisor gave to others in the warm-up:
+            # a host that takes a third of them leaves little to call steady
+            stolen = [(w.steal_s or 0.0) / (2 * w.duration_s) for w in warmups
+                      if w.replicate == r.replicate and w.duration_s]  # fmt: skip
+            steal = f"steal {max(stolen, default=0.0):.0%}"
+            seen.append(
+                (cell.workload, first, r.warmup_end, r.warmup_class, round(figure, 1), steal)
+            )
             if r.warmup_class not in STEADY_CLASSES or not rps:
                 continue  # marked: not a steady figure
             side = out.setdefault(cell.workload, {"first": [], "second": []})
@@ -139,7 +147,7 @@ def order_effects(
 def test_the_workload_met_first_measures_as_the_one_met_second(tmp_path: Path, census: str) -> None:
     pypy = [i.name for i in discover() if i.is_pypy]
     assert pypy, "PyPy must be installed (scripts/setup.sh installs Debian's pypy3)"
-    seen: list[tuple[str, bool, str | None, str | None, float]] = []
+    seen: list[tuple[str, bool, str | None, str | None, float, str]] = []
     by_order: dict[str, dict[str, list[float]]] = {}
     for attempt in range(RUNS):
         results = tmp_path / f"res{attempt}"
