@@ -246,13 +246,19 @@ def test_the_share_a_warm_up_bucket_had_is_one_unless_others_took_more_than_the_
     busy = [0.0]
     idle = [0.0]
 
-    def tick(at: float, busy_s: float, server_s: float, idle_s: float = 0.0) -> None:
+    steal = [0.0]
+
+    def tick(
+        at: float, busy_s: float, server_s: float, idle_s: float = 0.0, steal_s: float = 0.0
+    ) -> None:
         now[0], server[0] = at, server_s
         busy[0] += busy_s
         idle[0] += idle_s
+        steal[0] += steal_s
         stat.write_text(
             f"cpu  0 0 0 0 0 0 0 0 0 0\n"
-            f"cpu0 {round(busy[0] * hz)} 0 0 {round(idle[0] * hz)} 0 0 0 0 0 0\n"
+            f"cpu0 {round(busy[0] * hz)} 0 0 {round(idle[0] * hz)} 0 0 0 "
+            f"{round(steal[0] * hz)} 0 0\n"
         )
 
     tick(0.0, 0.0, 0.0)
@@ -277,6 +283,11 @@ def test_the_share_a_warm_up_bucket_had_is_one_unless_others_took_more_than_the_
     assert share() == 1.0
     tick(7.0, 1.0, server[0] + 0.5)
     assert abs(share() - 0.5) < 1e-9  # and the next bucket is read as usual
+    # a VM's host gave 40% of the core to another machine (steal), the server had the rest
+    tick(8.0, 0.6, server[0] + 0.6, steal_s=0.4)
+    assert abs(share() - 0.6) < 1e-9
+    tick(9.0, 0.97, server[0] + 0.97, steal_s=0.03)  # 3% stolen: under the threshold
+    assert share() == 1.0
 
 
 def test_a_bursty_neighbours_share_is_what_the_server_lost() -> None:

@@ -236,7 +236,8 @@ class AvailableShare:
 
     Each call reads the server tree's CPU (``server_cpu_s()``), the server cores' busy and
     idle time, and pywebbench's own CPU there (``own_cpu_s()``: the core-speed probe's), and
-    gives ``1 - others' share`` since the previous call when others took more than
+    gives ``1 - others' share`` since the previous call (others: other processes, and the
+    hypervisor's steal of the cores on a VM) when others took more than
     ``threshold`` of the cores plus what the counters cannot resolve over the bucket (four
     clock ticks: :func:`tick_resolution_share` twice, since /proc/stat's columns and the
     processes' times each round down), and the cores were not left idle by as much (a server
@@ -267,15 +268,16 @@ class AvailableShare:
         self._stat_path = stat_path
         self._last = self._read()
 
-    def _read(self) -> tuple[float, float, float, float] | None:
-        """(time, the cores' busy and idle seconds, the server's and own CPU seconds). The
-        server's tree is walked first (the slow part), so that its times, the cores'
-        counters and the clock are read back to back."""
+    def _read(self) -> tuple[float, float, float, float, float] | None:
+        """(time, the cores' busy and idle seconds, the server's and own CPU seconds, the
+        cores' steal seconds). The server's tree is walked first (the slow part), so that its
+        times, the cores' counters and the clock are read back to back."""
         server = self._server_cpu_s()
         times = core_times(self.cpus, self._stat_path)
         if times is None:
             return None
-        return self._clock(), times.busy_s, times.idle_s, server + self._own_cpu_s()
+        own = server + self._own_cpu_s()
+        return self._clock(), times.busy_s, times.idle_s, own, times.steal_s
 
     def __call__(self) -> float:
         now, before = self._read(), self._last
@@ -286,8 +288,10 @@ class AvailableShare:
         if span <= 0:
             return 1.0
         core_s = span * len(self.cpus)
-        busy, idle, known = (now[k] - before[k] for k in (1, 2, 3))
-        share = (busy - known) / core_s
+        busy, idle, known, steal = (now[k] - before[k] for k in (1, 2, 3, 4))
+        # others' CPU, and the time the hypervisor gave to other machines' (a VM's steal):
+        # both are time the server's cores did not run the server
+        share = (busy - known + steal) / core_s
         unresolved = self.threshold + 2 * tick_resolution_share(span, len(self.cpus))
         if known < 0 or share > 1.0:
             return 1.0  # a reading that cannot be right
