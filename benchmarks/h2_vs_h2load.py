@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=list(ANSWERS),
         default="hello",
         help="nginx's answer: hello (default), or empty: a 204, one HEADERS frame and no DATA "
-        "(one frame a request instead of two), so that a generator, not nginx, sets the pace",
+        "(one frame a request instead of two), meant to take nginx out of the way (on the "
+        "machine of docs/http2.md it was still 99%% busy)",
     )
     ap.add_argument("--server-cpu", type=int, default=0)
     ap.add_argument("--generator-cpu", type=int, default=1)

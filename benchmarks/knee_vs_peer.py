@@ -21,9 +21,10 @@ gunicorn's sync worker closes the connection after every response, so both tools
 new connection per request when it is due, over the same N connections (``--connections``,
 the knee's default 64; docs/slo.md). The script first prints each tool's spacing of sends
 at 2,000 req/s, and after each round each tool's closed-loop rate over those connections on
-the same server: what each can drive through it. A round whose search finds no rate within
-the SLO (either tool's, on a noisy hour) is shown as "none" and the run goes on; the ratio is
-of the medians of the knees found, and there is none if a tool found none.
+the same server: what each can drive through it. A round whose search finds no knee (either
+tool's: no rate met the SLO on a noisy hour, or the search's budget ended) is shown as "none"
+and the run goes on; the ratio is of the medians of the knees found, and there is none if a
+tool found none.
 
     python benchmarks/knee_vs_peer.py                  # oha, 3 rounds, ~15 min
     python benchmarks/knee_vs_peer.py --peer vegeta
@@ -377,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                     closed["pywebbench"].append(ours)
                     closed[peer.name].append(theirs)
                 knees[tool].append(knee)
-                said = "no knee: no rate met the SLO" if knee is None else f"knee {knee:8.0f} req/s"
+                said = "no knee found" if knee is None else f"knee {knee:8.0f} req/s"
                 print(f"round {k} {tool:10}: {said} ({time.monotonic() - t0:.0f} s)",
                       file=sys.stderr)  # fmt: skip
     print(f"stack: cpython3.11 {'/'.join(STACK)} {args.workload}, {args.workers} worker(s), "

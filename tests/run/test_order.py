@@ -25,9 +25,10 @@ in 8 and 0.049 at 1 in 4 (the worse of those runs; the 6-replicate design failed
 about 0.08). Exact sums over which of the 8 figures are steady. A fresh-clone CI run
 (2026-11-29) still found nothing to compare: its PyPy replicates were classed no steady
 state, slowdown, or reached the cap. A run that leaves nothing to compare is therefore
-followed by a second one, its figures pooled with the first's (the same design, so the same
-fit): ~150 s more, only then; with the runs' steadiness independent, the rates above square
-(0.049 -> 0.0024).
+followed by a second one, its figures fitted with the first's (a level per run and workload,
+so a shift of the host between the runs is not read as an order effect; the noise is
+pooled): ~150 s more, only then; the second run must have both sides of a workload itself,
+so with the runs' steadiness independent the rates above square (0.049 -> 0.0024).
 
 The designed false-failure rate of each comparison is at most 1 in 1,000 (2 in 1,000 for
 both): a ratio outside the margin fails the test only when its order term is also
@@ -57,7 +58,7 @@ from scipy import stats
 
 MARGIN = (0.85, 1.15)
 ALPHA = 0.001
-#: A second run, its figures pooled with the first's, only when the first left nothing to
+#: A second run, fitted with the first (a level per run), only when the first left nothing to
 #: compare
 RUNS = 2
 
@@ -102,27 +103,32 @@ def _figures_by_order(
 
 
 def order_effects(
-    by_order: dict[str, dict[str, list[float]]],
+    *runs: dict[str, dict[str, list[float]]],
 ) -> dict[str, tuple[float, float]] | None:
-    """For each workload with a steady figure on each side, the ratio of its figures met
-    first to those met second and that ratio's two-sided p-value, from one least-squares fit
-    on every log figure: a level per workload and an order term per workload with both sides
-    (``log y = level[w] + d[w] * met_first``), Student's t of each ``d[w]`` on ``n -
-    columns`` degrees of freedom (the noise pooled over both workloads: a workload with
-    figures on one side only adds to it). None when no workload has a figure on each side,
-    or there are too few figures for one degree of freedom."""
-    seen = [w for w, s in by_order.items() if s["first"] or s["second"]]
-    both = [w for w in seen if by_order[w]["first"] and by_order[w]["second"]]
-    columns = len(seen) + len(both)
+    """For each workload with a steady figure on each side in one run, the ratio of its
+    figures met first to those met second and that ratio's two-sided p-value, from one
+    least-squares fit on every log figure of every run: a level per run and workload, and an
+    order term per workload with both sides in a run (``log y = level[run, w] + d[w] *
+    met_first``), Student's t of each ``d[w]`` on ``n - columns`` degrees of freedom (the
+    noise pooled over workloads and runs: figures on one side only add to it). A level per
+    run keeps a shift of the host between runs (steal comes and goes for minutes) out of the
+    order term: a workload met first only in one run and second only in the other says
+    nothing about the order. None when no workload has a figure on each side in a run, or
+    there are too few figures for one degree of freedom."""
+    levels = [
+        (k, w) for k, run in enumerate(runs) for w, s in run.items() if s["first"] or s["second"]
+    ]
+    both = sorted({w for run in runs for w, s in run.items() if s["first"] and s["second"]})
+    columns = len(levels) + len(both)
     rows: list[list[float]] = []
     ys: list[float] = []
-    for w in seen:
+    for k, w in levels:
         for name, first in (("first", 1.0), ("second", 0.0)):
-            for y in by_order[w][name]:
+            for y in runs[k][w][name]:
                 row = [0.0] * columns
-                row[seen.index(w)] = 1.0
+                row[levels.index((k, w))] = 1.0
                 if w in both:
-                    row[len(seen) + both.index(w)] = first
+                    row[len(levels) + both.index(w)] = first
                 rows.append(row)
                 ys.append(math.log(y))
     df = len(ys) - columns
@@ -135,7 +141,7 @@ def order_effects(
     inverse = np.linalg.inv(design.T @ design)
     out = {}
     for k, w in enumerate(both):
-        j = len(seen) + k
+        j = len(levels) + k
         d, se = float(coef[j]), math.sqrt(sigma2 * float(inverse[j, j]))
         # a perfect fit: any difference is certain, none is not one
         p = (0.0 if d else 1.0) if se == 0 else float(2 * stats.t.sf(abs(d) / se, df))
@@ -148,7 +154,7 @@ def test_the_workload_met_first_measures_as_the_one_met_second(tmp_path: Path, c
     pypy = [i.name for i in discover() if i.is_pypy]
     assert pypy, "PyPy must be installed (scripts/setup.sh installs Debian's pypy3)"
     seen: list[tuple[str, bool, str | None, str | None, float, str]] = []
-    by_order: dict[str, dict[str, list[float]]] = {}
+    by_order: list[dict[str, dict[str, list[float]]]] = []  # a run's
     for attempt in range(RUNS):
         results = tmp_path / f"res{attempt}"
         proc = pwb(
@@ -161,11 +167,8 @@ def test_the_workload_met_first_measures_as_the_one_met_second(tmp_path: Path, c
             results=results, timeout=700,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        for workload, sides in _figures_by_order(results, seen).items():
-            pooled = by_order.setdefault(workload, {"first": [], "second": []})
-            for side, figures in sides.items():
-                pooled[side] += figures
-        effects = order_effects(by_order)
+        by_order.append(_figures_by_order(results, seen))
+        effects = order_effects(*by_order)
         if effects:
             break
         warnings.warn(f"run {attempt + 1} left nothing to compare: {seen}", stacklevel=1)
@@ -180,7 +183,8 @@ def test_each_workloads_order_effect_is_read_with_the_noise_of_both() -> None:
     one workload only (met first 0.6x on hello) is read on that workload, significant, and
     not on the other; without it every ratio is 1 and not significant. A workload with
     figures on one side only says nothing about the order but adds to the noise's degrees
-    of freedom; too few figures, or no workload with both sides, give None."""
+    of freedom; too few figures, or no workload with both sides, give None. Across runs, each
+    has its own level."""
     noise = [1.0, 1.02, 0.98, 1.01]
 
     def sides(level: float, effect: float) -> dict[str, list[float]]:
@@ -204,6 +208,14 @@ def test_each_workloads_order_effect_is_read_with_the_noise_of_both() -> None:
     assert effect is not None and set(effect) == {"hello"}
     assert order_effects({"hello": lopsided["hello"]}) is None  # no degree of freedom left
     assert order_effects({"json": lopsided["json"]}) is None  # nothing met first
+    # two runs, the host 1.5x faster in the first: hello met first only there and second only
+    # in the second run says nothing about the order (one level for both runs would read a
+    # 1.5x order effect); json, both sides in each run, is read within each run
+    fast = {"hello": {"first": [6000.0, 6060.0], "second": []}, "json": sides(6000, 1.0)}
+    slow = {"hello": {"first": [], "second": [4000.0, 3960.0]}, "json": sides(4000, 1.0)}
+    shifted = order_effects(fast, slow)
+    assert shifted is not None and set(shifted) == {"json"}
+    assert shifted["json"][0] == pytest.approx(1.0, rel=0.03) and shifted["json"][1] > 0.05
     exact = {"hello": {"first": [5000.0, 5000.0], "second": [6000.0, 6000.0]}}
     ((ratio, p),) = (order_effects(exact) or {}).values()  # no noise: certain
     assert ratio == pytest.approx(5 / 6) and p < ALPHA

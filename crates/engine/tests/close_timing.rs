@@ -78,9 +78,9 @@ fn round(port: u16, waits: &Mutex<Vec<u64>>, io: Io) -> Vec<u64> {
 /// A connection the engine closes sends its FIN at once, on either backend. On io_uring it
 /// once waited twice: for the number's close, after the next submission's wait, and for a
 /// batched wait's hold (64 requests in flight) before the answer was even read. A server that
-/// waits for the client's close after each response (gunicorn's sync worker) waited two to
-/// three times as long on io_uring as on epoll (46-47 us against 24 us), and served a third
-/// fewer requests. Each backend loads the server in two alternating rounds and the median
+/// waits for the client's close after each response (gunicorn's sync worker) waited about
+/// twice as long on io_uring as on epoll (46-47 us against 24 us), and served a third fewer
+/// requests. Each backend loads the server in two alternating rounds and the median
 /// waits are compared, so a slow moment of the machine falls on both. That comparison is
 /// made up to three times: the fault was in every round, so it fails all three, while one
 /// stray median (a few microseconds long) fails only one.
