@@ -4,6 +4,11 @@ Process census: every process started during the test session inherits ``PWB_TES
 in its environment. When the session ends, any such process still alive is a leak: it is
 listed, killed by PID (it is ours), and the session fails.
 
+Steal: a failed test's report gains a "host" section with the share of the machine's cores
+the hypervisor gave to other machines from the test's setup to its failure (``/proc/stat``'s
+steal). A VM's host took 24-48% of this project's 2-core machine for minutes at a time on 1
+Dec 2026, and the timing tests that failed then said nothing of it.
+
 Ctrl-C: a suite started in the background of a non-interactive shell (``./scripts/test.sh &``,
 some CI runners) inherits SIGINT ignored, and every child would inherit that too, so the tests
 that press Ctrl-C on a run or a load would wait for nothing. The session takes SIGINT back.
@@ -28,6 +33,45 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # children start with SIG_DFL
+
+
+_TICKS = pytest.StashKey[list[int]]()
+
+
+def _cpu_ticks() -> list[int] | None:
+    """The machine's CPU time so far by /proc/stat's first eight columns (user ... steal), in
+    clock ticks; None where there is no /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            columns = f.readline().split()[1:9]
+        return [int(x) for x in columns] + [0] * (8 - len(columns))
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    ticks = _cpu_ticks()
+    if ticks is not None:
+        item.stash[_TICKS] = ticks
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    outcome = yield
+    report = outcome.get_result()
+    before, now = item.stash.get(_TICKS, None), _cpu_ticks()
+    if report.failed and before is not None and now is not None:
+        spent = [b - a for a, b in zip(before, now, strict=True)]
+        if sum(spent) > 0:
+            steal = spent[7] / sum(spent)
+            seconds = sum(spent) / os.sysconf("SC_CLK_TCK") / (os.cpu_count() or 1)
+            said = (
+                f"steal: the hypervisor took {steal:.0%} of this machine's cores over the "
+                f"{seconds:.0f} s from the test's setup to its failure"
+            )
+            report.sections.append(("host", said))
+    return None
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
