@@ -80,10 +80,19 @@ def _user() -> str:
     return pwd.getpwuid(os.getuid()).pw_name
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports. All ``n`` are held until each is chosen: a port
+    released at once can be handed out again by the next bind (a fresh-clone suite got the
+    h2c server's port for the GOAWAY one, and nginx served both on one listener, the first
+    server's: no GOAWAY, 0 reconnects)."""
+    held = [socket.socket() for _ in range(n)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def _wait_listening(port: int, p: subprocess.Popen[bytes], what: str) -> None:
@@ -128,7 +137,8 @@ def _group_alive(pgid: int, wait_s: float = 3.0) -> bool:
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     """nginx (h2c, h2c closing after 50 requests, HTTP/1.1 only) and hypercorn, on core 0."""
     tmp = tmp_path_factory.mktemp("h2c")
-    ports = {name: _free_port() for name in ("h2c", "goaway", "http1", "hypercorn")}
+    names = ("h2c", "goaway", "http1", "hypercorn")
+    ports = dict(zip(names, _free_ports(len(names)), strict=True))
     big = tmp / "big.bin"
     big.write_bytes(os.urandom(BIG_BYTES))
     conf = tmp / "nginx.conf"
