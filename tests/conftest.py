@@ -23,6 +23,7 @@ import uuid
 
 import pytest
 from pwbtest import marked_processes, stop_zygote
+from pywebbench.meter.interference import CoreTimes, core_times
 
 _MARKER = "PWB_TEST_SESSION"
 _VALUE = uuid.uuid4().hex
@@ -35,40 +36,34 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # children start with SIG_DFL
 
 
-_TICKS = pytest.StashKey[list[int]]()
+_TIMES = pytest.StashKey[CoreTimes]()
 
 
-def _cpu_ticks() -> list[int] | None:
-    """The machine's CPU time so far by /proc/stat's first eight columns (user ... steal), in
-    clock ticks; None where there is no /proc/stat."""
-    try:
-        with open("/proc/stat") as f:
-            columns = f.readline().split()[1:9]
-        return [int(x) for x in columns] + [0] * (8 - len(columns))
-    except (OSError, ValueError):
-        return None
+def _machine_times() -> CoreTimes | None:
+    """Every core's busy, steal and idle time so far (the interference meter's reader)."""
+    return core_times(range(os.cpu_count() or 1))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    ticks = _cpu_ticks()
-    if ticks is not None:
-        item.stash[_TICKS] = ticks
+    times = _machine_times()
+    if times is not None:
+        item.stash[_TIMES] = times
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
     outcome = yield
     report = outcome.get_result()
-    before, now = item.stash.get(_TICKS, None), _cpu_ticks()
+    before, now = item.stash.get(_TIMES, None), _machine_times()
     if report.failed and before is not None and now is not None:
-        spent = [b - a for a, b in zip(before, now, strict=True)]
-        if sum(spent) > 0:
-            steal = spent[7] / sum(spent)
-            seconds = sum(spent) / os.sysconf("SC_CLK_TCK") / (os.cpu_count() or 1)
+        steal = now.steal_s - before.steal_s
+        total = steal + (now.busy_s - before.busy_s) + (now.idle_s - before.idle_s)
+        if total > 0:
+            seconds = total / (os.cpu_count() or 1)
             said = (
-                f"steal: the hypervisor took {steal:.0%} of this machine's cores over the "
-                f"{seconds:.0f} s from the test's setup to its failure"
+                f"steal: the hypervisor took {steal / total:.0%} of this machine's cores over "
+                f"the {seconds:.0f} s from the test's setup to its failure"
             )
             report.sections.append(("host", said))
     return None
