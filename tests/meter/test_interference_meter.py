@@ -21,6 +21,7 @@ from pywebbench.meter.interference import (
     irq_time_in_tasks,
     tick_resolution_share,
 )
+from pywebbench.meter.sampler import process_cpu_s
 from pywebbench.refserver import RefServer
 
 SPIN = "import time\nend = time.time() + 20\nwhile time.time() < end: pass\n"
@@ -39,6 +40,7 @@ def test_core_times_sum_busy_and_steal_of_the_cores_asked(tmp_path: Path) -> Non
     one = core_times([0], str(stat), irq_in_tasks=False)
     assert one is not None
     assert one.busy_s == (400 + 10 + 100) / hz and one.steal_s == 20 / hz
+    assert one.idle_s == (2500 + 5) / hz and one.untasked_irq_s == (0 + 3) / hz
     both = core_times([0, 1], str(stat), irq_in_tasks=False)
     assert both is not None and both.busy_s == (510 + 700) / hz
     assert core_times([7], str(stat)) is None  # no such core
@@ -54,7 +56,7 @@ def test_interrupt_time_is_busy_where_the_kernel_charges_it_to_tasks(tmp_path: P
     hz = os.sysconf("SC_CLK_TCK")
     tick = core_times([0], str(stat), irq_in_tasks=True)
     assert tick is not None and tick.busy_s == (400 + 10 + 100 + 0 + 3) / hz
-    assert tick.steal_s == 20 / hz
+    assert tick.steal_s == 20 / hz and tick.untasked_irq_s == 0.0  # in busy, and in tasks
 
 
 def test_how_the_kernel_charges_interrupts_is_read_from_it_then_its_config(
@@ -127,8 +129,10 @@ def test_share_is_of_one_core_over_the_window() -> None:
 
 
 def _cpu(pid: int) -> float:
-    t = psutil.Process(pid).cpu_times()
-    return t.user + t.system
+    """The process's CPU seconds to the nanosecond (its CPU clock), not the clock tick."""
+    cpu = process_cpu_s(pid)
+    assert cpu is not None
+    return cpu
 
 
 Snapshot = dict[tuple[int, float], float]
@@ -267,7 +271,7 @@ def test_the_share_a_warm_up_bucket_had_is_one_unless_others_took_more_than_the_
     )  # fmt: skip
     resolution = tick_resolution_share(1.0)
     assert abs(resolution - 2 / hz) < 1e-12
-    allowed = 0.05 + 2 * resolution  # the threshold plus what the counters cannot tell
+    allowed = 0.05 + resolution  # the threshold plus what the idle ticks cannot tell
     tick(1.0, 1.0, 0.97)  # others 3%: under the threshold
     assert share() == 1.0
     tick(2.0, 1.0, 0.97 + 0.6)  # others 40% of the core
@@ -288,6 +292,11 @@ def test_the_share_a_warm_up_bucket_had_is_one_unless_others_took_more_than_the_
     assert abs(share() - 0.6) < 1e-9
     tick(9.0, 0.97, server[0] + 0.97, steal_s=0.03)  # 3% stolen: under the threshold
     assert share() == 1.0
+    # The loss is read against the clock, not the busy ticks: tick-sampled busy time may
+    # miss a tick at each end (a fresh clone's failure: busy 0.24 s of a 0.251-s bucket, the
+    # server 0.19 s, a neighbour's 24% read as 20%, under four ticks, so left at 1).
+    tick(9.25, 0.23, server[0] + 0.19)
+    assert abs(share() - 0.76) < 1e-9
 
 
 def test_a_bursty_neighbours_share_is_what_the_server_lost() -> None:
@@ -314,8 +323,9 @@ def test_a_bursty_neighbours_share_is_what_the_server_lost() -> None:
         server.wait(timeout=10)
     hit = [s for s, _ in seen if s < 1.0]
     assert len(hit) >= 3 and min(hit) < 0.8, seen  # the neighbour's bursts are seen
-    # The server's CPU at its whole core: a bucket is known to two ticks each way (the
-    # share's reads and this test's lie a few ms apart), the threshold below that.
+    # The server's CPU at its whole core: the share leaves a loss alone up to the threshold
+    # plus a tick at each end of the bucket (idle time is in ticks); the share's reads and
+    # this test's lie a few ms apart, allowed as much again.
     slack = 0.05 + 2 * tick_resolution_share(0.25)
     for s, used in seen:
         assert abs(used / s - 1.0) <= slack, seen

@@ -10,6 +10,7 @@ import time
 
 import psutil
 from pywebbench.meter import Sampler, snapshot
+from pywebbench.meter.sampler import process_cpu_s, trees_cpu_s
 
 TREE = r"""
 import os, sys, time
@@ -64,3 +65,34 @@ def test_sampler_covers_the_whole_tree() -> None:
         proc.wait(timeout=10)
     gone = snapshot(proc.pid)
     assert not gone.alive and gone.processes == 0
+
+
+SPIN_THEN_SAY = r"""
+import time
+t = time.process_time()
+while time.process_time() - t < 0.2:
+    pass
+print(time.process_time(), flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_trees_cpu_is_read_to_the_nanosecond_not_the_clock_tick() -> None:
+    """Warm-up buckets are 0.25 s: a tick (10 ms) at each end is 8% of one, more than the
+    interference threshold. The process's own CPU clock reads its time exactly."""
+    lo = time.process_time()
+    mine = process_cpu_s(os.getpid())
+    hi = time.process_time()
+    assert mine is not None and lo <= mine <= hi
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SPIN_THEN_SAY], stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert proc.stdout is not None
+        said = float(proc.stdout.readline())  # its CPU time, then it sleeps
+        time.sleep(0.05)
+        assert abs(trees_cpu_s([proc.pid]) - said) < 0.002, (trees_cpu_s([proc.pid]), said)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    assert process_cpu_s(proc.pid) is None  # reaped: no clock to read

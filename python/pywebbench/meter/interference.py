@@ -48,12 +48,13 @@ def _ticks_per_s() -> float:
 @dataclass(frozen=True)
 class CoreTimes:
     """Cumulative seconds of some cores, from ``/proc/stat``: busy (user + nice + system,
-    plus irq + softirq where the kernel charges those to tasks), steal, and idle (idle +
-    iowait)."""
+    plus irq + softirq where the kernel charges those to tasks), steal, idle (idle +
+    iowait), and the irq + softirq time charged to no task (0 where it is in busy)."""
 
     busy_s: float
     steal_s: float
     idle_s: float = 0.0
+    untasked_irq_s: float = 0.0
 
 
 def _kernel_config_says(configs: Iterable[str]) -> bool | None:
@@ -104,7 +105,7 @@ def core_times(
         irq_in_tasks = _irq_time_in_tasks_here()
     busy_columns = (_USER, _NICE, _SYSTEM) + ((_IRQ, _SOFTIRQ) if irq_in_tasks else ())
     wanted = {f"cpu{c}" for c in cpus}
-    busy = steal = idle = 0
+    busy = steal = idle = untasked_irq = 0
     found = 0
     try:
         with open(stat_path) as f:
@@ -117,13 +118,17 @@ def core_times(
                 busy += sum(ticks[i] for i in busy_columns)
                 steal += ticks[_STEAL]
                 idle += ticks[_IDLE] + ticks[_IOWAIT]
+                if not irq_in_tasks:
+                    untasked_irq += ticks[_IRQ] + ticks[_SOFTIRQ]
                 found += 1
     except (OSError, ValueError):
         return None
     if not found:
         return None
     hz = _ticks_per_s()
-    return CoreTimes(busy_s=busy / hz, steal_s=steal / hz, idle_s=idle / hz)
+    return CoreTimes(
+        busy_s=busy / hz, steal_s=steal / hz, idle_s=idle / hz, untasked_irq_s=untasked_irq / hz
+    )
 
 
 @dataclass(frozen=True)
@@ -234,19 +239,23 @@ def tick_resolution_share(span_s: float, cores: int = 1) -> float:
 class AvailableShare:
     """The share of the server's cores the server had over each bucket of a warm-up curve.
 
-    Each call reads the server tree's CPU (``server_cpu_s()``), the server cores' busy and
-    idle time, and pywebbench's own CPU there (``own_cpu_s()``: the core-speed probe's), and
-    gives ``1 - others' share`` since the previous call (others: other processes, and the
-    hypervisor's steal of the cores on a VM) when others took more than
-    ``threshold`` of the cores plus what the counters cannot resolve over the bucket (four
-    clock ticks: :func:`tick_resolution_share` twice, since /proc/stat's columns and the
-    processes' times each round down), and the cores were not left idle by as much (a server
-    that left its core idle lost nothing to a neighbour that used the idle time); else 1.
-    A reading that cannot be right (the server's CPU went down: a worker ended between
-    listing and reading; others above the whole core) gives 1 too, and no bucket is divided
-    by less than ``floor``. A warm-up curve divided by it reads what the server did with its
-    cores to itself: a neighbour's burst on the server's core is not a change of the
-    server's regime (docs/interference.md, "Warm-ups")."""
+    Each call reads the server tree's CPU (``server_cpu_s()``, to the nanosecond:
+    :func:`~pywebbench.meter.sampler.trees_cpu_s`), pywebbench's own CPU there
+    (``own_cpu_s()``: the core-speed probe's), the server cores' idle time and the clock.
+    What the server lost since the previous call is the cores' time that was neither idle,
+    nor the server's or pywebbench's, nor interrupts charged to no task: other processes',
+    and the hypervisor's steal on a VM. It gives ``1 - that share`` when the loss is over
+    ``threshold`` of the cores plus what the counters cannot resolve over the bucket (two
+    clock ticks, :func:`tick_resolution_share`: idle time is counted in ticks), and the
+    cores were not left idle by as much (a server that left its core idle lost nothing to a
+    neighbour that used the idle time); else 1. The loss is read against the clock rather
+    than the cores' busy ticks: tick-sampled busy time is off by a tick at each end, and a
+    share known to four ticks (16% of a 0.25-s bucket) let a neighbour's 24% pass as
+    nothing. A reading that cannot be right (the server's CPU went down: a worker ended
+    between listing and reading; a loss above the whole core) gives 1 too, and no bucket is
+    divided by less than ``floor``. A warm-up curve divided by it reads what the server did
+    with its cores to itself: a neighbour's burst on the server's core is not a change of
+    the server's regime (docs/interference.md, "Warm-ups")."""
 
     def __init__(
         self,
@@ -268,16 +277,16 @@ class AvailableShare:
         self._stat_path = stat_path
         self._last = self._read()
 
-    def _read(self) -> tuple[float, float, float, float, float] | None:
-        """(time, the cores' busy and idle seconds, the server's and own CPU seconds, the
-        cores' steal seconds). The server's tree is walked first (the slow part), so that its
-        times, the cores' counters and the clock are read back to back."""
+    def _read(self) -> tuple[float, float, float, float] | None:
+        """(time, the cores' idle seconds and interrupt seconds charged to no task, the
+        server's and own CPU seconds). The server's tree is walked first (the slow part), so
+        that its times, the cores' counters and the clock are read back to back."""
         server = self._server_cpu_s()
         times = core_times(self.cpus, self._stat_path)
         if times is None:
             return None
         own = server + self._own_cpu_s()
-        return self._clock(), times.busy_s, times.idle_s, own, times.steal_s
+        return self._clock(), times.idle_s, times.untasked_irq_s, own
 
     def __call__(self) -> float:
         now, before = self._read(), self._last
@@ -288,11 +297,11 @@ class AvailableShare:
         if span <= 0:
             return 1.0
         core_s = span * len(self.cpus)
-        busy, idle, known, steal = (now[k] - before[k] for k in (1, 2, 3, 4))
-        # others' CPU, and the time the hypervisor gave to other machines' (a VM's steal):
-        # both are time the server's cores did not run the server
-        share = (busy - known + steal) / core_s
-        unresolved = self.threshold + 2 * tick_resolution_share(span, len(self.cpus))
+        idle, irq, known = (now[k] - before[k] for k in (1, 2, 3))
+        # the cores' time the server did not have and did not leave: other processes', and
+        # the time the hypervisor gave to other machines (a VM's steal, in no task's time)
+        share = (core_s - idle - irq - known) / core_s
+        unresolved = self.threshold + tick_resolution_share(span, len(self.cpus))
         if known < 0 or share > 1.0:
             return 1.0  # a reading that cannot be right
         if share <= unresolved or idle / core_s > unresolved:

@@ -60,8 +60,22 @@ def tree(pid: int) -> list[psutil.Process]:
         return []
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds of process ``pid`` (all its threads, ended ones too) to the nanosecond,
+    from its CPU-time clock; None when the clock cannot be read (the process is gone, or not
+    Linux). ``/proc/<pid>/stat`` gives the same time cut to clock ticks (10 ms): 4% of a
+    0.25-s warm-up bucket at each reading."""
+    clock = ((~pid) << 3) | 2  # the kernel's CPU clock of a process: MAKE_PROCESS_CPUCLOCK
+    try:
+        return time.clock_gettime(clock)
+    except (OSError, OverflowError):
+        return None
+
+
 def trees_cpu_s(pids: Sequence[int]) -> float:
-    """CPU seconds (user + system, reaped children included) of the trees rooted at ``pids``."""
+    """CPU seconds (user + system, reaped children included) of the trees rooted at ``pids``;
+    each process's own time to the nanosecond (:func:`process_cpu_s`), its reaped
+    children's to the clock tick."""
     total = 0.0
     for pid in pids:
         for proc in tree(pid):
@@ -69,7 +83,9 @@ def trees_cpu_s(pids: Sequence[int]) -> float:
                 t = proc.cpu_times()
             except Exception:  # noqa: BLE001 - a process that ended between listing and reading
                 continue
-            total += t.user + t.system + t.children_user + t.children_system
+            own = process_cpu_s(proc.pid)
+            total += (t.user + t.system if own is None else own) + t.children_user
+            total += t.children_system
     return total
 
 
