@@ -299,6 +299,51 @@ def test_the_share_a_warm_up_bucket_had_is_one_unless_others_took_more_than_the_
     assert abs(share() - 0.76) < 1e-9
 
 
+def test_the_server_idle_while_the_generators_core_was_stolen_lost_that_time(
+    tmp_path: Path,
+) -> None:
+    """A generator that the hypervisor holds sends nothing, and a closed-loop server waits:
+    its idle time, up to the generator core's steal, is lost too. Steal there while the
+    server stayed busy cost nothing; idle beyond the steal is the server's own."""
+    hz = os.sysconf("SC_CLK_TCK")
+    stat = tmp_path / "stat"
+    clock = [0.0]
+    server = [0.0]
+    idle = [0.0]
+    steal = [0.0]
+
+    def bucket(server_s: float, idle_s: float, steal_s: float) -> None:
+        clock[0] += 1.0
+        server[0] += server_s
+        idle[0] += idle_s
+        steal[0] += steal_s
+        stat.write_text(
+            "cpu  0 0 0 0 0 0 0 0 0 0\n"
+            f"cpu0 0 0 0 {round(idle[0] * hz)} 0 0 0 0 0 0\n"
+            f"cpu1 0 0 0 0 0 0 0 {round(steal[0] * hz)} 0 0\n"
+        )
+
+    bucket(0.0, 0.0, 0.0)
+
+    def share_of(generator: list[int]) -> AvailableShare:
+        return AvailableShare(
+            [0], lambda: server[0], threshold=0.05, generator_cpus=generator,
+            clock=lambda: clock[0], stat_path=str(stat),
+        )  # fmt: skip
+
+    closed, open_loop = share_of([1]), share_of([])
+    bucket(0.7, 0.3, 0.3)  # the server waited while the generator was held
+    assert abs(closed() - 0.7) < 1e-9 and open_loop() == 1.0
+    bucket(0.7, 0.3, 0.0)  # idle, the generator running: the server did not want it
+    assert closed() == 1.0 and open_loop() == 1.0
+    bucket(1.0, 0.0, 0.3)  # held, but the requests in flight kept the server busy
+    assert closed() == 1.0 and open_loop() == 1.0
+    bucket(0.5, 0.3, 0.3)  # and a neighbour took 20% of the server's core
+    assert abs(closed() - 0.5) < 1e-9 and abs(open_loop() - 1.0) < 1e-9
+    bucket(0.5, 0.5, 0.2)  # idle 50%, only 20% of it explained by the generator's steal
+    assert closed() == 1.0
+
+
 def test_a_bursty_neighbours_share_is_what_the_server_lost() -> None:
     """A spinning "server" and a neighbour spinning 0.5 s of every second on its core,
     read every 0.25 s: the buckets the neighbour hit say so, and the server's CPU divided by

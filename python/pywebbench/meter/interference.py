@@ -241,21 +241,31 @@ class AvailableShare:
 
     Each call reads the server tree's CPU (``server_cpu_s()``, to the nanosecond:
     :func:`~pywebbench.meter.sampler.trees_cpu_s`), pywebbench's own CPU there
-    (``own_cpu_s()``: the core-speed probe's), the server cores' idle time and the clock.
-    What the server lost since the previous call is the cores' time that was neither idle,
-    nor the server's or pywebbench's, nor interrupts charged to no task: other processes',
-    and the hypervisor's steal on a VM. It gives ``1 - that share`` when the loss is over
-    ``threshold`` of the cores plus what the counters cannot resolve over the bucket (two
-    clock ticks, :func:`tick_resolution_share`: idle time is counted in ticks), and the
-    cores were not left idle by as much (a server that left its core idle lost nothing to a
-    neighbour that used the idle time); else 1. The loss is read against the clock rather
-    than the cores' busy ticks: tick-sampled busy time is off by a tick at each end, and a
-    share known to four ticks (16% of a 0.25-s bucket) let a neighbour's 24% pass as
-    nothing. A reading that cannot be right (the server's CPU went down: a worker ended
-    between listing and reading; a loss above the whole core) gives 1 too, and no bucket is
-    divided by less than ``floor``. A warm-up curve divided by it reads what the server did
-    with its cores to itself: a neighbour's burst on the server's core is not a change of
-    the server's regime (docs/interference.md, "Warm-ups")."""
+    (``own_cpu_s()``: the core-speed probe's), the server cores' idle time, the steal of the
+    generator's cores (``generator_cpus``) and the clock. The server lost, since the
+    previous call:
+
+    - the cores' time that was neither idle, nor the server's or pywebbench's, nor
+      interrupts charged to no task: other processes', and the hypervisor's steal on a VM.
+      It is read against the clock rather than the cores' busy ticks: tick-sampled busy
+      time is off by a tick at each end, and a share known to four ticks (16% of a 0.25-s
+      bucket) let a neighbour's 24% pass as nothing;
+    - the time its cores sat idle while the hypervisor held the generator's (its steal
+      there, up to the server's idle time): a generator that is not running sends nothing,
+      and a load that waits for the generator (closed loop, a connection per request) waits.
+      Pass no ``generator_cpus`` for an open-loop load, or when they are unknown. Steal on
+      the generator's cores while the server stayed busy cost nothing: the requests in
+      flight kept it going.
+
+    It gives ``1 - that share`` when the loss is over ``threshold`` of the cores plus what
+    the counters cannot resolve over the bucket (two clock ticks, :func:`tick_resolution_share`:
+    idle time and steal are counted in ticks), and the cores were not left idle by as much
+    otherwise (a server that left its core idle lost nothing to a neighbour that used the
+    idle time); else 1. A reading that cannot be right (the server's CPU went down: a
+    worker ended between listing and reading; a loss above the whole core) gives 1 too, and
+    no bucket is divided by less than ``floor``. A warm-up curve divided by it reads what
+    the server did with its cores to itself: a neighbour's burst on the server's core is not
+    a change of the server's regime (docs/interference.md, "Warm-ups")."""
 
     def __init__(
         self,
@@ -264,11 +274,13 @@ class AvailableShare:
         *,
         threshold: float,
         own_cpu_s: Callable[[], float] = lambda: 0.0,
+        generator_cpus: Iterable[int] = (),
         floor: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
         stat_path: str = _STAT,
     ) -> None:
         self.cpus = sorted(set(cpus))
+        self.generator_cpus = sorted(set(generator_cpus) - set(self.cpus))
         self.threshold = threshold
         self.floor = floor
         self._server_cpu_s = server_cpu_s
@@ -277,16 +289,19 @@ class AvailableShare:
         self._stat_path = stat_path
         self._last = self._read()
 
-    def _read(self) -> tuple[float, float, float, float] | None:
+    def _read(self) -> tuple[float, float, float, float, float] | None:
         """(time, the cores' idle seconds and interrupt seconds charged to no task, the
-        server's and own CPU seconds). The server's tree is walked first (the slow part), so
-        that its times, the cores' counters and the clock are read back to back."""
+        server's and own CPU seconds, the generator cores' steal seconds). The server's tree
+        is walked first (the slow part), so that its times, the cores' counters and the
+        clock are read back to back."""
         server = self._server_cpu_s()
         times = core_times(self.cpus, self._stat_path)
         if times is None:
             return None
+        generator = core_times(self.generator_cpus, self._stat_path)
+        stolen = generator.steal_s if generator is not None else 0.0
         own = server + self._own_cpu_s()
-        return self._clock(), times.idle_s, times.untasked_irq_s, own
+        return self._clock(), times.idle_s, times.untasked_irq_s, own, stolen
 
     def __call__(self) -> float:
         now, before = self._read(), self._last
@@ -297,13 +312,20 @@ class AvailableShare:
         if span <= 0:
             return 1.0
         core_s = span * len(self.cpus)
-        idle, irq, known = (now[k] - before[k] for k in (1, 2, 3))
+        idle, irq, known, stolen = (now[k] - before[k] for k in (1, 2, 3, 4))
         # the cores' time the server did not have and did not leave: other processes', and
         # the time the hypervisor gave to other machines (a VM's steal, in no task's time)
         share = (core_s - idle - irq - known) / core_s
         unresolved = self.threshold + tick_resolution_share(span, len(self.cpus))
         if known < 0 or share > 1.0:
             return 1.0  # a reading that cannot be right
-        if share <= unresolved or idle / core_s > unresolved:
+        idle_share = idle / core_s
+        waited = 0.0  # idle while the generator's cores were held by the hypervisor
+        if self.generator_cpus:
+            held = stolen / (span * len(self.generator_cpus))
+            if held > self.threshold + tick_resolution_share(span, len(self.generator_cpus)):
+                waited = min(idle_share, held)
+        share += waited
+        if share <= unresolved or idle_share - waited > unresolved:
             return 1.0  # others took little, or took time the server did not want
         return max(self.floor, 1.0 - share)

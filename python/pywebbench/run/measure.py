@@ -360,7 +360,7 @@ class Measurer:
                 rule,
                 self._progress,
                 stop_when_steady=not deep,
-                speed=self._bucket_scale(server),
+                speed=self._bucket_scale(server, self._spec(cell, server, 1.0).mode != "open"),
             )
             found.append(verdict)
             return result
@@ -390,11 +390,15 @@ class Measurer:
         reference = statistics.median(self._core_rates) if self._core_rates else None
         return SpeedTracker(self._probe, reference)
 
-    def _bucket_scale(self, server: RunningServer) -> Callable[[], float] | None:
+    def _bucket_scale(
+        self, server: RunningServer, paced_by_generator: bool
+    ) -> Callable[[], float] | None:
         """What each bucket of the warm-up loading now is divided by: the core's speed
         (:meth:`_speed_tracker`) times the share of its cores the server had
-        (:class:`AvailableShare`: a neighbour's burst is not a change of regime). None
-        when neither is known."""
+        (:class:`AvailableShare`: a neighbour's burst is not a change of regime; with
+        ``paced_by_generator``, a load that waits for the generator, the server's idle time
+        while the hypervisor held the generator's cores is lost too). None when neither is
+        known."""
         speed = self._speed_tracker()
         cores = server_cores(server)
         if not cores or set(cores) & set(self.generator_cpus):
@@ -409,6 +413,7 @@ class Measurer:
             lambda: trees_cpu_s([server.pid]),
             threshold=self.config.load.interference_max,
             own_cpu_s=own_cpu_s,
+            generator_cpus=self.generator_cpus if paced_by_generator else (),
         )
         if speed is None:
             return share
