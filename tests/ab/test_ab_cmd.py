@@ -78,11 +78,15 @@ def _report_md(results: Path, run_id: str, out: Path) -> str:
 
 
 def test_two_revisions_slower_trips_the_gate_and_is_stored(tmp_path: Path, census: str) -> None:
+    """QUICK's 20-s budget: a fresh clone's run with 12 s had 2 rounds while the host took
+    18% of the cores, one CHANGE process's slices at 398 and 509 requests/s and the other's
+    at 785 and 614, and the interval over the processes (2 degrees of freedom) was
+    [0.21, 1.43]: no significant change, and the gate passed a run four times slower."""
     repo = _repo(tmp_path)
     results = tmp_path / "results"
     done = pwb(
-        "ab", *QUICK, "--budget", "12", "--repo", str(repo), "--base", "HEAD~1", "--change",
-        "HEAD", "--fail-if", "slower>3%", "--format", "json", results=results,
+        "ab", *QUICK, "--repo", str(repo), "--base", "HEAD~1", "--change", "HEAD",
+        "--fail-if", "slower>3%", "--format", "json", results=results,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     doc = json.loads(done.stdout)
