@@ -287,7 +287,8 @@ def test_the_share_a_warm_up_bucket_had_is_one_unless_others_took_more_than_the_
     assert share() == 1.0
     tick(7.0, 1.0, server[0] + 0.5)
     assert abs(share() - 0.5) < 1e-9  # and the next bucket is read as usual
-    # a VM's host gave 40% of the core to another machine (steal), the server had the rest
+    # a VM's host gave 40% of the core to another machine (steal, in no task's time), the
+    # server had the rest: read from the clock, the steal column is not needed
     tick(8.0, 0.6, server[0] + 0.6, steal_s=0.4)
     assert abs(share() - 0.6) < 1e-9
     tick(9.0, 0.97, server[0] + 0.97, steal_s=0.03)  # 3% stolen: under the threshold
@@ -342,6 +343,42 @@ def test_the_server_idle_while_the_generators_core_was_stolen_lost_that_time(
     assert abs(closed() - 0.5) < 1e-9 and abs(open_loop() - 1.0) < 1e-9
     bucket(0.5, 0.5, 0.2)  # idle 50%, only 20% of it explained by the generator's steal
     assert closed() == 1.0
+
+
+def test_interrupts_charged_to_no_task_are_not_lost_and_a_missing_core_reads_nothing(
+    tmp_path: Path,
+) -> None:
+    """Where the kernel charges interrupts to no task (precise interrupt accounting), their
+    columns are the cores' own time, not a neighbour's; where it charges them to the task
+    they interrupted, they are in the server's CPU, and time in them not in its CPU was
+    lost. A server core /proc/stat does not list (offline) gives no reading at all."""
+    hz = os.sysconf("SC_CLK_TCK")
+    stat = tmp_path / "stat"
+    clock = [0.0]
+    server = [0.0]
+
+    def bucket(server_s: float, irq_s: float) -> None:
+        clock[0] += 1.0
+        server[0] += server_s
+        stat.write_text(
+            f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 {round(clock[0] * irq_s * hz)} 0 0 0 0\n"
+        )
+
+    bucket(0.0, 0.2)
+
+    def share_of(cpus: list[int], irq_in_tasks: bool) -> AvailableShare:
+        return AvailableShare(
+            cpus, lambda: server[0], threshold=0.05, clock=lambda: clock[0],
+            stat_path=str(stat), irq_in_tasks=irq_in_tasks,
+        )  # fmt: skip
+
+    untasked, in_tasks, missing = share_of([0], False), share_of([0], True), share_of([0, 1], True)
+    bucket(0.8, 0.2)  # 20% of the core in interrupts, the server had the rest
+    assert untasked() == 1.0
+    assert abs(in_tasks() - 0.8) < 1e-9
+    assert missing() == 1.0
+    bucket(0.3, 0.2)
+    assert missing() == 1.0  # still nothing: cpu1 is never listed
 
 
 def test_a_bursty_neighbours_share_is_what_the_server_lost() -> None:

@@ -30,9 +30,10 @@ so a shift of the host between the runs is not read as an order effect; the nois
 pooled): ~150 s more, only then; the second run must have both sides of a workload itself,
 so with the runs' steadiness independent the rates above square (0.049 -> 0.0024). A
 fresh-clone CI run (2026-12-01) found nothing to compare in two runs while the host took
-10-33% of the cores (2 and 4 of 8 replicates steady); a third run follows then. That day a
-run beside 30% steal had 3 of 8 steady once the warm-up divided out the server's idle time
-while the generator's core was stolen (docs/interference.md), 0 of 8 without.
+10-33% of the cores (2 and 4 of 8 replicates steady); a third run follows then (the rates
+cube: 0.049 -> 0.0001, with the runs independent, which a host's steal for minutes is not).
+That day a run beside 30% steal had 3 of 8 steady once the warm-up divided out the server's
+idle time while the generator's core was stolen (docs/interference.md), 0 of 8 without.
 
 The designed false-failure rate of each comparison is at most 1 in 1,000 (2 in 1,000 for
 both): a ratio outside the margin fails the test only when its order term is also

@@ -49,12 +49,14 @@ def _ticks_per_s() -> float:
 class CoreTimes:
     """Cumulative seconds of some cores, from ``/proc/stat``: busy (user + nice + system,
     plus irq + softirq where the kernel charges those to tasks), steal, idle (idle +
-    iowait), and the irq + softirq time charged to no task (0 where it is in busy)."""
+    iowait), and the irq + softirq time charged to no task (0 where it is in busy); ``cores``:
+    how many of the cores asked for ``/proc/stat`` listed (an offline CPU has no line)."""
 
     busy_s: float
     steal_s: float
     idle_s: float = 0.0
     untasked_irq_s: float = 0.0
+    cores: int = 1
 
 
 def _kernel_config_says(configs: Iterable[str]) -> bool | None:
@@ -127,7 +129,11 @@ def core_times(
         return None
     hz = _ticks_per_s()
     return CoreTimes(
-        busy_s=busy / hz, steal_s=steal / hz, idle_s=idle / hz, untasked_irq_s=untasked_irq / hz
+        busy_s=busy / hz,
+        steal_s=steal / hz,
+        idle_s=idle / hz,
+        untasked_irq_s=untasked_irq / hz,
+        cores=found,
     )
 
 
@@ -257,9 +263,15 @@ class AvailableShare:
       the generator's cores while the server stayed busy cost nothing: the requests in
       flight kept it going.
 
+    The generator's steal is averaged over its cores: one generator thread on one of two
+    held cores reads as half its loss. That the server's idle time and the generator's
+    steal fell together is assumed, not seen (the counters are per bucket).
+
     It gives ``1 - that share`` when the loss is over ``threshold`` of the cores plus what
-    the counters cannot resolve over the bucket (two clock ticks, :func:`tick_resolution_share`:
-    idle time and steal are counted in ticks), and the cores were not left idle by as much
+    the counters cannot resolve over the bucket (:func:`tick_resolution_share` of one core:
+    a tick per core for each of the idle and iowait columns, twice that where interrupts are
+    charged to no task and their two columns are read too), and the cores were not left idle
+    by as much
     otherwise (a server that left its core idle lost nothing to a neighbour that used the
     idle time); else 1. A reading that cannot be right (the server's CPU went down: a
     worker ended between listing and reading; a loss above the whole core) gives 1 too, and
@@ -278,8 +290,10 @@ class AvailableShare:
         floor: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
         stat_path: str = _STAT,
+        irq_in_tasks: bool | None = None,
     ) -> None:
         self.cpus = sorted(set(cpus))
+        self.irq_in_tasks = _irq_time_in_tasks_here() if irq_in_tasks is None else irq_in_tasks
         self.generator_cpus = sorted(set(generator_cpus) - set(self.cpus))
         self.threshold = threshold
         self.floor = floor
@@ -291,17 +305,23 @@ class AvailableShare:
 
     def _read(self) -> tuple[float, float, float, float, float] | None:
         """(time, the cores' idle seconds and interrupt seconds charged to no task, the
-        server's and own CPU seconds, the generator cores' steal seconds). The server's tree
-        is walked first (the slow part), so that its times, the cores' counters and the
-        clock are read back to back."""
+        server's and own CPU seconds, the generator cores' steal seconds); None when a core
+        is not listed. The server's tree is walked first (the slow part), so that its times,
+        the cores' counters and the clock are read back to back: the loss is the clock's
+        span less the others, and any time between those reads would count as lost."""
         server = self._server_cpu_s()
-        times = core_times(self.cpus, self._stat_path)
-        if times is None:
+        times = core_times(self.cpus, self._stat_path, self.irq_in_tasks)
+        at = self._clock()
+        if times is None or times.cores != len(self.cpus):
             return None
-        generator = core_times(self.generator_cpus, self._stat_path)
-        stolen = generator.steal_s if generator is not None else 0.0
+        stolen = 0.0
+        if self.generator_cpus:
+            generator = core_times(self.generator_cpus, self._stat_path, self.irq_in_tasks)
+            if generator is None or generator.cores != len(self.generator_cpus):
+                return None
+            stolen = generator.steal_s
         own = server + self._own_cpu_s()
-        return self._clock(), times.idle_s, times.untasked_irq_s, own, stolen
+        return at, times.idle_s, times.untasked_irq_s, own, stolen
 
     def __call__(self) -> float:
         now, before = self._read(), self._last
@@ -314,16 +334,18 @@ class AvailableShare:
         core_s = span * len(self.cpus)
         idle, irq, known, stolen = (now[k] - before[k] for k in (1, 2, 3, 4))
         # the cores' time the server did not have and did not leave: other processes', and
-        # the time the hypervisor gave to other machines (a VM's steal, in no task's time)
+        # the time the hypervisor gave to other machines (a VM's steal: in no task's time
+        # where the kernel accounts steal, as paravirtualised guests' do)
         share = (core_s - idle - irq - known) / core_s
-        unresolved = self.threshold + tick_resolution_share(span, len(self.cpus))
+        columns = 1 if self.irq_in_tasks else 2  # (idle, iowait), and (irq, softirq)
+        unresolved = self.threshold + columns * tick_resolution_share(span)
         if known < 0 or share > 1.0:
             return 1.0  # a reading that cannot be right
         idle_share = idle / core_s
         waited = 0.0  # idle while the generator's cores were held by the hypervisor
         if self.generator_cpus:
             held = stolen / (span * len(self.generator_cpus))
-            if held > self.threshold + tick_resolution_share(span, len(self.generator_cpus)):
+            if held > self.threshold + tick_resolution_share(span):
                 waited = min(idle_share, held)
         share += waited
         if share <= unresolved or idle_share - waited > unresolved:

@@ -68,14 +68,15 @@ def process_cpu_s(pid: int) -> float | None:
     clock = ((~pid) << 3) | 2  # the kernel's CPU clock of a process: MAKE_PROCESS_CPUCLOCK
     try:
         return time.clock_gettime(clock)
-    except (OSError, OverflowError):
+    except (OSError, OverflowError, AttributeError):  # AttributeError: no clock_gettime
         return None
 
 
 def trees_cpu_s(pids: Sequence[int]) -> float:
     """CPU seconds (user + system, reaped children included) of the trees rooted at ``pids``;
     each process's own time to the nanosecond (:func:`process_cpu_s`), its reaped
-    children's to the clock tick."""
+    children's to the clock tick (a worker reaped between two readings moves from the
+    first to the second: the sum can drop by up to a tick)."""
     total = 0.0
     for pid in pids:
         for proc in tree(pid):
