@@ -33,6 +33,21 @@ intr 12345
 """
 
 
+_COLUMNS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest",
+            "guest_nice")  # fmt: skip
+
+
+def _proc_stat(cores: dict[int, dict[str, float]]) -> str:
+    """A ``/proc/stat`` text: each core's columns given in seconds (the others 0), in clock
+    ticks as the kernel writes them; the all-cores line is zeros."""
+    hz = os.sysconf("SC_CLK_TCK")
+    lines = ["cpu  " + " ".join("0" for _ in _COLUMNS)]
+    for core, seconds in sorted(cores.items()):
+        ticks = (str(round(seconds.get(name, 0.0) * hz)) for name in _COLUMNS)
+        lines.append(f"cpu{core} " + " ".join(ticks))
+    return "\n".join(lines) + "\n"
+
+
 def test_core_times_sum_busy_and_steal_of_the_cores_asked(tmp_path: Path) -> None:
     stat = tmp_path / "stat"
     stat.write_text(STAT)
@@ -93,10 +108,7 @@ def test_the_server_and_generator_sides_are_each_clamped_and_agents_come_off_the
     stat = tmp_path / "stat"
 
     def write(busy0: float, busy1: float) -> None:
-        stat.write_text(
-            f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {round(busy0 * hz)} 0 0 0 0 0 0 5 0 0\n"
-            f"cpu1 {round(busy1 * hz)} 0 0 0 0 0 0 0 0 0\n"
-        )
+        stat.write_text(_proc_stat({0: {"user": busy0, "steal": 5 / hz}, 1: {"user": busy1}}))
 
     write(0.0, 0.0)
     window = InterferenceWindow([0, 1], server_cpus=[0], stat_path=str(stat))
@@ -259,11 +271,7 @@ def test_the_share_a_warm_up_bucket_had_is_one_unless_others_took_more_than_the_
         busy[0] += busy_s
         idle[0] += idle_s
         steal[0] += steal_s
-        stat.write_text(
-            f"cpu  0 0 0 0 0 0 0 0 0 0\n"
-            f"cpu0 {round(busy[0] * hz)} 0 0 {round(idle[0] * hz)} 0 0 0 "
-            f"{round(steal[0] * hz)} 0 0\n"
-        )
+        stat.write_text(_proc_stat({0: {"user": busy[0], "idle": idle[0], "steal": steal[0]}}))
 
     tick(0.0, 0.0, 0.0)
     share = AvailableShare(
@@ -306,7 +314,6 @@ def test_the_server_idle_while_the_generators_core_was_stolen_lost_that_time(
     """A generator that the hypervisor holds sends nothing, and a closed-loop server waits:
     its idle time, up to the generator core's steal, is lost too. Steal there while the
     server stayed busy cost nothing; idle beyond the steal is the server's own."""
-    hz = os.sysconf("SC_CLK_TCK")
     stat = tmp_path / "stat"
     clock = [0.0]
     server = [0.0]
@@ -318,11 +325,7 @@ def test_the_server_idle_while_the_generators_core_was_stolen_lost_that_time(
         server[0] += server_s
         idle[0] += idle_s
         steal[0] += steal_s
-        stat.write_text(
-            "cpu  0 0 0 0 0 0 0 0 0 0\n"
-            f"cpu0 0 0 0 {round(idle[0] * hz)} 0 0 0 0 0 0\n"
-            f"cpu1 0 0 0 0 0 0 0 {round(steal[0] * hz)} 0 0\n"
-        )
+        stat.write_text(_proc_stat({0: {"idle": idle[0]}, 1: {"steal": steal[0]}}))
 
     bucket(0.0, 0.0, 0.0)
 
@@ -352,7 +355,6 @@ def test_interrupts_charged_to_no_task_are_not_lost_and_a_missing_core_reads_not
     columns are the cores' own time, not a neighbour's; where it charges them to the task
     they interrupted, they are in the server's CPU, and time in them not in its CPU was
     lost. A server core /proc/stat does not list (offline) gives no reading at all."""
-    hz = os.sysconf("SC_CLK_TCK")
     stat = tmp_path / "stat"
     clock = [0.0]
     server = [0.0]
@@ -360,9 +362,7 @@ def test_interrupts_charged_to_no_task_are_not_lost_and_a_missing_core_reads_not
     def bucket(server_s: float, irq_s: float) -> None:
         clock[0] += 1.0
         server[0] += server_s
-        stat.write_text(
-            f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 {round(clock[0] * irq_s * hz)} 0 0 0 0\n"
-        )
+        stat.write_text(_proc_stat({0: {"irq": clock[0] * irq_s}}))
 
     bucket(0.0, 0.2)
 

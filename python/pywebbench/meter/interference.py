@@ -271,9 +271,8 @@ class AvailableShare:
     the counters cannot resolve over the bucket (:func:`tick_resolution_share` of one core:
     a tick per core for each of the idle and iowait columns, twice that where interrupts are
     charged to no task and their two columns are read too), and the cores were not left idle
-    by as much
-    otherwise (a server that left its core idle lost nothing to a neighbour that used the
-    idle time); else 1. A reading that cannot be right (the server's CPU went down: a
+    by as much otherwise (a server that left its core idle lost nothing to a neighbour that
+    used the idle time); else 1. A reading that cannot be right (the server's CPU went down: a
     worker ended between listing and reading; a loss above the whole core) gives 1 too, and
     no bucket is divided by less than ``floor``. A warm-up curve divided by it reads what
     the server did with its cores to itself: a neighbour's burst on the server's core is not

@@ -85,8 +85,8 @@ def trees_cpu_s(pids: Sequence[int]) -> float:
             except Exception:  # noqa: BLE001 - a process that ended between listing and reading
                 continue
             own = process_cpu_s(proc.pid)
-            total += (t.user + t.system if own is None else own) + t.children_user
-            total += t.children_system
+            reaped = t.children_user + t.children_system
+            total += (t.user + t.system if own is None else own) + reaped
     return total
 
 
