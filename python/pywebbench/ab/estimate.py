@@ -20,11 +20,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
+from pywebbench.analysis.group import Observation, fit_group
 from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.load.sliced import SliceStats
-from pywebbench.stats import median, t_interval, t_quantile
+from pywebbench.stats import median, t_interval
 
 #: Fewest kept rounds before a CI is trusted to stop a run.
 MIN_ROUNDS = 8
@@ -125,44 +124,23 @@ def processes_kept(pairs: Sequence[RoundPair]) -> int:
 def process_fit(
     kept: Sequence[RoundPair], *, level: float = 0.95
 ) -> tuple[float, float, float] | None:
-    """(ratio, low, high) from the two-way fit of the kept pairs' slices: log requests/s =
-    round effect + process effect, by least squares. The ratio is exp(mean CHANGE process
-    effect - mean BASE process effect); its interval is Student's t with the pooled variance
-    of the process effects about their side's mean (2(K - 1) degrees of freedom with K
-    processes a side): the spread between processes, and the slices' own noise as it
-    reaches each process's effect. None when the fit has no degree of freedom, or when the
-    kept pairs fall into groups of processes that share no round (their levels cannot be
-    compared)."""
-    rounds = sorted({p.round for p in kept})
-    row_of = {r: i for i, r in enumerate(rounds)}
-    procs = sorted({(side, p.process) for p in kept for side in (0, 1)})
-    col_of = {sp: len(rounds) + i for i, sp in enumerate(procs)}
-    n = 2 * len(kept)
-    design = np.zeros((n, len(rounds) + len(procs)))
-    y = np.empty(n)
-    for i, p in enumerate(kept):
-        for side, s in ((0, p.base), (1, p.change)):
-            row = 2 * i + side
-            design[row, row_of[p.round]] = 1.0
-            design[row, col_of[(side, p.process)]] = 1.0
-            y[row] = math.log(s.rps)
-    # The effects are defined up to one constant (rank = columns - 1); differences of
-    # process effects are not, unless the design falls apart into unconnected groups.
-    if np.linalg.matrix_rank(design) < design.shape[1] - 1:
+    """(ratio, low, high) of CHANGE/BASE from the two-way fit of the kept pairs' slices: an
+    interleaved group of two stacks (:func:`pywebbench.analysis.group.fit_group`: log
+    requests/s = round effect + process effect; the interval is Student's t with the pooled
+    variance of the process effects about their side's mean, 2(K - 1) degrees of freedom
+    with K processes a side). None when the fit has no degree of freedom, or when the kept
+    pairs fall into groups of processes that share no round."""
+    obs = [
+        Observation(p.round, target(side, p.process), s.rps)
+        for p in kept
+        for side, s in ((0, p.base), (1, p.change))
+    ]
+    stack_of = {o.process: ("base", "change")[side_process(o.process)[0]] for o in obs}
+    fit = fit_group(obs, stack_of, level=level)
+    if fit is None or len(fit.levels) < 2 or fit.df < 1:
         return None
-    coef = np.linalg.lstsq(design, y, rcond=None)[0]
-    effects: tuple[list[float], list[float]] = ([], [])
-    for (side, _), col in col_of.items():
-        effects[side].append(float(coef[col]))
-    base, change = effects
-    df = len(base) + len(change) - 2
-    if not base or not change or df < 1:
-        return None
-    centre = sum(change) / len(change) - sum(base) / len(base)
-    spread = sum((e - sum(g) / len(g)) ** 2 for g in effects for e in g) / df
-    se = math.sqrt(spread * (1 / len(base) + 1 / len(change)))
-    half = t_quantile(0.5 + level / 2.0, df) * se
-    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
+    est = fit.ratio("change", "base")
+    return est.ratio, est.low, est.high
 
 
 def half_width(est: RatioEstimate) -> float:

@@ -40,7 +40,15 @@ from pywebbench.ab.speed import Scaled, SliceSpeeds, at_one_speed
 from pywebbench.compare.ratio import RatioEstimate, ratio_of_medians
 from pywebbench.compare.verdict import count_span
 from pywebbench.load import LoadResult, LoadSpec, LocalAgent
-from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats, run_sliced
+from pywebbench.load.sliced import (
+    AUTO_SLICE_S,
+    SlicedResult,
+    SlicePlan,
+    SliceProgress,
+    SliceStats,
+    auto_slice_s,
+    run_sliced,
+)
 from pywebbench.run import instructions
 from pywebbench.run.host import split_cpus
 from pywebbench.stats import median
@@ -257,22 +265,8 @@ def _per_request(doc: dict[str, Any] | None) -> float | None:
     return float(doc["per_request"])
 
 
-#: A slice sized by the probe holds this many responses per connection...
-RESPONSES_PER_SLICE = 10
-#: ...within these bounds (seconds): the host's core-speed steps last about a second, so
-#: the shorter the better, down to what a slice can count.
-AUTO_SLICE_S = (0.25, 2.0)
 #: Seconds of BASE's load that size the slices.
 PROBE_S = 1.0
-
-
-def auto_slice_s(rps: float, connections: int) -> float:
-    """The slice that holds :data:`RESPONSES_PER_SLICE` responses per connection at ``rps``,
-    within :data:`AUTO_SLICE_S`: 0.25 s for a fast app, longer for heavy requests."""
-    low, high = AUTO_SLICE_S
-    if rps <= 0:
-        return high
-    return round(min(high, max(low, RESPONSES_PER_SLICE * connections / rps)), 2)
 
 
 def sized(options: AbOptions, rps: float, connections: int) -> AbOptions:

@@ -5,61 +5,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 
 from pywebbench.ab.estimate import kept_rounds, side_process
 from pywebbench.ab.render import to_doc
 from pywebbench.ab.session import AbOutcome, AbSideRun
 from pywebbench.compare.gate import Violation
-from pywebbench.load.sliced import SliceStats
-from pywebbench.run.rows import cell_row, run_row, stack_row
-from pywebbench.store import DEFAULT_FILENAME, CellStatus, Iteration, Replicate, Store
+from pywebbench.run.rows import cell_row, run_row, slice_iteration, stack_row
+from pywebbench.store import DEFAULT_FILENAME, CellStatus, Replicate, Store
 from pywebbench.store.ab_rows import AbComparison
 from pywebbench.store.db import new_run_id, utcnow
-from pywebbench.store.model import IterationKind, RunStatus
+from pywebbench.store.model import RunStatus
 
 #: The ``runs.profile`` of an A/B run.
 AB_PROFILE = "ab"
-
-
-def _iso(unix: float) -> str:
-    return datetime.fromtimestamp(unix, timezone.utc).isoformat(timespec="milliseconds")
-
-
-def slice_iteration(
-    s: SliceStats,
-    cell_id: int,
-    dropped: str | None,
-    core_rate: float | None = None,
-    process: int = 0,
-) -> Iteration:
-    """The ``iterations`` row of one slice (``replicate``: the side's server process that
-    served it; ``idx``: its round; ``rps`` as measured, with the core's rate over it when
-    probed)."""
-    summary = s.latency.summary if s.latency is not None else None
-    return Iteration(
-        id=None,
-        cell_id=cell_id,
-        replicate=process,
-        kind=IterationKind.MEASURED,
-        idx=s.round,
-        started_at=_iso(s.started_at),
-        duration_s=s.duration_s,
-        requests=s.requests,
-        errors=s.errors,
-        non_2xx=0,
-        timeouts=s.timeouts,
-        rps=s.rps,
-        latency_mean_us=summary.mean if summary else None,
-        latency_p50_us=float(s.p50_us),
-        latency_p90_us=float(summary.p90) if summary else None,
-        latency_p99_us=float(s.p99_us),
-        latency_p999_us=float(summary.p999) if summary else None,
-        latency_max_us=float(summary.max) if summary else None,
-        result_json=json.dumps({"ab_slice": s.model_dump(mode="json"), "dropped": dropped}),
-        core_rate=core_rate,
-    )
 
 
 def _side(store: Store, run_id: str, side: AbSideRun, o: AbOutcome, ordinal: int) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -20,6 +20,9 @@ from pywebbench.run.config import (
     resolve,
 )
 from pywebbench.run.options import flag_of, given, overrides
+
+if TYPE_CHECKING:
+    from pywebbench.run.matrix import Matrix
 
 DEFAULT_CONFIG = "pywebbench.toml"
 EXIT_CONFIG = 2
@@ -148,16 +151,9 @@ def _main(options: dict[str, Any], console: Console) -> int:
         raise ConfigError(
             "the selection has no runnable cell" + (f" ({reasons})" if reasons else "")
         )
-    load = config.load
-    per_cell = load.replicates * load.iterations_per_replicate
-    least, most = (len(matrix.cells) * load.replicates * w / 60 for w in load.window_s())
-    if load.slo:  # each replicate's knee search may take up to its budget (docs/slo.md)
-        most += len(matrix.cells) * load.replicates * load.slo_budget_s / 60
-    span = f"~{least:.1f} min" if least == most else f"{least:.1f}-{most:.1f} min"
     console.print(
         f"[bold]{len(matrix.cells)} cells[/] ({len(matrix.variants)} stacks on "
-        f"{', '.join(i.name for i in matrix.interpreters)}), {per_cell} iterations each; "
-        f"load windows alone take {span}"
+        f"{', '.join(i.name for i in matrix.interpreters)}); {_load_plan(config, matrix)}"
     )
     for name, reason in matrix.unavailable:
         console.print(f"  [yellow]unavailable[/] {name}: {reason}")
@@ -169,7 +165,7 @@ def _main(options: dict[str, Any], console: Console) -> int:
         # over the pre-flight sample and the servers' start; a replicate waits for it
         preload_in_background()
     _preflight(config, console)
-    if load.instructions:
+    if config.load.instructions:
         from pywebbench.run.instructions import cannot_count
 
         for why in {cannot_count(i.is_pypy) for i in matrix.interpreters} - {None}:
@@ -197,6 +193,33 @@ def _check_valgrind() -> None:
         preflight()
     except InstructionsError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _load_plan(config: StudyConfig, matrix: Matrix) -> str:
+    """How the cells will be loaded and how long the load windows take, in a phrase."""
+    from pywebbench.run.interleaved import interleaved_groups, why_not_interleaved
+
+    load = config.load
+    together = [c for c in matrix.cells if why_not_interleaved(c, load) is None]
+    alone = [c for c in matrix.cells if why_not_interleaved(c, load) is not None]
+    parts = []
+    if together:
+        n = len(interleaved_groups(together))
+        parts.append(
+            f"{n} interleaved group{'s' if n > 1 else ''} ({load.processes} server processes "
+            f"a stack), at most {n * load.group_budget_s / 60:.1f} min of load"
+        )
+    if alone:
+        per_cell = load.replicates * load.iterations_per_replicate
+        least, most = (len(alone) * load.replicates * w / 60 for w in load.window_s())
+        if load.slo:  # each replicate's knee search may take up to its budget (docs/slo.md)
+            most += len(alone) * load.replicates * load.slo_budget_s / 60
+        span = f"~{least:.1f} min" if least == most else f"{least:.1f}-{most:.1f} min"
+        parts.append(
+            f"{len(alone)} cells of {per_cell} iterations each, one after another: load "
+            f"windows alone take {span}"
+        )
+    return "; ".join(parts)
 
 
 def _check_tracing() -> None:

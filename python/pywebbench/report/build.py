@@ -37,7 +37,7 @@ from pywebbench.report.history import run_history
 from pywebbench.report.knee import knee_views
 from pywebbench.report.nodes import nodes_view
 from pywebbench.report.series import iteration_histogram, per_second_rps
-from pywebbench.report.ties import neighbour_ratios
+from pywebbench.report.ties import group_estimate, group_neighbour, neighbour_ratios
 from pywebbench.report.view import (
     CellSeriesView,
     Estimate,
@@ -337,8 +337,13 @@ def _point(
             )
         return point
 
-    summary = stats.summarize_replicates(point.rps_by_replicate)
-    point.rps = Estimate(summary.median, summary.ci_low, summary.ci_high, summary.n)
+    grouped = group_estimate(first.flags)
+    if grouped is not None:  # an interleaved group: its fit over slices of the same rounds
+        point.rps = Estimate(*grouped)
+        point.group = dict(first.flags.get("group") or {})
+    else:
+        summary = stats.summarize_replicates(point.rps_by_replicate)
+        point.rps = Estimate(summary.median, summary.ci_low, summary.ci_high, summary.n)
     point.replicates = len({(i.cell_id, i.replicate) for i in measured})
     point.generator_bound |= any(i.generator_bound for i in measured)
     point.requests = sum(i.requests for i in measured)
@@ -390,6 +395,11 @@ def _rank(workload: str, selection: str, points: list[tuple[StackView, PointView
             [f"{s.key}@{p.load_point}" for s, p in ok],
             workload=workload,
         )
+        for i in range(1, len(ok)):
+            (_, upper), (s, p) = ok[i - 1], ok[i]
+            grouped = group_neighbour({"group": upper.group}, {"group": p.group}, s.key)
+            if grouped is not None:
+                above[i] = grouped
         for i, (s, p) in enumerate(ok):
             assert p.rps is not None
             ranking.rows.append(

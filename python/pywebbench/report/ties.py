@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pywebbench.compare.ratio import ratio_of_medians, seed_for
 from pywebbench.report.view import RatioView
@@ -58,6 +59,43 @@ def neighbour_ratios(
         name = f"{workload}|{keys[i - 1]}|{keys[i]}"
         out.append(ratio_view(rows[i - 1], rows[i], name=name))
     return out
+
+
+def group_estimate(flags: Mapping[str, Any]) -> tuple[float, float, float, int] | None:
+    """An interleaved group's figure for a cell (``flags["group"]``,
+    :mod:`pywebbench.run.interleaved`): (req/s at the group's average round, its interval's
+    low and high, processes); NaN bounds without an interval; None when the cell was not
+    measured in a group."""
+    g = flags.get("group")
+    if not isinstance(g, Mapping) or g.get("rps") is None:
+        return None
+    low, high = g.get("rps_low"), g.get("rps_high")
+    return (
+        float(g["rps"]),
+        float(low) if low is not None else math.nan,
+        float(high) if high is not None else math.nan,
+        int(g.get("processes") or 0),
+    )
+
+
+def group_neighbour(
+    above: Mapping[str, Any], below: Mapping[str, Any], below_key: str
+) -> RatioView | None:
+    """The row above's req/s over the row below's from their interleaved group's fit
+    (``flags["group"]["vs"]``): the interval over server processes of slices of the same
+    rounds. None unless both were measured in the same group."""
+    a, b = above.get("group"), below.get("group")
+    if not isinstance(a, Mapping) or not isinstance(b, Mapping):
+        return None
+    if (a.get("group"), a.get("span")) != (b.get("group"), b.get("span")):
+        return None
+    got = (a.get("vs") or {}).get(below_key)
+    if got is None:
+        return None
+    ratio, low, high = got
+    if low is None or high is None:
+        return RatioView(float(ratio), why="no interval")
+    return RatioView(float(ratio), float(low), float(high))
 
 
 def fmt_ratio_ci(r: RatioView | None) -> str:

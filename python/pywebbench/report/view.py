@@ -187,6 +187,9 @@ class PointView:
     warmups: list[WarmupCurve] = field(default_factory=list)
     # Measured requests/s per replicate (the units of the CIs: docs/steady-state.md).
     rps_by_replicate: list[list[float]] = field(default_factory=list)
+    # An interleaved group's figures (cells.flags_json "group"; None: a sequential cell):
+    # ``rps`` then comes from the group's fit, and ranks and ties from its ratios.
+    group: dict[str, Any] | None = None
     robustness: float | None = None  # filled by robustness studies (issue 6) when stored
     robustness_detail: RobustnessView | None = None  # the fault phase behind the score
     robustness_curve: RobustnessCurve | None = None  # a fault sweep (report/robustness_curve)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pywebbench import bringup
 from pywebbench.bringup import StackFailure
-from pywebbench.load import LoadAgent, LoadProgress
+from pywebbench.load import LoadAgent, LoadProgress, LoadSpec
 from pywebbench.meter.vmprof import vmprof_env
 from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events
@@ -196,6 +196,58 @@ class HostBench:
             if server is not None:
                 self._stop_server(server, cells[-1])
         return [p.outcome() for p in cells]
+
+    def run_group(self, group: Sequence[CellProgress], seed: int = 0) -> list[CellOutcome]:
+        """Every cell of an interleaved group measured at once (:mod:`pywebbench.run.interleaved`):
+        ``processes`` servers of each stack up together, loaded in slices of the same rounds;
+        each cell's outcome, its group figures included. Raises on Ctrl-C (what was measured
+        is stored, every server is stopped)."""
+        from pywebbench.ab.interference import CoreAccounting
+        from pywebbench.run.interleaved import GroupOptions, GroupRun, run_group, with_log_dir
+
+        cells = [dataclasses.replace(p) for p in group]
+        for p in cells:
+            if p.failure is None:
+                p.failure = self.failure_for(p.cell)
+        runnable = [p.cell for p in cells if p.failure is None]
+        cpus = self.setup.server_cpus
+
+        def start(cell: CellPlan, k: int) -> RunningServer:
+            ready = bringup.ready_path(cell.variant.stack, [cell.workload])
+            options = with_log_dir(self._launch_options(cell), cell, k)
+            return bringup.start(cell.variant.stack, self._envs[cell.variant.key], options, ready)
+
+        def verify(server: RunningServer, cell: CellPlan) -> StackFailure | None:
+            self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
+            return bringup.check(
+                server,
+                cell.variant.stack,
+                cell.workload,
+                cell.params,
+                timeout_s=self.config.timeouts.verify_s,
+            ).failure()
+
+        def load_spec(cell: CellPlan, base_url: str) -> LoadSpec:
+            return cell.load_spec(
+                base_url, self.config.load, self.setup.generator_cpus, duration_s=1.0
+            )
+
+        run = GroupRun(
+            cells,
+            GroupOptions.of(self.config.load, seed=seed),
+            store=self.store,
+            start=start,
+            verify=verify,
+            load_spec=load_spec,
+            interference=lambda pids: CoreAccounting(cpus, pids),
+            say=self.events.phase,
+        )
+        try:
+            if runnable:
+                return run_group(run)
+            return [p.outcome() for p in cells]
+        finally:
+            self._measure.loaded_s += run.loaded_s
 
     # -- one server ------------------------------------------------------------------------
 

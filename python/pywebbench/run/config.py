@@ -30,6 +30,7 @@ from pywebbench.run.declare import FileOnly, Flag
 from pywebbench.run.flag_texts import (
     BIND_HELP,
     CI_TARGET_HELP,
+    DESIGN_HELP,
     EXECUTOR_HELP,
     FAULTS_HELP,
     PROFILE_HELP,
@@ -236,6 +237,71 @@ class LoadConfig(Table):
         "cells (interpreter, workload) follow the probe (none below 8 measured iterations), "
         "because a VM's host changes how much work a CPU-second does "
         "(docs/interference.md#core-speed). Raw figures stay stored.",
+    )
+    design: Annotated[Literal["interleaved", "sequential"], Flag("--design", help=DESIGN_HELP)] = (
+        Field(
+            "sequential",
+            description="interleaved: a group's stacks (one interpreter, workload and load "
+            "point) all up at once and loaded in slices of the same rounds; figures are ratios "
+            "to the group's reference with CIs over server processes "
+            "(docs/steady-state.md#the-interleaved-study). sequential: a fresh server per "
+            "replicate of each cell. Cells an interleaved group cannot hold (faults, knee, "
+            "per-cell windows, open loops, new connections, h2c, unix binds, WebSocket) "
+            "take the sequential path either way.",
+        )
+    )
+    processes: Annotated[
+        int,
+        Flag("--processes", help="interleaved: server processes per stack in a group (3)."),
+    ] = Field(
+        3,
+        ge=2,
+        le=16,
+        description="interleaved: server processes of each stack kept up in its group; the "
+        "intervals are over them (replicates, in a sequential study).",
+    )
+    group_budget_s: Annotated[
+        float,
+        Flag(
+            "--group-budget",
+            help="interleaved: most seconds of load per group, warm-up included (150); a "
+            "group stops earlier once every process is warm and every CI within --ci-target "
+            "(default 0.02).",
+        ),
+    ] = Field(
+        150.0,
+        gt=0,
+        le=36000,
+        description="interleaved: the most seconds of load one group takes, warm-up "
+        "included; it stops earlier once every process is warm, has 8 measured rounds, and "
+        "every stack's CI is within ci_target (0.02 when unset).",
+    )
+    memory_budget_mib: Annotated[
+        int | None,
+        Flag(
+            "--memory-budget",
+            help="interleaved: MiB one server process may hold; one over it is stopped and "
+            "marked leak (default: 60% of the machine's memory over the group's processes).",
+        ),
+    ] = Field(
+        None,
+        ge=16,
+        description="interleaved: the most memory (MiB, RSS of the process tree) one server "
+        "process may hold; one that passes it is stopped, marked leak with its memory curve, "
+        "and the group goes on without it. Unset: 60% of the machine's memory shared by the "
+        "group's processes.",
+    )
+    reference: Annotated[
+        str | None,
+        Flag(
+            "--reference",
+            help="interleaved: the stack each group's ratios are to, as its key "
+            "(cpython3.11/gunicorn-gthread/flask); default: the geometric mean of the group.",
+        ),
+    ] = Field(
+        None,
+        description="interleaved: the stack (its key) every ratio of its group is to; "
+        "unset, or not in a group: the geometric mean of the group's stacks.",
     )
     server_scope: Annotated[
         Literal["cell", "stack"], Flag("--server-scope", help=SERVER_SCOPE_HELP)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
@@ -23,7 +24,13 @@ from pywebbench.load.histogram import Histogram
 from pywebbench.meter.core_speed import speed_note, study_scaling
 from pywebbench.report.flags import flag_notes, legend
 from pywebbench.report.tables import fmt_mib
-from pywebbench.report.ties import fmt_ratio_ci, neighbour_ratios, rank_marker
+from pywebbench.report.ties import (
+    fmt_ratio_ci,
+    group_estimate,
+    group_neighbour,
+    neighbour_ratios,
+    rank_marker,
+)
 from pywebbench.run.events import Events
 from pywebbench.run.matrix import CellPlan
 from pywebbench.stats import Summary, summarize_replicates
@@ -185,7 +192,8 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
                 "stack": stack.key,
                 "key": f"{stack.key}@{cell.load_point}",
                 "workload": cell.workload,
-                "rps": summarize_replicates([by_rep[k] for k in sorted(by_rep)]),
+                "rps": _figure(cell.flags, [by_rep[k] for k in sorted(by_rep)]),
+                "flags_raw": cell.flags,
                 "replicates": [by_rep[k] for k in sorted(by_rep)],
                 **_latency_us(measured),
                 "peak_rss": peak,
@@ -200,10 +208,26 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
         above = neighbour_ratios(
             [r["replicates"] for r in rows], [r["key"] for r in rows], workload=r0_workload
         )
+        for n in range(1, len(rows)):
+            grouped = group_neighbour(
+                rows[n - 1]["flags_raw"], rows[n]["flags_raw"], rows[n]["stack"]
+            )
+            if grouped is not None:  # an interleaved group: its fit's ratio
+                above[n] = grouped
         for r, vs in zip(rows, above, strict=True):
             r["vs_above"] = vs
             r["tied"] = vs is not None and vs.tie
     return dict(out)
+
+
+def _figure(flags: Mapping[str, Any], replicates: list[list[float]]) -> Summary:
+    """A cell's req/s with its CI: its interleaved group's fit (req/s at the group's
+    average round, the interval over server processes), else over its replicates."""
+    grouped = group_estimate(flags)
+    if grouped is None:
+        return summarize_replicates(replicates)
+    rps, low, high, n = grouped
+    return Summary(n, rps, low, high, rps, math.nan, math.nan, low, high)
 
 
 def summary_tables(study: Study) -> list[Table]:

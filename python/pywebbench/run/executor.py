@@ -39,6 +39,12 @@ class Executor(Protocol):
         group's outcomes, cell by cell. Raises on Ctrl-C (what was measured is stored)."""
         ...
 
+    def run_groups(self, groups: Sequence[Sequence[CellProgress]]) -> list[list[CellOutcome]]:
+        """Every interleaved group of ``groups`` measured whole
+        (:meth:`HostBench.run_group <pywebbench.run.bench.HostBench.run_group>`): each
+        group's outcomes, cell by cell. Raises on Ctrl-C (what was measured is stored)."""
+        ...
+
     @property
     def loaded_s(self) -> float:
         """The sum of the load windows run so far."""
@@ -74,6 +80,11 @@ class LocalExecutor:
         if self._bench is None:
             raise RuntimeError("run_round outside prepared()")
         return [self._bench.run_round(group) for group in groups]
+
+    def run_groups(self, groups: Sequence[Sequence[CellProgress]]) -> list[list[CellOutcome]]:
+        if self._bench is None:
+            raise RuntimeError("run_groups outside prepared()")
+        return [self._bench.run_group(group, seed=i) for i, group in enumerate(groups)]
 
     @property
     def loaded_s(self) -> float:

@@ -42,6 +42,10 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             # first decides where its JIT settles (fib cpu at ~2,850 req/s met first, ~6,200
             # after hello: docs/steady-state.md#no-order-effects), so no cell may follow another
             "server_scope": "cell",
+            # every stack of a group (interpreter x workload) up at once, loaded in slices
+            # of the same rounds: the host's drift cancels within a round
+            # (docs/steady-state.md#the-interleaved-study)
+            "design": "interleaved",
         },
     },
     # About half an hour: more servers and frameworks, a connections sweep, longer windows.

@@ -82,6 +82,10 @@ class RoundWork:
     cell_ids: list[int]
     ok: list[int]
     next_rep: list[int]
+    #: The cells are an interleaved group (run/interleaved.py), measured at once; else one
+    #: replicate of each on one server.
+    interleaved: bool = False
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -93,13 +97,14 @@ class FlatOutcome:
     next_rep: int
     failure: tuple[str, str, str | None] | None  # phase, reason, detail
     robustness: CellRobustness | None
+    group: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, outcome: CellOutcome) -> FlatOutcome:
         """``outcome`` as plain values."""
         f = outcome.failure
         flat = None if f is None else (str(f.phase), f.reason, f.detail)
-        return cls(outcome.ok, outcome.next_rep, flat, outcome.robustness)
+        return cls(outcome.ok, outcome.next_rep, flat, outcome.robustness, outcome.group)
 
     def outcome(self) -> CellOutcome:
         """The outcome again."""
@@ -107,7 +112,7 @@ class FlatOutcome:
         if self.failure is not None:
             phase, reason, detail = self.failure
             failure = StackFailure(Phase(phase), reason, detail)
-        return CellOutcome(self.ok, self.next_rep, failure, self.robustness)
+        return CellOutcome(self.ok, self.next_rep, failure, self.robustness, self.group)
 
 
 @dataclass(frozen=True)
@@ -248,7 +253,11 @@ def measure_round(work: RoundWork, mailbox: Any) -> RoundOutcome:
         try:
             stoppable.watch()
             with host_lock(relay), bench.prepared(work.cells):
-                outcomes = bench.run_round(group)
+                outcomes = (
+                    bench.run_group(group, seed=work.seed)
+                    if work.interleaved
+                    else bench.run_round(group)
+                )
         except (KeyboardInterrupt, Interrupted):
             interrupted = True
     return RoundOutcome(
@@ -270,6 +279,7 @@ class _Task:
     index: int
     group: str
     cells: Sequence[CellProgress]
+    interleaved: bool = False
     outcomes: list[CellOutcome] | None = None
     node: NodeFacts | None = None
     pid: int | None = None
@@ -413,6 +423,25 @@ class RayExecutor:
         Raises:
             Interrupted: a task was stopped by Ctrl-C (what it measured is stored).
         """
+        return self._tasks(groups, interleaved=False)
+
+    def run_groups(self, groups: Sequence[Sequence[CellProgress]]) -> list[list[CellOutcome]]:
+        """Every interleaved group as a task at once, each measured whole on its node (one
+        group at a time on a host: the host lock); back when all have ended.
+
+        Raises:
+            Interrupted: a task was stopped by Ctrl-C (what it measured is stored).
+        """
+        return self._tasks(groups, interleaved=True)
+
+    def _tasks(
+        self, groups: Sequence[Sequence[CellProgress]], *, interleaved: bool
+    ) -> list[list[CellOutcome]]:
+        """Each of ``groups`` as a task at once (module doc); each group's outcomes.
+
+        Raises:
+            Interrupted: a task was stopped by Ctrl-C (what it measured is stored).
+        """
         if not groups:
             return []
         tasks: dict[Any, _Task] = {}
@@ -420,7 +449,9 @@ class RayExecutor:
         self._rounds += 1
         try:
             for i, cells in enumerate(groups):
-                task = _Task(f"round{self._rounds}-group{i}", i, self._group(cells), cells)
+                task = _Task(
+                    f"round{self._rounds}-group{i}", i, self._group(cells), cells, interleaved
+                )
                 where = self._where(task.group)
                 ref = self._remote.options(
                     max_retries=0, num_cpus=1, scheduling_strategy=where
@@ -463,6 +494,8 @@ class RayExecutor:
             cell_ids=[p.cell_id for p in task.cells],
             ok=[p.ok for p in task.cells],
             next_rep=[p.next_rep for p in task.cells],
+            interleaved=task.interleaved,
+            seed=task.index,
         )
 
     def _turn(self, tasks: dict[Any, _Task]) -> list[_Task]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from pywebbench import __version__
 from pywebbench.load import iteration_figures
 from pywebbench.load.result import LoadResult
+from pywebbench.load.sliced import SliceStats
 from pywebbench.meter import MeterSummary, snapshot
 from pywebbench.meter.core_speed import SpeedScaling, speed_scaling
 from pywebbench.modes import modes, replicate_figures
@@ -171,6 +173,50 @@ def iteration_row(
         processes_seen=meter.processes_seen,
         result_json=result.to_json(),
         **cols,
+    )
+
+
+def _iso(unix: float) -> str:
+    return datetime.fromtimestamp(unix, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def slice_iteration(
+    s: SliceStats,
+    cell_id: int,
+    dropped: str | None,
+    core_rate: float | None = None,
+    process: int = 0,
+    kind: IterationKind = IterationKind.MEASURED,
+    memory: tuple[int | None, int | None] = (None, None),
+) -> Iteration:
+    """The ``iterations`` row of one slice (``replicate``: the side's server process that
+    served it; ``idx``: its round; ``rps`` as measured, with the core's rate over it when
+    probed; ``kind``: an interleaved group's slices before the process was warm are warm-up;
+    ``memory``: the server tree's (peak, last) RSS sampled during the slice, when sampled)."""
+    summary = s.latency.summary if s.latency is not None else None
+    return Iteration(
+        id=None,
+        cell_id=cell_id,
+        replicate=process,
+        kind=kind,
+        idx=s.round,
+        started_at=_iso(s.started_at),
+        duration_s=s.duration_s,
+        requests=s.requests,
+        errors=s.errors,
+        non_2xx=0,
+        timeouts=s.timeouts,
+        rps=s.rps,
+        latency_mean_us=summary.mean if summary else None,
+        latency_p50_us=float(s.p50_us),
+        latency_p90_us=float(summary.p90) if summary else None,
+        latency_p99_us=float(s.p99_us),
+        latency_p999_us=float(summary.p999) if summary else None,
+        latency_max_us=float(summary.max) if summary else None,
+        result_json=json.dumps({"ab_slice": s.model_dump(mode="json"), "dropped": dropped}),
+        core_rate=core_rate,
+        rss_peak_bytes=memory[0],
+        rss_end_bytes=memory[1],
     )
 
 

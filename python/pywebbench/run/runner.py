@@ -33,6 +33,7 @@ from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events, Outcome
 from pywebbench.run.executor import Executor, LocalExecutor
 from pywebbench.run.host import git_revision, split_cpus
+from pywebbench.run.interleaved import interleaved_groups, why_not_interleaved
 from pywebbench.run.matrix import CellPlan, Matrix
 from pywebbench.run.measure import Interrupted, no_sigint
 from pywebbench.run.orphans import reap_orphan
@@ -111,7 +112,12 @@ class StudyRunner:
             done = done_keys(self.store.cells(self.run_id)) if self.resume else set()
             pending = [c for c in self.matrix.cells if c.key not in done]
             with self.executor.prepared(self._context(pending)):  # local: provisioned here
-                self._run_groups(groups_of(self.matrix.cells, self.config.load.server_scope), done)
+                together = [
+                    c for c in self.matrix.cells if not why_not_interleaved(c, self.config.load)
+                ]
+                alone = [c for c in self.matrix.cells if why_not_interleaved(c, self.config.load)]
+                self._run_interleaved(interleaved_groups(together), done)
+                self._run_groups(groups_of(alone, self.config.load.server_scope), done)
             status = RunStatus.COMPLETED
         except (KeyboardInterrupt, Interrupted):
             status = RunStatus.INTERRUPTED
@@ -225,6 +231,28 @@ class StudyRunner:
             interrupted=self._interrupted,
         )
 
+    def _run_interleaved(self, groups: list[list[CellPlan]], done: set[str]) -> None:
+        """Open the cells not ``done`` and measure each interleaved group whole on the
+        executor (:mod:`pywebbench.run.interleaved`); every cell is finished after."""
+        opened: list[list[CellProgress]] = []
+        for cells in groups:
+            self.outcome.cells_skipped += sum(1 for c in cells if c.key in done)
+            group = [self._open_cell(c) for c in cells if c.key not in done]
+            if group:
+                opened.append(group)
+        if not opened:
+            return
+        pending = [p for group in opened for p in group]
+        try:
+            outcomes = self.executor.run_groups(opened)
+        except (KeyboardInterrupt, Interrupted):
+            self._interrupted(pending)
+            raise
+        for group, results in zip(opened, outcomes, strict=True):
+            for progress, outcome in zip(group, results, strict=True):
+                progress.apply(outcome)
+                self._finish_cell(progress)
+
     def _wants_more(self, p: CellProgress) -> bool:
         """The replicate budget's rule, on the cell's replicates in the store."""
 
@@ -294,6 +322,16 @@ class StudyRunner:
         )
         if p.robustness is not None:
             flags["robustness"] = p.robustness.to_flag()
+        if p.group is not None:  # an interleaved group's figures (run/interleaved.py)
+            flags["group"] = p.group
+            stopped = [
+                r.failure_reason
+                for r in self.store.replicates(p.cell_id)
+                if r.failure_reason and r.failure_reason.startswith("leak")
+            ]
+            if stopped:  # a process passed the memory budget: the cell leaks
+                flags["leak"] = True
+                p.group["stopped"] = stopped
         return flags
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness
@@ -52,6 +53,8 @@ class CellProgress:
     next_rep: int  # number of the next replicate
     failure: StackFailure | None = None  # what ended the cell (it then gets no more)
     robustness: CellRobustness | None = None  # its last fault phase (docs/faults.md)
+    #: An interleaved group's figures for the cell (run/interleaved.py), None: none.
+    group: dict[str, Any] | None = None
 
     @classmethod
     def resumed(cls, cell: CellPlan, cell_id: int, stored: Sequence[Replicate]) -> CellProgress:
@@ -61,7 +64,7 @@ class CellProgress:
 
     def outcome(self) -> CellOutcome:
         """Its progress, as an executor hands it back."""
-        return CellOutcome(self.ok, self.next_rep, self.failure, self.robustness)
+        return CellOutcome(self.ok, self.next_rep, self.failure, self.robustness, self.group)
 
     def apply(self, outcome: CellOutcome) -> None:
         """Take in what a round did to this cell."""
@@ -70,17 +73,21 @@ class CellProgress:
             self.failure = outcome.failure
         if outcome.robustness is not None:
             self.robustness = outcome.robustness
+        if outcome.group is not None:
+            self.group = outcome.group
 
 
 @dataclass(frozen=True)
 class CellOutcome:
     """A cell after a round: replicates completed, the next one's number, what ended it
-    (None: nothing), and the robustness of its fault phase (None: none this round)."""
+    (None: nothing), the robustness of its fault phase (None: none this round), and its
+    interleaved group's figures (None: not measured in one)."""
 
     ok: int
     next_rep: int
     failure: StackFailure | None = None
     robustness: CellRobustness | None = None
+    group: dict[str, Any] | None = None
 
 
 def replicate_count(stored: Sequence[Replicate]) -> tuple[int, int]:

@@ -101,6 +101,10 @@ class CellFlags(TypedDict, total=False):
     #: The fault phase (:class:`pywebbench.faults.outcome.CellRobustness`'s JSON form), or a
     #: bare score in the earliest stores.
     robustness: dict[str, Any] | float
+    #: An interleaved group's figures (:mod:`pywebbench.run.interleaved`): req/s at the
+    #: group's average round with its interval, the ratio to the group's reference, the
+    #: ratio to every other stack of the group (``vs``), the group's time span.
+    group: dict[str, Any]
 
 
 @dataclass

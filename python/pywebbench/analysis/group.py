@@ -1,0 +1,245 @@
+"""The figures of an interleaved group: every stack's level from slices of the same rounds.
+
+An interleaved group (docs/steady-state.md#the-interleaved-study) keeps several server
+processes of every stack up at once on the same cores, and one engine run loads them in
+short slices, every process once a round in a random order. Whatever the host does to the
+cores within a round (steal, a slower core for a second) hits every process of that round
+alike, so it is taken out by comparing slices of the same round.
+
+**The fit.** The log requests/s of every kept slice is fitted by least squares to a round
+effect plus a process effect::
+
+    log rps(process p, round r) = a_r + b_p + e
+
+A stack's level is the mean of its processes' effects. The difference of two stacks' levels
+is their log ratio; a stack's ratio to the group's *reference* is its level less the
+reference's (a named stack), or less the mean of every stack's level (the geometric mean of
+the group). Slices missing from a round (a process not yet warm, a slice dropped for
+interference) are simply absent: the fit needs no complete rounds.
+
+**The interval** is where the variance lives (Kalibera & Jones, ISMM 2013): between server
+processes. Two processes of one app differ by a percent or two, and an interval over rounds
+alone would not see it. The process effects' spread about their stack's level is pooled over
+the group's stacks (``P - S`` degrees of freedom for ``P`` processes of ``S`` stacks), and a
+ratio's interval is Student's t with that variance times the ratio's own weights
+(``1/K_a + 1/K_b`` for two stacks of ``K`` processes). With two stacks this is exactly the
+A/B estimate of :mod:`pywebbench.ab.estimate`.
+
+**Warm-up against the round** (:func:`warm_round`): a process's *share* of each round
+(:func:`round_shares`: its slice against the round's level) is free of the host's drift. It is
+cut at its changepoints (PELT, :func:`pywebbench.steady.segments`); the process is warm from
+the start of its last regime once that regime holds ``window`` rounds and its Theil-Sen slope
+bounds keep it within ``max_drift`` of its level over ``window`` rounds.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: The group's reference when no stack is named: the geometric mean of every stack's level.
+GEOMETRIC_MEAN = "geometric mean"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One kept slice: its round, the server process that served it, its requests/s."""
+
+    round: int
+    process: int
+    rps: float
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A ratio with its confidence interval (NaN bounds: no interval can be had)."""
+
+    ratio: float
+    low: float
+    high: float
+
+    @property
+    def tie(self) -> bool:
+        """The interval holds 1 (or there is none): not significantly different."""
+        return not (self.low > 1.0 or self.high < 1.0)
+
+    @property
+    def half_width(self) -> float:
+        """The interval's larger side relative to the ratio (0.02: within +-2%); NaN without
+        an interval."""
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            return math.nan
+        return max(self.high / self.ratio - 1.0, 1.0 - self.low / self.ratio)
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    """The fitted levels of a group's stacks (module doc)."""
+
+    #: Stack name -> the mean effect of its processes (log scale, up to a shared constant).
+    levels: Mapping[str, float]
+    #: Stack name -> processes that contributed slices.
+    counts: Mapping[str, int]
+    #: Process -> its effect (log scale, same constant).
+    process_effects: Mapping[int, float]
+    #: The mean round effect (so that ``exp(level + mean_round)`` is req/s at the group's
+    #: average round).
+    mean_round: float
+    #: Pooled variance of the process effects about their stack's level.
+    variance: float
+    df: int
+    level: float = 0.95
+
+    def rps(self, stack: str) -> float:
+        """The stack's requests/s at the group's average round."""
+        return math.exp(self.levels[stack] + self.mean_round)
+
+    def ratio(self, stack: str, other: str) -> Interval:
+        """``stack`` / ``other`` with its interval."""
+        d = self.levels[stack] - self.levels[other]
+        weight = 1.0 / self.counts[stack] + 1.0 / self.counts[other]
+        return self._interval(d, weight)
+
+    def vs_reference(self, stack: str, reference: str | None = None) -> Interval:
+        """``stack`` / the reference: a named stack, or (None) the geometric mean of every
+        stack of the group."""
+        if reference is not None and reference != GEOMETRIC_MEAN:
+            return self.ratio(stack, reference)
+        n = len(self.levels)
+        mean = sum(self.levels.values()) / n
+        d = self.levels[stack] - mean
+        weight = sum(
+            ((1.0 - 1.0 / n) ** 2 if s == stack else 1.0 / n**2) / k for s, k in self.counts.items()
+        )
+        return self._interval(d, weight)
+
+    def _interval(self, log_ratio: float, weight: float) -> Interval:
+        ratio = math.exp(log_ratio)
+        if self.df < 1 or not math.isfinite(self.variance):
+            return Interval(ratio, math.nan, math.nan)
+        from pywebbench.stats import t_quantile
+
+        half = t_quantile(0.5 + self.level / 2.0, self.df) * math.sqrt(self.variance * weight)
+        return Interval(ratio, math.exp(log_ratio - half), math.exp(log_ratio + half))
+
+
+def fit_group(
+    observations: Iterable[Observation],
+    stack_of: Mapping[int, str],
+    *,
+    level: float = 0.95,
+) -> GroupFit | None:
+    """The two-way fit of a group's kept slices (module doc); None when no stack has a slice
+    or when the slices fall into groups of processes that share no round (their levels
+    cannot be compared). Processes missing from ``stack_of`` are left out."""
+    obs = [o for o in observations if o.process in stack_of and o.rps > 0]
+    if not obs:
+        return None
+    rounds = sorted({o.round for o in obs})
+    procs = sorted({o.process for o in obs})
+    row_of = {r: i for i, r in enumerate(rounds)}
+    col_of = {p: len(rounds) + i for i, p in enumerate(procs)}
+    design = np.zeros((len(obs), len(rounds) + len(procs)))
+    y = np.empty(len(obs))
+    for i, o in enumerate(obs):
+        design[i, row_of[o.round]] = 1.0
+        design[i, col_of[o.process]] = 1.0
+        y[i] = math.log(o.rps)
+    # The effects are defined up to one constant (rank = columns - 1); differences of
+    # process effects are not, unless the design falls apart into unconnected groups.
+    if np.linalg.matrix_rank(design) < design.shape[1] - 1:
+        return None
+    coef = np.linalg.lstsq(design, y, rcond=None)[0]
+    effects = {p: float(coef[col_of[p]]) for p in procs}
+    by_stack: dict[str, list[float]] = {}
+    for p in procs:
+        by_stack.setdefault(stack_of[p], []).append(effects[p])
+    levels = {s: sum(v) / len(v) for s, v in by_stack.items()}
+    df = len(procs) - len(by_stack)
+    spread = sum((e - levels[s]) ** 2 for s, v in by_stack.items() for e in v)
+    return GroupFit(
+        levels=levels,
+        counts={s: len(v) for s, v in by_stack.items()},
+        process_effects=effects,
+        mean_round=float(np.mean(coef[: len(rounds)])),
+        variance=spread / df if df > 0 else math.nan,
+        df=df,
+        level=level,
+    )
+
+
+def ranked(fit: GroupFit) -> list[tuple[str, Interval | None]]:
+    """The stacks fastest first, each with its ratio to the one above (None for the first):
+    a tie when that interval holds 1."""
+    order = sorted(fit.levels, key=lambda s: (-fit.levels[s], s))
+    return [(s, None if i == 0 else fit.ratio(order[i - 1], s)) for i, s in enumerate(order)]
+
+
+# ------------------------------------------------------------------ warm-up against the round
+
+
+def round_shares(observations: Iterable[Observation]) -> dict[int, list[tuple[int, float]]]:
+    """Each process's share of every round it served, ``(round, share)`` in round order: its
+    slice's requests/s over the round's level. A round's level is the median, over the
+    round's slices, of each slice relative to its own process's median (so that stacks ten
+    times apart do not make the median jump between them); a share is then the slice over
+    its process's median and that level, 1.0 for a process at its usual place. Rounds with
+    fewer than two slices give no share (nothing to compare with)."""
+    kept = [o for o in observations if o.rps > 0]
+    own: dict[int, list[float]] = {}
+    for o in kept:
+        own.setdefault(o.process, []).append(math.log(o.rps))
+    usual = {p: statistics.median(v) for p, v in own.items()}
+    by_round: dict[int, list[Observation]] = {}
+    for o in kept:
+        by_round.setdefault(o.round, []).append(o)
+    out: dict[int, list[tuple[int, float]]] = {}
+    for r in sorted(by_round):
+        got = by_round[r]
+        if len(got) < 2:
+            continue
+        level = statistics.median(math.log(o.rps) - usual[o.process] for o in got)
+        for o in got:
+            out.setdefault(o.process, []).append(
+                (r, math.exp(math.log(o.rps) - usual[o.process] - level))
+            )
+    return out
+
+
+@dataclass(frozen=True)
+class WarmRule:
+    """When a process's share of the round has stopped moving (module doc)."""
+
+    window: int = 6  # rounds of the shortest steady regime, and the trend's horizon
+    max_drift: float = 0.05  # the most the trend may move the share over ``window`` rounds
+    max_spread: float = 0.25  # 1.4826 MAD / median of the regime: beyond it, chaos
+    skip: int = 1  # first rounds never judged (connections and caches still filling)
+
+
+def warm_round(series: Sequence[tuple[int, float]], rule: WarmRule = WarmRule()) -> int | None:
+    """The round from which a process's share (``(round, share)`` in round order) is steady;
+    None while it is not (module doc)."""
+    from pywebbench.steady import SLOPE_CONFIDENCE, noise, robust_spread, segments, slope_bounds
+
+    points = list(series[rule.skip :])
+    if len(points) < rule.window:
+        return None
+    ys = [y for _, y in points]
+    start, _ = segments(ys, rel_noise=noise(ys))[-1]
+    if len(ys) - start < rule.window:
+        return None
+    regime = ys[start:]
+    centre = statistics.median(regime)
+    if centre <= 0 or robust_spread(regime) > rule.max_spread:
+        return None
+    xs = [float(r) for r, _ in points[start:]]
+    _, low, high = slope_bounds(xs, regime, SLOPE_CONFIDENCE)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    if max(abs(low), abs(high)) * rule.window > rule.max_drift * centre:
+        return None
+    return points[start][0]

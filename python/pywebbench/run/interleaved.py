@@ -1,0 +1,719 @@
+"""An interleaved group: every stack of the group up at once, loaded in slices of the same
+rounds (docs/steady-state.md#the-interleaved-study).
+
+A study with ``design = "interleaved"`` splits its cells into groups that can share the
+server cores (:func:`interleaved_groups`: one interpreter, one workload, one load point).
+For each group, :func:`run_group` starts ``processes`` server processes of every stack, each
+pinned to the server cores and verified, and keeps them all up; one engine run
+(:func:`pywebbench.load.sliced.run_sliced`) then loads them in slices, every process once a
+round in a seeded random order, with connections kept open across slices. After each round
+it judges every process's warm-up against the round and the stacks' intervals
+(:mod:`pywebbench.analysis.group`), and ends the run once every process is warm, has
+``MIN_ROUNDS`` measured rounds, and every stack's ratio to the group's reference is as narrow
+as asked (or the group's budget is spent). While it runs, each process's memory is sampled;
+one over the memory budget is stopped, marked ``leak`` with its memory curve, and the group
+goes on without it.
+
+What is stored is what a sequential study stores, so the report, ``compare``, ``history``
+and the exports read it as they are: a replicate per server process, an iteration per slice
+(``warmup`` before the process was warm, ``measured`` after; ``idx`` is the round), and the
+group's figures in each cell's flags (``flags["group"]``: req/s at the group's average round,
+the ratio to the reference with its interval, and the ratio to every other stack of the
+group, from which ranks and ties are read).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pywebbench import bringup
+from pywebbench.analysis.group import (
+    GEOMETRIC_MEAN,
+    GroupFit,
+    Observation,
+    WarmRule,
+    fit_group,
+    round_shares,
+    warm_round,
+)
+from pywebbench.bringup import StackFailure
+from pywebbench.load.sliced import (
+    SlicedResult,
+    SlicePlan,
+    SliceProgress,
+    SliceStats,
+    auto_slice_s,
+    run_sliced,
+)
+from pywebbench.meter.sampler import snapshot
+from pywebbench.run.config import LoadConfig
+from pywebbench.run.matrix import CellPlan
+from pywebbench.run.measure import no_sigint
+from pywebbench.run.rows import slice_iteration, started_server_columns
+from pywebbench.run.schedule import CellOutcome, CellProgress
+from pywebbench.steady import (
+    LEAK_FLOOR_BYTES_PER_1K,
+    LEAK_FLOOR_JIT_BYTES_PER_1K,
+    WarmupEnd,
+    drift,
+    leak,
+    preload,
+)
+from pywebbench.store import CellStatus, IterationKind, Phase, Replicate, StoreWriter, utcnow
+from pywebbench.warmup_class import WarmupClass, classify
+
+if TYPE_CHECKING:
+    from pywebbench.launch import RunningServer
+    from pywebbench.load import LoadSpec
+
+#: Measured rounds every process needs (after its own warm round) before the group may stop.
+MIN_ROUNDS = 8
+#: The stop rule's interval half-width when the study sets no ``ci_target``.
+DEFAULT_CI_WIDTH = 0.02
+#: Seconds of load each process gets alone before the first round (connections opened,
+#: imports and caches filled; a JIT compiles the path): CPython, and a JIT interpreter.
+FIRST_TOUCH_S = 0.5
+JIT_FIRST_TOUCH_S = 3.0
+#: Seconds of load on the first process that size the slices.
+PROBE_S = 1.0
+#: Seconds between memory samples of the processes.
+MEMORY_EVERY_S = 1.0
+#: The share of the machine's memory the group's processes may use together when no
+#: ``memory_budget_mib`` is set; each process gets its share of it.
+MEMORY_SHARE = 0.6
+#: A slice is dropped when other processes took more than this beyond the group's median
+#: share of the server cores during it (plus the clock ticks' resolution): a burst that
+#: hit one slice and not the round's others. Steady contention (steal, a neighbour there all
+#: the time) hits every slice alike and cancels in the round.
+WHY_BURST = "interference burst"
+
+
+def why_not_interleaved(cell: CellPlan, load: LoadConfig) -> str | None:
+    """Why ``cell`` cannot be measured in an interleaved group (None: it can): what needs a
+    server of its own per cell keeps the per-cell path (docs/steady-state.md)."""
+    if load.design != "interleaved":
+        return "design = sequential"
+    if load.faults:
+        return "--faults: the fault phase needs a server of its own"
+    if load.slo:
+        return "--slo: the knee search needs a server of its own"
+    if load.syscalls or load.flamegraph or load.instructions:
+        return "--syscalls/--flamegraph/--instructions: per-cell windows"
+    if load.warmup == "deep":
+        return "--warmup deep: Barrett's long series per process"
+    if cell.load_model != "closed":
+        return "open loop: slices run a closed loop"
+    if cell.connection_mode != "keepalive":
+        return "--connection-mode: slices keep their connections open"
+    if cell.workload.websocket:
+        return "WebSocket: slices speak HTTP"
+    if cell.protocol != "http1":
+        return "--protocol h2c: per cell"
+    if cell.bind != "tcp":
+        return "--bind unix: per cell"
+    return None
+
+
+def group_key(cell: CellPlan) -> tuple[str, str, str, str, str]:
+    """The cells that share the server cores in one interleaved group: one interpreter,
+    one workload (and its parameters), one load point."""
+    return (
+        cell.variant.stack.interpreter.name,
+        cell.workload.name,
+        json.dumps(cell.params, sort_keys=True),
+        cell.load_point,
+        cell.bind,
+    )
+
+
+def interleaved_groups(cells: Sequence[CellPlan]) -> list[list[CellPlan]]:
+    """``cells`` in interleaved groups (:func:`group_key`), in the matrix's order."""
+    groups: dict[tuple[str, str, str, str, str], list[CellPlan]] = {}
+    for c in cells:
+        groups.setdefault(group_key(c), []).append(c)
+    return list(groups.values())
+
+
+@dataclass(frozen=True)
+class GroupOptions:
+    """How a group is measured."""
+
+    processes: int = 3
+    budget_s: float = 150.0
+    ci_width: float = DEFAULT_CI_WIDTH
+    slice_s: float | None = None  # None: sized by a probe (auto_slice_s)
+    memory_budget_bytes: int | None = None  # None: sized from the machine's memory
+    interference_max: float = 0.05
+    seed: int = 0
+    reference: str | None = None  # a stack key; None: the group's geometric mean
+    rule: WarmRule = field(default_factory=WarmRule)
+
+    @classmethod
+    def of(cls, load: LoadConfig, seed: int = 0) -> GroupOptions:
+        """The options a study's ``[load]`` sets."""
+        budget = load.memory_budget_mib
+        return cls(
+            processes=load.processes,
+            budget_s=load.group_budget_s,
+            ci_width=load.ci_target if load.ci_target is not None else DEFAULT_CI_WIDTH,
+            memory_budget_bytes=budget * 2**20 if budget is not None else None,
+            interference_max=load.interference_max,
+            seed=seed,
+            reference=load.reference,
+        )
+
+
+@dataclass
+class Member:
+    """One server process of the group: the engine target ``index``."""
+
+    index: int
+    progress: CellProgress
+    k: int  # its number among its stack's processes (the replicate)
+    server: RunningServer
+    url: str
+    replicate_id: int
+    #: (unix time, RSS bytes of its tree) samples.
+    memory: list[tuple[float, int]] = field(default_factory=list)
+    #: Why it was stopped before the end (None: it ran to the end).
+    stopped: str | None = None
+    stopped_at: float | None = None
+
+    @property
+    def stack(self) -> str:
+        return self.progress.cell.variant.key
+
+
+@dataclass
+class GroupJudgement:
+    """Where the group stands after some rounds: each process's warm round, the fit."""
+
+    warm: dict[int, int | None]  # member index -> its first measured round
+    fit: GroupFit | None
+    rounds: int  # complete rounds
+    measured: dict[int, int]  # member index -> measured rounds
+
+    def widest(self, reference: str | None) -> float:
+        """The widest ratio interval of any stack to the reference (NaN: none)."""
+        if self.fit is None or len(self.fit.levels) < 2:
+            return math.nan
+        widths = [self.fit.vs_reference(s, reference).half_width for s in self.fit.levels]
+        return max(widths) if widths else math.nan
+
+
+def judge(
+    slices: Sequence[SliceStats],
+    members: Sequence[Member],
+    rule: WarmRule,
+    *,
+    dropped: Callable[[SliceStats], str | None] = lambda _: None,
+    final: bool = False,
+) -> GroupJudgement:
+    """Warm rounds and the fit from the complete slices so far. With ``final``, a process
+    that never settled is measured on its last half of rounds (and flagged by the caller)."""
+    alive = {m.index: m for m in members if m.stopped is None}
+    obs = [
+        Observation(s.round, s.target, s.rps)
+        for s in slices
+        if s.target in alive and s.requests > 0 and s.errors == 0 and dropped(s) is None
+    ]
+    rounds = len({s.round for s in slices})
+    shares = round_shares(obs)
+    warm: dict[int, int | None] = {}
+    measured: dict[int, int] = {}
+    kept: list[Observation] = []
+    for index in alive:
+        series = shares.get(index, [])
+        w = warm_round(series, rule)
+        warm[index] = w
+        if w is None and final and series:
+            w = series[len(series) // 2][0]
+        mine = [o for o in obs if o.process == index and w is not None and o.round >= w]
+        measured[index] = len(mine)
+        kept += mine
+    stack_of = {m.index: m.stack for m in alive.values()}
+    return GroupJudgement(warm, fit_group(kept, stack_of), rounds, measured)
+
+
+def enough(j: GroupJudgement, members: Sequence[Member], options: GroupOptions) -> bool:
+    """The stop rule: every live process warm with :data:`MIN_ROUNDS` measured rounds, and
+    every stack's ratio to the reference within +-``ci_width``."""
+    live = [m for m in members if m.stopped is None]
+    if not live or any(j.warm.get(m.index) is None for m in live):
+        return False
+    if min(j.measured.get(m.index, 0) for m in live) < MIN_ROUNDS:
+        return False
+    width = j.widest(options.reference)
+    return math.isfinite(width) and width <= options.ci_width
+
+
+def memory_budget(options: GroupOptions, processes: int) -> int:
+    """Bytes one process may hold: the option, else its share of :data:`MEMORY_SHARE` of
+    the machine's memory."""
+    if options.memory_budget_bytes is not None:
+        return options.memory_budget_bytes
+    import psutil
+
+    return int(psutil.virtual_memory().total * MEMORY_SHARE / max(1, processes))
+
+
+class GroupRun:
+    """One interleaved group on a host bench's stacks (module doc)."""
+
+    def __init__(
+        self,
+        cells: Sequence[CellProgress],
+        options: GroupOptions,
+        *,
+        store: StoreWriter,
+        start: Callable[[CellPlan, int], RunningServer],
+        verify: Callable[[RunningServer, CellPlan], StackFailure | None],
+        load_spec: Callable[[CellPlan, str], LoadSpec],
+        interference: Callable[[Sequence[int]], Any] | None = None,
+        say: Callable[[str], None] = lambda _: None,
+        stop: Callable[[RunningServer], object] = bringup.stop,
+        rss: Callable[[int], int | None] | None = None,
+    ) -> None:
+        self.cells = list(cells)
+        self.options = options
+        self.store = store
+        self._start = start
+        self._verify = verify
+        self._load_spec = load_spec
+        self._interference = interference
+        self._say = say
+        self._stop = stop
+        self._rss = rss or tree_rss
+        self.members: list[Member] = []
+        self.result: SlicedResult | None = None
+        self.loaded_s = 0.0
+        #: Ctrl-C ended the engine run (what it measured is stored all the same).
+        self.interrupted = False
+
+    # -- bring-up --------------------------------------------------------------------------
+
+    def bring_up(self) -> None:
+        """Start and verify every stack's processes, the stacks interleaved (process 1 of
+        each, then process 2 of each, ...), so that no stack's processes are all older. A
+        stack that fails to start or verify fails its cell; the others go on."""
+        k_total = self.options.processes
+        for k in range(k_total):
+            for p in self.cells:
+                if p.failure is not None:
+                    continue
+                self._say(f"starting {p.cell.variant.key} (process {k + 1} of {k_total})")
+                rep_id = self.store.add_replicate(
+                    Replicate(None, p.cell_id, k, CellStatus.RUNNING, utcnow())
+                )
+                try:
+                    server = self._start(p.cell, k)
+                except StackFailure as exc:
+                    self._fail_replicate(rep_id, exc)
+                    self._fail_cell(p, exc)
+                    continue
+                self.store.update_replicate(rep_id, **started_server_columns(server))
+                failure = self._verify(server, p.cell)
+                url = self._load_spec(p.cell, server.base_url).url
+                self.members.append(Member(len(self.members), p, k, server, url, rep_id))
+                if failure is not None:
+                    self._fail_replicate(rep_id, failure)
+                    self._fail_cell(p, failure)
+
+    def _fail_replicate(self, rep_id: int, exc: StackFailure) -> None:
+        with no_sigint():
+            self.store.update_replicate(
+                rep_id,
+                status=CellStatus.FAILED,
+                finished_at=utcnow(),
+                failure_phase=exc.phase,
+                failure_reason=exc.reason,
+            )
+
+    def _fail_cell(self, p: CellProgress, exc: StackFailure) -> None:
+        """``p`` failed: its processes are stopped and leave the group."""
+        p.failure = exc
+        for m in self.members:
+            if m.progress is p and m.stopped is None:
+                with no_sigint():
+                    self._stop(m.server)
+                m.stopped, m.stopped_at = f"{exc.phase}: {exc.reason}", time.time()
+        self.members = [m for m in self.members if m.progress is not p]
+        for i, m in enumerate(self.members):
+            m.index = i
+
+    def stop_all(self) -> None:
+        """Stop every process still up (shielded from Ctrl-C)."""
+        with no_sigint():
+            for m in self.members:
+                if m.stopped is None or m.stopped.startswith("leak"):
+                    try:
+                        self._stop(m.server)
+                    except Exception:  # noqa: BLE001 - stopping the rest matters more
+                        pass
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def measure(self) -> GroupJudgement | None:
+        """The interleaved engine run and its judgement; None when fewer than two processes
+        are up (nothing to interleave)."""
+        live = [m for m in self.members if m.stopped is None]
+        if len(live) < 2:
+            return None
+        first = live[0]
+        is_jit = any(m.progress.cell.variant.stack.interpreter.is_pypy for m in live)
+        touch_s = JIT_FIRST_TOUCH_S if is_jit else FIRST_TOUCH_S
+        base = self._load_spec(first.progress.cell, first.server.base_url)
+        slice_s = self.options.slice_s
+        if slice_s is None:
+            from pywebbench.load import LocalAgent
+
+            probe = LocalAgent().run(base.replace(duration_s=PROBE_S, warmup_s=0.0))
+            self.loaded_s += PROBE_S
+            if probe.interrupted:
+                raise KeyboardInterrupt
+            slice_s = auto_slice_s(probe.rps, first.progress.cell.connections)
+        settle_s = round(slice_s / 5, 3)
+        n = len(live)
+        left = self.options.budget_s - n * touch_s
+        rounds = max(MIN_ROUNDS + self.options.rule.window, int(left / (n * (slice_s + settle_s))))
+        plan = SlicePlan(
+            load=base.replace(warmup_s=touch_s),
+            targets=[m.url for m in live],
+            slice_s=slice_s,
+            settle_s=settle_s,
+            rounds=rounds,
+            seed=self.options.seed,
+        )
+        # engine targets are the live members in order
+        for i, m in enumerate(live):
+            m.index = i
+        budget = memory_budget(self.options, n)
+        accounting = (
+            self._interference([m.server.pid for m in live]) if self._interference else None
+        )
+        state = {"rounds": 0, "memory_at": 0.0}
+        self._say(
+            f"measuring {len({m.stack for m in live})} stacks x {self.options.processes} "
+            f"processes interleaved: {slice_s:g} s slices, at most {rounds} rounds "
+            f"({plan.planned_s():.0f} s)"
+        )
+
+        def watch(snap: SliceProgress) -> bool:
+            now = time.time()
+            if accounting is not None:
+                accounting.sample()
+            if now - state["memory_at"] >= MEMORY_EVERY_S:
+                state["memory_at"] = now
+                self._sample_memory(live, now, budget)
+            complete = _complete_rounds(snap.slices, n)
+            if complete <= state["rounds"]:
+                return False
+            state["rounds"] = complete
+            done = [s for s in snap.slices if s.round < complete]
+            j = judge(done, live, self.options.rule, dropped=self._dropper(accounting))
+            warm = sum(1 for m in live if m.stopped is None and j.warm.get(m.index) is not None)
+            width = j.widest(self.options.reference)
+            self._say(
+                f"round {complete}: {warm} of {sum(1 for m in live if m.stopped is None)} "
+                f"processes warm, widest CI "
+                + (f"+-{width:.1%}" if math.isfinite(width) else "n/a")
+            )
+            return enough(j, live, self.options)
+
+        preload()
+        started = time.monotonic()
+        result = run_sliced(plan, watch, interval_s=0.25)
+        self.loaded_s += time.monotonic() - started
+        self.result = result
+        self.interrupted = result.interrupted
+        self._dropped = self._dropper(accounting)
+        return judge(result.slices, live, self.options.rule, dropped=self._dropped, final=True)
+
+    def _dropper(self, accounting: Any) -> Callable[[SliceStats], str | None]:
+        """The interference rule of this run (module doc); none without accounting."""
+        if accounting is None:
+            return lambda _: None
+        limit = self.options.interference_max
+
+        def dropped(s: SliceStats) -> str | None:
+            got = accounting.other_share_read(s.started_at, s.ended_at)
+            if got is None:
+                return None
+            share, resolution = got
+            if share > limit + resolution + self._median_other(accounting):
+                return f"{WHY_BURST}: other processes took {share:.0%} of the server cores"
+            return None
+
+        return dropped
+
+    def _median_other(self, accounting: Any) -> float:
+        """The median share other processes took of the server cores over the run so far,
+        between successive samples."""
+        at = accounting.at
+        shares = []
+        for i in range(1, len(at), max(1, len(at) // 200)):
+            got = accounting.other_share(at[i - 1], at[i])
+            if got is not None:
+                shares.append(got)
+        shares.sort()
+        return shares[len(shares) // 2] if shares else 0.0
+
+    def _sample_memory(self, live: Sequence[Member], now: float, budget: int) -> None:
+        for m in live:
+            if m.stopped is not None:
+                continue
+            rss = self._rss(m.server.pid)
+            if rss is None:
+                continue
+            m.memory.append((now, rss))
+            if rss > budget:
+                m.stopped = (
+                    f"leak: {rss / 2**20:,.0f} MiB passed the memory budget of "
+                    f"{budget / 2**20:,.0f} MiB"
+                )
+                m.stopped_at = now
+                self._say(f"{m.stack} process {m.k + 1}: {m.stopped}; stopped")
+                with no_sigint():
+                    self._stop(m.server)
+
+    # -- the store -------------------------------------------------------------------------
+
+    def store_outcome(self, j: GroupJudgement) -> dict[int, dict[str, Any]]:
+        """Every slice, every process's judgement and the group's figures into the store;
+        the group figures by cell id (for the cells' flags)."""
+        assert self.result is not None
+        slices = self.result.slices
+        dropped = self._dropped
+        by_member: dict[int, list[SliceStats]] = {}
+        for s in slices:
+            by_member.setdefault(s.target, []).append(s)
+        started = min((s.started_at for s in slices), default=time.time())
+        ended = max((s.ended_at for s in slices), default=started)
+        with no_sigint():
+            for m in self.members:
+                if m.index >= len(self.result.targets):
+                    continue
+                self._store_member(m, by_member.get(m.index, []), j, dropped, started)
+        return self._group_flags(j, started, ended)
+
+    def _store_member(
+        self,
+        m: Member,
+        mine: list[SliceStats],
+        j: GroupJudgement,
+        dropped: Callable[[SliceStats], str | None],
+        t0: float,
+    ) -> None:
+        cell_id = m.progress.cell_id
+        warm = j.warm.get(m.index)
+        first = warm
+        if first is None and mine:
+            first = mine[len(mine) // 2].round  # never settled: its last half, flagged
+        shares = dict(round_shares(_observations(self.result, dropped)).get(m.index, []))
+        warm_part = [shares[s.round] for s in mine if s.round in shares and s.round < (first or 0)]
+        measured_part = [
+            shares[s.round] for s in mine if s.round in shares and s.round >= (first or 0)
+        ]
+        for s in mine:
+            kind = (
+                IterationKind.MEASURED
+                if first is not None and s.round >= first and m.stopped is None
+                else IterationKind.WARMUP
+            )
+            mem = [rss for t, rss in m.memory if s.started_at <= t <= s.ended_at + MEMORY_EVERY_S]
+            self.store.add_iteration(
+                slice_iteration(
+                    s,
+                    cell_id,
+                    dropped(s),
+                    None,
+                    m.k,
+                    kind=kind,
+                    memory=(max(mem), mem[-1]) if mem else (None, None),
+                )
+            )
+        cls: WarmupClass | None = classify(warm_part, measured_part)
+        if warm is None:
+            cls = WarmupClass.NO_STEADY_STATE
+        trend = drift(measured_part)
+        is_jit = m.progress.cell.variant.stack.interpreter.is_pypy
+        requests, memory = _requests_at(mine, m.memory)
+        grows = leak(
+            requests,
+            memory,
+            floor=LEAK_FLOOR_JIT_BYTES_PER_1K if is_jit else LEAK_FLOOR_BYTES_PER_1K,
+        )
+        leak_doc: dict[str, Any] = grows.to_dict()
+        if m.stopped is not None and m.stopped.startswith("leak"):
+            leak_doc["leaking"] = True
+            leak_doc["stopped"] = m.stopped
+        leak_doc["curve"] = [[round(t - t0, 2), rss] for t, rss in m.memory]
+        warm_s = next((s.started_at - t0 for s in mine if s.round == first), None)
+        status = CellStatus.OK if m.stopped is None and measured_part else CellStatus.FAILED
+        self.store.update_replicate(
+            m.replicate_id,
+            status=status,
+            finished_at=utcnow(),
+            warmup_end=str(WarmupEnd.STEADY if warm is not None else WarmupEnd.CAP),
+            warmup_s=warm_s,
+            steady_start_s=warm_s if warm is not None else None,
+            warmup_curve_json=json.dumps(
+                [[round(s.started_at - t0, 2), s.rps] for s in mine if s.round < (first or 0)]
+            ),
+            measured_curve_json=json.dumps(
+                [[round(s.started_at - t0, 2), s.rps] for s in mine if s.round >= (first or 0)]
+            ),
+            drift_json=json.dumps(trend.to_dict()),
+            leak_json=json.dumps(leak_doc),
+            warmup_class=str(cls.value) if cls is not None else None,
+            failure_phase=Phase.MEASURE if m.stopped else None,
+            failure_reason=m.stopped,
+        )
+
+    def _group_flags(self, j: GroupJudgement, started: float, ended: float) -> dict[int, Any]:
+        fit = j.fit
+        out: dict[int, dict[str, Any]] = {}
+        if fit is None:
+            return out
+        reference = self.options.reference
+        if reference is not None and reference not in fit.levels:
+            reference = None
+        for p in self.cells:
+            key = p.cell.variant.key
+            if key not in fit.levels:
+                continue
+            vs = fit.vs_reference(key, reference)
+            rps = fit.rps(key)
+            out[p.cell_id] = {
+                "group": group_label(p.cell),
+                "reference": reference or GEOMETRIC_MEAN,
+                "stacks": len(fit.levels),
+                "processes": fit.counts[key],
+                "df": fit.df,
+                "rps": rps,
+                "rps_low": rps * vs.low / vs.ratio if math.isfinite(vs.low) else None,
+                "rps_high": rps * vs.high / vs.ratio if math.isfinite(vs.high) else None,
+                "ratio": vs.ratio,
+                "low": vs.low if math.isfinite(vs.low) else None,
+                "high": vs.high if math.isfinite(vs.high) else None,
+                "span": [_iso(started), _iso(ended)],
+                "rounds": j.rounds,
+                "vs": {
+                    other: _triple(fit.ratio(key, other)) for other in fit.levels if other != key
+                },
+            }
+        return out
+
+
+def tree_rss(pid: int) -> int | None:
+    """The RSS of a server's process tree (None: it is gone)."""
+    try:
+        return snapshot(pid, memory_detail=False).rss_bytes
+    except Exception:  # noqa: BLE001 - a process that just went away
+        return None
+
+
+def group_label(cell: CellPlan) -> str:
+    """``pypy3.9 | hello @ c64``: what the group's cells share."""
+    return f"{cell.variant.stack.interpreter.name} | {cell.workload.name} @ {cell.load_point}"
+
+
+def _triple(iv: Any) -> list[float | None]:
+    return [
+        iv.ratio,
+        iv.low if math.isfinite(iv.low) else None,
+        iv.high if math.isfinite(iv.high) else None,
+    ]
+
+
+def _iso(unix: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(unix, timezone.utc).isoformat(timespec="seconds")
+
+
+def _observations(
+    result: SlicedResult | None, dropped: Callable[[SliceStats], str | None]
+) -> list[Observation]:
+    if result is None:
+        return []
+    return [
+        Observation(s.round, s.target, s.rps)
+        for s in result.slices
+        if s.requests > 0 and s.errors == 0 and dropped(s) is None
+    ]
+
+
+def _complete_rounds(slices: Sequence[SliceStats], targets: int) -> int:
+    """Rounds complete from the first: every target's slice of them is in."""
+    per: dict[int, int] = {}
+    for s in slices:
+        per[s.round] = per.get(s.round, 0) + 1
+    r = 0
+    while per.get(r, 0) >= targets:
+        r += 1
+    return r
+
+
+def _requests_at(
+    mine: Sequence[SliceStats], memory: Sequence[tuple[float, int]]
+) -> tuple[list[float], list[float]]:
+    """(requests served by then, RSS) at each memory sample: the leak test's axes."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for t, rss in memory:
+        served = sum(s.requests for s in mine if s.ended_at <= t)
+        xs.append(float(served))
+        ys.append(float(rss))
+    return xs, ys
+
+
+def run_group(
+    run: GroupRun,
+    say: Callable[[str], None] = lambda _: None,
+) -> list[CellOutcome]:
+    """Bring the group up, measure it, store it, take it down: each cell's outcome (the
+    group's figures in its ``flags``). Raises KeyboardInterrupt on Ctrl-C, after storing
+    every slice measured so far and stopping every process."""
+    try:
+        run.bring_up()
+        j = run.measure()
+        flags = run.store_outcome(j) if j is not None else {}
+    finally:
+        run.stop_all()
+    if run.interrupted:
+        raise KeyboardInterrupt
+    out = []
+    for p in run.cells:
+        ok = sum(1 for m in run.members if m.progress is p and m.stopped is None)
+        failure = p.failure
+        if failure is None and p.cell_id not in flags:
+            why = (
+                "fewer than two server processes of the group were up"
+                if j is None
+                else "no measured slice (every process stopped or unsettled)"
+            )
+            failure = StackFailure(Phase.MEASURE, why)
+        out.append(
+            CellOutcome(
+                ok if failure is None else 0,
+                run.options.processes,
+                failure,
+                None,
+                flags.get(p.cell_id),
+            )
+        )
+    return out
+
+
+def with_log_dir(options: bringup.LaunchOptions, cell: CellPlan, k: int) -> bringup.LaunchOptions:
+    """``options`` with a log directory of the process's own."""
+    where = Path(options.log_dir) / cell.variant.key.replace("/", "_") / cell.workload.name
+    return dataclasses.replace(options, log_dir=where / f"process-{k}")

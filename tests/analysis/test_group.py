@@ -1,0 +1,209 @@
+"""The interleaved group's statistics on synthetic slices: deterministic (seeded), no host.
+
+Each series is built from the model the fit assumes (round effect x process effect x noise)
+or from shapes the warm-up rule must tell apart, so that every assertion holds by
+construction or by a seeded simulation whose outcome is fixed.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from pywebbench.ab.estimate import RoundPair, paired_ratio
+from pywebbench.analysis.group import (
+    GEOMETRIC_MEAN,
+    Observation,
+    WarmRule,
+    fit_group,
+    ranked,
+    round_shares,
+    warm_round,
+)
+from pywebbench.load.sliced import SliceStats
+
+
+def simulate(
+    levels: dict[str, float],
+    *,
+    processes: int = 3,
+    rounds: int = 30,
+    process_sd: float = 0.01,
+    slice_sd: float = 0.01,
+    host_sd: float = 0.3,
+    seed: int = 0,
+) -> tuple[list[Observation], dict[int, str]]:
+    """Slices of a group: every stack's ``processes`` processes once a round; the host moves
+    every slice of a round alike by ``host_sd`` (log scale), processes of one stack differ by
+    ``process_sd``, slices by ``slice_sd``."""
+    rng = random.Random(seed)
+    stack_of: dict[int, str] = {}
+    effect: dict[int, float] = {}
+    for name, level in levels.items():
+        for _ in range(processes):
+            p = len(stack_of)
+            stack_of[p] = name
+            effect[p] = math.log(level) + rng.gauss(0, process_sd)
+    obs = []
+    for r in range(rounds):
+        host = rng.gauss(0, host_sd)
+        for p in stack_of:
+            obs.append(
+                Observation(r, p, 10_000 * math.exp(effect[p] + host + rng.gauss(0, slice_sd)))
+            )
+    return obs, stack_of
+
+
+def test_the_fit_cancels_the_hosts_drift() -> None:
+    obs, stack_of = simulate({"a": 1.0, "b": 1.10, "c": 2.0}, host_sd=0.4)
+    fit = fit_group(obs, stack_of)
+    assert fit is not None
+    assert fit.df == 9 - 3
+    b_over_a = fit.ratio("b", "a")
+    # a 40% swing of the host's speed every round, and the ratio still within 2% of 1.10
+    assert b_over_a.ratio == pytest.approx(1.10, rel=0.02)
+    assert b_over_a.low < 1.10 < b_over_a.high
+    assert not b_over_a.tie
+    assert fit.ratio("c", "a").ratio == pytest.approx(2.0, rel=0.02)
+
+
+def test_the_geometric_mean_reference_multiplies_to_one() -> None:
+    obs, stack_of = simulate({"a": 1.0, "b": 1.5, "c": 3.0})
+    fit = fit_group(obs, stack_of)
+    assert fit is not None
+    product = math.prod(fit.vs_reference(s).ratio for s in fit.levels)
+    assert product == pytest.approx(1.0, rel=1e-9)
+    assert fit.vs_reference("a", GEOMETRIC_MEAN) == fit.vs_reference("a")
+    # a named reference is the plain ratio to it
+    assert fit.vs_reference("c", "a") == fit.ratio("c", "a")
+    # the geometric mean of 1, 1.5 and 3 is 1.651: c is 3 / 1.651 of it
+    assert fit.vs_reference("c").ratio == pytest.approx(3.0 / (4.5 ** (1 / 3)), rel=0.02)
+
+
+def test_absolute_rps_is_at_the_groups_average_round() -> None:
+    obs, stack_of = simulate({"a": 1.0, "b": 2.0}, host_sd=0.0, slice_sd=0.001, process_sd=0.0)
+    fit = fit_group(obs, stack_of)
+    assert fit is not None
+    assert fit.rps("a") == pytest.approx(10_000, rel=0.01)
+    assert fit.rps("b") == pytest.approx(20_000, rel=0.01)
+
+
+def test_missing_slices_need_no_complete_round() -> None:
+    obs, stack_of = simulate({"a": 1.0, "b": 1.2}, rounds=40)
+    rng = random.Random(5)
+    thinned = [o for o in obs if rng.random() > 0.3]  # 30% of slices dropped at random
+    fit = fit_group(thinned, stack_of)
+    assert fit is not None
+    assert fit.ratio("b", "a").ratio == pytest.approx(1.2, rel=0.03)
+
+
+def test_processes_that_share_no_round_cannot_be_compared() -> None:
+    obs = [Observation(0, 0, 100.0), Observation(0, 1, 110.0)]
+    obs += [Observation(1, 2, 300.0), Observation(1, 3, 330.0)]
+    assert fit_group(obs, {0: "a", 1: "a", 2: "b", 3: "b"}) is None
+    assert fit_group([], {0: "a"}) is None
+
+
+def test_one_process_a_stack_has_no_interval() -> None:
+    obs, stack_of = simulate({"a": 1.0, "b": 1.2}, processes=1)
+    fit = fit_group(obs, stack_of)
+    assert fit is not None and fit.df == 0
+    got = fit.ratio("b", "a")
+    assert math.isnan(got.low) and math.isnan(got.half_width)
+    assert got.tie  # no interval: not called different
+
+
+def test_two_stacks_are_the_ab_estimate() -> None:
+    """ab's paired ratio is the group fit of two stacks (one implementation)."""
+    obs, stack_of = simulate({"base": 1.0, "change": 0.95}, processes=4, seed=3)
+    by = {(o.round, o.process): o for o in obs}
+
+    def sl(o: Observation, target: int) -> SliceStats:
+        return SliceStats(
+            index=0, round=o.round, target=target, requests=1000, errors=0, timeouts=0,
+            duration_s=1.0, rps=o.rps, started_at=0.0, ended_at=1.0, p50_us=1, p99_us=2,
+        )  # fmt: skip
+
+    pairs = [
+        RoundPair(r, sl(by[(r, k)], 2 * k), sl(by[(r, 4 + k)], 2 * k + 1), None, k)
+        for r in range(30)
+        for k in range(4)
+    ]
+    est = paired_ratio(pairs, processes=4)
+    fit = fit_group(obs, stack_of)
+    assert est is not None and fit is not None
+    direct = fit.ratio("change", "base")
+    assert est.ratio == pytest.approx(direct.ratio, rel=1e-9)
+    assert (est.low, est.high) == pytest.approx((direct.low, direct.high), rel=1e-9)
+
+
+def test_twins_are_tied_as_often_as_the_interval_says() -> None:
+    """Coverage: 400 seeded groups of one stack entered twice (plus two others), each with
+    the host swinging 30% a round; the twins' 95% interval holds 1 in 93-97% of them
+    (binomial 95% range for 400 trials: 92.9-97.1%), and a stack 5% slower than its twin
+    (process spread 1%) is found slower in at least 95%."""
+    tied = slower = 0
+    for seed in range(400):
+        obs, stack_of = simulate(
+            {"twin1": 1.0, "twin2": 1.0, "minus5": 0.95, "other": 1.7}, seed=seed, rounds=16
+        )
+        fit = fit_group(obs, stack_of)
+        assert fit is not None
+        tied += fit.ratio("twin1", "twin2").tie
+        five = fit.ratio("minus5", "twin1")
+        slower += five.high < 1.0
+    assert 372 <= tied <= 388
+    assert slower >= 380
+
+
+def test_ranked_orders_and_ties() -> None:
+    obs, stack_of = simulate({"slow": 1.0, "fast": 2.0, "fast-twin": 2.0}, seed=1)
+    fit = fit_group(obs, stack_of)
+    assert fit is not None
+    order = ranked(fit)
+    assert [s for s, _ in order][2] == "slow"
+    assert order[0][1] is None
+    assert order[1][1] is not None and order[1][1].tie  # the twins
+    assert order[2][1] is not None and not order[2][1].tie and order[2][1].ratio > 1.9
+
+
+# ---------------------------------------------------------------- warm-up against the round
+
+
+def test_shares_are_free_of_the_host_and_of_the_stacks_levels() -> None:
+    """Stacks ten times apart and a host swinging 40% a round: every steady process's share
+    stays near 1 (a median over the raw slices would jump between the two stacks)."""
+    obs, _ = simulate({"slow": 1.0, "fast": 10.0}, host_sd=0.4, slice_sd=0.005, process_sd=0.0)
+    shares = round_shares(obs)
+    assert set(shares) == set(range(6))
+    values = [v for series in shares.values() for _, v in series]
+    assert max(abs(v - 1.0) for v in values) < 0.05
+
+
+def _series(values: list[float]) -> list[tuple[int, float]]:
+    return list(enumerate(values))
+
+
+def test_a_process_warming_up_is_warm_where_its_share_settles() -> None:
+    rng = random.Random(2)
+    ramp = [0.5 + 0.05 * r for r in range(10)]  # 0.5 -> 0.95 over 10 rounds
+    flat = [1.0 + rng.gauss(0, 0.01) for _ in range(20)]
+    found = warm_round(_series([*ramp, *flat]))
+    assert found is not None and 9 <= found <= 11
+
+
+def test_a_flat_process_is_warm_from_its_first_judged_round() -> None:
+    rng = random.Random(3)
+    found = warm_round(_series([1.0 + rng.gauss(0, 0.01) for _ in range(12)]), WarmRule(skip=1))
+    assert found == 1
+
+
+def test_a_process_still_climbing_is_not_warm() -> None:
+    rng = random.Random(4)
+    climbing = [0.5 + 0.02 * r + rng.gauss(0, 0.005) for r in range(30)]
+    assert warm_round(_series(climbing)) is None
+
+
+def test_too_few_rounds_are_not_judged() -> None:
+    assert warm_round(_series([1.0] * 5), WarmRule(window=6, skip=0)) is None

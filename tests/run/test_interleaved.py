@@ -1,0 +1,291 @@
+"""The interleaved group (run/interleaved.py): which cells it takes, its stop rule on
+synthetic slices, and whole groups of real reference servers on loopback.
+
+The reference servers answer after a fixed delay, so their throughput is set by a timer,
+not by the CPU: a server four times slower per request reads slower whatever the host
+does to the cores. No test here asserts a statistical power or a CI width (those are
+benchmarks: benchmarks/tournament.py); they assert what must hold on any host: the group
+runs, stores what it measured, ranks a 4x gap the right way round, stops a process over the
+memory budget and goes on, fails a stack that does not verify, and leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from pywebbench.bringup import StackFailure
+from pywebbench.load import LoadSpec
+from pywebbench.load.sliced import SliceStats
+from pywebbench.refserver import RefServer
+from pywebbench.run.config import resolve
+from pywebbench.run.interleaved import (
+    MIN_ROUNDS,
+    GroupOptions,
+    GroupRun,
+    Member,
+    enough,
+    interleaved_groups,
+    judge,
+    run_group,
+    why_not_interleaved,
+)
+from pywebbench.run.matrix import expand
+from pywebbench.run.schedule import CellProgress
+from pywebbench.store import Phase
+
+# ----------------------------------------------------------------------------- the cells
+
+
+def test_a_quick_study_is_grouped_by_interpreter_and_workload() -> None:
+    config = resolve(None, {"matrix": {"interpreters": ["cpython3.11"]}}, profile="quick")
+    assert config.load.design == "interleaved"
+    cells = expand(config).cells
+    assert all(why_not_interleaved(c, config.load) is None for c in cells)
+    groups = interleaved_groups(cells)
+    assert len(groups) == 2  # hello, cpu
+    for g in groups:
+        assert len({c.workload.name for c in g}) == 1
+        assert len({c.variant.key for c in g}) == len(g) == 6
+
+
+@pytest.mark.parametrize(
+    ("load", "why"),
+    [
+        ({"design": "sequential"}, "design = sequential"),
+        ({"slo": "p99=20ms"}, "--slo"),
+        ({"syscalls": True}, "--syscalls"),
+        ({"warmup": "deep"}, "--warmup deep"),
+        ({"connection_mode": ["close"]}, "--connection-mode"),
+        ({"rates": [1000.0], "model": "open"}, "open loop"),
+    ],
+)
+def test_what_needs_a_server_of_its_own_keeps_the_per_cell_path(
+    load: dict[str, Any], why: str
+) -> None:
+    config = resolve(
+        None,
+        {"matrix": {"interpreters": ["cpython3.11"], "workloads": ["hello"]}, "load": load},
+        profile="quick",
+    )
+    reasons = {why_not_interleaved(c, config.load) for c in expand(config).cells}
+    assert len(reasons) == 1
+    (reason,) = reasons
+    assert reason is not None and why in reason
+
+
+# ------------------------------------------------------------------------- the stop rule
+
+
+def _slices(levels: dict[int, list[float]]) -> list[SliceStats]:
+    out = []
+    for target, series in levels.items():
+        for r, rps in enumerate(series):
+            out.append(
+                SliceStats(
+                    index=len(out), round=r, target=target, requests=int(rps / 4), errors=0,
+                    timeouts=0, duration_s=0.25, rps=rps, started_at=float(r),
+                    ended_at=r + 0.25, p50_us=100, p99_us=900,
+                )
+            )  # fmt: skip
+    return out
+
+
+def _members(stacks: list[str], k: int) -> list[Member]:
+    out = []
+    for s in stacks:
+        cell = SimpleNamespace(variant=SimpleNamespace(key=s))
+        progress = cast(CellProgress, SimpleNamespace(cell=cell))
+        for j in range(k):
+            server = cast(Any, SimpleNamespace(pid=0, base_url=""))
+            out.append(Member(len(out), progress, j, server, "", 0))
+    return out
+
+
+def test_the_group_stops_once_every_process_is_warm_and_every_interval_narrow() -> None:
+    rounds = MIN_ROUNDS + 8
+    wobble = [1.0, 1.004, 0.997, 1.002, 0.999, 1.003, 0.998, 1.001]
+    levels = {
+        t: [base * (1 + 0.004 * t) * wobble[(r + t) % 8] for r in range(rounds)]
+        for t, base in enumerate([1000.0] * 3 + [2000.0] * 3)
+    }
+    members = _members(["a", "b"], 3)
+    j = judge(_slices(levels), members, GroupOptions().rule)
+    assert all(w is not None for w in j.warm.values())
+    assert enough(j, members, GroupOptions(ci_width=0.05))
+    assert not enough(j, members, GroupOptions(ci_width=0.0001))  # not that narrow
+
+
+def test_a_process_still_warming_holds_the_group() -> None:
+    rounds = MIN_ROUNDS + 8
+    levels = {t: [1000.0 + (t % 2) for _ in range(rounds)] for t in range(6)}
+    levels[4] = [500.0 + 30.0 * r for r in range(rounds)]  # climbing all along
+    members = _members(["a", "b"], 3)
+    j = judge(_slices(levels), members, GroupOptions().rule)
+    assert j.warm[4] is None
+    assert not enough(j, members, GroupOptions(ci_width=1.0))
+    final = judge(_slices(levels), members, GroupOptions().rule, final=True)
+    assert final.measured[4] == rounds // 2  # measured on its last half, flagged by the caller
+
+
+# -------------------------------------------------------------- groups of real servers
+
+
+@dataclass
+class FakeStore:
+    """The store writes a group makes, kept in memory."""
+
+    replicates: dict[int, dict[str, Any]] = field(default_factory=dict)
+    iterations: list[Any] = field(default_factory=list)
+
+    def add_replicate(self, rep: Any) -> int:
+        self.replicates[len(self.replicates) + 1] = {"cell_id": rep.cell_id, "k": rep.replicate}
+        return len(self.replicates)
+
+    def update_replicate(self, rep_id: int, **cols: Any) -> None:
+        self.replicates[rep_id].update(cols)
+
+    def add_iteration(self, it: Any) -> None:
+        self.iterations.append(it)
+
+
+class Served:
+    """A reference server as the group sees a running server."""
+
+    def __init__(self, ref: RefServer) -> None:
+        self.ref = ref
+        self.base_url = f"http://127.0.0.1:{ref.port}"
+        group = ref._group  # noqa: SLF001 - its process group, to read its pid
+        assert group is not None
+        self.pid = group.pid
+        self.cold_start_s = 0.0
+        self.log_path = "-"
+
+
+def _cell(stack: str, delay_ms: float) -> Any:
+    interp = SimpleNamespace(name="refserver", is_pypy=False)
+    return SimpleNamespace(
+        variant=SimpleNamespace(key=stack, stack=SimpleNamespace(interpreter=interp)),
+        workload=SimpleNamespace(name="hello"),
+        load_point="c16",
+        connections=16,
+        delay_ms=delay_ms,
+    )
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Served]]:
+    """Every reference server a test started, stopped after it whatever happened."""
+    started: list[Served] = []
+    yield started
+    for s in started:
+        s.ref.stop()
+
+
+def _group(
+    servers: list[Served],
+    cells: list[Any],
+    *,
+    verify: Any = lambda server, cell: None,
+    rss: Any = None,
+    **options: Any,
+) -> GroupRun:
+    def start(cell: Any, k: int) -> Any:
+        ref = RefServer(delay_ms=cell.delay_ms, cpus=[0]).start()
+        served = Served(ref)
+        servers.append(served)
+        return served
+
+    def load_spec(cell: Any, base_url: str) -> LoadSpec:
+        return LoadSpec(url=base_url + "/hello", connections=16, duration_s=1.0, cpus=[1])
+
+    progress = [CellProgress(cell=c, cell_id=i + 1, ok=0, next_rep=0) for i, c in enumerate(cells)]
+    defaults: dict[str, Any] = {"processes": 2, "budget_s": 12.0, "slice_s": 0.1, "ci_width": 0.5}
+    return GroupRun(
+        progress,
+        GroupOptions(**(defaults | options)),
+        store=cast(Any, FakeStore()),
+        start=start,
+        verify=verify,
+        load_spec=load_spec,
+        stop=lambda s: s.ref.stop(),
+        rss=rss,
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_group_of_reference_servers_ranks_a_4x_gap_and_stores_every_slice(
+    servers: list[Served],
+) -> None:
+    """1 ms against 4 ms per response over 16 connections: about 16,000 against 4,000
+    requests/s, set by the servers' timers. For the slower one to read within 1.5x of the
+    faster, the faster would have to lose over 60% of its throughput relative to the slower
+    in the same rounds, slice after slice: no host's steal does that to one server of a
+    round and not the other (the bound's false-failure rate is nil for any steal that is
+    shared within a round)."""
+    run = _group(servers, [_cell("fast", 1.0), _cell("slow", 4.0)])
+    outcomes = run_group(run)
+    assert [o.failure for o in outcomes] == [None, None]
+    assert [o.ok for o in outcomes] == [2, 2]
+    fast, slow = (o.group for o in outcomes)
+    assert fast is not None and slow is not None
+    assert fast["vs"]["slow"][0] > 1.5
+    assert fast["vs"]["slow"][1] is not None and fast["vs"]["slow"][1] > 1.0  # not tied
+    assert fast["rps"] > slow["rps"] and fast["processes"] == 2
+    assert fast["reference"] == "geometric mean"
+    store = cast(FakeStore, run.store)
+    assert run.result is not None
+    assert len(store.iterations) == len(run.result.slices) > 0
+    kinds = {it.kind for it in store.iterations}
+    assert "measured" in kinds
+    assert all(r["status"] == "ok" for r in store.replicates.values())
+    assert all(r.get("warmup_class") for r in store.replicates.values())
+    assert not any(_alive(s.pid) for s in servers)
+
+
+def test_a_process_over_the_memory_budget_is_stopped_and_the_group_goes_on(
+    servers: list[Served],
+) -> None:
+    big: set[int] = set()
+
+    def rss(pid: int) -> int | None:
+        if not big and len(servers) == 4:
+            big.add(servers[3].pid)  # the slow stack's second process
+        return 8 * 2**30 if pid in big else 40 * 2**20
+
+    run = _group(
+        servers, [_cell("fast", 1.0), _cell("slow", 4.0)], rss=rss, memory_budget_bytes=2**30
+    )
+    outcomes = run_group(run)
+    assert [o.failure for o in outcomes] == [None, None]
+    assert [o.ok for o in outcomes] == [2, 1]  # the group went on without it
+    stopped = [m for m in run.members if m.stopped]
+    assert len(stopped) == 1 and stopped[0].stopped is not None
+    assert stopped[0].stopped.startswith("leak: 8,192 MiB passed the memory budget")
+    store = cast(FakeStore, run.store)
+    failed = [r for r in store.replicates.values() if r["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["failure_reason"].startswith("leak")
+    assert '"stopped"' in failed[0]["leak_json"] and '"curve"' in failed[0]["leak_json"]
+    assert not any(_alive(s.pid) for s in servers)
+
+
+def test_a_stack_that_fails_verification_leaves_the_group(servers: list[Served]) -> None:
+    def verify(server: Any, cell: Any) -> StackFailure | None:
+        return StackFailure(Phase.VERIFY, "wrong body") if cell.variant.key == "slow" else None
+
+    run = _group(servers, [_cell("fast", 1.0), _cell("slow", 4.0)], verify=verify)
+    outcomes = run_group(run)
+    assert outcomes[1].failure is not None and outcomes[1].failure.phase == Phase.VERIFY
+    assert outcomes[0].failure is None and outcomes[0].ok == 2
+    assert not any(_alive(s.pid) for s in servers)
