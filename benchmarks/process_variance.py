@@ -29,9 +29,9 @@ from pathlib import Path
 from pywebbench import bringup
 from pywebbench.ab.session import auto_slice_s
 from pywebbench.ab.sides import parse_side, side_overrides, side_study
-from pywebbench.ab.speed import SliceSpeeds, at_one_speed
 from pywebbench.load import LocalAgent
 from pywebbench.load.sliced import SlicePlan, run_sliced
+from pywebbench.meter.slice_speed import SliceSpeeds, at_one_speed
 from pywebbench.run.host import split_cpus
 from scipy import stats
 

@@ -12,8 +12,8 @@ from pywebbench.ab.estimate import (
     paired_ratio,
     processes_kept,
 )
-from pywebbench.ab.interference import CoreAccounting
 from pywebbench.load.sliced import SliceStats
+from pywebbench.meter.slice_interference import CoreAccounting
 
 
 def _slice(

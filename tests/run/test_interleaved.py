@@ -60,6 +60,8 @@ def test_a_quick_study_is_grouped_by_interpreter_and_workload() -> None:
         ({"slo": "p99=20ms"}, "--slo"),
         ({"syscalls": True}, "--syscalls"),
         ({"warmup": "deep"}, "--warmup deep"),
+        ({"warmup": "fixed"}, "--warmup fixed"),
+        ({"server_scope": "stack"}, "--server-scope stack"),
         ({"connection_mode": ["close"]}, "--connection-mode"),
         ({"rates": [1000.0], "model": "open"}, "open loop"),
     ],

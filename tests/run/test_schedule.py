@@ -39,7 +39,8 @@ CPYTHON = default_interpreters()[0].name
 
 
 def _config(**load: Any) -> StudyConfig:
-    """Two stacks x two workloads x two binds: 8 cells."""
+    """Two stacks x two workloads x two binds: 8 cells, measured one after another unless
+    ``design="interleaved"`` is given."""
     return resolve(
         {
             "matrix": {
@@ -48,7 +49,7 @@ def _config(**load: Any) -> StudyConfig:
                 "frameworks": ["raw-wsgi"],
                 "workloads": ["hello", "cpu"],
             },
-            "load": {"bind": ["tcp", "unix"], **load},
+            "load": {"bind": ["tcp", "unix"], "design": "sequential", **load},
             "cpus": {"server": [0], "generator": [1]},
             "report": False,
         }
@@ -124,8 +125,10 @@ class FakeExecutor:
     fail: dict[str, tuple[int, StackFailure]] = field(default_factory=dict)
     stop_at: int | None = None
     rounds: list[list[list[str]]] = field(default_factory=list)
+    groups: list[list[list[str]]] = field(default_factory=list)
     study: StudyContext | None = None
     name: str = "fake"
+    parallel: bool = True
     loaded_s: float = 0.0
 
     @contextmanager
@@ -151,6 +154,25 @@ class FakeExecutor:
                     )
                 ok = p.ok + (0 if failed else 1)
                 outcomes.append(CellOutcome(ok, p.next_rep + 1, failed))
+            out.append(outcomes)
+        self.loaded_s += 1.0
+        return out
+
+    def run_groups(self, groups: Sequence[Sequence[CellProgress]]) -> list[list[CellOutcome]]:
+        """Each interleaved group whole: ``processes`` replicates a cell, its figures."""
+        if self.stop_at == 0:
+            raise KeyboardInterrupt
+        self.groups.append([[p.cell.key for p in g] for g in groups])
+        out = []
+        for group in groups:
+            outcomes = []
+            for p in group:
+                assert self.study is not None
+                for k in range(3):
+                    self.study.store.add_replicate(
+                        Replicate(None, p.cell_id, k, CellStatus.OK, utcnow())
+                    )
+                outcomes.append(CellOutcome(3, 3, None, None, {"rps": 1000.0, "processes": 3}))
             out.append(outcomes)
         self.loaded_s += 1.0
         return out
@@ -364,3 +386,43 @@ def test_the_runner_resumes_an_interrupted_study_without_measuring_twice(
             executor=FakeExecutor(),
         )
         assert finished.cells_skipped == len(matrix.cells) and finished.cells_ok == 0
+
+
+def test_an_interleaved_study_measures_each_group_once_and_the_rest_cell_by_cell(
+    tmp_path: Path,
+) -> None:
+    """The TCP cells form interleaved groups (one per workload: both stacks in each); the
+    unix-socket cells, which a group does not hold, take the sequential rounds. Every cell
+    ends ok, the grouped ones with their group's figures in their flags."""
+    config = _config(replicates=2, design="interleaved")
+    matrix = expand(config)
+    with Store(tmp_path / "s.sqlite") as store:
+        executor = FakeExecutor()
+        outcome = run_study(config, matrix, store, results_dir=tmp_path, executor=executor)
+        assert outcome.status == RunStatus.COMPLETED and outcome.cells_ok == 8
+        assert len(executor.groups) == 1  # one call: every group of the study
+        (groups,) = executor.groups
+        assert sorted(len(g) for g in groups) == [2, 2]
+        assert all("unix" not in key for g in groups for key in g)
+        sequential = {key for r in executor.rounds for g in r for key in g}
+        assert len(sequential) == 4 and all("unix" in key for key in sequential)
+        rows = store.cells(outcome.run_id)
+        grouped = [c for c in rows if "group" in c.flags]
+        assert len(grouped) == 4 and all(c.flags["group"]["processes"] == 3 for c in grouped)
+
+
+def test_ctrl_c_in_an_interleaved_group_leaves_its_cells_resumable(tmp_path: Path) -> None:
+    config = _config(replicates=2, design="interleaved", bind=["tcp"])
+    matrix = expand(config)
+    with Store(tmp_path / "s.sqlite") as store:
+        outcome = run_study(
+            config, matrix, store, results_dir=tmp_path, executor=FakeExecutor(stop_at=0)
+        )
+        assert outcome.status == RunStatus.INTERRUPTED
+        assert {c.status for c in store.cells(outcome.run_id)} == {CellStatus.INTERRUPTED}
+        again = FakeExecutor()
+        resumed = run_study(
+            config, matrix, store, results_dir=tmp_path, run_id=outcome.run_id, executor=again
+        )
+        assert resumed.status == RunStatus.COMPLETED and resumed.cells_ok == 4
+        assert len(again.groups) == 1

@@ -6,8 +6,8 @@ with the shared bring-up (:mod:`pywebbench.bringup`), pinned to the same server 
 stay up and warm for the whole run; the load comes from one engine run
 (:func:`pywebbench.load.sliced.run_sliced`) whose targets are every side's servers.
 While it runs, every progress snapshot samples the server cores' CPU accounting
-(:mod:`pywebbench.ab.interference`) and re-estimates the ratio; once its CI is narrower than
-asked the engine is told "enough". With ``instructions`` each side is then counted under
+(:mod:`pywebbench.meter.slice_interference`) and re-estimates the ratio; once its CI is
+narrower than asked the engine is told "enough". With ``instructions`` each side is then counted under
 valgrind (:mod:`pywebbench.run.instructions`) on ``processes`` fresh servers of its own, the
 sides in turn, after the timed run, so no count shares the cores with it; the counts'
 ratio has an interval over those server processes, like the time ratio.
@@ -34,9 +34,7 @@ from pywebbench.ab.estimate import (
     paired_ratio,
     side_process,
 )
-from pywebbench.ab.interference import CoreAccounting
 from pywebbench.ab.sides import SideError, SideStudy
-from pywebbench.ab.speed import Scaled, SliceSpeeds, at_one_speed
 from pywebbench.compare.ratio import RatioEstimate, ratio_of_medians
 from pywebbench.compare.verdict import count_span
 from pywebbench.load import LoadResult, LoadSpec, LocalAgent
@@ -49,6 +47,8 @@ from pywebbench.load.sliced import (
     auto_slice_s,
     run_sliced,
 )
+from pywebbench.meter.slice_interference import CoreAccounting
+from pywebbench.meter.slice_speed import Scaled, SliceSpeeds, at_one_speed
 from pywebbench.run import instructions
 from pywebbench.run.host import split_cpus
 from pywebbench.stats import median
@@ -100,7 +100,7 @@ class AbOptions:
     #: Count each side's instructions per request under valgrind after the timed run, on
     #: ``processes`` fresh servers a side (FIGURE_INSTRUCTIONS needs it).
     instructions: bool = False
-    #: Probe the server cores' speed and judge the slices at one speed (ab/speed.py).
+    #: Probe the server cores' speed and judge the slices at one speed (meter/slice_speed.py).
     core_speed: bool = True
     #: Server processes per side, each loaded in every round; the interval is over them
     #: (ab/estimate.py). 1: over the rounds, without the process-to-process variation.

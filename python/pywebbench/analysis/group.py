@@ -28,8 +28,10 @@ A/B estimate of :mod:`pywebbench.ab.estimate`.
 **Warm-up against the round** (:func:`warm_round`): a process's *share* of each round
 (:func:`round_shares`: its slice against the round's level) is free of the host's drift. It is
 cut at its changepoints (PELT, :func:`pywebbench.steady.segments`); the process is warm from
-the start of its last regime once that regime holds ``window`` rounds and its Theil-Sen slope
-bounds keep it within ``max_drift`` of its level over ``window`` rounds.
+the start of its last regime once that regime holds ``window`` rounds and has stopped moving:
+its Theil-Sen slope's 99% interval holds 0 (no trend the slices can show), or keeps it within
+``max_drift`` of its level over ``window`` rounds. A share still climbing (a JIT compiling)
+has an interval above 0 and a regime that keeps being cut.
 """
 
 from __future__ import annotations
@@ -240,6 +242,6 @@ def warm_round(series: Sequence[tuple[int, float]], rule: WarmRule = WarmRule())
     _, low, high = slope_bounds(xs, regime, SLOPE_CONFIDENCE)
     if not (math.isfinite(low) and math.isfinite(high)):
         return None
-    if max(abs(low), abs(high)) * rule.window > rule.max_drift * centre:
-        return None
-    return points[start][0]
+    flat = low <= 0.0 <= high  # no trend the slices can show
+    small = max(abs(low), abs(high)) * rule.window <= rule.max_drift * centre
+    return points[start][0] if flat or small else None

@@ -206,8 +206,8 @@ def _load_plan(config: StudyConfig, matrix: Matrix) -> str:
     if together:
         n = len(interleaved_groups(together))
         parts.append(
-            f"{n} interleaved group{'s' if n > 1 else ''} ({load.processes} server processes "
-            f"a stack), at most {n * load.group_budget_s / 60:.1f} min of load"
+            f"{n} interleaved group{'s' if n > 1 else ''} ({max(2, load.replicates)} server "
+            f"processes a stack), at most {n * load.group_budget_s / 60:.1f} min of load"
         )
     if alone:
         per_cell = load.replicates * load.iterations_per_replicate

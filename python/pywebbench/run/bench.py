@@ -202,7 +202,7 @@ class HostBench:
         ``processes`` servers of each stack up together, loaded in slices of the same rounds;
         each cell's outcome, its group figures included. Raises on Ctrl-C (what was measured
         is stored, every server is stopped)."""
-        from pywebbench.ab.interference import CoreAccounting
+        from pywebbench.meter.slice_interference import CoreAccounting
         from pywebbench.run.interleaved import GroupOptions, GroupRun, run_group, with_log_dir
 
         cells = [dataclasses.replace(p) for p in group]
@@ -241,6 +241,8 @@ class HostBench:
             load_spec=load_spec,
             interference=lambda pids: CoreAccounting(cpus, pids),
             say=self.events.phase,
+            generator_cpus=self.setup.generator_cpus,
+            server_cpus=cpus,
         )
         try:
             if runnable:

@@ -152,8 +152,20 @@ class LoadConfig(Table):
     iterations: Annotated[int, Flag("--iterations")] = Field(
         1, ge=1, le=100, description="Measured iterations per replicate."
     )
-    replicates: Annotated[int, Flag("--replicates", help="Fresh server processes per cell.")] = (
-        Field(3, ge=1, le=100, description="Fresh server processes per cell (one after the other).")
+    replicates: Annotated[
+        int,
+        Flag(
+            "--replicates",
+            help="Server processes per cell: fresh ones one after another (sequential), or "
+            "kept up together in its group (interleaved, at least 2).",
+        ),
+    ] = Field(
+        3,
+        ge=1,
+        le=100,
+        description="Server processes per cell: fresh ones one after the other (sequential), "
+        "or kept up together and loaded in turn in the cell's group (interleaved: at least 2; "
+        "the intervals are over them).",
     )
     ci_target: Annotated[float | None, Flag("--ci-target", help=CI_TARGET_HELP)] = Field(
         None,
@@ -250,23 +262,13 @@ class LoadConfig(Table):
             "take the sequential path either way.",
         )
     )
-    processes: Annotated[
-        int,
-        Flag("--processes", help="interleaved: server processes per stack in a group (3)."),
-    ] = Field(
-        3,
-        ge=2,
-        le=16,
-        description="interleaved: server processes of each stack kept up in its group; the "
-        "intervals are over them (replicates, in a sequential study).",
-    )
     group_budget_s: Annotated[
         float,
         Flag(
             "--group-budget",
             help="interleaved: most seconds of load per group, warm-up included (150); a "
             "group stops earlier once every process is warm and every CI within --ci-target "
-            "(default 0.02).",
+            "(default 0.03).",
         ),
     ] = Field(
         150.0,
@@ -274,7 +276,7 @@ class LoadConfig(Table):
         le=36000,
         description="interleaved: the most seconds of load one group takes, warm-up "
         "included; it stops earlier once every process is warm, has 8 measured rounds, and "
-        "every stack's CI is within ci_target (0.02 when unset).",
+        "every stack's CI is within ci_target (0.03 when unset).",
     )
     memory_budget_mib: Annotated[
         int | None,

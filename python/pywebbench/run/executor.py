@@ -29,6 +29,9 @@ class Executor(Protocol):
     what it connected to (a Ray cluster) is let go on exit."""
 
     name: str
+    #: Whether it runs several groups at once (the runner then hands it every interleaved
+    #: group in one call; else one group a call, each finished as soon as it is measured).
+    parallel: bool
 
     def prepared(self, study: StudyContext) -> AbstractContextManager[None]:
         """Around the whole study: what must be ready before the first round."""
@@ -59,6 +62,7 @@ class LocalExecutor:
     """Every group on this host, one after another, on one :class:`HostBench`."""
 
     name = "local"
+    parallel = False
 
     def __init__(self) -> None:
         self._bench: HostBench | None = None

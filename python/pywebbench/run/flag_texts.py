@@ -38,12 +38,13 @@ SERVER_SCOPE_HELP = (
 )
 DESIGN_HELP = (
     "interleaved (the quick study's): the stacks of a group (one interpreter, workload and "
-    "load point) are all up at once, --processes server processes each, and one engine run "
+    "load point) are all up at once, --replicates server processes each, and one engine run "
     "loads them in short slices, every process once a round in a random order; figures are "
     "ratios to the group's reference with CIs over the processes. sequential: a fresh server "
     "per replicate of each cell, one after another. --faults, --slo, --syscalls, "
-    "--flamegraph, --instructions, --warmup deep, open loops, --connection-mode close/N, "
-    "h2c, unix binds and WebSocket cells always take the sequential path."
+    "--flamegraph, --instructions, --warmup fixed/deep, --server-scope stack, open loops, "
+    "--connection-mode close/N, h2c, unix binds and WebSocket cells always take the "
+    "sequential path."
 )
 BIND_HELP = (
     "Where the server listens, a sweep: tcp (default: a loopback port) and/or unix (a "

@@ -49,10 +49,10 @@ from pywebbench.load.sliced import (
     SlicePlan,
     SliceProgress,
     SliceStats,
-    auto_slice_s,
     run_sliced,
 )
-from pywebbench.meter.sampler import snapshot
+from pywebbench.meter.sampler import pin_this_thread, snapshot
+from pywebbench.meter.slice_speed import Scaled, SliceSpeeds, at_one_speed
 from pywebbench.run.config import LoadConfig
 from pywebbench.run.matrix import CellPlan
 from pywebbench.run.measure import no_sigint
@@ -76,12 +76,12 @@ if TYPE_CHECKING:
 #: Measured rounds every process needs (after its own warm round) before the group may stop.
 MIN_ROUNDS = 8
 #: The stop rule's interval half-width when the study sets no ``ci_target``.
-DEFAULT_CI_WIDTH = 0.02
+DEFAULT_CI_WIDTH = 0.03
 #: Seconds of load each process gets alone before the first round (connections opened,
 #: imports and caches filled; a JIT compiles the path): CPython, and a JIT interpreter.
 FIRST_TOUCH_S = 0.5
 JIT_FIRST_TOUCH_S = 3.0
-#: Seconds of load on the first process that size the slices.
+#: Seconds of load on the first process that size the slices (:func:`slots`).
 PROBE_S = 1.0
 #: Seconds between memory samples of the processes.
 MEMORY_EVERY_S = 1.0
@@ -106,8 +106,10 @@ def why_not_interleaved(cell: CellPlan, load: LoadConfig) -> str | None:
         return "--slo: the knee search needs a server of its own"
     if load.syscalls or load.flamegraph or load.instructions:
         return "--syscalls/--flamegraph/--instructions: per-cell windows"
-    if load.warmup == "deep":
-        return "--warmup deep: Barrett's long series per process"
+    if load.warmup != "steady":
+        return f"--warmup {load.warmup}: a warm-up of each server of its own"
+    if load.server_scope == "stack":
+        return "--server-scope stack: one server serves a stack's cells in turn"
     if cell.load_model != "closed":
         return "open loop: slices run a closed loop"
     if cell.connection_mode != "keepalive":
@@ -153,6 +155,8 @@ class GroupOptions:
     interference_max: float = 0.05
     seed: int = 0
     reference: str | None = None  # a stack key; None: the group's geometric mean
+    #: Probe the server cores' speed and judge the slices at one speed (meter/slice_speed.py).
+    core_speed: bool = True
     rule: WarmRule = field(default_factory=WarmRule)
 
     @classmethod
@@ -160,13 +164,14 @@ class GroupOptions:
         """The options a study's ``[load]`` sets."""
         budget = load.memory_budget_mib
         return cls(
-            processes=load.processes,
+            processes=max(2, load.replicates),
             budget_s=load.group_budget_s,
             ci_width=load.ci_target if load.ci_target is not None else DEFAULT_CI_WIDTH,
             memory_budget_bytes=budget * 2**20 if budget is not None else None,
             interference_max=load.interference_max,
             seed=seed,
             reference=load.reference,
+            core_speed=load.core_speed,
         )
 
 
@@ -176,7 +181,7 @@ class Member:
 
     index: int
     progress: CellProgress
-    k: int  # its number among its stack's processes (the replicate)
+    k: int  # its replicate number (its place among its stack's processes)
     server: RunningServer
     url: str
     replicate_id: int
@@ -254,6 +259,31 @@ def enough(j: GroupJudgement, members: Sequence[Member], options: GroupOptions) 
     return math.isfinite(width) and width <= options.ci_width
 
 
+#: Rounds a group plans at least: the warm-up rule's window, then the measured rounds.
+LEAST_ROUNDS = 20
+#: The shortest slice that counts anything much, and the longest worth having.
+SLICE_BOUNDS = (0.1, 2.0)
+
+
+def slots(
+    targets: int, budget_s: float, connections: int, rps: float, slice_s: float | None = None
+) -> tuple[float, float, int]:
+    """(slice, settle, rounds) of a group's plan. The settle holds one response time of the
+    probed process (``connections / rps``, at least 0.05 s): the previous process's requests
+    still in flight are served meanwhile, on the same core, and must not count against the
+    next. The slice is twice that, within :data:`SLICE_BOUNDS`; the rounds fill the budget
+    (never fewer than :data:`LEAST_ROUNDS`: a budget too small for them is exceeded)."""
+    low, high = SLICE_BOUNDS
+    latency = connections / rps if rps > 0 else 0.25
+    settle = round(min(0.5, max(0.05, latency)), 3)
+    if slice_s is None:
+        # short: the host's speed moves within a second, so many short slices average it
+        # out better than a few long ones; long enough to hold two response times
+        slice_s = round(min(high, max(low, 2 * settle)), 3)
+    rounds = max(LEAST_ROUNDS, int(budget_s / (targets * (slice_s + settle))))
+    return slice_s, settle, rounds
+
+
 def memory_budget(options: GroupOptions, processes: int) -> int:
     """Bytes one process may hold: the option, else its share of :data:`MEMORY_SHARE` of
     the machine's memory."""
@@ -280,6 +310,8 @@ class GroupRun:
         say: Callable[[str], None] = lambda _: None,
         stop: Callable[[RunningServer], object] = bringup.stop,
         rss: Callable[[int], int | None] | None = None,
+        generator_cpus: Sequence[int] = (),
+        server_cpus: Sequence[int] = (0,),
     ) -> None:
         self.cells = list(cells)
         self.options = options
@@ -291,6 +323,10 @@ class GroupRun:
         self._say = say
         self._stop = stop
         self._rss = rss or tree_rss
+        self.generator_cpus = list(generator_cpus)
+        self.server_cpus = list(server_cpus)
+        #: The slices at one core speed (meter/slice_speed.py), once measured.
+        self.speed: Scaled | None = None
         self.members: list[Member] = []
         self.result: SlicedResult | None = None
         self.loaded_s = 0.0
@@ -309,8 +345,9 @@ class GroupRun:
                 if p.failure is not None:
                     continue
                 self._say(f"starting {p.cell.variant.key} (process {k + 1} of {k_total})")
+                number = p.next_rep + k  # after those of an interrupted attempt
                 rep_id = self.store.add_replicate(
-                    Replicate(None, p.cell_id, k, CellStatus.RUNNING, utcnow())
+                    Replicate(None, p.cell_id, number, CellStatus.RUNNING, utcnow())
                 )
                 try:
                     server = self._start(p.cell, k)
@@ -321,7 +358,7 @@ class GroupRun:
                 self.store.update_replicate(rep_id, **started_server_columns(server))
                 failure = self._verify(server, p.cell)
                 url = self._load_spec(p.cell, server.base_url).url
-                self.members.append(Member(len(self.members), p, k, server, url, rep_id))
+                self.members.append(Member(len(self.members), p, number, server, url, rep_id))
                 if failure is not None:
                     self._fail_replicate(rep_id, failure)
                     self._fail_cell(p, failure)
@@ -370,19 +407,20 @@ class GroupRun:
         is_jit = any(m.progress.cell.variant.stack.interpreter.is_pypy for m in live)
         touch_s = JIT_FIRST_TOUCH_S if is_jit else FIRST_TOUCH_S
         base = self._load_spec(first.progress.cell, first.server.base_url)
-        slice_s = self.options.slice_s
-        if slice_s is None:
+        n = len(live)
+        rps = 0.0
+        if self.options.slice_s is None:
             from pywebbench.load import LocalAgent
 
             probe = LocalAgent().run(base.replace(duration_s=PROBE_S, warmup_s=0.0))
             self.loaded_s += PROBE_S
             if probe.interrupted:
                 raise KeyboardInterrupt
-            slice_s = auto_slice_s(probe.rps, first.progress.cell.connections)
-        settle_s = round(slice_s / 5, 3)
-        n = len(live)
-        left = self.options.budget_s - n * touch_s
-        rounds = max(MIN_ROUNDS + self.options.rule.window, int(left / (n * (slice_s + settle_s))))
+            rps = probe.rps
+        slice_s, settle_s, rounds = slots(
+            n, self.options.budget_s - n * touch_s, first.progress.cell.connections, rps,
+            self.options.slice_s,
+        )  # fmt: skip
         plan = SlicePlan(
             load=base.replace(warmup_s=touch_s),
             targets=[m.url for m in live],
@@ -417,7 +455,8 @@ class GroupRun:
                 return False
             state["rounds"] = complete
             done = [s for s in snap.slices if s.round < complete]
-            j = judge(done, live, self.options.rule, dropped=self._dropper(accounting))
+            judged = at_one_speed(done, speeds).slices
+            j = judge(judged, live, self.options.rule, dropped=self._dropper(accounting))
             warm = sum(1 for m in live if m.stopped is None and j.warm.get(m.index) is not None)
             width = j.widest(self.options.reference)
             self._say(
@@ -427,14 +466,25 @@ class GroupRun:
             )
             return enough(j, live, self.options)
 
+        speeds = SliceSpeeds.start(self.server_cpus) if self.options.core_speed else None
         preload()
         started = time.monotonic()
-        result = run_sliced(plan, watch, interval_s=0.25)
+        # this thread (the judging, the sampling) off the server cores, as the sampler of a
+        # sequential study keeps it (meter/sampler.py)
+        before = pin_this_thread(self.generator_cpus)
+        try:
+            result = run_sliced(plan, watch, interval_s=0.25)
+        finally:
+            if speeds is not None:
+                speeds.stop()
+            if before is not None:
+                pin_this_thread(before)
         self.loaded_s += time.monotonic() - started
         self.result = result
         self.interrupted = result.interrupted
         self._dropped = self._dropper(accounting)
-        return judge(result.slices, live, self.options.rule, dropped=self._dropped, final=True)
+        self.speed = at_one_speed(result.slices, speeds)
+        return judge(self.speed.slices, live, self.options.rule, dropped=self._dropped, final=True)
 
     def _dropper(self, accounting: Any) -> Callable[[SliceStats], str | None]:
         """The interference rule of this run (module doc); none without accounting."""
@@ -516,7 +566,9 @@ class GroupRun:
         first = warm
         if first is None and mine:
             first = mine[len(mine) // 2].round  # never settled: its last half, flagged
-        shares = dict(round_shares(_observations(self.result, dropped)).get(m.index, []))
+        assert self.speed is not None  # measured
+        judged = self.speed.slices
+        shares = dict(round_shares(_observations(judged, dropped)).get(m.index, []))
         warm_part = [shares[s.round] for s in mine if s.round in shares and s.round < (first or 0)]
         measured_part = [
             shares[s.round] for s in mine if s.round in shares and s.round >= (first or 0)
@@ -533,7 +585,7 @@ class GroupRun:
                     s,
                     cell_id,
                     dropped(s),
-                    None,
+                    self.speed.rates.get(s.index) if self.speed is not None else None,
                     m.k,
                     kind=kind,
                     memory=(max(mem), mem[-1]) if mem else (None, None),
@@ -640,13 +692,11 @@ def _iso(unix: float) -> str:
 
 
 def _observations(
-    result: SlicedResult | None, dropped: Callable[[SliceStats], str | None]
+    slices: Sequence[SliceStats], dropped: Callable[[SliceStats], str | None]
 ) -> list[Observation]:
-    if result is None:
-        return []
     return [
         Observation(s.round, s.target, s.rps)
-        for s in result.slices
+        for s in slices
         if s.requests > 0 and s.errors == 0 and dropped(s) is None
     ]
 
@@ -703,8 +753,8 @@ def run_group(
             failure = StackFailure(Phase.MEASURE, why)
         out.append(
             CellOutcome(
-                ok if failure is None else 0,
-                run.options.processes,
+                p.ok + ok if failure is None else p.ok,
+                p.next_rep + run.options.processes,
                 failure,
                 None,
                 flags.get(p.cell_id),

@@ -343,6 +343,7 @@ class RayExecutor:
     ray: Any
     session: ExitStack
     name: str = "ray"
+    parallel: bool = True
     interrupted: bool = False
     _mailbox: Any = None
     _remote: Any = None  # measure_round as a Ray remote function

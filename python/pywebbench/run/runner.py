@@ -243,15 +243,20 @@ class StudyRunner:
         if not opened:
             return
         pending = [p for group in opened for p in group]
-        try:
-            outcomes = self.executor.run_groups(opened)
-        except (KeyboardInterrupt, Interrupted):
-            self._interrupted(pending)
-            raise
-        for group, results in zip(opened, outcomes, strict=True):
-            for progress, outcome in zip(group, results, strict=True):
-                progress.apply(outcome)
-                self._finish_cell(progress)
+        # one group at a time here, so that each is finished (stored ok) as soon as it is
+        # measured; all at once where the executor runs them in parallel (Ray's nodes)
+        batches = [opened] if self.executor.parallel else [[g] for g in opened]
+        for batch in batches:
+            try:
+                outcomes = self.executor.run_groups(batch)
+            except (KeyboardInterrupt, Interrupted):
+                self._interrupted(pending)
+                raise
+            for group, results in zip(batch, outcomes, strict=True):
+                for progress, outcome in zip(group, results, strict=True):
+                    progress.apply(outcome)
+                    self._finish_cell(progress)
+                    pending.remove(progress)
 
     def _wants_more(self, p: CellProgress) -> bool:
         """The replicate budget's rule, on the cell's replicates in the store."""

@@ -1,13 +1,13 @@
-"""Slices at one core speed (ab/speed.py), on slices and probe readings made here."""
+"""Slices at one core speed (meter/slice_speed.py), on slices and probe readings made here."""
 
 from __future__ import annotations
 
 import random
 
 from pywebbench.ab.estimate import half_width, pair_rounds, paired_ratio
-from pywebbench.ab.speed import SliceSpeeds, at_one_speed
 from pywebbench.load.sliced import SliceStats
 from pywebbench.meter.core_speed import CoreSpeedProbe
+from pywebbench.meter.slice_speed import SliceSpeeds, at_one_speed
 
 
 def _slice(index: int, rnd: int, target: int, rps: float) -> SliceStats:
