@@ -7,10 +7,10 @@ stay up and warm for the whole run; the load comes from one engine run
 (:func:`pywebbench.load.sliced.run_sliced`) whose targets are every side's servers.
 While it runs, every progress snapshot samples the server cores' CPU accounting
 (:mod:`pywebbench.meter.slice_interference`) and re-estimates the ratio; once its CI is
-narrower than asked the engine is told "enough". With ``instructions`` each side is then counted under
-valgrind (:mod:`pywebbench.run.instructions`) on ``processes`` fresh servers of its own, the
-sides in turn, after the timed run, so no count shares the cores with it; the counts'
-ratio has an interval over those server processes, like the time ratio.
+narrower than asked the engine is told "enough". With ``instructions`` each side is then
+counted under valgrind (:mod:`pywebbench.run.instructions`) on ``processes`` fresh servers
+of its own, the sides in turn, after the timed run, so no count shares the cores with it;
+the counts' ratio has an interval over those server processes, like the time ratio.
 """
 
 from __future__ import annotations

@@ -354,6 +354,11 @@ def _point(
     cpu_s = sum(c for _, c in cpu)
     if cpu and cpu_s > 0:
         point.rps_per_cpu_s = sum(r for r, _ in cpu) / cpu_s
+    else:  # slices of an interleaved group: each its own tree's CPU over the slice
+        per = [(i.requests, i.requests_per_cpu_s) for i in measured if i.requests_per_cpu_s]
+        spent = sum(r / rate for r, rate in per if rate)
+        if per and spent > 0:
+            point.rps_per_cpu_s = sum(r for r, _ in per) / spent
 
     hists = [h for h in (iteration_histogram(i) for i in measured) if h]
     if hists:

@@ -149,6 +149,7 @@ def build_context(view: ReportView) -> dict[str, Any]:
                     "label": _selection_label(ranking.selection),
                     "table": table,
                     "headline": tables.headline(ranking),
+                    "group_note": tables.group_note(ranking),
                     "figs": fig_ids,
                     "ranked": len(ranking.ranked),
                     "total": len(ranking.rows),

@@ -158,6 +158,9 @@ def render_markdown(view: ReportView) -> str:
         table = tables.ranking_table(ranking, robustness=view.has_robustness)
         out += _table(table, keys)
         out.append("")
+        note = tables.group_note(ranking)
+        if note:
+            out += [md_text(note), ""]
         for flag, meaning in flags.legend([n for row in table.rows for n in row.notes]):
             out.append(f"- _{flag}_: {md_text(meaning)}")
         if out[-1] != "":

@@ -271,7 +271,18 @@ def summary_tables(study: Study) -> list[Table]:
             )
         notes = legend([f for r in rows for f in r["flags"]])
         ties = any(r["tied"] for r in rows)
-        caption = [speed, *(f"{k}: {v}" for k, v in notes)]
+        grouped = [r["flags_raw"]["group"] for r in rows if "group" in r["flags_raw"]]
+        if grouped:  # an interleaved group: say what its req/s are
+            g = grouped[0]
+            start, end = (str(t)[11:16] for t in g.get("span", ["", ""]))
+            head = (
+                f"interleaved: {g.get('stacks')} stacks x {g.get('processes')} server processes"
+                f" loaded in the same {g.get('rounds')} rounds, {start}-{end} UTC; req/s at the "
+                "group's average round, CIs and ties over the server processes"
+            )
+        else:
+            head = speed
+        caption = [head, *(f"{k}: {v}" for k, v in notes)]
         if ties:
             caption.insert(1, "=N: tied with the row above (the 95% CI of 'gap above' contains 1)")
         t.caption = "\n".join(caption) or None

@@ -83,6 +83,9 @@ FIRST_TOUCH_S = 0.5
 JIT_FIRST_TOUCH_S = 3.0
 #: Seconds of load on the first process that size the slices (:func:`slots`).
 PROBE_S = 1.0
+#: A slice whose server used less than this share of a core gives no per-CPU figure (too
+#: few of the kernel's clock ticks to divide by).
+MIN_CPU_SHARE = 0.02
 #: Seconds between memory samples of the processes.
 MEMORY_EVERY_S = 1.0
 #: The share of the machine's memory the group's processes may use together when no
@@ -327,6 +330,9 @@ class GroupRun:
         self.server_cpus = list(server_cpus)
         #: The slices at one core speed (meter/slice_speed.py), once measured.
         self.speed: Scaled | None = None
+        self._accounting: Any = None  # the server cores' CPU accounting of the run
+        #: What the idle processes took of the server cores during others' slices.
+        self.idle: dict[str, float] | None = None
         self.members: list[Member] = []
         self.result: SlicedResult | None = None
         self.loaded_s = 0.0
@@ -483,6 +489,7 @@ class GroupRun:
         self.result = result
         self.interrupted = result.interrupted
         self._dropped = self._dropper(accounting)
+        self.idle = idle_share(result.slices, accounting) if accounting is not None else None
         self.speed = at_one_speed(result.slices, speeds)
         return judge(self.speed.slices, live, self.options.rule, dropped=self._dropped, final=True)
 
@@ -580,17 +587,23 @@ class GroupRun:
                 else IterationKind.WARMUP
             )
             mem = [rss for t, rss in m.memory if s.started_at <= t <= s.ended_at + MEMORY_EVERY_S]
-            self.store.add_iteration(
-                slice_iteration(
-                    s,
-                    cell_id,
-                    dropped(s),
-                    self.speed.rates.get(s.index) if self.speed is not None else None,
-                    m.k,
-                    kind=kind,
-                    memory=(max(mem), mem[-1]) if mem else (None, None),
-                )
+            it = slice_iteration(
+                s,
+                cell_id,
+                dropped(s),
+                self.speed.rates.get(s.index) if self.speed is not None else None,
+                m.k,
+                kind=kind,
+                memory=(max(mem), mem[-1]) if mem else (None, None),
             )
+            cpu = (
+                self._accounting.tree_share(m.index, s.started_at, s.ended_at)
+                if (self._accounting is not None)
+                else None
+            )
+            if cpu is not None and cpu >= MIN_CPU_SHARE:  # requests per CPU-second
+                it = dataclasses.replace(it, requests_per_cpu_s=s.rps / cpu)
+            self.store.add_iteration(it)
         cls: WarmupClass | None = classify(warm_part, measured_part)
         if warm is None:
             cls = WarmupClass.NO_STEADY_STATE
@@ -657,11 +670,35 @@ class GroupRun:
                 "high": vs.high if math.isfinite(vs.high) else None,
                 "span": [_iso(started), _iso(ended)],
                 "rounds": j.rounds,
+                "idle_cpu_share": self.idle,
                 "vs": {
                     other: _triple(fit.ratio(key, other)) for other in fit.levels if other != key
                 },
             }
         return out
+
+
+def idle_share(slices: Sequence[SliceStats], accounting: Any) -> dict[str, float] | None:
+    """What the group's idle processes cost the loaded one: the CPU every other process's
+    tree used during each slice, as a share of the slice's core time (median and 90th
+    percentile over the slices); None without two samples in any slice."""
+    shares = []
+    for s in slices:
+        others = [
+            accounting.tree_share(t, s.started_at, s.ended_at)
+            for t in range(len(accounting.pids))
+            if t != s.target
+        ]
+        known = [x for x in others if x is not None]
+        if known and len(known) == len(others):
+            shares.append(sum(known) / max(1, len(accounting.cores)))
+    if not shares:
+        return None
+    shares.sort()
+    return {
+        "median": round(shares[len(shares) // 2], 4),
+        "p90": round(shares[int(0.9 * (len(shares) - 1))], 4),
+    }
 
 
 def tree_rss(pid: int) -> int | None:

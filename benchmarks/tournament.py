@@ -1,0 +1,174 @@
+"""The quick study as a tournament, measured: wall time, interval widths, ties, agreement.
+
+    python benchmarks/tournament.py --runs 2                   # two quick studies back to back
+    python benchmarks/tournament.py --runs 1 --neighbour       # beside the steady neighbour
+    python benchmarks/tournament.py --stores A.sqlite B.sqlite # two stored runs
+
+Each run is ``pywebbench run`` with the quick profile's defaults (interleaved groups: every
+stack of an interpreter x workload up at once, server on core 0, load on core 1) into a
+results directory of its own, report included. ``--neighbour`` runs a process pinned to the
+server core that spins 30 ms of every 100 ms (benchmarks/neighbour.py) for the whole run.
+
+Prints, per run: its wall time; per interpreter the median and worst 95% CI half-width of the
+stacks' ratios to their group's reference; ties (rows the report shows tied with the row
+above) out of neighbour pairs. Between consecutive runs: pairs of stacks (same group) ranked
+apart in one and the other way round in the other (significantly, or merely by the point
+estimate), and the share of cells whose ratio lies within the other run's interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pywebbench.store import DEFAULT_FILENAME, Store
+
+NEIGHBOUR = Path(__file__).with_name("neighbour.py")
+PWB = Path(__file__).resolve().parents[1] / "pwb"
+RUN_TIMEOUT_S = 3600  # a quick study that takes longer than this has failed its purpose
+
+#: (interpreter, group label) -> stack key -> the cell's group figures.
+Groups = dict[str, dict[str, dict[str, Any]]]
+
+
+def groups_of(store_path: Path) -> Groups:
+    """Every interleaved group of the store's latest run: its cells' ``flags["group"]``."""
+    with Store(store_path, create=False) as store:
+        study = store.load_study()
+    names = {s.id: s.key for s in study.stacks}
+    out: Groups = {}
+    for cell in study.cells:
+        g = cell.flags.get("group")
+        if cell.status == "ok" and isinstance(g, dict):
+            out.setdefault(g["group"], {})[names[cell.stack_id]] = g
+    return out
+
+
+def half_width(g: dict[str, Any]) -> float:
+    """The ratio interval's larger side relative to the ratio (NaN without one)."""
+    if g.get("low") is None or g.get("high") is None:
+        return math.nan
+    r = g["ratio"]
+    return max(g["high"] / r - 1.0, 1.0 - g["low"] / r)
+
+
+def summary(groups: Groups) -> None:
+    """Widths per interpreter and ties per group."""
+    widths: dict[str, list[float]] = {}
+    tied = pairs = 0
+    for label, stacks in sorted(groups.items()):
+        interpreter = label.split(" | ")[0]
+        widths.setdefault(interpreter, []).extend(half_width(g) for g in stacks.values())
+        order = sorted(stacks, key=lambda s: -stacks[s]["rps"])
+        for above, below in itertools.pairwise(order):
+            ratio, low, high = stacks[above]["vs"][below]
+            pairs += 1
+            tied += low is None or high is None or low <= 1.0 <= high
+    for interpreter, ws in sorted(widths.items()):
+        known = [w for w in ws if math.isfinite(w)]
+        if known:
+            print(
+                f"  {interpreter}: CI half-width median +-{statistics.median(known):.1%}, "
+                f"worst +-{max(known):.1%} over {len(known)} cells"
+            )
+    print(f"  ties: {tied} of {pairs} neighbour pairs")
+
+
+def agreement(a: Groups, b: Groups) -> None:
+    """Rank reversals and ratios inside the other run's interval."""
+    reversed_sig = reversed_point = compared = 0
+    inside = cells = 0
+    for label in sorted(set(a) & set(b)):
+        sa, sb = a[label], b[label]
+        common = sorted(set(sa) & set(sb))
+        for x, y in itertools.combinations(common, 2):
+            ra, la, ha = sa[x]["vs"][y]
+            rb, lb, hb = sb[x]["vs"][y]
+            compared += 1
+            if (ra - 1.0) * (rb - 1.0) < 0:
+                reversed_point += 1
+                apart_a = la is not None and (la > 1.0 or ha < 1.0)
+                apart_b = lb is not None and (lb > 1.0 or hb < 1.0)
+                reversed_sig += apart_a and apart_b
+        for s in common:
+            low, high = sb[s].get("low"), sb[s].get("high")
+            if low is None or high is None:
+                continue
+            cells += 1
+            inside += low <= sa[s]["ratio"] <= high
+    print(
+        f"  pairs ranked apart in both runs, in opposite orders: {reversed_sig} of {compared}"
+        f" ({reversed_point} differ in the point estimate only)"
+    )
+    if cells:
+        print(f"  ratios inside the other run's CI: {inside} of {cells} ({inside / cells:.0%})")
+
+
+def run_quick(results: Path, neighbour: bool) -> float:
+    """One ``./pwb run`` into ``results`` (beside the neighbour); its wall time."""
+    spinner = None
+    if neighbour:
+        spinner = subprocess.Popen(
+            [sys.executable, str(NEIGHBOUR), "--cpu", "0", "--on", "30ms", "--off", "70ms",
+             "--for", f"{RUN_TIMEOUT_S}s"],
+            start_new_session=True,
+        )  # fmt: skip
+    t0 = time.monotonic()
+    try:
+        done = subprocess.run(
+            [str(PWB), "run", "--results-dir", str(results)],
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+            check=False,
+        )
+    finally:
+        if spinner is not None:
+            os.killpg(spinner.pid, signal.SIGTERM)
+            spinner.wait(timeout=30)
+    wall = time.monotonic() - t0
+    (results / "out.txt").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        sys.exit(f"./pwb run failed ({done.returncode}); see {results / 'out.txt'}")
+    return wall
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=2, help="quick studies to run back to back")
+    ap.add_argument("--neighbour", action="store_true", help="beside the steady neighbour")
+    ap.add_argument("--stores", nargs="+", type=Path, help="analyse stored runs instead")
+    ap.add_argument("--keep", type=Path, help="keep the results here (default: a temp dir)")
+    args = ap.parse_args()
+    stores: list[Path] = list(args.stores or [])
+    if not stores:
+        root = args.keep or Path(tempfile.mkdtemp(prefix="pwb-tournament-"))
+        for i in range(args.runs):
+            results = root / f"run-{i + 1}"
+            results.mkdir(parents=True, exist_ok=True)
+            wall = run_quick(results, args.neighbour)
+            print(f"run {i + 1}: {wall:,.0f} s of wall time ({results})", flush=True)
+            stores.append(results / DEFAULT_FILENAME)
+        if args.keep is None:
+            print(f"(results kept in {root}; remove with: rm -r {root})")
+    found = [groups_of(s) for s in stores]
+    for i, groups in enumerate(found):
+        print(f"run {i + 1}: {stores[i]}")
+        summary(groups)
+    for i in range(1, len(found)):
+        print(f"runs {i} and {i + 1}:")
+        agreement(found[i - 1], found[i])
+
+
+if __name__ == "__main__":
+    main()
