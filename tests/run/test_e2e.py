@@ -51,6 +51,8 @@ def test_small_matrix(tmp_path: Path, census: str) -> None:
         "2",
         "--server-scope",
         "cell",
+        "--design",
+        "sequential",  # the per-cell path; the interleaved one: test_an_interleaved_study
         # the steady warm-up runs (its rule is tested in tests/run/test_steady*.py); a 3 s
         # cap keeps 8 warm-ups from taking 15 s each where the machine is noisy
         "--warmup-cap",
@@ -109,6 +111,60 @@ def test_small_matrix(tmp_path: Path, census: str) -> None:
     assert len(out.read_text().splitlines()) == len(study.iterations) + 1
     reports = list((results / "reports").glob("*.html"))
     assert reports, "no HTML report written"
+
+
+def test_an_interleaved_study_end_to_end(tmp_path: Path, census: str) -> None:
+    """The quick study's design on a small matrix: both stacks of each workload's group up
+    at once (2 server processes each), one sliced engine run per group, the group's figures
+    in every cell's flags, slices stored as warm-up and measured iterations of one replicate
+    per process, the report's interleaved note, and no process left behind."""
+    results = tmp_path / "res"
+    proc = pwb(
+        "run",
+        "--server",
+        f"{WSGI_SERVER},{ASGI_SERVER}",
+        "--framework",
+        "raw-wsgi,raw-asgi",
+        "--workload",
+        "hello,json",
+        "--design",
+        "interleaved",
+        "--replicates",
+        "2",
+        "--group-budget",
+        "12",
+        "-c",
+        "16",
+        "--python",
+        CPYTHON,
+        results=results,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 interleaved groups (2 server processes a stack)" in proc.stdout
+    assert "interleaved: 2 stacks x 2 server processes" in proc.stdout
+    with Store(results / "pywebbench.sqlite", create=False) as store:
+        study = store.load_study()
+    assert len(study.cells) == 4 and all(c.status == "ok" for c in study.cells), [
+        (c.key, c.failure_reason) for c in study.cells
+    ]
+    spans = set()
+    for cell in study.cells:
+        group = cell.flags["group"]
+        spans.add((cell.workload, tuple(group["span"])))
+        assert group["processes"] == 2 and group["stacks"] == 2 and group["rps"] > 0
+        assert group["reference"] == "geometric mean" and len(group["vs"]) == 1
+        reps = study.replicates_of(cell.id)
+        assert [r.replicate for r in reps] == [0, 1]
+        assert all(r.status == "ok" and r.warmup_class and r.pid for r in reps)
+        assert len({r.pid for r in reps}) == 2  # two processes up together
+        its = study.iterations_of(cell.id, kind=None)
+        assert {i.kind for i in its} >= {"measured"}
+        assert all(i.requests > 0 and i.latency_p99_us for i in its if i.kind == "measured")
+    assert len(spans) == 2  # one group per workload, each with its own time span
+    pids = [r.pid for r in study.replicates]
+    assert len(set(pids)) == len(pids)  # no process served two groups
+    (report,) = (results / "reports").glob("*.md")
+    assert "Interleaved: 2 stacks x 2 server processes up together" in report.read_text()
 
 
 CRASH_APP = """

@@ -15,6 +15,8 @@ from pywebbench.store import Store
 CPYTHON = default_interpreters()[0].name
 STUDY = [
     "run",
+    "--design",
+    "sequential",  # the guard of a replicate's measured iterations (docs/interference.md)
     "--python",
     CPYTHON,
     "--server",
@@ -129,6 +131,7 @@ def test_a_bursty_neighbour_does_not_bend_the_warm_up_curve(tmp_path: Path, cens
         "run", "--python", CPYTHON, "--server", "gunicorn-sync", "--framework", "raw-wsgi",
         "--workload", "cpu", "-c", "4", "-d", "1", "--warmup-cap", "4", "--iterations", "1",
         "--replicates", "1", "--max-replicates", "1", "--server-cpus", "0", "--no-report",
+        "--design", "sequential",
     ]  # fmt: skip
     results = tmp_path / "res"
     with neighbour(0, on="500ms", off="500ms"):

@@ -80,6 +80,8 @@ def test_only_a_real_leak_is_flagged(app: str, tmp_path: Path, census: str) -> N
         "6",
         "--replicates",
         "1",
+        "--design",
+        "sequential",  # the leak test of a replicate's measured iterations
         "--no-report",
         results=results,
         timeout=600,

@@ -204,10 +204,17 @@ def _load_plan(config: StudyConfig, matrix: Matrix) -> str:
     alone = [c for c in matrix.cells if why_not_interleaved(c, load) is not None]
     parts = []
     if together:
-        n = len(interleaved_groups(together))
+        groups = interleaved_groups(together)
+        n = len(groups)
+        most = sum(
+            load.jit_group_budget_s
+            if g[0].variant.stack.interpreter.is_pypy
+            else load.group_budget_s
+            for g in groups
+        )
         parts.append(
             f"{n} interleaved group{'s' if n > 1 else ''} ({max(2, load.replicates)} server "
-            f"processes a stack), at most {n * load.group_budget_s / 60:.1f} min of load"
+            f"processes a stack), at most {most / 60:.1f} min of load"
         )
     if alone:
         per_cell = load.replicates * load.iterations_per_replicate

@@ -266,9 +266,9 @@ class LoadConfig(Table):
         float,
         Flag(
             "--group-budget",
-            help="interleaved: most seconds of load per group, warm-up included (150); a "
-            "group stops earlier once every process is warm and every CI within --ci-target "
-            "(default 0.03).",
+            help="interleaved: most seconds of load per group, warm-up included (150; PyPy: "
+            "--jit-group-budget); a group stops earlier once every process is warm and every "
+            "CI within --ci-target (default 0.03).",
         ),
     ] = Field(
         150.0,
@@ -277,6 +277,22 @@ class LoadConfig(Table):
         description="interleaved: the most seconds of load one group takes, warm-up "
         "included; it stops earlier once every process is warm, has 8 measured rounds, and "
         "every stack's CI is within ci_target (0.03 when unset).",
+    )
+    jit_group_budget_s: Annotated[
+        float,
+        Flag(
+            "--jit-group-budget",
+            help="interleaved: most seconds of load per group on a JIT interpreter (PyPy), "
+            "whose processes each need 10-15 s of load of their own to warm up (300).",
+        ),
+    ] = Field(
+        300.0,
+        gt=0,
+        le=36000,
+        description="interleaved: group_budget_s for a group on a JIT interpreter (PyPy): "
+        "every process of the group needs its own JIT warm-up (10-15 s of load each on the "
+        "quick study's Flask stacks), and the group shares one core among them "
+        "(docs/steady-state.md#the-interleaved-study).",
     )
     memory_budget_mib: Annotated[
         int | None,

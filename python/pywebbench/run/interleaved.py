@@ -81,6 +81,10 @@ DEFAULT_CI_WIDTH = 0.03
 #: imports and caches filled; a JIT compiles the path): CPython, and a JIT interpreter.
 FIRST_TOUCH_S = 0.5
 JIT_FIRST_TOUCH_S = 3.0
+#: The shortest slice on a JIT interpreter (PyPy): its collector's pauses and the JIT's
+#: compilations take tens to hundreds of milliseconds, and 0.1-0.15-s slices read 0.02-4x
+#: their process's median share in the quick study's PyPy hello group (2026-12-03).
+JIT_SLICE_S = 0.5
 #: Seconds of load on the first process that size the slices (:func:`slots`).
 PROBE_S = 1.0
 #: A slice whose server used less than this share of a core gives no per-CPU figure (too
@@ -152,6 +156,7 @@ class GroupOptions:
 
     processes: int = 3
     budget_s: float = 150.0
+    jit_budget_s: float = 300.0  # on a JIT interpreter (PyPy)
     ci_width: float = DEFAULT_CI_WIDTH
     slice_s: float | None = None  # None: sized by a probe (auto_slice_s)
     memory_budget_bytes: int | None = None  # None: sized from the machine's memory
@@ -169,6 +174,7 @@ class GroupOptions:
         return cls(
             processes=max(2, load.replicates),
             budget_s=load.group_budget_s,
+            jit_budget_s=load.jit_group_budget_s,
             ci_width=load.ci_target if load.ci_target is not None else DEFAULT_CI_WIDTH,
             memory_budget_bytes=budget * 2**20 if budget is not None else None,
             interference_max=load.interference_max,
@@ -269,12 +275,20 @@ SLICE_BOUNDS = (0.1, 2.0)
 
 
 def slots(
-    targets: int, budget_s: float, connections: int, rps: float, slice_s: float | None = None
+    targets: int,
+    budget_s: float,
+    connections: int,
+    rps: float,
+    slice_s: float | None = None,
+    *,
+    shortest: float = SLICE_BOUNDS[0],
 ) -> tuple[float, float, int]:
     """(slice, settle, rounds) of a group's plan. The settle holds one response time of the
     probed process (``connections / rps``, at least 0.05 s): the previous process's requests
     still in flight are served meanwhile, on the same core, and must not count against the
-    next. The slice is twice that, within :data:`SLICE_BOUNDS`; the rounds fill the budget
+    next. The slice is twice that, within :data:`SLICE_BOUNDS` and at least ``shortest``
+    (:data:`JIT_SLICE_S` on a JIT interpreter, whose collector pauses for tens of
+    milliseconds and would empty a shorter slice now and then); the rounds fill the budget
     (never fewer than :data:`LEAST_ROUNDS`: a budget too small for them is exceeded)."""
     low, high = SLICE_BOUNDS
     latency = connections / rps if rps > 0 else 0.25
@@ -282,7 +296,7 @@ def slots(
     if slice_s is None:
         # short: the host's speed moves within a second, so many short slices average it
         # out better than a few long ones; long enough to hold two response times
-        slice_s = round(min(high, max(low, 2 * settle)), 3)
+        slice_s = round(min(high, max(low, shortest, 2 * settle)), 3)
     rounds = max(LEAST_ROUNDS, int(budget_s / (targets * (slice_s + settle))))
     return slice_s, settle, rounds
 
@@ -423,9 +437,10 @@ class GroupRun:
             if probe.interrupted:
                 raise KeyboardInterrupt
             rps = probe.rps
+        budget_s = self.options.jit_budget_s if is_jit else self.options.budget_s
         slice_s, settle_s, rounds = slots(
-            n, self.options.budget_s - n * touch_s, first.progress.cell.connections, rps,
-            self.options.slice_s,
+            n, budget_s - n * touch_s, first.progress.cell.connections, rps,
+            self.options.slice_s, shortest=JIT_SLICE_S if is_jit else SLICE_BOUNDS[0],
         )  # fmt: skip
         plan = SlicePlan(
             load=base.replace(warmup_s=touch_s),
@@ -782,11 +797,18 @@ def run_group(
         ok = sum(1 for m in run.members if m.progress is p and m.stopped is None)
         failure = p.failure
         if failure is None and p.cell_id not in flags:
-            why = (
-                "fewer than two server processes of the group were up"
-                if j is None
-                else "no measured slice (every process stopped or unsettled)"
-            )
+            mine = [m for m in run.members if m.progress is p]
+            leaks = [m.stopped for m in mine if m.stopped and m.stopped.startswith("leak")]
+            if j is None:
+                why = "fewer than two server processes of the group were up"
+            elif mine and len(leaks) == len(mine):
+                why = (
+                    f"leak: all {len(mine)} server processes passed the memory budget "
+                    f"(first: {leaks[0].removeprefix('leak: ')}); their memory curves are "
+                    "in the replicates"
+                )
+            else:
+                why = "no measured slice (every process stopped or unsettled)"
             failure = StackFailure(Phase.MEASURE, why)
         out.append(
             CellOutcome(

@@ -46,6 +46,10 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             # of the same rounds: the host's drift cancels within a round
             # (docs/steady-state.md#the-interleaved-study)
             "design": "interleaved",
+            # CPython's groups reach +-3% within ~100 s of load; PyPy's processes each need
+            # 10-15 s of load of their own before the JIT has settled (2026-12-03)
+            "group_budget_s": 120.0,
+            "jit_group_budget_s": 300.0,
         },
     },
     # About half an hour: more servers and frameworks, a connections sweep, longer windows.
