@@ -207,3 +207,17 @@ def test_a_process_still_climbing_is_not_warm() -> None:
 
 def test_too_few_rounds_are_not_judged() -> None:
     assert warm_round(_series([1.0] * 5), WarmRule(window=6, skip=0)) is None
+
+
+def test_a_group_of_one_stack_or_the_reference_itself_has_no_interval() -> None:
+    obs, stack_of = simulate({"alone": 1.0})
+    fit = fit_group(obs, stack_of)
+    assert fit is not None
+    alone = fit.vs_reference("alone")
+    assert alone.ratio == 1.0 and math.isnan(alone.low) and math.isnan(alone.high)
+    obs, stack_of = simulate({"a": 1.0, "b": 2.0})
+    fit = fit_group(obs, stack_of)
+    assert fit is not None
+    itself = fit.vs_reference("a", "a")
+    assert itself.ratio == 1.0 and math.isnan(itself.half_width)
+    assert fit.vs_reference("b", "a").ratio == pytest.approx(2.0, rel=0.03)

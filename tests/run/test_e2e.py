@@ -141,7 +141,7 @@ def test_an_interleaved_study_end_to_end(tmp_path: Path, census: str) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 interleaved groups (2 server processes a stack)" in proc.stdout
-    assert "interleaved: 2 stacks x 2 server processes" in proc.stdout
+    assert "2 stacks x 2 server processes" in proc.stdout
     with Store(results / "pywebbench.sqlite", create=False) as store:
         study = store.load_study()
     assert len(study.cells) == 4 and all(c.status == "ok" for c in study.cells), [
@@ -164,7 +164,7 @@ def test_an_interleaved_study_end_to_end(tmp_path: Path, census: str) -> None:
     pids = [r.pid for r in study.replicates]
     assert len(set(pids)) == len(pids)  # no process served two groups
     (report,) = (results / "reports").glob("*.md")
-    assert "Interleaved: 2 stacks x 2 server processes up together" in report.read_text()
+    assert "2 stacks x 2 server processes up together" in report.read_text()
 
 
 CRASH_APP = """

@@ -134,6 +134,26 @@ def test_a_process_still_warming_holds_the_group() -> None:
     assert final.measured[4] == rounds // 2  # measured on its last half, flagged by the caller
 
 
+def test_a_named_reference_outside_the_group_falls_back_to_the_geometric_mean() -> None:
+    rounds = MIN_ROUNDS + 8
+    levels = {t: [1000.0 * (1 + t // 3) * (1 + 0.001 * ((r + t) % 3)) for r in range(rounds)]
+              for t in range(6)}  # fmt: skip
+    members = _members(["a", "b"], 3)
+    j = judge(_slices(levels), members, GroupOptions().rule)
+    assert j.reference("not-in-this-group") is None and j.reference("b") == "b"
+    assert j.widest("not-in-this-group") == j.widest(None)
+    assert enough(j, members, GroupOptions(ci_width=1.0, reference="not-in-this-group"))
+
+
+def test_a_group_of_one_stack_stops_once_its_processes_are_warm_and_measured() -> None:
+    rounds = MIN_ROUNDS + 8
+    levels = {t: [1000.0 * (1 + 0.002 * ((r + t) % 4)) for r in range(rounds)] for t in range(3)}
+    members = _members(["alone"], 3)
+    j = judge(_slices(levels), members, GroupOptions().rule)
+    assert j.fit is not None and list(j.fit.levels) == ["alone"]
+    assert enough(j, members, GroupOptions(ci_width=0.0001))
+
+
 # -------------------------------------------------------------- groups of real servers
 
 
@@ -274,11 +294,12 @@ def test_a_process_over_the_memory_budget_is_stopped_and_the_group_goes_on(
     assert [o.ok for o in outcomes] == [2, 1]  # the group went on without it
     stopped = [m for m in run.members if m.stopped]
     assert len(stopped) == 1 and stopped[0].stopped is not None
-    assert stopped[0].stopped.startswith("leak: 8,192 MiB passed the memory budget")
+    assert stopped[0].stopped.startswith("memory budget: 8,192 MiB passed the memory budget")
     store = cast(FakeStore, run.store)
     failed = [r for r in store.replicates.values() if r["status"] == "failed"]
-    assert len(failed) == 1 and failed[0]["failure_reason"].startswith("leak")
+    assert len(failed) == 1 and failed[0]["failure_reason"].startswith("memory budget")
     assert '"stopped"' in failed[0]["leak_json"] and '"curve"' in failed[0]["leak_json"]
+    assert '"leaking": true' in failed[0]["leak_json"]  # marked leak, with its curve
     assert not any(_alive(s.pid) for s in servers)
 
 

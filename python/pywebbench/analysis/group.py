@@ -110,8 +110,12 @@ class GroupFit:
         """``stack`` / the reference: a named stack, or (None) the geometric mean of every
         stack of the group."""
         if reference is not None and reference != GEOMETRIC_MEAN:
+            if reference == stack:  # exactly 1: no interval to give
+                return Interval(1.0, math.nan, math.nan)
             return self.ratio(stack, reference)
         n = len(self.levels)
+        if n < 2:  # a group of one stack is its own geometric mean
+            return Interval(1.0, math.nan, math.nan)
         mean = sum(self.levels.values()) / n
         d = self.levels[stack] - mean
         weight = sum(

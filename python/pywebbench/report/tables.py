@@ -510,42 +510,45 @@ def is_websocket(workload: str) -> bool:
 
 
 def group_note(ranking: Ranking) -> str | None:
-    """How an interleaved ranking was measured, in a sentence (None: no row was measured in
-    an interleaved group): the stacks and processes up together, the time span, the
-    reference and every stack's ratio to it with its interval."""
-    groups = [r.point.group for r in ranking.ranked if r.point.group]
-    if not groups:
-        return None
-    g = groups[0]
-    start, end = (str(t)[11:16] for t in g.get("span", ["", ""]))
-    ratios = []
+    """How an interleaved ranking was measured, a sentence per group (None: no row was
+    measured in an interleaved group): the stacks and processes up together, the time span,
+    the reference and every stack's ratio to it with its interval."""
+    by_group: dict[tuple[str, str], list[RankingRow]] = {}
     for r in ranking.ranked:
-        pg = r.point.group
-        if not pg:
-            continue
-        ci = (
-            f" [{pg['low']:.3f}, {pg['high']:.3f}]"
-            if pg.get("low") is not None and pg.get("high") is not None
+        g = r.point.group
+        if g:
+            by_group.setdefault((str(g.get("group")), str(g.get("span"))), []).append(r)
+    notes = []
+    for rows in by_group.values():
+        g = rows[0].point.group
+        assert g is not None
+        start, end = (str(t)[11:16] for t in g.get("span", ["", ""]))
+        ratios = []
+        for r in rows:
+            pg = r.point.group or {}
+            ci = (
+                f" [{pg['low']:.3f}, {pg['high']:.3f}]"
+                if pg.get("low") is not None and pg.get("high") is not None
+                else ""
+            )
+            ratios.append(f"{r.stack.label} {pg.get('ratio', math.nan):.3f}{ci}")
+        idle = g.get("idle_cpu_share")
+        idle_text = (
+            f" The idle processes took {idle['median']:.1%} of the server cores during "
+            f"others' slices (median; 90th percentile {idle['p90']:.1%})."
+            if isinstance(idle, dict)
             else ""
         )
-        ratios.append(f"{r.stack.label} {pg['ratio']:.3f}{ci}")
-    idle = g.get("idle_cpu_share")
-    idle_text = (
-        f" The idle processes took {idle['median']:.1%} of the server cores during others' "
-        f"slices (median; 90th percentile {idle['p90']:.1%})."
-        if isinstance(idle, dict)
-        else ""
-    )
-    return (
-        f"Interleaved: {g.get('stacks')} stacks x {g.get('processes')} server processes up "
-        f"together, loaded in slices of the same {g.get('rounds')} rounds, {start}-{end} UTC. "
-        f"Req/s is each stack's level at the group's average round; its 95% CI and every "
-        f"tie come from one fit over the slices, with intervals over the server processes "
-        f"(Student's t, {g.get('df')} degrees of freedom). Ratio to the {g.get('reference')}: "
-        + "; ".join(ratios)
-        + "."
-        + idle_text
-    )
+        notes.append(
+            f"Interleaved group {g.get('group')}: {g.get('stacks')} stacks x "
+            f"{g.get('processes')} server processes up together, loaded in slices of the same "
+            f"{g.get('rounds')} rounds, {start}-{end} UTC. Req/s is each stack's level at the "
+            f"group's average round, its 95% CI that of its ratio to the {g.get('reference')}; "
+            f"that CI and every tie come from one fit over the slices, with intervals over the "
+            f"server processes (Student's t, {g.get('df')} degrees of freedom). Ratio to the "
+            f"{g.get('reference')}: " + "; ".join(ratios) + "." + idle_text
+        )
+    return " ".join(notes) if notes else None
 
 
 def headline(ranking: Ranking) -> dict[str, str] | None:

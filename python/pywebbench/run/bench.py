@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -197,13 +198,24 @@ class HostBench:
                 self._stop_server(server, cells[-1])
         return [p.outcome() for p in cells]
 
-    def run_group(self, group: Sequence[CellProgress], seed: int = 0) -> list[CellOutcome]:
+    def run_group(
+        self, group: Sequence[CellProgress], seed: int | None = None
+    ) -> list[CellOutcome]:
         """Every cell of an interleaved group measured at once (:mod:`pywebbench.run.interleaved`):
         ``processes`` servers of each stack up together, loaded in slices of the same rounds;
         each cell's outcome, its group figures included. Raises on Ctrl-C (what was measured
         is stored, every server is stopped)."""
         from pywebbench.meter.slice_interference import CoreAccounting
-        from pywebbench.run.interleaved import GroupOptions, GroupRun, run_group, with_log_dir
+        from pywebbench.run.interleaved import (
+            GroupOptions,
+            GroupRun,
+            group_label,
+            run_group,
+            with_log_dir,
+        )
+
+        if seed is None:  # each group its own rotation, the same on every run of the study
+            seed = zlib.crc32(group_label(group[0].cell).encode())
 
         cells = [dataclasses.replace(p) for p in group]
         for p in cells:

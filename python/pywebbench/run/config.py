@@ -299,14 +299,14 @@ class LoadConfig(Table):
         Flag(
             "--memory-budget",
             help="interleaved: MiB one server process may hold; one over it is stopped and "
-            "marked leak (default: 60% of the machine's memory over the group's processes).",
+            "marked leak (default: 75% of the machine's memory over the group's processes).",
         ),
     ] = Field(
         None,
         ge=16,
         description="interleaved: the most memory (MiB, RSS of the process tree) one server "
         "process may hold; one that passes it is stopped, marked leak with its memory curve, "
-        "and the group goes on without it. Unset: 60% of the machine's memory shared by the "
+        "and the group goes on without it. Unset: 75% of the machine's memory shared by the "
         "group's processes.",
     )
     reference: Annotated[

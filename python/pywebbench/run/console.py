@@ -271,14 +271,22 @@ def summary_tables(study: Study) -> list[Table]:
             )
         notes = legend([f for r in rows for f in r["flags"]])
         ties = any(r["tied"] for r in rows)
-        grouped = [r["flags_raw"]["group"] for r in rows if "group" in r["flags_raw"]]
-        if grouped:  # an interleaved group: say what its req/s are
-            g = grouped[0]
-            start, end = (str(t)[11:16] for t in g.get("span", ["", ""]))
+        grouped: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in rows:
+            g = r["flags_raw"].get("group")
+            if isinstance(g, dict):
+                grouped.setdefault((str(g.get("group")), str(g.get("span"))), g)
+        if grouped:  # interleaved groups: say what their req/s are
+            spans = []
+            for g in grouped.values():
+                start, end = (str(t)[11:16] for t in g.get("span", ["", ""]))
+                spans.append(
+                    f"{g.get('group')}: {g.get('stacks')} stacks x {g.get('processes')} server "
+                    f"processes, {g.get('rounds')} rounds, {start}-{end} UTC"
+                )
             head = (
-                f"interleaved: {g.get('stacks')} stacks x {g.get('processes')} server processes"
-                f" loaded in the same {g.get('rounds')} rounds, {start}-{end} UTC; req/s at the "
-                "group's average round, CIs and ties over the server processes"
+                "interleaved (req/s at each group's average round; CIs and ties over the "
+                "server processes): " + "; ".join(spans)
             )
         else:
             head = speed

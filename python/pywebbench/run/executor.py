@@ -88,7 +88,7 @@ class LocalExecutor:
     def run_groups(self, groups: Sequence[Sequence[CellProgress]]) -> list[list[CellOutcome]]:
         if self._bench is None:
             raise RuntimeError("run_groups outside prepared()")
-        return [self._bench.run_group(group, seed=i) for i, group in enumerate(groups)]
+        return [self._bench.run_group(group) for group in groups]
 
     @property
     def loaded_s(self) -> float:

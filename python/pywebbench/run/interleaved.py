@@ -90,16 +90,23 @@ PROBE_S = 1.0
 #: A slice whose server used less than this share of a core gives no per-CPU figure (too
 #: few of the kernel's clock ticks to divide by).
 MIN_CPU_SHARE = 0.02
+#: Seconds between the engine's progress snapshots, each a sample of the server cores' CPU
+#: accounting: a slice of :data:`SLICE_BOUNDS`'s shortest holds two or more of them (and of
+#: the core-speed probe's readings, every 0.1 s), so that its interference, its per-CPU
+#: figure and its core speed can be read.
+SAMPLE_EVERY_S = 0.1
 #: Seconds between memory samples of the processes.
 MEMORY_EVERY_S = 1.0
 #: The share of the machine's memory the group's processes may use together when no
 #: ``memory_budget_mib`` is set; each process gets its share of it.
-MEMORY_SHARE = 0.6
+MEMORY_SHARE = 0.75
 #: A slice is dropped when other processes took more than this beyond the group's median
 #: share of the server cores during it (plus the clock ticks' resolution): a burst that
 #: hit one slice and not the round's others. Steady contention (steal, a neighbour there all
 #: the time) hits every slice alike and cancels in the round.
 WHY_BURST = "interference burst"
+#: How a process stopped for its memory begins its reason (its replicate's and the cell's).
+OVER_BUDGET = "memory budget"
 
 
 def why_not_interleaved(cell: CellPlan, load: LoadConfig) -> str | None:
@@ -209,16 +216,26 @@ class Member:
 class GroupJudgement:
     """Where the group stands after some rounds: each process's warm round, the fit."""
 
-    warm: dict[int, int | None]  # member index -> its first measured round
+    warm: dict[int, int | None]  # member index -> the round it was warm from (None: not)
     fit: GroupFit | None
     rounds: int  # complete rounds
     measured: dict[int, int]  # member index -> measured rounds
+    #: member index -> the first round its measured slices start at: its warm round, or
+    #: (final judgement of a process that never settled) the middle of its rounds
+    starts: dict[int, int | None] = field(default_factory=dict)
+
+    def reference(self, named: str | None) -> str | None:
+        """The reference the ratios are to: ``named`` when it is a stack of the fit, else
+        None (the geometric mean): a stack of another group, or one that left this one."""
+        return named if self.fit is not None and named in self.fit.levels else None
 
     def widest(self, reference: str | None) -> float:
-        """The widest ratio interval of any stack to the reference (NaN: none)."""
+        """The widest ratio interval of any stack to the reference (NaN: none, or a group
+        of one stack, whose only ratio is to itself)."""
         if self.fit is None or len(self.fit.levels) < 2:
             return math.nan
-        widths = [self.fit.vs_reference(s, reference).half_width for s in self.fit.levels]
+        ref = self.reference(reference)
+        widths = [self.fit.vs_reference(s, ref).half_width for s in self.fit.levels if s != ref]
         return max(widths) if widths else math.nan
 
 
@@ -236,11 +253,12 @@ def judge(
     obs = [
         Observation(s.round, s.target, s.rps)
         for s in slices
-        if s.target in alive and s.requests > 0 and s.errors == 0 and dropped(s) is None
+        if s.target in alive and s.requests > 0 and dropped(s) is None
     ]
     rounds = len({s.round for s in slices})
     shares = round_shares(obs)
     warm: dict[int, int | None] = {}
+    starts: dict[int, int | None] = {}
     measured: dict[int, int] = {}
     kept: list[Observation] = []
     for index in alive:
@@ -249,11 +267,12 @@ def judge(
         warm[index] = w
         if w is None and final and series:
             w = series[len(series) // 2][0]
+        starts[index] = w
         mine = [o for o in obs if o.process == index and w is not None and o.round >= w]
         measured[index] = len(mine)
         kept += mine
     stack_of = {m.index: m.stack for m in alive.values()}
-    return GroupJudgement(warm, fit_group(kept, stack_of), rounds, measured)
+    return GroupJudgement(warm, fit_group(kept, stack_of), rounds, measured, starts)
 
 
 def enough(j: GroupJudgement, members: Sequence[Member], options: GroupOptions) -> bool:
@@ -264,6 +283,8 @@ def enough(j: GroupJudgement, members: Sequence[Member], options: GroupOptions) 
         return False
     if min(j.measured.get(m.index, 0) for m in live) < MIN_ROUNDS:
         return False
+    if j.fit is not None and len(j.fit.levels) < 2:
+        return True  # one stack: nothing to compare, its processes are warm and measured
     width = j.widest(options.reference)
     return math.isfinite(width) and width <= options.ci_width
 
@@ -271,7 +292,7 @@ def enough(j: GroupJudgement, members: Sequence[Member], options: GroupOptions) 
 #: Rounds a group plans at least: the warm-up rule's window, then the measured rounds.
 LEAST_ROUNDS = 20
 #: The shortest slice that counts anything much, and the longest worth having.
-SLICE_BOUNDS = (0.1, 2.0)
+SLICE_BOUNDS = (0.25, 2.0)
 
 
 def slots(
@@ -375,13 +396,14 @@ class GroupRun:
                     self._fail_replicate(rep_id, exc)
                     self._fail_cell(p, exc)
                     continue
+                # a member from here on: stop_all stops it whatever happens next
+                self.members.append(Member(len(self.members), p, number, server, "", rep_id))
                 self.store.update_replicate(rep_id, **started_server_columns(server))
+                self.members[-1].url = self._load_spec(p.cell, server.base_url).url
                 failure = self._verify(server, p.cell)
-                url = self._load_spec(p.cell, server.base_url).url
-                self.members.append(Member(len(self.members), p, number, server, url, rep_id))
                 if failure is not None:
                     self._fail_replicate(rep_id, failure)
-                    self._fail_cell(p, failure)
+                    self._fail_cell(p, failure, rep_id)
 
     def _fail_replicate(self, rep_id: int, exc: StackFailure) -> None:
         with no_sigint():
@@ -393,23 +415,40 @@ class GroupRun:
                 failure_reason=exc.reason,
             )
 
-    def _fail_cell(self, p: CellProgress, exc: StackFailure) -> None:
-        """``p`` failed: its processes are stopped and leave the group."""
+    def _fail_cell(self, p: CellProgress, exc: StackFailure, failed: int | None = None) -> None:
+        """``p`` failed (replicate ``failed`` with ``exc``, already stored): its processes
+        are stopped and leave the group, their replicates failed with it."""
         p.failure = exc
         for m in self.members:
             if m.progress is p and m.stopped is None:
                 with no_sigint():
                     self._stop(m.server)
+                    if m.replicate_id == failed:
+                        m.stopped, m.stopped_at = f"{exc.phase}: {exc.reason}", time.time()
+                        continue
+                    self.store.update_replicate(
+                        m.replicate_id,
+                        status=CellStatus.FAILED,
+                        finished_at=utcnow(),
+                        failure_phase=exc.phase,
+                        failure_reason=f"another process of its stack failed: {exc.reason}",
+                    )
                 m.stopped, m.stopped_at = f"{exc.phase}: {exc.reason}", time.time()
         self.members = [m for m in self.members if m.progress is not p]
         for i, m in enumerate(self.members):
             m.index = i
 
+    def fail_all(self, exc: StackFailure) -> None:
+        """Every member's replicate failed with ``exc`` (the group could not be measured)."""
+        for m in self.members:
+            if m.stopped is None:
+                self._fail_replicate(m.replicate_id, exc)
+
     def stop_all(self) -> None:
         """Stop every process still up (shielded from Ctrl-C)."""
         with no_sigint():
             for m in self.members:
-                if m.stopped is None or m.stopped.startswith("leak"):
+                if m.stopped is None or m.stopped.startswith(OVER_BUDGET):
                     try:
                         self._stop(m.server)
                     except Exception:  # noqa: BLE001 - stopping the rest matters more
@@ -457,6 +496,7 @@ class GroupRun:
         accounting = (
             self._interference([m.server.pid for m in live]) if self._interference else None
         )
+        self._accounting = accounting
         state = {"rounds": 0, "memory_at": 0.0}
         self._say(
             f"measuring {len({m.stack for m in live})} stacks x {self.options.processes} "
@@ -494,7 +534,11 @@ class GroupRun:
         # sequential study keeps it (meter/sampler.py)
         before = pin_this_thread(self.generator_cpus)
         try:
-            result = run_sliced(plan, watch, interval_s=0.25)
+            if accounting is not None:
+                accounting.sample()
+            result = run_sliced(plan, watch, interval_s=SAMPLE_EVERY_S)
+            if accounting is not None:
+                accounting.sample()
         finally:
             if speeds is not None:
                 speeds.stop()
@@ -547,7 +591,7 @@ class GroupRun:
             m.memory.append((now, rss))
             if rss > budget:
                 m.stopped = (
-                    f"leak: {rss / 2**20:,.0f} MiB passed the memory budget of "
+                    f"{OVER_BUDGET}: {rss / 2**20:,.0f} MiB passed the memory budget of "
                     f"{budget / 2**20:,.0f} MiB"
                 )
                 m.stopped_at = now
@@ -585,9 +629,7 @@ class GroupRun:
     ) -> None:
         cell_id = m.progress.cell_id
         warm = j.warm.get(m.index)
-        first = warm
-        if first is None and mine:
-            first = mine[len(mine) // 2].round  # never settled: its last half, flagged
+        first = j.starts.get(m.index, warm)  # where the fit's slices of it start
         assert self.speed is not None  # measured
         judged = self.speed.slices
         shares = dict(round_shares(_observations(judged, dropped)).get(m.index, []))
@@ -618,6 +660,8 @@ class GroupRun:
             )
             if cpu is not None and cpu >= MIN_CPU_SHARE:  # requests per CPU-second
                 it = dataclasses.replace(it, requests_per_cpu_s=s.rps / cpu)
+            if self.interrupted:  # the group is measured again whole on --resume
+                it = dataclasses.replace(it, interrupted=True)
             self.store.add_iteration(it)
         cls: WarmupClass | None = classify(warm_part, measured_part)
         if warm is None:
@@ -631,12 +675,14 @@ class GroupRun:
             floor=LEAK_FLOOR_JIT_BYTES_PER_1K if is_jit else LEAK_FLOOR_BYTES_PER_1K,
         )
         leak_doc: dict[str, Any] = grows.to_dict()
-        if m.stopped is not None and m.stopped.startswith("leak"):
-            leak_doc["leaking"] = True
+        if m.stopped is not None and m.stopped.startswith(OVER_BUDGET):
+            leak_doc["leaking"] = True  # passed the budget: marked leak, with its curve
             leak_doc["stopped"] = m.stopped
         leak_doc["curve"] = [[round(t - t0, 2), rss] for t, rss in m.memory]
         warm_s = next((s.started_at - t0 for s in mine if s.round == first), None)
         status = CellStatus.OK if m.stopped is None and measured_part else CellStatus.FAILED
+        if self.interrupted:
+            status = CellStatus.INTERRUPTED
         self.store.update_replicate(
             m.replicate_id,
             status=status,
@@ -787,7 +833,11 @@ def run_group(
     try:
         run.bring_up()
         j = run.measure()
-        flags = run.store_outcome(j) if j is not None else {}
+        if j is not None:
+            flags = run.store_outcome(j)
+        else:
+            flags = {}
+            run.fail_all(StackFailure(Phase.MEASURE, "fewer than two server processes were up"))
     finally:
         run.stop_all()
     if run.interrupted:
@@ -798,14 +848,14 @@ def run_group(
         failure = p.failure
         if failure is None and p.cell_id not in flags:
             mine = [m for m in run.members if m.progress is p]
-            leaks = [m.stopped for m in mine if m.stopped and m.stopped.startswith("leak")]
+            leaks = [m.stopped for m in mine if m.stopped and m.stopped.startswith(OVER_BUDGET)]
             if j is None:
                 why = "fewer than two server processes of the group were up"
             elif mine and len(leaks) == len(mine):
                 why = (
                     f"leak: all {len(mine)} server processes passed the memory budget "
-                    f"(first: {leaks[0].removeprefix('leak: ')}); their memory curves are "
-                    "in the replicates"
+                    f"(first: {leaks[0].removeprefix(OVER_BUDGET + ': ')}); their memory "
+                    "curves are in the replicates"
                 )
             else:
                 why = "no measured slice (every process stopped or unsettled)"

@@ -85,7 +85,6 @@ class RoundWork:
     #: The cells are an interleaved group (run/interleaved.py), measured at once; else one
     #: replicate of each on one server.
     interleaved: bool = False
-    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -253,11 +252,7 @@ def measure_round(work: RoundWork, mailbox: Any) -> RoundOutcome:
         try:
             stoppable.watch()
             with host_lock(relay), bench.prepared(work.cells):
-                outcomes = (
-                    bench.run_group(group, seed=work.seed)
-                    if work.interleaved
-                    else bench.run_round(group)
-                )
+                outcomes = bench.run_group(group) if work.interleaved else bench.run_round(group)
         except (KeyboardInterrupt, Interrupted):
             interrupted = True
     return RoundOutcome(
@@ -496,7 +491,6 @@ class RayExecutor:
             ok=[p.ok for p in task.cells],
             next_rep=[p.next_rep for p in task.cells],
             interleaved=task.interleaved,
-            seed=task.index,
         )
 
     def _turn(self, tasks: dict[Any, _Task]) -> list[_Task]:

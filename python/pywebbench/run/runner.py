@@ -33,7 +33,7 @@ from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events, Outcome
 from pywebbench.run.executor import Executor, LocalExecutor
 from pywebbench.run.host import git_revision, split_cpus
-from pywebbench.run.interleaved import interleaved_groups, why_not_interleaved
+from pywebbench.run.interleaved import OVER_BUDGET, interleaved_groups, why_not_interleaved
 from pywebbench.run.matrix import CellPlan, Matrix
 from pywebbench.run.measure import Interrupted, no_sigint
 from pywebbench.run.orphans import reap_orphan
@@ -329,13 +329,14 @@ class StudyRunner:
             flags["robustness"] = p.robustness.to_flag()
         if p.group is not None:  # an interleaved group's figures (run/interleaved.py)
             flags["group"] = p.group
-            stopped = [
-                r.failure_reason
-                for r in self.store.replicates(p.cell_id)
-                if r.failure_reason and r.failure_reason.startswith("leak")
-            ]
-            if stopped:  # a process passed the memory budget: the cell leaks
-                flags["leak"] = True
+        stopped = [
+            r.failure_reason
+            for r in self.store.replicates(p.cell_id)
+            if r.failure_reason and r.failure_reason.startswith(OVER_BUDGET)
+        ]
+        if stopped:  # a process of its interleaved group passed the memory budget
+            flags["leak"] = True
+            if p.group is not None:
                 p.group["stopped"] = stopped
         return flags
 
