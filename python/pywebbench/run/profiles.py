@@ -116,3 +116,5 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
     },
 }
 PROFILE_DATA["versions"]["load"] = copy.deepcopy(PROFILE_DATA["quick"]["load"])
+# one at a time: an interleaved group holds one interpreter, and this study compares them
+PROFILE_DATA["versions"]["load"]["design"] = "sequential"
