@@ -56,7 +56,9 @@ trap 'rm -f "$ft_log"' EXIT  # its group is gone: its number may be another's by
 cat "$ft_log"
 echo "== pytest"
 set +e
-python -m pytest -ra --durations=25 "$@"
+# Tests marked benchmark (statistical power on real servers' timings, issue 52) are not in
+# the suite: they are run on their own, python -m pytest -m benchmark FILE (docs/contributing.md).
+python -m pytest -ra --durations=25 -m "not benchmark" "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -155,6 +155,7 @@ def order_effects(
 
 
 @pytest.mark.timeout(2200)  # up to 24 PyPy warm-ups until steady, on a shared machine
+@pytest.mark.benchmark  # a power question on PyPy's timings: python -m pytest -m benchmark
 def test_the_workload_met_first_measures_as_the_one_met_second(tmp_path: Path, census: str) -> None:
     pypy = [i.name for i in discover() if i.is_pypy]
     assert pypy, "PyPy must be installed (scripts/setup.sh installs Debian's pypy3)"
