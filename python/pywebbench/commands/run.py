@@ -71,7 +71,7 @@ def command(**options: Any) -> None:
 
     \b
     Examples:
-      pywebbench run                                  the quick profile (20-25 min)
+      pywebbench run                                  the quick profile (~15 min)
       pywebbench run --server granian-wsgi,gunicorn-gthread --framework flask \\
                      --workload hello,json -c 1,16,64 -d 5
       pywebbench run --app myapp:app --requirements requirements.txt --path / --path /api

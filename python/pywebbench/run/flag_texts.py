@@ -6,7 +6,7 @@ from __future__ import annotations
 from pywebbench.run.declare import comma_list
 
 PROFILE_HELP = (
-    "Built-in study to start from: quick (default, 20-25 min), standard (~30 min), full "
+    "Built-in study to start from: quick (default, ~15 min), standard (~30 min), full "
     "(hours), versions (every interpreter found, by version: docs/interpreters.md)."
 )
 PYTHON_HELP = (
