@@ -229,16 +229,6 @@ class HostBench:
             options = with_log_dir(self._launch_options(cell), cell, k)
             return bringup.start(cell.variant.stack, self._envs[cell.variant.key], options, ready)
 
-        def verify(server: RunningServer, cell: CellPlan) -> StackFailure | None:
-            self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
-            return bringup.check(
-                server,
-                cell.variant.stack,
-                cell.workload,
-                cell.params,
-                timeout_s=self.config.timeouts.verify_s,
-            ).failure()
-
         def load_spec(cell: CellPlan, base_url: str) -> LoadSpec:
             return cell.load_spec(
                 base_url, self.config.load, self.setup.generator_cpus, duration_s=1.0
@@ -249,7 +239,7 @@ class HostBench:
             GroupOptions.of(self.config.load, seed=seed),
             store=self.store,
             start=start,
-            verify=verify,
+            verify=self._verify,
             load_spec=load_spec,
             interference=lambda pids: CoreAccounting(cpus, pids),
             say=self.events.phase,
@@ -361,14 +351,7 @@ class HostBench:
         fail: StackFailure | None = None
         try:
             self._record_start(cell.variant, rep_id, server)
-            self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
-            fail = bringup.check(
-                server,
-                cell.variant.stack,
-                cell.workload,
-                cell.params,
-                timeout_s=self.config.timeouts.verify_s,
-            ).failure()
+            fail = self._verify(server, cell)
             if fail is None:
                 fail, robustness = self._measure.replicate(cell, cell_id, rep_id, replicate, server)
                 if robustness is not None:
@@ -392,6 +375,17 @@ class HostBench:
                 )
         if fail is not None:
             raise fail
+
+    def _verify(self, server: RunningServer, cell: CellPlan) -> StackFailure | None:
+        """Check that ``server`` answers ``cell``'s workload correctly (None: it does)."""
+        self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
+        return bringup.check(
+            server,
+            cell.variant.stack,
+            cell.workload,
+            cell.params,
+            timeout_s=self.config.timeouts.verify_s,
+        ).failure()
 
     def _record_start(self, variant: Variant, rep_id: int, server: RunningServer) -> None:
         self.store.update_replicate(rep_id, **started_server_columns(server))

@@ -212,16 +212,24 @@ class StudyRunner:
         self.store.update_cell(cell_id, status=CellStatus.RUNNING, started_at=utcnow())
         return progress
 
-    def _run_groups(self, groups: list[list[CellPlan]], done: set[str]) -> None:
-        """Open the cells not ``done`` and run them with the scheduler's rounds
-        (:func:`~pywebbench.run.schedule.run_rounds`) on the executor; a cell is finished
-        (stored ``ok`` or ``failed``) once it needs no more replicates."""
+    def _open_groups(
+        self, groups: list[list[CellPlan]], done: set[str]
+    ) -> list[list[CellProgress]]:
+        """Each group's cells not ``done``, opened (groups left empty are dropped; the done
+        ones are counted as skipped)."""
         opened: list[list[CellProgress]] = []
         for cells in groups:
             self.outcome.cells_skipped += sum(1 for c in cells if c.key in done)
             group = [self._open_cell(c) for c in cells if c.key not in done]
             if group:
                 opened.append(group)
+        return opened
+
+    def _run_groups(self, groups: list[list[CellPlan]], done: set[str]) -> None:
+        """Open the cells not ``done`` and run them with the scheduler's rounds
+        (:func:`~pywebbench.run.schedule.run_rounds`) on the executor; a cell is finished
+        (stored ``ok`` or ``failed``) once it needs no more replicates."""
+        opened = self._open_groups(groups, done)
         run_rounds(
             opened,
             rounds=most_rounds(self.config.load),
@@ -234,12 +242,7 @@ class StudyRunner:
     def _run_interleaved(self, groups: list[list[CellPlan]], done: set[str]) -> None:
         """Open the cells not ``done`` and measure each interleaved group whole on the
         executor (:mod:`pywebbench.run.interleaved`); every cell is finished after."""
-        opened: list[list[CellProgress]] = []
-        for cells in groups:
-            self.outcome.cells_skipped += sum(1 for c in cells if c.key in done)
-            group = [self._open_cell(c) for c in cells if c.key not in done]
-            if group:
-                opened.append(group)
+        opened = self._open_groups(groups, done)
         if not opened:
             return
         pending = [p for group in opened for p in group]
