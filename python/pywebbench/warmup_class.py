@@ -53,7 +53,7 @@ from pywebbench.steady import TREND_ALPHA, SteadyRule, regime_start, segments, t
 
 #: Regimes whose levels differ by at most this fraction are one. This machine's noise is
 #: 1-4% within a minute, and two loads of one settled reference server a second apart
-#: differed by 8% while other tests ran (tests/run/test_warmup_class_refserver.py), so a
+#: differed by 8% while other tests ran (benchmarks/warmup_curves.py's shapes), so a
 #: regime of its own needs more than 10%.
 LEVEL_TOLERANCE = 0.10
 #: A small change is held for at least this many points (1 s); a shorter segment is a blip.
