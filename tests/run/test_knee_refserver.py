@@ -9,7 +9,11 @@ about W + q·D seconds in, so the SLO target L holds while λ/μ - 1 <= L / (W +
 
     knee = μ · (1 + L / (W + q·D))
 
-The knee found must lie within 10% of it (the search's own tolerance is 5%).
+In the suite (:func:`test_the_knee_search_brackets_a_single_server_queue`) the search must find
+a knee no higher than that (a queue cannot hold a higher rate) and no lower than a quarter of
+the capacity; how close it comes (within 10% of it, the search's own tolerance being 5%) is an
+accuracy, asked by :func:`test_knee_of_a_single_server_queue_matches_queueing_theory`, marked
+``benchmark`` (``python -m pytest -m benchmark tests/run/test_knee_refserver.py``; issue 52).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import pytest
 from pwbtest import GEN_CPUS
 from pywebbench.load import LoadSpec, run_load
 from pywebbench.refserver import RefServer
-from pywebbench.run.knee import SearchPlan, probe_row, search_knee
+from pywebbench.run.knee import KneeResult, SearchPlan, probe_row, search_knee
 from pywebbench.run.slo import parse_slo
 from pywebbench.store import utcnow
 from pywebbench.store.knee_rows import KneeProbe
@@ -27,9 +31,13 @@ SERVICE_MS = 0.5  # capacity 2,000 req/s on one thread
 WARMUP_S = 0.5
 
 
-def test_knee_of_a_single_server_queue_matches_queueing_theory() -> None:
+def _search(tolerance: float) -> tuple[KneeResult, float, list[tuple[int, str, float]]]:
+    """The search on the queue, bisected to ``tolerance``: its result, the analytic knee, and
+    its probes (for messages)."""
     slo = parse_slo("p95=50ms")
-    plan = SearchPlan(slo=slo, start_rps=1_000.0, budget_s=60.0, warmup_s=WARMUP_S)
+    plan = SearchPlan(
+        slo=slo, start_rps=1_000.0, budget_s=60.0, warmup_s=WARMUP_S, tolerance=tolerance
+    )
     with RefServer(service_ms=SERVICE_MS, threads=1, cpus=[0]) as srv:
 
         def probe(rate: float, phase: str) -> KneeProbe:
@@ -50,10 +58,36 @@ def test_knee_of_a_single_server_queue_matches_queueing_theory() -> None:
     rates = [
         (round(p.rate_offered), p.verdict, round(p.latency_us / 1000, 1)) for p in result.probes
     ]
-    assert result.status == "found", rates
-    assert result.knee_rps == pytest.approx(analytic, rel=0.10), (analytic, rates)
-    # the knee and every rate below it met the SLO in every one of their probes
-    below = [p for p in result.probes if p.rate_offered <= result.knee_rps]
+    # the knee and every rate below it met the SLO in every one of their probes (the search's
+    # bracket only moves its passing end up and its failing end down)
+    below = [p for p in result.probes if result.knee_rps and p.rate_offered <= result.knee_rps]
     assert below and all(p.passed for p in below), rates
     assert len(result.probes) == plan.repeats * len({p.rate_offered for p in result.probes})
     assert all(p.samples >= 0.9 * slo.min_samples for p in result.probes if p.passed)
+    return result, analytic, rates
+
+
+def test_the_knee_search_brackets_a_single_server_queue() -> None:
+    """A knee is found, at most the analytic one and at least a quarter of the capacity.
+
+    False-failure arithmetic: the analytic knee is an upper bound whatever the host does
+    (stolen time only slows the server: a slower queue meets its SLO at a lower rate; +10%
+    for the bracket's 5% tolerance and a probe's sampling). The lower bound: at 50% steal the
+    server serves at half speed (capacity 1,000 req/s) and its knee is at least ~1,000; a
+    quarter of the capacity (500 req/s, the bracket's first step down from 1,000, well within
+    the 60 s budget) leaves a further factor of 2 for the generator's own loss of its core. A search then finds no knee only if 500 req/s, a
+    quarter of the server's rate, misses a 50 ms p95, which needs the server stopped for
+    over 50 ms in more than 5% of a probe's windows: beyond any steal recorded here.
+    Bisected to 25% (the accuracy test's 5% takes three more rates, ~20 s)."""
+    result, analytic, rates = _search(tolerance=0.25)
+    assert result.status == "found", rates
+    assert 0.25 * 1000.0 / SERVICE_MS <= result.knee_rps <= 1.10 * analytic, (analytic, rates)
+
+
+@pytest.mark.benchmark
+def test_knee_of_a_single_server_queue_matches_queueing_theory() -> None:
+    """The knee found lies within 10% of the analytic one (an accuracy on this host's
+    timing: run on its own, not in the suite)."""
+    result, analytic, rates = _search(tolerance=0.05)
+    assert result.status == "found", rates
+    assert result.knee_rps == pytest.approx(analytic, rel=0.10), (analytic, rates)
