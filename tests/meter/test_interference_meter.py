@@ -384,8 +384,8 @@ def test_interrupts_charged_to_no_task_are_not_lost_and_a_missing_core_reads_not
 def test_a_bursty_neighbours_share_is_what_the_server_lost() -> None:
     """A spinning "server" and a neighbour spinning 0.5 s of every second on its core,
     read every 0.25 s: the buckets the neighbour hit say so, and the server's CPU divided by
-    the share it had is its whole core in every bucket (up to the clock's ticks), whatever
-    else runs there. That quiet buckets are left at 1 is the test above."""
+    the share it had is its whole core (up to the clock's ticks) in all but at most 3 of 12
+    buckets, whatever else runs there. That quiet buckets are left at 1 is the test above."""
     core = sorted(os.sched_getaffinity(0))[0]
     server = subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True)
     try:
@@ -408,6 +408,12 @@ def test_a_bursty_neighbours_share_is_what_the_server_lost() -> None:
     # The server's CPU at its whole core: the share leaves a loss alone up to the threshold
     # plus a tick at each end of the bucket (idle time is in ticks); the share's reads and
     # this test's lie a few ms apart, allowed as much again.
+    #
+    # False-failure arithmetic: 30 runs of this test (360 buckets) had none off by more than
+    # the slack (docs/interference.md), so a bucket misses with p <= 3/360 (the 95% bound of
+    # none seen); 4 or more misses of 12 independent buckets is C(12,4)·p^4 ≈ 2e-6. A host
+    # that stalls several buckets together breaks the independence: stolen time counts in
+    # the share as lost, so steal is divided out, and a margin of 3 buckets is left for it.
     slack = 0.05 + 2 * tick_resolution_share(0.25)
-    for s, used in seen:
-        assert abs(used / s - 1.0) <= slack, seen
+    off = [(s, used) for s, used in seen if abs(used / s - 1.0) > slack]
+    assert len(off) <= 3, (off, seen)

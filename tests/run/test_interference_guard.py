@@ -6,10 +6,16 @@ the server's core is probed during every iteration (docs/interference.md#core-sp
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import pytest
 from pwbtest import neighbour, pwb
 from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.meter.interference import AvailableShare
+from pywebbench.run.measure import Measurer
 from pywebbench.store import Store
 
 CPYTHON = default_interpreters()[0].name
@@ -115,8 +121,45 @@ def test_the_server_core_speed_is_probed_unless_set_off(tmp_path: Path, census: 
                 assert it.core_rate is None, it
 
 
+def test_a_warm_up_is_divided_by_the_share_of_the_server_cores_it_had() -> None:
+    """The wiring of the warm-up's correction, deterministic: a server pinned apart from the
+    generator gets an :class:`AvailableShare` of its own cores (the generator's steal counted
+    only for a load that waits on the generator), times the core's speed when probed; a
+    server sharing the generator's cores gets no share (what it lost cannot be told from
+    what the generator took). The share's arithmetic is tested on fixed counters in
+    tests/meter/test_interference_meter.py, the division of a curve in
+    tests/run/test_steady.py; how level a real warm-up beside a bursty neighbour stays is
+    :func:`test_a_bursty_neighbour_does_not_bend_the_warm_up_curve` (benchmark)."""
+    server = SimpleNamespace(pid=os.getpid())
+    cores = sorted(os.sched_getaffinity(0))
+    apart = [c for c in range(os.cpu_count() or 1) if c not in cores] or [10_000]
+
+    def measurer(generator_cpus: list[int], speed: object = None) -> Any:
+        return SimpleNamespace(
+            _probe=None,
+            generator_cpus=generator_cpus,
+            config=SimpleNamespace(load=SimpleNamespace(interference_max=0.05)),
+            _speed_tracker=lambda: speed,
+        )
+
+    scale = Measurer._bucket_scale(measurer(apart), server, True)
+    assert isinstance(scale, AvailableShare)
+    assert scale.cpus == cores and scale.threshold == 0.05
+    assert scale.generator_cpus == sorted(set(apart) - set(cores))
+    open_loop = Measurer._bucket_scale(measurer(apart), server, False)
+    assert isinstance(open_loop, AvailableShare) and open_loop.generator_cpus == []
+    assert Measurer._bucket_scale(measurer(cores), server, True) is None
+    both = Measurer._bucket_scale(measurer(apart, lambda: 2.0), server, True)
+    assert both is not None and not isinstance(both, AvailableShare)
+    assert 0.25 * 2.0 <= both() <= 2.0  # the speed times a share in [floor, 1]
+
+
+@pytest.mark.benchmark
 def test_a_bursty_neighbour_does_not_bend_the_warm_up_curve(tmp_path: Path, census: str) -> None:
-    """The cpu workload keeps gunicorn-sync's core busy; a neighbour spinning 0.5 s of every
+    """An accuracy on this host's timing, not in the suite (issue 52: it failed fresh-clone
+    suites under steal; python -m pytest -m benchmark tests/run/test_interference_guard.py).
+
+    The cpu workload keeps gunicorn-sync's core busy; a neighbour spinning 0.5 s of every
     second there takes about half of it in its bursts, so every other half-second of the raw
     curve reads about half. Each bucket divided by the share of its core the server had
     (docs/interference.md#warm-ups), the stored curve stays level: no more than three
