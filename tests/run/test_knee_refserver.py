@@ -75,9 +75,10 @@ def test_the_knee_search_brackets_a_single_server_queue() -> None:
     for the bracket's 5% tolerance and a probe's sampling). The lower bound: at 50% steal the
     server serves at half speed (capacity 1,000 req/s) and its knee is at least ~1,000; a
     quarter of the capacity (500 req/s, the bracket's first step down from 1,000, well within
-    the 60 s budget) leaves a further factor of 2 for the generator's own loss of its core. A search then finds no knee only if 500 req/s, a
-    quarter of the server's rate, misses a 50 ms p95, which needs the server stopped for
-    over 50 ms in more than 5% of a probe's windows: beyond any steal recorded here.
+    the 60 s budget) leaves a further factor of 2 for the generator's own loss of its core.
+    A search then finds no knee only if 500 req/s, a quarter of the server's rate, misses a
+    50 ms p95, which needs the server stopped for over 50 ms in more than 5% of a probe's
+    windows: beyond any steal recorded here.
     Bisected to 25% (the accuracy test's 5% takes three more rates, ~20 s)."""
     result, analytic, rates = _search(tolerance=0.25)
     assert result.status == "found", rates
