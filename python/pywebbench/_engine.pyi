@@ -34,7 +34,9 @@ def run_load(
     ``epoll``, ``uring``) picks the I/O backend; the result's ``io`` names the one that ran.
     The spec's ``protocol`` (``http1``, ``h2c`` or ``ws``) is spoken on every connection;
     with ``ws`` (a ``ws://`` URL) each request is one ``message_bytes`` message's echo and
-    the result has a ``websocket`` section (handshakes; docs/websocket.md).
+    the result has a ``websocket`` section (handshakes; docs/websocket.md). With a ``mix``
+    each request is drawn from the mix's weighted entries and the result has ``endpoints``
+    (per-endpoint requests, errors and latency histograms; docs/mix.md).
 
     Raises:
         ValueError: the spec is invalid (the message names the field), or ``io: uring`` was

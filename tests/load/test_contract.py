@@ -68,6 +68,7 @@ def test_python_defaults_are_the_engines() -> None:
             "fresh_share": 0.0,
             "requests_per_connection": 0,
             "message_bytes": 64,
+            "mix": [],
         }
         want = engine[name] if name in engine else absent[name]
         got = [list(h) for h in field.default] if name == "headers" else field.default
@@ -102,7 +103,8 @@ def _assert_model_matches(model: type[BaseModel], doc: Any, where: str) -> None:
         return  # the spec is checked against the engine by test_python_defaults_are_the_engines
     assert isinstance(doc, dict), where
     # Written only when a spec has faults, or protocol ws (tests/load/test_ws.py parses those).
-    optional = {"faults", "websocket"} if model is LoadResult else set()
+    # A mix's endpoints: tests/load/test_mix_engine.py reads a real one.
+    optional = {"faults", "websocket", "endpoints"} if model is LoadResult else set()
     missing = set(model.model_fields) - set(doc) - optional
     assert not missing, f"{where}: the model expects keys the engine does not write: {missing}"
     for name, field in model.model_fields.items():

@@ -101,6 +101,11 @@ pub struct LoadSpec {
     /// gives the path and the Host header), as curl's `--unix-socket`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unix_socket: Option<String>,
+    /// A traffic mix (docs/mix.md): each request is drawn from these weighted entries
+    /// (the URL gives scheme, host and port; each entry its method, path, headers, body and
+    /// expected statuses). Empty: the one request of `url`, `method`, `body`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mix: Vec<MixEntry>,
 }
 
 impl Default for LoadSpec {
@@ -138,6 +143,7 @@ impl Default for LoadSpec {
             io: Io::Auto,
             source_addresses: Vec::new(),
             unix_socket: None,
+            mix: Vec::new(),
         }
     }
 }
@@ -180,6 +186,9 @@ pub struct Plan {
     /// ws: the messages and the handshake's expected answer (`request` is the upgrade
     /// request); None: HTTP.
     pub ws: Option<WsPlan>,
+    /// A traffic mix: every entry's request serialised and the alias table of the draws
+    /// (`request` and `h2` are then its first entry's); None: one request.
+    pub mix: Option<MixPlan>,
     /// The io_uring backend and what it may use; None: epoll. Set by the engine at start.
     pub uring: Option<crate::uring::Support>,
 }
@@ -234,7 +243,7 @@ impl LoadSpec {
                 let alone = Value::Object([(name.clone(), v.clone())].into_iter().collect());
                 if let Err(e) = serde_json::from_value::<LoadSpec>(alone) {
                     let msg = e.to_string();
-                    return match msg.starts_with("unknown field") {
+                    return match msg.starts_with(&format!("unknown field `{name}`")) {
                         true => bad(name, "unknown load spec field"),
                         false => bad(name, msg),
                     };
@@ -357,33 +366,8 @@ impl LoadSpec {
                 ));
             }
         }
-        for (name, value) in &self.headers {
-            if !valid_token(name) {
-                return Err(bad(
-                    "headers",
-                    format!("{name:?} is not a valid header name"),
-                ));
-            }
-            if value.contains('\r') || value.contains('\n') {
-                return Err(bad(
-                    "headers",
-                    format!("value of {name:?} contains a line break"),
-                ));
-            }
-            let lname = name.to_ascii_lowercase();
-            if lname == "content-length" || lname == "transfer-encoding" {
-                return Err(bad(
-                    "headers",
-                    format!("{name} is set by the engine from the body; do not pass it"),
-                ));
-            }
-            if lname == "connection" {
-                return Err(bad(
-                    "headers",
-                    "Connection is set by the engine (use keepalive)",
-                ));
-            }
-        }
+        check_headers(&self.headers).map_err(|m| bad("headers", m))?;
+        self.check_mix()?;
         self.body_bytes()?;
         for f in &self.faults {
             f.validate().map_err(|e| bad("faults", e))?;
@@ -400,36 +384,20 @@ impl LoadSpec {
             path,
             unix_socket,
         } = self.endpoint()?;
-        let mut has_host = false;
-        let mut head = format!("{} {} HTTP/1.1\r\n", self.method, path);
-        for (name, value) in &self.headers {
-            has_host |= name.eq_ignore_ascii_case("host");
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        if !has_host {
-            let h = if host.contains(':') {
-                format!("[{host}]")
-            } else {
-                host.clone()
-            };
-            let h = if port == 80 { h } else { format!("{h}:{port}") };
-            head.push_str(&format!("Host: {h}\r\n"));
-        }
         let body = self.body_bytes()?;
+        let mut request =
+            self.http1_request(&self.method, &host, port, &path, &self.headers, &body);
         let method_has_body = matches!(self.method.as_str(), "POST" | "PUT" | "PATCH");
-        if !body.is_empty() || method_has_body {
-            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
-        }
-        if !self.keepalive {
-            head.push_str("Connection: close\r\n");
-        }
-        head.push_str("\r\n");
-        let mut request = head.into_bytes();
-        request.extend_from_slice(&body);
         let h2 = self.h2_request(&host, port, &path, &body, method_has_body)?;
         let ws = self.ws_plan(&host, port, &path);
         if let Some(w) = &ws {
             request = w.handshake.clone();
+        }
+        let mix = self.mix_plan(&host, port)?;
+        let mut h2 = h2;
+        if let Some(m) = &mix {
+            request = m.entries[0].request.clone();
+            h2 = m.entries[0].h2.clone();
         }
 
         let target = match unix_socket {
@@ -459,8 +427,49 @@ impl LoadSpec {
             expect_body: self.expect_body.as_ref().map(|b| b.as_bytes().to_vec()),
             h2,
             ws,
+            mix,
             uring: None,
         })
+    }
+
+    /// One HTTP/1.1 request, serialised: the request line, the headers (a Host header
+    /// unless given), Content-Length for a body or a method that has one, and
+    /// `Connection: close` without keep-alive.
+    pub(crate) fn http1_request(
+        &self,
+        method: &str,
+        host: &str,
+        port: u16,
+        path: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Vec<u8> {
+        let mut has_host = false;
+        let mut head = format!("{} {} HTTP/1.1\r\n", method, path);
+        for (name, value) in headers {
+            has_host |= name.eq_ignore_ascii_case("host");
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if !has_host {
+            let h = if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host.to_string()
+            };
+            let h = if port == 80 { h } else { format!("{h}:{port}") };
+            head.push_str(&format!("Host: {h}\r\n"));
+        }
+        let method_has_body = matches!(method, "POST" | "PUT" | "PATCH");
+        if !body.is_empty() || method_has_body {
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        if !self.keepalive {
+            head.push_str("Connection: close\r\n");
+        }
+        head.push_str("\r\n");
+        let mut request = head.into_bytes();
+        request.extend_from_slice(body);
+        request
     }
 
     /// Host (for the Host header), port, request path and, for a unix socket target, the
@@ -564,6 +573,39 @@ impl LoadSpec {
     }
 }
 
+/// `host:port` as an HTTP/2 `:authority` (the port left out when 80).
+pub(crate) fn authority(host: &str, port: u16) -> String {
+    if port == 80 {
+        host.to_string()
+    } else if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// The rules every request header follows (the message names the header).
+pub(crate) fn check_headers(headers: &[(String, String)]) -> Result<(), String> {
+    for (name, value) in headers {
+        if !valid_token(name) {
+            return Err(format!("{name:?} is not a valid header name"));
+        }
+        if value.contains('\r') || value.contains('\n') {
+            return Err(format!("value of {name:?} contains a line break"));
+        }
+        let lname = name.to_ascii_lowercase();
+        if lname == "content-length" || lname == "transfer-encoding" {
+            return Err(format!(
+                "{name} is set by the engine from the body; do not pass it"
+            ));
+        }
+        if lname == "connection" {
+            return Err("Connection is set by the engine (use keepalive)".into());
+        }
+    }
+    Ok(())
+}
+
 /// What the URL (and `unix_socket`) say about where to connect.
 struct Endpoint {
     host: String,
@@ -594,8 +636,10 @@ pub fn normalise_spec_json(spec_json: &str) -> Result<String, String> {
     serde_json::to_string(&spec).map_err(|e| format!("load spec: {e}"))
 }
 
+mod mix;
 mod protocol;
 mod url;
+pub use mix::{AliasTable, MixEntry, MixPlan, MixRequest, MAX_MIX_ENTRIES};
 pub use protocol::{H2Request, WsPlan};
 pub use url::parse_url;
 use url::valid_token;

@@ -76,6 +76,7 @@ NOT_FLAGS = {
     "fresh_share": "a fault mix's share of fresh connections: pywebbench run --faults",
     "faults": "fault clients: pywebbench run --faults",
     "start_at_unix_ns": "set by the load agents so that they start together",
+    "mix": "a traffic mix of weighted requests (docs/mix.md)",
 }
 
 

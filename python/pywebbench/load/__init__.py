@@ -24,6 +24,7 @@ from pywebbench.load.histogram import Histogram, HistSummary
 from pywebbench.load.rate_phases import parse_rate
 from pywebbench.load.result import (
     ConnStats,
+    EndpointStats,
     ErrorEntry,
     GeneratorStats,
     HistData,
@@ -36,7 +37,7 @@ from pywebbench.load.result import (
     WsStats,
     iteration_figures,
 )
-from pywebbench.load.spec import LoadMode, LoadSpec, RatePhase, spec_for_request
+from pywebbench.load.spec import LoadMode, LoadSpec, MixEntry, RatePhase, spec_for_request
 
 #: The stable error class names (docs/load-engine.md), as the engine defines them.
 ERROR_CLASSES: tuple[str, ...] = tuple(_engine.error_classes())
@@ -44,6 +45,7 @@ ERROR_CLASSES: tuple[str, ...] = tuple(_engine.error_classes())
 __all__ = [
     "ERROR_CLASSES",
     "ConnStats",
+    "EndpointStats",
     "ErrorEntry",
     "GeneratorStats",
     "HistData",
@@ -57,6 +59,7 @@ __all__ = [
     "LoadResult",
     "LoadSpec",
     "LocalAgent",
+    "MixEntry",
     "OpenLoopStats",
     "ProgressFn",
     "RatePhase",

@@ -136,6 +136,26 @@ class WsStats(_EngineRecord):
     handshake_time: HistData
 
 
+class EndpointStats(_EngineRecord):
+    """One endpoint of a traffic mix (docs/mix.md): its requests, errors and latencies in the
+    measured phase, as the whole run's but for its requests only."""
+
+    name: str
+    #: Its entries' summed weight, and that weight's share of the mix (0..1).
+    weight: float
+    weight_share: float
+    #: Responses completed (any status).
+    requests: int
+    #: Failed requests drawn for this endpoint (errors before any request was drawn, e.g. a
+    #: queue overflow, are in the whole run's figures only), and by class.
+    errors: int
+    error_classes: dict[str, int]
+    timeouts: int
+    status_counts: dict[str, int]
+    #: Mergeable, as the whole run's ``latency``.
+    latency: HistData
+
+
 class LoadResult(_EngineRecord):
     """The result of one load run.
 
@@ -181,6 +201,9 @@ class LoadResult(_EngineRecord):
     #: Unix ns at which the engine actually started (after waiting for the spec's
     #: ``start_at_unix_ns``); None in results stored before it was recorded.
     launched_at_unix_ns: int | None = None
+    #: A mix: each endpoint's figures, in the mix's order (docs/mix.md). The engine omits
+    #: the key otherwise.
+    endpoints: list[EndpointStats] = []
 
     @model_serializer(mode="wrap")
     def _engine_layout(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -188,6 +211,8 @@ class LoadResult(_EngineRecord):
         for optional in ("faults", "launched_at_unix_ns", "websocket"):
             if doc[optional] is None:
                 del doc[optional]  # as the engine writes it
+        if not doc["endpoints"]:
+            del doc["endpoints"]
         return doc
 
     @property

@@ -50,6 +50,43 @@ class RatePhase(BaseModel):
         return self.rate if self.end_rate is None else self.end_rate
 
 
+class MixEntry(BaseModel):
+    """One weighted request of a traffic mix (``MixEntry`` in crates/engine/src/spec/mix.rs;
+    docs/mix.md). Entries sharing a ``name`` are one endpoint in the figures.
+
+    ``body`` is sent byte for byte (the engine's document carries it as ``body_b64``);
+    ``expect_status`` empty means the spec's own ``expect_status``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    weight: float = 1.0
+    method: str = "GET"
+    #: Path and query, e.g. ``/items/42?full=1`` (the spec's URL gives host and port).
+    path: str = "/"
+    headers: list[tuple[str, str]] = []
+    body: bytes = b""
+    expect_status: list[int] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _body_from_engine(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "body_b64" in data:
+            data = dict(data)
+            data["body"] = base64.b64decode(str(data.pop("body_b64")).strip())
+        return data
+
+    @model_serializer(mode="wrap")
+    def _engine_layout(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        doc: dict[str, Any] = handler(self)
+        del doc["body"]
+        if self.body:
+            doc["body_b64"] = base64.b64encode(self.body).decode("ascii")
+        doc["headers"] = [list(h) for h in self.headers]
+        return doc
+
+
 def _to_engine(fields: dict[str, Any]) -> str:
     """The fields as the engine's JSON spec: a ``bytes`` body travels as ``body_b64``."""
     doc = dict(fields)
@@ -57,6 +94,9 @@ def _to_engine(fields: dict[str, Any]) -> str:
         phases = doc.get(key)
         if isinstance(phases, list | tuple):
             doc[key] = [p.model_dump() if isinstance(p, RatePhase) else p for p in phases]
+    mix = doc.get("mix")
+    if isinstance(mix, list | tuple):
+        doc["mix"] = [m.model_dump(mode="json") if isinstance(m, MixEntry) else m for m in mix]
     body = doc.pop("body", None)
     if isinstance(body, bytes | bytearray | memoryview):
         if body and doc.get("body_b64"):
@@ -158,6 +198,9 @@ class LoadSpec(BaseModel):
     source_addresses: list[str] = []
     #: Connect to this unix-domain socket (the url gives the path and Host header).
     unix_socket: str | None = None
+    #: A traffic mix (docs/mix.md): each request is drawn, seeded by ``seed``, from these
+    #: weighted entries; the URL then gives only scheme, host and port. Empty: no mix.
+    mix: list[MixEntry] = []
 
     if not TYPE_CHECKING:  # type checkers see pydantic's typed keyword constructor
 
@@ -195,6 +238,8 @@ class LoadSpec(BaseModel):
             del doc["start_at_unix_ns"]
         if not self.rate_phases:
             del doc["rate_phases"]
+        if not self.mix:
+            del doc["mix"]
         for name in ("fresh_share", "requests_per_connection"):
             if not doc[name]:
                 del doc[name]  # as the engine writes it

@@ -2,9 +2,11 @@
 //! section, and the generator self-check (generator-bound verdict and warnings).
 
 use super::{
-    ConnStats, GeneratorStats, LoadResult, OpenLoopStats, SecondStats, Tally, ThreadStats,
-    WarmupStats, WsStats, BUSY_LIMIT, LAG_P99_LIMIT_US, RESULT_VERSION, SHORTFALL_LIMIT,
+    ConnStats, EndpointStats, EndpointTally, GeneratorStats, LoadResult, OpenLoopStats,
+    SecondStats, Tally, ThreadStats, WarmupStats, WsStats, BUSY_LIMIT, LAG_P99_LIMIT_US,
+    RESULT_VERSION, SHORTFALL_LIMIT,
 };
+use crate::errors::ALL_CLASSES;
 use crate::hist::{self, HistData};
 use crate::spec::{LoadSpec, Mode, Protocol};
 
@@ -122,10 +124,50 @@ pub fn assemble(t: &Tally, info: RunInfo) -> LoadResult {
         warnings: Vec::new(),
         faults: None,
         launched_at_unix_ns: None,
+        endpoints: endpoint_stats(t, &info.spec),
         spec: info.spec,
     };
     self_check(&mut r);
     r
+}
+
+/// The mix's endpoints (names and weights from the spec, in first-seen order) with their
+/// tallies; empty without a mix.
+fn endpoint_stats(t: &Tally, spec: &LoadSpec) -> Vec<EndpointStats> {
+    let mut names: Vec<(&str, f64)> = Vec::new();
+    for e in &spec.mix {
+        match names.iter_mut().find(|(n, _)| *n == e.name) {
+            Some(x) => x.1 += e.weight,
+            None => names.push((&e.name, e.weight)),
+        }
+    }
+    let total: f64 = names.iter().map(|(_, w)| w).sum();
+    let empty = EndpointTally::default();
+    names
+        .iter()
+        .enumerate()
+        .map(|(k, &(name, weight))| {
+            let e = t.endpoints.get(k).unwrap_or(&empty);
+            let error_classes: std::collections::BTreeMap<String, u64> = ALL_CLASSES
+                .iter()
+                .filter(|c| e.errors[**c as usize] > 0)
+                .map(|c| (c.name().to_string(), e.errors[*c as usize]))
+                .collect();
+            let mut status: Vec<(u16, u64)> = e.status.clone();
+            status.sort_unstable();
+            EndpointStats {
+                name: name.to_string(),
+                weight,
+                weight_share: if total > 0.0 { weight / total } else { 0.0 },
+                requests: e.requests,
+                errors: error_classes.values().sum(),
+                error_classes,
+                timeouts: e.timeouts,
+                status_counts: status.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+                latency: HistData::from_hist(&e.latency),
+            }
+        })
+        .collect()
 }
 
 /// The mean of per-second offered rates over `duration_s` (the last second counted for its

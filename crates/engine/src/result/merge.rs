@@ -1,8 +1,8 @@
 //! A result document back to a tally, JSON in and out, and merging of results that ran at
 //! the same time.
 
-use super::{assemble, self_check, LoadResult, RunInfo, Tally, WarmupStats};
-use crate::errors::ErrorCounts;
+use super::{assemble, self_check, EndpointTally, LoadResult, RunInfo, Tally, WarmupStats};
+use crate::errors::{ErrorClass, ErrorCounts};
 use crate::hist;
 
 impl LoadResult {
@@ -56,6 +56,26 @@ impl LoadResult {
             t.queued = ol.queued;
             t.queue_max = ol.queue_max;
             t.unsent_at_end = ol.unsent_at_end;
+        }
+        for e in &self.endpoints {
+            let mut x = EndpointTally {
+                requests: e.requests,
+                timeouts: e.timeouts,
+                latency: e.latency.decode()?,
+                ..EndpointTally::default()
+            };
+            for (k, n) in &e.error_classes {
+                let c = ErrorClass::from_name(k)
+                    .ok_or_else(|| format!("endpoints: unknown error class {k:?}"))?;
+                x.errors[c as usize] += n;
+            }
+            for (k, n) in &e.status_counts {
+                let code: u16 = k
+                    .parse()
+                    .map_err(|_| format!("endpoints: bad status code {k:?}"))?;
+                x.status(code, *n);
+            }
+            t.endpoints.push(x);
         }
         for s in &self.per_second {
             let h = hist::decode(&s.hist)?;

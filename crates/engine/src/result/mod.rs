@@ -198,6 +198,33 @@ pub struct LoadResult {
     /// for the spec's `start_at_unix_ns`; the skew between load agents is measured from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launched_at_unix_ns: Option<u64>,
+    /// A mix: the figures of each endpoint (the mix's entry names, in first-seen order).
+    /// Absent without a mix.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointStats>,
+}
+
+/// One endpoint of a mix: its requests, errors and latencies in the measured phase.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EndpointStats {
+    pub name: String,
+    /// Its entries' summed weight.
+    pub weight: f64,
+    /// Its weight's share of the mix's total weight (0..1).
+    pub weight_share: f64,
+    /// Responses completed (any status), as the whole run's `requests`.
+    pub requests: u64,
+    /// Failed requests drawn for this endpoint, by class (`check_failed`: a status it does
+    /// not expect). Errors before any request was drawn (a failed connect with nothing
+    /// waiting, a queue overflow) are in the whole run's figures only.
+    pub errors: u64,
+    pub error_classes: BTreeMap<String, u64>,
+    /// Requests of this endpoint that hit the timeout (also in its `error_classes`).
+    pub timeouts: u64,
+    /// Status code -> count.
+    pub status_counts: BTreeMap<String, u64>,
+    /// Latency as the whole run's (`latency`), this endpoint's requests only: mergeable.
+    pub latency: HistData,
 }
 
 /// Documents from before the io_uring backend ran on epoll.
@@ -235,6 +262,55 @@ pub struct Tally {
     pub per_second: Vec<(u64, u64, Histogram<u64>)>,
     /// Open loop: the offered rate of each second (requests/s), filled in when a run ends.
     pub offered_per_second: Vec<f64>,
+    /// A mix: one tally per endpoint (empty without a mix).
+    pub endpoints: Vec<EndpointTally>,
+}
+
+/// The counters of one endpoint of a mix.
+#[derive(Debug, Clone)]
+pub struct EndpointTally {
+    pub requests: u64,
+    pub timeouts: u64,
+    pub errors: [u64; crate::errors::N_CLASSES],
+    /// The few statuses seen, with counts (linear search: an endpoint answers one or two).
+    pub status: Vec<(u16, u64)>,
+    pub latency: Histogram<u64>,
+}
+
+impl Default for EndpointTally {
+    fn default() -> Self {
+        EndpointTally {
+            requests: 0,
+            timeouts: 0,
+            errors: [0; crate::errors::N_CLASSES],
+            status: Vec::with_capacity(4),
+            latency: hist::new_hist(),
+        }
+    }
+}
+
+impl EndpointTally {
+    /// Count one response's status.
+    #[inline]
+    pub fn status(&mut self, code: u16, n: u64) {
+        match self.status.iter_mut().find(|(c, _)| *c == code) {
+            Some(s) => s.1 += n,
+            None => self.status.push((code, n)),
+        }
+    }
+
+    /// Add another endpoint's counters into this one.
+    pub fn merge(&mut self, o: &EndpointTally) {
+        self.requests += o.requests;
+        self.timeouts += o.timeouts;
+        for (a, b) in self.errors.iter_mut().zip(&o.errors) {
+            *a += b;
+        }
+        for &(code, n) in &o.status {
+            self.status(code, n);
+        }
+        hist::add(&mut self.latency, &o.latency);
+    }
 }
 
 impl Default for Tally {
@@ -279,6 +355,7 @@ impl Tally {
             handshake: hist::new_hist(),
             per_second: Vec::new(),
             offered_per_second: Vec::new(),
+            endpoints: Vec::new(),
         }
     }
 
@@ -328,6 +405,13 @@ impl Tally {
         }
         for (a, b) in offered.iter_mut().zip(&o.offered_per_second) {
             *a += b;
+        }
+        if self.endpoints.len() < o.endpoints.len() {
+            self.endpoints
+                .resize_with(o.endpoints.len(), EndpointTally::default);
+        }
+        for (a, b) in self.endpoints.iter_mut().zip(&o.endpoints) {
+            a.merge(b);
         }
     }
 

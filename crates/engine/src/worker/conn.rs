@@ -50,6 +50,9 @@ pub(super) struct Conn {
     pub(super) h2: Option<Box<H2Conn>>,
     /// ws: the connection's WebSocket state (None: HTTP).
     pub(super) ws: Option<Box<WsConn>>,
+    /// A mix over HTTP/1.1: the requests of the batch being written, copied from their
+    /// entries (empty otherwise; io_uring sends from it, so it is not touched until sent).
+    pub(super) mix_out: Vec<u8>,
 }
 
 impl Conn {
@@ -73,6 +76,7 @@ impl Conn {
             send_busy: false,
             h2: None,
             ws: None,
+            mix_out: Vec::new(),
         }
     }
 
@@ -204,6 +208,12 @@ impl Worker {
         // requests to resend) failed with it.
         let waiting = c.inflight.len() as u64;
         self.inflight_total -= waiting;
+        if let Some(m) = &self.plan.mix {
+            for s in &c.inflight {
+                let ep = m.entries[s.entry as usize].endpoint as usize;
+                self.tally.endpoints[ep].errors[class as usize] += 1;
+            }
+        }
         c.inflight.clear();
         c.unsent = 0;
         let n = waiting.max(1);
@@ -282,6 +292,12 @@ impl Worker {
             drop_n = c.inflight.len();
             c.unsent = 0;
         }
+        if let Some(m) = &self.plan.mix {
+            for s in c.inflight.range(..drop_n) {
+                let ep = m.entries[s.entry as usize].endpoint as usize;
+                self.tally.endpoints[ep].errors[class as usize] += 1;
+            }
+        }
         c.inflight.drain(..drop_n);
         self.inflight_total -= drop_n as u64;
         self.record_error(class, (drop_n as u64).max(1), now, || msg);
@@ -358,11 +374,14 @@ impl Worker {
                 self.reopen(i, now);
                 return false;
             }
-            match c.parser.feed(
-                &data[off..],
-                self.plan.is_head,
-                self.plan.expect_body.as_deref(),
-            ) {
+            let is_head = match &self.plan.mix {
+                Some(m) => m.entries[c.inflight[0].entry as usize].is_head,
+                None => self.plan.is_head,
+            };
+            match c
+                .parser
+                .feed(&data[off..], is_head, self.plan.expect_body.as_deref())
+            {
                 Feed::NeedMore => break,
                 Feed::Complete { consumed } => {
                     off += consumed;
@@ -406,6 +425,7 @@ impl Worker {
                         intended: if self.open { s.intended } else { 0 },
                         sent: 0,
                         stream: 0,
+                        entry: s.entry,
                     };
                 }
             }
@@ -426,7 +446,19 @@ impl Worker {
     pub(super) fn record_response(&mut self, slot: Slot, status: u16, mismatch: bool, now: u64) {
         self.record_latency(slot, now);
         self.tally.status[(status as usize).min(999)] += 1;
-        let expect = &self.plan.spec.expect_status;
+        let plan = &self.plan;
+        let expect = match &plan.mix {
+            Some(m) => {
+                let entry = &m.entries[slot.entry as usize];
+                let ep = &mut self.tally.endpoints[entry.endpoint as usize];
+                ep.status(status, 1);
+                if !entry.expect_status.is_empty() && !entry.expect_status.contains(&status) {
+                    ep.errors[ErrorClass::CheckFailed as usize] += 1;
+                }
+                &entry.expect_status
+            }
+            None => &plan.spec.expect_status,
+        };
         if (!expect.is_empty() && !expect.contains(&status)) || mismatch {
             let msg = if mismatch {
                 format!("status {status}: body differs from the expected body")
@@ -442,6 +474,11 @@ impl Worker {
     pub(super) fn record_latency(&mut self, slot: Slot, now: u64) {
         let lat_us = now.saturating_sub(slot.intended) / 1000;
         hist::record(&mut self.tally.latency, lat_us);
+        if let Some(m) = &self.plan.mix {
+            let ep = &mut self.tally.endpoints[m.entries[slot.entry as usize].endpoint as usize];
+            ep.requests += 1;
+            hist::record(&mut ep.latency, lat_us);
+        }
         if slot.sent != 0 {
             let rtt = now.saturating_sub(slot.sent);
             self.rtt_ns = self.rtt_ns - self.rtt_ns / 16 + rtt / 16;
@@ -509,6 +546,13 @@ impl Worker {
         c.unsent -= k;
         c.writing = k;
         c.woff = 0;
+        if let Some(m) = &self.plan.mix {
+            c.mix_out.clear();
+            for s in c.inflight.range(start..start + k as usize) {
+                c.mix_out
+                    .extend_from_slice(&m.entries[s.entry as usize].request);
+            }
+        }
         true
     }
 
@@ -520,6 +564,7 @@ impl Worker {
         let total = match (&c.h2, &c.ws) {
             (Some(h), _) => h.out.len(),
             (_, Some(w)) => w.out.len(),
+            _ if self.plan.mix.is_some() => c.mix_out.len(),
             _ => c.writing as usize * self.req_len,
         };
         if c.woff >= total {
@@ -581,9 +626,29 @@ impl Worker {
         };
         let ws = c.ws.is_some();
         let t = ((now.saturating_sub(self.measure_start)) / 1_000_000_000) as usize;
-        for s in c.inflight.drain(..written) {
+        let class = if ws {
+            ErrorClass::WsEchoTimeout
+        } else if in_head {
+            ErrorClass::HeaderTimeout
+        } else {
+            ErrorClass::BodyTimeout
+        };
+        for (k, s) in c.inflight.drain(..written).enumerate() {
             let lat = now.saturating_sub(s.intended) / 1000;
             hist::record(&mut self.tally.latency, lat);
+            if let Some(m) = &self.plan.mix {
+                // As the whole run's: the first a body timeout when the head had arrived,
+                // the pipelined ones behind it header timeouts.
+                let class = if k > 0 && class == ErrorClass::BodyTimeout {
+                    ErrorClass::HeaderTimeout
+                } else {
+                    class
+                };
+                let ep = &mut self.tally.endpoints[m.entries[s.entry as usize].endpoint as usize];
+                hist::record(&mut ep.latency, lat);
+                ep.timeouts += 1;
+                ep.errors[class as usize] += 1;
+            }
             if self.open {
                 hist::record(&mut self.tally.service, now.saturating_sub(s.sent) / 1000);
             }

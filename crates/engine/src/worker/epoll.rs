@@ -171,6 +171,7 @@ impl Worker {
             let bytes = match (&c.h2, &c.ws) {
                 (Some(h), _) => &h.out[c.woff..],
                 (_, Some(w)) => &w.out[c.woff..],
+                _ if self.plan.mix.is_some() => &c.mix_out[c.woff..],
                 _ => &self.batch[c.woff..c.writing as usize * self.req_len],
             };
             let Some(s) = c.stream.as_mut() else { return };

@@ -157,6 +157,10 @@ impl Worker {
                 for s in c.inflight.range_mut(start..start + k) {
                     let id = h.next_id;
                     h.next_id += 2;
+                    let req = match &self.plan.mix {
+                        Some(m) => m.entries[s.entry as usize].h2.as_ref().unwrap_or(req),
+                        None => req,
+                    };
                     h2::request_frames(&mut h.out, id, &req.block, &req.body);
                     s.sent = t;
                     s.stream = id;
@@ -281,7 +285,11 @@ impl Worker {
                     return true;
                 };
                 h.streams.swap_remove(k);
-                self.h2_forget(i, stream);
+                let slot = self.h2_forget(i, stream);
+                if let (Some(m), Some(s)) = (&self.plan.mix, slot) {
+                    let ep = m.entries[s.entry as usize].endpoint as usize;
+                    self.tally.endpoints[ep].errors[ErrorClass::H2StreamReset as usize] += 1;
+                }
                 let name = h2::error_code_name(code);
                 self.record_error(ErrorClass::H2StreamReset, 1, now, || {
                     format!("server reset the stream: RST_STREAM {name} (0x{code:x})")
@@ -368,6 +376,7 @@ impl Worker {
                 intended: if open { s.intended } else { 0 },
                 sent: 0,
                 stream: 0,
+                entry: s.entry,
             };
         }
         c.unsent += again as u32;

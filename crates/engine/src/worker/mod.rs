@@ -171,6 +171,8 @@ pub struct Worker {
     slices: Option<SliceTrack>,
     /// False outside this thread's slice windows: no new request is issued.
     slice_open: bool,
+    /// A mix: the seeded generator of the entry draws (this thread's own stream).
+    mix_rng: Rng,
 }
 
 impl Worker {
@@ -198,11 +200,22 @@ impl Worker {
         let share = tp.connections as f64 / plan.spec.connections.max(1) as f64;
         let mut arrivals = Arrivals::new(&plan, tp.id, share, t0);
         let first = if open { arrivals.current() } else { u64::MAX };
+        let mut tally = Tally::new();
+        let mix_bytes = match &plan.mix {
+            Some(m) => {
+                tally.endpoints = (0..m.endpoints.len()).map(|_| Default::default()).collect();
+                m.max_len * depth as usize
+            }
+            None => 0,
+        };
         let w = Worker {
             id: tp.id,
             conns: (0..tp.connections)
                 .map(|_| {
                     let mut c = Conn::new(depth as usize);
+                    // A mix: each connection's batch of drawn requests is copied here (the
+                    // room for the longest ones reserved now: no allocation per request).
+                    c.mix_out = Vec::with_capacity(mix_bytes);
                     if plan.h2.is_some() {
                         c.h2 = Some(Box::new(h2::H2Conn::new(depth as usize)));
                     }
@@ -225,7 +238,7 @@ impl Worker {
             keepalive: plan.spec.keepalive,
             fresh_conns: (plan.spec.fresh_share * tp.connections as f64).round() as usize,
             per_conn_limit: plan.spec.requests_per_connection,
-            tally: Tally::new(),
+            tally,
             warm: None,
             measuring: plan.warmup_ns == 0,
             measure_start: warm_end,
@@ -251,6 +264,9 @@ impl Worker {
             pending_connect: 0,
             slice_open: tp.slices.is_none(),
             slices: tp.slices.map(|(w, b)| SliceTrack::new(w, b)),
+            mix_rng: Rng(plan.spec.seed
+                ^ 0x6D69_7844_7261_7773
+                ^ (tp.id as u64).wrapping_mul(0x9FB2_1C65_1E98_DF25)),
             io,
             plan,
             shared,
@@ -300,6 +316,7 @@ impl Worker {
             now = sys::now_ns();
             if !self.measuring && now >= self.warm_end {
                 let warm = std::mem::take(&mut self.tally);
+                self.tally.endpoints = warm.endpoints.iter().map(|_| Default::default()).collect();
                 // Connection counters span the whole run; the rest starts afresh.
                 self.tally.attempts = warm.attempts;
                 self.tally.established = warm.established;

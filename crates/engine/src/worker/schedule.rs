@@ -95,15 +95,27 @@ impl Arrivals {
 }
 
 impl Worker {
+    /// A mix: the entry of the next request, drawn from the alias table built at plan time
+    /// (one random number, one look-up); 0 without a mix.
+    #[inline]
+    pub(super) fn draw_entry(&mut self) -> u32 {
+        match &self.plan.mix {
+            Some(m) => m.alias.pick(self.mix_rng.next_u64()) as u32,
+            None => 0,
+        }
+    }
+
     /// Closed loop: top the connection up to `pipeline` requests.
     pub(super) fn fill(&mut self, i: usize) {
         let depth = self.depth as usize;
         while self.conns[i].inflight.len() < depth && self.may_issue() {
+            let entry = self.draw_entry();
             let c = &mut self.conns[i];
             c.inflight.push_back(Slot {
                 intended: 0,
                 sent: 0,
                 stream: 0,
+                entry,
             });
             c.unsent += 1;
             self.issued += 1;
@@ -155,11 +167,13 @@ impl Worker {
     }
 
     pub(super) fn assign(&mut self, i: usize, intended: u64, now: u64) {
+        let entry = self.draw_entry();
         let c = &mut self.conns[i];
         c.inflight.push_back(Slot {
             intended,
             sent: 0,
             stream: 0,
+            entry,
         });
         c.unsent += 1;
         self.inflight_total += 1;

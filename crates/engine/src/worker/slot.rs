@@ -11,4 +11,6 @@ pub(super) struct Slot {
     pub(super) sent: u64,
     /// h2c: the request's stream id once written (0: HTTP/1.1, or not written yet).
     pub(super) stream: u32,
+    /// A mix: the entry drawn for this request (its index in `Plan::mix`); 0 otherwise.
+    pub(super) entry: u32,
 }

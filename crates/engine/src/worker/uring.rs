@@ -101,6 +101,7 @@ impl Worker {
         let rest = match (&c.h2, &c.ws) {
             (Some(h), _) => &h.out[c.woff..],
             (_, Some(w)) => &w.out[c.woff..],
+            _ if self.plan.mix.is_some() => &c.mix_out[c.woff..],
             _ => &self.batch[c.woff..c.writing as usize * self.req_len],
         };
         let (ptr, len) = (rest.as_ptr(), rest.len() as u32);
@@ -270,6 +271,7 @@ impl Worker {
             for c in &mut self.conns {
                 std::mem::forget(c.h2.take());
                 std::mem::forget(c.ws.take());
+                std::mem::forget(std::mem::take(&mut c.mix_out));
             }
         }
     }
