@@ -59,8 +59,11 @@ def render_summary(r: LoadResult) -> str:
         )
         model += f"; WebSocket echo of {sp.message_bytes:,}-byte messages"
     unit = "msg" if ws else "req"
+    what = "" if ws else sp.method + " "
+    if sp.mix:
+        what = f"a mix of {len(sp.mix)} requests over {len(r.endpoints)} endpoints at "
     lines = [
-        f"pywebbench load {'' if ws else sp.method + ' '}{sp.url} (io: {r.io})",
+        f"pywebbench load {what}{sp.url} (io: {r.io})",
         f"  {model}; {sp.connections} connections, {sp.threads} thread(s), "
         f"{r.duration_s:.2f} s measured"
         + (f" after {sp.warmup_s:g} s warm-up" if sp.warmup_s else ""),
@@ -163,7 +166,35 @@ def render_summary(r: LoadResult) -> str:
         lines.append("  !!! GENERATOR-BOUND: the load generator may have been the bottleneck !!!")
     for warning in r.warnings:
         lines.append(f"  warning: {warning}")
+    if r.endpoints:
+        lines.append("")
+        lines.extend(endpoint_lines(r))
     return "\n".join(lines)
+
+
+def endpoint_lines(r: LoadResult) -> list[str]:
+    """A mix: one row per endpoint (docs/mix.md): its weight's share of the mix, its share of
+    the requests completed, requests/s, errors, and latency p50, p99, p99.9."""
+    width = max(8, *(len(e.name) for e in r.endpoints))
+    head = (
+        f"  {'Endpoint':<{width}}  {'weight':>7}  {'sent':>7}  {'req/s':>9}  {'errors':>7}  "
+        f"{'p50':>8}  {'p99':>8}  {'p99.9':>8}"
+    )
+    rows = [head]
+    total = max(r.requests, 1)
+    for e in r.endpoints:
+        s = e.latency.summary
+        rps = e.requests / r.duration_s if r.duration_s > 0 else 0.0
+        lat = (
+            f"{fmt_us(s.p50):>8}  {fmt_us(s.p99):>8}  {fmt_us(s.p999):>8}"
+            if s.count
+            else f"{'-':>8}  {'-':>8}  {'-':>8}"
+        )
+        rows.append(
+            f"  {e.name:<{width}}  {100 * e.weight_share:>6.1f}%  "
+            f"{100 * e.requests / total:>6.1f}%  {rps:>9,.0f}  {e.errors:>7,}  {lat}"
+        )
+    return rows
 
 
 def succeeded(r: LoadResult) -> int:
@@ -171,7 +202,8 @@ def succeeded(r: LoadResult) -> int:
     if r.spec.protocol == "ws":
         mismatched = r.error_classes.get("ws_echo_mismatch")
         return r.requests - (mismatched.count if mismatched else 0)
-    if r.spec.expect_status or r.spec.expect_body is not None:
+    checked = r.spec.mix and all(e.expect_status for e in r.spec.mix)
+    if r.spec.expect_status or r.spec.expect_body is not None or checked:
         failed = r.error_classes.get("check_failed")
         return r.requests - (failed.count if failed else 0)
     return sum(n for code, n in r.status_counts.items() if code[0] in "23")

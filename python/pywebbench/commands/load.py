@@ -20,11 +20,13 @@ from pywebbench.load import (
     LoadProgress,
     LoadResult,
     LoadSpec,
+    MixEntry,
     ProgressFn,
     RatePhase,
     parse_rate,
     run_load,
 )
+from pywebbench.load.mix import MixFileError, load_mix, verify_endpoints
 
 if TYPE_CHECKING:
     from pywebbench.commands._load_agents import DistributedRunner
@@ -44,6 +46,11 @@ Load models:
   --protocol h2c          HTTP/2 over cleartext TCP (prior knowledge, no TLS): the same
                           loops, --streams N requests in flight per connection (as h2load's
                           -m); a server that answers HTTP/1.1 is an h2_not_spoken error
+  --mix mix.toml          a traffic mix: each request drawn (seeded by --seed) from the
+                          file's weighted [[request]] entries; URL gives scheme, host and
+                          port; each endpoint is requested once and checked first, and the
+                          summary adds a table per endpoint (docs/mix.md; make one from an
+                          access log with: pywebbench mix from-log access.log -o mix.toml)
   ws://HOST:PORT/PATH     WebSocket (the URL selects --protocol ws): each request is one
                           --message-bytes message echoed back, checked byte for byte; the
                           same loops (--rate: messages/s; --no-keepalive: handshake, one
@@ -62,6 +69,7 @@ Examples:
   pywebbench load http://127.0.0.1:8080/hello --expect-status 200 --expect-body 'Hello, World!'
   pywebbench load http://127.0.0.1:8080/ --protocol h2c --streams 10 -c 16 -d 10
   pywebbench load ws://127.0.0.1:8000/ws --message-bytes 4096 -c 16 -d 5
+  pywebbench load http://127.0.0.1:8000 --mix mix.toml -c 64 -d 30s --json out.json
 
 \b
 Exit status: 0 when at least one request succeeded (2xx/3xx, or passed --expect-*; with
@@ -76,7 +84,6 @@ NOT_FLAGS = {
     "fresh_share": "a fault mix's share of fresh connections: pywebbench run --faults",
     "faults": "fault clients: pywebbench run --faults",
     "start_at_unix_ns": "set by the load agents so that they start together",
-    "mix": "a traffic mix of weighted requests (docs/mix.md)",
 }
 
 
@@ -351,7 +358,7 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     type=int,
     default=spec_default("seed"),
     show_default=True,
-    help="Seed of Poisson arrivals.",
+    help="Seed of Poisson arrivals and of a mix's draws.",
 )
 @click.option(
     "--queue-limit",
@@ -414,6 +421,19 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
     "target, one 127.0.0.x per 10,000 connections]",
 )
 @click.option(
+    "--mix",
+    "mix_file",
+    cls=SpecOption,
+    fields=("mix",),
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="A traffic mix (TOML or JSON, docs/mix.md): weighted [[request]] entries, one drawn "
+    "per request; URL then gives scheme, host and port. Each endpoint is requested once and "
+    "its status checked before the run. Example: --mix mix.toml (from an access log: "
+    "pywebbench mix from-log access.log -o mix.toml).",
+)
+@click.option(
     "--json",
     "json_out",
     default=None,
@@ -470,6 +490,7 @@ def command(
     io: str,
     unix_socket: str | None,
     source_addresses: list[str],
+    mix_file: Path | None,
     json_out: str | None,
     agents: int,
     ray_address: str | None,
@@ -493,6 +514,13 @@ def command(
             raise click.BadParameter(
                 f"cannot read {body_file}: {e}", param_hint="--body-file"
             ) from e
+    mix: list[MixEntry] = []
+    if mix_file is not None:
+        try:
+            mix = load_mix(mix_file)
+        except MixFileError as e:
+            click.echo(f"error: --mix: {e}", err=True)
+            sys.exit(2)
     if protocol is None:  # the URL's scheme decides: one rule (docs/websocket.md)
         protocol = "ws" if url.startswith(("ws://", "wss://")) else "http1"
     phases = rate if isinstance(rate, list) else []
@@ -509,7 +537,7 @@ def command(
             rate=None if phases else rate, rate_phases=phases, arrival=arrival, seed=seed,
             queue_limit=queue_limit, cpus=cpus,
             expect_status=expect_status, expect_body=expect_body, io=io,
-            unix_socket=unix_socket, source_addresses=source_addresses,
+            unix_socket=unix_socket, source_addresses=source_addresses, mix=mix,
         )  # fmt: skip
     except ValueError as e:
         raise _usage(e) from None
@@ -524,6 +552,17 @@ def command(
         from pywebbench.commands._load_agents import DistributedRunner
 
         runner = distributed = DistributedRunner(agents, ray_address)
+    try:
+        problems = verify_endpoints(spec) if spec.mix else []
+    except ValueError as e:
+        raise _usage(e) from None
+    except OSError as e:
+        err.print(f"[red]error:[/red] {escape(_named(e))}", soft_wrap=True)
+        sys.exit(1)
+    if problems:
+        for line in problems:
+            err.print(f"[red]error:[/red] verification: {escape(line)}", soft_wrap=True)
+        sys.exit(1)
     try:
         result = _run(spec, err if show_bar else None, runner)
     except ValueError as e:
