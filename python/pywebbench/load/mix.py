@@ -204,6 +204,28 @@ def _toml_str(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
+def entry_fields(e: MixEntry) -> dict[str, Any]:
+    """An entry as a mix file's ``[[request]]`` table: the fields that differ from the
+    defaults (``name``, ``weight`` and ``path`` always)."""
+    weight: float = int(e.weight) if e.weight == int(e.weight) else e.weight
+    out: dict[str, Any] = {"name": e.name, "weight": weight}
+    if e.method != "GET":
+        out["method"] = e.method
+    out["path"] = e.path
+    if e.headers:
+        out["headers"] = dict(e.headers)
+    if e.body:
+        out["body"] = e.body.decode("utf-8", "replace")
+    if list(e.expect_status) != list(DEFAULT_EXPECT):
+        out["expect_status"] = list(e.expect_status)
+    return out
+
+
+def mix_to_json(entries: Sequence[MixEntry]) -> str:
+    """The entries as a mix file (JSON: ``{"request": [...]}``)."""
+    return json.dumps({"request": [entry_fields(e) for e in entries]}, indent=1) + "\n"
+
+
 def mix_to_toml(entries: Sequence[MixEntry], header: str = "") -> str:
     """The entries as a mix file (TOML), each ``[[request]]`` with the fields that differ
     from the defaults; ``header`` lines become comments at the top."""
@@ -212,19 +234,14 @@ def mix_to_toml(entries: Sequence[MixEntry], header: str = "") -> str:
         if lines:
             lines.append("")
         lines.append("[[request]]")
-        lines.append(f"name = {_toml_str(e.name)}")
-        weight = int(e.weight) if e.weight == int(e.weight) else e.weight
-        lines.append(f"weight = {weight!r}")
-        if e.method != "GET":
-            lines.append(f"method = {_toml_str(e.method)}")
-        lines.append(f"path = {_toml_str(e.path)}")
-        if e.headers:
-            table = ", ".join(f"{_toml_str(k)} = {_toml_str(v)}" for k, v in e.headers)
-            lines.append(f"headers = {{ {table} }}")
-        if e.body:
-            lines.append(f"body = {_toml_str(e.body.decode('utf-8', 'replace'))}")
-        if list(e.expect_status) != list(DEFAULT_EXPECT):
-            lines.append(f"expect_status = {list(e.expect_status)!r}")
+        for key, value in entry_fields(e).items():
+            if isinstance(value, dict):
+                table = ", ".join(f"{_toml_str(k)} = {_toml_str(v)}" for k, v in value.items())
+                lines.append(f"{key} = {{ {table} }}")
+            elif isinstance(value, str):
+                lines.append(f"{key} = {_toml_str(value)}")
+            else:
+                lines.append(f"{key} = {value!r}")
     return "\n".join(lines) + "\n"
 
 
