@@ -142,16 +142,20 @@ def test_slowloris_cuts_threaded_servers_but_not_an_event_loop(
         assert held.attempts >= held.spec["connections"]  # type: ignore[index]
         assert rob.survived and rob.answered_after, rob
         # The effect is all or nothing (measured: 0 % retained for the held servers, 80-150 %
-        # for the event loop), so the bounds leave room for a noisy 2-core machine: retaining
-        # < 20 % caps the score at 15 + 10 (+ latency and errors credit only if some requests
-        # got through); retaining > 40 % with no good request failed gives at least 50.
+        # for the event loop). A held server answers no good client whatever the host does:
+        # retaining < 20 % caps the score at 15 + 10 (+ latency and errors credit only if
+        # some requests got through). The event loop's clean and faulted windows are 2 s
+        # apart; the host can slow the second against the first by its core's 1.45x and by
+        # 50% steal, 2.9x at most: 80 % / 2.9 = 28 % > 25 %, and retaining > 25 % with no
+        # good request failed scores at least 12.5 + 15 + 15 (retained, errors, malformed
+        # weights, faults/score.py) = 42.5 > 40.
         if cut:
             assert rob.retained_pct < 20.0, rob
             assert rob.score < 45.0, rob
         else:
-            assert rob.retained_pct > 40.0, rob
+            assert rob.retained_pct > 25.0, rob
             assert rob.good_errors == 0, rob
-            assert rob.score > 50.0, rob
+            assert rob.score > 40.0, rob
 
 
 @pytest.mark.parametrize("server", ["gunicorn-sync-1", "uvicorn"])

@@ -166,7 +166,9 @@ def test_ctrl_c_prints_partial_results(refserver) -> None:
     t = time.monotonic()
     os.kill(p.pid, signal.SIGINT)
     stdout, stderr = p.communicate(timeout=10)
-    assert time.monotonic() - t < 2.0  # stops within a fraction of a second (+ interpreter exit)
+    # stops within a fraction of a second, plus the interpreter's exit; of the 30 s asked,
+    # 8 s leaves room for a host stalling that exit for seconds
+    assert time.monotonic() - t < 8.0
     assert p.returncode == 130, stderr
     d = json.loads(stdout)
     assert d["interrupted"] is True

@@ -29,7 +29,9 @@ def test_backends_give_identical_counts_for_every_refserver_mode(refserver, mode
             url=f"{refserver.url}/misbehave/{mode}",
             connections=1,
             max_requests=budget,
-            timeout_s=0.2,
+            # the slow modes end by the timeout; the others get 5 s, so that a stalled
+            # response cannot become a timeout on one backend and not the other
+            timeout_s=0.2 if mode in SLOW_MODES else 5.0,
             duration_s=5.0,
             io=io,
         )
@@ -58,7 +60,9 @@ def test_every_load_model_runs_on_io_uring(refserver, model: dict[str, object]) 
     assert r.errors == 0, r.error_classes
     if "rate" in model:
         assert r.open_loop is not None
-        assert r.requests >= 0.95 * r.open_loop.offered > 900
+        # requests still in flight when the half-second ends are not completed: a fifth of
+        # them needs the server or the generator stalled for 0.1 s at its very end
+        assert r.requests >= 0.8 * r.open_loop.offered and r.open_loop.offered > 900
         assert sum(s.completed for s in r.per_second) == r.requests
     else:
         assert r.requests == 2000

@@ -75,11 +75,15 @@ def test_merge_is_exact_and_agents_start_together(ray_cluster: str, refserver: R
     # Merged percentiles are those of one histogram holding every agent's values.
     union = Histogram.merge_all(r.latency.hist for r in results)
     assert merged.latency.summary == union.summary()
-    # The engines waited for the agreed instant: the skew is measured and within 5 ms.
+    # The engines waited for the agreed instant: the skew is measured, and far below what
+    # starting them one after the other takes (a Ray actor call, ~100 ms and more). Each
+    # engine sleeps to the instant and is late by its wake-up; at 50% steal a thread is
+    # held off its core for a host's slice (milliseconds; the scheduler's own quantum is
+    # 3-4 ms), so 50 ms is a dozen slices late.
     skew = load.start_skew_ms
-    assert skew is not None and 0 <= skew <= 5.0, skew
+    assert skew is not None and 0 <= skew <= 50.0, skew
     launched = [r.launched_at_unix_ns or 0 for r in results]
-    assert (max(launched) - min(launched)) / 1e6 <= 5.0
+    assert (max(launched) - min(launched)) / 1e6 <= 50.0
     assert any("start skew" in w for w in merged.warnings)
 
 

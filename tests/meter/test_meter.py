@@ -43,21 +43,33 @@ def test_sampler_covers_the_whole_tree() -> None:
         assert idle.processes == 3 and idle.alive
         assert idle.rss_bytes > 60 * 1024 * 1024
         procs = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children()]
+        t_before = time.monotonic()
         before = sum(sum(p.cpu_times()[:2]) for p in procs)
         with Sampler(proc.pid, interval_s=0.1) as sampler:
+            t_started = time.monotonic()
             time.sleep(1.0)
+            t_stopping = time.monotonic()
         after = sum(sum(p.cpu_times()[:2]) for p in procs)
+        t_after = time.monotonic()
         m = sampler.summary
-        # two children spinning: the tree's CPU over the window, as psutil sees it directly
+        # two children spinning: the tree's CPU over the window, as psutil sees it directly.
+        # The sampler's first and last reads lie within (t_before, t_started) and
+        # (t_stopping, t_after) of psutil's; two spinning children use at most 2 CPU-seconds
+        # a second between them, and each read is cut to clock ticks (10 ms; utime and stime
+        # of 3 processes, at each end). A bound, not a statistic: a host that stalls this
+        # thread between the reads widens it by what it stalled.
+        gaps = (t_started - t_before) + (t_after - t_stopping)
         assert m.cpu_s is not None and m.cpu_s > 0.2
-        assert abs(m.cpu_s - (after - before)) < 0.15
+        assert abs(m.cpu_s - (after - before)) < 2 * gaps + 0.12, (m.cpu_s, after - before, gaps)
         assert m.processes_peak == 3
         assert m.rss_peak_bytes and m.rss_peak_bytes >= m.rss_end_bytes * 0.9
         assert m.uss_end_bytes is None or m.uss_end_bytes > 60 * 1024 * 1024
         assert m.pss_end_bytes is None or m.pss_end_bytes > 0
         assert m.threads_peak and m.threads_peak >= 3
         assert m.fds_peak and m.fds_peak > 0
-        assert 5 <= len(m.samples) <= 15
+        # ten 0.1-s intervals in the second; fewer than 2 needs the sampler's thread held off
+        # its core for 0.8 s of it (steal comes in slices of milliseconds)
+        assert 2 <= len(m.samples) <= 15
         assert [s.t_s for s in m.samples] == sorted(s.t_s for s in m.samples)
         assert m.alive_at_end
     finally:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import statistics
 import time
 import warnings
 from pathlib import Path
@@ -159,8 +158,11 @@ def test_hello(interp: Interpreter, adapter, tmp_path: Path) -> None:
         assert first.status == 200, (first.status, first.body)
         assert first.body == HELLO
         assert all(r.status == 200 and r.body == HELLO for r in responses)
-        # No Nagle/delayed-ACK stall (~40 ms per request) on keep-alive connections.
-        assert statistics.median(times[5:]) < 0.030, f"median latency {statistics.median(times)}"
+        # No Nagle/delayed-ACK stall (~40 ms per request) on keep-alive connections. Such a
+        # stall delays every request, so the fastest quarter shows it; a host that steals
+        # delays some requests, and would need to delay 19 of the 25 by 30 ms to fail this.
+        kept = sorted(times[5:])
+        assert kept[len(kept) // 4] < 0.030, f"latencies {[round(t, 4) for t in times]}"
         # The adapter's header flags are what the server really does (verify relies on them).
         assert (first.getheader("Server") is not None) == adapter.sends_server_header, dict(
             first.getheaders()
