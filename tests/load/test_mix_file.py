@@ -159,3 +159,9 @@ def test_verification_names_the_endpoint_that_fails(server: RefServer, tmp_path:
     assert r.exit_code == 1
     assert 'verification: endpoint "GET /gone" (GET /gone): status 404, expected 200' in r.output
     assert "GET /hello" not in r.output and not out.exists()
+
+
+def test_a_url_with_a_path_is_refused_with_a_mix(mix_file: Path) -> None:
+    r = CliRunner().invoke(command, ["http://127.0.0.1:9/api?x=1", "--mix", str(mix_file)])
+    assert r.exit_code == 2 and "every path comes from the mix" in r.output
+    assert "/api?x=1" in r.output

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import click
 from rich.console import Console
@@ -521,6 +522,12 @@ def command(
         except MixFileError as e:
             click.echo(f"error: --mix: {e}", err=True)
             sys.exit(2)
+        target = urlsplit(url) if url.startswith("http://") else None
+        if target is not None and (target.path not in ("", "/") or target.query):
+            raise click.UsageError(
+                f"URL: with --mix every path comes from the mix; give scheme, host and port "
+                f"only (this URL has {target.path + ('?' + target.query if target.query else '')})"
+            )
     if protocol is None:  # the URL's scheme decides: one rule (docs/websocket.md)
         protocol = "ws" if url.startswith(("ws://", "wss://")) else "http1"
     phases = rate if isinstance(rate, list) else []
