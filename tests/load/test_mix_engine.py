@@ -135,8 +135,10 @@ def hypercorn_url() -> Iterator[str]:
             p.wait()
 
 
-@pytest.mark.parametrize("io", ["epoll", "uring"])
-def test_h2c_mix_sends_each_entry_its_own_request(hypercorn_url: str, io: str) -> None:
+@pytest.mark.parametrize(("io", "rate"), [("epoll", None), ("uring", None), ("auto", 500.0)])
+def test_h2c_mix_sends_each_entry_its_own_request(
+    hypercorn_url: str, io: str, rate: float | None
+) -> None:
     mix = [
         MixEntry(name="GET /hello", weight=3, path="/hello"),
         MixEntry(name="GET /json", weight=2, path="/json?x=1"),
@@ -159,6 +161,7 @@ def test_h2c_mix_sends_each_entry_its_own_request(hypercorn_url: str, io: str) -
         mix=mix,
         io=io,  # type: ignore[arg-type]
         expect_status=[200],
+        rate=rate,
     )
     r = run_load(spec)
     _check_sums(r, ["GET /hello", "GET /json", "POST /upload", "GET /nope"])

@@ -171,6 +171,20 @@ fn open_loop_without_keepalive(io: Io) {
     check(&spec, 4_000, &seen);
 }
 
+fn connection_per_request(io: Io) {
+    let (port, seen) = serve();
+    let spec = LoadSpec {
+        url: format!("http://127.0.0.1:{port}/"),
+        connections: 4,
+        keepalive: false,
+        max_requests: Some(4_000),
+        mix: mix(),
+        io,
+        ..LoadSpec::default()
+    };
+    check(&spec, 4_000, &seen);
+}
+
 /// An entry that expects what the server does not answer fails alone, attributed to its
 /// endpoint; and endpoints survive a merge of results.
 fn expectations_are_per_entry_and_merge(io: Io) {
@@ -220,5 +234,6 @@ macro_rules! on_both_backends {
 on_both_backends!(
     closed_loop_pipelined,
     open_loop_without_keepalive,
+    connection_per_request,
     expectations_are_per_entry_and_merge,
 );
