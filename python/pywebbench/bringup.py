@@ -256,6 +256,20 @@ class Check:
         )
 
 
+def _check_mix(server: RunningServer, workload: UserWorkload, timeout_s: float) -> list[str]:
+    """Each endpoint of a user's mix requested once and its status checked, as ``load --mix``
+    does (:func:`pywebbench.load.mix.verify_endpoints`): one problem per endpoint that
+    failed."""
+    from pywebbench.load.mix import verify_endpoints
+    from pywebbench.load.spec import spec_for_request
+
+    spec = spec_for_request(
+        server.base_url, workload.request(), connections=1, duration_s=1.0,
+        timeout_s=timeout_s, cpus=[], protocol="h2c" if server.protocol == "h2c" else "http1",
+    ).replace(mix=list(workload.mix))  # fmt: skip
+    return verify_endpoints(spec)
+
+
 def check(
     server: RunningServer,
     stack: Stack,
@@ -282,6 +296,8 @@ def check(
                 server.base_url, workload, timeout_s=timeout_s, **dict(params or {})
             )
             return Check(workload.name, problems, warnings)
+        if isinstance(workload, UserWorkload) and workload.mix:
+            return Check(workload.name, _check_mix(server, workload, timeout_s))
         if isinstance(workload, UserWorkload):
             path = check_path(
                 server.base_url, workload, timeout_s=timeout_s, protocol=server.protocol

@@ -14,7 +14,7 @@
 
 use crate::engine::StartError;
 use crate::hist::{self, HistData};
-use crate::result::{Tally, ThreadStats};
+use crate::result::{endpoint_stats, EndpointStats, EndpointTally, Tally, ThreadStats};
 use crate::spec::{LoadSpec, Mode};
 use crate::sys;
 use crate::worker::{
@@ -170,6 +170,8 @@ struct SliceAcc {
     errors: u64,
     timeouts: u64,
     latency: Histogram<u64>,
+    /// A mix: each endpoint's counters (empty without a mix).
+    endpoints: Vec<EndpointTally>,
     /// Threads that reported it so far.
     parts: u32,
     started_ns: u64,
@@ -180,6 +182,8 @@ struct SliceAcc {
 pub struct SliceBoard {
     slices: Mutex<Vec<SliceAcc>>,
     threads_per_target: u32,
+    /// The load shape: a mix's endpoint names and weights.
+    load: LoadSpec,
 }
 
 impl SliceSink for SliceBoard {
@@ -191,6 +195,13 @@ impl SliceSink for SliceBoard {
         s.errors += tally.errors.total();
         s.timeouts += tally.timeouts;
         hist::add(&mut s.latency, &tally.latency);
+        if s.endpoints.len() < tally.endpoints.len() {
+            s.endpoints
+                .resize_with(tally.endpoints.len(), EndpointTally::default);
+        }
+        for (a, b) in s.endpoints.iter_mut().zip(&tally.endpoints) {
+            a.merge(b);
+        }
         s.started_ns = if s.parts == 0 {
             started_ns
         } else {
@@ -202,7 +213,8 @@ impl SliceSink for SliceBoard {
 }
 
 impl SliceBoard {
-    /// The slices every thread of their target has reported, in time order.
+    /// The slices every thread of their target has reported, in time order (with
+    /// `with_hist`, each with its latency histogram and, with a mix, its endpoints').
     fn complete(&self, with_hist: bool) -> Vec<SliceStats> {
         let b = self.slices.lock().unwrap_or_else(|e| e.into_inner());
         let mono = sys::now_ns();
@@ -228,6 +240,11 @@ impl SliceBoard {
                     p50_us: h.summary.p50,
                     p99_us: h.summary.p99,
                     latency: with_hist.then_some(h),
+                    endpoints: if with_hist {
+                        endpoint_stats(&s.endpoints, &self.load)
+                    } else {
+                        Vec::new()
+                    },
                 }
             })
             .collect()
@@ -256,6 +273,10 @@ pub struct SliceStats {
     /// The slice's latency histogram (absent from progress snapshots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<HistData>,
+    /// A mix: the figures of each endpoint in this slice, as a run's `endpoints` (absent
+    /// without a mix and from progress snapshots).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointStats>,
 }
 
 /// Whole-run figures of one target.
@@ -360,6 +381,7 @@ pub fn start(spec: &SlicedSpec) -> Result<RunningSlices, StartError> {
                     errors: 0,
                     timeouts: 0,
                     latency: hist::new_hist(),
+                    endpoints: Vec::new(),
                     parts: 0,
                     started_ns: 0,
                     ended_ns: 0,
@@ -367,6 +389,7 @@ pub fn start(spec: &SlicedSpec) -> Result<RunningSlices, StartError> {
                 .collect(),
         ),
         threads_per_target: threads as u32,
+        load: spec.load.clone(),
     });
     let mut workers = Vec::with_capacity(threads * n);
     for (t, plan) in plans.iter().enumerate() {

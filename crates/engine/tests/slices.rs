@@ -2,6 +2,7 @@
 //! time, connections opened once and kept, per-slice results per target.
 
 use pywebbench_engine::slices::{self, SlicedSpec};
+use pywebbench_engine::spec::MixEntry;
 use pywebbench_engine::{Io, LoadSpec};
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -229,4 +230,57 @@ fn bad_plans_are_refused_naming_the_field() {
     spec.load.rate = Some(10.0);
     let err = slices::start(&spec).err().unwrap().to_string();
     assert!(err.starts_with("load.rate:"), "{err}");
+}
+
+fn a_mix_is_counted_per_endpoint_in_every_slice(io: Io) {
+    // A mix over two targets: every slice holds each endpoint's figures (names and weights
+    // from the mix), and they add up to the slice's own (no timing is asserted).
+    let (pa, _a) = serve();
+    let (pb, _b) = serve();
+    let mut spec = plan(&[pa, pb], io, 3);
+    let entry = |name: &str, weight: f64, path: &str| MixEntry {
+        name: name.into(),
+        weight,
+        path: path.into(),
+        ..MixEntry::default()
+    };
+    spec.load.mix = vec![
+        entry("GET /a", 3.0, "/a"),
+        entry("GET /b/{id}", 1.0, "/b/1"),
+        entry("GET /b/{id}", 1.0, "/b/2"),
+    ];
+    let r = slices::run(&spec).unwrap();
+    assert_eq!(r.slices.len(), 6, "two targets x three rounds");
+    let mut drawn = [0u64; 2];
+    for s in &r.slices {
+        let names: Vec<&str> = s.endpoints.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["GET /a", "GET /b/{id}"], "slice {}", s.index);
+        assert!((s.endpoints[1].weight_share - 0.4).abs() < 1e-12);
+        let sum: u64 = s.endpoints.iter().map(|e| e.requests).sum();
+        assert_eq!(sum, s.requests, "slice {}", s.index);
+        for (k, e) in s.endpoints.iter().enumerate() {
+            assert_eq!(e.latency.summary.count, e.requests);
+            assert_eq!(e.errors, 0, "{:?}", e.error_classes);
+            drawn[k] += e.requests;
+        }
+    }
+    assert!(drawn[0] > 0 && drawn[1] > 0, "{drawn:?}");
+    // Progress snapshots stay light: no histograms, no endpoints.
+    let running = slices::start(&spec).unwrap();
+    running.wait_timeout(Duration::from_secs(10));
+    assert!(running
+        .progress()
+        .slices
+        .iter()
+        .all(|s| s.endpoints.is_empty()));
+}
+
+#[test]
+fn epoll_a_mix_is_counted_per_endpoint_in_every_slice() {
+    a_mix_is_counted_per_endpoint_in_every_slice(Io::Epoll)
+}
+
+#[test]
+fn uring_a_mix_is_counted_per_endpoint_in_every_slice() {
+    a_mix_is_counted_per_endpoint_in_every_slice(Io::Uring)
 }

@@ -13,18 +13,21 @@ from ASGI when ``--interface`` is not given needs a virtualenv: that is
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from pywebbench.catalogue.base import ASGI, WSGI, Framework, InstallStep, Interpreter
 from pywebbench.catalogue.workloads import HttpRequest, Workload
+from pywebbench.load.spec import MixEntry
 
 __all__ = [
     "PATH_PREFIX",
     "UserFramework",
+    "MIX_PREFIX",
     "UserWorkload",
+    "mix_workload",
     "parse_requirements",
     "parse_user_app",
     "user_workload",
@@ -32,6 +35,8 @@ __all__ = [
 
 _APP = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 PATH_PREFIX = "path:"
+#: A mix's workload is named after its file: ``mix:mix.toml``.
+MIX_PREFIX = "mix:"
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,9 @@ class UserWorkload(Workload):
     path: str = "/"
     expect_status: int | None = None  # None: any 2xx
     expect_body: str | None = None  # substring the body must contain
+    #: A traffic mix (docs/mix.md): the load draws each request from these entries, and
+    #: verification requests each endpoint once; ``path`` is then "/" (the base URL).
+    mix: tuple[MixEntry, ...] = field(default=(), compare=False, hash=False, repr=False)
 
 
 def user_workload(path: str, expect_status: int | None, expect_body: str | None) -> UserWorkload:
@@ -52,6 +60,18 @@ def user_workload(path: str, expect_status: int | None, expect_body: str | None)
         path=path,
         expect_status=expect_status,
         expect_body=expect_body,
+    )
+
+
+def mix_workload(mix_file: Path, entries: list[MixEntry]) -> UserWorkload:
+    """The workload that loads a user's app with the mix of ``mix_file`` (its ``entries``):
+    each endpoint's expected statuses are its entries'."""
+    endpoints = len({e.name for e in entries})
+    return UserWorkload(
+        name=f"{MIX_PREFIX}{mix_file.name}",
+        description=f"the mix {mix_file.name} ({len(entries)} requests, {endpoints} endpoints)",
+        _build=lambda _params: HttpRequest("GET", "/"),
+        mix=tuple(entries),
     )
 
 
@@ -152,8 +172,10 @@ def parse_user_app(
     paths: list[str],
     expect_status: int | None,
     expect_body: str | None,
+    mix: Path | None = None,
 ) -> UserFramework:
-    """The user's app as a framework, from the ``--app``/``--interface``/... flags.
+    """The user's app as a framework, from the ``--app``/``--interface``/... flags; with
+    ``mix`` (a mix file, docs/mix.md) its one workload is that mix instead of ``paths``.
 
     Raises ValueError naming the bad flag. With ``interface`` None the framework's
     ``interface`` is "" (not known yet): :func:`pywebbench.provision.user_app.user_framework`
@@ -187,4 +209,11 @@ def parse_user_app(
     if expect_status is not None and not 100 <= expect_status <= 599:
         raise ValueError(f"--expect-status {expect_status}: not an HTTP status (100-599)")
     workloads = tuple(user_workload(p, expect_status, expect_body) for p in dict.fromkeys(paths))
+    if mix is not None:
+        from pywebbench.load.mix import MixFileError, load_mix
+
+        try:
+            workloads = (mix_workload(mix, load_mix(mix)),)
+        except MixFileError as exc:
+            raise ValueError(f"--mix: {exc}") from None
     return UserFramework(app, interface or "", tuple(reqs), tuple(steps), project, workloads)

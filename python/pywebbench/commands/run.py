@@ -75,6 +75,9 @@ def command(**options: Any) -> None:
       pywebbench run --server granian-wsgi,gunicorn-gthread --framework flask \\
                      --workload hello,json -c 1,16,64 -d 5
       pywebbench run --app myapp:app --requirements requirements.txt --path / --path /api
+      pywebbench run --app myapp:app --mix mix.toml --server gunicorn-gthread,granian-wsgi
+                                                      your app under a traffic mix, with
+                                                      figures per endpoint (docs/mix.md)
       pywebbench run --server gunicorn-sync --framework raw-wsgi --workload hello \\
                      --slo p99=20ms                   the highest rate meeting the SLO
       pywebbench run --server gunicorn-gthread,uwsgi --bind tcp,unix

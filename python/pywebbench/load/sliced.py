@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from pywebbench import _engine
-from pywebbench.load.result import ErrorEntry, HistData, ThreadStats
+from pywebbench.load.result import EndpointStats, ErrorEntry, HistData, ThreadStats
 from pywebbench.load.spec import LoadSpec
 
 __all__ = [
@@ -101,6 +101,9 @@ class SliceStats(_Record):
     p50_us: int
     p99_us: int
     latency: HistData | None = None
+    #: A mix: each endpoint's figures in this slice (as a run's ``endpoints``); empty
+    #: without a mix and in progress snapshots.
+    endpoints: list[EndpointStats] = []
 
 
 class TargetStats(_Record):

@@ -35,6 +35,7 @@ def user_framework(
     expect_status: int | None,
     expect_body: str | None,
     *,
+    mix: Path | None = None,
     interpreter: Interpreter | None = None,
     progress: Progress | None = None,
 ) -> UserFramework:
@@ -43,7 +44,9 @@ def user_framework(
     Detection imports the app in a virtualenv (of ``interpreter``, default the running CPython)
     holding the user's requirements/project. Raises ValueError naming the bad flag.
     """
-    fw = parse_user_app(app, interface, requirements, project, paths, expect_status, expect_body)
+    fw = parse_user_app(
+        app, interface, requirements, project, paths, expect_status, expect_body, mix
+    )
     if interface is None:
         fw.interface = detect_interface(fw, interpreter=interpreter, progress=progress)
     return fw

@@ -662,6 +662,11 @@ def resolve(
     data = _merge(PROFILE_DATA[chosen], file_data)
     data = _merge(data, overrides)
     data["profile"] = chosen
+    app = data.get("app")
+    if isinstance(app, dict) and app.get("mix") is not None and "paths" in app:
+        raise ConfigError(
+            "--mix and --path (app.mix, app.paths): the mix gives every path; give one"
+        )
     try:
         config = StudyConfig.model_validate(data)
     except ValidationError as exc:

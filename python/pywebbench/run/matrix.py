@@ -15,6 +15,7 @@ from typing import Any
 
 from pywebbench.bind import Bind, can_bind_unix, cannot_bind_unix
 from pywebbench.catalogue.base import Framework, Interpreter, Stack
+from pywebbench.catalogue.byo import UserWorkload
 from pywebbench.catalogue.workloads import HttpRequest, Workload
 from pywebbench.load.spec import LoadSpec, spec_for_request
 from pywebbench.protocol import (
@@ -106,8 +107,8 @@ class CellPlan:
         is built (warm-up, measured iterations, knee probes, fault phase, syscalls window,
         instructions batches).
 
-        The cell's settings (request, connections, rate, connection mode, protocol and
-        streams; the bind is in ``base_url``) and the study's (per-request timeout, I/O
+        The cell's settings (request, or a user's mix, connections, rate, connection mode,
+        protocol and streams; the bind is in ``base_url``) and the study's (per-request timeout, I/O
         backend) are always carried; a phase adds only what is its own through ``changes``
         (a knee probe's ``rate`` and ``warmup_s``, and a connection per request to a server
         that closes every connection; the fault phase's ``fresh_share``).
@@ -127,6 +128,8 @@ class CellPlan:
             requests_per_connection=self.requests_per_connection,
             message_bytes=self.params["size"] if self.workload.websocket else None,
         )
+        if isinstance(self.workload, UserWorkload) and self.workload.mix:
+            changes = {"mix": list(self.workload.mix), **changes}
         return spec.replace(**changes) if changes else spec
 
 
@@ -208,6 +211,7 @@ def _user_framework(config: StudyConfig, interpreter: Interpreter) -> Framework:
             list(app.paths),
             app.expect_status,
             app.expect_body,
+            mix=Path(app.mix) if app.mix else None,
             interpreter=interpreter,
         )
     except (ValueError, FileNotFoundError) as exc:

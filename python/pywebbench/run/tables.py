@@ -152,6 +152,18 @@ class AppConfig(Table):
     paths: Annotated[
         list[str], Flag("--path", help="Path of your app to load (repeatable).", split=False)
     ] = Field(default=["/"], min_length=1, description="Paths to load.")
+    mix: Annotated[
+        str | None,
+        Flag(
+            "--mix",
+            help="A traffic mix for your app instead of --path (TOML or JSON, docs/mix.md): "
+            "each request drawn from its weighted entries, each endpoint verified first.",
+        ),
+    ] = Field(
+        None,
+        description="A traffic mix file (docs/mix.md) loaded instead of `paths`; "
+        "figures per endpoint in the store and the report.",
+    )
     expect_status: Annotated[
         int | None, Flag("--expect-status", help="Status your app must answer.")
     ] = Field(None, description="Expected status (default: any 2xx).")

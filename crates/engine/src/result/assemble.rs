@@ -124,7 +124,7 @@ pub fn assemble(t: &Tally, info: RunInfo) -> LoadResult {
         warnings: Vec::new(),
         faults: None,
         launched_at_unix_ns: None,
-        endpoints: endpoint_stats(t, &info.spec),
+        endpoints: endpoint_stats(&t.endpoints, &info.spec),
         spec: info.spec,
     };
     self_check(&mut r);
@@ -132,8 +132,8 @@ pub fn assemble(t: &Tally, info: RunInfo) -> LoadResult {
 }
 
 /// The mix's endpoints (names and weights from the spec, in first-seen order) with their
-/// tallies; empty without a mix.
-fn endpoint_stats(t: &Tally, spec: &LoadSpec) -> Vec<EndpointStats> {
+/// tallies (a run's, or an interleaved slice's); empty without a mix.
+pub fn endpoint_stats(tallies: &[EndpointTally], spec: &LoadSpec) -> Vec<EndpointStats> {
     let mut names: Vec<(&str, f64)> = Vec::new();
     for e in &spec.mix {
         match names.iter_mut().find(|(n, _)| *n == e.name) {
@@ -147,7 +147,7 @@ fn endpoint_stats(t: &Tally, spec: &LoadSpec) -> Vec<EndpointStats> {
         .iter()
         .enumerate()
         .map(|(k, &(name, weight))| {
-            let e = t.endpoints.get(k).unwrap_or(&empty);
+            let e = tallies.get(k).unwrap_or(&empty);
             let error_classes: std::collections::BTreeMap<String, u64> = ALL_CLASSES
                 .iter()
                 .filter(|c| e.errors[**c as usize] > 0)

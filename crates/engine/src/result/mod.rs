@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 mod assemble;
 mod merge;
 
-pub use assemble::{assemble, self_check, shortfall, RunInfo};
+pub use assemble::{assemble, endpoint_stats, self_check, shortfall, RunInfo};
 pub use merge::merge;
 
 /// Version of the result document layout.

@@ -101,7 +101,15 @@ impl Worker {
                 Stage::Loading if now >= w.count_start => {
                     t.stage = Stage::Counting;
                     if w.slice.is_some() {
-                        t.outside = Some(std::mem::take(&mut self.tally));
+                        // The slice's own tally, with a counter per endpoint of a mix.
+                        let mut fresh = Tally::new();
+                        fresh.endpoints = self
+                            .tally
+                            .endpoints
+                            .iter()
+                            .map(|_| Default::default())
+                            .collect();
+                        t.outside = Some(std::mem::replace(&mut self.tally, fresh));
                         t.counted_from = now;
                     }
                 }
