@@ -28,7 +28,8 @@ from pywebbench.store.interop import PYPERF_METRICS
     default="flat",
     show_default=True,
     help="CSV only: 'flat' = one row per iteration with its stack and cell; 'breakdown' = "
-    "where the CPU time went per sampled window (run --flamegraph); or one table.",
+    "where the CPU time went per sampled window (run --flamegraph); 'endpoints' = one row "
+    "per endpoint of a mix per measured iteration (docs/mix.md); or one table.",
 )
 @click.option(
     "--metric",
@@ -56,12 +57,13 @@ def command(
     """Export RUN_IDs (id prefixes work; default: the latest run).
 
     \b
-    json    every table of the runs (schema: docs/store-schema.md); imports into a store
+    json    every table of the runs (schema: docs/store-schema.md); imports into a store;
+            with a mix, one row per endpoint per measured iteration under "endpoints"
     csv     one table, by default one row per iteration
     pyperf  pyperf's JSON, one run: one benchmark per cell, one pyperf run per replicate;
             read by `python -m pyperf compare_to a.json b.json` and `pyperf stats`
-    hdr     HdrHistogram interval logs (.hlog) into the -o directory, one per cell, one
-            interval per measured iteration (latency in microseconds)
+    hdr     HdrHistogram interval logs (.hlog) into the -o directory, one per cell (and
+            one per endpoint of a mix), one interval per measured iteration (microseconds)
     """
     from pywebbench.store import Store, StoreError
     from pywebbench.store.export import export_csv, export_json

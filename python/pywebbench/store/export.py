@@ -1,14 +1,18 @@
-"""Export stored runs as JSON (every table, round-trips through import) or CSV."""
+"""Export stored runs as JSON (every table, round-trips through import; with a mix, also
+one row per endpoint per measured iteration under ``endpoints``) or CSV (the ``endpoints``
+table holds those rows)."""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
 import io
+import json
 from collections.abc import Sequence
 from typing import Any
 
-from pywebbench.store.db import Store, dumps_study
+from pywebbench.store.db import Store, dumps_study, study_to_dict
+from pywebbench.store.endpoints import ENDPOINT_COLUMNS, endpoint_rows
 from pywebbench.store.model import TABLE_CLASSES, Study
 
 # Columns of the flat "iterations" CSV taken from the cell and the stack of each iteration.
@@ -34,12 +38,19 @@ _STACK_COLS = (
     "workers",
     "threads",
 )
-CSV_TABLES = ("flat", "breakdown", *TABLE_CLASSES)
+CSV_TABLES = ("flat", "breakdown", "endpoints", *TABLE_CLASSES)
 
 
 def export_json(store: Store, run_ids: Sequence[str] = ()) -> str:
-    """The runs as one JSON document (``format: pywebbench-study``)."""
-    return dumps_study(store.load_study(run_ids))
+    """The runs as one JSON document (``format: pywebbench-study``); with a mix, the
+    figures of each endpoint per measured iteration under ``endpoints`` too (rows of
+    :func:`~pywebbench.store.endpoints.endpoint_rows`; derived from the iterations, so an
+    import ignores them)."""
+    study = store.load_study(run_ids)
+    rows = endpoint_rows(study)
+    if not rows:
+        return dumps_study(study)
+    return json.dumps({**study_to_dict(study), "endpoints": rows}, indent=1, sort_keys=False)
 
 
 def flat_rows(study: Study) -> list[dict[str, Any]]:
@@ -106,6 +117,9 @@ def export_csv(store: Store, run_ids: Sequence[str] = (), table: str = "flat") -
     elif table == "breakdown":
         rows = breakdown_rows(study)
         header = list(rows[0]) if rows else ["run_id"]
+    elif table == "endpoints":
+        rows = endpoint_rows(study)
+        header = list(ENDPOINT_COLUMNS)
     else:
         rows = [dataclasses.asdict(r) for r in getattr(study, table)]
         header = [f.name for f in dataclasses.fields(TABLE_CLASSES[table])]

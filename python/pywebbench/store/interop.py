@@ -136,23 +136,34 @@ def _epoch(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
 
-def hlog_text(study: Study, cell: Cell) -> str | None:
-    """The interval log of one cell; None when it has no stored histogram."""
+def _endpoint_hist(it: Iteration, endpoint: str) -> str | None:
+    from pywebbench.store.endpoints import iteration_endpoints
+
+    for e in iteration_endpoints(it):
+        if e["name"] == endpoint:
+            return str(e["latency"]["hist"])
+    return None
+
+
+def hlog_text(study: Study, cell: Cell, endpoint: str | None = None) -> str | None:
+    """The interval log of one cell (of one ``endpoint`` of its mix when given); None when
+    it has no stored histogram."""
     from pywebbench.load.histogram import Histogram
 
     run = next(r for r in study.runs if r.id == cell.run_id)
     stack = study.stack(cell.stack_id)
     start = _epoch(run.created_at)
+    what = cell_name(stack, cell) + (f" endpoint {endpoint}" if endpoint else "")
     lines = [
         "#[Histogram log format version 1.3]",
-        f"#[pywebbench run {run.id}: {cell_name(stack, cell)}; values in microseconds]",
+        f"#[pywebbench run {run.id}: {what}; values in microseconds]",
         f"#[StartTime: {start:.3f} (seconds since epoch), {_date(run.created_at)} UTC]",
         '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"',
     ]
     intervals = 0
     for _, its in sorted(_by_replicate(study, cell).items()):
         for it in its:
-            hist = it.latency_histogram()
+            hist = it.latency_histogram() if endpoint is None else _endpoint_hist(it, endpoint)
             if it.kind != "measured" or hist is None:
                 continue
             max_ms = Histogram(hist).summary().max / 1000.0
@@ -167,13 +178,26 @@ def _slug(text: str) -> str:
 
 
 def hlog_files(study: Study) -> dict[str, str]:
-    """File name -> interval log text, one per cell with histograms (``<run>_<cell>.hlog``)."""
+    """File name -> interval log text, one per cell with histograms (``<run>_<cell>.hlog``)
+    and, for a cell loaded with a mix, one per endpoint (``<run>_<cell>_<endpoint>.hlog``)."""
+    from pywebbench.store.endpoints import iteration_endpoints
+
     files: dict[str, str] = {}
     for cell in sorted(study.cells, key=lambda c: (c.run_id, c.ordinal)):
+        base = f"{cell.run_id}_{_slug(cell_name(study.stack(cell.stack_id), cell))}"
         text = hlog_text(study, cell)
         if text is not None:
-            name = f"{cell.run_id}_{_slug(cell_name(study.stack(cell.stack_id), cell))}.hlog"
-            files[name] = text
+            files[f"{base}.hlog"] = text
+        names = {
+            str(e["name"]): None
+            for it in study.iterations
+            if it.cell_id == cell.id
+            for e in iteration_endpoints(it)
+        }
+        for endpoint in names:
+            text = hlog_text(study, cell, endpoint)
+            if text is not None:
+                files[f"{base}_{_slug(endpoint)}.hlog"] = text
     return files
 
 
