@@ -32,6 +32,7 @@ from pywebbench.meter.core_speed import speed_note, study_scaling
 from pywebbench.report import figures
 from pywebbench.report.ab import ab_rows
 from pywebbench.report.axes import build_axes
+from pywebbench.report.endpoints import mix_points
 from pywebbench.report.flame import flame_points
 from pywebbench.report.history import run_history
 from pywebbench.report.knee import knee_views
@@ -622,6 +623,7 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
     )
     view.axes = build_axes(view, study)  # syscalls, connection mode, worker recycling
     view.flames = flame_points(study, index.speed)  # --flamegraph, at the req/s' core speed
+    view.mixes = mix_points(study)  # run --mix: figures per endpoint
     view.nodes = nodes_view(study)  # --executor ray
     view.ab = ab_rows(study)  # pywebbench ab runs
     return view

@@ -400,22 +400,26 @@ def spectrum_figure(view: ReportView, ranking: Ranking, colours: Colours) -> Fig
         )
     if not data:
         return None
-    return {
-        "data": data,
-        "layout": base_layout(
-            height=360 + 18 * len(data),
-            legend=legend_below(),
-            margin={"l": 64, "r": 36, "t": 16, "b": 40},
-            xaxis=axis_layout(
-                "percentile",
-                type="log",
-                tickvals=SPECTRUM_TICKS["vals"],
-                ticktext=SPECTRUM_TICKS["text"],
-                range=[math.log10(2) - 0.02, 4.02],
-            ),
-            yaxis=axis_layout("latency ms (log)", type="log"),
+    return {"data": data, "layout": spectrum_layout(len(data))}
+
+
+def spectrum_layout(lines: int, **extra: Any) -> dict[str, Any]:
+    """The layout of a latency-by-percentile chart of ``lines`` lines (x from 50% to
+    99.99%, log-scaled tail; y in ms, log); ``extra`` as :func:`base_layout`'s."""
+    return base_layout(
+        height=360 + 18 * lines,
+        legend=legend_below(),
+        margin={"l": 64, "r": 36, "t": 16, "b": 40},
+        xaxis=axis_layout(
+            "percentile",
+            type="log",
+            tickvals=SPECTRUM_TICKS["vals"],
+            ticktext=SPECTRUM_TICKS["text"],
+            range=[math.log10(2) - 0.02, 4.02],
         ),
-    }
+        yaxis=axis_layout("latency ms (log)", type="log"),
+        **extra,
+    )
 
 
 def cell_figure(view: ReportView, cell: CellSeriesView) -> Figure:

@@ -21,6 +21,7 @@ import jinja2
 from pywebbench.meter.flame import CATEGORIES
 from pywebbench.report import (
     axes,
+    endpoints,
     figures,
     figures_axes,
     figures_warmup,
@@ -236,6 +237,10 @@ def build_context(view: ReportView) -> dict[str, Any]:
             figs[f"flame-{i}"] = fig
         flames.append({"fig": f"flame-{i}" if fig is not None else None, "label": label})
     flame_table = flame.breakdown_rows(view, view.flames)
+    mixes = endpoints.table_rows(view)
+    for i, (mixed, mix) in enumerate(zip(view.mixes, mixes, strict=True)):
+        figs[f"mix-{i}"] = endpoints.latency_figure(mixed, mix["title"])
+        mix["fig"] = f"mix-{i}"
     stacks_env = [(s, _environment_rows(s)) for s in view.stacks.values()]
     failures = tables.failures_table(view)
     return {
@@ -250,6 +255,9 @@ def build_context(view: ReportView) -> dict[str, Any]:
         "flames": flames,
         "flame_rows": flame_table,
         "flame_columns": CATEGORIES,
+        "mixes": mixes,
+        "mix_columns": endpoints.COLUMNS,
+        "mix_note": endpoints.NOTE,
         "data_json": safe_json({"figures": figs}),
     }
 

@@ -9,7 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from pywebbench.mdtext import md_code, md_text
-from pywebbench.report import ab, axes, capacity, flags, flame, nodes, robustness_curve, tables
+from pywebbench.report import (
+    ab,
+    axes,
+    capacity,
+    endpoints,
+    flags,
+    flame,
+    nodes,
+    robustness_curve,
+    tables,
+)
 from pywebbench.report.instructions import COUNTED_NOTE, instructions_table
 from pywebbench.report.knee import markdown_lines
 from pywebbench.report.view import ReportView, WorkloadView
@@ -168,6 +178,7 @@ def render_markdown(view: ReportView) -> str:
         out += _memory(w)
         out += _robustness(view, w)
     out += markdown_lines(view.knees, md_text)
+    out += endpoints.markdown_lines(view)
     out += _axes(view)
     out += nodes.markdown_lines(view.nodes, md_text)
     out += flame.markdown_lines(view, view.flames)

@@ -20,6 +20,7 @@ from pywebbench.report.ab import AbRow
 from pywebbench.report.capacity import CapacityView
 from pywebbench.report.knee import KneeView
 from pywebbench.report.nodes import NodesView
+from pywebbench.store.endpoints import EndpointFigures
 
 
 @dataclass(frozen=True)
@@ -406,6 +407,17 @@ class AxesView:
 
 
 @dataclass
+class MixPoint:
+    """One stack x workload x load point loaded with a traffic mix: its endpoints' figures
+    (:mod:`pywebbench.report.endpoints`)."""
+
+    stack_key: str
+    workload: str
+    load_point: str
+    endpoints: list[EndpointFigures] = field(default_factory=list)
+
+
+@dataclass
 class FlamePoint:
     """The sampled windows of one stack x workload x load point."""
 
@@ -441,6 +453,7 @@ class ReportView:
     nodes: NodesView | None = None  # --executor ray: which node measured which cell
     capacity: CapacityView | None = None  # `report --capacity`: docs/capacity.md
     flames: list[FlamePoint] = field(default_factory=list)  # run --flamegraph
+    mixes: list[MixPoint] = field(default_factory=list)  # run --mix: figures per endpoint
     ab: list[AbRow] = field(default_factory=list)  # pywebbench ab runs (docs/ab.md)
 
     @property
