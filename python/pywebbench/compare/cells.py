@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from pywebbench.compare.endpoints import EndpointValues, endpoint_values
 from pywebbench.meter.core_speed import SpeedScaling
 from pywebbench.meter.flame import FlameWindow
 from pywebbench.store.model import Cell, Iteration, Replicate, StackRow, Study
@@ -47,6 +48,8 @@ class CellFigures:
     # Some measured iteration stayed interfered after its re-measures (docs/interference.md).
     interfered: bool = False
     instructions: list[float] = field(default_factory=list)  # per request, one per count
+    #: A mix: each endpoint's p50 and p99 per replicate, per measured iteration.
+    endpoints: EndpointValues = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -139,6 +142,7 @@ def cell_figures(study: Study, speed: SpeedScaling | None = None) -> list[CellFi
                 for r in replicates[cell.id]
                 if "per_request" in r.instructions
             ],
+            endpoints=endpoint_values(measured),
         )
         out.append(figures)
     return out

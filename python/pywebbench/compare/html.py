@@ -13,7 +13,16 @@ import jinja2
 
 from pywebbench import __version__
 from pywebbench.compare import Comparison
-from pywebbench.compare.render import counted, grown_text, notes, rows, verdict_class
+from pywebbench.compare.endpoints import grew_most
+from pywebbench.compare.render import (
+    counted,
+    endpoints_text,
+    fmt_ratio,
+    grown_text,
+    notes,
+    rows,
+    verdict_class,
+)
 from pywebbench.report.flame import diff_icicle
 from pywebbench.report.html import plotly_js, safe_json
 
@@ -47,7 +56,25 @@ def render_html(result: Comparison) -> str:
         if fig is not None:
             figures[f"diff-{i}"] = fig
             diffs.append({"fig": f"diff-{i}", "label": c.label, "text": grown_text(c)})
+    mixes = [
+        {
+            "label": c.label,
+            "text": endpoints_text(c.endpoints),
+            "rows": [
+                {
+                    "name": e.name,
+                    "p50": fmt_ratio(e.p50),
+                    "p99": fmt_ratio(e.p99),
+                    "top": e is grew_most(c.endpoints),
+                }
+                for e in c.endpoints
+            ],
+        }
+        for c in result.comparisons
+        if c.endpoints
+    ]
     return template.render(
+        mixes=mixes,
         result=result,
         rows=table,
         notes=notes(result),

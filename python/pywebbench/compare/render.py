@@ -2,7 +2,8 @@
 
 Every layout shows the same rows (:func:`rows`): per pair the requests/s ratio with its CI,
 the p50 and p99 latency ratios, the server's CPU per request ratio, the peak-memory change
-and the verdict; then the cells set aside (unmatched, incomplete) and the gate's outcome.
+and the verdict; then, for pairs that ran a mix, the endpoint whose latency grew most
+(:func:`endpoints_text`), the cells set aside (unmatched, incomplete) and the gate's outcome.
 The HTML page is in :mod:`pywebbench.compare.html`.
 """
 
@@ -13,6 +14,7 @@ import math
 from typing import Any
 
 from pywebbench.compare import Comparison
+from pywebbench.compare.endpoints import EndpointChange, grew_most
 from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.compare.verdict import FASTER, PairComparison
 from pywebbench.mdtext import md_text
@@ -63,6 +65,11 @@ def _estimate_doc(est: RatioEstimate | None) -> dict[str, float | None] | None:
     }
 
 
+def _grew_most_doc(changes: list[EndpointChange]) -> dict[str, Any] | None:
+    top = grew_most(changes)
+    return {"name": top.name, "slower": top.slower} if top is not None else None
+
+
 def verdict_class(verdict: str) -> str:
     """A CSS/badge class for a verdict: good, bad or info."""
     if verdict in (FASTER, "recovered"):
@@ -109,6 +116,22 @@ def grown_text(c: PairComparison) -> str:
     return "; ".join([*parts, "changed most: " + ", ".join(moved)])
 
 
+def endpoints_text(changes: list[EndpointChange]) -> str | None:
+    """One line naming the endpoint of a mix whose latency grew most, and the others' p50
+    ratios: ``endpoint GET /search got slower (its p50 grew most): p50 3.10x [2.90, 3.30],
+    p99 2.41x [...]; others' p50: GET / 1.05x, ...``; None without endpoints."""
+    if not changes:
+        return None
+    top = grew_most(changes)
+    rest = changes[1:] if top is not None else changes
+    others = ", ".join(f"{c.name} {c.p50.ratio:.2f}x" for c in rest)
+    if top is None:
+        return f"no endpoint's p50 grew; endpoints' p50: {others}"
+    said = "got slower (its p50 grew most)" if top.slower else "grew most (p50)"
+    line = f"endpoint {top.name} {said}: p50 {fmt_ratio(top.p50)}, p99 {fmt_ratio(top.p99)}"
+    return line + (f"; others' p50: {others}" if others else "")
+
+
 def notes(result: Comparison) -> list[str]:
     """Lines under the table: method, set-aside cells, gate outcome."""
     lines = [
@@ -123,6 +146,9 @@ def notes(result: Comparison) -> list[str]:
     for c in result.comparisons:
         if c.grown and c.significant:
             lines.append(f"{c.label}: {grown_text(c)}")
+        mix = endpoints_text(c.endpoints)
+        if mix is not None:
+            lines.append(f"{c.label}: {mix}")
     for u in result.unmatched:
         lines.append(f"unmatched {u.side.upper()} cell {u.cell.label}: {u.reason}")
     for fig in result.incomplete:
@@ -173,6 +199,11 @@ def to_json(result: Comparison) -> str:
                 "grown": [
                     {"function": g.function, "base_s": g.base_s, "new_s": g.new_s} for g in c.grown
                 ],
+                "endpoints": [
+                    {"name": e.name, "p50": _estimate_doc(e.p50), "p99": _estimate_doc(e.p99)}
+                    for e in c.endpoints
+                ],
+                "endpoint_grew_most": _grew_most_doc(c.endpoints),
             }
             for c in result.comparisons
         ],

@@ -21,6 +21,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from pywebbench.compare.endpoints import EndpointChange, endpoint_changes
 from pywebbench.compare.match import Pair
 from pywebbench.compare.ratio import RatioEstimate, ratio_of_medians, seed_for
 from pywebbench.meter.breakdown import (
@@ -70,6 +71,9 @@ class PairComparison:
     #: ``--instructions``: NEW/BASE instructions per request (medians over the counts), and
     #: its least and most (the smallest NEW count over the largest BASE one, and back).
     instructions: tuple[float, float, float] | None = None
+    #: Both sides ran a mix: each endpoint's p50 and p99 NEW/BASE, the one whose p50 grew
+    #: most first (:mod:`pywebbench.compare.endpoints`).
+    endpoints: list[EndpointChange] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -128,6 +132,7 @@ def compare_pair(
         out.grown = growth(flames_b, flames_n)
     if base.instructions and new.instructions:
         out.instructions = count_span(base.instructions, new.instructions)
+    out.endpoints = endpoint_changes(base.endpoints, new.endpoints, name, level)
     return out
 
 
