@@ -22,8 +22,10 @@ from pywebbench.ab.session import (
     STOPPED_INTERRUPTED,
     AbOutcome,
 )
+from pywebbench.compare.endpoints import grew_most_doc
 from pywebbench.compare.gate import Violation
 from pywebbench.compare.ratio import RatioEstimate
+from pywebbench.compare.render import endpoints_text
 from pywebbench.mdtext import md_text
 
 #: What the judged ratio is a ratio of, in a gate's reason.
@@ -163,6 +165,9 @@ def notes(o: AbOutcome, verdict: str, violations: list[Violation]) -> list[str]:
             f"a slice held {held:.1f} responses per connection (median): requests in flight "
             "at a switch weigh on every slice; raise --slice"
         )
+    mix = endpoints_text(o.endpoints)
+    if mix is not None:
+        out.append(mix)
     if violations:
         out += [f"gate FAILED: {v.rule}: {v.detail}" for v in violations]
     return out
@@ -231,6 +236,10 @@ def to_doc(o: AbOutcome, verdict: str, violations: list[Violation]) -> dict[str,
         "p50": _est_doc(o.p50),
         "p99": _est_doc(o.p99),
         "instructions": instructions_doc(o),
+        "endpoints": [
+            {"name": e.name, "p50": _est_doc(e.p50), "p99": _est_doc(e.p99)} for e in o.endpoints
+        ],
+        "endpoint_grew_most": grew_most_doc(o.endpoints),
         "core_speed": {
             "reference": o.speed.reference,
             "elasticity": o.speed.elasticity if o.speed.reference is not None else None,
@@ -255,7 +264,7 @@ def to_doc(o: AbOutcome, verdict: str, violations: list[Violation]) -> dict[str,
             {
                 "side": side,
                 "process": side_process(s.target)[1],
-                **s.model_dump(exclude={"latency"}),
+                **s.model_dump(exclude={"latency", "endpoints"}),
             }
             for side, run in (("base", o.base), ("change", o.change))
             for s in run.slices

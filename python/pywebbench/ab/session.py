@@ -35,6 +35,7 @@ from pywebbench.ab.estimate import (
     side_process,
 )
 from pywebbench.ab.sides import SideError, SideStudy
+from pywebbench.compare.endpoints import EndpointChange, ranked
 from pywebbench.compare.ratio import RatioEstimate, ratio_of_medians
 from pywebbench.compare.verdict import count_span
 from pywebbench.load import LoadResult, LoadSpec, LocalAgent
@@ -163,6 +164,9 @@ class AbOutcome:
     result: SlicedResult
     server_cpus: list[int]
     generator_cpus: list[int]
+    #: ``ab --mix``: each endpoint's p50 and p99 CHANGE/BASE, the one whose p50 grew most
+    #: first (:mod:`pywebbench.compare.endpoints`).
+    endpoints: list[EndpointChange] = field(default_factory=list)
 
     @property
     def kept(self) -> int:
@@ -300,22 +304,55 @@ def rounds_for(options: AbOptions, sides: int = 2) -> int:
     return max(2, math.floor(left / (targets * (options.slice_s + options.settle_s)) + 1e-9))
 
 
+def slice_latency(s: SliceStats, which: str, endpoint: str | None = None) -> float:
+    """A slice's latency percentile (``p50_us``/``p99_us``; of one ``endpoint`` of its mix
+    when given, 0 when the slice has none of it)."""
+    if endpoint is None:
+        return float(getattr(s, which))
+    for e in s.endpoints:
+        if e.name == endpoint and e.requests:
+            summary = e.latency.summary
+            return float(summary.p50 if which == "p50_us" else summary.p99)
+    return 0.0
+
+
 def latency_ratio(
-    pairs: Sequence[RoundPair], which: str, level: float, processes: int
+    pairs: Sequence[RoundPair],
+    which: str,
+    level: float,
+    processes: int,
+    endpoint: str | None = None,
 ) -> RatioEstimate | None:
-    """CHANGE/BASE of a slice latency percentile (``p50_us``/``p99_us``), paired by round."""
+    """CHANGE/BASE of a slice latency percentile (``p50_us``/``p99_us``; of one
+    ``endpoint`` of a mix when given), paired by round."""
     values = [
         RoundPair(
             p.round,
-            p.base.model_copy(update={"rps": float(getattr(p.base, which))}),
-            p.change.model_copy(update={"rps": float(getattr(p.change, which))}),
+            p.base.model_copy(update={"rps": slice_latency(p.base, which, endpoint)}),
+            p.change.model_copy(update={"rps": slice_latency(p.change, which, endpoint)}),
             p.dropped,
             p.process,
         )
         for p in pairs
-        if getattr(p.base, which) > 0 and getattr(p.change, which) > 0
+        if slice_latency(p.base, which, endpoint) > 0
+        and slice_latency(p.change, which, endpoint) > 0
     ]
     return paired_ratio(values, level=level, processes=processes)
+
+
+def endpoint_latency(
+    pairs: Sequence[RoundPair], level: float, processes: int
+) -> list[EndpointChange]:
+    """With a mix on both sides: each endpoint's p50 and p99 CHANGE/BASE, paired by round
+    as the whole mix's, the one whose p50 grew most first (as ``compare`` ranks them)."""
+    names = {e.name: None for p in pairs for e in (*p.base.endpoints, *p.change.endpoints)}
+    out = []
+    for name in names:
+        p50 = latency_ratio(pairs, "p50_us", level, processes, name)
+        if p50 is not None:
+            p99 = latency_ratio(pairs, "p99_us", level, processes, name)
+            out.append(EndpointChange(name, p50, p99))
+    return ranked(out)
 
 
 def per_cpu_second(slices: Sequence[SliceStats], accounting: CoreAccounting) -> list[SliceStats]:
@@ -462,6 +499,7 @@ def run_ab(
         rps_measured=ratio(paired(result.slices)),
         p50=latency_ratio(pairs, "p50_us", options.level, k),
         p99=latency_ratio(pairs, "p99_us", options.level, k),
+        endpoints=endpoint_latency(pairs, options.level, k),
         stopped=stopped,
         elapsed_s=elapsed,
         options=options,

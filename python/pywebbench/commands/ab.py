@@ -39,6 +39,12 @@ MAX_PROCESSES = 16
 )
 @click.option("--app", help="Your app, module:callable (both sides; the project differs).")
 @click.option("--path", help="The path to load (with --app), e.g. /items.")
+@click.option(
+    "--mix",
+    metavar="FILE",
+    help="With --app, instead of --path: a traffic mix (TOML or JSON, docs/mix.md), each "
+    "endpoint verified first; the result names the endpoint whose latency grew most.",
+)
 @click.option("--interface", type=click.Choice(["wsgi", "asgi"]), help="With --app.")
 @click.option("--requirements", help="requirements.txt for both sides (with --app).")
 @click.option("--expect-status", type=int, help="With --app: expected status (default 2xx).")
@@ -191,6 +197,8 @@ def command(**options: Any) -> None:
       pywebbench ab --app shop.wsgi:app --path /items --base main --change HEAD \\
           --fail-if 'slower>3%'
       pywebbench ab --app app:app --path / --base ../app-v1 --change ../app-v2
+      pywebbench ab --app app:app --mix mix.toml --base ../app-v1 --change ../app-v2
+                                  # a traffic mix: which endpoint got slower
       pywebbench ab --base python=cpython3.11 --change python=/usr/bin/python3.12 \\
           --ci-width 0.02
       pywebbench ab --app app:app --path / --base requirements=old.txt \\
@@ -266,14 +274,20 @@ def _shared(o: dict[str, Any]) -> dict[str, Any]:
     cpus = {"server": _cores("--server-cpus", o["server_cpus"])}
     cpus["generator"] = _cores("--generator-cpus", o["generator_cpus"])
     out["cpus"] = cpus
+    if o["mix"] and o["path"]:
+        fail("--mix and --path: the mix gives every path; give one")
     if o["app"]:
-        app: dict[str, Any] = {"app": o["app"], "paths": [o["path"] or "/"]}
+        app: dict[str, Any] = {"app": o["app"]}
+        if o["mix"]:
+            app["mix"] = str(Path(o["mix"]).resolve())  # the same file from both sides
+        else:
+            app["paths"] = [o["path"] or "/"]
         for key in ("interface", "requirements", "expect_status", "expect_body"):
             if o[key] is not None:
                 app[key] = o[key]
         out["app"] = app
-    elif any(o[k] for k in ("path", "interface", "requirements")):
-        fail("--path/--interface/--requirements need --app")
+    elif any(o[k] for k in ("path", "mix", "interface", "requirements")):
+        fail("--path/--mix/--interface/--requirements need --app")
     return out
 
 

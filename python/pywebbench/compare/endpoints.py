@@ -76,9 +76,20 @@ def endpoint_changes(
             continue
         p99 = ratio_of_medians(b99, n99, seed=seed_for(seed + "|p99"), level=level)
         out.append(EndpointChange(endpoint, p50, p99))
-    return sorted(out, key=lambda c: -c.p50.ratio)
+    return ranked(out)
+
+
+def ranked(changes: Sequence[EndpointChange]) -> list[EndpointChange]:
+    """``changes`` with the endpoint whose p50 grew most first."""
+    return sorted(changes, key=lambda c: -c.p50.ratio)
 
 
 def grew_most(changes: Sequence[EndpointChange]) -> EndpointChange | None:
     """The endpoint whose p50 grew most, when one grew at all."""
     return changes[0] if changes and changes[0].p50.ratio > 1.0 else None
+
+
+def grew_most_doc(changes: Sequence[EndpointChange]) -> dict[str, object] | None:
+    """The JSON form of :func:`grew_most`: its name, and whether its interval says slower."""
+    top = grew_most(changes)
+    return {"name": top.name, "slower": top.slower} if top is not None else None

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from pywebbench.compare import Comparison
-from pywebbench.compare.endpoints import EndpointChange, grew_most
+from pywebbench.compare.endpoints import EndpointChange, grew_most, grew_most_doc
 from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.compare.verdict import FASTER, PairComparison
 from pywebbench.mdtext import md_text
@@ -63,11 +63,6 @@ def _estimate_doc(est: RatioEstimate | None) -> dict[str, float | None] | None:
         "base_median": est.base_median,
         "new_median": est.new_median,
     }
-
-
-def _grew_most_doc(changes: list[EndpointChange]) -> dict[str, Any] | None:
-    top = grew_most(changes)
-    return {"name": top.name, "slower": top.slower} if top is not None else None
 
 
 def verdict_class(verdict: str) -> str:
@@ -203,7 +198,7 @@ def to_json(result: Comparison) -> str:
                     {"name": e.name, "p50": _estimate_doc(e.p50), "p99": _estimate_doc(e.p99)}
                     for e in c.endpoints
                 ],
-                "endpoint_grew_most": _grew_most_doc(c.endpoints),
+                "endpoint_grew_most": grew_most_doc(c.endpoints),
             }
             for c in result.comparisons
         ],
