@@ -15,9 +15,9 @@ from typing import Any
 from pywebbench.report.figures import (
     SPECTRUM_QUANTILES,
     Figure,
-    _spectrum_x,
     sig_round,
     spectrum_layout,
+    spectrum_x,
     text,
 )
 from pywebbench.report.view import MixPoint, ReportView
@@ -116,7 +116,7 @@ def latency_figure(point: MixPoint, title: str) -> Figure:
                 "type": "scatter",
                 "mode": "lines",
                 "name": text(e.name),
-                "x": [sig_round(_spectrum_x(q), 6) for q in SPECTRUM_QUANTILES],
+                "x": [sig_round(spectrum_x(q), 6) for q in SPECTRUM_QUANTILES],
                 "y": [sig_round(_ms(v)) for v in values],
                 "customdata": [f"{q * 100:.6g}%" for q in SPECTRUM_QUANTILES],
                 "hovertemplate": f"<b>{text(e.name)}</b><br>%{{customdata}}: %{{y:.3s}} ms"

@@ -366,7 +366,9 @@ def sweep_figure(view: ReportView, workload: WorkloadView, colours: Colours) -> 
     return {"data": data, "layout": layout}
 
 
-def _spectrum_x(q: float) -> float:
+def spectrum_x(q: float) -> float:
+    """Where quantile ``q`` sits on a latency spectrum's (log) axis: 1/(1-q), 50% at 2 and
+    99.99% at 10,000."""
     return 1.0 / (1.0 - q)
 
 
@@ -389,7 +391,7 @@ def spectrum_figure(view: ReportView, ranking: Ranking, colours: Colours) -> Fig
                 "type": "scatter",
                 "mode": "lines",
                 "name": text(label),
-                "x": [sig_round(_spectrum_x(q), 6) for q, _ in p.spectrum],
+                "x": [sig_round(spectrum_x(q), 6) for q, _ in p.spectrum],
                 "y": [sig_round(ms) for _, ms in p.spectrum],
                 "customdata": [f"{q * 100:.6g}%" for q, _ in p.spectrum],
                 "line": {"color": colours.colour(label), "dash": colours.dash(label), "width": 2},
