@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pwbmix import ENDPOINTS, FAST, ONE_REPLICATE, app_args, project, run_study
+from pwbmix import CPYTHON, ENDPOINTS, FAST, ONE_REPLICATE, app_args, project, run_study
 from pwbtest import pwb
 from pywebbench.store import Store, Study
 from pywebbench.store.endpoints import cell_endpoints, iteration_endpoints
@@ -52,7 +52,7 @@ def test_a_mix_study_interleaved(tmp_path: Path, census: str) -> None:
     sliced run, each slice with its endpoints."""
     study = run_study(
         tmp_path, tmp_path / "res", "--server", "granian-wsgi", "--design", "interleaved",
-        "--python", FAST[-1], "--replicates", "2", "--group-budget", "4", "-c", "4",
+        "--python", CPYTHON, "--replicates", "2", "--group-budget", "4", "-c", "4",
         "--no-report",
     )  # fmt: skip
     _check_endpoints(study)
