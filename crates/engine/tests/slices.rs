@@ -110,7 +110,14 @@ fn one_target_at_a_time(io: Io) {
     for s in &r.slices {
         assert!(s.requests > 0, "slice {} counted nothing", s.index);
         assert!(s.latency.is_some());
-        assert!((s.duration_s - 0.2).abs() < 0.05, "{}", s.duration_s);
+        // A slice ends on the engine's timer, which only fires late: never under 0.15 s of
+        // the 0.2 asked; at most 1 s late (issue 52: the host steals up to 50% in slices of
+        // milliseconds, and no hold of a second was seen, so 1 in 10,000 is generous).
+        assert!(
+            s.duration_s > 0.15 && s.duration_s < 1.2,
+            "{}",
+            s.duration_s
+        );
         // While one target's slice is counted, the other target gets no new request: at
         // most the ones in flight at the switch, one per connection, if its server thread
         // was slow to read them (the server stamps a request when it reads it).

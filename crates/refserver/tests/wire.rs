@@ -105,6 +105,27 @@ fn hello_keepalive_headers_and_pipelining_in_order() {
     assert_eq!(st["statuses"]["4xx"], 1);
 }
 
+/// 30 requests for a 1 ms delay on one connection, one after another; returns their
+/// sorted round trips.
+fn one_ms_delays(c: &mut TcpStream, buf: &mut Vec<u8>) -> Vec<Duration> {
+    let mut samples = Vec::new();
+    for _ in 0..30 {
+        let t = Instant::now();
+        get(c, "/?delay_ms=1");
+        read_response(c, buf);
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    samples
+}
+
+/// Delays are timers: a slow request does not hold a fast one, and no delay ends early.
+/// Bounds (issue 52): a timer only fires late, so the lower bounds hold on any host; the
+/// upper ones allow over a second beyond the design, which a host that steals up to 50% of
+/// the cores in slices of milliseconds (no 1-s hold seen at 11-48% steal) cannot take from
+/// one request. The fast request (50 ms) must come back before 2.0 s: 1.95 s of slack, and
+/// still 1 s under the slow one's 3.0 s, so one held behind the other fails. How precise a
+/// 1-ms delay is belongs to the benchmark [`one_ms_delay_is_precise`].
 #[test]
 fn delays_are_timers_not_sleeps() {
     let s = start(RefServerConfig {
@@ -115,62 +136,90 @@ fn delays_are_timers_not_sleeps() {
     let mut fast = connect(&s);
     let (mut b1, mut b2) = (Vec::new(), Vec::new());
     let t0 = Instant::now();
-    get(&mut slow, "/?delay_ms=400");
+    get(&mut slow, "/?delay_ms=3000");
     get(&mut fast, "/");
     read_response(&mut fast, &mut b2);
     let fast_t = t0.elapsed();
     read_response(&mut slow, &mut b1);
     let slow_t = t0.elapsed();
     assert!(
-        fast_t >= Duration::from_millis(49) && fast_t < Duration::from_millis(200),
+        fast_t >= Duration::from_millis(49) && fast_t < Duration::from_millis(2000),
         "{fast_t:?}"
     );
-    assert!(slow_t >= Duration::from_millis(399), "{slow_t:?}");
-    // A 1 ms delay is 1 ms, not a poll tick later.
-    let mut samples = Vec::new();
-    for _ in 0..30 {
-        let t = Instant::now();
-        get(&mut fast, "/?delay_ms=1");
-        read_response(&mut fast, &mut b2);
-        samples.push(t.elapsed());
-    }
-    samples.sort();
+    assert!(slow_t >= Duration::from_millis(2999), "{slow_t:?}");
+    // A 1 ms delay is never shorter than 1 ms (a timer fires late, never early).
+    let samples = one_ms_delays(&mut fast, &mut b2);
+    assert!(samples[0] >= Duration::from_micros(1000), "{samples:?}");
+    // The server's own account of how late its delayed responses went out: a figure in
+    // microseconds, each under a second (no hold of a second or more).
+    let st = s.stats();
+    assert_eq!(st["delayed_responses"], 32);
+    let late = st["delay_late_us_mean"].as_f64().unwrap();
+    assert!(
+        (0.0..1_000_000.0).contains(&late),
+        "mean lateness {late} us"
+    );
+}
+
+/// Accuracy, not function: a 1 ms delay is 1 ms, not a poll tick later (p50 within 300 us,
+/// mean lateness under 1 ms). Its 300-us margin is below what a host that steals in slices
+/// of milliseconds takes, so it cannot be bounded at 1 in 10,000 false failures under 50%
+/// steal (issue 52): it is ignored, and neither scripts/test.sh nor .ci runs ignored tests.
+/// Run it as a benchmark on a quiet host:
+/// `cargo test --profile ci -p pywebbench-refserver --test wire -- --ignored one_ms_delay_is_precise`.
+#[test]
+#[ignore = "benchmark: timer accuracy on a quiet host (see the doc comment)"]
+fn one_ms_delay_is_precise() {
+    let s = start(RefServerConfig::default());
+    let mut c = connect(&s);
+    let mut buf = Vec::new();
+    let samples = one_ms_delays(&mut c, &mut buf);
     let p50 = samples[samples.len() / 2];
     assert!(
         p50 >= Duration::from_micros(1000) && p50 < Duration::from_micros(1300),
         "p50 of a 1 ms delay: {p50:?}"
     );
-    // The server's own account of how late its delayed responses went out.
     let st = s.stats();
-    assert_eq!(st["delayed_responses"], 32);
+    assert_eq!(st["delayed_responses"], 30);
     let late = st["delay_late_us_mean"].as_f64().unwrap();
     assert!(late < 1000.0, "mean lateness {late} us");
 }
 
+/// A request in a stall is answered when the stall ends. Stalls of 2 s every 4 s: windows
+/// [4, 6), [8, 10) s after the server's start, which is at most the start-up's time before
+/// `started` (under 1 s: no hold of a second seen). The request goes out at 4.1 s (a late
+/// wake-up under 1 s keeps it inside the window); its answer comes at the stall's end,
+/// 6.0 s minus that start-up time, so after 5.0 s, and before 7.0 s (1 s of slack). Without
+/// the stall it would come at 4.1 s plus any hold, under 5.0 s. The next request, sent
+/// before 7.0 s plus a hold under 1 s, so before the next stall at 8.0 s, is answered under
+/// 1.0 s (issue 52: margins of a second where the host steals in slices of milliseconds).
 #[test]
 fn stall_holds_responses_until_it_ends() {
     let s = start(RefServerConfig {
-        stall_ms: 300.0,
-        stall_every_s: 0.6,
+        stall_ms: 2000.0,
+        stall_every_s: 4.0,
         ..Default::default()
     });
     let mut c = connect(&s);
     let mut buf = Vec::new();
-    // Stall windows: [0.6, 0.9), [1.2, 1.5), ... after start. Ask at 0.65 s.
     let started = Instant::now();
-    std::thread::sleep(Duration::from_millis(650));
+    std::thread::sleep(Duration::from_millis(4100));
     get(&mut c, "/");
     read_response(&mut c, &mut buf);
     let answered = started.elapsed();
     assert!(
-        answered >= Duration::from_millis(890) && answered < Duration::from_millis(1100),
+        answered >= Duration::from_millis(5000) && answered < Duration::from_millis(7000),
         "answered at {answered:?}"
     );
     // Outside a stall: immediate.
     let t = Instant::now();
     get(&mut c, "/");
     read_response(&mut c, &mut buf);
-    assert!(t.elapsed() < Duration::from_millis(100));
+    assert!(
+        t.elapsed() < Duration::from_millis(1000),
+        "{:?}",
+        t.elapsed()
+    );
 }
 
 #[test]
