@@ -195,44 +195,61 @@ def test_oversized_head_gets_431_and_close(srv: RefServer) -> None:
 
 
 def test_delays_and_jitter_are_per_request_and_non_blocking() -> None:
+    """Bounds (issue 52): a timer only fires late, so the lower bounds hold on any host.
+    The upper ones allow a second over the design: the host steals up to 50% of the cores
+    in slices of milliseconds and no hold of 1 s or more was seen at 11-48% steal, so a
+    request of 30-50 ms is answered under 1.05 s (1.0 s of slack), a false failure far
+    rarer than 1 in 10,000. A 3,000-ms request on another connection must not hold a quick
+    one: the quick one is answered under 2.0 s (2.0 s of slack over its ~0 ms, and still
+    1.0 s short of the 3.0 s it would take held behind the slow one)."""
     with RefServer(delay_ms=30.0, delay_jitter_ms=20.0, cpus=[0]) as s:
         times = sorted(get(s.port, "/")[2] for _ in range(12))
-        assert times[0] >= 0.029 and times[-1] < 0.2, times
+        assert times[0] >= 0.029 and times[-1] < 1.05, times
         assert times[-1] - times[0] > 0.002  # jitter spreads them
-        # A 500 ms request does not hold up another connection.
+        # A 3,000 ms request does not hold up another connection.
         slow = connect(s.port)
-        slow.sendall(req("/?delay_ms=500"))
+        slow.sendall(req("/?delay_ms=3000"))
         t0 = time.monotonic()
-        assert get(s.port, "/?delay_ms=0")[2] < 0.1
+        assert get(s.port, "/?delay_ms=0")[2] < 2.0
         read_response(slow, bytearray())
-        assert time.monotonic() - t0 >= 0.45
+        assert time.monotonic() - t0 >= 2.95
         slow.close()
 
 
 def test_stalls_freeze_responses_then_release_them() -> None:
-    # A 300 ms stall every 0.8 s: over 1.4 s of back-to-back requests, one waits out
-    # most of a stall and the others are quick; /__stats is never stalled.
-    with RefServer(stall_ms=300.0, stall_every_s=0.8, cpus=[0]) as s:
+    """A 2,000-ms stall every 3 s: windows [3, 5), [6, 8) s of the server's uptime. Timed on
+    the server's own clock (``uptime_s`` in /__stats), the test sends a request at uptime
+    3.2 s (a sleep only ends late; it stays in the window unless held 1.8 s) and, while it
+    waits, asks /__stats on another connection. Bounds (issue 52: the host steals up to 50%
+    of the cores in slices of milliseconds, no hold of 1 s or more seen at 11-48% steal, so
+    each bound below fails only on a hold of a second, far rarer than 1 in 10,000):
+    - the stalled request waits over 1.0 s: sent before uptime 4.0 s (a hold under 0.8 s),
+      answered at the stall's end, 5.0 s; and under 3.0 s (the 1.8 s left of the stall plus
+      1 s of slack);
+    - /__stats is never stalled: answered under 1.0 s, where a stalled one sent before
+      uptime 4.0 s would wait over 1.0 s;
+    - before and after the stall, a request is answered under 1.0 s (the next stall starts
+      at 6.0 s, a second after this one ends)."""
+    with RefServer(stall_ms=2000.0, stall_every_s=3.0, cpus=[0]) as s:
+        assert get(s.port, "/")[2] < 1.0
+        uptime = s.stats()["uptime_s"]
+        assert uptime < 2.0, uptime
+        time.sleep(3.2 - uptime)
         conn = connect(s.port)
         buf = bytearray()
-        lat = []
-        stats_lat = []
-        t_end = time.monotonic() + 1.4
-        while time.monotonic() < t_end:
-            t0 = time.monotonic()
-            conn.sendall(req("/"))
-            read_response(conn, buf)
-            lat.append(time.monotonic() - t0)
-            t1 = time.monotonic()
-            get(s.port, "/__stats")
-            stats_lat.append(time.monotonic() - t1)
-            time.sleep(0.01)
+        t0 = time.monotonic()
+        conn.sendall(req("/"))
+        stats_lat = get(s.port, "/__stats")[2]
+        read_response(conn, buf)
+        stalled = time.monotonic() - t0
+        assert 1.0 < stalled < 3.0, stalled
+        assert stats_lat < 1.0, stats_lat
+        assert s.stats()["uptime_s"] >= 5.0
+        t1 = time.monotonic()
+        conn.sendall(req("/"))
+        read_response(conn, buf)
+        assert time.monotonic() - t1 < 1.0
         conn.close()
-    # Generous bounds: the machine may be busy, but only a stall explains >= 0.2 s.
-    slow = [x for x in lat if x > 0.2]
-    assert slow and max(lat) <= 0.5, sorted(lat)[-3:]
-    assert len(slow) <= 2, slow
-    assert max(stats_lat) < 0.2, max(stats_lat)
 
 
 def test_stats_counts_what_the_server_saw() -> None:
@@ -258,5 +275,8 @@ def test_slow_headers_time_out_with_408() -> None:
     with RefServer(header_timeout_ms=300.0) as s:
         x = exchange(s.port, b"GET / HTTP/1.1\r\nX-Slow: ", wait=3.0)
         assert x.head.startswith("HTTP/1.1 408") and x.end == "eof"
-        assert 0.28 <= x.elapsed < 1.0
+        # A timer only fires late, so 0.28 s holds on any host; the upper bound allows 1 s
+        # over the 300-ms timeout (issue 52: the host steals in slices of milliseconds and
+        # no hold of 1 s was seen at 11-48% steal; a false failure well under 1 in 10,000).
+        assert 0.28 <= x.elapsed < 1.3
         assert s.stats()["header_timeouts"] == 1
