@@ -212,6 +212,7 @@ def test_failures_are_recorded_and_the_rest_completes(tmp_path: Path, census: st
     load = {
         "duration_s": 1.5,
         "warmup": "fixed",
+        "interference_max": 2.0,  # of function (tests/pwbtest.py's _quiet_guard)
         "max_replicates": 1,
         "warmup_duration_s": 1.0,
         "warmup_iterations": 1,
@@ -364,6 +365,7 @@ def _two_workloads_twice(tmp_path: Path, scope: str) -> tuple[Outcome, Study]:
             "load": {
                 "duration_s": 0.4,
                 "warmup": "fixed",
+                "interference_max": 2.0,  # of function (tests/pwbtest.py's _quiet_guard)
                 "max_replicates": 1,
                 "warmup_duration_s": 0.3,
                 "replicates": 2,
@@ -422,6 +424,7 @@ def test_services_started_once_for_the_workloads_that_need_them(
             "load": {
                 "duration_s": 0.5,
                 "warmup": "fixed",
+                "interference_max": 2.0,  # of function (tests/pwbtest.py's _quiet_guard)
                 "max_replicates": 1,
                 "warmup_duration_s": 0.3,
                 "replicates": 1,
