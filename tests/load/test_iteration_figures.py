@@ -33,7 +33,11 @@ def test_spec_result_figures_and_metering() -> None:
             result = LocalAgent().run(spec, progress=progress.append)
     figures = iteration_figures(result)
     assert figures["requests"] > 1000 and figures["errors"] == 0 and figures["non_2xx"] == 0
-    assert 1.4 < figures["duration_s"] < 2.0
+    # Asked 1.5 s: the run ends on the engine's own timer, which only fires late, so over
+    # 1.4 s on any host; at most 1 s over what was asked (issue 52; the arithmetic is
+    # tests/load/test_engine.py's module docstring: at 50% steal in slices of milliseconds,
+    # a 1-s stall at the end was never seen).
+    assert 1.4 < figures["duration_s"] <= 2.5
     assert abs(figures["rps"] - figures["requests"] / figures["duration_s"]) < 0.05 * figures["rps"]
     p = [figures[k] for k in ("latency_p50_us", "latency_p90_us", "latency_p99_us")]
     p += [figures["latency_p999_us"], figures["latency_max_us"]]
