@@ -35,7 +35,13 @@ def test_the_deep_mode_runs_the_whole_series_and_prints_the_classes(
     for rep in reps:
         assert rep.warmup_class in classes, rep
         assert rep.warmup_s is not None and rep.warmup_s >= 4.9  # the whole series
-        assert len(rep.measured_curve) >= 6  # ~4 points a second over 2 s
+        # Snapshots every 0.25 s over a measured 2 s (a timer only fires late) give ~7
+        # points, one per gap of at least 0.2 s. Fewer than 3 means the ~1.75 s from the first
+        # snapshot to the last fell in 2 points, one of them >= 0.875 s long, so one gap
+        # between snapshots >= 0.675 s: the reporter held 0.43 s at once, which a host that
+        # steals up to 50% in slices of milliseconds does not do (none of 1 s seen at 11-48%
+        # steal): a false failure far under 1 in 10,000 (issue 52).
+        assert len(rep.measured_curve) >= 3
     warm = study.iterations_of(cell.id, kind="warmup")
     assert len(warm) == 2 and all(i.duration_s >= 4.9 for i in warm)
     assert sum(cell.flags["classes"].values()) == 2
