@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -102,7 +103,14 @@ class _RayCluster:
         cluster, self.cluster = self.cluster, None
         ray.shutdown()
         cluster.shutdown()
+        # shutdown() signals Ray's processes and returns; on a host that steals up to 50% of
+        # the cores they may take a moment to exit. Poll up to 10 s, as the session's census
+        # does (tests/conftest.py), before calling one left behind (issue 52).
+        deadline = time.monotonic() + 10.0
         left = marked_processes(RAY_MARK, self.mark)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = marked_processes(RAY_MARK, self.mark)
         assert not left, f"Ray processes left behind: {left}"
 
 
