@@ -65,7 +65,14 @@ def test_stall_shows_in_corrected_latency_only(refserver_stall) -> None:
     service = r.service_time.summary
     assert corrected.p99 >= 100_000, corrected  # >= 100 ms: the stall is visible
     assert corrected.max >= 250_000, corrected
-    assert service.p99 < 50_000, service  # the 4 stalled requests are < 1% of ~4000
+    # Service time leaves the queue's wait out: only the requests in flight when a stall
+    # begins (at most 4, one per connection, per stall; 2 stalls in 4 s) wait one out, 8 of
+    # ~4000, under the 40 above the p99. For p99 to reach 250 ms (below the 300-ms stall, and
+    # the corrected max's bound above), 40 requests would each need a 250-ms hold of the
+    # host: with 4 in flight, 10 holds of a quarter second, where the host steals up to 50%
+    # in slices of milliseconds and no 1-s hold was seen: a false failure far under 1 in
+    # 10,000 (issue 52; was 50 ms).
+    assert service.p99 < 250_000, service
     assert r.open_loop.queue_max >= 100  # sends waited while the server was frozen
 
 
