@@ -65,7 +65,11 @@ def test_an_extra_stat_per_request_shows_as_one_more_stat_call(tmp_path: Path, c
     for cell in study.cells:
         (rep,) = [r for r in study.replicates if r.cell_id == cell.id]
         doc = rep.syscalls
-        assert doc.get("requests", 0) > 20, doc  # a real window, traced to the end
+        # A real window, traced to the end. Its count is a throughput: 255-269 requests in the
+        # 1-s window here (gunicorn-sync under strace, 2 connections, measured with another
+        # test file running on the same two cores); at 2.9x slower (1.45x core speed / 50%
+        # steal, docs/contributing.md) that is ~88, over 4x the bound (issue 52).
+        assert doc.get("requests", 0) > 20, doc
         assert doc["processes"] >= 2  # the master and its worker, both attached
         assert doc["per_request"] > 5 and doc["top_by_time"], doc
         per_path[cell.workload] = sum(

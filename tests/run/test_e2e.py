@@ -246,6 +246,10 @@ def test_failures_are_recorded_and_the_rest_completes(tmp_path: Path, census: st
     with Store(tmp_path / "s.sqlite") as store:
         outcome = run_study(good, matrix, store, results_dir=tmp_path)
         study = store.load_study([outcome.run_id])
+    # The hung app is given up on, not waited out (it sleeps 3,600 s). The study took ~13 s
+    # here (the whole test, 13.5 s, with another test file on the same two cores); it is
+    # CPU work and timers, so at 2.9x slower (1.45x core speed / 50% steal,
+    # docs/contributing.md) ~39 s, plus 1 s of holds: under a third of the bound (issue 52).
     assert time.monotonic() - t0 < 150
     assert outcome.status == "completed"
     by_fw = {study.stack(c.stack_id).framework: c for c in study.cells}
@@ -323,6 +327,9 @@ def test_ctrl_c_then_resume(tmp_path: Path, census: str) -> None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, out
+    # Stopping took 0.28-0.39 s here; at 2.9x slower (docs/contributing.md) 1.1 s, plus 1 s of
+    # holds. Even a server that ignored SIGTERM (the adapter's 5-s stop_timeout_s, a timer,
+    # then SIGKILL) would stop in 5 + 1.1 + 1 = 7.1 s, under the bound (issue 52).
     assert stopped_in < 8, f"took {stopped_in:.1f} s to stop"
     assert "--resume" in out
     assert not marked_processes(MARK_VAR, census), "servers left after Ctrl-C"
