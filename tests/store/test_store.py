@@ -302,3 +302,23 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
             assert it.core_rate is None  # added by version 15: not probed
         stack = store.stacks(run_id)[0]  # version 13: what the interpreter is
         assert (stack.interpreter_free_threaded, stack.interpreter_gil) == (False, "")
+
+
+def test_a_slices_latency_histogram_is_read_where_the_group_stores_it() -> None:
+    """An interleaved group stores each slice as an iteration whose result holds the slice
+    under ``ab_slice`` (run/rows.py ``slice_iteration``): its histogram is the iteration's,
+    for compare's latency ratios, the console, the report's series and the HDR exports."""
+    from pywebbench.load.histogram import Histogram
+    from pywebbench.load.sliced import SliceStats
+    from pywebbench.run.rows import slice_iteration
+
+    hist = Histogram.from_values([900, 1000, 1100])
+    s = SliceStats(
+        index=0, round=0, target=0, requests=3, errors=0, timeouts=0, duration_s=0.25,
+        rps=12.0, started_at=1.0, ended_at=1.25, p50_us=1000, p99_us=1100,
+        latency={"hist": hist.encoded, "summary": hist.summary().model_dump()},
+    )  # fmt: skip
+    it = slice_iteration(s, cell_id=1, dropped=None)
+    assert it.latency_histogram() == hist.encoded
+    no_hist = slice_iteration(s.model_copy(update={"latency": None}), cell_id=1, dropped=None)
+    assert no_hist.latency_histogram() is None

@@ -380,10 +380,14 @@ class Iteration:
         return _loads(self.result_json, {})
 
     def latency_histogram(self) -> str | None:
-        """The serialised latency HdrHistogram (``latency.hist``), or None when none is stored
-        or the document is unreadable."""
+        """The serialised latency HdrHistogram (``latency.hist``; a slice of an interleaved
+        group keeps it under ``ab_slice``), or None when none is stored or the document is
+        unreadable."""
         try:
-            latency = self.result.get("latency")
+            doc = self.result
+            latency = doc.get("latency")
+            if latency is None and isinstance(doc.get("ab_slice"), dict):
+                latency = doc["ab_slice"].get("latency")
         except (ValueError, AttributeError):
             return None
         hist = latency.get("hist") if isinstance(latency, dict) else None
