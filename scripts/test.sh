@@ -58,10 +58,10 @@ echo "== pytest"
 set +e
 # Tests marked benchmark (statistical power on real servers' timings, issue 52) are not in
 # the suite: they are run on their own, python -m pytest -m benchmark FILE (docs/contributing.md).
-# Two workers (pytest-xdist), a file's tests on one of them (tests/conftest.py): the tests
-# assert function and bounds that hold beside other load (issue 52), and many of them wait
-# on servers starting, so two at a time roughly halve the suite's time on 2 cores.
-python -m pytest -n 2 --dist loadgroup -ra --durations=25 -m "not benchmark" "$@"
+# Two workers (pytest-xdist), a file's tests on one of them (its module fixtures built
+# once): the tests assert function and bounds that hold beside other load (issue 52), and
+# many of them wait on servers starting (docs/contributing.md, "Two workers").
+python -m pytest -n 2 --dist loadfile -ra --durations=25 -m "not benchmark" "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

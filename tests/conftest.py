@@ -39,18 +39,6 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 _TIMES = pytest.StashKey[CoreTimes]()
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test's group for ``pytest -n 2 --dist loadgroup`` (scripts/test.sh): its file, so
-    that a module's fixtures are built once, or the ``XDIST_GROUP`` its module names, for
-    files that share a session fixture worth building once (a stored study, a Ray cluster).
-    Tests of one group run one after the other on one worker."""
-    for item in items:
-        module = getattr(item, "module", None)
-        group = getattr(module, "XDIST_GROUP", None) or item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
 def _machine_times() -> CoreTimes | None:
     """Every core's busy, steal and idle time so far (the interference meter's reader)."""
     return core_times(range(os.cpu_count() or 1))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import atexit
+import fcntl
 import json
 import os
 import selectors
@@ -23,6 +24,19 @@ PYWEBBENCH = str(Path(sys.executable).parent / "pywebbench")
 
 # Environment variable the runner tests mark their processes with (tests/run/conftest.py).
 MARK_VAR = "PWB_TEST_MARK"
+
+
+@contextmanager
+def exclusive(name: str) -> Iterator[None]:
+    """Held by one test at a time across the suite's workers (``pytest -n 2``): an exclusive
+    ``flock`` on ``pwb-tests-NAME.lock`` in the temporary directory. For tests that read
+    state shared by the whole machine (the vgdb FIFOs of :func:`valgrind_leftovers`)."""
+    with open(Path(tempfile.gettempdir()) / f"pwb-tests-{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def valgrind_leftovers() -> set[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pwbtest import command, pwb, valgrind_leftovers
+from pwbtest import command, exclusive, pwb, valgrind_leftovers
 
 APP = """
 N = {n}
@@ -150,14 +150,15 @@ def test_instructions_are_counted_on_both_sides_judged_and_gated(
     trip; each count is stored on its replicate and the report's A/B row shows the change."""
     repo = _repo(tmp_path)
     results = tmp_path / "results"
-    before = valgrind_leftovers()
-    done = pwb(
-        "ab", *QUICK, "--budget", "12", "--repo", str(repo), "--base", "HEAD~1",
-        "--change", "HEAD", "--figure", "instructions", "--fail-if", "instructions>1%",
-        "--fail-if", "slower>3%", "--format", "json", results=results, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 1, done.stderr
-    assert valgrind_leftovers() <= before  # the killed counted servers' vgdb FIFOs
+    with exclusive("valgrind"):  # no other worker's counted servers meanwhile
+        before = valgrind_leftovers()
+        done = pwb(
+            "ab", *QUICK, "--budget", "12", "--repo", str(repo), "--base", "HEAD~1",
+            "--change", "HEAD", "--figure", "instructions", "--fail-if", "instructions>1%",
+            "--fail-if", "slower>3%", "--format", "json", results=results, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        assert valgrind_leftovers() <= before  # the killed counted servers' vgdb FIFOs
     doc = json.loads(done.stdout)
     counts = doc["instructions"]
     base = [c["per_request"] for c in counts["base"]]

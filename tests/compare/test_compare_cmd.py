@@ -17,9 +17,6 @@ from pywebbench.cli import cli
 from pywebbench.meter.core_speed import study_scaling
 from pywebbench.store import Store, Study
 
-#: One worker runs these under pytest -n 2 (tests/conftest.py): the stored runs are built once
-XDIST_GROUP = "compare-study"
-
 GATE = "slower>5%,p99>10%,errors>0"
 
 

@@ -10,9 +10,6 @@ from pathlib import Path
 from compare_study import STACK, StoredRuns, pwb
 from pywebbench.run.host import git_revision
 
-#: One worker runs these under pytest -n 2 (tests/conftest.py): the stored runs are built once
-XDIST_GROUP = "compare-study"
-
 
 def test_history_lists_every_run_in_order(stored_runs: StoredRuns) -> None:
     proc = pwb("history", STACK, "-w", "cpu", "--format", "json", "--store", str(stored_runs.store))

@@ -14,9 +14,6 @@ from hdrh.log import HistogramLogReader
 from pywebbench.load.histogram import Histogram
 from pywebbench.store import Store
 
-#: One worker runs these under pytest -n 2 (tests/conftest.py): the stored runs are built once
-XDIST_GROUP = "compare-study"
-
 
 def pyperf(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -35,9 +35,6 @@ from pywebbench.refserver import RefServer
 from pywebbench.run.ray_load import RayStudyAgent, agent_row
 from pywebbench.store import Store
 
-#: One worker runs these under pytest -n 2 (tests/conftest.py): one local Ray cluster
-XDIST_GROUP = "ray"
-
 MARK = "PWB_RAY_TEST_MARK"
 
 

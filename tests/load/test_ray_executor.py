@@ -27,9 +27,6 @@ from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.stats import Summary, summarize_replicates
 from pywebbench.store import Store, Study
 
-#: One worker runs these under pytest -n 2 (tests/conftest.py): one local Ray cluster
-XDIST_GROUP = "ray"
-
 CPYTHON = default_interpreters()[0].name
 # The interference guard off (it is still stored): the test cluster's two nodes share this
 # host's two cores, and Ray's daemons, the driver and the task's own Ray threads took 4-16% of

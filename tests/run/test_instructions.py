@@ -14,7 +14,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from pwbtest import MARK_VAR, PYWEBBENCH, command, marked_processes, pwb, valgrind_leftovers
+from pwbtest import (
+    MARK_VAR,
+    PYWEBBENCH,
+    command,
+    exclusive,
+    marked_processes,
+    pwb,
+    valgrind_leftovers,
+)
 from pywebbench.bringup import StackFailure
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.compare.cells import cell_figures
@@ -59,26 +67,28 @@ def counted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Study]:
     project.mkdir()
     (project / "loopapp.py").write_text(APP)
     results = tmp / "res"
-    before = valgrind_leftovers()
     mark = uuid.uuid4().hex  # the census of tests/run/conftest.py, around the whole run
-    os.environ[MARK_VAR] = mark
-    try:
-        proc = pwb(
-            "run",
-            *FAST,
-            *ONE_REPLICATE,
-            *("--app", "loopapp:app", "--interface", "wsgi", "--project", str(project)),
-            *("--path", "/", "--path", "/extra", "--server", "gunicorn-sync", "-c", "2"),
-            *("--instructions", "--instructions-requests", "50"),
-            results=results,
-            timeout=400,
-        )
-    finally:
-        del os.environ[MARK_VAR]
-    assert not marked_processes(MARK_VAR, mark), "processes left behind"
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # the counted servers are killed; their vgdb FIFOs went with the directory made for them
-    assert valgrind_leftovers() <= before
+    with exclusive("valgrind"):  # no other worker's counted servers meanwhile
+        before = valgrind_leftovers()
+        os.environ[MARK_VAR] = mark
+        try:
+            proc = pwb(
+                "run",
+                *FAST,
+                *ONE_REPLICATE,
+                *("--app", "loopapp:app", "--interface", "wsgi", "--project", str(project)),
+                *("--path", "/", "--path", "/extra", "--server", "gunicorn-sync", "-c", "2"),
+                *("--instructions", "--instructions-requests", "50"),
+                results=results,
+                timeout=400,
+            )
+        finally:
+            del os.environ[MARK_VAR]
+        assert not marked_processes(MARK_VAR, mark), "processes left behind"
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        # the counted servers are killed; their vgdb FIFOs went with the directory made for
+        # them
+        assert valgrind_leftovers() <= before
     assert "instructions per request" in proc.stdout  # the console's table
     with Store(results / "pywebbench.sqlite", create=False) as store:
         study = store.load_study()
