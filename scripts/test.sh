@@ -61,7 +61,10 @@ set +e
 # Two workers (pytest-xdist), a file's tests on one of them (its module fixtures built
 # once): the tests assert function and bounds that hold beside other load (issue 52), and
 # many of them wait on servers starting (docs/contributing.md, "Two workers").
-python -m pytest -n 2 --dist loadfile -ra --durations=25 -m "not benchmark" "$@"
+# The longest files go first (tests/conftest.py's HEAVY_FIRST, not xdist's reorder by test
+# count), so that no long file is left for one worker at the end.
+python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -ra --durations=25 \
+    -m "not benchmark" "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

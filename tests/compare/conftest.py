@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
-from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from compare_study import StoredRuns, study
-from pwbtest import MARK_VAR, marked_processes
+from pwbtest import MARK_VAR, exclusive, marked_processes
 
 
 @pytest.fixture(scope="session")
-def stored_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoredRuns]:
-    """Three real runs in one store: A/A pair and the fib(27) regression (compare_study.py)."""
-    root = tmp_path_factory.mktemp("compare")
+def stored_runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> StoredRuns:
+    """Three real runs in one store: A/A pair and the fib(27) regression (compare_study.py).
+
+    Built once per session: under ``pytest -n 2`` (scripts/test.sh) the first worker to ask
+    builds them in the session's shared temporary directory, holding a lock, and the other
+    reads them there (the tests only read the store: edits go to copies)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if worker_id != "master" else base  # popen-gwN's parent: the session
+    root = shared / "compare-stored-runs"
+    ids = root / "runs.json"
+    with exclusive(f"compare-{shared.name}"):
+        if ids.exists():
+            a1, a2, slow = json.loads(ids.read_text())
+            return StoredRuns(root / "results" / "pywebbench.sqlite", a1, a2, slow)
+        root.mkdir(parents=True, exist_ok=True)
+        runs = _build(root)
+        ids.write_text(json.dumps([runs.a1, runs.a2, runs.slow]))
+        return runs
+
+
+def _build(root: Path) -> StoredRuns:
     results = root / "results"
     slow_config = root / "slow.toml"
     slow_config.write_text("[matrix.workload_params]\ncpu = { n = 27 }\n")
@@ -33,4 +52,4 @@ def stored_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoredRuns
         else:
             os.environ[MARK_VAR] = old
     assert not marked_processes(MARK_VAR, mark), "processes left behind by the studies"
-    yield StoredRuns(results / "pywebbench.sqlite", a1, a2, slow)
+    return StoredRuns(results / "pywebbench.sqlite", a1, a2, slow)
