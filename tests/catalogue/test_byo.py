@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 from pywebbench.catalogue.base import WSGI
-from pywebbench.catalogue.byo import UserFramework, parse_requirements, parse_user_app
+from pywebbench.catalogue.byo import (
+    UserFramework,
+    parse_requirements,
+    parse_user_app,
+    project_tags,
+)
 
 
 def test_bad_values_name_the_flag(tmp_path: Path) -> None:
@@ -67,3 +72,25 @@ def test_requirement_lines_are_checked_with_packaging(tmp_path: Path) -> None:
     req.write_text("bottle==0.13.4\nbottle=>1\n")
     with pytest.raises(ValueError, match=r"--requirements .*req.txt:2: 'bottle=>1' is not a req"):
         parse_requirements(req)
+
+
+def test_several_projects_are_named_after_their_directories(tmp_path: Path) -> None:
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    assert project_tags([]) == []
+    assert project_tags([v1]) == [(v1, None)]  # one project: the name stays app-<app>
+    assert project_tags([v1, v2 / "."]) == [(v1, "v1"), (v2, "v2")]
+    assert parse_user_app("m.web:app", "wsgi", None, None, [], None, None).name == "app-m.web.app"
+    v1.mkdir()
+    tagged = parse_user_app("m.web:app", "wsgi", None, v1, [], None, None, tag="v1")
+    assert (tagged.name, tagged.tag, tagged.project) == ("app-m.web.app@v1", "v1", v1)
+
+
+def test_two_projects_need_two_directory_names(tmp_path: Path) -> None:
+    a, b = tmp_path / "a" / "app", tmp_path / "b" / "app"
+    with pytest.raises(ValueError) as err:
+        project_tags([a, tmp_path / "v2", b])
+    assert str(err.value) == (
+        f"--project: two projects named 'app' ({a}, {b}); give them different directory names"
+    )
+    with pytest.raises(ValueError, match=r"^--project .*/a/app: given twice; for twins"):
+        project_tags([a, tmp_path / "a" / ".." / "a" / "app"])

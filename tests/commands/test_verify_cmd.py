@@ -100,3 +100,51 @@ def test_verify_bad_values_exit_2() -> None:
     assert res.exit_code == 2 and "--server 'no-such-server' matches nothing" in res.output
     res = _verify("--path", "/x")
     assert res.exit_code == 2 and "--path only apply with --app" in res.output
+
+
+_APP = """
+def app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+"""
+# The same app behind a WSGI middleware (a variant of it).
+_MIDDLEWARE = """
+def _wrap(inner):
+    def app(environ, start_response):
+        return inner(environ, start_response)
+    return app
+
+app = _wrap(app)
+"""
+
+
+def test_verify_two_projects_of_one_app(tmp_path: Path) -> None:
+    """Two versions of one app (the second behind a middleware): each its own stack, its
+    interface detected on its own, both verified on the same server (granian-wsgi: the venv
+    is tests/run/test_e2e.py's raw-wsgi one, the app adding no requirement)."""
+    for name, code in (("v1", _APP), ("v2", _APP + _MIDDLEWARE)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "web.py").write_text(code)
+    res = _verify(
+        *("--app", "web:app", "--project", str(tmp_path / "v1"), "--project", str(tmp_path / "v2")),
+        *("--expect-body", "ok", "--server", "granian-wsgi", "--log-dir", str(tmp_path / "logs")),
+        "--json",
+    )
+    assert res.exit_code == 0, res.output
+    assert "app app-web.app@v1: WSGI" in res.output and "app app-web.app@v2: WSGI" in res.output
+    outcomes = json.loads(res.stdout)
+    assert [(o["stack"].rpartition("/")[2], o["status"]) for o in outcomes] == [
+        ("app-web.app@v1", "pass"),
+        ("app-web.app@v2", "pass"),
+    ]
+
+
+def test_verify_two_projects_need_two_directory_names(tmp_path: Path) -> None:
+    a, b = tmp_path / "a" / "app", tmp_path / "b" / "app"
+    a.mkdir(parents=True)
+    b.mkdir(parents=True)
+    res = _verify(
+        "--app", "web:app", "--interface", "wsgi", "--project", str(a), "--project", str(b)
+    )
+    assert res.exit_code == 2
+    assert f"--project: two projects named 'app' ({a}, {b}); give them different" in res.output

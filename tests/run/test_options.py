@@ -28,6 +28,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     ),
     "app.app": ("pkg.mod:app", "pkg.mod:app"),
     "app.paths": ("/api", ["/api"]),
+    "app.project": ("x-value", "x-value"),  # given once: a string, as before it took lists
     "load.connection_mode": ("close,100", ["close", 100]),
     "load.memory_budget_mib": ("512", 512),
 }

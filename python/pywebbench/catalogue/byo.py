@@ -2,7 +2,9 @@
 
 ``pywebbench verify --app mypkg.wsgi:application --requirements req.txt --path / --path /api``
 turns the app into a :class:`UserFramework` whose "workloads" are the paths to request. It then
-runs on every server of its interface like a built-in framework.
+runs on every server of its interface like a built-in framework. Several project directories of
+one app (``--project v1 --project v2``: versions, or twins of one app) are one framework each,
+named after their directory (:func:`project_tags`).
 
 This module only describes the app (:func:`parse_user_app` validates the flags). Telling WSGI
 from ASGI when ``--interface`` is not given needs a virtualenv: that is
@@ -13,6 +15,7 @@ from ASGI when ``--interface`` is not given needs a virtualenv: that is
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +33,7 @@ __all__ = [
     "mix_workload",
     "parse_requirements",
     "parse_user_app",
+    "project_tags",
     "user_workload",
 ]
 
@@ -76,7 +80,12 @@ def mix_workload(mix_file: Path, entries: list[MixEntry]) -> UserWorkload:
 
 
 class UserFramework(Framework):
-    """A user's app (``module:callable``) with what it needs installed."""
+    """A user's app (``module:callable``) with what it needs installed.
+
+    Its name is ``app-<module.callable>``; with a ``tag`` (one of several project directories
+    of the app in one study: the directory's name) ``app-<module.callable>@<tag>``, so each
+    project is its own stack.
+    """
 
     def __init__(
         self,
@@ -86,10 +95,12 @@ class UserFramework(Framework):
         steps: tuple[InstallStep, ...] = (),
         project: Path | None = None,
         workloads: tuple[UserWorkload, ...] = (),
+        tag: str | None = None,
     ) -> None:
         self.app = app
         self.interface = interface
-        self.name = "app-" + app.replace(":", ".")
+        self.tag = tag
+        self.name = "app-" + app.replace(":", ".") + (f"@{tag}" if tag else "")
         self._requirements = requirements
         self._steps = steps
         self.project = project
@@ -160,6 +171,34 @@ def _requirement(line: str, where: str) -> str:
     return line
 
 
+def project_tags(projects: Sequence[Path]) -> list[tuple[Path, str | None]]:
+    """Each project directory (resolved) with the tag of its framework's name: None for a single
+    project (its name stays ``app-<module.callable>``, as stored studies have it), the
+    directory's name when there are several.
+
+    Raises ValueError naming ``--project`` when two have the same directory name, or one is
+    given twice (twins of one app need two copies of it).
+    """
+    resolved = [Path(p).expanduser().resolve() for p in projects]
+    if len(resolved) < 2:
+        return [(p, None) for p in resolved]
+    seen: dict[str, Path] = {}
+    for p in resolved:
+        other = seen.setdefault(p.name, p)
+        if other is p:
+            continue
+        if other == p:
+            raise ValueError(
+                f"--project {p}: given twice; for twins of one app, copy it to a second "
+                "directory with another name"
+            )
+        raise ValueError(
+            f"--project: two projects named {p.name!r} ({other}, {p}); give them different "
+            "directory names"
+        )
+    return [(p, p.name) for p in resolved]
+
+
 def _is_installable(project: Path) -> bool:
     return any((project / f).exists() for f in ("pyproject.toml", "setup.py", "setup.cfg"))
 
@@ -173,9 +212,11 @@ def parse_user_app(
     expect_status: int | None,
     expect_body: str | None,
     mix: Path | None = None,
+    tag: str | None = None,
 ) -> UserFramework:
     """The user's app as a framework, from the ``--app``/``--interface``/... flags; with
-    ``mix`` (a mix file, docs/mix.md) its one workload is that mix instead of ``paths``.
+    ``mix`` (a mix file, docs/mix.md) its one workload is that mix instead of ``paths``;
+    ``tag`` names one of several projects (:func:`project_tags`).
 
     Raises ValueError naming the bad flag. With ``interface`` None the framework's
     ``interface`` is "" (not known yet): :func:`pywebbench.provision.user_app.user_framework`
@@ -216,4 +257,6 @@ def parse_user_app(
             workloads = (mix_workload(mix, load_mix(mix)),)
         except MixFileError as exc:
             raise ValueError(f"--mix: {exc}") from None
-    return UserFramework(app, interface or "", tuple(reqs), tuple(steps), project, workloads)
+    return UserFramework(
+        app, interface or "", tuple(reqs), tuple(steps), project, workloads, tag=tag
+    )

@@ -75,6 +75,9 @@ def command(**options: Any) -> None:
       pywebbench run --server granian-wsgi,gunicorn-gthread --framework flask \\
                      --workload hello,json -c 1,16,64 -d 5
       pywebbench run --app myapp:app --requirements requirements.txt --path / --path /api
+      pywebbench run --app myapp:app --project v1/ --project v2/ --server waitress,uwsgi
+                                                      two versions of your app, one stack
+                                                      each (app-myapp.app@v1, @v2)
       pywebbench run --app myapp:app --mix mix.toml --server gunicorn-gthread,granian-wsgi
                                                       your app under a traffic mix, with
                                                       figures per endpoint (docs/mix.md)

@@ -54,7 +54,8 @@ Examples:
 \b
 Bring your own app: --app module:callable (WSGI or ASGI, detected by importing it unless
 --interface is given), installed from --requirements FILE and/or --project DIR (installed if it
-has a pyproject.toml/setup.py, and put first on PYTHONPATH). Each --path is requested with GET
+has a pyproject.toml/setup.py, and put first on PYTHONPATH; repeat it for several versions of
+the app, each its own stack named app-MODULE.CALLABLE@DIRNAME). Each --path is requested with GET
 and must answer --expect-status (default: any 2xx) with a body containing --expect-body.
 Exit status: 0 all passed, 1 a verification/provision/launch failed or nothing could run,
 2 bad command-line values.
@@ -76,8 +77,11 @@ Exit status: 0 all passed, 1 a verification/provision/launch failed or nothing c
 )
 @click.option(
     "--project",
+    "projects",
+    multiple=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Directory of --app's code (installed if packaged; first on PYTHONPATH).",
+    help="Directory of --app's code (installed if packaged; first on PYTHONPATH). Repeatable: "
+    "each directory is its own stack, named app-MODULE.CALLABLE@DIRNAME.",
 )
 @click.option(
     "--path", "paths", multiple=True, help="Path of --app to GET (repeatable; default /)."
@@ -116,7 +120,7 @@ def command(
     app: str | None,
     interface: str | None,
     requirements: Path | None,
-    project: Path | None,
+    projects: tuple[Path, ...],
     paths: tuple[str, ...],
     expect_status: int | None,
     expect_body: str | None,
@@ -137,7 +141,7 @@ def command(
     byo_flags = {
         "--interface": interface,
         "--requirements": requirements,
-        "--project": project,
+        "--project": projects or None,
         "--path": paths or None,
         "--expect-status": expect_status,
         "--expect-body": expect_body,
@@ -154,15 +158,15 @@ def command(
     interpreters = select_interpreters(pythons)
     fw_filter: Sequence[str | Framework] = frameworks
     if app is not None:
-        from pywebbench.provision.user_app import user_framework
+        from pywebbench.provision.user_app import user_frameworks
 
         try:
             with console.status(f"importing {app} to detect its interface") as status:
-                fw = user_framework(
+                fws = user_frameworks(
                     app,
                     interface,
                     requirements,
-                    project,
+                    projects,
                     list(paths),
                     expect_status,
                     expect_body,
@@ -171,9 +175,11 @@ def command(
                 )
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
-        paths_shown = ", ".join(fw.workloads)
-        console.print(f"app {app}: {fw.interface.upper()}, paths {paths_shown}")
-        fw_filter = [fw]
+        for fw in fws:
+            paths_shown = ", ".join(fw.workloads)
+            shown = fw.name if fw.tag else app
+            console.print(f"app {shown}: {fw.interface.upper()}, paths {paths_shown}")
+        fw_filter = list(fws)
     candidates = plan_or_usage_error(interpreters, servers, fw_filter, workloads)
     if not candidates:
         raise click.UsageError("no interpreter x server x framework combination matches")

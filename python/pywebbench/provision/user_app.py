@@ -4,6 +4,8 @@
 :func:`pywebbench.catalogue.byo.parse_user_app`, then, without ``--interface``,
 :func:`detect_interface` imports the app inside a virtualenv holding the user's requirements
 (provisioned and cached like any stack) and tells WSGI from ASGI by its signature.
+:func:`user_frameworks` does the same for several project directories of one app (one
+framework each, detected each).
 """
 
 from __future__ import annotations
@@ -12,15 +14,16 @@ import json
 import os
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pywebbench.catalogue.base import ASGI, WSGI, Interpreter, ServerAdapter, Stack
-from pywebbench.catalogue.byo import UserFramework, parse_user_app
+from pywebbench.catalogue.byo import UserFramework, parse_user_app, project_tags
 from pywebbench.launch.process import ProcessGroup
 from pywebbench.provision.venv import Progress, ProvisionError, provision
 
-__all__ = ["DETECT_TIMEOUT_S", "detect_interface", "user_framework"]
+__all__ = ["DETECT_TIMEOUT_S", "detect_interface", "user_framework", "user_frameworks"]
 
 #: Upper bound of importing the user's app to detect its interface.
 DETECT_TIMEOUT_S = 120.0
@@ -50,6 +53,40 @@ def user_framework(
     if interface is None:
         fw.interface = detect_interface(fw, interpreter=interpreter, progress=progress)
     return fw
+
+
+def user_frameworks(
+    app: str,
+    interface: str | None,
+    requirements: Path | None,
+    projects: Sequence[Path],
+    paths: list[str],
+    expect_status: int | None,
+    expect_body: str | None,
+    *,
+    mix: Path | None = None,
+    interpreter: Interpreter | None = None,
+    progress: Progress | None = None,
+) -> list[UserFramework]:
+    """One framework per project directory of the app (one framework with none), in order.
+
+    With one project or none the framework is :func:`user_framework`'s (``app-<module.callable>``);
+    with several each is named after its directory (``app-<module.callable>@<dirname>``) and
+    shares the other flags. Every project is checked before any is imported; without
+    ``interface`` each one's interface is detected on its own (each may import differently).
+    Raises ValueError naming the bad flag (two projects with one directory name: ``--project``).
+    """
+    tagged: list[tuple[Path | None, str | None]] = [*project_tags(projects)] or [(None, None)]
+    fws = [
+        parse_user_app(
+            app, interface, requirements, project, paths, expect_status, expect_body, mix, tag
+        )
+        for project, tag in tagged
+    ]
+    if interface is None:
+        for fw in fws:
+            fw.interface = detect_interface(fw, interpreter=interpreter, progress=progress)
+    return fws
 
 
 #: Prefix of the verdict line among whatever else the app prints while it is imported.
@@ -117,18 +154,20 @@ def detect_interface(
     """
     from pywebbench.catalogue.interpreters import default_interpreters
 
+    # which of several projects of the app (their errors would read alike otherwise)
+    what = f"--app {fw.app}" + (f" in --project {fw.project}" if fw.tag else "")
     interp = interpreter or default_interpreters()[0]
     stack = Stack(interp, _NoServer(), fw, tuple(fw.requirements(interp)))
     try:
         env = provision(stack, progress=progress)
     except ProvisionError as exc:
-        raise ValueError(f"--app {fw.app}: installing its requirements failed: {exc}") from None
+        raise ValueError(f"{what}: installing its requirements failed: {exc}") from None
     pythonpath = str(fw.project) if fw.project else ""
     output = _run_detection(
         [str(env.python), "-c", _DETECT, fw.app],
         cwd=fw.project or Path.cwd(),
         env={"PATH": f"{env.bin}:/usr/bin:/bin", "PYTHONPATH": pythonpath, "LC_ALL": "C.UTF-8"},
-        what=f"--app {fw.app}",
+        what=what,
     )
     verdicts = [ln for ln in output.splitlines() if ln.startswith(_VERDICT)]
     try:
@@ -136,15 +175,15 @@ def detect_interface(
     except (ValueError, IndexError):
         tail = output.strip().splitlines()[-3:]
         raise ValueError(
-            f"--app {fw.app}: importing it failed: {' | '.join(tail) or 'no output'}"
+            f"{what}: importing it failed: {' | '.join(tail) or 'no output'}"
         ) from None
     kind = answer.get("interface")
     if kind in (WSGI, ASGI):
         return str(kind)
     if answer.get("import_error"):
         where = f" (PYTHONPATH={pythonpath})" if pythonpath else " (use --project for local code)"
-        raise ValueError(f"--app {fw.app}: {answer['import_error']}{where}")
-    raise ValueError(f"--app {fw.app}: {answer.get('error')}; declare it with --interface")
+        raise ValueError(f"{what}: {answer['import_error']}{where}")
+    raise ValueError(f"{what}: {answer.get('error')}; declare it with --interface")
 
 
 def _run_detection(argv: list[str], *, cwd: Path, env: dict[str, str], what: str) -> str:

@@ -55,3 +55,9 @@ class FileOnly:
 def comma_list(values: tuple[str, ...]) -> list[str]:
     """A repeatable flag's values with comma lists spread: ``("1,16", "64")`` -> 1, 16, 64."""
     return [p.strip() for v in values for p in v.split(",") if p.strip()]
+
+
+def one_or_list(values: tuple[str, ...]) -> str | list[str]:
+    """A repeatable flag of a key that takes one value or a list: the value itself when given
+    once (stored as before the key took lists), else the list, in order."""
+    return values[0] if len(values) == 1 else list(values)

@@ -197,22 +197,26 @@ def _interpreters(config: StudyConfig) -> list[Interpreter]:
     return out
 
 
-def _user_framework(config: StudyConfig, interpreter: Interpreter) -> Framework:
-    from pywebbench.provision.user_app import user_framework
+def _user_frameworks(config: StudyConfig, interpreter: Interpreter) -> list[Framework]:
+    """The user's app as frameworks: one per project directory (``app.project``), one with
+    none; each project's interface detected unless ``app.interface`` is given."""
+    from pywebbench.provision.user_app import user_frameworks
 
     app = config.app
     assert app is not None
     try:
-        return user_framework(
-            app.app,
-            app.interface,
-            Path(app.requirements) if app.requirements else None,
-            Path(app.project) if app.project else None,
-            list(app.paths),
-            app.expect_status,
-            app.expect_body,
-            mix=Path(app.mix) if app.mix else None,
-            interpreter=interpreter,
+        return list(
+            user_frameworks(
+                app.app,
+                app.interface,
+                Path(app.requirements) if app.requirements else None,
+                [Path(p) for p in app.projects],
+                list(app.paths),
+                app.expect_status,
+                app.expect_body,
+                mix=Path(app.mix) if app.mix else None,
+                interpreter=interpreter,
+            )
         )
     except (ValueError, FileNotFoundError) as exc:
         raise ConfigError(f"app: {exc}") from None
@@ -250,9 +254,10 @@ def expand(config: StudyConfig) -> Matrix:
     workload_names = m.workloads or None
     byo: dict[str, Workload] = {}
     if config.app is not None:
-        user_fw = _user_framework(config, interpreters[0])
-        frameworks: list[Any] | None = [user_fw]
-        byo = dict(getattr(user_fw, "user_workloads", {}))
+        user_fws = _user_frameworks(config, interpreters[0])
+        frameworks: list[Any] | None = list(user_fws)
+        for user_fw in user_fws:  # the projects of one app share its paths (or mix)
+            byo.update(getattr(user_fw, "user_workloads", {}))
         workload_names = None
     else:
         frameworks = m.frameworks or None

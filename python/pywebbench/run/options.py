@@ -61,12 +61,20 @@ class Option:
 
     @property
     def repeatable(self) -> bool:
-        """A list or a table: the flag may be given several times."""
-        return typing.get_origin(self.annotation) in (list, dict)
+        """A list or a table, or a key taking one value or a list (``str | list[str]``): the
+        flag may be given several times."""
+        return (
+            typing.get_origin(self.annotation) in (list, dict)
+            or _list_in_union(self.annotation) is not None
+        )
 
     @property
     def item_type(self) -> Any:
-        """The type of one value: the element type of a list, else the type itself."""
+        """The type of one value: the element type of a list (also of a value-or-list),
+        else the type itself."""
+        listed = _list_in_union(self.annotation)
+        if listed is not None:
+            return typing.get_args(listed)[0]
         if typing.get_origin(self.annotation) is list:
             return typing.get_args(self.annotation)[0]
         return self.annotation
@@ -84,6 +92,13 @@ def _without_none(annotation: Any) -> Any:
         if len(args) == 1:
             return args[0]
     return annotation
+
+
+def _list_in_union(annotation: Any) -> Any:
+    """The ``list[X]`` of a union that also takes a single value (``str | list[str]``)."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return next((a for a in typing.get_args(annotation) if typing.get_origin(a) is list), None)
+    return None
 
 
 def _table(annotation: Any) -> type[BaseModel] | None:

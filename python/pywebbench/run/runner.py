@@ -160,9 +160,15 @@ class StudyRunner:
             return
         extra: dict[str, object] = {}
         if self.config.app is not None:  # your own app: which commit of it was measured
-            revision = git_revision(Path(self.config.app.project or "."))
-            if revision is not None:
-                extra["app_git"] = revision
+            projects = self.config.app.projects
+            if len(projects) < 2:
+                revision = git_revision(Path(projects[0] if projects else "."))
+                if revision is not None:
+                    extra["app_git"] = revision
+            else:  # several projects (versions, twins): each one's, by its directory
+                dirs = [Path(p).expanduser().resolve() for p in projects]
+                revisions = {str(d): git_revision(d) for d in dirs}
+                extra["app_git_by_project"] = {d: r for d, r in revisions.items() if r}
         self.store.create_run(
             run_row(
                 self.run_id,

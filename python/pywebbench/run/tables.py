@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pywebbench.run.declare import FileOnly, Flag
+from pywebbench.run.declare import FileOnly, Flag, one_or_list
 from pywebbench.run.flag_texts import PYTHON_HELP, SERVER_OPTION_HELP, parse_server_options
 
 _PHASE_BOUND = FileOnly("a bound of one phase of a cell; the default fits every built-in stack")
@@ -145,9 +145,19 @@ class AppConfig(Table):
         str | None, Flag("--requirements", help="requirements.txt of your app.")
     ] = Field(None, description="requirements.txt to install.")
     project: Annotated[
-        str | None, Flag("--project", help="Directory of your app (put on PYTHONPATH).")
+        str | list[str] | None,
+        Flag(
+            "--project",
+            help="Directory of your app (put on PYTHONPATH). Repeatable: each directory is its "
+            "own stack, named app-MODULE.CALLABLE@DIRNAME (versions or twins of one app).",
+            split=False,
+            parse=one_or_list,
+        ),
     ] = Field(
-        None, description="Project directory (put on PYTHONPATH; installed if it has a pyproject)."
+        None,
+        description="Project directory (put on PYTHONPATH; installed if it has a pyproject), or "
+        "a list of them: each is its own stack, named after the directory "
+        "(`app-MODULE.CALLABLE@DIRNAME`), with the same paths, mix and requirements.",
     )
     paths: Annotated[
         list[str], Flag("--path", help="Path of your app to load (repeatable).", split=False)
@@ -178,6 +188,20 @@ class AppConfig(Table):
         if not module or not attr:
             raise ValueError('must look like "module:callable"')
         return v
+
+    @field_validator("project")
+    @classmethod
+    def _project(cls, v: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(v, list) and not v:
+            raise ValueError("give at least one directory, or leave the key out")
+        return v
+
+    @property
+    def projects(self) -> list[str]:
+        """The project directories, as given: none, one, or several (each its own stack)."""
+        if self.project is None:
+            return []
+        return [self.project] if isinstance(self.project, str) else list(self.project)
 
     @field_validator("paths")
     @classmethod
