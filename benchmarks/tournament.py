@@ -3,6 +3,7 @@
     python benchmarks/tournament.py --runs 2                   # two quick studies back to back
     python benchmarks/tournament.py --runs 1 --neighbour       # beside the steady neighbour
     python benchmarks/tournament.py --stores A.sqlite B.sqlite # two stored runs
+    python benchmarks/tournament.py --runs 1 --seed 1          # another rotation (--seed)
 
 Each run is ``pywebbench run`` with the quick profile's defaults (interleaved groups: every
 stack of an interpreter x workload up at once, server on core 0, load on core 1) into a
@@ -114,8 +115,9 @@ def agreement(a: Groups, b: Groups) -> None:
         print(f"  ratios inside the other run's CI: {inside} of {cells} ({inside / cells:.0%})")
 
 
-def run_quick(results: Path, neighbour: bool) -> float:
-    """One ``./pwb run`` into ``results`` (beside the neighbour); its wall time."""
+def run_quick(results: Path, neighbour: bool, seed: int | None = None) -> float:
+    """One ``./pwb run`` into ``results`` (beside the neighbour; with its rotations moved by
+    ``--seed``); its wall time."""
     spinner = None
     if neighbour:
         spinner = subprocess.Popen(
@@ -126,7 +128,8 @@ def run_quick(results: Path, neighbour: bool) -> float:
     t0 = time.monotonic()
     try:
         done = subprocess.run(
-            [str(PWB), "run", "--results-dir", str(results)],
+            [str(PWB), "run", "--results-dir", str(results)]
+            + ([] if seed is None else ["--seed", str(seed)]),
             capture_output=True,
             text=True,
             timeout=RUN_TIMEOUT_S,
@@ -148,6 +151,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2, help="quick studies to run back to back")
     ap.add_argument("--neighbour", action="store_true", help="beside the steady neighbour")
     ap.add_argument("--stores", nargs="+", type=Path, help="analyse stored runs instead")
+    ap.add_argument("--seed", type=int, help="the runs' rotation seed (run --seed)")
     ap.add_argument("--keep", type=Path, help="keep the results here (default: a temp dir)")
     args = ap.parse_args()
     stores: list[Path] = list(args.stores or [])
@@ -156,7 +160,7 @@ def main() -> None:
         for i in range(args.runs):
             results = root / f"run-{i + 1}"
             results.mkdir(parents=True, exist_ok=True)
-            wall = run_quick(results, args.neighbour)
+            wall = run_quick(results, args.neighbour, args.seed)
             print(f"run {i + 1}: {wall:,.0f} s of wall time ({results})", flush=True)
             stores.append(results / DEFAULT_FILENAME)
         if args.keep is None:

@@ -22,6 +22,7 @@ from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.modes import levels_disagree, replicate_figures
 from pywebbench.run.config import resolve
 from pywebbench.run.events import Outcome
+from pywebbench.run.interleaved import rotation_seed
 from pywebbench.run.matrix import Matrix, expand
 from pywebbench.run.rows import replicate_rps
 from pywebbench.run.runner import run_study
@@ -133,6 +134,8 @@ def test_an_interleaved_study_end_to_end(tmp_path: Path, census: str) -> None:
         "2",
         "--group-budget",
         "12",
+        "--seed",
+        "11",
         "-c",
         "16",
         "--python",
@@ -153,6 +156,7 @@ def test_an_interleaved_study_end_to_end(tmp_path: Path, census: str) -> None:
         spans.add((cell.workload, tuple(group["span"])))
         assert group["processes"] == 2 and group["stacks"] == 2 and group["rps"] > 0
         assert group["reference"] == "geometric mean" and len(group["vs"]) == 1
+        assert group["seed"] == rotation_seed(group["group"], 11)  # --seed reached the rotation
         reps = study.replicates_of(cell.id)
         assert [r.replicate for r in reps] == [0, 1]
         assert all(r.status == "ok" and r.warmup_class and r.pid for r in reps)

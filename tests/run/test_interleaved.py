@@ -312,3 +312,18 @@ def test_a_stack_that_fails_verification_leaves_the_group(servers: list[Served])
     assert outcomes[1].failure is not None and outcomes[1].failure.phase == Phase.VERIFY
     assert outcomes[0].failure is None and outcomes[0].ok == 2
     assert not any(_alive(s.pid) for s in servers)
+
+
+def test_the_rotation_seed_is_the_groups_own_and_moves_with_the_studys_seed() -> None:
+    """Without ``--seed`` a group rotates as every earlier run of the study did (its label's
+    CRC); a study's seed gives each group another rotation, and two groups never share one."""
+    import zlib
+
+    from pywebbench.run.interleaved import rotation_seed
+
+    label = "cpython3.11 | hello @ c64"
+    assert rotation_seed(label) == zlib.crc32(label.encode())
+    seeded = {rotation_seed(label, s) for s in range(20)}
+    assert len(seeded) == 20 and rotation_seed(label) not in seeded
+    assert rotation_seed(label, 7) == rotation_seed(label, 7)
+    assert rotation_seed(label, 7) != rotation_seed("cpython3.11 | cpu @ c64", 7)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -198,9 +197,7 @@ class HostBench:
                 self._stop_server(server, cells[-1])
         return [p.outcome() for p in cells]
 
-    def run_group(
-        self, group: Sequence[CellProgress], seed: int | None = None
-    ) -> list[CellOutcome]:
+    def run_group(self, group: Sequence[CellProgress]) -> list[CellOutcome]:
         """Every cell of an interleaved group measured at once (:mod:`pywebbench.run.interleaved`):
         ``processes`` servers of each stack up together, loaded in slices of the same rounds;
         each cell's outcome, its group figures included. Raises on Ctrl-C (what was measured
@@ -210,12 +207,12 @@ class HostBench:
             GroupOptions,
             GroupRun,
             group_label,
+            rotation_seed,
             run_group,
             with_log_dir,
         )
 
-        if seed is None:  # each group its own rotation, the same on every run of the study
-            seed = zlib.crc32(group_label(group[0].cell).encode())
+        seed = rotation_seed(group_label(group[0].cell), self.config.load.seed)
 
         cells = [dataclasses.replace(p) for p in group]
         for p in cells:

@@ -321,6 +321,22 @@ class LoadConfig(Table):
         description="interleaved: the stack (its key) every ratio of its group is to; "
         "unset, or not in a group: the geometric mean of the group's stacks.",
     )
+    seed: Annotated[
+        int | None,
+        Flag(
+            "--seed",
+            help="interleaved: seed of the rotation (the order of the processes in each "
+            "round); default: one per group, the same on every run of the study.",
+        ),
+    ] = Field(
+        None,
+        ge=0,
+        le=2**32 - 1,
+        description="interleaved: seed of each group's rotation, mixed with the group's "
+        "label so that groups differ; unset: the label alone (every run of the study "
+        "rotates alike). A different seed must not move a ratio beyond its interval "
+        "(benchmarks/tournament.py --seeds).",
+    )
     server_scope: Annotated[
         Literal["cell", "stack"], Flag("--server-scope", help=SERVER_SCOPE_HELP)
     ] = Field(

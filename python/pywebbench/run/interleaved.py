@@ -149,6 +149,15 @@ def group_key(cell: CellPlan) -> tuple[str, str, str, str, str]:
     )
 
 
+def rotation_seed(label: str, study_seed: int | None = None) -> int:
+    """A group's rotation seed: its label's CRC (each group its own rotation, the same on
+    every run of the study), or with the study's ``seed`` (``--seed``) mixed in."""
+    import zlib
+
+    text = label if study_seed is None else f"{study_seed}:{label}"
+    return zlib.crc32(text.encode())
+
+
 def interleaved_groups(cells: Sequence[CellPlan]) -> list[list[CellPlan]]:
     """``cells`` in interleaved groups (:func:`group_key`), in the matrix's order."""
     groups: dict[tuple[str, str, str, str, str], list[CellPlan]] = {}
@@ -731,6 +740,7 @@ class GroupRun:
                 "high": vs.high if math.isfinite(vs.high) else None,
                 "span": [_iso(started), _iso(ended)],
                 "rounds": j.rounds,
+                "seed": self.options.seed,
                 "idle_cpu_share": self.idle,
                 "vs": {
                     other: _triple(fit.ratio(key, other)) for other in fit.levels if other != key
