@@ -85,8 +85,10 @@ JIT_FIRST_TOUCH_S = 3.0
 #: compilations take tens to hundreds of milliseconds, and 0.1-0.15-s slices read 0.02-4x
 #: their process's median share in the quick study's PyPy hello group (2026-12-03).
 JIT_SLICE_S = 0.5
-#: Seconds of load on the first process that size the slices (:func:`slots`).
+#: Seconds of load on one process of each stack that size the settle and the slices
+#: (:func:`slots`), shared among the stacks, at least :data:`LEAST_PROBE_S` each.
 PROBE_S = 1.0
+LEAST_PROBE_S = 0.25
 #: A slice whose server used less than this share of a core gives no per-CPU figure (too
 #: few of the kernel's clock ticks to divide by).
 MIN_CPU_SHARE = 0.02
@@ -118,8 +120,8 @@ def why_not_interleaved(cell: CellPlan, load: LoadConfig) -> str | None:
         return "--faults: the fault phase needs a server of its own"
     if load.slo:
         return "--slo: the knee search needs a server of its own"
-    if load.syscalls or load.flamegraph or load.instructions:
-        return "--syscalls/--flamegraph/--instructions: per-cell windows"
+    if load.syscalls or load.flamegraph:
+        return "--syscalls/--flamegraph: per-cell windows"
     if load.warmup != "steady":
         return f"--warmup {load.warmup}: a warm-up of each server of its own"
     if load.server_scope == "stack":
@@ -314,9 +316,13 @@ def slots(
     shortest: float = SLICE_BOUNDS[0],
 ) -> tuple[float, float, int]:
     """(slice, settle, rounds) of a group's plan. The settle holds one response time of the
-    probed process (``connections / rps``, at least 0.05 s): the previous process's requests
-    still in flight are served meanwhile, on the same core, and must not count against the
-    next. The slice is twice that, within :data:`SLICE_BOUNDS` and at least ``shortest``
+    slowest stack's probed process (``connections / rps``, at least 0.05 s, at most 0.5 s):
+    the previous process's requests still in flight are served meanwhile, on the same core,
+    and must not count against the next; a stack slower than the one probed would leave
+    its requests running into the next slice (the quick study's CPython cpu group, settled
+    by its first stack's 0.05 s, showed the idle processes taking 11% of the core in a
+    tenth of the slices, 2026-12-05). The slice is twice that, within :data:`SLICE_BOUNDS`
+    and at least ``shortest``
     (:data:`JIT_SLICE_S` on a JIT interpreter, whose collector pauses for tens of
     milliseconds and would empty a shorter slice now and then); the rounds fill the budget
     (never fewer than :data:`LEAST_ROUNDS`: a budget too small for them is exceeded)."""
@@ -476,15 +482,7 @@ class GroupRun:
         touch_s = JIT_FIRST_TOUCH_S if is_jit else FIRST_TOUCH_S
         base = self._load_spec(first.progress.cell, first.server.base_url)
         n = len(live)
-        rps = 0.0
-        if self.options.slice_s is None:
-            from pywebbench.load import LocalAgent
-
-            probe = LocalAgent().run(base.replace(duration_s=PROBE_S, warmup_s=0.0))
-            self.loaded_s += PROBE_S
-            if probe.interrupted:
-                raise KeyboardInterrupt
-            rps = probe.rps
+        rps = self._slowest_rps(live) if self.options.slice_s is None else 0.0
         budget_s = self.options.jit_budget_s if is_jit else self.options.budget_s
         slice_s, settle_s, rounds = slots(
             n, budget_s - n * touch_s, first.progress.cell.connections, rps,
@@ -560,6 +558,26 @@ class GroupRun:
         self.idle = idle_share(result.slices, accounting) if accounting is not None else None
         self.speed = at_one_speed(result.slices, speeds)
         return judge(self.speed.slices, live, self.options.rule, dropped=self._dropped, final=True)
+
+    def _slowest_rps(self, live: Sequence[Member]) -> float:
+        """The lowest requests/s of a short probe of one process of each stack: the settle
+        after a slice must drain the slowest stack's requests in flight (:func:`slots`)."""
+        from pywebbench.load import LocalAgent
+
+        firsts: dict[str, Member] = {}
+        for m in live:
+            firsts.setdefault(m.stack, m)
+        each = max(LEAST_PROBE_S, PROBE_S / len(firsts))
+        rates: dict[str, float] = {}
+        for stack, m in firsts.items():
+            spec = self._load_spec(m.progress.cell, m.server.base_url)
+            probe = LocalAgent().run(spec.replace(duration_s=each, warmup_s=0.0))
+            self.loaded_s += each
+            if probe.interrupted:
+                raise KeyboardInterrupt
+            rates[stack] = probe.rps
+        self._say("probed: " + ", ".join(f"{s} {r:,.0f} req/s" for s, r in rates.items()))
+        return min(rates.values())
 
     def _dropper(self, accounting: Any) -> Callable[[SliceStats], str | None]:
         """The interference rule of this run (module doc); none without accounting."""
