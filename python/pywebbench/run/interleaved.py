@@ -52,6 +52,7 @@ from pywebbench.load.sliced import (
     run_sliced,
 )
 from pywebbench.meter.sampler import pin_this_thread, snapshot
+from pywebbench.meter.slice_interference import CoreAccounting
 from pywebbench.meter.slice_speed import Scaled, SliceSpeeds, at_one_speed
 from pywebbench.run.config import LoadConfig
 from pywebbench.run.matrix import CellPlan
@@ -504,6 +505,14 @@ class GroupRun:
             self._interference([m.server.pid for m in live]) if self._interference else None
         )
         self._accounting = accounting
+        # the generator's cores too: a burst there slows a fast stack's slice more than a
+        # slow one's (the engine's CPU per request counts only when the server is quick)
+        generator = (
+            CoreAccounting.generator(self.generator_cpus)
+            if accounting is not None and self.generator_cpus
+            else None
+        )
+        sampled = [a for a in (accounting, generator) if a is not None]
         state = {"rounds": 0, "memory_at": 0.0}
         self._say(
             f"measuring {len({m.stack for m in live})} stacks x {self.options.processes} "
@@ -513,8 +522,8 @@ class GroupRun:
 
         def watch(snap: SliceProgress) -> bool:
             now = time.time()
-            if accounting is not None:
-                accounting.sample()
+            for a in sampled:
+                a.sample()
             if now - state["memory_at"] >= MEMORY_EVERY_S:
                 state["memory_at"] = now
                 self._sample_memory(live, now, budget)
@@ -524,7 +533,7 @@ class GroupRun:
             state["rounds"] = complete
             done = [s for s in snap.slices if s.round < complete]
             judged = at_one_speed(done, speeds).slices
-            j = judge(judged, live, self.options.rule, dropped=self._dropper(accounting))
+            j = judge(judged, live, self.options.rule, dropped=self._dropper(accounting, generator))
             warm = sum(1 for m in live if m.stopped is None and j.warm.get(m.index) is not None)
             width = j.widest(self.options.reference)
             self._say(
@@ -541,11 +550,11 @@ class GroupRun:
         # sequential study keeps it (meter/sampler.py)
         before = pin_this_thread(self.generator_cpus)
         try:
-            if accounting is not None:
-                accounting.sample()
+            for a in sampled:
+                a.sample()
             result = run_sliced(plan, watch, interval_s=SAMPLE_EVERY_S)
-            if accounting is not None:
-                accounting.sample()
+            for a in sampled:
+                a.sample()
         finally:
             if speeds is not None:
                 speeds.stop()
@@ -554,7 +563,7 @@ class GroupRun:
         self.loaded_s += time.monotonic() - started
         self.result = result
         self.interrupted = result.interrupted
-        self._dropped = self._dropper(accounting)
+        self._dropped = self._dropper(accounting, generator)
         self.idle = idle_share(result.slices, accounting) if accounting is not None else None
         self.speed = at_one_speed(result.slices, speeds)
         return judge(self.speed.slices, live, self.options.rule, dropped=self._dropped, final=True)
@@ -579,19 +588,29 @@ class GroupRun:
         self._say("probed: " + ", ".join(f"{s} {r:,.0f} req/s" for s, r in rates.items()))
         return min(rates.values())
 
-    def _dropper(self, accounting: Any) -> Callable[[SliceStats], str | None]:
-        """The interference rule of this run (module doc); none without accounting."""
-        if accounting is None:
+    def _dropper(
+        self, accounting: Any, generator: Any = None
+    ) -> Callable[[SliceStats], str | None]:
+        """The interference rule of this run (module doc): a burst on the server cores or
+        on the generator's; none without accounting."""
+        # each with the median share others took of its cores so far (read once)
+        watched = [
+            (a, where, self._median_other(a))
+            for a, where in ((accounting, "server"), (generator, "generator"))
+            if a is not None
+        ]
+        if not watched:
             return lambda _: None
         limit = self.options.interference_max
 
         def dropped(s: SliceStats) -> str | None:
-            got = accounting.other_share_read(s.started_at, s.ended_at)
-            if got is None:
-                return None
-            share, resolution = got
-            if share > limit + resolution + self._median_other(accounting):
-                return f"{WHY_BURST}: other processes took {share:.0%} of the server cores"
+            for a, where, usual in watched:
+                got = a.other_share_read(s.started_at, s.ended_at)
+                if got is None:
+                    continue
+                share, resolution = got
+                if share > limit + resolution + usual:
+                    return f"{WHY_BURST}: other processes took {share:.0%} of the {where} cores"
             return None
 
         return dropped
