@@ -351,6 +351,10 @@ def test_the_settle_drains_the_slowest_stack_and_the_rounds_fill_the_budget() ->
     assert (slice_s, settle) == (0.25, 0.064)
     assert rounds == int(120.0 / (18 * (0.25 + 0.064)))
     assert slots(18, 120.0, 64, 50_000.0)[1] == 0.05  # a fast stack: the floor
-    assert slots(18, 120.0, 64, 64.0)[:2] == (1.0, 0.5)  # 1 s per response: the cap, 2x
+    assert slots(18, 600.0, 64, 64.0)[:2] == (1.0, 0.5)  # 1 s per response: the cap, 2x
     assert slots(18, 120.0, 64, 1000.0, shortest=0.5)[0] == 0.5
     assert slots(18, 1.0, 64, 1000.0)[2] == LEAST_ROUNDS
+    # a budget that would not hold 20 rounds of 1-s slices and 0.5-s settles: one response
+    # time a slice (0.5 s) before the 20 rounds exceed it
+    assert slots(18, 246.0, 64, 128.0, shortest=0.5)[:2] == (0.5, 0.5)
+    assert slots(18, 600.0, 64, 128.0, shortest=0.5)[:2] == (1.0, 0.5)

@@ -90,6 +90,8 @@ JIT_SLICE_S = 0.5
 #: (:func:`slots`), shared among the stacks, at least :data:`LEAST_PROBE_S` each.
 PROBE_S = 1.0
 LEAST_PROBE_S = 0.25
+#: Seconds of load a process on a JIT interpreter gets before its probe is counted.
+JIT_PROBE_WARMUP_S = 1.0
 #: A slice whose server used less than this share of a core gives no per-CPU figure (too
 #: few of the kernel's clock ticks to divide by).
 MIN_CPU_SHARE = 0.02
@@ -334,6 +336,10 @@ def slots(
         # short: the host's speed moves within a second, so many short slices average it
         # out better than a few long ones; long enough to hold two response times
         slice_s = round(min(high, max(low, shortest, 2 * settle)), 3)
+        if budget_s / (targets * (slice_s + settle)) < LEAST_ROUNDS:
+            # a budget too small for the rounds the warm-up rule needs: one response time
+            # a slice before the budget is exceeded
+            slice_s = round(min(high, max(low, shortest, settle)), 3)
     rounds = max(LEAST_ROUNDS, int(budget_s / (targets * (slice_s + settle))))
     return slice_s, settle, rounds
 
@@ -579,9 +585,13 @@ class GroupRun:
         each = max(LEAST_PROBE_S, PROBE_S / len(firsts))
         rates: dict[str, float] = {}
         for stack, m in firsts.items():
+            # a JIT's cold process serves a fraction of its rate for its first seconds, and
+            # a settle sized by that stretches every slice of the group (a quick study's
+            # PyPy cpu group got 0.5-s settles and 1-s slices, and took 9 minutes for 5)
+            warm = JIT_PROBE_WARMUP_S if m.progress.cell.variant.stack.interpreter.is_pypy else 0
             spec = self._load_spec(m.progress.cell, m.server.base_url)
-            probe = LocalAgent().run(spec.replace(duration_s=each, warmup_s=0.0))
-            self.loaded_s += each
+            probe = LocalAgent().run(spec.replace(duration_s=each, warmup_s=warm))
+            self.loaded_s += each + warm
             if probe.interrupted:
                 raise KeyboardInterrupt
             rates[stack] = probe.rps
