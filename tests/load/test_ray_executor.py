@@ -106,6 +106,38 @@ def test_ray_executor_gives_the_cells_of_the_local_one(ray_cluster: str, tmp_pat
     assert "different node types" not in summary  # one host: one node type
 
 
+def test_ray_executor_measures_an_interleaved_group_on_one_node(
+    ray_cluster: str, tmp_path: Path
+) -> None:
+    """With the interleaved design a group (here two stacks x two server processes) is one
+    Ray task: its processes are all up together on one node, loaded in slices of the same
+    rounds there, and the driver stores each cell's group figures and every slice, with the
+    node of every replicate."""
+    args = [
+        "run", *TWO, "--framework", "raw-wsgi", "--workload", "hello", "-c", "16",
+        "--python", CPYTHON, "--design", "interleaved", "--replicates", "2",
+        "--group-budget", "8", "--interference-max", "2", "--no-report",
+        "--executor", "ray", "--ray", ray_cluster,
+    ]  # fmt: skip
+    done = pwb(*args, results=tmp_path / "ray")
+    assert done.returncode == 0, done.stdout + done.stderr
+    study = _study(tmp_path / "ray" / "pywebbench.sqlite")
+    assert len(study.cells) == 2 and all(c.status == "ok" for c in study.cells)
+    keys = {s.id: s.key for s in study.stacks}
+    for cell in study.cells:
+        assert cell.id is not None
+        group = cell.flags["group"]
+        assert group["stacks"] == 2 and group["processes"] == 2
+        other = next(keys[c.stack_id] for c in study.cells if c.id != cell.id)
+        assert set(group["vs"]) == {other}
+        slices = [i for i in study.iterations_of(cell.id, kind=None) if i.result_json]
+        assert slices and all('"ab_slice"' in (i.result_json or "") for i in slices)
+    every = study.replicates
+    assert len(every) == 4 and all(r.status == "ok" and r.node_id for r in every)
+    assert len({r.node_id for r in every}) == 1  # one group, one task, one node
+    assert len({r.pid for r in every}) == 4  # four processes up together
+
+
 def _at(timestamp: str) -> float:
     return datetime.fromisoformat(timestamp).timestamp()
 

@@ -147,6 +147,41 @@ def test_the_gate_trips_on_more_instructions(counted: tuple[Path, Study]) -> Non
     assert not evaluate(parse_rules([f"instructions>{far * 100:.1f}%"]), [worse])
 
 
+def test_an_interleaved_group_is_counted_after_its_slices(tmp_path: Path) -> None:
+    """With the interleaved design the timed figures come from the group's slices and the
+    count from a fresh server under valgrind after the group's servers are down: stored on
+    the cell's first server process's replicate (``instructions_replicates`` = 1), none on
+    the second."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "loopapp.py").write_text(APP)
+    results = tmp_path / "res"
+    with exclusive("valgrind"):
+        before = valgrind_leftovers()
+        proc = pwb(
+            "run",
+            *("--python", CPYTHON, "--design", "interleaved", "--replicates", "2"),
+            *("--group-budget", "6", "--no-report"),
+            *("--app", "loopapp:app", "--interface", "wsgi", "--project", str(project)),
+            *("--path", "/extra", "--server", "gunicorn-sync", "-c", "2"),
+            *("--instructions", "--instructions-requests", "50"),
+            results=results,
+            timeout=400,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert valgrind_leftovers() <= before
+    with Store(results / "pywebbench.sqlite", create=False) as store:
+        study = store.load_study()
+    (cell,) = study.cells
+    assert cell.status == "ok" and "group" in cell.flags  # measured interleaved
+    first, second = sorted(study.replicates_of(cell.id or 0), key=lambda r: r.replicate)
+    doc = first.instructions
+    assert doc["requests"] == 50 and doc["errors"] == 0, doc
+    # An empty loop iteration is ~100-300 instructions in CPython 3.9-3.13 (above).
+    assert 100 * LOOPS <= doc["per_request"] <= 300 * LOOPS + 1_000_000, doc  # + the server
+    assert not second.instructions
+
+
 def test_instructions_refused_up_front_without_valgrind(tmp_path: Path) -> None:
     args = [PYWEBBENCH, "run", "--server", "gunicorn-sync", "--framework", "raw-wsgi"]
     args += ["--workload", "hello", "--instructions", "--results-dir", str(tmp_path / "res")]

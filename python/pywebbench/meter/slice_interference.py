@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from pywebbench.load.sliced import SliceStats
 from pywebbench.meter.interference import core_times, tick_resolution_share
-from pywebbench.meter.sampler import trees_cpu_s
+from pywebbench.meter.sampler import process_cpu_s, trees_cpu_s
 
 #: Default limit: a pair is dropped when its slices' other-process shares differ by more.
 DEFAULT_LIMIT = 0.05
@@ -37,19 +37,35 @@ def cores_busy_s(cores: Sequence[int]) -> float:
 
 @dataclass
 class CoreAccounting:
-    """Samples of the server cores' busy time and the server trees' CPU time, over time."""
+    """Samples of the server cores' busy time and the server trees' CPU time, over time.
+    With ``trees`` False, ``pids`` count as their own threads only (not their children):
+    the generator cores' accounting, whose own process is this one, with the servers among
+    its children (:meth:`generator`)."""
 
     cores: Sequence[int]
     pids: Sequence[int]
+    trees: bool = True
     at: list[float] = field(default_factory=list)  # Unix time
     busy_s: list[float] = field(default_factory=list)
     own_s: list[float] = field(default_factory=list)  # all the trees
     #: Per tree (the index in ``pids``): its CPU seconds at each sample.
     tree_s: list[list[float]] = field(default_factory=list)
 
+    @classmethod
+    def generator(cls, cores: Sequence[int]) -> CoreAccounting:
+        """The load generator's cores, this process's own CPU set apart: what others took
+        from the engine (a burst there slows a fast server's slices more than a slow one's,
+        which a round does not cancel)."""
+        import os
+
+        return cls(cores, [os.getpid()], trees=False)
+
     def sample(self) -> None:
         """Take one sample now."""
-        trees = [trees_cpu_s([pid]) for pid in self.pids]
+        trees = [
+            trees_cpu_s([pid]) if self.trees else (process_cpu_s(pid) or math.nan)
+            for pid in self.pids
+        ]
         self.busy_s.append(cores_busy_s(self.cores))
         self.own_s.append(sum(trees))
         self.tree_s.append(trees)

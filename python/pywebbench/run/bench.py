@@ -36,6 +36,7 @@ from pywebbench.store import CellStatus, Failure, Phase, Replicate, StoreWriter,
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
     from pywebbench.provision.venv import ProvisionedEnv
+    from pywebbench.run.interleaved import GroupRun
 
 
 @dataclass(frozen=True)
@@ -244,11 +245,31 @@ class HostBench:
             server_cpus=cpus,
         )
         try:
-            if runnable:
-                return run_group(run)
-            return [p.outcome() for p in cells]
+            if not runnable:
+                return [p.outcome() for p in cells]
+            outcomes = run_group(run)
         finally:
             self._measure.loaded_s += run.loaded_s
+        if self.config.load.instructions:
+            self._count_group(run, outcomes)
+        return outcomes
+
+    def _count_group(self, run: GroupRun, outcomes: Sequence[CellOutcome]) -> None:
+        """``--instructions`` on an interleaved group: each measured cell's first
+        ``instructions_replicates`` server processes get a count, on a fresh server under
+        valgrind each, once the group's servers are down (no count shares the cores with
+        the timed slices); stored on those processes' replicates, as the per-cell path
+        stores them."""
+        n = self.config.load.instructions_replicates
+        for p, outcome in zip(run.cells, outcomes, strict=True):
+            if outcome.failure is not None:
+                continue
+            mine = sorted(
+                (m for m in run.members if m.progress is p and m.stopped is None),
+                key=lambda m: m.k,
+            )
+            for m in mine[:n]:
+                self._measure.count_instructions(p.cell, m.replicate_id)
 
     # -- one server ------------------------------------------------------------------------
 

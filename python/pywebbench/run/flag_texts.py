@@ -42,9 +42,9 @@ DESIGN_HELP = (
     "loads them in short slices, every process once a round in a random order; figures are "
     "ratios to the group's reference with CIs over the processes. sequential: a fresh server "
     "per replicate of each cell, one after another. --faults, --slo, --syscalls, "
-    "--flamegraph, --instructions, --warmup fixed/deep, --server-scope stack, open loops, "
+    "--flamegraph, --warmup fixed/deep, --server-scope stack, open loops, "
     "--connection-mode close/N, h2c, unix binds and WebSocket cells always take the "
-    "sequential path."
+    "sequential path; --instructions counts after a group, on fresh servers."
 )
 BIND_HELP = (
     "Where the server listens, a sweep: tcp (default: a loopback port) and/or unix (a "

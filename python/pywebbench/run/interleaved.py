@@ -52,6 +52,7 @@ from pywebbench.load.sliced import (
     run_sliced,
 )
 from pywebbench.meter.sampler import pin_this_thread, snapshot
+from pywebbench.meter.slice_interference import CoreAccounting
 from pywebbench.meter.slice_speed import Scaled, SliceSpeeds, at_one_speed
 from pywebbench.run.config import LoadConfig
 from pywebbench.run.matrix import CellPlan
@@ -85,8 +86,12 @@ JIT_FIRST_TOUCH_S = 3.0
 #: compilations take tens to hundreds of milliseconds, and 0.1-0.15-s slices read 0.02-4x
 #: their process's median share in the quick study's PyPy hello group (2026-12-03).
 JIT_SLICE_S = 0.5
-#: Seconds of load on the first process that size the slices (:func:`slots`).
+#: Seconds of load on one process of each stack that size the settle and the slices
+#: (:func:`slots`), shared among the stacks, at least :data:`LEAST_PROBE_S` each.
 PROBE_S = 1.0
+LEAST_PROBE_S = 0.25
+#: Seconds of load a process on a JIT interpreter gets before its probe is counted.
+JIT_PROBE_WARMUP_S = 1.0
 #: A slice whose server used less than this share of a core gives no per-CPU figure (too
 #: few of the kernel's clock ticks to divide by).
 MIN_CPU_SHARE = 0.02
@@ -118,8 +123,8 @@ def why_not_interleaved(cell: CellPlan, load: LoadConfig) -> str | None:
         return "--faults: the fault phase needs a server of its own"
     if load.slo:
         return "--slo: the knee search needs a server of its own"
-    if load.syscalls or load.flamegraph or load.instructions:
-        return "--syscalls/--flamegraph/--instructions: per-cell windows"
+    if load.syscalls or load.flamegraph:
+        return "--syscalls/--flamegraph: per-cell windows"
     if load.warmup != "steady":
         return f"--warmup {load.warmup}: a warm-up of each server of its own"
     if load.server_scope == "stack":
@@ -314,9 +319,13 @@ def slots(
     shortest: float = SLICE_BOUNDS[0],
 ) -> tuple[float, float, int]:
     """(slice, settle, rounds) of a group's plan. The settle holds one response time of the
-    probed process (``connections / rps``, at least 0.05 s): the previous process's requests
-    still in flight are served meanwhile, on the same core, and must not count against the
-    next. The slice is twice that, within :data:`SLICE_BOUNDS` and at least ``shortest``
+    slowest stack's probed process (``connections / rps``, at least 0.05 s, at most 0.5 s):
+    the previous process's requests still in flight are served meanwhile, on the same core,
+    and must not count against the next; a stack slower than the one probed would leave
+    its requests running into the next slice (the quick study's CPython cpu group, settled
+    by its first stack's 0.05 s, showed the idle processes taking 11% of the core in a
+    tenth of the slices, 2026-12-05). The slice is twice that, within :data:`SLICE_BOUNDS`
+    and at least ``shortest``
     (:data:`JIT_SLICE_S` on a JIT interpreter, whose collector pauses for tens of
     milliseconds and would empty a shorter slice now and then); the rounds fill the budget
     (never fewer than :data:`LEAST_ROUNDS`: a budget too small for them is exceeded)."""
@@ -327,6 +336,10 @@ def slots(
         # short: the host's speed moves within a second, so many short slices average it
         # out better than a few long ones; long enough to hold two response times
         slice_s = round(min(high, max(low, shortest, 2 * settle)), 3)
+        if budget_s / (targets * (slice_s + settle)) < LEAST_ROUNDS:
+            # a budget too small for the rounds the warm-up rule needs: one response time
+            # a slice before the budget is exceeded
+            slice_s = round(min(high, max(low, shortest, settle)), 3)
     rounds = max(LEAST_ROUNDS, int(budget_s / (targets * (slice_s + settle))))
     return slice_s, settle, rounds
 
@@ -476,15 +489,7 @@ class GroupRun:
         touch_s = JIT_FIRST_TOUCH_S if is_jit else FIRST_TOUCH_S
         base = self._load_spec(first.progress.cell, first.server.base_url)
         n = len(live)
-        rps = 0.0
-        if self.options.slice_s is None:
-            from pywebbench.load import LocalAgent
-
-            probe = LocalAgent().run(base.replace(duration_s=PROBE_S, warmup_s=0.0))
-            self.loaded_s += PROBE_S
-            if probe.interrupted:
-                raise KeyboardInterrupt
-            rps = probe.rps
+        rps = self._slowest_rps(live) if self.options.slice_s is None else 0.0
         budget_s = self.options.jit_budget_s if is_jit else self.options.budget_s
         slice_s, settle_s, rounds = slots(
             n, budget_s - n * touch_s, first.progress.cell.connections, rps,
@@ -506,6 +511,14 @@ class GroupRun:
             self._interference([m.server.pid for m in live]) if self._interference else None
         )
         self._accounting = accounting
+        # the generator's cores too: a burst there slows a fast stack's slice more than a
+        # slow one's (the engine's CPU per request counts only when the server is quick)
+        generator = (
+            CoreAccounting.generator(self.generator_cpus)
+            if accounting is not None and self.generator_cpus
+            else None
+        )
+        sampled = [a for a in (accounting, generator) if a is not None]
         state = {"rounds": 0, "memory_at": 0.0}
         self._say(
             f"measuring {len({m.stack for m in live})} stacks x {self.options.processes} "
@@ -515,8 +528,8 @@ class GroupRun:
 
         def watch(snap: SliceProgress) -> bool:
             now = time.time()
-            if accounting is not None:
-                accounting.sample()
+            for a in sampled:
+                a.sample()
             if now - state["memory_at"] >= MEMORY_EVERY_S:
                 state["memory_at"] = now
                 self._sample_memory(live, now, budget)
@@ -526,7 +539,7 @@ class GroupRun:
             state["rounds"] = complete
             done = [s for s in snap.slices if s.round < complete]
             judged = at_one_speed(done, speeds).slices
-            j = judge(judged, live, self.options.rule, dropped=self._dropper(accounting))
+            j = judge(judged, live, self.options.rule, dropped=self._dropper(accounting, generator))
             warm = sum(1 for m in live if m.stopped is None and j.warm.get(m.index) is not None)
             width = j.widest(self.options.reference)
             self._say(
@@ -543,11 +556,11 @@ class GroupRun:
         # sequential study keeps it (meter/sampler.py)
         before = pin_this_thread(self.generator_cpus)
         try:
-            if accounting is not None:
-                accounting.sample()
+            for a in sampled:
+                a.sample()
             result = run_sliced(plan, watch, interval_s=SAMPLE_EVERY_S)
-            if accounting is not None:
-                accounting.sample()
+            for a in sampled:
+                a.sample()
         finally:
             if speeds is not None:
                 speeds.stop()
@@ -556,24 +569,58 @@ class GroupRun:
         self.loaded_s += time.monotonic() - started
         self.result = result
         self.interrupted = result.interrupted
-        self._dropped = self._dropper(accounting)
+        self._dropped = self._dropper(accounting, generator)
         self.idle = idle_share(result.slices, accounting) if accounting is not None else None
         self.speed = at_one_speed(result.slices, speeds)
         return judge(self.speed.slices, live, self.options.rule, dropped=self._dropped, final=True)
 
-    def _dropper(self, accounting: Any) -> Callable[[SliceStats], str | None]:
-        """The interference rule of this run (module doc); none without accounting."""
-        if accounting is None:
+    def _slowest_rps(self, live: Sequence[Member]) -> float:
+        """The lowest requests/s of a short probe of one process of each stack: the settle
+        after a slice must drain the slowest stack's requests in flight (:func:`slots`)."""
+        from pywebbench.load import LocalAgent
+
+        firsts: dict[str, Member] = {}
+        for m in live:
+            firsts.setdefault(m.stack, m)
+        each = max(LEAST_PROBE_S, PROBE_S / len(firsts))
+        rates: dict[str, float] = {}
+        for stack, m in firsts.items():
+            # a JIT's cold process serves a fraction of its rate for its first seconds, and
+            # a settle sized by that stretches every slice of the group (a quick study's
+            # PyPy cpu group got 0.5-s settles and 1-s slices, and took 9 minutes for 5)
+            warm = JIT_PROBE_WARMUP_S if m.progress.cell.variant.stack.interpreter.is_pypy else 0
+            spec = self._load_spec(m.progress.cell, m.server.base_url)
+            probe = LocalAgent().run(spec.replace(duration_s=each, warmup_s=warm))
+            self.loaded_s += each + warm
+            if probe.interrupted:
+                raise KeyboardInterrupt
+            rates[stack] = probe.rps
+        self._say("probed: " + ", ".join(f"{s} {r:,.0f} req/s" for s, r in rates.items()))
+        return min(rates.values())
+
+    def _dropper(
+        self, accounting: Any, generator: Any = None
+    ) -> Callable[[SliceStats], str | None]:
+        """The interference rule of this run (module doc): a burst on the server cores or
+        on the generator's; none without accounting."""
+        # each with the median share others took of its cores so far (read once)
+        watched = [
+            (a, where, self._median_other(a))
+            for a, where in ((accounting, "server"), (generator, "generator"))
+            if a is not None
+        ]
+        if not watched:
             return lambda _: None
         limit = self.options.interference_max
 
         def dropped(s: SliceStats) -> str | None:
-            got = accounting.other_share_read(s.started_at, s.ended_at)
-            if got is None:
-                return None
-            share, resolution = got
-            if share > limit + resolution + self._median_other(accounting):
-                return f"{WHY_BURST}: other processes took {share:.0%} of the server cores"
+            for a, where, usual in watched:
+                got = a.other_share_read(s.started_at, s.ended_at)
+                if got is None:
+                    continue
+                share, resolution = got
+                if share > limit + resolution + usual:
+                    return f"{WHY_BURST}: other processes took {share:.0%} of the {where} cores"
             return None
 
         return dropped

@@ -206,7 +206,7 @@ class Measurer:
         if cfg.flamegraph and measured:
             self._flame_window(cell, rep_id, server)
         if cfg.instructions and measured and replicate < cfg.instructions_replicates:
-            self._instructions_count(cell, rep_id)
+            self.count_instructions(cell, rep_id)
         if not (cfg.faults and measured) or cell.protocol != "http1":
             return None, None  # the fault clients and the phase's good clients are HTTP/1.1
         self._phase(f"faults {cell.variant.key}: {cfg.faults}")
@@ -274,9 +274,10 @@ class Measurer:
         with no_sigint():
             self.store.update_replicate(rep_id, flame_json=json.dumps(doc))
 
-    def _instructions_count(self, cell: CellPlan, rep_id: int) -> None:
+    def count_instructions(self, cell: CellPlan, rep_id: int) -> None:
         """Instructions per request on a separate server under valgrind
-        (docs/instructions.md), stored on the replicate."""
+        (docs/instructions.md), stored on replicate ``rep_id``: after a replicate's
+        iterations, or after an interleaved group (:meth:`HostBench.run_group`)."""
         cfg = self.config.load
         why = instructions.cannot_count(cell.variant.stack.interpreter.is_pypy)
         if why is None and self.extra_server is None:
