@@ -254,6 +254,20 @@ def endpoint_entries(entries: Sequence[MixEntry]) -> dict[str, list[MixEntry]]:
     return out
 
 
+def fault_entry(entries: Sequence[MixEntry]) -> MixEntry | None:
+    """The request of a mix the fault phase aims at (``run --faults``, docs/faults.md): its
+    fault clients send their requests to this entry's path, and the server's recovery is
+    checked by a GET of it answering 2xx. The heaviest GET entry that expects a 2xx (the
+    first of equal weights; an entry expecting nothing named takes any status); None when
+    the mix has none."""
+    best: MixEntry | None = None
+    for e in entries:
+        answers_2xx = not e.expect_status or any(200 <= s < 300 for s in e.expect_status)
+        if e.method == "GET" and answers_2xx and (best is None or e.weight > best.weight):
+            best = e
+    return best
+
+
 @dataclass(frozen=True)
 class EndpointCheck:
     """One endpoint of a mix requested once: its name, the request sent (its first entry's

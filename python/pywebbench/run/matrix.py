@@ -8,7 +8,7 @@ Cells are independent units (own port, own cores) so they could be scheduled els
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -279,6 +279,25 @@ def resumed_mix_note(config: StudyConfig) -> str | None:
     )
 
 
+def _check_faults_of_mix(config: StudyConfig, workloads: Iterable[Workload]) -> None:
+    """``--faults`` with a traffic mix: the fault phase aims its fault clients at, and checks
+    the server's recovery with, a GET of the mix answering 2xx
+    (:func:`~pywebbench.load.mix.fault_entry`); ConfigError naming both flags when the mix
+    has none."""
+    from pywebbench.load.mix import fault_entry
+
+    if not config.load.faults or config.app is None:
+        return
+    for w in workloads:
+        if isinstance(w, UserWorkload) and w.mix and fault_entry(w.mix) is None:
+            raise ConfigError(
+                f"--faults with --mix (load.faults, app.mix): {config.app.mix} has no GET "
+                "request expecting a 2xx, which the fault phase aims its fault clients at "
+                "and checks the server's recovery with; add one, or measure the mix in a run "
+                "without --faults"
+            )
+
+
 def _check_server_options(config: StudyConfig, candidates: list[Any]) -> None:
     """Every ``matrix.server_options`` entry names a server in the study and a setting it
     takes (its adapter's ``settable``); ConfigError naming the entry otherwise."""
@@ -316,6 +335,7 @@ def expand(config: StudyConfig) -> Matrix:
         for user_fw in user_fws:  # the projects of one app share its paths (or mix)
             byo.update(getattr(user_fw, "user_workloads", {}))
         workload_names = None
+        _check_faults_of_mix(config, byo.values())
     else:
         frameworks = m.frameworks or None
     try:
