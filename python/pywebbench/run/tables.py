@@ -167,12 +167,14 @@ class AppConfig(Table):
         Flag(
             "--mix",
             help="A traffic mix for your app instead of --path (TOML or JSON, docs/mix.md): "
-            "each request drawn from its weighted entries, each endpoint verified first.",
+            "each request drawn from its weighted entries, each endpoint verified first; read "
+            "once as the run starts and kept with it (--resume uses the same requests).",
         ),
     ] = Field(
         None,
         description="A traffic mix file (docs/mix.md) loaded instead of `paths`; "
-        "figures per endpoint in the store and the report.",
+        "figures per endpoint in the store and the report. Read once as the run starts: "
+        "its requests are kept with the run (`mix_entries`).",
     )
     mix_entries: Annotated[
         list[dict[str, Any]] | None,
