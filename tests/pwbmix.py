@@ -78,12 +78,14 @@ def app_args(folder: Path, mix_file: Path) -> list[str]:
             "--mix", str(mix_file)]  # fmt: skip
 
 
-def run_study(root: Path, results: Path, *extra: str) -> Study:
+def run_study(root: Path, results: Path, *extra: str, said: list[str] | None = None) -> Study:
     """``pywebbench run`` of the app with the mix (``extra``: servers, design, ...); the
-    stored study, every cell ok."""
+    stored study, every cell ok. Its console output is appended to ``said``, if given."""
     folder, mix_file = project(root)
     proc = pwb("run", *app_args(folder, mix_file), *extra, results=results, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    if said is not None:
+        said.append(proc.stdout)
     with Store(results / "pywebbench.sqlite", create=False) as store:
         study = store.load_study()
     assert study.cells and all(c.status == "ok" for c in study.cells), [

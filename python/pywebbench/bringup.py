@@ -27,6 +27,7 @@ from pywebbench.verify.user_app import check_path
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
+    from pywebbench.load.mix import EndpointCheck
     from pywebbench.provision.venv import ProvisionedEnv
 
 Progress = Callable[[str], None]
@@ -242,6 +243,9 @@ class Check:
     workload: str
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: A user's mix: each endpoint's check, in the mix's order (``problems`` has a line per
+    #: endpoint that failed); empty for any other workload.
+    endpoints: list[EndpointCheck] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -256,18 +260,20 @@ class Check:
         )
 
 
-def _check_mix(server: RunningServer, workload: UserWorkload, timeout_s: float) -> list[str]:
+def _check_mix(server: RunningServer, workload: UserWorkload, timeout_s: float) -> Check:
     """Each endpoint of a user's mix requested once and its status checked, as ``load --mix``
-    does (:func:`pywebbench.load.mix.verify_endpoints`): one problem per endpoint that
-    failed."""
-    from pywebbench.load.mix import verify_endpoints
+    does (:func:`pywebbench.load.mix.check_endpoints`): a problem per endpoint that failed,
+    and every endpoint's check."""
+    from pywebbench.load.mix import check_endpoints
     from pywebbench.load.spec import spec_for_request
 
     spec = spec_for_request(
         server.base_url, workload.request(), connections=1, duration_s=1.0,
         timeout_s=timeout_s, cpus=[], protocol="h2c" if server.protocol == "h2c" else "http1",
     ).replace(mix=list(workload.mix))  # fmt: skip
-    return verify_endpoints(spec)
+    checks = check_endpoints(spec)
+    problems = [f"{c.label}: {c.problem}" for c in checks if not c.ok]
+    return Check(workload.name, problems, endpoints=checks)
 
 
 def check(
@@ -297,7 +303,7 @@ def check(
             )
             return Check(workload.name, problems, warnings)
         if isinstance(workload, UserWorkload) and workload.mix:
-            return Check(workload.name, _check_mix(server, workload, timeout_s))
+            return _check_mix(server, workload, timeout_s)
         if isinstance(workload, UserWorkload):
             path = check_path(
                 server.base_url, workload, timeout_s=timeout_s, protocol=server.protocol

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 from click.testing import CliRunner
+from pwbmix import ENDPOINTS, project
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.cli import cli
 
@@ -148,3 +151,126 @@ def test_verify_two_projects_need_two_directory_names(tmp_path: Path) -> None:
     )
     assert res.exit_code == 2
     assert f"--project: two projects named 'app' ({a}, {b}); give them different" in res.output
+
+
+# --------------------------------------------------------------------------- --mix
+
+
+def _mix_args(folder: Path, mix_file: Path, *more: str) -> list[str]:
+    return ["--app", "mixapp:app", "--interface", "wsgi", "--project", str(folder),
+            "--mix", str(mix_file), *more]  # fmt: skip
+
+
+def test_verify_mix_refuses_a_bad_file_or_a_flag_it_replaces_in_one_line(tmp_path: Path) -> None:
+    """A bad mix file, or --mix with --path/--expect-status/--expect-body: one line on
+    stderr naming the flag, exit status 2, before anything is imported or started."""
+    folder, mix_file = project(tmp_path)
+    cases = [
+        (["--path", "/x"], "error: --mix and --path: the mix gives every path; give one"),
+        (["--expect-status", "404"], "error: --mix and --expect-status: each request of the "
+         "mix gives the statuses it expects (expect_status in the mix file); give one"),
+        (["--expect-body", "ok"], "error: --mix and --expect-body: a mix's endpoints are "
+         "checked by status only; give one"),
+    ]  # fmt: skip
+    for extra, line in cases:
+        res = _verify(*_mix_args(folder, mix_file, *extra))
+        assert res.exit_code == 2, res.output
+        assert res.stderr.strip().splitlines() == [line]
+    mix_file.write_text('[[request]]\nname = "a"\nweight = 0\npath = "/"\n')
+    res = _verify(*_mix_args(folder, mix_file))
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip().splitlines() == [
+        f'error: --mix: {mix_file}: request 1 ("a"): weight: must be > 0, got 0'
+    ]
+    res = _verify(*_mix_args(folder, tmp_path / "none.toml"))
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1, res.output
+    assert res.stderr.startswith(f"error: --mix: {tmp_path / 'none.toml'}: cannot read")
+    res = _verify("--mix", str(mix_file))
+    assert res.exit_code == 2 and "--mix only apply with --app" in res.output
+
+
+def test_verify_mix_prints_a_line_per_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each endpoint's check is its own outcome and line (a fake bring-up: nothing is
+    provisioned or started; the checks are what the engine's would say)."""
+    from pywebbench import bringup
+    from pywebbench.load.mix import EndpointCheck, endpoint_entries
+    from pywebbench.provision.venv import ProvisionedEnv
+
+    folder, mix_file = project(tmp_path)
+    started: list[str] = []
+
+    class Server:
+        base_url, cold_start_s = "http://127.0.0.1:9", 0.0
+
+        def __enter__(self) -> Server:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def alive(self) -> bool:
+            return True
+
+    def provision(stack: Any, **_: Any) -> ProvisionedEnv:
+        return ProvisionedEnv(Path("/v"), Path("/v/bin/python"), {}, "k", True, 0.0)
+
+    def start(stack: Any, env: Any, options: Any, ready: str) -> Server:
+        started.append(ready)
+        return Server()
+
+    def check(server: Any, stack: Any, workload: Any, *_: Any, **__: Any) -> bringup.Check:
+        checks = [
+            EndpointCheck(name, es[0].method, es[0].path, None)
+            for name, es in endpoint_entries(workload.mix).items()
+        ]
+        checks[3] = dataclasses.replace(checks[3], problem="status 404, expected 200")
+        return bringup.Check(workload.name, ["x"], endpoints=checks)
+
+    monkeypatch.setattr(bringup, "provision", provision)
+    monkeypatch.setattr(bringup, "start", start)
+    monkeypatch.setattr(bringup, "check", check)
+    res = _verify(*_mix_args(folder, mix_file), "--server", "gunicorn-sync",
+                  "--log-dir", str(tmp_path / "logs"), "--json")  # fmt: skip
+    assert res.exit_code == 1, res.output
+    assert started == ["/"]
+    said = " ".join(res.stderr.split())  # the console's lines, unwrapped
+    assert "app mixapp:app: WSGI, the mix mix.toml (5 requests, 4 endpoints)" in said
+    assert (
+        'PASS mix:mix.toml endpoint "GET /" (GET /) '
+        'PASS mix:mix.toml endpoint "GET /items/{id}" (GET /items/1) '
+        'PASS mix:mix.toml endpoint "POST /search" (POST /search) '
+        'FAIL mix:mix.toml endpoint "GET /missing" (GET /missing): status 404, expected 200'
+    ) in said
+    outcomes = json.loads(res.stdout)
+    assert [(o["endpoint"], o["request"], o["status"]) for o in outcomes] == [
+        ("GET /", "GET /", "pass"),
+        ("GET /items/{id}", "GET /items/1", "pass"),
+        ("POST /search", "POST /search", "pass"),
+        ("GET /missing", "GET /missing", "fail"),
+    ]
+    assert {o["workload"] for o in outcomes} == {"mix:mix.toml"}
+    assert "3 passed, 1 failed" in res.stderr
+
+
+def test_verify_mix_checks_each_endpoint_of_the_running_app(tmp_path: Path) -> None:
+    """On a real server (gunicorn-sync, the venv of tests/run/test_mix_study.py): every
+    endpoint of the mix passes, one line each; an entry expecting what the app does not
+    answer fails its endpoint, named, and only it."""
+    folder, mix_file = project(tmp_path)
+    args = [*_mix_args(folder, mix_file), "--server", "gunicorn-sync", "--json"]
+    res = _verify(*args, "--log-dir", str(tmp_path / "logs"))
+    assert res.exit_code == 0, res.output
+    outcomes = json.loads(res.stdout)
+    assert [(o["endpoint"], o["status"]) for o in outcomes] == [(e, "pass") for e in ENDPOINTS]
+    assert " ".join(res.stderr.split()).count("PASS mix:mix.toml endpoint") == len(ENDPOINTS)
+    mix_file.write_text(mix_file.read_text().replace("expect_status = [404]", ""))
+    res = _verify(*args, "--log-dir", str(tmp_path / "logs2"))
+    assert res.exit_code == 1, res.output
+    failed = [(o["endpoint"], o["reason"]) for o in json.loads(res.stdout) if o["status"] != "pass"]
+    assert failed == [("GET /missing", "status 404, expected 200")]
+    assert (
+        'FAIL  mix:mix.toml endpoint "GET /missing" (GET /missing): status 404, expected 200'
+        in (res.stderr)
+    )

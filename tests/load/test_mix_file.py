@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from pywebbench.commands.load import command
 from pywebbench.load import LoadResult, MixEntry
-from pywebbench.load.mix import MixFileError, load_mix, mix_to_toml, parse_mix
+from pywebbench.load.mix import MixFileError, fault_entry, load_mix, mix_to_toml, parse_mix
 from pywebbench.refserver import RefServer
 
 MIX_TOML = """
@@ -165,3 +165,22 @@ def test_a_url_with_a_path_is_refused_with_a_mix(mix_file: Path) -> None:
     r = CliRunner().invoke(command, ["http://127.0.0.1:9/api?x=1", "--mix", str(mix_file)])
     assert r.exit_code == 2 and "every path comes from the mix" in r.output
     assert "/api?x=1" in r.output
+
+
+def test_the_fault_phase_aims_at_the_heaviest_get_answering_2xx() -> None:
+    """``run --faults`` with a mix (docs/faults.md): the heaviest GET entry expecting a 2xx
+    (the first of equals; an entry expecting nothing named answers anything); none when the
+    mix has no such GET."""
+
+    def entry(name: str, weight: float, method: str = "GET", expect: list[int] | None = None):
+        path = "/" + name.split("/", 1)[1]
+        return MixEntry(name=name, weight=weight, method=method, path=path,
+                        expect_status=[200] if expect is None else expect)  # fmt: skip
+
+    post, health = entry("POST /items", 60, "POST", [201]), entry("GET /health", 30)
+    gone, items = entry("GET /gone", 40, expect=[404]), entry("GET /items", 20, expect=[200, 304])
+    assert fault_entry([post, gone, items, health]) is health
+    assert fault_entry([post, gone, items, entry("GET /x", 10)]) is items  # 200 or 304
+    assert fault_entry([entry("GET /a", 5), entry("GET /b", 5)]) == entry("GET /a", 5)
+    assert fault_entry([post, gone, entry("HEAD /h", 9, "HEAD")]) is None
+    assert fault_entry([post, entry("GET /any", 1, expect=[])]) == entry("GET /any", 1, expect=[])

@@ -12,6 +12,9 @@ from pwbtest import pwb
 from pywebbench.store import Store, Study
 from pywebbench.store.endpoints import cell_endpoints, iteration_endpoints
 
+#: The fault phase of the per-cell study: event kinds (no held connection).
+FAULTS = "churn=2,bad-request-line=1"
+
 
 def _check_endpoints(study: Study) -> None:
     """Every measured iteration holds the mix's endpoints, summing to its own figures."""
@@ -37,14 +40,28 @@ def _check_endpoints(study: Study) -> None:
 
 def test_a_mix_study_per_cell(tmp_path: Path, census: str) -> None:
     """The sequential design: each endpoint verified, the runs' ``endpoints`` stored; the
-    expected 404s of the 404 page are its answers, not errors."""
+    expected 404s of the 404 page are its answers, not errors. The console prints each
+    endpoint's figures. With --faults (event kinds only: nothing holds the sync worker), the
+    fault phase runs on the mix: its good clients draw from it, its fault clients and
+    recovery check aim at the heaviest GET answering 2xx (GET /), and the cell stores its
+    robustness."""
+    said: list[str] = []
     study = run_study(
         tmp_path, tmp_path / "res", "--server", "gunicorn-sync", "--design", "sequential",
-        *FAST, *ONE_REPLICATE, "--no-report",
+        *FAST, *ONE_REPLICATE, "--no-report", "--faults", FAULTS, said=said,
     )  # fmt: skip
     _check_endpoints(study)
     (cell,) = study.cells
     assert all(i.non_2xx == 0 for i in study.iterations_of(cell.id))
+    flat = " ".join(said[0].replace("│", " ").split())  # the console's tables, unwrapped
+    assert "mix:mix.toml @ c4: endpoints of the mix (measured iterations)" in flat
+    for name in ENDPOINTS:
+        assert f" {name} " in flat
+    rob = cell.flags["robustness"]
+    assert rob["mix"] == FAULTS and rob["survived"] and rob["answered_after"], rob
+    assert rob["clean_rps"] > 0 and rob["faulted_rps"] > 0, rob
+    assert rob["report"]["kinds"]["churn"]["attempts"] >= 2, rob["report"]
+    assert rob["malformed"]["bad-request-line"] in {"rejected", "closed"}, rob
 
 
 def test_a_mix_study_interleaved(tmp_path: Path, census: str) -> None:

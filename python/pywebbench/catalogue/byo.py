@@ -213,10 +213,14 @@ def parse_user_app(
     expect_body: str | None,
     mix: Path | None = None,
     tag: str | None = None,
+    *,
+    mix_entries: Sequence[MixEntry] | None = None,
 ) -> UserFramework:
     """The user's app as a framework, from the ``--app``/``--interface``/... flags; with
-    ``mix`` (a mix file, docs/mix.md) its one workload is that mix instead of ``paths``;
-    ``tag`` names one of several projects (:func:`project_tags`).
+    ``mix`` (a mix file, docs/mix.md) its one workload is that mix instead of ``paths``, its
+    requests read from the file unless ``mix_entries`` gives them (already read: a resumed
+    run's, as the run read them when it started); ``tag`` names one of several projects
+    (:func:`project_tags`).
 
     Raises ValueError naming the bad flag. With ``interface`` None the framework's
     ``interface`` is "" (not known yet): :func:`pywebbench.provision.user_app.user_framework`
@@ -250,7 +254,9 @@ def parse_user_app(
     if expect_status is not None and not 100 <= expect_status <= 599:
         raise ValueError(f"--expect-status {expect_status}: not an HTTP status (100-599)")
     workloads = tuple(user_workload(p, expect_status, expect_body) for p in dict.fromkeys(paths))
-    if mix is not None:
+    if mix is not None and mix_entries is not None:
+        workloads = (mix_workload(mix, list(mix_entries)),)
+    elif mix is not None:
         from pywebbench.load.mix import MixFileError, load_mix
 
         try:

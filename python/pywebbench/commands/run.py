@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from pywebbench.commands._options import study_options
 from pywebbench.run.config import (
@@ -102,7 +103,7 @@ def command(**options: Any) -> None:
 
 
 def _main(options: dict[str, Any], console: Console) -> int:
-    from pywebbench.run.matrix import expand
+    from pywebbench.run.matrix import expand, keep_mix, resumed_mix_note
     from pywebbench.store import DEFAULT_FILENAME, Store, StoreError
 
     run_id: str | None = None
@@ -137,12 +138,16 @@ def _main(options: dict[str, Any], console: Console) -> int:
             config.report = False
         run_id = run.id
         console.print(f"resuming run {run.id} ({run.status})")
+        note = resumed_mix_note(config)
+        if note is not None:
+            console.print(f"  [yellow]mix[/] {escape(note)}")
     else:
         path = options["config_path"]
         if path is None and Path(DEFAULT_CONFIG).exists():
             path = Path(DEFAULT_CONFIG)
         data = load_toml(path) if path is not None else {}
         config = resolve(data, study, profile=profile, source=str(path or DEFAULT_CONFIG))
+        keep_mix(config)  # the mix's requests as of now, stored with the run for --resume
     check(config)
     from pywebbench.run.executor import check_executor
 

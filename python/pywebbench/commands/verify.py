@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from rich.console import Console
@@ -29,6 +29,7 @@ from pywebbench.protocol import (
 
 if TYPE_CHECKING:
     from pywebbench.bringup import Services, StackFailure
+    from pywebbench.load.spec import MixEntry
 
 
 @dataclass
@@ -42,6 +43,10 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     phase: str = ""  # a bringup.Phase value: plan, services, provision, start, verify
     log: str = ""
+    #: ``--mix``: the endpoint this line is about (its name in the mix) and the request sent
+    #: for it (its first entry's method and path); None for any other line.
+    endpoint: str | None = None
+    request: str | None = None
 
 
 _EPILOG = """
@@ -51,12 +56,16 @@ Examples:
   pywebbench verify --python pypy3.9 --server 'uvicorn-*' --workload hello,json
   pywebbench verify --app httpbin:app --requirements req.txt --path /get --path /status/418 \\
                     --expect-status 418 --server waitress
+  pywebbench verify --app myapp:app --mix mix.toml --server gunicorn-sync,granian-wsgi
 \b
 Bring your own app: --app module:callable (WSGI or ASGI, detected by importing it unless
 --interface is given), installed from --requirements FILE and/or --project DIR (installed if it
 has a pyproject.toml/setup.py, and put first on PYTHONPATH; repeat it for several versions of
 the app, each its own stack named app-MODULE.CALLABLE@DIRNAME). Each --path is requested with GET
 and must answer --expect-status (default: any 2xx) with a body containing --expect-body.
+With --mix (a traffic mix, docs/mix.md) instead of --path, each endpoint of the mix is
+requested once (its first entry) and must answer a status its entry expects: a line each,
+as `pywebbench run --mix` verifies before any load.
 Exit status: 0 all passed, 1 a verification/provision/launch failed or nothing could run,
 2 bad command-line values.
 """
@@ -85,6 +94,12 @@ Exit status: 0 all passed, 1 a verification/provision/launch failed or nothing c
 )
 @click.option(
     "--path", "paths", multiple=True, help="Path of --app to GET (repeatable; default /)."
+)
+@click.option(
+    "--mix",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A traffic mix of --app instead of --path (TOML or JSON, docs/mix.md): each endpoint "
+    "requested once and its status checked against its entries' expect_status.",
 )
 @click.option("--expect-status", type=int, help="Status each --path must answer (default: 2xx).")
 @click.option("--expect-body", help="Text each --path's body must contain.")
@@ -122,6 +137,7 @@ def command(
     requirements: Path | None,
     projects: tuple[Path, ...],
     paths: tuple[str, ...],
+    mix: Path | None,
     expect_status: int | None,
     expect_body: str | None,
     workers: int,
@@ -143,6 +159,7 @@ def command(
         "--requirements": requirements,
         "--project": projects or None,
         "--path": paths or None,
+        "--mix": mix,
         "--expect-status": expect_status,
         "--expect-body": expect_body,
     }
@@ -154,6 +171,7 @@ def command(
         raise click.UsageError("--app replaces --framework/--workload; use --path for its routes")
     if workers < 1 or threads < 1:
         raise click.BadParameter("must be >= 1", param_hint="--workers/--threads")
+    mix_entries = _mix_entries(mix, paths, expect_status, expect_body) if mix else None
 
     interpreters = select_interpreters(pythons)
     fw_filter: Sequence[str | Framework] = frameworks
@@ -170,15 +188,20 @@ def command(
                     list(paths),
                     expect_status,
                     expect_body,
+                    mix=mix,
+                    mix_entries=mix_entries,
                     interpreter=interpreters[0],
                     progress=lambda m: status.update(escape(m[:100])),
                 )
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
         for fw in fws:
-            paths_shown = ", ".join(fw.workloads)
             shown = fw.name if fw.tag else app
-            console.print(f"app {shown}: {fw.interface.upper()}, paths {paths_shown}")
+            if mix is not None:  # "the mix mix.toml (5 requests, 4 endpoints)"
+                what = "; ".join(w.description for w in fw.user_workloads.values())
+            else:
+                what = "paths " + ", ".join(fw.workloads)
+            console.print(f"app {escape(shown)}: {fw.interface.upper()}, {escape(what)}")
         fw_filter = list(fws)
     candidates = plan_or_usage_error(interpreters, servers, fw_filter, workloads)
     if not candidates:
@@ -214,6 +237,35 @@ def command(
         raise SystemExit(1)
 
 
+def _refuse(message: str) -> NoReturn:
+    """A bad command-line value as one line on stderr, exit status 2 (as ``run`` and
+    ``load`` say theirs)."""
+    click.echo(f"error: {message}", err=True)
+    raise SystemExit(2)
+
+
+def _mix_entries(
+    mix: Path, paths: Sequence[str], expect_status: int | None, expect_body: str | None
+) -> list[MixEntry]:
+    """The requests of ``--mix``, read before anything starts; a bad file or a flag the mix
+    replaces is one line and exit status 2."""
+    from pywebbench.load.mix import MixFileError, load_mix
+
+    if paths:
+        _refuse("--mix and --path: the mix gives every path; give one")
+    if expect_status is not None:
+        _refuse(
+            "--mix and --expect-status: each request of the mix gives the statuses it "
+            "expects (expect_status in the mix file); give one"
+        )
+    if expect_body is not None:
+        _refuse("--mix and --expect-body: a mix's endpoints are checked by status only; give one")
+    try:
+        return load_mix(mix)
+    except MixFileError as exc:
+        _refuse(f"--mix: {exc}")
+
+
 def _default_log_dir() -> Path:
     from pywebbench.provision.venv import cache_dir
 
@@ -225,6 +277,8 @@ def _print(console: Console, o: Outcome) -> None:
         o.status, "[yellow]SKIP[/yellow]"
     )
     what = o.workload or o.phase or "stack"
+    if o.endpoint is not None:  # mix:mix.toml endpoint "GET /items/{id}" (GET /items/1)
+        what += f" endpoint {json.dumps(o.endpoint, ensure_ascii=False)} ({o.request})"
     console.print(f"  {tag}  {escape(what)}" + (f": {escape(o.reason)}" if o.reason else ""))
     for w in o.warnings:
         console.print(f"        [dim]warning: {escape(w)}[/dim]")
@@ -361,6 +415,18 @@ def _verify_one(
         )
         for workload in runnable:
             verdict = bringup.check(server, c.stack, workload)
+            for e in verdict.endpoints:  # a mix: a line per endpoint
+                yield Outcome(
+                    c.name,
+                    workload.name,
+                    "pass" if e.ok else "fail",
+                    e.problem or "",
+                    phase="verify",
+                    endpoint=e.name,
+                    request=f"{e.method} {e.path}",
+                )
+            if verdict.endpoints:
+                continue
             yield Outcome(
                 c.name,
                 workload.name,

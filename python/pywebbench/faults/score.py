@@ -34,9 +34,12 @@ class Measure:
 
     rps: float
     p99_us: float | None
+    #: good requests answered: a 2xx, or with a traffic mix a status the request's entry
+    #: expects.
     requests: int
-    #: transport errors (timeouts included) plus non-2xx responses seen by the good clients,
-    #: plus the requests left unanswered at the end of a run that stalled.
+    #: transport errors (timeouts included) plus non-2xx responses seen by the good clients
+    #: (with a mix: statuses their entries do not expect, check_failed), plus the requests
+    #: left unanswered at the end of a run that stalled.
     errors: int
     #: Of ``errors``: requests still unanswered at the end of a run whose last second (or
     #: more) completed nothing. They never completed, so they count as timeouts, as they do
@@ -60,10 +63,14 @@ def measure_of(result: LoadResult | Mapping[str, Any]) -> Measure:
     if unanswered and unanswered >= 0.01 * total:
         # More than 1 % never answered: the 99th percentile is at least their wait.
         p99 = max(p99, stalled_s * 1e6)
+    answered = r.ok_requests
+    if r.spec.mix:  # a status its entry expects is an answer (a 404 page's 404s), any other
+        failed = r.error_classes.get("check_failed")  # is already an error: check_failed
+        answered = r.requests - (failed.count if failed is not None else 0)
     return Measure(
         rps=r.rps,
         p99_us=p99 or None,
-        requests=r.ok_requests,
+        requests=answered,
         errors=r.errors + r.non_2xx + unanswered,
         unanswered=unanswered,
     )

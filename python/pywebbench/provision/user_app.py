@@ -21,6 +21,7 @@ from typing import Any
 from pywebbench.catalogue.base import ASGI, WSGI, Interpreter, ServerAdapter, Stack
 from pywebbench.catalogue.byo import UserFramework, parse_user_app, project_tags
 from pywebbench.launch.process import ProcessGroup
+from pywebbench.load.spec import MixEntry
 from pywebbench.provision.venv import Progress, ProvisionError, provision
 
 __all__ = ["DETECT_TIMEOUT_S", "detect_interface", "user_framework", "user_frameworks"]
@@ -65,6 +66,7 @@ def user_frameworks(
     expect_body: str | None,
     *,
     mix: Path | None = None,
+    mix_entries: Sequence[MixEntry] | None = None,
     interpreter: Interpreter | None = None,
     progress: Progress | None = None,
 ) -> list[UserFramework]:
@@ -72,14 +74,25 @@ def user_frameworks(
 
     With one project or none the framework is :func:`user_framework`'s (``app-<module.callable>``);
     with several each is named after its directory (``app-<module.callable>@<dirname>``) and
-    shares the other flags. Every project is checked before any is imported; without
-    ``interface`` each one's interface is detected on its own (each may import differently).
+    shares the other flags (``mix_entries``: the requests of ``mix`` already read, see
+    :func:`~pywebbench.catalogue.byo.parse_user_app`). Every project is checked before any is
+    imported; without ``interface`` each one's interface is detected on its own (each may
+    import differently).
     Raises ValueError naming the bad flag (two projects with one directory name: ``--project``).
     """
     tagged: list[tuple[Path | None, str | None]] = [*project_tags(projects)] or [(None, None)]
     fws = [
         parse_user_app(
-            app, interface, requirements, project, paths, expect_status, expect_body, mix, tag
+            app,
+            interface,
+            requirements,
+            project,
+            paths,
+            expect_status,
+            expect_body,
+            mix,
+            tag,
+            mix_entries=mix_entries,
         )
         for project, tag in tagged
     ]

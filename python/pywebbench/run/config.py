@@ -668,6 +668,11 @@ def resolve(
     """
     file_data = file_data or {}
     overrides = overrides or {}
+    if isinstance(file_data.get("app"), dict) and "mix_entries" in file_data["app"]:
+        raise ConfigError(
+            f"{source}: app.mix_entries: written by `run` when a study starts (the requests "
+            "of app.mix, kept for --resume); give app.mix"
+        )
     try:
         StudyConfig.model_validate(file_data)
     except ValidationError as exc:

@@ -23,7 +23,7 @@ from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load.histogram import Histogram
 from pywebbench.meter.core_speed import speed_note, study_scaling
 from pywebbench.report.flags import flag_notes, legend
-from pywebbench.report.tables import fmt_mib
+from pywebbench.report.tables import fmt_mib, fmt_pct
 from pywebbench.report.ties import (
     fmt_ratio_ci,
     group_estimate,
@@ -296,6 +296,7 @@ def summary_tables(study: Study) -> list[Table]:
         t.caption = "\n".join(caption) or None
         t.caption_justify = "left"
         tables.append(t)
+    tables += endpoint_tables(study)
     counted = instructions_table(study)
     if counted is not None:
         tables.append(counted)
@@ -313,6 +314,43 @@ def summary_tables(study: Study) -> list[Table]:
                 c.failure_phase or "",
                 c.failure_reason or "",
             )
+        tables.append(t)
+    return tables
+
+
+def endpoint_tables(study: Study) -> list[Table]:
+    """Cells loaded with a traffic mix (docs/mix.md): per workload and load point, each
+    stack's endpoints with their share of the requests sent, p50, p99 (from the endpoint's
+    merged histogram) and errors, as the report's *Endpoints of the mix* has them (its
+    :func:`~pywebbench.report.endpoints.mix_points`); none without a mix."""
+    from pywebbench.report.endpoints import mix_points
+
+    by_point: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    for point in mix_points(study):
+        by_point[(point.workload, point.load_point)].append(point)
+    tables = []
+    for (workload, load_point), points in by_point.items():
+        t = Table(
+            title=f"{workload} @ {load_point}: endpoints of the mix (measured iterations)",
+            title_justify="left",
+        )
+        for col in ("stack", "endpoint", "share", "p50", "p99", "errors"):
+            t.add_column(col, justify="left" if col in ("stack", "endpoint") else "right")
+        for n, point in enumerate(points):
+            for i, e in enumerate(point.endpoints):
+                t.add_row(
+                    point.stack_key if i == 0 else "",
+                    e.name,
+                    fmt_pct(e.share_sent),
+                    _fmt_us(e.p50_us),
+                    _fmt_us(e.p99_us),
+                    f"{e.errors:,}",
+                    end_section=i == len(point.endpoints) - 1 and n < len(points) - 1,
+                )
+        t.caption = (
+            "share: of the requests sent (the report adds each endpoint's weight, req/s and p99.9)"
+        )
+        t.caption_justify = "left"
         tables.append(t)
     return tables
 

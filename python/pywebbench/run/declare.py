@@ -6,7 +6,8 @@ two marks in its annotation (``Annotated[int, Flag("--replicates")]``):
 - :class:`Flag`: the key also has a ``pywebbench run`` flag. The flag's type, choices,
   repeatability and default follow from the field itself; the mark adds only what the field
   cannot say (the flag's name, its short alias, a help text written for the command line).
-- :class:`FileOnly`: the key is set in the file only, and the mark says why.
+- :class:`FileOnly`: the key is set in the file only, and the mark says why; its kind
+  :class:`Stored` is a key nobody sets: ``run`` writes it into the run's stored configuration.
 
 :mod:`pywebbench.run.options` reads the marks to build the click options, to turn the parsed
 flags back into overrides, to name a flag in errors, and to write docs/config.md's table of
@@ -50,6 +51,12 @@ class FileOnly:
     """A config key with no flag: set in ``pywebbench.toml`` only, for the reason given."""
 
     why: str
+
+
+@dataclass(frozen=True)
+class Stored(FileOnly):
+    """A config key with no flag that no study file sets either: ``run`` writes it into the
+    configuration it stores with the run (``--resume`` reads it back), for the reason given."""
 
 
 def comma_list(values: tuple[str, ...]) -> list[str]:

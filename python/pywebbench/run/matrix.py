@@ -8,7 +8,7 @@ Cells are independent units (own port, own cores) so they could be scheduled els
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from pywebbench.bind import Bind, can_bind_unix, cannot_bind_unix
 from pywebbench.catalogue.base import Framework, Interpreter, Stack
 from pywebbench.catalogue.byo import UserWorkload
 from pywebbench.catalogue.workloads import HttpRequest, Workload
-from pywebbench.load.spec import LoadSpec, spec_for_request
+from pywebbench.load.spec import LoadSpec, MixEntry, spec_for_request
 from pywebbench.protocol import (
     Protocol,
     cannot_speak_h2c,
@@ -215,11 +215,87 @@ def _user_frameworks(config: StudyConfig, interpreter: Interpreter) -> list[Fram
                 app.expect_status,
                 app.expect_body,
                 mix=Path(app.mix) if app.mix else None,
+                mix_entries=kept_mix(config),
                 interpreter=interpreter,
             )
         )
     except (ValueError, FileNotFoundError) as exc:
         raise ConfigError(f"app: {exc}") from None
+
+
+def kept_mix(config: StudyConfig) -> list[MixEntry] | None:
+    """The requests of the study's mix kept in its configuration (``app.mix_entries``, by
+    :func:`keep_mix` when the run started); None when none are kept (no mix, a study not
+    started by ``run``, or a run stored before they were kept): then the file is read."""
+    if config.app is None or config.app.mix_entries is None:
+        return None
+    return [MixEntry.model_validate(e) for e in config.app.mix_entries]
+
+
+def keep_mix(config: StudyConfig) -> None:
+    """Read the study's mix file (``app.mix``) now, as the run starts, into
+    ``app.mix_entries``: stored with the run's configuration, they are the mix of every cell,
+    those ``--resume`` measures included, whatever becomes of the file. ConfigError naming
+    ``--mix`` for a file that cannot be used."""
+    from pywebbench.load.mix import MixFileError, load_mix
+
+    app = config.app
+    if app is None or app.mix is None or app.mix_entries is not None:
+        return
+    try:
+        entries = load_mix(Path(app.mix))
+    except MixFileError as exc:
+        raise ConfigError(f"app: --mix: {exc}") from None
+    app.mix_entries = [e.model_dump(mode="json") for e in entries]
+
+
+def resumed_mix_note(config: StudyConfig) -> str | None:
+    """What ``--resume`` says of the mix (one line, not an error), or None: nothing to say
+    (no mix, or the file still holds the requests the run started with). A file changed or
+    gone since is named, the run keeping its own requests; a run stored before they were
+    kept reads the file again, and that is said too."""
+    from pywebbench.load.mix import MixFileError, load_mix
+
+    app = config.app
+    if app is None or app.mix is None:
+        return None
+    kept = kept_mix(config)
+    if kept is None:
+        return (
+            f"{app.mix}: this run kept no copy of its mix (stored by an earlier pywebbench); "
+            "the cells still to measure use the file as it is now"
+        )
+    try:
+        now: list[MixEntry] | None = load_mix(Path(app.mix))
+    except MixFileError:
+        now = None
+    if now is not None and [e.model_dump(mode="json") for e in now] == app.mix_entries:
+        return None
+    endpoints = len({e.name for e in kept})
+    what = "cannot be read now" if now is None else "changed since the run started"
+    return (
+        f"{app.mix} {what}: the cells still to measure keep the mix the run started "
+        f"with ({len(kept)} requests over {endpoints} endpoints)"
+    )
+
+
+def _check_faults_of_mix(config: StudyConfig, workloads: Iterable[Workload]) -> None:
+    """``--faults`` with a traffic mix: the fault phase aims its fault clients at, and checks
+    the server's recovery with, a GET of the mix answering 2xx
+    (:func:`~pywebbench.load.mix.fault_entry`); ConfigError naming both flags when the mix
+    has none."""
+    from pywebbench.load.mix import fault_entry
+
+    if not config.load.faults or config.app is None:
+        return
+    for w in workloads:
+        if isinstance(w, UserWorkload) and w.mix and fault_entry(w.mix) is None:
+            raise ConfigError(
+                f"--faults with --mix (load.faults, app.mix): {config.app.mix} has no GET "
+                "request expecting a 2xx, which the fault phase aims its fault clients at "
+                "and checks the server's recovery with; add one, or measure the mix in a run "
+                "without --faults"
+            )
 
 
 def _check_server_options(config: StudyConfig, candidates: list[Any]) -> None:
@@ -259,6 +335,7 @@ def expand(config: StudyConfig) -> Matrix:
         for user_fw in user_fws:  # the projects of one app share its paths (or mix)
             byo.update(getattr(user_fw, "user_workloads", {}))
         workload_names = None
+        _check_faults_of_mix(config, byo.values())
     else:
         frameworks = m.frameworks or None
     try:

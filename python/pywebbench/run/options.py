@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from pywebbench.run.config import ConfigError, StudyConfig
-from pywebbench.run.declare import FileOnly, Flag, comma_list
+from pywebbench.run.declare import FileOnly, Flag, Stored, comma_list
 
 DOCS_START = "<!-- options table: python -m pywebbench.run.options --docs docs/config.md -->"
 DOCS_END = "<!-- end of options table -->"
@@ -247,6 +247,8 @@ def _flag_text(option: Option) -> str:
         short = f"`{option.flag.short}`, " if option.flag.short else ""
         return f"{short}`{option.flag.name}`"
     assert option.file_only is not None
+    if isinstance(option.file_only, Stored):
+        return f"none, stored: {option.file_only.why}"
     return f"file only: {option.file_only.why}"
 
 

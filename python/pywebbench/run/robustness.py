@@ -71,7 +71,9 @@ def fault_phase(
     what is re-measured and why.
 
     The good clients run the cell's load with the plan's share of arriving (fresh)
-    connections, clean and then ``lead_s`` after the attack started. With a sweep, every size
+    connections, clean and then ``lead_s`` after the attack started; with a traffic mix they
+    draw from it, and the fault clients and the recovery check use its
+    :func:`fault_url`. With a sweep, every size
     runs on its own ``fresh_server()``, warmed up with the same good stream first, so all
     sizes are measured alike (without ``fresh_server``, one after the other on the cell's
     server). ``clean_result`` is used only for a single mix without fresh connections (then
@@ -220,7 +222,7 @@ def _measure(
     from pywebbench.faults import measure_of, measure_robustness
 
     run = measure_robustness(
-        spec.url,
+        fault_url(spec),
         specs,
         lambda: agent.run(spec, progress=progress),
         alive=alive,
@@ -239,6 +241,22 @@ def _measure(
         recovery_s=run.recovery_s,
         report=run.report.to_dict(),
     )
+
+
+def fault_url(spec: LoadSpec) -> str:
+    """Where the fault clients aim and the recovery check asks: the good clients' URL, or
+    with a mix (whose URL gives host and port only) the path of its
+    :func:`~pywebbench.load.mix.fault_entry` on the same host."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from pywebbench.load.mix import fault_entry
+
+    entry = fault_entry(spec.mix) if spec.mix else None
+    if entry is None:
+        return spec.url
+    path, _, query = entry.path.partition("?")
+    parts = urlsplit(spec.url)
+    return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
 
 
 def curve_of(plan: FaultPlan, points: list[tuple[int | None, CellRobustness]]) -> RobustnessCurve:

@@ -6,11 +6,11 @@ is declared once, with its mark (:mod:`pywebbench.run.declare`).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pywebbench.run.declare import FileOnly, Flag, one_or_list
+from pywebbench.run.declare import FileOnly, Flag, Stored, one_or_list
 from pywebbench.run.flag_texts import PYTHON_HELP, SERVER_OPTION_HELP, parse_server_options
 
 _PHASE_BOUND = FileOnly("a bound of one phase of a cell; the default fits every built-in stack")
@@ -167,12 +167,24 @@ class AppConfig(Table):
         Flag(
             "--mix",
             help="A traffic mix for your app instead of --path (TOML or JSON, docs/mix.md): "
-            "each request drawn from its weighted entries, each endpoint verified first.",
+            "each request drawn from its weighted entries, each endpoint verified first; read "
+            "once as the run starts and kept with it (--resume uses the same requests).",
         ),
     ] = Field(
         None,
         description="A traffic mix file (docs/mix.md) loaded instead of `paths`; "
-        "figures per endpoint in the store and the report.",
+        "figures per endpoint in the store and the report. Read once as the run starts: "
+        "its requests are kept with the run (`mix_entries`).",
+    )
+    mix_entries: Annotated[
+        list[dict[str, Any]] | None,
+        Stored("written by `run` when a study starts; refused in a study file"),
+    ] = Field(
+        None,
+        description="The requests of `mix` as `run` read them when the study started (each "
+        "entry in the engine's layout, a body as `body_b64`), kept with the run: `--resume` "
+        "measures the cells still to do with these, not with the file as it is by then. "
+        "Unset in runs stored before it was kept (`--resume` reads the file again).",
     )
     expect_status: Annotated[
         int | None, Flag("--expect-status", help="Status your app must answer.")
@@ -195,6 +207,30 @@ class AppConfig(Table):
         if isinstance(v, list) and not v:
             raise ValueError("give at least one directory, or leave the key out")
         return v
+
+    @field_validator("mix_entries")
+    @classmethod
+    def _mix_entries(cls, v: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        if v is None:
+            return v
+        from pywebbench.load.spec import MixEntry
+
+        if not v:
+            raise ValueError("a mix has at least one request")
+        for i, entry in enumerate(v):
+            try:
+                MixEntry.model_validate(entry)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                raise ValueError(f"request {i + 1}: {where}: {first['msg']}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _entries_of_a_mix(self) -> AppConfig:
+        if self.mix_entries is not None and self.mix is None:
+            raise ValueError("mix_entries are the requests of app.mix, which is not given")
+        return self
 
     @property
     def projects(self) -> list[str]:
