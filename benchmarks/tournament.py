@@ -119,6 +119,10 @@ def agreement(a: Groups, b: Groups) -> None:
     reversed_sig = reversed_point = compared = 0
     inside = cells = 0
     expected = 0.0
+    # per interpreter: the log ratio of the two runs' ratios of each cell, and its variance
+    # if both intervals are honest
+    moved: dict[str, list[float]] = {}
+    predicted: dict[str, list[float]] = {}
     for label in sorted(set(a) & set(b)):
         sa, sb = a[label], b[label]
         common = sorted(set(sa) & set(sb))
@@ -138,6 +142,17 @@ def agreement(a: Groups, b: Groups) -> None:
             cells += 1
             inside += low <= sa[s]["ratio"] <= high
             expected += expected_inside(sb[s]["stacks"], sb[s]["processes"])
+            if sa[s].get("low") is not None:
+                interpreter = label.split(" | ")[0]
+                moved.setdefault(interpreter, []).append(math.log(sb[s]["ratio"] / sa[s]["ratio"]))
+                # each run's standard error from its interval (t at its degrees of freedom)
+                from scipy import stats
+
+                se = [
+                    math.log(g["high"] / g["low"]) / 2 / stats.t.ppf(0.975, max(1, g["df"]))
+                    for g in (sa[s], sb[s])
+                ]
+                predicted.setdefault(interpreter, []).append(se[0] ** 2 + se[1] ** 2)
     print(
         f"  pairs ranked apart in both runs, in opposite orders: {reversed_sig} of {compared}"
         f" ({reversed_point} differ in the point estimate only)"
@@ -147,6 +162,18 @@ def agreement(a: Groups, b: Groups) -> None:
             f"  ratios inside the other run's CI: {inside} of {cells} ({inside / cells:.0%}; "
             f"two runs of an unchanged study with honest intervals: {expected:.1f} of {cells},"
             f" {expected / cells:.0%})"
+        )
+    for interpreter in sorted(moved):
+        ds, vs = moved[interpreter], predicted[interpreter]
+        # each move over what the two intervals predict for it: about N(0, 1) when honest
+        rms = math.sqrt(statistics.fmean(d * d / v for d, v in zip(ds, vs, strict=True)))
+        # the spread a run-to-run term would add to each run's ratio to bring them there
+        extra = math.sqrt(
+            max(0.0, statistics.fmean(d * d - v for d, v in zip(ds, vs, strict=True)) / 2)
+        )
+        print(
+            f"  {interpreter}: ratios moved {rms:.2f}x what their intervals predict (RMS; "
+            f"honest: about 1), as if each run's ratio had a further {extra:.1%} standard deviation"
         )
 
 
