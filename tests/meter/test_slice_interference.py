@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from pywebbench.meter.slice_interference import CoreAccounting
 
@@ -20,7 +21,7 @@ def _spin(seconds: float) -> None:
         pass
 
 
-def _others_share(work: object) -> float:
+def _others_share(work: Callable[[], None]) -> float:
     """Others' share of CORE while ``work()`` runs, this thread pinned there."""
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {CORE})
@@ -28,7 +29,7 @@ def _others_share(work: object) -> float:
         acc = CoreAccounting.generator([CORE])
         acc.sample()
         t0 = time.time()
-        work()  # type: ignore[operator]
+        work()
         acc.sample()
         got = acc.other_share(t0 - 1.0, time.time() + 1.0)
     finally:
