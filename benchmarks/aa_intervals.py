@@ -28,10 +28,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pywebbench.analysis.stats import Summary, summarize_replicates
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.meter.core_speed import SpeedScaling, study_scaling
 from pywebbench.run.rows import replicate_rps
-from pywebbench.stats import Summary, summarize_replicates
 from pywebbench.store import Store, Study
 from scipy.stats import binomtest
 

@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pywebbench.analysis.stats import Summary, summarize_replicates
 from pywebbench.run.rows import replicate_rps
-from pywebbench.stats import Summary, summarize_replicates
 from pywebbench.store import DEFAULT_FILENAME, Store
 
 # the pywebbench beside this interpreter (the venv's), whatever PATH says

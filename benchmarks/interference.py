@@ -43,10 +43,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pywebbench.analysis.ratio import ratio_of_medians, seed_for
+from pywebbench.analysis.stats import t_interval
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.compare.cells import cell_figures
-from pywebbench.compare.ratio import ratio_of_medians, seed_for
-from pywebbench.stats import t_interval
 from pywebbench.store import Store
 
 NEIGHBOUR = Path(__file__).with_name("neighbour.py")

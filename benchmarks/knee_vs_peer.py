@@ -240,9 +240,9 @@ def peer_knee(
     from pywebbench.launch import start_server
     from pywebbench.provision.venv import provision
     from pywebbench.run.knee import SearchPlan, probe_verdict, search_knee, start_rate
-    from pywebbench.run.slo import parse_slo
     from pywebbench.store import utcnow
     from pywebbench.store.knee_rows import KneeProbe
+    from pywebbench.study.slo import parse_slo
 
     slo = parse_slo(slo_text)
     interp = [i for i in default_interpreters() if i.name == "cpython3.11"]

@@ -7,7 +7,7 @@ Prints, over the cells both runs measured:
 - the CI half-widths reached (median and worst, as % of the median);
 - rank swaps: pairs of stacks (same workload) ordered one way in A and the other in B, out
   of all pairs, and how many of those swaps are not significant in A or B (the 95% CI of
-  the pair's ratio contains 1: the report's tie rule, pywebbench.compare.ratio);
+  the pair's ratio contains 1: the report's tie rule, pywebbench.analysis.ratio);
 - cells whose medians differ by more than 15%, and steady cells whose B median lies outside
   A's CI and A's outside B's, with how many a run of the same cell twice would give by
   chance;
@@ -27,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from pywebbench.compare.ratio import ratio_of_medians, seed_for
+from pywebbench.analysis.ratio import ratio_of_medians, seed_for
+from pywebbench.analysis.stats import Summary, summarize_replicates
 from pywebbench.run.rows import replicate_rps
-from pywebbench.stats import Summary, summarize_replicates
 from pywebbench.store import DEFAULT_FILENAME, Store
 
 # the pywebbench beside this interpreter (the venv's), whatever PATH says

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from pywebbench.catalogue.stacks import plan
     from pywebbench.launch import LaunchError, start_server
     from pywebbench.provision.venv import ProvisionError, provision
-    from pywebbench.run.profiles import PROFILE_DATA
+    from pywebbench.study.profiles import PROFILE_DATA
 
     quick = PROFILE_DATA["quick"]["matrix"]
     servers = args.servers.split(",") if args.servers else quick["servers"]

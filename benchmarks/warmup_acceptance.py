@@ -38,11 +38,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from pywebbench.analysis.modes import modes, replicate_figures
+from pywebbench.analysis.warmup_class import STEADY_CLASSES, cell_class
 from pywebbench.meter.core_speed import study_scaling
-from pywebbench.modes import modes, replicate_figures
 from pywebbench.run.rows import replicate_rps
 from pywebbench.store import DEFAULT_FILENAME, Store, Study
-from pywebbench.warmup_class import STEADY_CLASSES, cell_class
 
 # the pywebbench beside this interpreter (the venv's), whatever PATH says
 PYWEBBENCH = shutil.which("pywebbench") or str(Path(sys.executable).parent / "pywebbench")

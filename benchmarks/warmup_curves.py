@@ -14,7 +14,7 @@ with a shape whose right verdict is known:
   not drifting.
 - ``flat``, ``warm-up``, ``no steady state``, ``slowdown``: an 8 s warm-up (for the
   slowdown, 4 s on 16 connections then 4 s on 4) and a 3 s measured iteration. Right: the
-  class of the name (``pywebbench.warmup_class.classify``).
+  class of the name (``pywebbench.analysis.warmup_class.classify``).
 
 Every shape is timer-bound (a few hundred to ~2,000 req/s, a few percent of a core): the
 recordings of one round run at the same time, each with its own server.
@@ -35,12 +35,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from pywebbench.analysis.steady import SteadyRule, WarmupEnd, WarmupVerdict, WarmupWatch
+from pywebbench.analysis.warmup_class import WarmupClass, classify
 from pywebbench.load import LoadProgress, LoadSpec, LocalAgent
 from pywebbench.load.result import LoadResult
 from pywebbench.refserver import RefServer
 from pywebbench.run.steadiness import replicate_checks, snapshot_series
-from pywebbench.steady import SteadyRule, WarmupEnd, WarmupVerdict, WarmupWatch
-from pywebbench.warmup_class import WarmupClass, classify
 
 SERVER_CPUS = [0]
 GEN_CPUS = [1]

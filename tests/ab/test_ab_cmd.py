@@ -9,7 +9,7 @@ made are gone.
 These are tests of function. Whether a 20-s run's interval is narrow enough to call the
 change (power) and how often an A/A pair trips the gate (false alarms) are timing questions
 on a host that steals: benchmarks/ab_detect.py asks them over 20 trials a kind (issue 52).
-The gate's decision on an interval is tested on data in tests/ab/test_estimate.py; here it
+The gate's decision on an interval is tested on data in tests/analysis/test_estimate.py; here it
 must agree with the verdict and interval the run printed.
 """
 
@@ -40,7 +40,7 @@ def app(environ, start_response):
 """
 
 # Short enough for a test, long enough for a few rounds; the machine may be loaded by other
-# tests, so interference dropping is off here (tests/ab/test_estimate.py covers the rule).
+# tests, so interference dropping is off here (tests/analysis/test_estimate.py covers the rule).
 QUICK = [
     "--app", "work:app", "--path", "/", "--interface", "wsgi", "-c", "8",
     "--budget", "20", "--warmup", "1", "--slice", "0.8", "--settle", "0.1",

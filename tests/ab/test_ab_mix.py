@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from pwbmix import APP, ENDPOINTS, project, shared_study
 from pwbtest import pwb
-from pywebbench.ab.estimate import RoundPair
 from pywebbench.ab.session import endpoint_latency
+from pywebbench.analysis.estimate import RoundPair
 from pywebbench.compare.render import endpoints_text
 from pywebbench.load.result import EndpointStats
 from pywebbench.load.sliced import SliceStats

@@ -11,7 +11,7 @@ import math
 import random
 
 import pytest
-from pywebbench.ab.estimate import RoundPair, paired_ratio
+from pywebbench.analysis.estimate import RoundPair, paired_ratio
 from pywebbench.analysis.group import (
     GEOMETRIC_MEAN,
     Observation,

@@ -66,7 +66,7 @@ def test_aa_same_stack_twice_passes_the_gate(stored_runs: StoredRuns, tmp_path: 
     iterations spread as this machine's do (10% between replicates, docs/steady-state.md;
     3% between iterations), seeded. Deterministic: its false-failure rate is 0. How often
     the gate would trip on such pairs is the interval's coverage: at --level 0.999 the
-    ratio's interval (Welch's t on the replicates' log figures, compare/ratio.py) misses the
+    ratio's interval (Welch's t on the replicates' log figures, analysis/ratio.py) misses the
     true ratio of 1 a time in 1,000, and the gate trips only when the whole interval lies
     beyond its 5% margin, rarer still; benchmarks/aa_intervals.py measures the coverage."""
     for seed in range(8):

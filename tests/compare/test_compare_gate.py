@@ -6,8 +6,8 @@ import math
 import random
 
 import pytest
+from pywebbench.analysis.ratio import ratio_of_medians, seed_for
 from pywebbench.compare.gate import GateSyntaxError, parse_rule, parse_rules
-from pywebbench.compare.ratio import ratio_of_medians, seed_for
 from pywebbench.compare.verdict import FASTER, SAME, SLOWER, throughput_verdict
 
 

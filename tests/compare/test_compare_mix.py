@@ -72,8 +72,8 @@ def test_console_markdown_and_html_name_it(pair: tuple[Path, str, str]) -> None:
 
 
 def test_an_interval_above_one_says_got_slower() -> None:
+    from pywebbench.analysis.ratio import RatioEstimate
     from pywebbench.compare.endpoints import EndpointChange
-    from pywebbench.compare.ratio import RatioEstimate
     from pywebbench.compare.render import endpoints_text
 
     grew = EndpointChange(SLOWED, RatioEstimate(3.0, 2.5, 3.5, 100, 300), None)

@@ -19,10 +19,10 @@ from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LocalAgent
 from pywebbench.refserver import RefServer
-from pywebbench.run.config import resolve
-from pywebbench.run.matrix import expand
 from pywebbench.run.robustness import FaultTarget, GuardedAgent, fault_phase
 from pywebbench.store import Store
+from pywebbench.study.config import resolve
+from pywebbench.study.matrix import expand
 
 PYWEBBENCH = str(Path(sys.executable).parent / "pywebbench")
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import psutil
 from pwbtest import PYWEBBENCH, pwb
+from pywebbench.analysis.stats import Summary, summarize_replicates
 from pywebbench.catalogue.interpreters import default_interpreters
-from pywebbench.stats import Summary, summarize_replicates
 from pywebbench.store import Store, Study
 
 CPYTHON = default_interpreters()[0].name

@@ -24,11 +24,11 @@ from pywebbench.meter.core_speed import (
     speed_scaling,
 )
 from pywebbench.meter.sampler import Sampler
-from pywebbench.run.config import StudyConfig
 from pywebbench.run.measure import Measurer
 from pywebbench.run.rows import replicate_rps
 from pywebbench.run.steadiness import snapshot_curve
 from pywebbench.store import Iteration, Replicate
+from pywebbench.study.config import StudyConfig
 
 
 def _it(rep: int, rps: float, rate: float | None, kind: str = "measured") -> Iteration:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from pywebbench.ab.estimate import half_width, pair_rounds, paired_ratio
+from pywebbench.analysis.estimate import half_width, pair_rounds, paired_ratio
 from pywebbench.load.sliced import SliceStats
 from pywebbench.meter.core_speed import CoreSpeedProbe
 from pywebbench.meter.slice_speed import SliceSpeeds, at_one_speed

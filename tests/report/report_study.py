@@ -16,11 +16,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from pywebbench.analysis.steady import SteadyRule, WarmupEnd, WarmupVerdict
+from pywebbench.analysis.warmup_class import unsettled
 from pywebbench.load.result import LoadResult
 from pywebbench.meter import Sampler, snapshot
 from pywebbench.run.rows import iteration_row
 from pywebbench.run.steadiness import replicate_checks, warm_until_steady
-from pywebbench.steady import SteadyRule, WarmupEnd, WarmupVerdict
 from pywebbench.store import (
     Cell,
     Failure,
@@ -32,7 +33,6 @@ from pywebbench.store import (
     new_run_id,
     utcnow,
 )
-from pywebbench.warmup_class import unsettled
 
 SERVER_CPUS = [0]
 GENERATOR_CPUS = [1]

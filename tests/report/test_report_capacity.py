@@ -14,8 +14,8 @@ from pywebbench.report.capacity import CapacityTarget, parse_target, server_core
 from pywebbench.report.knee import KneeView
 from pywebbench.report.sizing import capacity_rows
 from pywebbench.report.view import Estimate, PointView, ReportView, StackView, WorkloadView
-from pywebbench.run.slo import parse_slo
 from pywebbench.store import Store
+from pywebbench.study.slo import parse_slo
 from report_study import FakeStack, StudyPlan, record_study
 
 

@@ -37,11 +37,11 @@ from pywebbench.meter.core_speed import study_scaling
 from pywebbench.meter.flame import FlameWindow
 from pywebbench.report import generate
 from pywebbench.report.flame import flame_points
-from pywebbench.run.config import resolve
-from pywebbench.run.matrix import expand
 from pywebbench.run.runner import run_study
 from pywebbench.store import Store
 from pywebbench.store.export import export_csv
+from pywebbench.study.config import resolve
+from pywebbench.study.matrix import expand
 from report_browser import open_report, screenshot
 
 CPYTHON = default_interpreters()[0].name

@@ -89,8 +89,8 @@ def test_headline_names_the_slowest_only_beyond_the_runner_up() -> None:
 
 def test_a_changed_profile_is_titled_a_custom_study() -> None:
     from pywebbench.report.build import _study_name
-    from pywebbench.run.config import resolve
     from pywebbench.store import Run
+    from pywebbench.study.config import resolve
 
     def run_of(overrides: dict[str, Any] | None) -> Run:
         config = resolve(None, overrides, profile="quick").model_dump(mode="json")

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pywebbench.analysis.stats import summarize
 from pywebbench.report import ReportPaths, generate
-from pywebbench.stats import summarize
 from pywebbench.store import Store
 from pywebbench.store.knee_rows import Knee, KneeProbe
 from report_browser import open_report, screenshot

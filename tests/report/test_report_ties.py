@@ -3,12 +3,12 @@ headline's CI, and "n/a" instead of a zero-width interval when there are too few
 
 from __future__ import annotations
 
+from pywebbench.analysis.stats import summarize
 from pywebbench.report.build import _rank
 from pywebbench.report.markdown import render_markdown
 from pywebbench.report.tables import fmt_ci, headline, ranking_table
 from pywebbench.report.ties import fmt_ratio_ci, ratio_view
 from pywebbench.report.view import Estimate, PointView, ReportView, StackView, WorkloadView
-from pywebbench.stats import summarize
 
 
 def _stack(interpreter: str, server: str) -> StackView:

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from fake_bench import FakeAgent, fake_bench
 from pywebbench.catalogue.interpreters import default_interpreters
-from pywebbench.run.config import resolve
-from pywebbench.run.matrix import expand
 from pywebbench.run.runner import run_study
 from pywebbench.store import CellStatus, Phase, Store
+from pywebbench.study.config import resolve
+from pywebbench.study.matrix import expand
 
 CPYTHON = default_interpreters()[0].name
 

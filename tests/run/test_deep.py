@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pwbtest import pwb
+from pywebbench.analysis.warmup_class import WarmupClass
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.run.classes import class_rows
 from pywebbench.store import Store
-from pywebbench.warmup_class import WarmupClass
 
 
 def test_the_deep_mode_runs_the_whole_series_and_prints_the_classes(

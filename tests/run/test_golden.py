@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 from fake_bench import FakeAgent, Timeline, fake_bench, recording_events
 from pywebbench.catalogue.interpreters import default_interpreters
-from pywebbench.run.config import StudyConfig, resolve
-from pywebbench.run.matrix import expand
 from pywebbench.run.runner import run_study
 from pywebbench.store import Store
+from pywebbench.study.config import StudyConfig, resolve
+from pywebbench.study.matrix import expand
 
 GOLDEN = Path(__file__).parent / "golden"
 CPYTHON = default_interpreters()[0].name

@@ -128,7 +128,7 @@ def test_a_warm_up_is_divided_by_the_share_of_the_server_cores_it_had() -> None:
     server sharing the generator's cores gets no share (what it lost cannot be told from
     what the generator took). The share's arithmetic is tested on fixed counters in
     tests/meter/test_interference_meter.py, the division of a curve in
-    tests/run/test_steady.py; how level a real warm-up beside a bursty neighbour stays is
+    tests/analysis/test_steady.py; how level a real warm-up beside a bursty neighbour stays is
     :func:`test_a_bursty_neighbour_does_not_bend_the_warm_up_curve` (benchmark)."""
     server = SimpleNamespace(pid=os.getpid())
     cores = sorted(os.sched_getaffinity(0))

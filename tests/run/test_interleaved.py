@@ -22,7 +22,6 @@ from pywebbench.bringup import StackFailure
 from pywebbench.load import LoadSpec
 from pywebbench.load.sliced import SliceStats
 from pywebbench.refserver import RefServer
-from pywebbench.run.config import resolve
 from pywebbench.run.interleaved import (
     MIN_ROUNDS,
     GroupOptions,
@@ -34,9 +33,10 @@ from pywebbench.run.interleaved import (
     run_group,
     why_not_interleaved,
 )
-from pywebbench.run.matrix import expand
 from pywebbench.run.schedule import CellProgress
 from pywebbench.store import Phase
+from pywebbench.study.config import resolve
+from pywebbench.study.matrix import expand
 
 # ----------------------------------------------------------------------------- the cells
 

@@ -23,9 +23,9 @@ from pwbtest import GEN_CPUS
 from pywebbench.load import LoadSpec, run_load
 from pywebbench.refserver import RefServer
 from pywebbench.run.knee import KneeResult, SearchPlan, probe_row, search_knee
-from pywebbench.run.slo import parse_slo
 from pywebbench.store import utcnow
 from pywebbench.store.knee_rows import KneeProbe
+from pywebbench.study.slo import parse_slo
 
 SERVICE_MS = 0.5  # capacity 2,000 req/s on one thread
 WARMUP_S = 0.5

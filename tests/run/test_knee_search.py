@@ -16,8 +16,8 @@ from pywebbench.run.knee import (
     search_knee,
     start_rate,
 )
-from pywebbench.run.slo import Slo, SloError, parse_slo
 from pywebbench.store.knee_rows import KneeProbe
+from pywebbench.study.slo import Slo, SloError, parse_slo
 
 
 @pytest.mark.parametrize(

@@ -19,12 +19,12 @@ from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.load import LoadAgent, LoadSpec, LocalAgent
 from pywebbench.load.result import LoadResult
 from pywebbench.refserver import RefServer
-from pywebbench.run.config import resolve
 from pywebbench.run.knee import KneePhase
-from pywebbench.run.matrix import expand
 from pywebbench.run.robustness import FaultTarget, fault_phase
 from pywebbench.run.runner import run_study
 from pywebbench.store import Store
+from pywebbench.study.config import resolve
+from pywebbench.study.matrix import expand
 
 CPYTHON = default_interpreters()[0].name
 

@@ -17,11 +17,11 @@ from pywebbench.commands.run import command
 from pywebbench.faults import measure_of
 from pywebbench.load import LoadSpec, MixEntry
 from pywebbench.load.mix import load_mix
-from pywebbench.run.config import ConfigError, resolve
-from pywebbench.run.matrix import expand, keep_mix
 from pywebbench.run.robustness import fault_url
 from pywebbench.run.runner import run_study
 from pywebbench.store import Store
+from pywebbench.study.config import ConfigError, resolve
+from pywebbench.study.matrix import expand, keep_mix
 
 #: No "/" among the endpoints; the heaviest GET answering 2xx is /health (30), not the
 #: heavier POST (60) or the 404 page (40).

@@ -16,11 +16,11 @@ from fake_bench import FakeAgent, fake_bench
 from pwbmix import CPYTHON, project
 from pywebbench.commands.run import command
 from pywebbench.load.mix import load_mix
-from pywebbench.run.config import ConfigError, StudyConfig, resolve
-from pywebbench.run.matrix import expand, keep_mix, resumed_mix_note
 from pywebbench.run.rows import run_row
 from pywebbench.run.runner import run_study
 from pywebbench.store import RunStatus, Store, new_run_id
+from pywebbench.study.config import ConfigError, StudyConfig, resolve
+from pywebbench.study.matrix import expand, keep_mix, resumed_mix_note
 
 #: The mix file edited after the run started: another path, another weight, one request more.
 EDITED = """

@@ -56,9 +56,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pwbtest import pwb
+from pywebbench.analysis.warmup_class import STEADY_CLASSES
 from pywebbench.catalogue.interpreters import discover
 from pywebbench.store import Store
-from pywebbench.warmup_class import STEADY_CLASSES
 from scipy import stats
 
 MARGIN = (0.85, 1.15)

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from fake_bench import FakeAgent, fake_bench
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.commands.run import command
-from pywebbench.run.config import ConfigError, load_toml, resolve
-from pywebbench.run.matrix import expand
-from pywebbench.run.options import overrides
 from pywebbench.run.runner import run_study
 from pywebbench.store import CellStatus, Store
+from pywebbench.study.config import ConfigError, load_toml, resolve
+from pywebbench.study.matrix import expand
+from pywebbench.study.options import overrides
 
 CPYTHON = default_interpreters()[0].name  # the running CPython only: no other is looked for
 SERVERS = ["waitress", "gunicorn-sync"]  # WSGI servers of the catalogue

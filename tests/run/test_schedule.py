@@ -17,8 +17,6 @@ import pytest
 from pywebbench.bringup import StackFailure
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.run.bench import StudyContext
-from pywebbench.run.config import LoadConfig, StudyConfig, resolve
-from pywebbench.run.matrix import CellPlan, expand
 from pywebbench.run.runner import run_study
 from pywebbench.run.schedule import (
     BUDGET_MIN_REPLICATES,
@@ -34,6 +32,8 @@ from pywebbench.run.schedule import (
     wants_another_replicate,
 )
 from pywebbench.store import Cell, CellStatus, Phase, Replicate, RunStatus, Store, utcnow
+from pywebbench.study.config import LoadConfig, StudyConfig, resolve
+from pywebbench.study.matrix import CellPlan, expand
 
 CPYTHON = default_interpreters()[0].name
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 from pwbtest import GEN_CPUS
+from pywebbench.analysis.steady import SteadyRule, WarmupEnd
 from pywebbench.load import LoadProgress, LoadSpec, LocalAgent
 from pywebbench.refserver import RefServer
 from pywebbench.run.steadiness import (
@@ -19,7 +20,6 @@ from pywebbench.run.steadiness import (
     snapshot_series,
     warm_until_steady,
 )
-from pywebbench.steady import SteadyRule, WarmupEnd
 
 #: Timer-bound (~400 req/s on 8 connections, a few percent of a core): what is loaded is the
 #: server's timer, whatever else the host runs.

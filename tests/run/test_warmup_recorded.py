@@ -25,8 +25,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from pywebbench.analysis.steady import SteadyRule, WarmupEnd, drift
 from pywebbench.run.steadiness import replicate_checks, warm_until_steady
-from pywebbench.steady import SteadyRule, WarmupEnd, drift
 
 DATA = Path(__file__).with_name("data") / "warmup_curves.json"
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "warmup_curves.py"

@@ -12,7 +12,6 @@ import math
 from collections import Counter
 from typing import Any
 
-from pywebbench.ab.estimate import half_width, kept_rounds, processes_kept, side_process
 from pywebbench.ab.session import (
     FIGURE_CPU,
     FIGURE_INSTRUCTIONS,
@@ -22,9 +21,10 @@ from pywebbench.ab.session import (
     STOPPED_INTERRUPTED,
     AbOutcome,
 )
+from pywebbench.analysis.estimate import half_width, kept_rounds, processes_kept, side_process
+from pywebbench.analysis.ratio import RatioEstimate
 from pywebbench.compare.endpoints import grew_most_doc
 from pywebbench.compare.gate import Violation
-from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.compare.render import endpoints_text
 from pywebbench.mdtext import md_text
 

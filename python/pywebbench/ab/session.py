@@ -1,7 +1,7 @@
 """Run an A/B: both sides' servers up and verified, one interleaved engine run, the estimate.
 
 Each side's servers (``processes`` of them, so that the interval holds the difference
-between two server processes of the same app: :mod:`pywebbench.ab.estimate`) are started
+between two server processes of the same app: :mod:`pywebbench.analysis.estimate`) are started
 with the shared bring-up (:mod:`pywebbench.bringup`), pinned to the same server cores, and
 stay up and warm for the whole run; the load comes from one engine run
 (:func:`pywebbench.load.sliced.run_sliced`) whose targets are every side's servers.
@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from pywebbench import bringup
-from pywebbench.ab.estimate import (
+from pywebbench.ab.sides import SideError, SideStudy
+from pywebbench.analysis.estimate import (
     RoundPair,
     half_width,
     kept_rounds,
@@ -34,9 +35,10 @@ from pywebbench.ab.estimate import (
     paired_ratio,
     side_process,
 )
-from pywebbench.ab.sides import SideError, SideStudy
+from pywebbench.analysis.ratio import RatioEstimate, ratio_of_medians
+from pywebbench.analysis.stats import median
+from pywebbench.analysis.steady import preload
 from pywebbench.compare.endpoints import EndpointChange, ranked
-from pywebbench.compare.ratio import RatioEstimate, ratio_of_medians
 from pywebbench.compare.verdict import count_span
 from pywebbench.load import LoadResult, LoadSpec, LocalAgent
 from pywebbench.load.sliced import (
@@ -52,8 +54,6 @@ from pywebbench.meter.slice_interference import CoreAccounting
 from pywebbench.meter.slice_speed import Scaled, SliceSpeeds, at_one_speed
 from pywebbench.run import instructions
 from pywebbench.run.host import split_cpus
-from pywebbench.stats import median
-from pywebbench.steady import preload
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
@@ -104,7 +104,7 @@ class AbOptions:
     #: Probe the server cores' speed and judge the slices at one speed (meter/slice_speed.py).
     core_speed: bool = True
     #: Server processes per side, each loaded in every round; the interval is over them
-    #: (ab/estimate.py). 1: over the rounds, without the process-to-process variation.
+    #: (analysis/estimate.py). 1: over the rounds, without the process-to-process variation.
     processes: int = 4
 
 
@@ -114,7 +114,7 @@ class AbSideRun:
 
     study: SideStudy
     #: Every server process's base URL and PID, in process order (engine targets:
-    #: :func:`pywebbench.ab.estimate.target`).
+    #: :func:`pywebbench.analysis.estimate.target`).
     urls: list[str]
     pids: list[int]
     slices: list[SliceStats] = field(default_factory=list)
@@ -195,7 +195,7 @@ class AbOutcome:
 
     @property
     def half_width(self) -> float | None:
-        """The judged estimate's CI half-width (:func:`pywebbench.ab.estimate.half_width`)."""
+        """The judged estimate's CI half-width (:func:`pywebbench.analysis.estimate.half_width`)."""
         est = self.judged
         return half_width(est) if est is not None and math.isfinite(est.low) else None
 
@@ -241,7 +241,7 @@ MIN_COUNTS = 2
 def counted_enough(runs: Sequence[AbSideRun], options: AbOptions) -> bool:
     """True once every side has at least :data:`MIN_COUNTS` counts and the requests per
     instruction ratio's CI lies within +-``options.ci_width``: the counting's own "stop when
-    it knows" (the timed run's is :func:`pywebbench.ab.estimate.narrow_enough`)."""
+    it knows" (the timed run's is :func:`pywebbench.analysis.estimate.narrow_enough`)."""
     counts = [r.counts for r in runs]
     if any(c is None or len(c) < MIN_COUNTS for c in counts):
         return False

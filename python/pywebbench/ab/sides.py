@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pywebbench.run.config import ConfigError, StudyConfig, check, resolve
-from pywebbench.run.matrix import CellPlan, expand
+from pywebbench.study.config import ConfigError, StudyConfig, check, resolve
+from pywebbench.study.matrix import CellPlan, expand
 
 #: What a side may set, and the shared flag each one overrides.
 SIDE_KEYS = ("python", "server", "framework", "project", "requirements")

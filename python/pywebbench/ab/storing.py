@@ -7,9 +7,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from pywebbench.ab.estimate import kept_rounds, side_process
 from pywebbench.ab.render import to_doc
 from pywebbench.ab.session import AbOutcome, AbSideRun
+from pywebbench.analysis.estimate import kept_rounds, side_process
 from pywebbench.compare.gate import Violation
 from pywebbench.run.rows import cell_row, run_row, slice_iteration, stack_row
 from pywebbench.store import DEFAULT_FILENAME, CellStatus, Replicate, Store

@@ -23,15 +23,15 @@ alone would not see it. The process effects' spread about their stack's level is
 the group's stacks (``P - S`` degrees of freedom for ``P`` processes of ``S`` stacks), and a
 ratio's interval is Student's t with that variance times the ratio's own weights
 (``1/K_a + 1/K_b`` for two stacks of ``K`` processes). With two stacks this is exactly the
-A/B estimate of :mod:`pywebbench.ab.estimate`.
+A/B estimate of :mod:`pywebbench.analysis.estimate`.
 
 **Warm-up against the round** (:func:`warm_round`): a process's *share* of each round
 (:func:`round_shares`: its slice against the round's level) is free of the host's drift. It is
-cut at its changepoints (PELT, :func:`pywebbench.steady.segments`); the process is warm from
-the start of its last regime once that regime holds ``window`` rounds and has stopped moving:
-its Theil-Sen slope's 99% interval holds 0 (no trend the slices can show), or keeps it within
-``max_drift`` of its level over ``window`` rounds. A share still climbing (a JIT compiling)
-has an interval above 0 and a regime that keeps being cut.
+cut at its changepoints (PELT, :func:`pywebbench.analysis.steady.segments`); the process is
+warm from the start of its last regime once that regime holds ``window`` rounds and has
+stopped moving: its Theil-Sen slope's 99% interval holds 0 (no trend the slices can show),
+or keeps it within ``max_drift`` of its level over ``window`` rounds. A share still climbing
+(a JIT compiling) has an interval above 0 and a regime that keeps being cut.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class GroupFit:
         ratio = math.exp(log_ratio)
         if self.df < 1 or not math.isfinite(self.variance):
             return Interval(ratio, math.nan, math.nan)
-        from pywebbench.stats import t_quantile
+        from pywebbench.analysis.stats import t_quantile
 
         half = t_quantile(0.5 + self.level / 2.0, self.df) * math.sqrt(self.variance * weight)
         return Interval(ratio, math.exp(log_ratio - half), math.exp(log_ratio + half))
@@ -229,7 +229,13 @@ class WarmRule:
 def warm_round(series: Sequence[tuple[int, float]], rule: WarmRule = WarmRule()) -> int | None:
     """The round from which a process's share (``(round, share)`` in round order) is steady;
     None while it is not (module doc)."""
-    from pywebbench.steady import SLOPE_CONFIDENCE, noise, robust_spread, segments, slope_bounds
+    from pywebbench.analysis.steady import (
+        SLOPE_CONFIDENCE,
+        noise,
+        robust_spread,
+        segments,
+        slope_bounds,
+    )
 
     points = list(series[rule.skip :])
     if len(points) < rule.window:

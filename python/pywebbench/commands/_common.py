@@ -9,7 +9,7 @@ from typing import NoReturn, TypeVar
 
 import click
 
-from pywebbench.run.config import DEFAULT_RESULTS_DIR
+from pywebbench.study.config import DEFAULT_RESULTS_DIR
 
 F = TypeVar("F", bound=Callable[..., object])
 

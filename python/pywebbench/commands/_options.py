@@ -1,9 +1,9 @@
 """The click options of ``pywebbench run``, built from the study model's declarations.
 
-Each flagged key of :class:`~pywebbench.run.config.StudyConfig` becomes one option
-(:mod:`pywebbench.run.options`): a switch for a boolean key, a choice for a ``Literal``, a
+Each flagged key of :class:`~pywebbench.study.config.StudyConfig` becomes one option
+(:mod:`pywebbench.study.options`): a switch for a boolean key, a choice for a ``Literal``, a
 repeatable option taking comma lists for a list or a table, else one typed value. Nothing here
-names a key: add the key with its :class:`~pywebbench.run.declare.Flag` to the model and the
+names a key: add the key with its :class:`~pywebbench.study.declare.Flag` to the model and the
 flag appears.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 
 import click
 
-from pywebbench.run.options import Option, flagged
+from pywebbench.study.options import Option, flagged
 
 F = TypeVar("F", bound=Callable[..., Any])
 

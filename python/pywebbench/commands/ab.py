@@ -344,7 +344,7 @@ def _run(o: dict[str, Any]) -> None:
         raise SideError(f"--change: {o['change']!r} is the same variant as --base {o['base']!r}")
     results_dir = Path(o["results_dir"])
     say = (lambda m: click.echo(m, err=True)) if o["fmt"] == "table" or o["output"] else _quiet
-    from pywebbench.steady import preload_in_background
+    from pywebbench.analysis.steady import preload_in_background
 
     preload_in_background()  # while the sides' servers start; the session waits for it
     with ExitStack() as stack:

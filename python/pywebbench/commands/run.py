@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pywebbench.commands._options import study_options
-from pywebbench.run.config import (
+from pywebbench.study.config import (
     DEFAULT_RESULTS_DIR,
     ConfigError,
     StudyConfig,
@@ -20,10 +20,10 @@ from pywebbench.run.config import (
     load_toml,
     resolve,
 )
-from pywebbench.run.options import flag_of, given, overrides
+from pywebbench.study.options import flag_of, given, overrides
 
 if TYPE_CHECKING:
-    from pywebbench.run.matrix import Matrix
+    from pywebbench.study.matrix import Matrix
 
 DEFAULT_CONFIG = "pywebbench.toml"
 EXIT_CONFIG = 2
@@ -103,8 +103,8 @@ def command(**options: Any) -> None:
 
 
 def _main(options: dict[str, Any], console: Console) -> int:
-    from pywebbench.run.matrix import expand, keep_mix, resumed_mix_note
     from pywebbench.store import DEFAULT_FILENAME, Store, StoreError
+    from pywebbench.study.matrix import expand, keep_mix, resumed_mix_note
 
     run_id: str | None = None
     study = overrides(options)  # validated here: an error names the flag
@@ -171,7 +171,7 @@ def _main(options: dict[str, Any], console: Console) -> int:
     for name, reason in matrix.skipped:
         console.print(f"  [yellow]skipped[/] {name}: {reason}")
     if not options["dry_run"]:
-        from pywebbench.steady import preload_in_background
+        from pywebbench.analysis.steady import preload_in_background
 
         # over the pre-flight sample and the servers' start; a replicate waits for it
         preload_in_background()

@@ -6,7 +6,7 @@
 >>> [(c.label, c.verdict) for c in result.comparisons]
 
 Pipeline: :mod:`~pywebbench.compare.cells` reads each cell's per-replicate values,
-:mod:`~pywebbench.compare.match` pairs cells, :mod:`~pywebbench.compare.ratio` and
+:mod:`~pywebbench.compare.match` pairs cells, :mod:`~pywebbench.analysis.ratio` and
 :mod:`~pywebbench.compare.verdict` estimate ratios and call verdicts,
 :mod:`~pywebbench.compare.gate` applies ``--fail-if`` rules and
 :mod:`~pywebbench.compare.render` lays the result out. Method: docs/compare.md.

@@ -1,6 +1,6 @@
 """Which endpoint of a traffic mix got slower (docs/mix.md, docs/compare.md): for a pair of
 cells that both ran a mix, each endpoint's p50 and p99 latency NEW/BASE, ratios of medians
-of its per-iteration figures with their CI over replicates (:mod:`pywebbench.compare.ratio`,
+of its per-iteration figures with their CI over replicates (:mod:`pywebbench.analysis.ratio`,
 as the cell's own latency ratios), and the endpoint whose p50 grew most.
 
 A whole-mix figure hides a slow endpoint behind fast ones (a cheap health check at 40% of
@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pywebbench.compare.ratio import RatioEstimate, ratio_of_medians, seed_for
+from pywebbench.analysis.ratio import RatioEstimate, ratio_of_medians, seed_for
 from pywebbench.store.endpoints import iteration_endpoints
 from pywebbench.store.model import Iteration
 

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pywebbench.compare.ratio import RatioEstimate
+from pywebbench.analysis.ratio import RatioEstimate
 from pywebbench.compare.verdict import FAILED, INTERFERED, PairComparison
 
 METRICS = ("slower", "p50", "p99", "memory", "instructions", "errors")

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from pywebbench import stats
+from pywebbench.analysis import stats
 from pywebbench.compare.cells import CellFigures, cell_figures
 from pywebbench.store import Store, Study
 

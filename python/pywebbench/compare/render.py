@@ -13,9 +13,9 @@ import json
 import math
 from typing import Any
 
+from pywebbench.analysis.ratio import RatioEstimate
 from pywebbench.compare import Comparison
 from pywebbench.compare.endpoints import EndpointChange, grew_most, grew_most_doc
-from pywebbench.compare.ratio import RatioEstimate
 from pywebbench.compare.verdict import FASTER, PairComparison
 from pywebbench.mdtext import md_text
 

@@ -7,7 +7,7 @@ The verdict rule (docs/compare.md) is on throughput, the figure people rank stac
 - *faster*: the mirror image;
 - *no significant change*: anything else.
 
-The interval is :mod:`pywebbench.compare.ratio`'s (over replicates) at
+The interval is :mod:`pywebbench.analysis.ratio`'s (over replicates) at
 ``level`` (99% by default: like asv's p < 0.002 rule, a verdict is a strong claim; on a
 busy machine run-to-run drift is larger than within-run spread suggests). A cell that
 failed in NEW while it worked in BASE gets the verdict *failed*; the reverse *recovered*.
@@ -21,9 +21,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from pywebbench.analysis.ratio import RatioEstimate, ratio_of_medians, seed_for
 from pywebbench.compare.endpoints import EndpointChange, endpoint_changes
 from pywebbench.compare.match import Pair
-from pywebbench.compare.ratio import RatioEstimate, ratio_of_medians, seed_for
 from pywebbench.meter.breakdown import (
     Growth,
     cpu_at_one_speed,

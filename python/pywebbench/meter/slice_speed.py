@@ -18,9 +18,9 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from pywebbench.analysis.stats import median
 from pywebbench.load.sliced import SliceStats
 from pywebbench.meter.core_speed import CoreSpeedProbe, pooled_slope
-from pywebbench.stats import median
 
 
 @dataclass

@@ -6,7 +6,7 @@ Aggregation rules (also in docs/report.md):
   key, workload and load point are pooled (their replicates add up).
 - Throughput: median of the replicates' figures (each the median requests/s of its measured,
   non-interrupted iterations), with a 95% CI over those figures
-  (:func:`pywebbench.stats.summarize_replicates`: Student's t below 10 replicates).
+  (:func:`pywebbench.analysis.stats.summarize_replicates`: Student's t below 10 replicates).
 - Latency: quantiles of the merged HdrHistogram of those iterations (the engine's own
   histogram code: ``_engine.hist_merge`` / ``hist_quantiles``).
 - Peak memory: the highest RSS of the server's process tree over all iterations (warm-up too).
@@ -14,7 +14,7 @@ Aggregation rules (also in docs/report.md):
 - Error rate: (transport errors + non-2xx responses) / (responses + transport errors).
 - A ranking at "peak" takes each stack at its load point with the highest median requests/s.
 - Ties: a stack is tied with the one ranked above it when the 95% CI of the ratio of their
-  medians (:mod:`pywebbench.compare.ratio`, via :mod:`pywebbench.report.ties`) contains 1.
+  medians (:mod:`pywebbench.analysis.ratio`, via :mod:`pywebbench.report.ties`) contains 1.
 - Memory and warm-up curves: :mod:`pywebbench.report.warmup`.
 """
 
@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from pywebbench import __version__, stats
+from pywebbench import __version__
+from pywebbench.analysis import stats
 from pywebbench.catalogue.base import interpreter_kind
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.meter.core_speed import speed_note, study_scaling
@@ -149,7 +150,7 @@ def _run_view(run: Run, speed: str) -> RunView:
 
 def steady_manifest(config: dict[str, Any]) -> list[tuple[str, str]]:
     """The steady-state method of a run and its settings, from its stored configuration."""
-    from pywebbench.steady import SteadyRule
+    from pywebbench.analysis.steady import SteadyRule
 
     load = config.get("load")
     if not isinstance(load, dict) or "warmup" not in load:
@@ -496,7 +497,7 @@ def _title(runs: list[Run]) -> str:
 def _study_name(run: Run) -> str:
     """ "quick study" only for the profile as it is; "custom study" once its matrix, load
     or app were changed (by a study file or flags)."""
-    from pywebbench.run.config import ConfigError, resolve
+    from pywebbench.study.config import ConfigError, resolve
 
     if not run.profile:
         return "study"

@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pywebbench.mdtext import md_text
-from pywebbench.run.slo import Slo, SloError, parse_slo
 from pywebbench.store.model import Study
+from pywebbench.study.slo import Slo, SloError, parse_slo
 
 MIB_PER_GIB = 1024.0
 

@@ -59,7 +59,7 @@ def point_warmup_figure(view: ReportView, point: PointView) -> Figure | None:
     """One line per replicate: its warm-up curve (solid), then its measured per-second
     requests/s (dotted); a dashed vertical line where the steady state was found to start,
     "not steady (cap)" where the warm-up ended at its cap and the replicate's class is not a
-    steady state ("cap" where it is: :func:`pywebbench.warmup_class.unsettled`). Each
+    steady state ("cap" where it is: :func:`pywebbench.analysis.warmup_class.unsettled`). Each
     replicate's legend entry
     starts with its class (flat, warm-up, slowdown, no steady state)."""
     curves = [w for w in point.warmups if w.curve or w.measured]

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pywebbench.modes import Consistency, Mode
+from pywebbench.analysis.modes import Consistency, Mode
 
 #: Short note -> what it means (the HTML tooltip, the Markdown and console legend).
 FLAG_HELP: dict[str, str] = {

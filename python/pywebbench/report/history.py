@@ -3,8 +3,8 @@
 When a report covers more than two runs (a weekly series, say), each workload gets a figure
 with one line per stack and load point, one point per run in time order: the median
 requests/s of that run's replicates with its 95% CI
-(:func:`pywebbench.stats.summarize_replicates`). The rest of the report pools the runs; this
-figure keeps them apart, so a drift or a step is visible.
+(:func:`pywebbench.analysis.stats.summarize_replicates`). The rest of the report pools the runs;
+this figure keeps them apart, so a drift or a step is visible.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from pywebbench import stats
+from pywebbench.analysis import stats
 from pywebbench.report.figures import (
     Colours,
     Figure,

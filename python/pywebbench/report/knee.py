@@ -2,7 +2,7 @@
 
 A *knee point* is one stack x workload x load point whose replicates ran a knee search
 (cells of several runs pool, as everywhere in the report). Its knee is the median of the
-replicates' knees with a 95% CI (:func:`pywebbench.stats.summarize`: Student's t below 10
+replicates' knees with a 95% CI (:func:`pywebbench.analysis.stats.summarize`: Student's t below 10
 replicates); only replicates that completed and whose search ended by itself count. Every
 stored probe of those replicates is kept for the throughput-latency curve
 (:mod:`pywebbench.report.figures_knee`).
@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pywebbench.stats import Summary, summarize
+from pywebbench.analysis.stats import Summary, summarize
 from pywebbench.store.model import Cell, Study
 
 

@@ -15,7 +15,7 @@ from pywebbench.report.capacity import (
 )
 from pywebbench.report.knee import KneeView
 from pywebbench.report.view import PointView, ReportView
-from pywebbench.run.slo import Slo
+from pywebbench.study.slo import Slo
 
 
 def capacity_view(view: ReportView, target: CapacityTarget, server_cores: int) -> CapacityView:

@@ -23,7 +23,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pywebbench.modes import modes, replicate_figures
+from pywebbench.analysis.modes import modes, replicate_figures
+from pywebbench.analysis.stats import halfwidth_rel
 from pywebbench.report.flags import flag_notes
 from pywebbench.report.ties import fmt_ci_only, fmt_ratio_ci, rank_marker
 from pywebbench.report.view import (
@@ -35,7 +36,6 @@ from pywebbench.report.view import (
     StackView,
     WorkloadView,
 )
-from pywebbench.stats import halfwidth_rel
 
 MISSING = "–"
 

@@ -2,7 +2,7 @@
 
 A ranking lists stacks by median requests/s. Two neighbours are *tied* when the 95% CI of
 the ratio of their medians contains 1. The interval is
-:func:`pywebbench.compare.ratio.ratio_of_medians`'s, built on replicates (Welch's t on
+:func:`pywebbench.analysis.ratio.ratio_of_medians`'s, built on replicates (Welch's t on
 their log figures below 10 a side, else a two-level bootstrap), so the spread between
 server processes is in it. Fewer than two
 replicates on a side give no interval: the report says so instead of a zero-width one.
@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pywebbench.compare.ratio import ratio_of_medians, seed_for
+from pywebbench.analysis.ratio import ratio_of_medians, seed_for
 from pywebbench.report.view import RatioView
 
 #: Replicates a side needs before its ratio gets a CI.

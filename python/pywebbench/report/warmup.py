@@ -4,7 +4,7 @@
   of a steady warm-up), then the measured iterations' per-second requests/s on the same
   clock, laid end to end after the warm-up. A fixed warm-up has no stored curve: its
   iterations' per-second series stands in. Each replicate carries its class (flat,
-  warm-up, slowdown, no steady state: pywebbench.warmup_class).
+  warm-up, slowdown, no steady state: pywebbench.analysis.warmup_class).
 - Memory: idle RSS at startup, RSS at the end of the warm-up and at the end of the last
   measured iteration, medians over replicates; the leak slope is the median of the
   replicates' Theil-Sen slopes, its interval the lowest to highest bound of their 95% CIs.
@@ -16,11 +16,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from pywebbench import stats
+from pywebbench.analysis import stats
+from pywebbench.analysis.warmup_class import unsettled
 from pywebbench.report.series import per_second_rps
 from pywebbench.report.view import MemoryView, WarmupCurve
 from pywebbench.store.model import Iteration, Replicate
-from pywebbench.warmup_class import unsettled
 
 MIB = 1024 * 1024
 

@@ -23,15 +23,15 @@ from pywebbench import bringup
 from pywebbench.bringup import StackFailure
 from pywebbench.load import LoadAgent, LoadProgress, LoadSpec
 from pywebbench.meter.vmprof import vmprof_env
-from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events
 from pywebbench.run.knee import KneePhase, measured_rps
-from pywebbench.run.matrix import CellPlan, Variant
 from pywebbench.run.measure import Measurer, no_sigint
 from pywebbench.run.robustness import FaultTarget, FreshServer
 from pywebbench.run.rows import started_server_columns
 from pywebbench.run.schedule import CellOutcome, CellProgress, assign_failure
 from pywebbench.store import CellStatus, Failure, Phase, Replicate, StoreWriter, utcnow
+from pywebbench.study.config import StudyConfig
+from pywebbench.study.matrix import CellPlan, Variant
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer

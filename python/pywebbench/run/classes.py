@@ -3,8 +3,8 @@
 Barrett et al. (OOPSLA 2017) report, per benchmark, how its process executions were
 classified and whether they agree. One row per cell: how many of its replicates were flat,
 warm-up, slowdown or had no steady state, the cell's classification (their one class, good or
-bad inconsistent: :func:`pywebbench.warmup_class.cell_class`) and whether their levels are
-consistent (:func:`pywebbench.modes.modes`).
+bad inconsistent: :func:`pywebbench.analysis.warmup_class.cell_class`) and whether their levels are
+consistent (:func:`pywebbench.analysis.modes.modes`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 
 from rich.table import Table
 
+from pywebbench.analysis.modes import modes, replicate_figures
+from pywebbench.analysis.warmup_class import WarmupClass, cell_class
 from pywebbench.meter.core_speed import study_scaling
-from pywebbench.modes import modes, replicate_figures
 from pywebbench.store import Study
-from pywebbench.warmup_class import WarmupClass, cell_class
 
 
 def class_rows(study: Study) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from pywebbench.analysis.stats import Summary, summarize_replicates
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load.histogram import Histogram
 from pywebbench.meter.core_speed import speed_note, study_scaling
@@ -32,10 +33,9 @@ from pywebbench.report.ties import (
     rank_marker,
 )
 from pywebbench.run.events import Events
-from pywebbench.run.matrix import CellPlan
-from pywebbench.stats import Summary, summarize_replicates
 from pywebbench.store import Study
 from pywebbench.store.model import Iteration
+from pywebbench.study.matrix import CellPlan
 
 
 class LiveDisplay:

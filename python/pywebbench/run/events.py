@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pywebbench.run.matrix import CellPlan
 from pywebbench.store import RunStatus
+from pywebbench.study.matrix import CellPlan
 
 
 def _ignore(*_args: object) -> None:

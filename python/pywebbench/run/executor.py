@@ -20,8 +20,8 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 from pywebbench.run.bench import HostBench, StudyContext
-from pywebbench.run.config import ConfigError, LoadConfig
 from pywebbench.run.schedule import CellOutcome, CellProgress
+from pywebbench.study.config import ConfigError, LoadConfig
 
 
 class Executor(Protocol):

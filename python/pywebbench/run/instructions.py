@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
     from pywebbench.load import LoadResult, LoadSpec
-    from pywebbench.run.config import LoadConfig
-    from pywebbench.run.matrix import CellPlan
+    from pywebbench.study.config import LoadConfig
+    from pywebbench.study.matrix import CellPlan
 
 #: How long one ``vgdb`` call may take (it reaches a process blocked in a syscall through
 #: valgrind's gdbserver, forcing it with ptrace after :data:`INVOKE_MS`).

@@ -43,6 +43,15 @@ from pywebbench.analysis.group import (
     round_shares,
     warm_round,
 )
+from pywebbench.analysis.steady import (
+    LEAK_FLOOR_BYTES_PER_1K,
+    LEAK_FLOOR_JIT_BYTES_PER_1K,
+    WarmupEnd,
+    drift,
+    leak,
+    preload,
+)
+from pywebbench.analysis.warmup_class import WarmupClass, classify
 from pywebbench.bringup import StackFailure
 from pywebbench.load.sliced import (
     SlicedResult,
@@ -54,21 +63,12 @@ from pywebbench.load.sliced import (
 from pywebbench.meter.sampler import pin_this_thread, snapshot
 from pywebbench.meter.slice_interference import CoreAccounting
 from pywebbench.meter.slice_speed import Scaled, SliceSpeeds, at_one_speed
-from pywebbench.run.config import LoadConfig
-from pywebbench.run.matrix import CellPlan
 from pywebbench.run.measure import no_sigint
 from pywebbench.run.rows import slice_iteration, started_server_columns
 from pywebbench.run.schedule import CellOutcome, CellProgress
-from pywebbench.steady import (
-    LEAK_FLOOR_BYTES_PER_1K,
-    LEAK_FLOOR_JIT_BYTES_PER_1K,
-    WarmupEnd,
-    drift,
-    leak,
-    preload,
-)
 from pywebbench.store import CellStatus, IterationKind, Phase, Replicate, StoreWriter, utcnow
-from pywebbench.warmup_class import WarmupClass, classify
+from pywebbench.study.config import LoadConfig
+from pywebbench.study.matrix import CellPlan
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING
 
 from pywebbench.bringup import StackFailure
 from pywebbench.load import LoadAgent, LoadProgress, LoadSpec
-from pywebbench.run.config import StudyConfig
-from pywebbench.run.matrix import CellPlan
 from pywebbench.run.measure import Interrupted, log_tail, no_sigint
-from pywebbench.run.slo import Slo, parse_slo
 from pywebbench.store import IterationKind, Phase, StoreWriter, utcnow
 from pywebbench.store.knee_rows import Knee, KneeProbe
+from pywebbench.study.config import StudyConfig
+from pywebbench.study.matrix import CellPlan
+from pywebbench.study.slo import Slo, parse_slo
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer

@@ -16,6 +16,15 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pywebbench.analysis.steady import (
+    LEAK_FLOOR_BYTES_PER_1K,
+    LEAK_FLOOR_JIT_BYTES_PER_1K,
+    SteadyRule,
+    WarmupEnd,
+    WarmupVerdict,
+    preload,
+)
+from pywebbench.analysis.warmup_class import classify
 from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LoadAgent, LoadProgress, LoadSpec, iteration_figures
@@ -27,9 +36,7 @@ from pywebbench.meter.owners import app_paths, stack_packages
 from pywebbench.meter.sampler import trees_cpu_s
 from pywebbench.meter.vmprof import vmprof_env, vmprof_window
 from pywebbench.run import instructions
-from pywebbench.run.config import StudyConfig
 from pywebbench.run.health import judge_iteration
-from pywebbench.run.matrix import CellPlan
 from pywebbench.run.robustness import FaultTarget, FreshServer, fault_phase
 from pywebbench.run.rows import iteration_row
 from pywebbench.run.steadiness import (
@@ -39,16 +46,9 @@ from pywebbench.run.steadiness import (
     warm_until_steady,
 )
 from pywebbench.run.syscalls import traced_window
-from pywebbench.steady import (
-    LEAK_FLOOR_BYTES_PER_1K,
-    LEAK_FLOOR_JIT_BYTES_PER_1K,
-    SteadyRule,
-    WarmupEnd,
-    WarmupVerdict,
-    preload,
-)
 from pywebbench.store import IterationKind, Phase, Sample, StoreWriter, utcnow
-from pywebbench.warmup_class import classify
+from pywebbench.study.config import StudyConfig
+from pywebbench.study.matrix import CellPlan
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer

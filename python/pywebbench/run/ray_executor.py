@@ -40,9 +40,7 @@ from pywebbench.bringup import StackFailure, one_line
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LocalAgent
 from pywebbench.run.bench import HostBench, StudyContext, StudySetup
-from pywebbench.run.config import ConfigError, StudyConfig
 from pywebbench.run.host import cpu_model, split_cpus, usable_cpus
-from pywebbench.run.matrix import CellPlan
 from pywebbench.run.measure import Interrupted, no_sigint
 from pywebbench.run.relay import (
     CellRef,
@@ -55,6 +53,8 @@ from pywebbench.run.relay import (
 )
 from pywebbench.run.schedule import CellOutcome, CellProgress, lost_outcome
 from pywebbench.store import STORE_OPERATIONS, CellStatus, Phase, StoreWriter, utcnow
+from pywebbench.study.config import ConfigError, StudyConfig
+from pywebbench.study.matrix import CellPlan
 
 #: How long the driver waits for the first letter of a turn (letters are served at once;
 #: this bounds how soon it sees a task end).
@@ -362,7 +362,7 @@ class RayExecutor:
         try:
             ray = session.enter_context(ray_session(address))  # keeps our SIGTERM handler
         except RayUnavailable as exc:
-            from pywebbench.run.options import flag_of
+            from pywebbench.study.options import flag_of
 
             # the field at fault, named by run's flag; anything else is --executor ray's need
             where = flag_of("load.ray_address") if exc.field == "ray_address" else "--executor ray"

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from pywebbench.run.events import Events
-from pywebbench.run.matrix import CellPlan
 from pywebbench.store import Cell, Failure, Iteration, Replicate, Run, Sample, StackRow
 from pywebbench.store.knee_rows import Knee, KneeProbe
 from pywebbench.store.model import LoadAgentRow
+from pywebbench.study.matrix import CellPlan
 
 #: (number awaiting an answer, or None for a one-way letter; sender; request)
 Letter = tuple[int | None, str, tuple[Any, ...]]

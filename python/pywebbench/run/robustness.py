@@ -27,8 +27,8 @@ from pywebbench.load.agent import ProgressFn
 from pywebbench.load.result import LoadResult, iteration_figures
 from pywebbench.meter.interference import InterferenceWindow
 from pywebbench.meter.sampler import pin_this_thread, trees_cpu_s
-from pywebbench.run.config import StudyConfig
-from pywebbench.run.matrix import CellPlan
+from pywebbench.study.config import StudyConfig
+from pywebbench.study.matrix import CellPlan
 
 if TYPE_CHECKING:
     from pywebbench.faults import FaultSpec

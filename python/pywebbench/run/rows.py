@@ -10,14 +10,14 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from pywebbench import __version__
+from pywebbench.analysis.modes import modes, replicate_figures
+from pywebbench.analysis.warmup_class import cell_class, unsettled
 from pywebbench.load import iteration_figures
 from pywebbench.load.result import LoadResult
 from pywebbench.load.sliced import SliceStats
 from pywebbench.meter import MeterSummary, snapshot
 from pywebbench.meter.core_speed import SpeedScaling, speed_scaling
-from pywebbench.modes import modes, replicate_figures
 from pywebbench.run.host import facts
-from pywebbench.run.matrix import CellPlan, Variant
 from pywebbench.store import (
     Cell,
     CellFlags,
@@ -30,7 +30,7 @@ from pywebbench.store import (
     StackRow,
     utcnow,
 )
-from pywebbench.warmup_class import cell_class, unsettled
+from pywebbench.study.matrix import CellPlan, Variant
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
@@ -224,7 +224,7 @@ def replicate_rps(
     replicates: list[Replicate], iterations: list[Iteration], speed: SpeedScaling | None = None
 ) -> list[list[float]]:
     """Each ok replicate's measured req/s, one list per replicate (the unit of a cell's CI:
-    :func:`pywebbench.stats.summarize_replicates`), at one core speed: ``speed`` (the
+    :func:`pywebbench.analysis.stats.summarize_replicates`), at one core speed: ``speed`` (the
     cell's group's, :func:`pywebbench.meter.core_speed.speed_scaling`), else the cell's own
     (docs/interference.md#core-speed)."""
     ok = {r.replicate for r in replicates if r.status == CellStatus.OK}

@@ -29,12 +29,10 @@ from pywebbench.bringup import one_line
 from pywebbench.load import LoadAgent, LocalAgent
 from pywebbench.meter.core_speed import Group, SpeedScaling, speed_scaling
 from pywebbench.run.bench import StudyContext, StudySetup
-from pywebbench.run.config import StudyConfig
 from pywebbench.run.events import Events, Outcome
 from pywebbench.run.executor import Executor, LocalExecutor
 from pywebbench.run.host import git_revision, split_cpus
 from pywebbench.run.interleaved import OVER_BUDGET, interleaved_groups, why_not_interleaved
-from pywebbench.run.matrix import CellPlan, Matrix
 from pywebbench.run.measure import Interrupted, no_sigint
 from pywebbench.run.orphans import reap_orphan
 from pywebbench.run.rows import cell_flags, cell_row, replicate_rps, run_row, stack_row
@@ -58,6 +56,8 @@ from pywebbench.store import (
     run_lock,
     utcnow,
 )
+from pywebbench.study.config import StudyConfig
+from pywebbench.study.matrix import CellPlan, Matrix
 
 
 class StudyRunner:

@@ -30,14 +30,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pywebbench.analysis.modes import levels_disagree, replicate_figures
+from pywebbench.analysis.stats import summarize_replicates
 from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness
-from pywebbench.modes import levels_disagree, replicate_figures
-from pywebbench.run.config import LoadConfig
-from pywebbench.run.matrix import CellPlan
 from pywebbench.run.measure import Interrupted
-from pywebbench.stats import summarize_replicates
 from pywebbench.store import Cell, CellStatus, Phase, Replicate
+from pywebbench.study.config import LoadConfig
+from pywebbench.study.matrix import CellPlan
 
 #: The replicate budget (``ci_target``) judges a cell's CI only from this many replicates on.
 BUDGET_MIN_REPLICATES = 3
@@ -125,7 +125,7 @@ def wants_another_replicate(
 ) -> bool:
     """Another replicate for a cell with ``ok`` completed ones? The planned ones, then more,
     up to ``max_replicates``, while its replicates settle at different levels
-    (:func:`pywebbench.modes.levels_disagree`: modes, not noise, issue 21) or (replicate
+    (:func:`pywebbench.analysis.modes.levels_disagree`: modes, not noise, issue 21) or (replicate
     budget) while the 95% CI of its median req/s is wider than ``ci_target``.
     ``replicate_rps()`` gives the measured req/s of each completed replicate
     (:func:`~pywebbench.run.rows.replicate_rps`); it is asked only when the budget needs it.

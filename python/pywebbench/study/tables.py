@@ -1,7 +1,7 @@
 """The ``[matrix]``, ``[cpus]``, ``[timeouts]`` and ``[app]`` tables of ``pywebbench.toml``.
 
-Part of the study model (:mod:`pywebbench.run.config` has ``[load]`` and the whole); each key
-is declared once, with its mark (:mod:`pywebbench.run.declare`).
+Part of the study model (:mod:`pywebbench.study.config` has ``[load]`` and the whole); each key
+is declared once, with its mark (:mod:`pywebbench.study.declare`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pywebbench.run.declare import FileOnly, Flag, Stored, one_or_list
-from pywebbench.run.flag_texts import PYTHON_HELP, SERVER_OPTION_HELP, parse_server_options
+from pywebbench.study.declare import FileOnly, Flag, Stored, one_or_list
+from pywebbench.study.flag_texts import PYTHON_HELP, SERVER_OPTION_HELP, parse_server_options
 
 _PHASE_BOUND = FileOnly("a bound of one phase of a cell; the default fits every built-in stack")
 

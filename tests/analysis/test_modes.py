@@ -1,10 +1,10 @@
-"""Consistency across processes: the modes of a cell's replicates (pywebbench.modes)."""
+"""Consistency across processes: the modes of a cell's replicates (pywebbench.analysis.modes)."""
 
 from __future__ import annotations
 
 import math
 
-from pywebbench.modes import Mode, levels_disagree, modes
+from pywebbench.analysis.modes import Mode, levels_disagree, modes
 
 
 def test_the_issue_cell_is_two_modes_described_in_words() -> None:

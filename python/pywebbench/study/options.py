@@ -1,14 +1,14 @@
 """The study's options, read from their one declaration: the fields of the config model.
 
-Each leaf field of :class:`~pywebbench.run.config.StudyConfig` is one option: its TOML key is
+Each leaf field of :class:`~pywebbench.study.config.StudyConfig` is one option: its TOML key is
 its path (``load.duration_s``), its JSON Schema entry is generated from it, and its mark
-(:mod:`pywebbench.run.declare`) says whether ``pywebbench run`` has a flag for it. This module
+(:mod:`pywebbench.study.declare`) says whether ``pywebbench run`` has a flag for it. This module
 turns the flags a user typed back into overrides shaped like the file (:func:`overrides`),
 names the flag of a key in errors (:func:`flag_of`), and writes the table of keys in
 docs/config.md (:func:`docs_table`). The click options themselves are built in
 :mod:`pywebbench.commands._options`.
 
-``python -m pywebbench.run.options --docs docs/config.md`` rewrites that table in place.
+``python -m pywebbench.study.options --docs docs/config.md`` rewrites that table in place.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from pywebbench.run.config import ConfigError, StudyConfig
-from pywebbench.run.declare import FileOnly, Flag, Stored, comma_list
+from pywebbench.study.config import ConfigError, StudyConfig
+from pywebbench.study.declare import FileOnly, Flag, Stored, comma_list
 
-DOCS_START = "<!-- options table: python -m pywebbench.run.options --docs docs/config.md -->"
+DOCS_START = "<!-- options table: python -m pywebbench.study.options --docs docs/config.md -->"
 DOCS_END = "<!-- end of options table -->"
 
 
@@ -291,5 +291,5 @@ if __name__ == "__main__":  # pragma: no cover - docs generator
         path = Path(sys.argv[2])
         path.write_text(with_docs_table(path.read_text()))
     else:
-        print("usage: python -m pywebbench.run.options --docs docs/config.md", file=sys.stderr)
+        print("usage: python -m pywebbench.study.options --docs docs/config.md", file=sys.stderr)
         sys.exit(2)

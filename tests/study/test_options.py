@@ -11,9 +11,9 @@ import click
 import pytest
 from click.testing import CliRunner
 from pywebbench.commands.run import command
-from pywebbench.run.config import ConfigError, resolve
-from pywebbench.run.options import Option, flag_of, flagged, overrides, study_options
-from pywebbench.run.options import with_docs_table as docs_with_table
+from pywebbench.study.config import ConfigError, resolve
+from pywebbench.study.options import Option, flag_of, flagged, overrides, study_options
+from pywebbench.study.options import with_docs_table as docs_with_table
 
 DOCS = Path(__file__).parents[2] / "docs" / "config.md"
 # run's own options, which are not keys of the study: where the study comes from, what to do.
@@ -156,7 +156,7 @@ def test_help_is_printed_as_written() -> None:
 def test_docs_table_is_the_model() -> None:
     text = DOCS.read_text()
     assert docs_with_table(text) == text, (
-        "regenerate: python -m pywebbench.run.options --docs docs/config.md"
+        "regenerate: python -m pywebbench.study.options --docs docs/config.md"
     )
     for option in study_options():
         assert f"| `{option.path}` |" in text

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pywebbench.analysis.group import Observation, fit_group
-from pywebbench.compare.ratio import RatioEstimate
+from pywebbench.analysis.ratio import RatioEstimate
+from pywebbench.analysis.stats import median, t_interval
 from pywebbench.load.sliced import SliceStats
-from pywebbench.stats import median, t_interval
 
 #: Fewest kept rounds before a CI is trusted to stop a run.
 MIN_ROUNDS = 8

@@ -1,9 +1,9 @@
 """The ``pywebbench run`` flags' help texts too long for their field's line in
-:mod:`pywebbench.run.config`, and the parsers of the flags whose value is not a plain list."""
+:mod:`pywebbench.study.config`, and the parsers of the flags whose value is not a plain list."""
 
 from __future__ import annotations
 
-from pywebbench.run.declare import comma_list
+from pywebbench.study.declare import comma_list
 
 PROFILE_HELP = (
     "Built-in study to start from: quick (default, ~15 min), standard (~30 min), full "

@@ -5,13 +5,13 @@ The replicate is the independent unit: the spread between server processes (layo
 placement, JIT state) is the larger one, so the interval is built on replicates, and how it
 is built depends on how many there are (docs/steady-state.md, "Confidence intervals"):
 
-- fewer than :data:`pywebbench.stats.BOOTSTRAP_MIN` replicates on a side: Welch's t
+- fewer than :data:`pywebbench.analysis.stats.BOOTSTRAP_MIN` replicates on a side: Welch's t
   interval of the difference of the mean log replicate figures (a replicate's figure is the
   median of its iterations), exponentiated: a CI of the ratio that does not assume equal
   spreads. A percentile bootstrap on 2-3 replicates returns little more than their range and
   undercovers (2 replicates a side: about half the time); the t interval does not.
-- from :data:`~pywebbench.stats.BOOTSTRAP_MIN` on: a two-level bootstrap. One resample draws
-  the replicates with replacement, as units, then the iterations of each drawn replicate,
+- from :data:`~pywebbench.analysis.stats.BOOTSTRAP_MIN` on: a two-level bootstrap. One resample
+  draws the replicates with replacement, as units, then the iterations of each drawn replicate,
   pools them and takes the median; the ratio of NEW and BASE medians of one resample is one
   estimate; the percentile interval of the estimates is the CI. The generator is seeded
   from the pair's name, so the same data give the same interval.
@@ -29,7 +29,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pywebbench.stats import BOOTSTRAP_MIN, t_quantile
+from pywebbench.analysis.stats import BOOTSTRAP_MIN, t_quantile
 
 Replicates = Sequence[Sequence[float]]
 

@@ -91,7 +91,7 @@ TREND_ALPHA = 0.01
 SLOPE_CONFIDENCE = 0.99
 #: PELT's penalty per changepoint, times ln(n), on a curve scaled to unit noise: 2 ln(n)
 #: is BIC for a shift of mean; twice that keeps noise of this machine's kind (1-4% per
-#: bucket, bursts) from cutting a flat curve (tests/run/test_warmup_class.py).
+#: bucket, bursts) from cutting a flat curve (tests/analysis/test_warmup_class.py).
 PELT_PENALTY = 4.0
 
 

@@ -1,4 +1,5 @@
-"""pywebbench.stats: medians and their CIs (Student's t on few values, bootstrap on many)."""
+"""pywebbench.analysis.stats: medians and their CIs (Student's t on few values, bootstrap on
+many)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 import random
 import statistics
 
-from pywebbench.stats import (
+from pywebbench.analysis.stats import (
     bootstrap_ci,
     cv,
     median,

@@ -15,8 +15,8 @@ import random
 from collections.abc import Callable
 
 import pytest
-from pywebbench.steady import SteadyRule, WarmupEnd, WarmupWatch
-from pywebbench.warmup_class import (
+from pywebbench.analysis.steady import SteadyRule, WarmupEnd, WarmupWatch
+from pywebbench.analysis.warmup_class import (
     BAD_INCONSISTENT,
     GOOD_INCONSISTENT,
     LEVEL_TOLERANCE,

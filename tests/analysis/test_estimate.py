@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 
-from pywebbench.ab.estimate import (
+from pywebbench.analysis.estimate import (
     half_width,
     narrow_enough,
     pair_rounds,

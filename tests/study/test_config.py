@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pywebbench.run.config import PROFILES, ConfigError, json_schema, load_toml, resolve
+from pywebbench.study.config import PROFILES, ConfigError, json_schema, load_toml, resolve
 
 PYWEBBENCH = [str(Path(sys.executable).parent / "pywebbench")]
 
@@ -87,7 +87,7 @@ def test_bad_toml_file(tmp_path: Path) -> None:
 def test_schema_in_docs_is_current() -> None:
     doc = Path(__file__).parents[2] / "docs" / "pywebbench.schema.json"
     assert json.loads(doc.read_text()) == json_schema(), (
-        "regenerate: python -m pywebbench.run.config --schema > docs/pywebbench.schema.json"
+        "regenerate: python -m pywebbench.study.config --schema > docs/pywebbench.schema.json"
     )
 
 
@@ -114,7 +114,7 @@ def test_cli_unknown_key_exits_2_and_writes_nothing(tmp_path: Path) -> None:
 
 def test_versions_profile_takes_one_interpreter_per_version() -> None:
     from pywebbench.catalogue import interpreters as interp
-    from pywebbench.run.matrix import expand
+    from pywebbench.study.matrix import expand
 
     cfg = resolve(profile="versions")
     assert cfg.matrix.interpreters == ["all"]

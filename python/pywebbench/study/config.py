@@ -3,13 +3,13 @@
 The model is pydantic with unknown keys forbidden, so a typo is an error naming the key path
 (``load.concurency``) rather than a silently ignored setting. The JSON Schema in
 docs/pywebbench.schema.json is generated from :class:`StudyConfig` (``python -m
-pywebbench.run.config --schema``); docs/config.md documents every key.
+pywebbench.study.config --schema``); docs/config.md documents every key.
 
-Each key is declared once, here (``[load]`` and the top level) or in :mod:`pywebbench.run.tables`
+Each key is declared once, here (``[load]`` and the top level) or in :mod:`pywebbench.study.tables`
 (``[matrix]``, ``[cpus]``, ``[timeouts]``, ``[app]``): its field's type, default, bounds and
-description, and a mark (:mod:`pywebbench.run.declare`) that gives its ``pywebbench run`` flag
+description, and a mark (:mod:`pywebbench.study.declare`) that gives its ``pywebbench run`` flag
 or says why it has none. The flags, the overrides they make, and docs/config.md's table of keys
-are all read from these fields (:mod:`pywebbench.run.options`).
+are all read from these fields (:mod:`pywebbench.study.options`).
 
 Resolution order: the profile (``quick`` unless the file or ``--profile`` says otherwise),
 then the TOML file, then CLI options. The resolved config is stored with the run, and
@@ -26,8 +26,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from pywebbench.run.declare import FileOnly, Flag
-from pywebbench.run.flag_texts import (
+from pywebbench.study.declare import FileOnly, Flag
+from pywebbench.study.flag_texts import (
     BIND_HELP,
     CI_TARGET_HELP,
     DESIGN_HELP,
@@ -41,8 +41,8 @@ from pywebbench.run.flag_texts import (
     WARMUP_HELP,
     parse_constant_rates,
 )
-from pywebbench.run.profiles import PROFILE_DATA, PROFILES
-from pywebbench.run.tables import AppConfig, CpuConfig, MatrixConfig, Table, TimeoutConfig
+from pywebbench.study.profiles import PROFILE_DATA, PROFILES
+from pywebbench.study.tables import AppConfig, CpuConfig, MatrixConfig, Table, TimeoutConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -187,7 +187,7 @@ class LoadConfig(Table):
         ge=1,
         le=100,
         description="Replicate budget: the most replicates a cell gets, when its replicates "
-        "settle at different levels (pywebbench.modes) or its CI is wider than ci_target.",
+        "settle at different levels (pywebbench.analysis.modes) or its CI is wider than ci_target.",
     )
     timeout_s: Annotated[float, Flag("--timeout", help="Per-request timeout (s).")] = Field(
         5.0, gt=0, le=600, description="Per-request timeout of the engine."
@@ -549,7 +549,7 @@ class LoadConfig(Table):
     @classmethod
     def _slo(cls, v: str | None) -> str | None:
         if v is not None:
-            from pywebbench.run.slo import parse_slo
+            from pywebbench.study.slo import parse_slo
 
             parse_slo(v)  # SloError (a ValueError) says what is expected
         return v
@@ -739,5 +739,5 @@ if __name__ == "__main__":  # pragma: no cover - docs generator
     if sys.argv[1:] == ["--schema"]:
         print(json.dumps(json_schema(), indent=2))
     else:
-        print("usage: python -m pywebbench.run.config --schema", file=sys.stderr)
+        print("usage: python -m pywebbench.study.config --schema", file=sys.stderr)
         sys.exit(2)

@@ -26,7 +26,7 @@ from pywebbench.protocol import (
     speaks_websocket,
 )
 from pywebbench.provision.pythons import install_request
-from pywebbench.run.config import ConfigError, LoadConfig, StudyConfig
+from pywebbench.study.config import ConfigError, LoadConfig, StudyConfig
 
 
 @dataclass(frozen=True)

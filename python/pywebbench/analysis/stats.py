@@ -12,7 +12,7 @@ method depends on how many values there are (docs/steady-state.md, "Confidence i
 - from :data:`BOOTSTRAP_MIN` values on: the percentile bootstrap of the median (fixed seed,
   so a report is reproducible), which needs no normality.
 
-Steady state, drift and leaks are in :mod:`pywebbench.steady`. The samples
+Steady state, drift and leaks are in :mod:`pywebbench.analysis.steady`. The samples
 are small (replicates x iterations); the t distribution comes from scipy.stats.
 """
 

@@ -1,6 +1,6 @@
 """How a key of ``pywebbench.toml`` is set: the marks a config field carries.
 
-Every field of the study model (:mod:`pywebbench.run.config`) is declared once, with one of
+Every field of the study model (:mod:`pywebbench.study.config`) is declared once, with one of
 two marks in its annotation (``Annotated[int, Flag("--replicates")]``):
 
 - :class:`Flag`: the key also has a ``pywebbench run`` flag. The flag's type, choices,
@@ -9,9 +9,9 @@ two marks in its annotation (``Annotated[int, Flag("--replicates")]``):
 - :class:`FileOnly`: the key is set in the file only, and the mark says why; its kind
   :class:`Stored` is a key nobody sets: ``run`` writes it into the run's stored configuration.
 
-:mod:`pywebbench.run.options` reads the marks to build the click options, to turn the parsed
+:mod:`pywebbench.study.options` reads the marks to build the click options, to turn the parsed
 flags back into overrides, to name a flag in errors, and to write docs/config.md's table of
-keys; ``tests/run/test_options.py`` fails when a field carries neither mark.
+keys; ``tests/study/test_options.py`` fails when a field carries neither mark.
 """
 
 from __future__ import annotations

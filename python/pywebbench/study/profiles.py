@@ -1,7 +1,7 @@
 """The built-in study profiles (``--profile``, ``profile = ...``): quick, standard, full.
 
 Each is a partial ``pywebbench.toml`` that the file and the CLI options override
-(:func:`pywebbench.run.config.resolve`); docs/config.md describes them.
+(:func:`pywebbench.study.config.resolve`); docs/config.md describes them.
 """
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from pywebbench.run.steadiness import snapshot_series
-from pywebbench.steady import (
+from pywebbench.analysis.steady import (
     LEAK_FLOOR_JIT_BYTES_PER_1K,
     SteadyRule,
     WarmupEnd,
@@ -18,6 +17,7 @@ from pywebbench.steady import (
     leak,
     trend,
 )
+from pywebbench.run.steadiness import snapshot_series
 
 
 def _watch(rate_at, rule: SteadyRule, *, seed: int = 1, tick: float = 0.25):
@@ -184,7 +184,7 @@ def test_the_statistics_are_imported_in_the_background_then_waited_for() -> None
     sample and the servers' start; the first replicate's :func:`preload` waits for it."""
     script = (
         "import sys, threading\n"
-        "from pywebbench import steady\n"
+        "from pywebbench.analysis import steady\n"
         "assert 'scipy.stats' not in sys.modules and 'ruptures' not in sys.modules\n"
         "steady.preload_in_background()\n"
         "steady.preload_in_background()  # once\n"
