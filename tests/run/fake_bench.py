@@ -4,9 +4,10 @@
 :class:`~pywebbench.load.result.LoadResult` (its throughput a pure function of how many loads
 it ran before, its latency a function of the offered rate, so the knee search has a knee) and
 calls the progress callback as the engine does (every 0.25 s of simulated time, stopping when
-the callback says so). :func:`fake_bench` patches the seams where a study touches the world:
-provisioning, server start/verify/stop, metering, the syscalls tracer, the stack sampler
-(``--flamegraph``) and the fault clients.
+the callback says so). :func:`fake_bench` builds fakes of what a study touches the world
+with, as :class:`~pywebbench.run.seams.Seams` (provisioning, services, server
+start/verify/stop, metering, the syscalls tracer, the stack sampler of ``--flamegraph``, the
+fault clients), which a test hands to the runner through ``FakeBench.executor()``.
 Every call that matters is written to one :class:`Timeline`, in order.
 """
 
@@ -14,22 +15,23 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
 from pywebbench import bringup
 from pywebbench.bringup import StackFailure
 from pywebbench.load import LoadProgress, LoadSpec
 from pywebbench.load.histogram import Histogram
 from pywebbench.load.result import LoadResult
 from pywebbench.meter import MeterSummary
+from pywebbench.meter.interference import Interference
 from pywebbench.provision.venv import ProvisionedEnv
 from pywebbench.run.events import Events
+from pywebbench.run.executor import LocalExecutor
+from pywebbench.run.seams import BringUp, Seams
 from pywebbench.store import Phase, Sample
 
 #: Open-loop rates above this are past the fake server's knee (its p50 jumps to 500 ms).
@@ -204,8 +206,8 @@ class FixedProbe:
 
     RATE = 1_000_000.0
 
-    def __init__(self, *_: Any, **__: Any) -> None:
-        pass
+    def __init__(self, cpus: Sequence[int]) -> None:
+        self.cpus = list(cpus)
 
     def start(self) -> FixedProbe:
         return self
@@ -246,12 +248,10 @@ class QuietWindow:
     """The fault phase's interference window on a machine with no neighbour: nothing taken,
     whatever the host does (the real one reads /proc/stat)."""
 
-    def __init__(self, *_: Any, **__: Any) -> None:
-        pass
+    def __init__(self, cpus: Sequence[int], server_cpus: Sequence[int]) -> None:
+        self.cpus = list(cpus)
 
-    def close(self, server_cpu_s: float | None, *_: Any) -> Any:
-        from pywebbench.meter.interference import Interference
-
+    def close(self, server_cpu_s: float | None) -> Interference:
         return Interference(window_s=1.0, others_cpu_s=0.0, steal_s=0.0)
 
 
@@ -285,11 +285,39 @@ def _robustness_run(url: str, specs: Any, run_load: Callable[[], Any], **kw: Any
     )
 
 
-@contextmanager
+class FakeServices(bringup.Services):
+    """The services a study's workloads need, running nowhere: their locations only."""
+
+    def __enter__(self) -> FakeServices:
+        urls = {"redis": ("PWB_REDIS_URL", "redis://127.0.0.1:9/0")}
+        urls["postgres"] = ("PWB_DATABASE_URL", "postgresql://pwb@127.0.0.1:9/pwb")
+        self.env = dict(urls[name] for name in self.names)
+        return self
+
+
+@dataclass
+class FakeBench:
+    """The world of a study, faked (:class:`~pywebbench.run.seams.Seams` of fakes), and the
+    :class:`Timeline` its bring-up writes to; :meth:`executor` runs a study in it."""
+
+    timeline: Timeline
+    seams: Seams
+
+    def executor(self) -> LocalExecutor:
+        """A local executor whose host bench reaches only this fake world."""
+        return LocalExecutor(self.seams)
+
+
 def fake_bench(
-    monkeypatch: pytest.MonkeyPatch, fail_start: tuple[str, ...] = ()
-) -> Iterator[Timeline]:
-    """The world of a study, faked; servers whose name is in ``fail_start`` fail to start."""
+    fail_start: tuple[str, ...] = (),
+    *,
+    services: Callable[[Sequence[str], Path], bringup.Services] = FakeServices,
+    fault_clients: Callable[..., Any] = _robustness_run,
+) -> FakeBench:
+    """The world of a study, faked: provisioning, server start/verify/stop, metering, the
+    syscalls tracer, the stack sampler (``--flamegraph``) and the fault clients. Servers
+    whose name is in ``fail_start`` fail to start; ``services`` and ``fault_clients``
+    replace the fake services and fault clients."""
     timeline = Timeline()
 
     def provision(stack: Any, *, progress: Any = None, **_: Any) -> ProvisionedEnv:
@@ -328,7 +356,7 @@ def fake_bench(
     def check(server: Any, stack: Any, workload: Any, params: Any = None, **_: Any) -> Any:
         return bringup.Check(workload.name)
 
-    def traced(pids: list[int], load: Callable[[], tuple[int, float]]) -> dict[str, Any]:
+    def traced(pids: Any, load: Callable[[], tuple[int, float]]) -> dict[str, Any]:
         requests, seconds = load()
         return {"requests": requests, "seconds": seconds, "fake": True}
 
@@ -336,17 +364,18 @@ def fake_bench(
         requests, seconds = load()
         return {"requests": requests, "seconds": seconds, "fake": "flame"}
 
-    monkeypatch.setattr(bringup, "provision", provision)
-    monkeypatch.setattr(bringup, "start", start)
-    monkeypatch.setattr(bringup, "stop", stop)
-    monkeypatch.setattr(bringup, "check", check)
-    monkeypatch.setattr("pywebbench.run.measure.Sampler", FakeSampler)
-    monkeypatch.setattr("pywebbench.run.measure.traced_window", traced)
-    monkeypatch.setattr("pywebbench.run.measure.sampled_window", sampled)
-    monkeypatch.setattr("pywebbench.run.measure.CoreSpeedProbe", FixedProbe)
-    monkeypatch.setattr("pywebbench.faults.measure_robustness", _robustness_run)
-    monkeypatch.setattr("pywebbench.run.robustness.InterferenceWindow", QuietWindow)
-    yield timeline
+    seams = Seams(
+        bringup=BringUp(
+            provision=provision, services=services, start=start, check=check, stop=stop
+        ),
+        sampler=FakeSampler,
+        core_speed_probe=FixedProbe,
+        syscalls_tracer=traced,
+        stack_sampler=sampled,
+        fault_clients=fault_clients,
+        interference_window=QuietWindow,
+    )
+    return FakeBench(timeline, seams)
 
 
 def recording_events(timeline: Timeline) -> Events:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from fake_bench import FakeAgent, fake_bench
+from pywebbench import bringup
+from pywebbench.bringup import StackFailure
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.run.runner import run_study
 from pywebbench.store import CellStatus, Phase, Store
@@ -16,25 +17,21 @@ from pywebbench.study.matrix import expand
 CPYTHON = default_interpreters()[0].name
 
 
-class _BrokenServices:
-    """Services that do not start (as a missing redis-server)."""
+class _BrokenServices(bringup.Services):
+    """Services that did not start (as a missing redis-server): their failure is kept for the
+    workloads that need them."""
 
-    def __enter__(self) -> dict[str, str]:
-        raise OSError("redis-server: not found (fake)")
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+    def __enter__(self) -> _BrokenServices:
+        self.failure = StackFailure(Phase.SERVICES, "starting redis failed: not found (fake)")
+        return self
 
 
 def test_a_workload_whose_service_failed_fails_alone_and_is_not_the_ready_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """Under ``server_scope = "stack"`` the redis cell comes first in its group; its service
     did not start, so it fails (phase services) and the server of the round is started and
     readied on the hello cell's path, which is measured as usual."""
-    monkeypatch.setattr(
-        "pywebbench.provision.services.start_services", lambda names, workdir: _BrokenServices()
-    )
     config = resolve(
         {
             "matrix": {
@@ -56,8 +53,17 @@ def test_a_workload_whose_service_failed_fails_alone_and_is_not_the_ready_path(
     )
     matrix = expand(config)
     assert [c.workload.name for c in matrix.cells] == ["redis", "hello"]
-    with fake_bench(monkeypatch) as timeline, Store(tmp_path / "s.sqlite") as store:
-        outcome = run_study(config, matrix, store, results_dir=tmp_path, agent=FakeAgent(timeline))
+    bench = fake_bench(services=_BrokenServices)
+    timeline = bench.timeline
+    with Store(tmp_path / "s.sqlite") as store:
+        outcome = run_study(
+            config,
+            matrix,
+            store,
+            results_dir=tmp_path,
+            agent=FakeAgent(timeline),
+            executor=bench.executor(),
+        )
         cells = {c.workload: c for c in store.cells(outcome.run_id)}
     starts = [e for e in timeline.entries if e["entry"] == "start"]
     assert len(starts) == 2 and {e["ready"] for e in starts} == {"/hello"}

@@ -205,12 +205,12 @@ def _normalised(doc: Any, run_id: str, tmp: Path) -> Any:
 
 
 @pytest.mark.parametrize("name", sorted(STUDIES))
-def test_a_study_loads_and_writes_as_captured(
-    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_study_loads_and_writes_as_captured(name: str, tmp_path: Path) -> None:
     (profile, load, matrix), fail_start = STUDIES[name]
     config = _study(profile, load, matrix)
-    with fake_bench(monkeypatch, fail_start) as timeline, Store(tmp_path / "s.sqlite") as store:
+    bench = fake_bench(fail_start)
+    timeline = bench.timeline
+    with Store(tmp_path / "s.sqlite") as store:
         outcome = run_study(
             config,
             expand(config),
@@ -218,6 +218,7 @@ def test_a_study_loads_and_writes_as_captured(
             results_dir=tmp_path,
             agent=FakeAgent(timeline),
             events=recording_events(timeline),
+            executor=bench.executor(),
         )
     capture = _normalised(
         {

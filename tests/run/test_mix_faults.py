@@ -133,7 +133,7 @@ def test_faults_with_a_mix_without_a_get_answering_2xx_are_refused(tmp_path: Pat
     assert expand(resolve(_study(folder, mix_file))).cells
 
 
-def test_a_study_with_a_mix_and_faults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_study_with_a_mix_and_faults(tmp_path: Path) -> None:
     """The fault phase of a cell with a mix (a fake bench): its good clients draw from the
     mix, its fault clients and recovery check get the /health entry's URL, and the cell
     stores its robustness."""
@@ -147,10 +147,16 @@ def test_a_study_with_a_mix_and_faults(tmp_path: Path, monkeypatch: pytest.Monke
         aimed.append(url)
         return _robustness_run(url, specs, run_load, **kw)
 
-    with fake_bench(monkeypatch) as timeline, Store(tmp_path / "s.sqlite") as store:
-        monkeypatch.setattr("pywebbench.faults.measure_robustness", measured)
+    bench = fake_bench(fault_clients=measured)
+    timeline = bench.timeline
+    with Store(tmp_path / "s.sqlite") as store:
         outcome = run_study(
-            config, expand(config), store, results_dir=tmp_path, agent=FakeAgent(timeline)
+            config,
+            expand(config),
+            store,
+            results_dir=tmp_path,
+            agent=FakeAgent(timeline),
+            executor=bench.executor(),
         )
         (cell,) = store.cells(outcome.run_id)
     assert outcome.cells_ok == 1, cell.failure_reason

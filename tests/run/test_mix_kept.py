@@ -128,9 +128,7 @@ def _interrupted_run(store: Store, config: StudyConfig) -> str:
     return run_id
 
 
-def test_a_resumed_study_loads_the_mix_it_started_with(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_resumed_study_loads_the_mix_it_started_with(tmp_path: Path) -> None:
     """The loads of the cells a resumed run measures draw from the kept requests, though the
     file was edited in between (a fake bench: no server, no load)."""
     folder, mix_file = project(tmp_path)
@@ -138,7 +136,9 @@ def test_a_resumed_study_loads_the_mix_it_started_with(
     keep_mix(config)
     assert config.app is not None
     kept = config.app.mix_entries
-    with fake_bench(monkeypatch) as timeline, Store(tmp_path / "s.sqlite") as store:
+    bench = fake_bench()
+    timeline = bench.timeline
+    with Store(tmp_path / "s.sqlite") as store:
         run_id = _interrupted_run(store, config)
         mix_file.write_text(EDITED)
         run = store.run(run_id)
@@ -146,7 +146,7 @@ def test_a_resumed_study_loads_the_mix_it_started_with(
         resumed = StudyConfig.model_validate(run.config)
         outcome = run_study(
             resumed, expand(resumed), store, results_dir=tmp_path, agent=FakeAgent(timeline),
-            run_id=run_id,
+            run_id=run_id, executor=bench.executor(),
         )  # fmt: skip
     assert outcome.status == RunStatus.COMPLETED and outcome.cells_ok == 1
     loads = [e["spec"] for e in timeline.entries if e["entry"] == "load"]

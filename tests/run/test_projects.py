@@ -129,9 +129,7 @@ def test_cli_duplicate_directory_names_are_one_line_and_exit_2(tmp_path: Path) -
     assert not results.exists()  # nothing written
 
 
-def test_a_study_of_two_projects_stores_each_stack_and_commit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_study_of_two_projects_stores_each_stack_and_commit(tmp_path: Path) -> None:
     v1, v2 = _projects(tmp_path, "v1", "v2")
     git = ["git", "-C", str(v1), "-c", "user.name=t", "-c", "user.email=t@example.org"]
     for args in (["init", "-q"], ["add", "web.py"], ["commit", "-q", "-m", "v1"]):
@@ -141,9 +139,15 @@ def test_a_study_of_two_projects_stores_each_stack_and_commit(
     study["app"]["paths"] = ["/"]
     study["load"].update(replicates=1, warmup="fixed", warmup_iterations=0, duration_s=0.5)
     config = resolve({**study, "cpus": {"server": [0], "generator": [1]}, "report": False})
-    with fake_bench(monkeypatch) as timeline, Store(tmp_path / "s.sqlite") as store:
+    bench = fake_bench()
+    with Store(tmp_path / "s.sqlite") as store:
         outcome = run_study(
-            config, expand(config), store, results_dir=tmp_path, agent=FakeAgent(timeline)
+            config,
+            expand(config),
+            store,
+            results_dir=tmp_path,
+            agent=FakeAgent(bench.timeline),
+            executor=bench.executor(),
         )
         stacks = {s.id: s.framework for s in store.stacks(outcome.run_id)}
         cells = store.cells(outcome.run_id)

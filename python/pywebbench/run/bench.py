@@ -29,6 +29,7 @@ from pywebbench.run.measure import Measurer, no_sigint
 from pywebbench.run.robustness import FaultTarget, FreshServer
 from pywebbench.run.rows import started_server_columns
 from pywebbench.run.schedule import CellOutcome, CellProgress, assign_failure
+from pywebbench.run.seams import Seams
 from pywebbench.store import CellStatus, Failure, Phase, Replicate, StoreWriter, utcnow
 from pywebbench.study.config import StudyConfig
 from pywebbench.study.matrix import CellPlan, Variant
@@ -69,11 +70,19 @@ class StudyContext:
 
 
 class HostBench:
-    """Runs rounds of groups of cells on this host (see the module doc)."""
+    """Runs rounds of groups of cells on this host (see the module doc); ``seams``: where it
+    reaches the world, bring-up and meters (the real ones unless given: run/seams.py)."""
 
     def __init__(
-        self, setup: StudySetup, store: StoreWriter, agent: LoadAgent, events: Events
+        self,
+        setup: StudySetup,
+        store: StoreWriter,
+        agent: LoadAgent,
+        events: Events,
+        seams: Seams | None = None,
     ) -> None:
+        seams = seams or Seams()
+        self.bringup = seams.bringup
         self.setup = setup
         self.config = setup.config
         self.store = store
@@ -92,6 +101,7 @@ class HostBench:
             iteration_done=events.iteration_done,
             phase=events.phase,
             fresh_server=self._fresh_server,
+            seams=seams,
         )
         self._measure.extra_server = self._extra_server
         self._knee = (
@@ -123,7 +133,7 @@ class HostBench:
         if needed:
             self.events.phase(f"starting services: {', '.join(needed)}")
         workdir = self.setup.results_dir / "services" / self.setup.run_id
-        with bringup.Services(needed, workdir) as services:
+        with self.bringup.services(needed, workdir) as services:
             self._services = services
             try:
                 yield
@@ -140,7 +150,7 @@ class HostBench:
             t0 = time.monotonic()
             stack_id = self.setup.stack_ids[variant.key]
             try:
-                env = bringup.provision(
+                env = self.bringup.provision(
                     variant.stack,
                     progress=self.events.phase,
                     timeout_s=self.config.timeouts.provision_s,
@@ -225,7 +235,9 @@ class HostBench:
         def start(cell: CellPlan, k: int) -> RunningServer:
             ready = bringup.ready_path(cell.variant.stack, [cell.workload])
             options = with_log_dir(self._launch_options(cell), cell, k)
-            return bringup.start(cell.variant.stack, self._envs[cell.variant.key], options, ready)
+            return self.bringup.start(
+                cell.variant.stack, self._envs[cell.variant.key], options, ready
+            )
 
         def load_spec(cell: CellPlan, base_url: str) -> LoadSpec:
             return cell.load_spec(
@@ -241,6 +253,7 @@ class HostBench:
             load_spec=load_spec,
             interference=lambda pids: CoreAccounting(cpus, pids),
             say=self.events.phase,
+            stop=self.bringup.stop,
             generator_cpus=self.setup.generator_cpus,
             server_cpus=cpus,
         )
@@ -280,7 +293,7 @@ class HostBench:
         ready = bringup.ready_path(variant.stack, [c.workload for c in round_cells])
         try:
             options = self._launch_options(p.cell)
-            return bringup.start(variant.stack, self._envs[variant.key], options, ready)
+            return self.bringup.start(variant.stack, self._envs[variant.key], options, ready)
         except StackFailure as exc:
             with no_sigint():
                 self.store.add_replicate(
@@ -335,17 +348,17 @@ class HostBench:
         self.events.phase(f"starting {variant.key} {why}")
         ready = bringup.ready_path(variant.stack, [cell.workload])
         options = replace(self._launch_options(cell), **launch)
-        server = bringup.start(variant.stack, self._envs[variant.key], options, ready)
+        server = self.bringup.start(variant.stack, self._envs[variant.key], options, ready)
         try:
             yield server
         finally:
             with no_sigint():
-                bringup.stop(server)
+                self.bringup.stop(server)
 
     def _stop_server(self, server: RunningServer, p: CellProgress) -> None:
         """Stop the server's process group (shielded from Ctrl-C); a slow stop is recorded."""
         with no_sigint():
-            took = bringup.stop(server)
+            took = self.bringup.stop(server)
             if took > self.config.timeouts.stop_s:
                 self.store.add_failure(
                     Failure(
@@ -397,7 +410,7 @@ class HostBench:
     def _verify(self, server: RunningServer, cell: CellPlan) -> StackFailure | None:
         """Check that ``server`` answers ``cell``'s workload correctly (None: it does)."""
         self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
-        return bringup.check(
+        return self.bringup.check(
             server,
             cell.variant.stack,
             cell.workload,

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from pywebbench.run.bench import HostBench, StudyContext
 from pywebbench.run.schedule import CellOutcome, CellProgress
+from pywebbench.run.seams import Seams
 from pywebbench.study.config import ConfigError, LoadConfig
 
 
@@ -59,19 +60,21 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """Every group on this host, one after another, on one :class:`HostBench`."""
+    """Every group on this host, one after another, on one :class:`HostBench`; ``seams``:
+    where it reaches the world (the real ones unless given: run/seams.py)."""
 
     name = "local"
     parallel = False
 
-    def __init__(self) -> None:
+    def __init__(self, seams: Seams | None = None) -> None:
+        self.seams = seams or Seams()
         self._bench: HostBench | None = None
         self._loaded_s = 0.0
 
     @contextmanager
     def prepared(self, study: StudyContext) -> Iterator[None]:
         """This host's bench, its stacks provisioned and services started for the study."""
-        bench = HostBench(study.setup, study.store, study.agent, study.events)
+        bench = HostBench(study.setup, study.store, study.agent, study.events, self.seams)
         self._bench = bench
         try:
             with bench.prepared(study.cells):

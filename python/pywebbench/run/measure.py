@@ -28,9 +28,8 @@ from pywebbench.analysis.warmup_class import classify
 from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LoadAgent, LoadProgress, LoadSpec, iteration_figures
-from pywebbench.meter import Sampler, tree
+from pywebbench.meter import tree
 from pywebbench.meter.core_speed import CoreSpeedProbe, SpeedTracker
-from pywebbench.meter.flame import sampled_window
 from pywebbench.meter.interference import AvailableShare
 from pywebbench.meter.owners import app_paths, stack_packages
 from pywebbench.meter.sampler import trees_cpu_s
@@ -39,13 +38,13 @@ from pywebbench.run import instructions
 from pywebbench.run.health import judge_iteration
 from pywebbench.run.robustness import FaultTarget, FreshServer, fault_phase
 from pywebbench.run.rows import iteration_row
+from pywebbench.run.seams import Seams
 from pywebbench.run.steadiness import (
     Snapshot,
     measured_curve,
     replicate_checks,
     warm_until_steady,
 )
-from pywebbench.run.syscalls import traced_window
 from pywebbench.store import IterationKind, Phase, Sample, StoreWriter, utcnow
 from pywebbench.study.config import StudyConfig
 from pywebbench.study.matrix import CellPlan
@@ -108,8 +107,12 @@ class Measurer:
         iteration_done: Callable[[CellPlan, str, float], None],
         phase: Callable[[str], None],
         fresh_server: Callable[[CellPlan], FreshServer] | None = None,
+        seams: Seams | None = None,
     ) -> None:
         self.config = config
+        #: The sampler, probe, tracer, stack sampler and fault clients (the real ones unless
+        #: given: run/seams.py).
+        self.seams = seams or Seams()
         self.store = store
         self.agent = agent
         self.generator_cpus = generator_cpus
@@ -221,6 +224,7 @@ class Measurer:
             progress=self._progress,
             fresh_server=self.fresh_server(cell) if self.fresh_server else None,
             phase=self._phase,
+            seams=self.seams,
         )
         return None, robustness
 
@@ -235,7 +239,7 @@ class Measurer:
                 raise Interrupted()
             return result.requests, result.duration_s
 
-        doc = traced_window([p.pid for p in tree(server.pid)], load)
+        doc = self.seams.syscalls_tracer([p.pid for p in tree(server.pid)], load)
         with no_sigint():
             self.store.update_replicate(rep_id, syscalls_json=json.dumps(doc))
 
@@ -260,13 +264,17 @@ class Measurer:
         env = vmprof_env(True, stack)
         # The core's speed over the window, so that compare can put both sides' CPU times
         # at one speed (docs/flamegraphs.md#compare).
-        probe = CoreSpeedProbe(server_cores(server)).start() if cfg.core_speed else None
+        probe = (
+            self.seams.core_speed_probe(server_cores(server)).start() if cfg.core_speed else None
+        )
         try:
             if env:
                 where = Path(env["PWB_VMPROF_DIR"])
                 doc = vmprof_window(where, pids, load, packages=packages, app_paths=paths)
             else:
-                doc = sampled_window(server.pid, pids, load, packages=packages, app_paths=paths)
+                doc = self.seams.stack_sampler(
+                    server.pid, pids, load, packages=packages, app_paths=paths
+                )
         finally:
             rate = probe.stop() if probe is not None else None
         if rate and "error" not in doc:
@@ -472,7 +480,7 @@ class Measurer:
         started = utcnow()
         self._iteration_start(cell, kind)
         cores = server_cores(server)
-        sampler = Sampler(
+        sampler = self.seams.sampler(
             server.pid,
             cpus=pinned_cores(server, self.generator_cpus),
             probe_cpus=cores if self.config.load.core_speed else (),

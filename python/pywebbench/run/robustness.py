@@ -27,6 +27,7 @@ from pywebbench.load.agent import ProgressFn
 from pywebbench.load.result import LoadResult, iteration_figures
 from pywebbench.meter.interference import InterferenceWindow
 from pywebbench.meter.sampler import pin_this_thread, trees_cpu_s
+from pywebbench.run.seams import FaultClients, Seams, Window
 from pywebbench.study.config import StudyConfig
 from pywebbench.study.matrix import CellPlan
 
@@ -64,6 +65,7 @@ def fault_phase(
     progress: Callable[[Any], None] | None = None,
     fresh_server: FreshServer | None = None,
     phase: Callable[[str], None] = lambda _: None,
+    seams: Seams | None = None,
 ) -> CellRobustness:
     """Measure ``cell`` on the running server ``target`` under ``config.load.faults``; its
     robustness. ``server_cpus``: the server's cores (its neighbours there are the
@@ -77,7 +79,8 @@ def fault_phase(
     runs on its own ``fresh_server()``, warmed up with the same good stream first, so all
     sizes are measured alike (without ``fresh_server``, one after the other on the cell's
     server). ``clean_result`` is used only for a single mix without fresh connections (then
-    the good stream is the measured one).
+    the good stream is the measured one). ``seams``: the fault clients and the interference
+    window (the real ones unless given: run/seams.py).
     """
     from pywebbench.faults.plan import parse_plan
 
@@ -85,6 +88,7 @@ def fault_phase(
     if cfg.faults is None:
         raise ValueError("the study has no fault mix")
     plan = parse_plan(cfg.faults)
+    world = seams or Seams()
 
     def spec_at(url: str) -> LoadSpec:
         """The cell's load on the server at ``url``, with the plan's arriving clients (a
@@ -99,13 +103,18 @@ def fault_phase(
     fresh = plan.is_sweep and fresh_server is not None
 
     def measure(on: FaultTarget, specs: list[FaultSpec], clean: LoadResult | None) -> Measured:
-        guarded = GuardedAgent(agent, on, server_cpus, generator_cpus)
+        guarded = GuardedAgent(
+            agent, on, server_cpus, generator_cpus, window=world.interference_window
+        )
         # this thread, and the fault clients' thread it starts, off the server's cores (as
         # the sampler does for an iteration): their CPU is pywebbench's, not a neighbour's
         away = sorted(set(generator_cpus) - set(server_cpus)) if guarded.apart else []
         before = pin_this_thread(away)
         try:
-            point = _measure(spec_at(on.url), specs, plan, guarded, progress, on.alive, clean)
+            point = _measure(
+                spec_at(on.url), specs, plan, guarded, progress, on.alive, clean,
+                world.fault_clients,
+            )  # fmt: skip
         finally:
             if before is not None:
                 pin_this_thread(before)
@@ -167,8 +176,8 @@ class Measured:
 class GuardedAgent:
     """A load agent whose every run records what other processes took from the pinned
     cores over it (:class:`~pywebbench.meter.interference.InterferenceWindow`, the server
-    tree's CPU time from ``server_pid``): the interference guard of the fault phase. The
-    fault clients run in this process, so their CPU is pywebbench's own."""
+    tree's CPU time from ``server_pid``; ``window`` makes one): the interference guard of the
+    fault phase. The fault clients run in this process, so their CPU is pywebbench's own."""
 
     def __init__(
         self,
@@ -176,8 +185,11 @@ class GuardedAgent:
         server: FaultTarget,
         server_cpus: Sequence[int],
         generator_cpus: Sequence[int],
+        *,
+        window: Callable[[Sequence[int], Sequence[int]], Window] = InterferenceWindow,
     ) -> None:
         self.agent = agent
+        self._window = window
         self.server = server
         #: the server's cores and the generator's are apart: each side accounted on its own
         self.apart = bool(server_cpus) and not set(server_cpus) & set(generator_cpus)
@@ -189,7 +201,7 @@ class GuardedAgent:
     def run(self, spec: LoadSpec, progress: ProgressFn | None = None) -> LoadResult:
         """``agent.run``, its window's interference recorded (none when the server died
         meanwhile: a dead tree's CPU time reads 0)."""
-        window = InterferenceWindow(self.cpus, self.server_cpus) if self.cpus else None
+        window = self._window(self.cpus, self.server_cpus) if self.cpus else None
         before = trees_cpu_s([self.server.pid])
         result = self.agent.run(spec, progress=progress)
         self.interrupted = self.interrupted or result.interrupted
@@ -217,11 +229,12 @@ def _measure(
     progress: Callable[[Any], None] | None,
     alive: Callable[[], bool],
     clean_result: LoadResult | None,
+    fault_clients: FaultClients,
 ) -> CellRobustness:
     """One measurement: clean (unless given), under ``specs``, then the recovery check."""
-    from pywebbench.faults import measure_of, measure_robustness
+    from pywebbench.faults import measure_of
 
-    run = measure_robustness(
+    run = fault_clients(
         fault_url(spec),
         specs,
         lambda: agent.run(spec, progress=progress),

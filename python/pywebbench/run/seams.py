@@ -1,0 +1,165 @@
+"""Where a study's runner reaches the world: one small object, the real things by default.
+
+A :class:`Seams` is handed to the runner's executor
+(:class:`~pywebbench.run.executor.LocalExecutor`) and its host bench
+(:class:`~pywebbench.run.bench.HostBench`), which hand it on to what they call: the bring-up
+of a stack (:class:`BringUp`, a thin face over :mod:`pywebbench.bringup`'s provision,
+services, start, check and stop), the resource sampler of an iteration, the core-speed probe
+of a sampled window, the syscalls tracer, the stack sampler of ``--flamegraph``, the fault
+clients and the fault phase's interference window. The CLI passes ``Seams()``, the real
+implementations; a test passes fakes (``tests/run/fake_bench.py``), so a whole study runs
+without a server in about a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pywebbench import bringup
+from pywebbench.faults import measure_robustness
+from pywebbench.meter.core_speed import CoreSpeedProbe
+from pywebbench.meter.flame import sampled_window
+from pywebbench.meter.interference import Interference, InterferenceWindow
+from pywebbench.meter.sampler import MeterSummary, Sampler
+from pywebbench.run.syscalls import traced_window
+
+if TYPE_CHECKING:
+    from pywebbench.catalogue.base import Stack
+    from pywebbench.catalogue.workloads import Workload
+    from pywebbench.faults import FaultSpec, RobustnessRun
+    from pywebbench.launch import RunningServer
+    from pywebbench.provision.venv import ProvisionedEnv
+
+#: A window's load: it returns the requests completed and the seconds it took.
+WindowLoad = Callable[[], tuple[int, float]]
+
+
+class Provision(Protocol):
+    """:func:`pywebbench.bringup.provision`: a stack's virtualenv, built or found cached."""
+
+    def __call__(
+        self,
+        stack: Stack,
+        *,
+        progress: bringup.Progress | None = None,
+        timeout_s: float | None = None,
+    ) -> ProvisionedEnv: ...
+
+
+class Check(Protocol):
+    """:func:`pywebbench.bringup.check`: does a running server answer a workload correctly?"""
+
+    def __call__(
+        self,
+        server: RunningServer,
+        stack: Stack,
+        workload: Workload,
+        params: Mapping[str, int] | None = None,
+        *,
+        timeout_s: float = 10.0,
+    ) -> bringup.Check: ...
+
+
+@dataclass(frozen=True)
+class BringUp:
+    """The per-stack pipeline as the host bench calls it (defaults: :mod:`pywebbench.bringup`)."""
+
+    provision: Provision = bringup.provision
+    #: The services a set of workloads needs (names, working directory), a context manager.
+    services: Callable[[Sequence[str], Path], bringup.Services] = bringup.Services
+    #: Start a stack's server (stack, virtualenv, launch options, ready path).
+    start: Callable[[Stack, ProvisionedEnv, bringup.LaunchOptions, str], RunningServer] = (
+        bringup.start
+    )
+    check: Check = bringup.check
+    #: Stop a server's process group; the seconds it took.
+    stop: Callable[[RunningServer], float] = bringup.stop
+
+
+class SpeedProbe(Protocol):
+    """A core-speed probe over a window (:class:`~pywebbench.meter.core_speed.CoreSpeedProbe`)."""
+
+    def start(self) -> SpeedProbe: ...
+
+    def stop(self) -> float | None: ...
+
+
+class ResourceSampler(Protocol):
+    """The metering of a server's process tree over an iteration
+    (:class:`~pywebbench.meter.sampler.Sampler`)."""
+
+    @property
+    def probe(self) -> CoreSpeedProbe | None: ...
+
+    def start(self) -> ResourceSampler: ...
+
+    def stop(self) -> MeterSummary: ...
+
+
+class SamplerFactory(Protocol):
+    """Makes the :class:`ResourceSampler` of one iteration."""
+
+    def __call__(
+        self,
+        pid: int,
+        *,
+        cpus: Iterable[int] = (),
+        probe_cpus: Iterable[int] = (),
+        server_cpus: Iterable[int] = (),
+    ) -> ResourceSampler: ...
+
+
+class StackSampler(Protocol):
+    """:func:`pywebbench.meter.flame.sampled_window`: a process tree's stacks sampled while
+    a load runs."""
+
+    def __call__(
+        self,
+        pid: int,
+        tree: Callable[[], list[int]],
+        load: WindowLoad,
+        *,
+        packages: Mapping[str, str],
+        app_paths: Sequence[str],
+    ) -> dict[str, Any]: ...
+
+
+class FaultClients(Protocol):
+    """:func:`pywebbench.faults.measure_robustness`: a server's good load, clean and with the
+    fault clients running."""
+
+    def __call__(
+        self,
+        url: str,
+        specs: Sequence[FaultSpec],
+        run_load: Callable[[], Any],
+        *,
+        alive: Callable[[], bool] | None = None,
+        clean_result: Any = None,
+        settle_s: float = 1.0,
+    ) -> RobustnessRun: ...
+
+
+class Window(Protocol):
+    """What other processes took from pinned cores over a window
+    (:class:`~pywebbench.meter.interference.InterferenceWindow`)."""
+
+    def close(self, server_cpu_s: float | None) -> Interference | None: ...
+
+
+@dataclass(frozen=True)
+class Seams:
+    """Everything the study's runner does to the world beside its load agent (module doc)."""
+
+    bringup: BringUp = field(default_factory=BringUp)
+    sampler: SamplerFactory = Sampler
+    core_speed_probe: Callable[[Sequence[int]], SpeedProbe] = CoreSpeedProbe
+    #: The traced window of ``--syscalls`` (the pids to trace, the load).
+    syscalls_tracer: Callable[[Sequence[int], WindowLoad], dict[str, Any]] = traced_window
+    stack_sampler: StackSampler = sampled_window
+    fault_clients: FaultClients = measure_robustness
+    #: The fault phase's interference window over the pinned cores (all, the server's).
+    interference_window: Callable[[Sequence[int], Sequence[int]], Window] = InterferenceWindow
