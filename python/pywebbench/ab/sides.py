@@ -156,13 +156,18 @@ class SideStudy:
 
 
 def side_study(side: Side, overrides: Mapping[str, Any]) -> SideStudy:
-    """Resolve and expand a side's study; SideError unless it is exactly one runnable cell."""
+    """Resolve and expand a side's study, its app's interface detected (a virtualenv, an
+    import); SideError unless it is exactly one runnable cell."""
+    from pywebbench.provision.user_app import with_interfaces_detected
+
     try:
         config = resolve(None, dict(overrides), profile="quick")
         check(config)
-        matrix = expand(config)
+        matrix = with_interfaces_detected(expand(config))
     except ConfigError as exc:
         raise SideError(f"{side.flag}: {exc}") from None
+    except ValueError as exc:  # the app cannot be imported, or its interface told
+        raise SideError(f"{side.flag}: app: {exc}") from None
     if not matrix.cells:
         why = "; ".join(f"{name}: {reason}" for name, reason in matrix.unavailable)
         raise SideError(f"{side.flag}: no stack can run ({why or 'nothing selected'})")

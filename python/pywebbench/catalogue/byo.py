@@ -6,10 +6,10 @@ runs on every server of its interface like a built-in framework. Several project
 one app (``--project v1 --project v2``: versions, or twins of one app) are one framework each,
 named after their directory (:func:`project_tags`).
 
-This module only describes the app (:func:`parse_user_app` validates the flags). Telling WSGI
-from ASGI when ``--interface`` is not given needs a virtualenv: that is
-:func:`pywebbench.provision.user_app.user_framework`. Checking a path of the running app is
-:func:`pywebbench.verify.user_app.check_path`.
+This module only describes the app (:func:`parse_user_app` validates the flags, reading only
+files). Telling WSGI from ASGI when ``--interface`` is not given needs a virtualenv: that is
+:func:`pywebbench.provision.user_app.detect_interfaces`, at bring-up. Checking a path of the
+running app is :func:`pywebbench.verify.user_app.check_path`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ __all__ = [
     "mix_workload",
     "parse_requirements",
     "parse_user_app",
+    "parse_user_apps",
     "project_tags",
     "user_workload",
 ]
@@ -266,3 +267,38 @@ def parse_user_app(
     return UserFramework(
         app, interface or "", tuple(reqs), tuple(steps), project, workloads, tag=tag
     )
+
+
+def parse_user_apps(
+    app: str,
+    interface: str | None,
+    requirements: Path | None,
+    projects: Sequence[Path],
+    paths: list[str],
+    expect_status: int | None,
+    expect_body: str | None,
+    *,
+    mix: Path | None = None,
+    mix_entries: Sequence[MixEntry] | None = None,
+) -> list[UserFramework]:
+    """The app as one framework per project directory (one with none), in order: with one
+    project or none ``app-<module.callable>``, with several each named after its directory
+    (``app-<module.callable>@<dirname>``, :func:`project_tags`), sharing the other flags
+    (:func:`parse_user_app`). Nothing is built or imported: ``interface`` "" when not given.
+    Raises ValueError naming the bad flag."""
+    tagged: list[tuple[Path | None, str | None]] = [*project_tags(projects)] or [(None, None)]
+    return [
+        parse_user_app(
+            app,
+            interface,
+            requirements,
+            project,
+            paths,
+            expect_status,
+            expect_body,
+            mix,
+            tag,
+            mix_entries=mix_entries,
+        )
+        for project, tag in tagged
+    ]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from pywebbench.catalogue.base import Framework, Interpreter, ServerAdapter, Stack
+from pywebbench.catalogue.base import ASGI, WSGI, Framework, Interpreter, ServerAdapter, Stack
 from pywebbench.catalogue.registry import Member
 from pywebbench.catalogue.workloads import Workload
 
@@ -136,7 +136,8 @@ def plan(
     frameworks: Iterable[str | Framework] | None = None,
     workloads: Iterable[str] | None = None,
 ) -> list[Candidate]:
-    """Every interpreter x server x framework whose interfaces match, with availability.
+    """Every interpreter x server x framework whose interfaces match, with availability; a
+    user's app whose interface is not known yet ("") goes with every WSGI and ASGI server.
 
     ``servers``/``frameworks``: names (globs allowed), instances (e.g. a user's framework from
     :func:`pywebbench.provision.user_app.user_framework`), or None for the whole catalogue.
@@ -152,7 +153,9 @@ def plan(
     for interp in interpreters:
         for server in server_list:
             for fw in framework_list:
-                if server.interface != fw.interface:
+                if server.interface != fw.interface and not (
+                    fw.interface == "" and server.interface in (WSGI, ASGI)
+                ):
                     continue
                 names = _workload_order(fw) if wanted is None else wanted
                 wl = tuple(w for w in names if w in fw.workloads)

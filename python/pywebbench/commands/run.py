@@ -157,6 +157,8 @@ def _main(options: dict[str, Any], console: Console) -> int:
     if config.load.instructions:
         _check_valgrind()
     matrix = expand(config)
+    if not options["dry_run"]:  # the bring-up of a user's app: its interface
+        matrix = _app_interfaces_detected(matrix)
     if not matrix.cells:
         reasons = "; ".join(f"{n}: {r}" for n, r in (matrix.unavailable + matrix.skipped)[:5])
         raise ConfigError(
@@ -170,6 +172,12 @@ def _main(options: dict[str, Any], console: Console) -> int:
         console.print(f"  [yellow]unavailable[/] {name}: {reason}")
     for name, reason in matrix.skipped:
         console.print(f"  [yellow]skipped[/] {name}: {reason}")
+    for app in matrix.apps:
+        if not app.interface:  # --dry-run: nothing is imported
+            console.print(
+                f"  [yellow]interface[/] {app.name}: detected when the run starts (or give "
+                "--interface); planned here on WSGI and ASGI servers"
+            )
     if not options["dry_run"]:
         from pywebbench.analysis.steady import preload_in_background
 
@@ -186,6 +194,18 @@ def _main(options: dict[str, Any], console: Console) -> int:
             console.print(f"  {cell.label}")
         return 0
     return _execute(config, matrix, console, run_id)
+
+
+def _app_interfaces_detected(matrix: Matrix) -> Matrix:
+    """The matrix with its user's app's interface detected (its requirements provisioned, the
+    app imported) and the cells of servers that cannot serve it skipped; ConfigError (one
+    line, exit 2) when the app cannot be imported or its interface told."""
+    from pywebbench.provision.user_app import with_interfaces_detected
+
+    try:
+        return with_interfaces_detected(matrix)
+    except ValueError as exc:
+        raise ConfigError(f"app: {exc}") from None
 
 
 def _preflight(config: StudyConfig, console: Console) -> None:

@@ -1,11 +1,13 @@
 """A user's app (bring your own app) made ready to run: its interface detected in a venv.
 
-:func:`user_framework` is what the commands call: the flags parsed by
+:func:`user_framework` is what ``verify`` calls: the flags parsed by
 :func:`pywebbench.catalogue.byo.parse_user_app`, then, without ``--interface``,
 :func:`detect_interface` imports the app inside a virtualenv holding the user's requirements
 (provisioned and cached like any stack) and tells WSGI from ASGI by its signature.
 :func:`user_frameworks` does the same for several project directories of one app (one
-framework each, detected each).
+framework each, detected each). A study plans without importing anything, and
+:func:`with_interfaces_detected` detects at bring-up, before any server starts (``run``,
+``ab``).
 """
 
 from __future__ import annotations
@@ -14,17 +16,27 @@ import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pywebbench.catalogue.base import ASGI, WSGI, Interpreter, ServerAdapter, Stack
-from pywebbench.catalogue.byo import UserFramework, parse_user_app, project_tags
+from pywebbench.catalogue.byo import UserFramework, parse_user_app, parse_user_apps
 from pywebbench.launch.process import ProcessGroup
 from pywebbench.load.spec import MixEntry
 from pywebbench.provision.venv import Progress, ProvisionError, provision
 
-__all__ = ["DETECT_TIMEOUT_S", "detect_interface", "user_framework", "user_frameworks"]
+if TYPE_CHECKING:
+    from pywebbench.study.matrix import Matrix
+
+__all__ = [
+    "DETECT_TIMEOUT_S",
+    "detect_interface",
+    "detect_interfaces",
+    "user_framework",
+    "user_frameworks",
+    "with_interfaces_detected",
+]
 
 #: Upper bound of importing the user's app to detect its interface.
 DETECT_TIMEOUT_S = 120.0
@@ -70,36 +82,44 @@ def user_frameworks(
     interpreter: Interpreter | None = None,
     progress: Progress | None = None,
 ) -> list[UserFramework]:
-    """One framework per project directory of the app (one framework with none), in order.
-
-    With one project or none the framework is :func:`user_framework`'s (``app-<module.callable>``);
-    with several each is named after its directory (``app-<module.callable>@<dirname>``) and
-    shares the other flags (``mix_entries``: the requests of ``mix`` already read, see
-    :func:`~pywebbench.catalogue.byo.parse_user_app`). Every project is checked before any is
-    imported; without ``interface`` each one's interface is detected on its own (each may
-    import differently).
-    Raises ValueError naming the bad flag (two projects with one directory name: ``--project``).
-    """
-    tagged: list[tuple[Path | None, str | None]] = [*project_tags(projects)] or [(None, None)]
-    fws = [
-        parse_user_app(
-            app,
-            interface,
-            requirements,
-            project,
-            paths,
-            expect_status,
-            expect_body,
-            mix,
-            tag,
-            mix_entries=mix_entries,
-        )
-        for project, tag in tagged
-    ]
-    if interface is None:
-        for fw in fws:
-            fw.interface = detect_interface(fw, interpreter=interpreter, progress=progress)
+    """One framework per project directory of the app (one with none), in order
+    (:func:`~pywebbench.catalogue.byo.parse_user_apps`), each one's interface detected unless
+    ``interface`` is given (:func:`detect_interfaces`). Every project is checked before any
+    is imported. Raises ValueError naming the bad flag."""
+    fws = parse_user_apps(
+        app, interface, requirements, projects, paths, expect_status, expect_body,
+        mix=mix, mix_entries=mix_entries,
+    )  # fmt: skip
+    detect_interfaces(fws, interpreter=interpreter, progress=progress)
     return fws
+
+
+def detect_interfaces(
+    frameworks: Iterable[UserFramework],
+    *,
+    interpreter: Interpreter | None = None,
+    progress: Progress | None = None,
+) -> None:
+    """Set the interface of each of ``frameworks`` whose interface is not known yet
+    (:func:`detect_interface`: each one imported on its own, as each project may import
+    differently). Raises ValueError naming ``--app``."""
+    for fw in frameworks:
+        if not fw.interface:
+            fw.interface = detect_interface(fw, interpreter=interpreter, progress=progress)
+
+
+def with_interfaces_detected(matrix: Matrix, *, progress: Progress | None = None) -> Matrix:
+    """The bring-up of a study's app: a matrix planned before its interface was known
+    (:func:`pywebbench.study.matrix.expand` plans it on WSGI and ASGI servers) with the
+    interface detected (in a virtualenv of the matrix's first interpreter) and the cells of
+    the servers that cannot serve it dropped (:meth:`~pywebbench.study.matrix.Matrix.servable`).
+    Raises ValueError naming ``--app`` when the app cannot be imported or told."""
+    detect_interfaces(
+        matrix.apps,
+        interpreter=matrix.interpreters[0] if matrix.interpreters else None,
+        progress=progress,
+    )
+    return matrix.servable()
 
 
 #: Prefix of the verdict line among whatever else the app prints while it is imported.

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pywebbench.bind import Bind, can_bind_unix, cannot_bind_unix
-from pywebbench.catalogue.base import Framework, Interpreter, Stack
-from pywebbench.catalogue.byo import UserWorkload
+from pywebbench.catalogue.base import Interpreter, Stack
+from pywebbench.catalogue.byo import UserFramework, UserWorkload, parse_user_apps
 from pywebbench.catalogue.workloads import HttpRequest, Workload
 from pywebbench.load.spec import LoadSpec, MixEntry, spec_for_request
 from pywebbench.protocol import (
@@ -142,6 +142,8 @@ class Matrix:
     unavailable: list[tuple[str, str]] = field(default_factory=list)  # (stack name, reason)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (variant, why): not failures
     interpreters: list[Interpreter] = field(default_factory=list)
+    #: The user's app (``--app``), one framework per project; its interface "" until detected.
+    apps: list[UserFramework] = field(default_factory=list)
 
     @property
     def services(self) -> set[str]:
@@ -160,6 +162,7 @@ class Matrix:
             out.variants += [v for v in m.variants if v.key not in {x.key for x in out.variants}]
             out.unavailable += m.unavailable
             out.skipped += m.skipped
+            out.apps += [fw for fw in m.apps if fw not in out.apps]
             for c in m.cells:
                 out.cells.append(dataclasses.replace(c, ordinal=len(out.cells)))
         keys = [c.key for c in out.cells]
@@ -169,6 +172,41 @@ class Matrix:
 
     def cells_of(self, variant: Variant) -> list[CellPlan]:
         return [c for c in self.cells if c.variant is variant]
+
+    def servable(self) -> Matrix:
+        """This matrix without the stacks whose server cannot serve their app's interface: a
+        user's app planned before its interface was known runs on WSGI and ASGI servers
+        (:func:`expand`); once it is known (at bring-up) the others are skipped, each with
+        its reason (``waitress cannot serve an ASGI app``), and their unavailable entries
+        dropped. The cells keep their order, numbered again."""
+        from pywebbench.catalogue.servers import ADAPTERS
+
+        known = {fw.name: fw.interface for fw in self.apps if fw.interface}
+
+        def why_not(server: str, framework: str) -> str | None:
+            interface = known.get(framework)
+            adapter = ADAPTERS.get(server)
+            if interface is None or adapter is None or adapter.interface == interface:
+                return None
+            article = "an" if interface.upper().startswith("A") else "a"  # an ASGI, a WSGI
+            return f"{server} cannot serve {article} {interface.upper()} app"
+
+        out = Matrix(interpreters=list(self.interpreters), apps=list(self.apps))
+        out.skipped = list(self.skipped)
+        for v in self.variants:
+            why = why_not(v.stack.server.name, v.stack.framework.name)
+            if why is None:
+                out.variants.append(v)
+            elif (v.stack.name, why) not in out.skipped:
+                out.skipped.append((v.stack.name, why))
+        kept = [c for c in self.cells if any(c.variant is v for v in out.variants)]
+        out.cells = [dataclasses.replace(c, ordinal=i) for i, c in enumerate(kept)]
+        out.unavailable = [
+            (name, reason)
+            for name, reason in self.unavailable
+            if why_not(*name.rsplit("/", 2)[1:]) is None
+        ]
+        return out
 
 
 def _interpreters(config: StudyConfig) -> list[Interpreter]:
@@ -197,16 +235,15 @@ def _interpreters(config: StudyConfig) -> list[Interpreter]:
     return out
 
 
-def _user_frameworks(config: StudyConfig, interpreter: Interpreter) -> list[Framework]:
+def _user_frameworks(config: StudyConfig) -> list[UserFramework]:
     """The user's app as frameworks: one per project directory (``app.project``), one with
-    none; each project's interface detected unless ``app.interface`` is given."""
-    from pywebbench.provision.user_app import user_frameworks
-
+    none; read from the flags and files only (an interface not given stays "", detected at
+    bring-up: :func:`pywebbench.provision.user_app.with_interfaces_detected`)."""
     app = config.app
     assert app is not None
     try:
         return list(
-            user_frameworks(
+            parse_user_apps(
                 app.app,
                 app.interface,
                 Path(app.requirements) if app.requirements else None,
@@ -216,7 +253,6 @@ def _user_frameworks(config: StudyConfig, interpreter: Interpreter) -> list[Fram
                 app.expect_body,
                 mix=Path(app.mix) if app.mix else None,
                 mix_entries=kept_mix(config),
-                interpreter=interpreter,
             )
         )
     except (ValueError, FileNotFoundError) as exc:
@@ -320,6 +356,11 @@ def expand(config: StudyConfig) -> Matrix:
 
     Order: variant by variant (so each server is provisioned and started close to its
     cells), within a variant workload by workload, then load point.
+
+    Reads files only (a user's requirements and mix), never builds or starts anything: a
+    user's app whose interface is not given is planned on WSGI and ASGI servers, and its
+    interface is detected at bring-up, which then drops the other servers' cells
+    (:func:`pywebbench.provision.user_app.with_interfaces_detected`, :meth:`Matrix.servable`).
     """
     from pywebbench.catalogue import stacks as stacks_mod
     from pywebbench.catalogue.workloads import WORKLOADS
@@ -329,8 +370,9 @@ def expand(config: StudyConfig) -> Matrix:
     servers = m.servers or None
     workload_names = m.workloads or None
     byo: dict[str, Workload] = {}
+    user_fws: list[UserFramework] = []
     if config.app is not None:
-        user_fws = _user_frameworks(config, interpreters[0])
+        user_fws = _user_frameworks(config)
         frameworks: list[Any] | None = list(user_fws)
         for user_fw in user_fws:  # the projects of one app share its paths (or mix)
             byo.update(getattr(user_fw, "user_workloads", {}))
@@ -357,7 +399,7 @@ def expand(config: StudyConfig) -> Matrix:
             raise ConfigError(f"matrix.workload_params.{name}: {exc}") from None
 
     _check_server_options(config, candidates)
-    out = Matrix(interpreters=interpreters)
+    out = Matrix(interpreters=interpreters, apps=user_fws)
     modes = [str(m) for m in config.load.connection_mode]
     if config.load.model == "open":
         points: list[tuple[int, float | None, str]] = [
