@@ -28,6 +28,7 @@ from pywebbench.load.histogram import Histogram
 from pywebbench.load.result import LoadResult
 from pywebbench.meter import MeterSummary
 from pywebbench.meter.interference import Interference
+from pywebbench.meter.sampler import TreeSnapshot
 from pywebbench.provision.venv import ProvisionedEnv
 from pywebbench.run.events import Events
 from pywebbench.run.executor import LocalExecutor
@@ -200,6 +201,21 @@ class FakeServer:
         return True  # what every CPython before 3.13t reports
 
 
+def idle_tree(pid: int) -> TreeSnapshot:
+    """A started server's process tree read once: one process, the same memory every time
+    (the real reading scans /proc for the tree's children)."""
+    return TreeSnapshot(
+        at=0.0, processes=1, cpu_user_s=0.1, cpu_sys_s=0.05, rss_bytes=40_000_000,
+        uss_bytes=30_000_000, pss_bytes=32_000_000, threads=3, fds=10, ctx_voluntary=1,
+        ctx_involuntary=1, pids=frozenset({pid}),
+    )  # fmt: skip
+
+
+def no_cpu_s(pids: Sequence[int]) -> float:
+    """The CPU seconds of the fake servers' trees: none."""
+    return 0.0
+
+
 class FixedProbe:
     """The sampled window's core-speed probe: one fixed reading (stored as the window's
     ``core_rate``)."""
@@ -314,10 +330,10 @@ def fake_bench(
     services: Callable[[Sequence[str], Path], bringup.Services] = FakeServices,
     fault_clients: Callable[..., Any] = _robustness_run,
 ) -> FakeBench:
-    """The world of a study, faked: provisioning, server start/verify/stop, metering, the
-    syscalls tracer, the stack sampler (``--flamegraph``) and the fault clients. Servers
-    whose name is in ``fail_start`` fail to start; ``services`` and ``fault_clients``
-    replace the fake services and fault clients."""
+    """The world of a study, faked: provisioning, server start/verify/stop, metering (the
+    servers' process trees too), the syscalls tracer, the stack sampler (``--flamegraph``)
+    and the fault clients. Servers whose name is in ``fail_start`` fail to start;
+    ``services`` and ``fault_clients`` replace the fake services and fault clients."""
     timeline = Timeline()
 
     def provision(stack: Any, *, progress: Any = None, **_: Any) -> ProvisionedEnv:
@@ -369,6 +385,8 @@ def fake_bench(
             provision=provision, services=services, start=start, check=check, stop=stop
         ),
         sampler=FakeSampler,
+        tree_snapshot=idle_tree,
+        trees_cpu_s=no_cpu_s,
         core_speed_probe=FixedProbe,
         syscalls_tracer=traced,
         stack_sampler=sampled,

@@ -81,8 +81,7 @@ class HostBench:
         events: Events,
         seams: Seams | None = None,
     ) -> None:
-        seams = seams or Seams()
-        self.bringup = seams.bringup
+        self.seams = seams or Seams()
         self.setup = setup
         self.config = setup.config
         self.store = store
@@ -101,7 +100,7 @@ class HostBench:
             iteration_done=events.iteration_done,
             phase=events.phase,
             fresh_server=self._fresh_server,
-            seams=seams,
+            seams=self.seams,
         )
         self._measure.extra_server = self._extra_server
         self._knee = (
@@ -133,7 +132,7 @@ class HostBench:
         if needed:
             self.events.phase(f"starting services: {', '.join(needed)}")
         workdir = self.setup.results_dir / "services" / self.setup.run_id
-        with self.bringup.services(needed, workdir) as services:
+        with self.seams.bringup.services(needed, workdir) as services:
             self._services = services
             try:
                 yield
@@ -150,7 +149,7 @@ class HostBench:
             t0 = time.monotonic()
             stack_id = self.setup.stack_ids[variant.key]
             try:
-                env = self.bringup.provision(
+                env = self.seams.bringup.provision(
                     variant.stack,
                     progress=self.events.phase,
                     timeout_s=self.config.timeouts.provision_s,
@@ -235,7 +234,7 @@ class HostBench:
         def start(cell: CellPlan, k: int) -> RunningServer:
             ready = bringup.ready_path(cell.variant.stack, [cell.workload])
             options = with_log_dir(self._launch_options(cell), cell, k)
-            return self.bringup.start(
+            return self.seams.bringup.start(
                 cell.variant.stack, self._envs[cell.variant.key], options, ready
             )
 
@@ -253,7 +252,7 @@ class HostBench:
             load_spec=load_spec,
             interference=lambda pids: CoreAccounting(cpus, pids),
             say=self.events.phase,
-            stop=self.bringup.stop,
+            stop=self.seams.bringup.stop,
             generator_cpus=self.setup.generator_cpus,
             server_cpus=cpus,
         )
@@ -293,7 +292,7 @@ class HostBench:
         ready = bringup.ready_path(variant.stack, [c.workload for c in round_cells])
         try:
             options = self._launch_options(p.cell)
-            return self.bringup.start(variant.stack, self._envs[variant.key], options, ready)
+            return self.seams.bringup.start(variant.stack, self._envs[variant.key], options, ready)
         except StackFailure as exc:
             with no_sigint():
                 self.store.add_replicate(
@@ -348,17 +347,17 @@ class HostBench:
         self.events.phase(f"starting {variant.key} {why}")
         ready = bringup.ready_path(variant.stack, [cell.workload])
         options = replace(self._launch_options(cell), **launch)
-        server = self.bringup.start(variant.stack, self._envs[variant.key], options, ready)
+        server = self.seams.bringup.start(variant.stack, self._envs[variant.key], options, ready)
         try:
             yield server
         finally:
             with no_sigint():
-                self.bringup.stop(server)
+                self.seams.bringup.stop(server)
 
     def _stop_server(self, server: RunningServer, p: CellProgress) -> None:
         """Stop the server's process group (shielded from Ctrl-C); a slow stop is recorded."""
         with no_sigint():
-            took = self.bringup.stop(server)
+            took = self.seams.bringup.stop(server)
             if took > self.config.timeouts.stop_s:
                 self.store.add_failure(
                     Failure(
@@ -410,7 +409,7 @@ class HostBench:
     def _verify(self, server: RunningServer, cell: CellPlan) -> StackFailure | None:
         """Check that ``server`` answers ``cell``'s workload correctly (None: it does)."""
         self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
-        return self.bringup.check(
+        return self.seams.bringup.check(
             server,
             cell.variant.stack,
             cell.workload,
@@ -419,7 +418,9 @@ class HostBench:
         ).failure()
 
     def _record_start(self, variant: Variant, rep_id: int, server: RunningServer) -> None:
-        self.store.update_replicate(rep_id, **started_server_columns(server))
+        self.store.update_replicate(
+            rep_id, **started_server_columns(server, self.seams.tree_snapshot)
+        )
         if variant.key not in self._settings_recorded:
             self._settings_recorded.add(variant.key)
             self.store.update_stack(

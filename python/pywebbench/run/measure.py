@@ -32,7 +32,6 @@ from pywebbench.meter import tree
 from pywebbench.meter.core_speed import CoreSpeedProbe, SpeedTracker
 from pywebbench.meter.interference import AvailableShare
 from pywebbench.meter.owners import app_paths, stack_packages
-from pywebbench.meter.sampler import trees_cpu_s
 from pywebbench.meter.vmprof import vmprof_env, vmprof_window
 from pywebbench.run import instructions
 from pywebbench.run.health import judge_iteration
@@ -419,7 +418,7 @@ class Measurer:
 
         share = AvailableShare(
             cores,
-            lambda: trees_cpu_s([server.pid]),
+            lambda: self.seams.trees_cpu_s([server.pid]),
             threshold=self.config.load.interference_max,
             own_cpu_s=own_cpu_s,
             generator_cpus=self.generator_cpus if paced_by_generator else (),

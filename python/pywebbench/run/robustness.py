@@ -104,8 +104,9 @@ def fault_phase(
 
     def measure(on: FaultTarget, specs: list[FaultSpec], clean: LoadResult | None) -> Measured:
         guarded = GuardedAgent(
-            agent, on, server_cpus, generator_cpus, window=world.interference_window
-        )
+            agent, on, server_cpus, generator_cpus,
+            window=world.interference_window, cpu_s=world.trees_cpu_s,
+        )  # fmt: skip
         # this thread, and the fault clients' thread it starts, off the server's cores (as
         # the sampler does for an iteration): their CPU is pywebbench's, not a neighbour's
         away = sorted(set(generator_cpus) - set(server_cpus)) if guarded.apart else []
@@ -176,8 +177,9 @@ class Measured:
 class GuardedAgent:
     """A load agent whose every run records what other processes took from the pinned
     cores over it (:class:`~pywebbench.meter.interference.InterferenceWindow`, the server
-    tree's CPU time from ``server_pid``; ``window`` makes one): the interference guard of the
-    fault phase. The fault clients run in this process, so their CPU is pywebbench's own."""
+    tree's CPU time from ``server_pid``, read by ``cpu_s``; ``window`` makes one): the
+    interference guard of the fault phase. The fault clients run in this process, so their
+    CPU is pywebbench's own."""
 
     def __init__(
         self,
@@ -187,9 +189,11 @@ class GuardedAgent:
         generator_cpus: Sequence[int],
         *,
         window: Callable[[Sequence[int], Sequence[int]], Window] = InterferenceWindow,
+        cpu_s: Callable[[Sequence[int]], float] = trees_cpu_s,
     ) -> None:
         self.agent = agent
         self._window = window
+        self._cpu_s = cpu_s
         self.server = server
         #: the server's cores and the generator's are apart: each side accounted on its own
         self.apart = bool(server_cpus) and not set(server_cpus) & set(generator_cpus)
@@ -202,10 +206,10 @@ class GuardedAgent:
         """``agent.run``, its window's interference recorded (none when the server died
         meanwhile: a dead tree's CPU time reads 0)."""
         window = self._window(self.cpus, self.server_cpus) if self.cpus else None
-        before = trees_cpu_s([self.server.pid])
+        before = self._cpu_s([self.server.pid])
         result = self.agent.run(spec, progress=progress)
         self.interrupted = self.interrupted or result.interrupted
-        used = trees_cpu_s([self.server.pid]) - before
+        used = self._cpu_s([self.server.pid]) - before
         if window is None or used < 0 or not self.server.alive():
             return result
         got = window.close(used)

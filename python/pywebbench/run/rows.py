@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ from pywebbench.load.result import LoadResult
 from pywebbench.load.sliced import SliceStats
 from pywebbench.meter import MeterSummary, snapshot
 from pywebbench.meter.core_speed import SpeedScaling, speed_scaling
+from pywebbench.meter.sampler import TreeSnapshot
 from pywebbench.run.host import facts
 from pywebbench.store import (
     Cell,
@@ -278,9 +279,12 @@ def cell_flags(
     return flags
 
 
-def started_server_columns(server: RunningServer) -> dict[str, Any]:
-    """A replicate's columns once its server answered: booted, no load yet (idle memory)."""
-    idle = snapshot(server.pid)
+def started_server_columns(
+    server: RunningServer, read_tree: Callable[[int], TreeSnapshot] = snapshot
+) -> dict[str, Any]:
+    """A replicate's columns once its server answered: booted, no load yet (idle memory, its
+    process tree read by ``read_tree``)."""
+    idle = read_tree(server.pid)
     return {
         "pid": server.pid,
         "cold_start_s": server.cold_start_s,

@@ -4,11 +4,12 @@ A :class:`Seams` is handed to the runner's executor
 (:class:`~pywebbench.run.executor.LocalExecutor`) and its host bench
 (:class:`~pywebbench.run.bench.HostBench`), which hand it on to what they call: the bring-up
 of a stack (:class:`BringUp`, a thin face over :mod:`pywebbench.bringup`'s provision,
-services, start, check and stop), the resource sampler of an iteration, the core-speed probe
-of a sampled window, the syscalls tracer, the stack sampler of ``--flamegraph``, the fault
-clients and the fault phase's interference window. The CLI passes ``Seams()``, the real
-implementations; a test passes fakes (``tests/run/fake_bench.py``), so a whole study runs
-without a server in about a second.
+services, start, check and stop), the resource sampler of an iteration, the readings of a
+server's process tree (its idle memory, its CPU time), the core-speed probe of a sampled
+window, the syscalls tracer, the stack sampler of ``--flamegraph``, the fault clients and the
+fault phase's interference window. The CLI passes ``Seams()``, the real implementations; a
+test passes fakes (``tests/run/fake_bench.py``), so a whole study runs without a server in
+about a second.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pywebbench.faults import measure_robustness
 from pywebbench.meter.core_speed import CoreSpeedProbe
 from pywebbench.meter.flame import sampled_window
 from pywebbench.meter.interference import Interference, InterferenceWindow
-from pywebbench.meter.sampler import MeterSummary, Sampler
+from pywebbench.meter.sampler import MeterSummary, Sampler, TreeSnapshot, snapshot, trees_cpu_s
 from pywebbench.run.syscalls import traced_window
 
 if TYPE_CHECKING:
@@ -156,6 +157,10 @@ class Seams:
 
     bringup: BringUp = field(default_factory=BringUp)
     sampler: SamplerFactory = Sampler
+    #: A process tree read once (a started server's idle memory and processes).
+    tree_snapshot: Callable[[int], TreeSnapshot] = snapshot
+    #: The CPU seconds of process trees (the fault phase's interference guard).
+    trees_cpu_s: Callable[[Sequence[int]], float] = trees_cpu_s
     core_speed_probe: Callable[[Sequence[int]], SpeedProbe] = CoreSpeedProbe
     #: The traced window of ``--syscalls`` (the pids to trace, the load).
     syscalls_tracer: Callable[[Sequence[int], WindowLoad], dict[str, Any]] = traced_window
