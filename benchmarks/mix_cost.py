@@ -27,7 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from pywebbench.load import LoadResult, LoadSpec, MixEntry, run_load
+from pywebbench.catalogue.mix import MixEntry
+from pywebbench.load import LoadResult, LoadSpec, run_load
 
 PWB = str(Path(sys.executable).parent / "pywebbench")
 

@@ -29,8 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from pywebbench.catalogue.mix import load_mix
 from pywebbench.load import LoadSpec, run_load
-from pywebbench.load.mix import load_mix, verify_endpoints
+from pywebbench.load.mix import verify_endpoints
 from pywebbench.provision.venv import cache_dir
 
 PWB = str(Path(sys.executable).parent / "pywebbench")

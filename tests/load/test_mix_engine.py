@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import pywebbench
 from pywebbench import _engine
-from pywebbench.load import EndpointStats, LoadResult, LoadSpec, MixEntry, run_load
+from pywebbench.catalogue.mix import MixEntry
+from pywebbench.load import EndpointStats, LoadResult, LoadSpec, run_load
 from pywebbench.refserver import RefServer
 
 APPS = Path(pywebbench.__file__).parent / "inside" / "apps"

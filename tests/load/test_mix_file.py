@@ -1,4 +1,4 @@
-"""Mix files (pywebbench.load.mix) and ``pywebbench load URL --mix FILE``: parsing, one-line
+"""Mix files (pywebbench.catalogue.mix) and ``pywebbench load URL --mix FILE``: parsing, one-line
 errors naming the entry and field (exit 2, nothing written), verification of each endpoint
 before the run, and a bounded run against the reference server on loopback."""
 
@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pywebbench.catalogue.mix import MixEntry, MixFileError, load_mix, mix_to_toml, parse_mix
 from pywebbench.commands.load import command
-from pywebbench.load import LoadResult, MixEntry
-from pywebbench.load.mix import MixFileError, fault_entry, load_mix, mix_to_toml, parse_mix
+from pywebbench.load import LoadResult
+from pywebbench.load.mix import fault_entry
 from pywebbench.refserver import RefServer
 
 MIX_TOML = """

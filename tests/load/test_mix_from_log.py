@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pywebbench.catalogue.mix import load_mix
 from pywebbench.cli import cli
 from pywebbench.load.access_log import (
     AccessLogError,
@@ -17,7 +18,6 @@ from pywebbench.load.access_log import (
     read_log,
     template,
 )
-from pywebbench.load.mix import load_mix
 
 NGINX = '127.0.0.1 - - [05/Dec/2026:10:00:00 +0000] "{req}" {status} {size} "-" "Mozilla/5.0 (X11)"'
 GUNICORN = '10.0.0.7 - - [05/Dec/2026:10:00:00 +0000] "{req}" {status} {size} "-" "curl/8.5.0"'

@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 from fake_bench import FakeAgent, _robustness_run, fake_bench, synthetic_result
 from pwbmix import CPYTHON, project
+from pywebbench.catalogue.mix import MixEntry, load_mix
 from pywebbench.commands.run import command
 from pywebbench.faults import measure_of
-from pywebbench.load import LoadSpec, MixEntry
-from pywebbench.load.mix import load_mix
+from pywebbench.load import LoadSpec
 from pywebbench.run.robustness import fault_url
 from pywebbench.run.runner import run_study
 from pywebbench.store import Store

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 from fake_bench import FakeAgent, fake_bench
 from pwbmix import CPYTHON, project
+from pywebbench.catalogue.mix import load_mix
 from pywebbench.commands.run import command
-from pywebbench.load.mix import load_mix
 from pywebbench.run.rows import run_row
 from pywebbench.run.runner import run_study
 from pywebbench.store import RunStatus, Store, new_run_id

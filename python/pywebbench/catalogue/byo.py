@@ -22,8 +22,8 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 from pywebbench.catalogue.base import ASGI, WSGI, Framework, InstallStep, Interpreter
+from pywebbench.catalogue.mix import MixEntry, MixFileError, load_mix
 from pywebbench.catalogue.workloads import HttpRequest, Workload
-from pywebbench.load.spec import MixEntry
 
 __all__ = [
     "PATH_PREFIX",
@@ -258,8 +258,6 @@ def parse_user_app(
     if mix is not None and mix_entries is not None:
         workloads = (mix_workload(mix, list(mix_entries)),)
     elif mix is not None:
-        from pywebbench.load.mix import MixFileError, load_mix
-
         try:
             workloads = (mix_workload(mix, load_mix(mix)),)
         except MixFileError as exc:

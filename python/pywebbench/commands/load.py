@@ -16,18 +16,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from pywebbench.catalogue.mix import MixEntry, MixFileError, load_mix
 from pywebbench.commands._load_summary import render_summary, succeeded
 from pywebbench.load import (
     LoadProgress,
     LoadResult,
     LoadSpec,
-    MixEntry,
     ProgressFn,
     RatePhase,
     parse_rate,
     run_load,
 )
-from pywebbench.load.mix import MixFileError, load_mix, verify_endpoints
+from pywebbench.load.mix import verify_endpoints
 
 if TYPE_CHECKING:
     from pywebbench.commands._load_agents import DistributedRunner

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
+from pywebbench.catalogue.mix import mix_to_json, mix_to_toml
 from pywebbench.load.access_log import AccessLogError, LogMix, Rule, read_log_file
-from pywebbench.load.mix import mix_to_json, mix_to_toml
 
 FROM_LOG_EPILOG = """\b
 Examples:

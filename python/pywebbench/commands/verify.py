@@ -29,7 +29,7 @@ from pywebbench.protocol import (
 
 if TYPE_CHECKING:
     from pywebbench.bringup import Services, StackFailure
-    from pywebbench.load.spec import MixEntry
+    from pywebbench.catalogue.mix import MixEntry
 
 
 @dataclass
@@ -249,7 +249,7 @@ def _mix_entries(
 ) -> list[MixEntry]:
     """The requests of ``--mix``, read before anything starts; a bad file or a flag the mix
     replaces is one line and exit status 2."""
-    from pywebbench.load.mix import MixFileError, load_mix
+    from pywebbench.catalogue.mix import MixFileError, load_mix
 
     if paths:
         _refuse("--mix and --path: the mix gives every path; give one")

@@ -37,7 +37,7 @@ from pywebbench.load.result import (
     WsStats,
     iteration_figures,
 )
-from pywebbench.load.spec import LoadMode, LoadSpec, MixEntry, RatePhase, spec_for_request
+from pywebbench.load.spec import LoadMode, LoadSpec, RatePhase, spec_for_request
 
 #: The stable error class names (docs/load-engine.md), as the engine defines them.
 ERROR_CLASSES: tuple[str, ...] = tuple(_engine.error_classes())
@@ -59,7 +59,6 @@ __all__ = [
     "LoadResult",
     "LoadSpec",
     "LocalAgent",
-    "MixEntry",
     "OpenLoopStats",
     "ProgressFn",
     "RatePhase",

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pywebbench.load.spec import MixEntry
+from pywebbench.catalogue.mix import MixEntry
 
 #: nginx combined / gunicorn default: ``host ident user [time] "request" status bytes``, then
 #: optionally ``"referrer" "user agent"`` (and anything after them, e.g. nginx's extra fields).

@@ -25,6 +25,7 @@ from pydantic import (
 
 from pywebbench import _engine
 from pywebbench.bind import parse_base_url
+from pywebbench.catalogue.mix import MixEntry
 
 if TYPE_CHECKING:
     from pywebbench.catalogue.workloads import HttpRequest
@@ -48,43 +49,6 @@ class RatePhase(BaseModel):
     def last_rate(self) -> float:
         """Requests/s at the end of the phase."""
         return self.rate if self.end_rate is None else self.end_rate
-
-
-class MixEntry(BaseModel):
-    """One weighted request of a traffic mix (``MixEntry`` in crates/engine/src/spec/mix.rs;
-    docs/mix.md). Entries sharing a ``name`` are one endpoint in the figures.
-
-    ``body`` is sent byte for byte (the engine's document carries it as ``body_b64``);
-    ``expect_status`` empty means the spec's own ``expect_status``.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    weight: float = 1.0
-    method: str = "GET"
-    #: Path and query, e.g. ``/items/42?full=1`` (the spec's URL gives host and port).
-    path: str = "/"
-    headers: list[tuple[str, str]] = []
-    body: bytes = b""
-    expect_status: list[int] = []
-
-    @model_validator(mode="before")
-    @classmethod
-    def _body_from_engine(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "body_b64" in data:
-            data = dict(data)
-            data["body"] = base64.b64decode(str(data.pop("body_b64")).strip())
-        return data
-
-    @model_serializer(mode="wrap")
-    def _engine_layout(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        doc: dict[str, Any] = handler(self)
-        del doc["body"]
-        if self.body:
-            doc["body_b64"] = base64.b64encode(self.body).decode("ascii")
-        doc["headers"] = [list(h) for h in self.headers]
-        return doc
 
 
 def _to_engine(fields: dict[str, Any]) -> str:

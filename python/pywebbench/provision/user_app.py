@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from pywebbench.catalogue.base import ASGI, WSGI, Interpreter, ServerAdapter, Stack
 from pywebbench.catalogue.byo import UserFramework, parse_user_app, parse_user_apps
+from pywebbench.catalogue.mix import MixEntry
 from pywebbench.launch.process import ProcessGroup
-from pywebbench.load.spec import MixEntry
 from pywebbench.provision.venv import Progress, ProvisionError, provision
 
 if TYPE_CHECKING:

@@ -16,8 +16,9 @@ from typing import Any
 from pywebbench.bind import Bind, can_bind_unix, cannot_bind_unix
 from pywebbench.catalogue.base import Interpreter, Stack
 from pywebbench.catalogue.byo import UserFramework, UserWorkload, parse_user_apps
+from pywebbench.catalogue.mix import MixEntry
 from pywebbench.catalogue.workloads import HttpRequest, Workload
-from pywebbench.load.spec import LoadSpec, MixEntry, spec_for_request
+from pywebbench.load.spec import LoadSpec, spec_for_request
 from pywebbench.protocol import (
     Protocol,
     cannot_speak_h2c,
@@ -273,7 +274,7 @@ def keep_mix(config: StudyConfig) -> None:
     ``app.mix_entries``: stored with the run's configuration, they are the mix of every cell,
     those ``--resume`` measures included, whatever becomes of the file. ConfigError naming
     ``--mix`` for a file that cannot be used."""
-    from pywebbench.load.mix import MixFileError, load_mix
+    from pywebbench.catalogue.mix import MixFileError, load_mix
 
     app = config.app
     if app is None or app.mix is None or app.mix_entries is not None:
@@ -290,7 +291,7 @@ def resumed_mix_note(config: StudyConfig) -> str | None:
     (no mix, or the file still holds the requests the run started with). A file changed or
     gone since is named, the run keeping its own requests; a run stored before they were
     kept reads the file again, and that is said too."""
-    from pywebbench.load.mix import MixFileError, load_mix
+    from pywebbench.catalogue.mix import MixFileError, load_mix
 
     app = config.app
     if app is None or app.mix is None:

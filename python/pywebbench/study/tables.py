@@ -213,7 +213,7 @@ class AppConfig(Table):
     def _mix_entries(cls, v: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
         if v is None:
             return v
-        from pywebbench.load.spec import MixEntry
+        from pywebbench.catalogue.mix import MixEntry
 
         if not v:
             raise ValueError("a mix has at least one request")
