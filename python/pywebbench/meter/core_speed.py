@@ -27,8 +27,56 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from pywebbench.store.model import Iteration, Study
+
+class IterationRow(Protocol):
+    """What the scaling reads of an iteration: a stored
+    :class:`pywebbench.store.model.Iteration` (the meter does not import the store, which
+    reads the meter)."""
+
+    @property
+    def cell_id(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def interrupted(self) -> bool: ...
+    @property
+    def rps(self) -> float: ...
+    @property
+    def requests(self) -> int: ...
+    @property
+    def cpu_s(self) -> float | None: ...
+    @property
+    def core_rate(self) -> float | None: ...
+
+
+class _Stack(Protocol):
+    @property
+    def id(self) -> int | None: ...
+    @property
+    def interpreter(self) -> str: ...
+
+
+class _Cell(Protocol):
+    @property
+    def id(self) -> int | None: ...
+    @property
+    def stack_id(self) -> int: ...
+    @property
+    def workload(self) -> str: ...
+
+
+class StudyRows(Protocol):
+    """What :func:`study_scaling` reads of a study: a :class:`pywebbench.store.model.Study`."""
+
+    @property
+    def stacks(self) -> Sequence[_Stack]: ...
+    @property
+    def cells(self) -> Sequence[_Cell]: ...
+    @property
+    def iterations(self) -> Sequence[IterationRow]: ...
+
 
 #: Loop steps between two reads of the thread's CPU clock.
 STEPS = 500
@@ -147,11 +195,11 @@ def at_one_speed(
     ]
 
 
-def _measured(its: Iterable[Iteration]) -> list[Iteration]:
+def _measured(its: Iterable[IterationRow]) -> list[IterationRow]:
     return [i for i in its if i.kind == "measured" and not i.interrupted]
 
 
-def speed_reference(its: Iterable[Iteration]) -> float | None:
+def speed_reference(its: Iterable[IterationRow]) -> float | None:
     """The reference rate of a set of iterations: the median core rate of the measured ones
     (a study's, or two studies' pooled for a comparison).
 
@@ -180,7 +228,7 @@ ELASTICITY_MIN_SPREAD = 0.03
 ELASTICITY_BOUNDS = (0.0, 1.5)
 
 
-def elasticity(cells: Iterable[Sequence[Iteration]]) -> float:
+def elasticity(cells: Iterable[Sequence[IterationRow]]) -> float:
     """How much a group of cells' req/s follow the core's rate: the least-squares slope of
     log req/s on log core rate over their measured iterations, each cell centred on its own
     means (a regression adjustment, as CUPED's: the cells' levels differ, the slope is
@@ -241,7 +289,7 @@ class SpeedScaling:
     elasticities: dict[Group, float] = field(default_factory=dict)
     group_of: dict[int, Group] = field(default_factory=dict)  # cell id -> its group
 
-    def rps(self, its: Sequence[Iteration]) -> list[float]:
+    def rps(self, its: Sequence[IterationRow]) -> list[float]:
         """The req/s of ``its`` (one cell's iterations) at the reference rate, scaled with
         their group's elasticity; raw when the reference is unknown."""
         if not its:
@@ -249,7 +297,7 @@ class SpeedScaling:
         beta = self.elasticity_of(its[0].cell_id)
         return at_one_speed([i.rps for i in its], [i.core_rate for i in its], self.reference, beta)
 
-    def cpu_per_request(self, its: Sequence[Iteration]) -> list[float]:
+    def cpu_per_request(self, its: Sequence[IterationRow]) -> list[float]:
         """The server tree's CPU seconds per request of each of ``its`` (one cell's
         iterations, each with its CPU time and requests) at the reference rate: each times
         ``(rate / reference) ** elasticity``, the inverse of :meth:`rps`, so that CPU per
@@ -274,11 +322,11 @@ class SpeedScaling:
         return (min(values), max(values)) if values else None
 
 
-def speed_scaling(cells: Iterable[tuple[Group, Sequence[Iteration]]]) -> SpeedScaling:
+def speed_scaling(cells: Iterable[tuple[Group, Sequence[IterationRow]]]) -> SpeedScaling:
     """The scaling of some cells, each given as (its group, its iterations)."""
-    grouped: dict[Group, list[Sequence[Iteration]]] = defaultdict(list)
+    grouped: dict[Group, list[Sequence[IterationRow]]] = defaultdict(list)
     group_of: dict[int, Group] = {}
-    every: list[Iteration] = []
+    every: list[IterationRow] = []
     for group, its in cells:
         grouped[group].append(its)
         every += its
@@ -291,13 +339,13 @@ def speed_scaling(cells: Iterable[tuple[Group, Sequence[Iteration]]]) -> SpeedSc
     )
 
 
-def study_scaling(*studies: Study) -> SpeedScaling:
+def study_scaling(*studies: StudyRows) -> SpeedScaling:
     """The scaling of a study (a report, the console) or of two compared: one reference
     rate over all their measured iterations, one elasticity per (interpreter, workload)."""
-    pairs: list[tuple[Group, Sequence[Iteration]]] = []
+    pairs: list[tuple[Group, Sequence[IterationRow]]] = []
     for study in studies:
         interpreters = {s.id: s.interpreter for s in study.stacks}
-        by_cell: dict[int, list[Iteration]] = defaultdict(list)
+        by_cell: dict[int, list[IterationRow]] = defaultdict(list)
         for it in study.iterations:
             by_cell[it.cell_id].append(it)
         for cell in study.cells:
@@ -307,7 +355,7 @@ def study_scaling(*studies: Study) -> SpeedScaling:
     return speed_scaling(pairs)
 
 
-def speed_note(scaling: SpeedScaling, its: Iterable[Iteration]) -> str:
+def speed_note(scaling: SpeedScaling, its: Iterable[IterationRow]) -> str:
     """One line for a study's console table and report: how its req/s were judged and how
     far the server's core strayed from the reference rate."""
     measured = _measured(its)

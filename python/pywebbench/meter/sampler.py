@@ -25,9 +25,28 @@ import psutil
 
 from pywebbench.meter.core_speed import CoreSpeedProbe
 from pywebbench.meter.interference import Interference, InterferenceWindow
-from pywebbench.store.model import Sample
 
 DEFAULT_INTERVAL_S = 0.25
+
+
+@dataclass
+class Sample:
+    """One sample of the server process tree (about 4 per second during iterations): a row of
+    the store's ``samples`` table (docs/store-schema.md), ``iteration_id`` set when it is stored."""
+
+    iteration_id: int
+    t_s: float  # seconds since the iteration started
+    cpu_user_s: float  # cumulative over the tree, since the iteration started
+    cpu_sys_s: float
+    rss_bytes: int
+    uss_bytes: int | None
+    pss_bytes: int | None
+    threads: int
+    fds: int | None
+    processes: int
+    ctx_voluntary: int | None = None  # cumulative since the iteration started
+    ctx_involuntary: int | None = None
+    processes_seen: int | None = None  # distinct PIDs of the tree since the iteration started
 
 
 @dataclass(frozen=True)

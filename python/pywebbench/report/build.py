@@ -30,6 +30,7 @@ from pywebbench.analysis import stats
 from pywebbench.catalogue.base import interpreter_kind
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.meter.core_speed import speed_note, study_scaling
+from pywebbench.meter.sampler import Sample
 from pywebbench.report import figures
 from pywebbench.report.ab import ab_rows
 from pywebbench.report.axes import build_axes
@@ -56,7 +57,7 @@ from pywebbench.report.view import (
     WorkloadView,
 )
 from pywebbench.report.warmup import memory_view, warmup_curve
-from pywebbench.store.model import Cell, Iteration, Replicate, Run, Sample, StackRow, Study
+from pywebbench.store.model import Cell, Iteration, Replicate, Run, StackRow, Study
 
 MIB = 1024 * 1024
 

@@ -8,6 +8,7 @@
 Schema: docs/store-schema.md. Row types: :mod:`pywebbench.store.model`.
 """
 
+from pywebbench.meter.sampler import Sample
 from pywebbench.store.db import (
     DEFAULT_FILENAME,
     Store,
@@ -30,7 +31,6 @@ from pywebbench.store.model import (
     Replicate,
     Run,
     RunStatus,
-    Sample,
     StackRow,
     Study,
 )

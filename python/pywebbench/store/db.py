@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pywebbench.meter.sampler import Sample
 from pywebbench.store.ab_rows import AbComparison
 from pywebbench.store.knee_rows import Knee, KneeProbe
 from pywebbench.store.model import (
@@ -29,7 +30,6 @@ from pywebbench.store.model import (
     LoadAgentRow,
     Replicate,
     Run,
-    Sample,
     StackRow,
     Study,
 )

@@ -1,8 +1,11 @@
 """Typed rows of the results store (see docs/store-schema.md).
 
 Every dataclass here mirrors one SQLite table: its field names are the column names, in
-order. The writer (:class:`pywebbench.store.Store`) inserts them, the reader builds them
-back, and :class:`Study` gathers every row of one or more runs for the reports.
+order. :data:`TABLE_CLASSES` names each table's class; a few are kept beside what makes them
+(a sample of the server's tree is the meter's :class:`pywebbench.meter.sampler.Sample`, the
+A/B and knee rows are in ``ab_rows.py`` and ``knee_rows.py``). The writer
+(:class:`pywebbench.store.Store`) inserts them, the reader builds them back, and
+:class:`Study` gathers every row of one or more runs for the reports.
 
 Units: seconds (``*_s``), bytes (``*_bytes``), microseconds (``*_us``). Timestamps are ISO
 8601 UTC strings. ``*_json`` fields hold JSON text; each has a parsed property beside it.
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypedDict, TypeVar, cast
 
+from pywebbench.meter.sampler import Sample
 from pywebbench.store.ab_rows import AbComparison
 from pywebbench.store.knee_rows import Knee, KneeProbe
 
@@ -398,25 +402,6 @@ class Iteration:
         if self.cpu_user_s is None or self.cpu_sys_s is None:
             return None
         return self.cpu_user_s + self.cpu_sys_s
-
-
-@dataclass
-class Sample:
-    """One sample of the server process tree (about 4 per second during iterations)."""
-
-    iteration_id: int
-    t_s: float  # seconds since the iteration started
-    cpu_user_s: float  # cumulative over the tree, since the iteration started
-    cpu_sys_s: float
-    rss_bytes: int
-    uss_bytes: int | None
-    pss_bytes: int | None
-    threads: int
-    fds: int | None
-    processes: int
-    ctx_voluntary: int | None = None  # cumulative since the iteration started
-    ctx_involuntary: int | None = None
-    processes_seen: int | None = None  # distinct PIDs of the tree since the iteration started
 
 
 @dataclass

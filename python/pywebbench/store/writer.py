@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from pywebbench.meter.sampler import Sample
 from pywebbench.store.knee_rows import Knee, KneeProbe
 from pywebbench.store.model import (
     Cell,
@@ -21,7 +22,6 @@ from pywebbench.store.model import (
     LoadAgentRow,
     Replicate,
     Run,
-    Sample,
     StackRow,
 )
 
