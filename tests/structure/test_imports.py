@@ -4,7 +4,13 @@
   function-level imports included (a private module, ``_base.py`` or ``_common.py``, may be
   imported within its own package);
 - no import cycle among the modules of ``python/pywebbench`` (the code that runs inside a
-  stack's virtualenv, ``inside/``, imports no pywebbench and is left out).
+  stack's virtualenv, ``inside/``, imports no pywebbench and is left out);
+- no import cycle among its packages: each sub-package (``pywebbench.load``, with everything
+  under it) and each top-level module (``pywebbench.bringup``) is one node, and an import of
+  anything in B from anything in A is an edge A -> B, so the packages can be read in one
+  order (docs/architecture.md's pipeline: a stage imports the stages before it);
+- ``pywebbench.analysis`` (statistics as pure functions on plain data) imports none of the
+  packages that use it: ``run``, ``ab``, ``compare``, ``report``, ``commands``, ``study``.
 
 An import of a package counts as an import of its ``__init__``; ``from pkg import name``
 counts as an import of ``pkg.name`` where that is a module, else of ``pkg``.
@@ -13,6 +19,7 @@ counts as an import of ``pkg.name`` where that is a module, else of ``pkg``.
 from __future__ import annotations
 
 import ast
+from itertools import pairwise
 from pathlib import Path
 
 import pywebbench
@@ -144,8 +151,83 @@ def test_no_import_cycle_among_the_modules() -> None:
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
+def _node(module: str) -> str:
+    """The package-level node of ``module``: ``pywebbench.<first part>`` (the package itself
+    for ``pywebbench``)."""
+    return ".".join(module.split(".")[:2])
+
+
+def _package_edges() -> dict[tuple[str, str], list[str]]:
+    """Every edge A -> B between two package-level nodes, with the import lines that make it
+    (``path:line: imported module``), TYPE_CHECKING and function-level imports included."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module in MODULES:
+        for imported, _, line in _imports(module):
+            if imported == ENGINE:
+                continue
+            a, b = _node(module), _node(imported)
+            if a != b:
+                where = f"{MODULES[module].relative_to(ROOT.parent)}:{line}: imports {imported}"
+                edges.setdefault((a, b), []).append(where)
+    return edges
+
+
+def _a_cycle(component: list[str], graph: dict[str, set[str]]) -> list[str]:
+    """One cycle through the first node of a strongly connected ``component``: the shortest
+    path from it back to itself, as the nodes in order (the first repeated at the end)."""
+    start, inside = component[0], set(component)
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph.get(v, set()) & inside):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [start, *reversed(path[:-1]), start]
+                if w not in came_from:
+                    came_from[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    raise AssertionError(f"{component} is not a strongly connected component")
+
+
+def test_no_import_cycle_among_the_packages() -> None:
+    edges = _package_edges()
+    graph: dict[str, set[str]] = {}
+    for a, b in edges:
+        graph.setdefault(a, set()).add(b)
+    lines = []
+    for component in _cycles(graph):
+        cycle = _a_cycle(component, graph)
+        lines.append(" -> ".join(cycle))
+        lines += [f"  {a} -> {b}: {edges[a, b][0]}" for a, b in pairwise(cycle)]
+    assert not lines, "package cycles (one import line per edge):\n" + "\n".join(lines)
+
+
+#: What the analysis layer must not import: the packages that use it.
+ANALYSIS_USERS = ("run", "ab", "compare", "report", "commands", "study")
+
+
+def test_analysis_imports_none_of_its_users() -> None:
+    forbidden = {f"{PACKAGE}.{name}" for name in ANALYSIS_USERS}
+    bad = [
+        where
+        for (a, b), lines in _package_edges().items()
+        if a == f"{PACKAGE}.analysis" and b in forbidden
+        for where in lines
+    ]
+    assert not bad, "pywebbench.analysis imports a package that uses it:\n" + "\n".join(bad)
+
+
 def test_the_checker_sees_a_cycle_and_a_private_import() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    graph = {"a": {"b", "d"}, "b": {"c"}, "c": {"a"}, "d": {"c"}}
+    assert _a_cycle(["a", "b", "c", "d"], graph) == ["a", "b", "c", "a"]
+    assert _node("pywebbench.catalogue.servers.uwsgi") == "pywebbench.catalogue"
+    assert _node("pywebbench.bringup") == "pywebbench.bringup"
     assert _private_module_outside_its_package("pywebbench.run.x", "pywebbench.catalogue._base")
     assert not _private_module_outside_its_package(
         "pywebbench.catalogue.servers.uwsgi", "pywebbench.catalogue.servers._base"
