@@ -14,6 +14,7 @@ import pytest
 from pywebbench.analysis.estimate import RoundPair, paired_ratio
 from pywebbench.analysis.group import (
     GEOMETRIC_MEAN,
+    Interval,
     Observation,
     WarmRule,
     fit_group,
@@ -221,3 +222,9 @@ def test_a_group_of_one_stack_or_the_reference_itself_has_no_interval() -> None:
     itself = fit.vs_reference("a", "a")
     assert itself.ratio == 1.0 and math.isnan(itself.half_width)
     assert fit.vs_reference("b", "a").ratio == pytest.approx(2.0, rel=0.03)
+
+
+def test_an_interval_carries_over_to_the_figure_of_its_numerator() -> None:
+    vs = Interval(2.0, 1.5, 2.5)
+    assert vs.bounds_for(1000.0) == (750.0, 1250.0)
+    assert Interval(1.0, math.nan, math.nan).bounds_for(1000.0) == (None, None)

@@ -77,6 +77,15 @@ class Interval:
             return math.nan
         return max(self.high / self.ratio - 1.0, 1.0 - self.low / self.ratio)
 
+    def bounds_for(self, figure: float) -> tuple[float | None, float | None]:
+        """The interval carried over to ``figure`` (the numerator's own value, e.g. a
+        stack's req/s): ``figure`` times each bound over the ratio; None for a bound that
+        is not finite."""
+        return (
+            figure * self.low / self.ratio if math.isfinite(self.low) else None,
+            figure * self.high / self.ratio if math.isfinite(self.high) else None,
+        )
+
 
 @dataclass(frozen=True)
 class GroupFit:

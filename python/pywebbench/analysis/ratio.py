@@ -53,6 +53,22 @@ class RatioEstimate:
         return self.ratio - 1.0
 
 
+def ratio(a: float | None, b: float | None) -> float | None:
+    """``a / b``, or None when either is missing or ``b`` is not positive (a ratio of two
+    figures, no interval: a ranking's vs-best, an axis pair's share)."""
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def spread(values: Sequence[float]) -> float | None:
+    """The largest of ``values`` over the smallest (1.0: all equal); None with fewer than
+    two values or a smallest not positive (instruction counts of one figure)."""
+    if len(values) < 2 or min(values) <= 0:
+        return None
+    return max(values) / min(values)
+
+
 def seed_for(name: str) -> int:
     """A fixed seed derived from a name (CRC-32), so verdicts are reproducible."""
     return zlib.crc32(name.encode("utf-8"))

@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pywebbench.analysis.ratio import RatioEstimate, ratio_of_medians, seed_for
+from pywebbench.analysis.ratio import RatioEstimate, ratio, ratio_of_medians, seed_for
 from pywebbench.compare.endpoints import EndpointChange, endpoint_changes
 from pywebbench.compare.match import Pair
 from pywebbench.meter.breakdown import (
@@ -119,7 +119,7 @@ def compare_pair(
     )
     if base.peak_rss_bytes and new.peak_rss_bytes:
         out.memory_change_bytes = new.peak_rss_bytes - base.peak_rss_bytes
-        out.memory_ratio = new.peak_rss_bytes / base.peak_rss_bytes
+        out.memory_ratio = ratio(new.peak_rss_bytes, base.peak_rss_bytes)
     if base.flames and new.flames:
         flames_b, flames_n = base.flames, new.flames
         reference = base.speed_reference

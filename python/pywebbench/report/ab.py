@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pywebbench.analysis.group import Interval
 from pywebbench.store.model import Cell, Study
 
 
@@ -81,7 +82,7 @@ def ab_rows(study: Study) -> list[AbRow]:
         half = _timed_half_width(row.summary_json)
         if half is None and row.ratio and row.ci_low is not None and row.ci_high is not None:
             # stored before the document said: the judged figure was the timed one
-            half = max(row.ci_high / row.ratio - 1, 1 - row.ci_low / row.ratio)
+            half = Interval(row.ratio, row.ci_low, row.ci_high).half_width
         width = f"+-{half:.2%}" if half is not None else "no CI"
         stopped = {
             "ci": f"CI reached {width} (asked +-{row.ci_width_asked:.2%})",

@@ -12,6 +12,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable
 
+from pywebbench.analysis.ratio import ratio
 from pywebbench.report.instructions import instructions_points
 from pywebbench.report.tables import (
     MISSING,
@@ -23,7 +24,6 @@ from pywebbench.report.tables import (
     fmt_ms,
     fmt_ratio,
     fmt_rps,
-    ratio,
 )
 from pywebbench.report.view import (
     AxesView,

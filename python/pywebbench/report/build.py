@@ -27,6 +27,7 @@ from typing import Any
 
 from pywebbench import __version__
 from pywebbench.analysis import stats
+from pywebbench.analysis.ratio import ratio
 from pywebbench.catalogue.base import interpreter_kind
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.meter.core_speed import speed_note, study_scaling
@@ -415,8 +416,8 @@ def _rank(workload: str, selection: str, points: list[tuple[StackView, PointView
                     rank=i + 1,
                     stack=s,
                     point=p,
-                    vs_best=p.rps.median / best.median if best.median > 0 else None,
-                    vs_worst=p.rps.median / worst.median if worst.median > 0 else None,
+                    vs_best=ratio(p.rps.median, best.median),
+                    vs_worst=ratio(p.rps.median, worst.median),
                     vs_above=above[i],
                 )
             )

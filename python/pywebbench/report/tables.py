@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from pywebbench.analysis.modes import modes, replicate_figures
+from pywebbench.analysis.ratio import ratio
 from pywebbench.analysis.stats import halfwidth_rel
 from pywebbench.report.flags import flag_notes
 from pywebbench.report.ties import fmt_ci_only, fmt_ratio_ci, rank_marker
@@ -50,13 +51,6 @@ def _sig(x: float, digits: int) -> str:
     if decimals and len(text.replace("-", "").replace(".", "").lstrip("0")) > digits:
         text = f"{x:.{decimals - 1}f}"
     return text
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    """``a / b``, or None when either is missing or ``b`` is not positive."""
-    if a is None or b is None or b <= 0:
-        return None
-    return a / b
 
 
 def fmt_rps(x: float | None) -> str:

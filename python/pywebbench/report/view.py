@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from pywebbench.analysis.ratio import spread
 from pywebbench.faults.outcome import RobustnessCurve
 from pywebbench.meter.breakdown import Breakdown, breakdown
 from pywebbench.meter.flame import FlameWindow
@@ -365,7 +366,7 @@ class InstructionsPoint:
     @property
     def spread(self) -> float | None:
         """The largest count over the smallest (1.0: identical; needs 2 counts)."""
-        return max(self.counts) / min(self.counts) if len(self.counts) > 1 else None
+        return spread(self.counts)
 
 
 @dataclass

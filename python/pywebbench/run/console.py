@@ -19,6 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from pywebbench.analysis.ratio import spread
 from pywebbench.analysis.stats import Summary, summarize_replicates
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load.histogram import Histogram
@@ -376,11 +377,12 @@ def instructions_table(study: Study) -> Table | None:
             continue
         counts = [float(d["per_request"]) for d in found if "error" not in d]
         errors = "; ".join(str(d["error"]) for d in found if "error" in d)
+        largest_over_smallest = spread(counts)
         t.add_row(
             study.stack(cell.stack_id).key,
             f"{cell.workload} @ {cell.load_point}",
             f"{statistics.median(counts):,.0f}" if counts else errors,
-            f"{max(counts) / min(counts):.5f}" if len(counts) > 1 else "-",
+            f"{largest_over_smallest:.5f}" if largest_over_smallest is not None else "-",
             str(len(counts)),
         )
     return t

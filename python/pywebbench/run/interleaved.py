@@ -773,6 +773,7 @@ class GroupRun:
                 continue
             vs = fit.vs_reference(key, reference)
             rps = fit.rps(key)
+            rps_low, rps_high = vs.bounds_for(rps)
             out[p.cell_id] = {
                 "group": group_label(p.cell),
                 "reference": reference or GEOMETRIC_MEAN,
@@ -780,8 +781,8 @@ class GroupRun:
                 "processes": fit.counts[key],
                 "df": fit.df,
                 "rps": rps,
-                "rps_low": rps * vs.low / vs.ratio if math.isfinite(vs.low) else None,
-                "rps_high": rps * vs.high / vs.ratio if math.isfinite(vs.high) else None,
+                "rps_low": rps_low,
+                "rps_high": rps_high,
                 "ratio": vs.ratio,
                 "low": vs.low if math.isfinite(vs.low) else None,
                 "high": vs.high if math.isfinite(vs.high) else None,
