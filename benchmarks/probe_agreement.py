@@ -11,7 +11,7 @@ req/s.
 If the probes read the core, they agree, and the server's req/s follow them. On the 2-vCPU
 VM of docs/interference.md (2026-11-27, quiet) each probe in turn read about 0.75x the
 others for the whole life of one server process, while the server's req/s did not move:
-that is what :data:`pywebbench.meter.core_speed.UNIDENTIFIED_ELASTICITY` guards against.
+that is what :data:`pywebbench.analysis.elasticity.UNIDENTIFIED_ELASTICITY` guards against.
 
     python benchmarks/probe_agreement.py --runs 12        # about 4 minutes
 """
@@ -29,7 +29,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from pywebbench.meter.core_speed import centred_logs
+from pywebbench.analysis.elasticity import centred_logs
 
 PWB = str(Path(sys.executable).parent / "pywebbench")
 

@@ -19,7 +19,6 @@ each group of cells shows (docs/interference.md#core-speed).
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import threading
@@ -28,6 +27,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from pywebbench.analysis.elasticity import UNIDENTIFIED_ELASTICITY, pooled_slope
 
 
 class IterationRow(Protocol):
@@ -212,22 +213,6 @@ def speed_reference(its: Iterable[IterationRow]) -> float | None:
     return reference_rate(rates)
 
 
-#: Fewest measured iterations (with a rate) a group needs for its own elasticity; below,
-#: or when their rates vary by less than :data:`ELASTICITY_MIN_SPREAD`, it is
-#: :data:`UNIDENTIFIED_ELASTICITY`.
-ELASTICITY_MIN_POINTS = 8
-#: The elasticity of a group whose own figures cannot show it: 0, figures as measured. The
-#: probe's reading can be off by a quarter for a whole server process while the server is
-#: not (three probes on one core disagreed by more than 8% in 11-13 of 36 windows:
-#: benchmarks/probe_agreement.py), so a figure is scaled only as far as its study shows that
-#: the server followed.
-UNIDENTIFIED_ELASTICITY = 0.0
-#: Least standard deviation of the within-cell log core rates that identifies a slope.
-ELASTICITY_MIN_SPREAD = 0.03
-#: The elasticity is kept within these bounds.
-ELASTICITY_BOUNDS = (0.0, 1.5)
-
-
 def elasticity(cells: Iterable[Sequence[IterationRow]]) -> float:
     """How much a group of cells' req/s follow the core's rate: the least-squares slope of
     log req/s on log core rate over their measured iterations, each cell centred on its own
@@ -236,44 +221,12 @@ def elasticity(cells: Iterable[Sequence[IterationRow]]) -> float:
 
     Measured in a quick study here: CPython cpu 1.25, CPython hello 0.73, PyPy cpu 0.61,
     PyPy hello 0.80 (correlations 0.74-0.97), so one slope for all would over- or
-    under-correct (docs/interference.md#core-speed). :data:`UNIDENTIFIED_ELASTICITY` (as
-    measured) when the group cannot identify a slope: fewer than
-    :data:`ELASTICITY_MIN_POINTS` points or rates that barely moved."""
+    under-correct (docs/interference.md#core-speed). The slope is
+    :func:`pywebbench.analysis.elasticity.pooled_slope`'s: as measured when the group cannot
+    identify one (too few points, or rates that barely moved)."""
     return pooled_slope(
         [(i.core_rate, i.rps) for i in _measured(its) if i.core_rate] for its in cells
     )
-
-
-def centred_logs(
-    groups: Iterable[Sequence[tuple[float, float]]],
-) -> tuple[list[float], list[float]]:
-    """The log rates and log figures of (core rate, figure) points, each group centred on
-    its own means (groups of fewer than two positive points left out)."""
-    xs: list[float] = []
-    ys: list[float] = []
-    for group in groups:
-        points = [(math.log(r), math.log(v)) for r, v in group if r > 0 and v > 0]
-        if len(points) < 2:
-            continue
-        mx = statistics.fmean(x for x, _ in points)
-        my = statistics.fmean(y for _, y in points)
-        xs += [x - mx for x, _ in points]
-        ys += [y - my for _, y in points]
-    return xs, ys
-
-
-def pooled_slope(groups: Iterable[Sequence[tuple[float, float]]]) -> float:
-    """The elasticity of (core rate, figure) points in groups that each have their own level:
-    the least-squares slope of log figure on log rate, each group centred on its own means,
-    within :data:`ELASTICITY_BOUNDS`; :data:`UNIDENTIFIED_ELASTICITY` with fewer than
-    :data:`ELASTICITY_MIN_POINTS` points or rates whose spread is below
-    :data:`ELASTICITY_MIN_SPREAD`."""
-    xs, ys = centred_logs(groups)
-    if len(xs) < ELASTICITY_MIN_POINTS or statistics.pstdev(xs) < ELASTICITY_MIN_SPREAD:
-        return UNIDENTIFIED_ELASTICITY
-    slope = sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
-    low, high = ELASTICITY_BOUNDS
-    return min(high, max(low, slope))
 
 
 #: The group of cells that share an elasticity: (interpreter, workload).
@@ -309,8 +262,8 @@ class SpeedScaling:
         return at_one_speed(raw, [i.core_rate for i in its], self.reference, -beta)
 
     def elasticity_of(self, cell_id: int | None) -> float:
-        """The elasticity of the group of cell ``cell_id`` (:data:`UNIDENTIFIED_ELASTICITY`
-        when unknown)."""
+        """The elasticity of the group of cell ``cell_id`` (when unknown,
+        :data:`~pywebbench.analysis.elasticity.UNIDENTIFIED_ELASTICITY`)."""
         group = self.group_of.get(cell_id) if cell_id is not None else None
         if group is None:
             return UNIDENTIFIED_ELASTICITY

@@ -8,7 +8,7 @@ probe of :mod:`pywebbench.meter.core_speed` (a fixed loop pinned to the server c
 of every 100 ms) gives each slice its core's rate; each slice's requests/s is then scaled by
 ``(reference / rate) ** elasticity``, the reference being the median rate of the run's
 slices and the elasticity the slope of log requests/s on log rate that the run's own slices
-show, each side centred on its own level (:func:`pywebbench.meter.core_speed.pooled_slope`).
+show, each side centred on its own level (:func:`pywebbench.analysis.elasticity.pooled_slope`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from pywebbench.analysis.elasticity import pooled_slope
 from pywebbench.analysis.stats import median
 from pywebbench.load.sliced import SliceStats
-from pywebbench.meter.core_speed import CoreSpeedProbe, pooled_slope
+from pywebbench.meter.core_speed import CoreSpeedProbe
 
 
 @dataclass
