@@ -10,7 +10,13 @@
   anything in B from anything in A is an edge A -> B, so the packages can be read in one
   order (docs/architecture.md's pipeline: a stage imports the stages before it);
 - ``pywebbench.analysis`` (statistics as pure functions on plain data) imports none of the
-  packages that use it: ``run``, ``ab``, ``compare``, ``report``, ``commands``, ``study``.
+  packages that use it: ``run``, ``ab``, ``compare``, ``report``, ``commands``, ``study``;
+- no module outside ``pywebbench.analysis`` has what an interval is computed with: scipy,
+  numpy or ruptures, the t quantile (``analysis.stats.t_quantile``), a measure of spread
+  from :mod:`statistics` (``stdev``, ``variance``, ``NormalDist``, ...; a median or a mean
+  is a figure, not an interval) or a square root (``math.sqrt``, ``** 0.5``). A plain
+  ratio ``a / b`` cannot be told from a unit conversion by its syntax: the ratios of
+  figures (``analysis.ratio.ratio``, ``spread``) are kept there by review.
 
 An import of a package counts as an import of its ``__init__``; ``from pkg import name``
 counts as an import of ``pkg.name`` where that is a module, else of ``pkg``.
@@ -232,3 +238,84 @@ def test_the_checker_sees_a_cycle_and_a_private_import() -> None:
     assert not _private_module_outside_its_package(
         "pywebbench.catalogue.servers.uwsgi", "pywebbench.catalogue.servers._base"
     )
+
+
+#: Libraries an interval, a fit or a resample is computed with: the analysis layer's alone.
+STATISTICS_LIBRARIES = ("scipy", "numpy", "ruptures")
+#: What :mod:`statistics` offers beyond a median or a mean: spreads and distributions.
+SPREAD_FUNCTIONS = frozenset(
+    {
+        "stdev",
+        "pstdev",
+        "variance",
+        "pvariance",
+        "quantiles",
+        "NormalDist",
+        "covariance",
+        "correlation",
+        "linear_regression",
+    }
+)
+
+
+def _interval_tools(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) for each use in ``tree`` of what an interval is computed with."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [
+                (node.lineno, f"import {a.name}")
+                for a in node.names
+                if a.name.split(".")[0] in STATISTICS_LIBRARIES
+            ]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            root = node.module.split(".")[0]
+            names = {a.name for a in node.names}
+            if root in STATISTICS_LIBRARIES:
+                found.append((node.lineno, f"from {node.module} import ..."))
+            elif node.module == "statistics" and names & SPREAD_FUNCTIONS:
+                found.append((node.lineno, f"statistics.{min(names & SPREAD_FUNCTIONS)}"))
+            elif node.module == "math" and "sqrt" in names:
+                found.append((node.lineno, "math.sqrt"))
+            elif "t_quantile" in names:
+                found.append((node.lineno, f"t_quantile from {node.module}"))
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            owner, name = node.value.id, node.attr
+            if (owner, name) == ("math", "sqrt") or name == "t_quantile":
+                found.append((node.lineno, f"{owner}.{name}"))
+            elif owner == "statistics" and name in SPREAD_FUNCTIONS:
+                found.append((node.lineno, f"statistics.{name}"))
+        elif (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Pow)
+            and isinstance(node.right, ast.Constant)
+            and node.right.value == 0.5
+        ):
+            found.append((node.lineno, "** 0.5"))
+    return found
+
+
+def test_no_module_outside_analysis_computes_an_interval() -> None:
+    bad = [
+        f"{MODULES[module].relative_to(ROOT.parent)}:{line}: {what}"
+        for module in MODULES
+        if _node(module) != f"{PACKAGE}.analysis"
+        for line, what in _interval_tools(ast.parse(MODULES[module].read_text()))
+    ]
+    assert not bad, "interval tools outside pywebbench.analysis:\n" + "\n".join(bad)
+
+
+def test_the_interval_check_sees_each_tool() -> None:
+    code = """
+import numpy as np
+from scipy import stats
+import statistics
+from statistics import median, stdev
+from math import sqrt
+from pywebbench.analysis.stats import t_quantile
+s = statistics.pstdev(xs)
+h = math.sqrt(v) + stats.t_quantile(0.975, 3) + v ** 0.5
+m = statistics.median(xs) + statistics.fmean(xs) + 2 ** 2
+"""
+    lines = sorted(line for line, _ in _interval_tools(ast.parse(code)))
+    assert lines == [2, 3, 5, 6, 7, 8, 9, 9, 9]
