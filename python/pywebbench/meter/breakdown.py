@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from pywebbench.analysis.ratio import ratio
 from pywebbench.meter.flame import CATEGORIES, FlameWindow
 
 _SITE = re.compile(r"/(?:site|dist)-packages/([^/]+)")
@@ -194,7 +195,8 @@ class Growth:
 
     @property
     def ratio(self) -> float | None:
-        return self.new_s / self.base_s if self.base_s > 0 else None
+        """NEW / BASE seconds per request (None when BASE spent none)."""
+        return ratio(self.new_s, self.base_s)
 
     @property
     def delta_s(self) -> float:
