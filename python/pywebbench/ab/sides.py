@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pywebbench.study.config import ConfigError, StudyConfig, check, resolve
-from pywebbench.study.matrix import CellPlan, expand
+from pywebbench.study.matrix import CellPlan, expand, with_interfaces_detected
 
 #: What a side may set, and the shared flag each one overrides.
 SIDE_KEYS = ("python", "server", "framework", "project", "requirements")
@@ -158,8 +158,6 @@ class SideStudy:
 def side_study(side: Side, overrides: Mapping[str, Any]) -> SideStudy:
     """Resolve and expand a side's study, its app's interface detected (a virtualenv, an
     import); SideError unless it is exactly one runnable cell."""
-    from pywebbench.provision.user_app import with_interfaces_detected
-
     try:
         config = resolve(None, dict(overrides), profile="quick")
         check(config)

@@ -6,8 +6,8 @@
 (provisioned and cached like any stack) and tells WSGI from ASGI by its signature.
 :func:`user_frameworks` does the same for several project directories of one app (one
 framework each, detected each). A study plans without importing anything, and
-:func:`with_interfaces_detected` detects at bring-up, before any server starts (``run``,
-``ab``).
+:func:`pywebbench.study.matrix.with_interfaces_detected` detects at bring-up, before any
+server starts (``run``, ``ab``), with :func:`detect_interfaces`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pywebbench.catalogue.base import ASGI, WSGI, Interpreter, ServerAdapter, Stack
 from pywebbench.catalogue.byo import UserFramework, parse_user_app, parse_user_apps
@@ -26,16 +26,12 @@ from pywebbench.catalogue.mix import MixEntry
 from pywebbench.launch.process import ProcessGroup
 from pywebbench.provision.venv import Progress, ProvisionError, provision
 
-if TYPE_CHECKING:
-    from pywebbench.study.matrix import Matrix
-
 __all__ = [
     "DETECT_TIMEOUT_S",
     "detect_interface",
     "detect_interfaces",
     "user_framework",
     "user_frameworks",
-    "with_interfaces_detected",
 ]
 
 #: Upper bound of importing the user's app to detect its interface.
@@ -106,20 +102,6 @@ def detect_interfaces(
     for fw in frameworks:
         if not fw.interface:
             fw.interface = detect_interface(fw, interpreter=interpreter, progress=progress)
-
-
-def with_interfaces_detected(matrix: Matrix, *, progress: Progress | None = None) -> Matrix:
-    """The bring-up of a study's app: a matrix planned before its interface was known
-    (:func:`pywebbench.study.matrix.expand` plans it on WSGI and ASGI servers) with the
-    interface detected (in a virtualenv of the matrix's first interpreter) and the cells of
-    the servers that cannot serve it dropped (:meth:`~pywebbench.study.matrix.Matrix.servable`).
-    Raises ValueError naming ``--app`` when the app cannot be imported or told."""
-    detect_interfaces(
-        matrix.apps,
-        interpreter=matrix.interpreters[0] if matrix.interpreters else None,
-        progress=progress,
-    )
-    return matrix.servable()
 
 
 #: Prefix of the verdict line among whatever else the app prints while it is imported.
