@@ -1,12 +1,13 @@
 """Run an A/B: both sides' servers up and verified, one interleaved engine run, the estimate.
 
-Each side's servers (``processes`` of them, so that the interval holds the difference
-between two server processes of the same app: :mod:`pywebbench.analysis.estimate`) are started
-with the shared bring-up (:mod:`pywebbench.bringup`: its launch options and one
-:class:`~pywebbench.bringup.ServerPool` for both sides), pinned to the same server cores, and
-stay up and warm for the whole run; the load comes from one sliced engine run through the
-load agent (:meth:`pywebbench.load.LoadAgent.run_sliced`) whose targets are every side's
-servers.
+The services the sides' workload needs (redis, PostgreSQL) are started first, as a study
+starts them. Each side's servers (``processes`` of them, so that the interval holds the
+difference between two server processes of the same app: :mod:`pywebbench.analysis.estimate`)
+are started with the shared bring-up (:mod:`pywebbench.bringup`: its launch options, with the
+services' environment, and one :class:`~pywebbench.bringup.ServerPool` for both sides),
+pinned to the same server cores, and stay up and warm for the whole run; the load comes from
+one sliced engine run through the load agent (:meth:`pywebbench.load.LoadAgent.run_sliced`)
+whose targets are every side's servers.
 While it runs, every progress snapshot samples the server cores' CPU accounting
 (:mod:`pywebbench.meter.slice_interference`) and re-estimates the ratio; once its CI is
 narrower than asked the engine is told "enough". With ``instructions`` each side is then
@@ -377,8 +378,26 @@ def run_ab(
     agent: LoadAgent,
     say: Callable[[str], None] = lambda _: None,
 ) -> AbOutcome:
-    """Bring both sides up (SideError naming the side when one fails), measure through
-    ``agent``, take down."""
+    """Start the services the sides' workload needs (redis, PostgreSQL), up for the whole
+    run, ``--instructions``' counts included; bring both sides up (SideError naming the side
+    when one fails), measure through ``agent``, take everything down."""
+    needed = bringup.services_needed(study.cell.workload for study in (base, change))
+    if needed:
+        say(f"starting services: {', '.join(needed)}")
+    with bringup.Services(needed, options.log_dir / "services") as services:
+        return _measure(base, change, options, services, agent=agent, say=say)
+
+
+def _measure(
+    base: SideStudy,
+    change: SideStudy,
+    options: AbOptions,
+    services: bringup.Services,
+    *,
+    agent: LoadAgent,
+    say: Callable[[str], None],
+) -> AbOutcome:
+    """:func:`run_ab` once the services run."""
     config = base.config
     server_cpus, generator_cpus = split_cpus(config.cpus.server, config.cpus.generator)
     sides = (base, change)
@@ -396,6 +415,9 @@ def run_ab(
         runs = []
         for study in sides:
             cell = study.cell
+            failure = services.failure_for(cell.workload)
+            if failure is not None:
+                raise SideError(f"{study.side.flag}: {failure}")
             say(f"{study.side.role}: provisioning {cell.variant.stack.name}")
             try:
                 envs.append(bringup.provision(cell.variant.stack, progress=say))
@@ -406,6 +428,7 @@ def run_ab(
                     cell.variant,
                     log_dir=options.log_dir / study.side.role,
                     cpus=server_cpus,
+                    services=services,
                     bind=cell.bind,
                     protocol=cell.protocol,
                     config=study.config,
