@@ -147,11 +147,10 @@ def serve(
     variant = study.cell.variant
     server_cpus, generator_cpus = split_cpus([], [])
     env = bringup.provision(variant.stack)
-    options = bringup.LaunchOptions(
+    options = bringup.launch_options(
+        variant,
         log_dir=Path(tempfile.mkdtemp(prefix=f"calib-{name}-", dir=where.parent)),  # the run's root
         cpus=server_cpus,
-        workers=variant.workers,
-        threads=variant.threads,
     )
     ready = bringup.ready_path(variant.stack, [study.cell.workload])
     server = cleanup.enter_context(bringup.running(variant.stack, env, options, ready))

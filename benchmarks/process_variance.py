@@ -18,6 +18,7 @@ process per side carries that a within-run interval does not see.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
@@ -77,13 +78,11 @@ def main() -> None:
     with ExitStack() as cleanup:
         urls = []
         for i in range(a.processes):
-            launch = bringup.LaunchOptions(
-                log_dir=root / f"logs{i}",
-                cpus=server_cpus,
-                workers=variant.workers,
-                threads=variant.threads,
+            launch = dataclasses.replace(
+                bringup.launch_options(
+                    variant, log_dir=root / f"logs{i}", cpus=server_cpus, wrapper=wrapper
+                ),
                 app_env=app_env,
-                wrapper=wrapper,
             )
             server = bringup.start(variant.stack, env, launch, ready)
             cleanup.callback(bringup.stop, server)

@@ -1,8 +1,11 @@
 """Bring one stack up, verified, and take it down: provision -> services -> launch -> verify.
 
 This is the only implementation of the per-stack pipeline. ``pywebbench run`` (between
-its load iterations) and ``pywebbench verify`` (for every workload of every stack) both call
-it, so a stack that one accepts the other accepts too.
+its load iterations), ``pywebbench verify`` (for every workload of every stack) and
+``pywebbench ab`` (both sides) all call it, so a stack that one accepts the others accept too:
+:func:`launch_options` is the one builder of how a server starts, and :class:`ServerPool`
+keeps several verified server processes up and stops every one of them (an A/B's sides, an
+interleaved group's stacks).
 
 Every step raises :class:`StackFailure` naming its :class:`Phase`, a one-line reason, and
 where to find more (a log tail, the log's path).
@@ -13,10 +16,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pywebbench.bind import Bind
 from pywebbench.catalogue.base import Stack
@@ -29,6 +32,8 @@ if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
     from pywebbench.load.mix import EndpointCheck
     from pywebbench.provision.venv import ProvisionedEnv
+    from pywebbench.study.config import StudyConfig
+    from pywebbench.study.matrix import CellPlan, Variant
 
 Progress = Callable[[str], None]
 
@@ -178,6 +183,47 @@ class LaunchOptions:
     protocol: str = "http1"
 
 
+def launch_options(
+    variant: Variant,
+    *,
+    log_dir: Path,
+    cpus: Sequence[int] = (0,),
+    services: Services | None = None,
+    bind: Bind = "tcp",
+    protocol: str = "http1",
+    config: StudyConfig | None = None,
+    wrapper: Sequence[str] = (),
+) -> LaunchOptions:
+    """How ``variant``'s servers start: the one place :class:`LaunchOptions` are built.
+
+    Its workers, threads and worker recycling, pinned to ``cpus``, logging under
+    ``log_dir``, listening on ``bind``, speaking ``protocol``, under ``wrapper``, with the
+    environment of the running ``services`` (redis, PostgreSQL). A study's ``config`` adds
+    its start timeout, the server options set for the variant's server and, with
+    ``--flamegraph``, the vmprof hook's environment; without one (``verify``) the defaults.
+    """
+    app_env = dict(services.env) if services is not None else {}
+    study: dict[str, Any] = {}
+    if config is not None:
+        from pywebbench.meter.vmprof import vmprof_env
+
+        app_env.update(vmprof_env(config.load.flamegraph, variant.stack))
+        study["start_timeout_s"] = config.timeouts.start_s
+        study["server_options"] = config.matrix.server_options.get(variant.stack.server.name, {})
+    return LaunchOptions(
+        log_dir=log_dir,
+        cpus=cpus,
+        workers=variant.workers,
+        threads=variant.threads,
+        app_env=app_env,
+        max_requests=variant.max_requests,
+        bind=bind,
+        wrapper=wrapper,
+        protocol=protocol,
+        **study,
+    )
+
+
 def start(stack: Stack, env: ProvisionedEnv, options: LaunchOptions, ready: str) -> RunningServer:
     """Start the stack's server pinned to its cores; return once ``ready`` answers.
 
@@ -231,6 +277,9 @@ def running(
         yield server
     finally:
         stop(server)
+
+
+# ----------------------------------------------------------------------------------- pool
 
 
 # --------------------------------------------------------------------------------- verify
@@ -321,3 +370,127 @@ def check(
     except Exception as exc:  # noqa: BLE001 - a verification crash is a verify failure
         return Check(workload.name, [f"verification raised {type(exc).__name__}: {exc}"])
     return Check(workload.name, list(report.problems), list(report.warnings))
+
+
+class ProvisionStep(Protocol):
+    """:func:`provision`: a stack's virtualenv, built or found cached."""
+
+    def __call__(
+        self,
+        stack: Stack,
+        *,
+        progress: Progress | None = None,
+        timeout_s: float | None = None,
+    ) -> ProvisionedEnv: ...
+
+
+class CheckStep(Protocol):
+    """:func:`check`: does a running server answer a workload correctly?"""
+
+    def __call__(
+        self,
+        server: RunningServer,
+        stack: Stack,
+        workload: Workload,
+        params: Mapping[str, int] | None = None,
+        *,
+        timeout_s: float = 10.0,
+    ) -> Check: ...
+
+
+@dataclass(frozen=True)
+class BringUp:
+    """The steps of the per-stack pipeline as one value, this module's by default; a test
+    hands in fakes (tests/run/fake_bench.py, through run/seams.py)."""
+
+    provision: ProvisionStep = provision
+    #: The services a set of workloads needs (names, working directory), a context manager.
+    services: Callable[[Sequence[str], Path], Services] = Services
+    #: Start a stack's server (stack, virtualenv, launch options, ready path).
+    start: Callable[[Stack, ProvisionedEnv, LaunchOptions, str], RunningServer] = start
+    check: CheckStep = check
+    #: Stop a server's process group; the seconds it took.
+    stop: Callable[[RunningServer], float] = stop
+
+
+# ----------------------------------------------------------------------------- server pool
+
+
+class ServerPool:
+    """Server processes of one or more stacks, kept up together: each started pinned to the
+    server cores (its log in a directory of its own), verified on its cell's workload, and
+    every one stopped when the block ends, whatever ends it (an exception, Ctrl-C).
+    ``pywebbench ab`` keeps both sides' processes in one, an interleaved group
+    (run/interleaved.py) every stack's.
+
+    ``launch`` gives a cell's virtualenv and launch options (:func:`launch_options`), whose
+    log directory is its stack's: each process logs in ``process-K`` under it. ``steps``
+    start, check and stop each process (default: this module's; the study's host bench hands
+    in its seams, run/seams.py).
+    """
+
+    def __init__(
+        self,
+        launch: Callable[[CellPlan], tuple[ProvisionedEnv, LaunchOptions]],
+        *,
+        verify_timeout_s: float = 10.0,
+        steps: BringUp | None = None,
+    ) -> None:
+        self._launch = launch
+        self.verify_timeout_s = verify_timeout_s
+        self._steps = steps or BringUp()
+        #: Every process started and not stopped yet, in the order they started.
+        self.running: list[RunningServer] = []
+
+    def __enter__(self) -> ServerPool:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def start(self, cell: CellPlan, k: int) -> RunningServer:
+        """Start process ``k`` of ``cell``'s stack and keep it; :class:`StackFailure`
+        (start) when it does not come up."""
+        server = self._start_process(cell, k)
+        self.running.append(server)
+        return server
+
+    def _start_process(self, cell: CellPlan, k: int) -> RunningServer:
+        env, options = self._launch(cell)
+        stack = cell.variant.stack
+        own = replace(options, log_dir=Path(options.log_dir) / f"process-{k}")
+        return self._steps.start(stack, env, own, ready_path(stack, [cell.workload]))
+
+    def verify(self, server: RunningServer, cell: CellPlan) -> StackFailure | None:
+        """Why ``server`` does not answer ``cell``'s workload correctly (None: it does)."""
+        return self._steps.check(
+            server, cell.variant.stack, cell.workload, cell.params, timeout_s=self.verify_timeout_s
+        ).failure()
+
+    def stop(self, server: RunningServer) -> None:
+        """Stop one process of the pool; it leaves the pool."""
+        if server in self.running:
+            self.running.remove(server)
+        self._stop_process(server)
+
+    def _stop_process(self, server: RunningServer) -> None:
+        self._steps.stop(server)
+
+    def close(self) -> None:
+        """Stop every process still up, the last started first. One that fails to stop, or
+        a Ctrl-C while it stops, does not keep the others up: the first such error is
+        raised once they are all stopped."""
+        error: BaseException | None = None
+        while self.running:
+            server = self.running.pop()
+            try:
+                self._stop_process(server)
+            except BaseException as exc:  # noqa: BLE001 - raised after the others stop
+                error = error or exc
+        if error is not None:
+            raise error

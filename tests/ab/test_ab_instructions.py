@@ -154,7 +154,7 @@ def _count_with(
     order: list[str] = []
     left = iter(results)
 
-    def fake(study: Any, env: Any, launch: Any, cpus: Any) -> dict[str, Any]:
+    def fake(study: Any, env: Any, launch: Any, cpus: Any, agent: Any) -> dict[str, Any]:
         order.append(study.side.role)
         got = next(left)
         if isinstance(got, BaseException):
@@ -166,7 +166,7 @@ def _count_with(
     nothing: list[Any] = [None, None]  # env and launch: only the fake sees them
     options = AbOptions(instructions=True, ci_width=ci_width, processes=processes)
     done = session.count_sides(
-        runs, nothing, nothing, [1], processes, lambda _: None,
+        runs, nothing, nothing, [1], processes, lambda _: None, agent=cast(Any, None),
         enough=lambda: session.counted_enough(runs, options),
     )  # fmt: skip
     return runs, order, done

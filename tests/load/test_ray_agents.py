@@ -31,6 +31,7 @@ from pywebbench.load.ray_agents import (
     run_distributed,
     split_spec,
 )
+from pywebbench.load.sliced import SlicePlan
 from pywebbench.refserver import RefServer
 from pywebbench.run.ray_load import RayStudyAgent, agent_row
 from pywebbench.store import Store
@@ -313,3 +314,21 @@ def test_the_local_cluster_starts_its_workers_at_nice_zero(ray_cluster: str) -> 
         return os.getpriority(os.PRIO_PROCESS, 0)
 
     assert ray.get([niceness.remote() for _ in range(2)], timeout=60) == [0, 0]
+
+
+def test_the_study_agent_runs_a_sliced_plan_in_this_process(
+    refserver: RefServer, refserver_1ms: RefServer
+) -> None:
+    """An interleaved group's load is one engine run whose slices follow each other: the
+    study agent of ``--load-agents`` runs it here, outside any Ray session, every target
+    loaded in every round."""
+    plan = SlicePlan(
+        load=LoadSpec(url=refserver.url + "/hello", connections=2, duration_s=1.0, cpus=[1]),
+        targets=[refserver.url, refserver_1ms.url],
+        slice_s=0.1,
+        settle_s=0.05,
+        rounds=2,
+    )
+    result = RayStudyAgent(2, None).run_sliced(plan, interval_s=0.1)
+    assert sorted((s.round, s.target) for s in result.slices) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert all(s.requests > 0 for s in result.slices)

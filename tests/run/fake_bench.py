@@ -22,7 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from pywebbench import bringup
-from pywebbench.bringup import StackFailure
+from pywebbench.bringup import BringUp, StackFailure
 from pywebbench.load import LoadProgress, LoadSpec
 from pywebbench.load.histogram import Histogram
 from pywebbench.load.result import LoadResult
@@ -32,7 +32,7 @@ from pywebbench.meter.sampler import TreeSnapshot
 from pywebbench.provision.venv import ProvisionedEnv
 from pywebbench.run.events import Events
 from pywebbench.run.executor import LocalExecutor
-from pywebbench.run.seams import BringUp, Seams
+from pywebbench.run.seams import Seams
 from pywebbench.store import Phase, Sample
 
 #: Open-loop rates above this are past the fake server's knee (its p50 jumps to 500 ms).

@@ -18,8 +18,8 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from pywebbench.bringup import StackFailure
-from pywebbench.load import LoadSpec
+from pywebbench.bringup import ServerPool, StackFailure
+from pywebbench.load import LoadSpec, LocalAgent
 from pywebbench.load.sliced import SliceStats
 from pywebbench.refserver import RefServer
 from pywebbench.run.interleaved import (
@@ -220,6 +220,27 @@ def servers() -> Iterator[list[Served]]:
         s.ref.stop()
 
 
+class RefPool(ServerPool):
+    """A pool of reference servers (each answering after its cell's ``delay_ms``), verified
+    by ``check``: the group's bring-up and stops, without a stack."""
+
+    def __init__(self, servers: list[Served], check: Any) -> None:
+        super().__init__(lambda cell: (cast(Any, None), cast(Any, None)))  # never launched
+        self.servers = servers
+        self.check = check
+
+    def _start_process(self, cell: Any, k: int) -> Any:
+        served = Served(RefServer(delay_ms=cell.delay_ms, cpus=[0]).start())
+        self.servers.append(served)
+        return served
+
+    def _stop_process(self, server: Any) -> None:
+        server.ref.stop()
+
+    def verify(self, server: Any, cell: Any) -> StackFailure | None:
+        return cast(StackFailure | None, self.check(server, cell))
+
+
 def _group(
     servers: list[Served],
     cells: list[Any],
@@ -228,12 +249,6 @@ def _group(
     rss: Any = None,
     **options: Any,
 ) -> GroupRun:
-    def start(cell: Any, k: int) -> Any:
-        ref = RefServer(delay_ms=cell.delay_ms, cpus=[0]).start()
-        served = Served(ref)
-        servers.append(served)
-        return served
-
     def load_spec(cell: Any, base_url: str) -> LoadSpec:
         return LoadSpec(url=base_url + "/hello", connections=16, duration_s=1.0, cpus=[1])
 
@@ -243,10 +258,9 @@ def _group(
         progress,
         GroupOptions(**(defaults | options)),
         store=cast(Any, FakeStore()),
-        start=start,
-        verify=verify,
+        pool=RefPool(servers, verify),
+        agent=LocalAgent(),
         load_spec=load_spec,
-        stop=lambda s: s.ref.stop(),
         rss=rss,
     )
 

@@ -1,10 +1,13 @@
 """Run an A/B: both sides' servers up and verified, one interleaved engine run, the estimate.
 
-Each side's servers (``processes`` of them, so that the interval holds the difference
-between two server processes of the same app: :mod:`pywebbench.analysis.estimate`) are started
-with the shared bring-up (:mod:`pywebbench.bringup`), pinned to the same server cores, and
-stay up and warm for the whole run; the load comes from one engine run
-(:func:`pywebbench.load.sliced.run_sliced`) whose targets are every side's servers.
+The services the sides' workload needs (redis, PostgreSQL) are started first, as a study
+starts them. Each side's servers (``processes`` of them, so that the interval holds the
+difference between two server processes of the same app: :mod:`pywebbench.analysis.estimate`)
+are started with the shared bring-up (:mod:`pywebbench.bringup`: its launch options, with the
+services' environment, and one :class:`~pywebbench.bringup.ServerPool` for both sides),
+pinned to the same server cores, and stay up and warm for the whole run; the load comes from
+one sliced engine run through the load agent (:meth:`pywebbench.load.LoadAgent.run_sliced`)
+whose targets are every side's servers.
 While it runs, every progress snapshot samples the server cores' CPU accounting
 (:mod:`pywebbench.meter.slice_interference`) and re-estimates the ratio; once its CI is
 narrower than asked the engine is told "enough". With ``instructions`` each side is then
@@ -40,7 +43,7 @@ from pywebbench.analysis.stats import median
 from pywebbench.analysis.steady import preload
 from pywebbench.compare.endpoints import EndpointChange, ranked
 from pywebbench.compare.verdict import count_span
-from pywebbench.load import LoadResult, LoadSpec, LocalAgent
+from pywebbench.load import LoadAgent, LoadResult, LoadSpec
 from pywebbench.load.sliced import (
     AUTO_SLICE_S,
     SlicedResult,
@@ -48,7 +51,6 @@ from pywebbench.load.sliced import (
     SliceProgress,
     SliceStats,
     auto_slice_s,
-    run_sliced,
 )
 from pywebbench.meter.slice_interference import CoreAccounting
 from pywebbench.meter.slice_speed import Scaled, SliceSpeeds, at_one_speed
@@ -58,6 +60,7 @@ from pywebbench.run.host import split_cpus
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
     from pywebbench.provision.venv import ProvisionedEnv
+    from pywebbench.study.matrix import CellPlan
 
 #: How the run ended: the CI reached the asked width, the time budget ran out, or Ctrl-C.
 STOPPED_CI = "ci"
@@ -372,38 +375,69 @@ def run_ab(
     change: SideStudy,
     options: AbOptions,
     *,
+    agent: LoadAgent,
     say: Callable[[str], None] = lambda _: None,
 ) -> AbOutcome:
-    """Bring both sides up (SideError naming the side when one fails), measure, take down."""
+    """Start the services the sides' workload needs (redis, PostgreSQL), up for the whole
+    run, ``--instructions``' counts included; bring both sides up (SideError naming the side
+    when one fails), measure through ``agent``, take everything down."""
+    needed = bringup.services_needed(study.cell.workload for study in (base, change))
+    if needed:
+        say(f"starting services: {', '.join(needed)}")
+    with bringup.Services(needed, options.log_dir / "services") as services:
+        return _measure(base, change, options, services, agent=agent, say=say)
+
+
+def _measure(
+    base: SideStudy,
+    change: SideStudy,
+    options: AbOptions,
+    services: bringup.Services,
+    *,
+    agent: LoadAgent,
+    say: Callable[[str], None],
+) -> AbOutcome:
+    """:func:`run_ab` once the services run."""
     config = base.config
     server_cpus, generator_cpus = split_cpus(config.cpus.server, config.cpus.generator)
+    sides = (base, change)
     envs: list[ProvisionedEnv] = []
     launches: list[bringup.LaunchOptions] = []
+
+    def launch(cell: CellPlan) -> tuple[ProvisionedEnv, bringup.LaunchOptions]:
+        i = next(i for i, study in enumerate(sides) if study.cell is cell)
+        return envs[i], launches[i]
+
     with ExitStack() as cleanup:
+        pool = cleanup.enter_context(
+            bringup.ServerPool(launch, verify_timeout_s=config.timeouts.verify_s)
+        )
         runs = []
-        for study in (base, change):
-            variant = study.cell.variant
-            say(f"{study.side.role}: provisioning {variant.stack.name}")
+        for study in sides:
+            cell = study.cell
+            failure = services.failure_for(cell.workload)
+            if failure is not None:
+                raise SideError(f"{study.side.flag}: {failure}")
+            say(f"{study.side.role}: provisioning {cell.variant.stack.name}")
             try:
-                env = bringup.provision(variant.stack, progress=say)
+                envs.append(bringup.provision(cell.variant.stack, progress=say))
             except bringup.StackFailure as exc:
                 raise SideError(f"{study.side.flag}: {exc}") from None
-            launch = bringup.LaunchOptions(
-                log_dir=options.log_dir / study.side.role,
-                cpus=server_cpus,
-                workers=variant.workers,
-                threads=variant.threads,
-                start_timeout_s=study.config.timeouts.start_s,
-                server_options=study.config.matrix.server_options.get(
-                    variant.stack.server.name, {}
-                ),
+            launches.append(
+                bringup.launch_options(
+                    cell.variant,
+                    log_dir=options.log_dir / study.side.role,
+                    cpus=server_cpus,
+                    services=services,
+                    bind=cell.bind,
+                    protocol=cell.protocol,
+                    config=study.config,
+                )
             )
-            envs.append(env)
-            launches.append(launch)
             run = AbSideRun(study, [], [])
             for k in range(options.processes):
                 say(f"{study.side.role}: starting server process {k + 1} of {options.processes}")
-                url, pid = _start_process(study, env, launch, k, generator_cpus, cleanup)
+                url, pid = _start_process(pool, study, k, generator_cpus)
                 run.urls.append(url)
                 run.pids.append(pid)
             runs.append(run)
@@ -412,7 +446,7 @@ def run_ab(
         )
         rps = 0.0  # the probe's: only auto-sized slices need one
         if options.slice_s is None:
-            probe = LocalAgent().run(load.replace(duration_s=PROBE_S, warmup_s=0.0))
+            probe = agent.run(load.replace(duration_s=PROBE_S, warmup_s=0.0))
             if probe.interrupted:
                 raise KeyboardInterrupt
             rps = probe.rps
@@ -455,7 +489,7 @@ def run_ab(
         preload()  # the first estimate does not hold up the run on its imports
         started = time.monotonic()
         accounting.sample()
-        result = run_sliced(plan, watch, interval_s=0.1)
+        result = agent.run_sliced(plan, watch, interval_s=0.1)
         accounting.sample()
         elapsed = time.monotonic() - started
     speed = at_one_speed(result.slices, speeds)
@@ -479,7 +513,7 @@ def run_ab(
     interrupted = result.interrupted
     if options.instructions and not interrupted:
         interrupted = not count_sides(
-            runs, envs, launches, generator_cpus, options.processes, say,
+            runs, envs, launches, generator_cpus, options.processes, say, agent=agent,
             enough=lambda: counted_enough(runs, options),
         )  # fmt: skip
     stopped = (
@@ -510,30 +544,22 @@ def run_ab(
 
 
 def _start_process(
-    study: SideStudy,
-    env: ProvisionedEnv,
-    launch: bringup.LaunchOptions,
-    k: int,
-    generator_cpus: Sequence[int],
-    cleanup: ExitStack,
+    pool: bringup.ServerPool, study: SideStudy, k: int, generator_cpus: Sequence[int]
 ) -> tuple[str, int]:
-    """Start and verify a side's ``k``-th server process (stopped by ``cleanup``); its URL
-    and PID. SideError naming the side when it does not start or fails verification."""
-    variant = study.cell.variant
-    ready = bringup.ready_path(variant.stack, [study.cell.workload])
-    own = dataclasses.replace(launch, log_dir=launch.log_dir / f"process-{k}")
+    """Start and verify a side's ``k``-th server process in ``pool``; its URL and PID.
+    SideError naming the side when it does not start or fails verification."""
+    cell = study.cell
     try:
-        server = bringup.start(variant.stack, env, own, ready)
+        server = pool.start(cell, k)
     except bringup.StackFailure as exc:
         raise SideError(f"{study.side.flag}: {exc}") from None
-    cleanup.callback(bringup.stop, server)
-    checked = bringup.check(server, variant.stack, study.cell.workload, study.cell.params)
-    if not checked.ok:
+    failure = pool.verify(server, cell)
+    if failure is not None:
         raise SideError(
-            f"{study.side.flag}: {study.cell.label} (server process {k + 1}) fails verification: "
-            + bringup.one_line("; ".join(checked.problems))
+            f"{study.side.flag}: {cell.label} (server process {k + 1}) fails verification: "
+            + failure.reason
         )
-    spec = study.cell.load_spec(server.base_url, study.config.load, generator_cpus, duration_s=1.0)
+    spec = cell.load_spec(server.base_url, study.config.load, generator_cpus, duration_s=1.0)
     return spec.url, server.pid
 
 
@@ -544,6 +570,8 @@ def count_sides(
     generator_cpus: Sequence[int],
     processes: int,
     say: Callable[[str], None],
+    *,
+    agent: LoadAgent,
     enough: Callable[[], bool] = lambda: False,
 ) -> bool:
     """Count up to ``processes`` fresh servers a side, the sides in turn (BASE 1, CHANGE 1,
@@ -560,7 +588,7 @@ def count_sides(
                     f"{r.study.side.role}: counting instructions per request under valgrind "
                     f"(server process {k + 1} of {processes})"
                 )
-                doc = count_side(r.study, env, launch, generator_cpus)
+                doc = count_side(r.study, env, launch, generator_cpus, agent)
                 r.instructions.append(doc)
                 if "error" in doc:
                     return True
@@ -574,6 +602,7 @@ def count_side(
     env: ProvisionedEnv,
     launch: bringup.LaunchOptions,
     generator_cpus: Sequence[int],
+    agent: LoadAgent,
 ) -> dict[str, Any]:
     """One side's instructions per request, on a fresh server of its own under valgrind
     (docs/instructions.md); ``{"error": ...}`` when it cannot be counted (PyPy, a server
@@ -588,18 +617,12 @@ def count_side(
         counted = dataclasses.replace(launch, wrapper=wrapper, start_timeout_s=start_timeout_s)
         return bringup.running(stack, env, counted, ready)
 
+    def batch_load(spec: LoadSpec) -> LoadResult:
+        result = agent.run(spec)
+        if result.interrupted:
+            raise KeyboardInterrupt
+        return result
+
     return instructions.count_fresh_server(
-        start,
-        launch.start_timeout_s,
-        study.cell,
-        study.config.load,
-        generator_cpus,
-        _batch_load,
+        start, launch.start_timeout_s, study.cell, study.config.load, generator_cpus, batch_load
     )
-
-
-def _batch_load(spec: LoadSpec) -> LoadResult:
-    result = LocalAgent().run(spec)
-    if result.interrupted:
-        raise KeyboardInterrupt
-    return result

@@ -306,6 +306,7 @@ def _run(o: dict[str, Any]) -> None:
     )
     from pywebbench.compare.gate import GateSyntaxError, parse_rules
     from pywebbench.compare.verdict import throughput_verdict
+    from pywebbench.load import LocalAgent
 
     _check_numbers(o)
     if o["figure"] == "instructions":
@@ -383,7 +384,7 @@ def _run(o: dict[str, Any]) -> None:
             instructions=o["instructions"],
             core_speed=not o["no_core_speed"],
         )
-        outcome = run_ab(studies[0], studies[1], options, say=say)
+        outcome = run_ab(studies[0], studies[1], options, agent=LocalAgent(), say=say)
     verdict = throughput_verdict(outcome.judged, o["min_change"])
     violations = _violations(rules, outcome)
     if not o["no_store"]:

@@ -368,6 +368,7 @@ def _verify_one(
     protocol: Protocol,
 ) -> Iterator[Outcome]:
     from pywebbench import bringup
+    from pywebbench.study.matrix import Variant
 
     assert c.stack is not None
     try:
@@ -394,11 +395,10 @@ def _verify_one(
             runnable.append(workload)
     if not runnable:
         return
-    options = bringup.LaunchOptions(
+    options = bringup.launch_options(
+        Variant(c.stack, workers, threads, key=c.name),
         log_dir=log_root,
-        workers=workers,
-        threads=threads,
-        app_env=services.env,
+        services=services,
         bind=bind,
         # a server with WebSocket on serves HTTP/1.1 too (granian: --ws)
         protocol="ws" if any(w.websocket for w in runnable) else protocol,

@@ -1,4 +1,10 @@
-"""Running a load spec: `run_load()`, the `LoadAgent` protocol and the in-process `LocalAgent`."""
+"""Running a load spec: `run_load()`, the `LoadAgent` protocol and the in-process `LocalAgent`.
+
+An agent runs a plain load (:meth:`LoadAgent.run`) and a sliced one
+(:meth:`LoadAgent.run_sliced`: several servers loaded in turn by one engine run,
+:mod:`pywebbench.load.sliced`); the study, its interleaved groups and ``pywebbench ab`` load
+only through an agent.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pywebbench import _engine
 from pywebbench.load.result import LoadResult
+from pywebbench.load.sliced import SlicedProgressFn, SlicedResult, SlicePlan, run_sliced
 from pywebbench.load.spec import LoadSpec
 
 
@@ -102,9 +109,14 @@ def run_load(
 
 class LoadAgent(Protocol):
     """Something that runs a load spec and returns its result: in this process
-    (:class:`LocalAgent`) or, later, on another machine. The study runner only uses this."""
+    (:class:`LocalAgent`) or on other machines (``--load-agents``). The study runner and
+    ``pywebbench ab`` only use this."""
 
     def run(self, spec: LoadSpec, progress: ProgressFn | None = None) -> LoadResult: ...
+
+    def run_sliced(
+        self, plan: SlicePlan, progress: SlicedProgressFn | None = None, *, interval_s: float
+    ) -> SlicedResult: ...
 
 
 class LocalAgent:
@@ -118,3 +130,10 @@ class LocalAgent:
     def run(self, spec: LoadSpec, progress: ProgressFn | None = None) -> LoadResult:
         """Run ``spec`` here; Ctrl-C returns the partial result with ``interrupted=True``."""
         return run_load(spec, progress, interval_s=self.interval_s)
+
+    def run_sliced(
+        self, plan: SlicePlan, progress: SlicedProgressFn | None = None, *, interval_s: float
+    ) -> SlicedResult:
+        """Run ``plan`` here (:func:`pywebbench.load.sliced.run_sliced`); ``progress`` sees
+        every complete slice each ``interval_s``."""
+        return run_sliced(plan, progress, interval_s=interval_s)

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from pywebbench import bringup
 from pywebbench.bringup import StackFailure
 from pywebbench.load import LoadAgent, LoadProgress, LoadSpec
-from pywebbench.meter.vmprof import vmprof_env
 from pywebbench.run.events import Events
 from pywebbench.run.knee import KneePhase, measured_rps
 from pywebbench.run.measure import Measurer, no_sigint
@@ -219,7 +218,7 @@ class HostBench:
             group_label,
             rotation_seed,
             run_group,
-            with_log_dir,
+            stack_log_dir,
         )
 
         seed = rotation_seed(group_label(group[0].cell), self.config.load.seed)
@@ -231,12 +230,9 @@ class HostBench:
         runnable = [p.cell for p in cells if p.failure is None]
         cpus = self.setup.server_cpus
 
-        def start(cell: CellPlan, k: int) -> RunningServer:
-            ready = bringup.ready_path(cell.variant.stack, [cell.workload])
-            options = with_log_dir(self._launch_options(cell), cell, k)
-            return self.seams.bringup.start(
-                cell.variant.stack, self._envs[cell.variant.key], options, ready
-            )
+        def launch(cell: CellPlan) -> tuple[ProvisionedEnv, bringup.LaunchOptions]:
+            options = self._launch_options(cell, stack_log_dir(self.setup.log_dir, cell))
+            return self._envs[cell.variant.key], options
 
         def load_spec(cell: CellPlan, base_url: str) -> LoadSpec:
             return cell.load_spec(
@@ -247,12 +243,15 @@ class HostBench:
             cells,
             GroupOptions.of(self.config.load, seed=seed),
             store=self.store,
-            start=start,
-            verify=self._verify,
+            pool=bringup.ServerPool(
+                launch,
+                verify_timeout_s=self.config.timeouts.verify_s,
+                steps=self.seams.bringup,
+            ),
+            agent=self._measure.agent,
             load_spec=load_spec,
             interference=lambda pids: CoreAccounting(cpus, pids),
             say=self.events.phase,
-            stop=self.seams.bringup.stop,
             generator_cpus=self.setup.generator_cpus,
             server_cpus=cpus,
         )
@@ -310,24 +309,18 @@ class HostBench:
                 )
             raise
 
-    def _launch_options(self, cell: CellPlan) -> bringup.LaunchOptions:
-        """How ``cell``'s servers start: its variant's settings, where it binds and what it
-        speaks."""
-        variant = cell.variant
-        return bringup.LaunchOptions(
-            log_dir=self.setup.log_dir,
+    def _launch_options(self, cell: CellPlan, log_dir: Path | None = None) -> bringup.LaunchOptions:
+        """How ``cell``'s servers start (:func:`bringup.launch_options`): on the server
+        cores, with the services' environment, where the cell binds and what it speaks;
+        logging under ``log_dir`` (default: the study's log directory)."""
+        return bringup.launch_options(
+            cell.variant,
+            log_dir=log_dir or self.setup.log_dir,
             cpus=self.setup.server_cpus,
-            workers=variant.workers,
-            threads=variant.threads,
-            app_env={
-                **(self._services.env if self._services is not None else {}),
-                **vmprof_env(self.config.load.flamegraph, variant.stack),
-            },
-            start_timeout_s=self.config.timeouts.start_s,
-            max_requests=variant.max_requests,
-            server_options=self.config.matrix.server_options.get(variant.stack.server.name, {}),
+            services=self._services,
             bind=cell.bind,
             protocol=cell.protocol,
+            config=self.config,
         )
 
     def _fresh_server(self, cell: CellPlan) -> FreshServer:

@@ -4,8 +4,9 @@ rounds (docs/steady-state.md#the-interleaved-study).
 A study with ``design = "interleaved"`` splits its cells into groups that can share the
 server cores (:func:`interleaved_groups`: one interpreter, one workload, one load point).
 For each group, :func:`run_group` starts ``processes`` server processes of every stack, each
-pinned to the server cores and verified, and keeps them all up; one engine run
-(:func:`pywebbench.load.sliced.run_sliced`) then loads them in slices, every process once a
+pinned to the server cores and verified, and keeps them all up (a
+:class:`~pywebbench.bringup.ServerPool`); one sliced engine run through the load agent
+(:meth:`pywebbench.load.LoadAgent.run_sliced`) then loads them in slices, every process once a
 round in a seeded random order, with connections kept open across slices. After each round
 it judges every process's warm-up against the round and the stacks' intervals
 (:mod:`pywebbench.analysis.group`), and ends the run once every process is warm, has
@@ -33,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pywebbench import bringup
 from pywebbench.analysis.group import (
     GEOMETRIC_MEAN,
     GroupFit,
@@ -52,14 +52,8 @@ from pywebbench.analysis.steady import (
     preload,
 )
 from pywebbench.analysis.warmup_class import WarmupClass, classify
-from pywebbench.bringup import StackFailure
-from pywebbench.load.sliced import (
-    SlicedResult,
-    SlicePlan,
-    SliceProgress,
-    SliceStats,
-    run_sliced,
-)
+from pywebbench.bringup import ServerPool, StackFailure
+from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats
 from pywebbench.meter.sampler import pin_this_thread, snapshot
 from pywebbench.meter.slice_interference import CoreAccounting
 from pywebbench.meter.slice_speed import Scaled, SliceSpeeds, at_one_speed
@@ -72,7 +66,7 @@ from pywebbench.study.matrix import CellPlan
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
-    from pywebbench.load import LoadSpec
+    from pywebbench.load import LoadAgent, LoadSpec
 
 #: Measured rounds every process needs (after its own warm round) before the group may stop.
 MIN_ROUNDS = 8
@@ -363,12 +357,11 @@ class GroupRun:
         options: GroupOptions,
         *,
         store: StoreWriter,
-        start: Callable[[CellPlan, int], RunningServer],
-        verify: Callable[[RunningServer, CellPlan], StackFailure | None],
+        pool: ServerPool,
+        agent: LoadAgent,
         load_spec: Callable[[CellPlan, str], LoadSpec],
         interference: Callable[[Sequence[int]], Any] | None = None,
         say: Callable[[str], None] = lambda _: None,
-        stop: Callable[[RunningServer], object] = bringup.stop,
         rss: Callable[[int], int | None] | None = None,
         generator_cpus: Sequence[int] = (),
         server_cpus: Sequence[int] = (0,),
@@ -376,12 +369,12 @@ class GroupRun:
         self.cells = list(cells)
         self.options = options
         self.store = store
-        self._start = start
-        self._verify = verify
+        #: The group's server processes: every one it started is stopped by :meth:`stop_all`.
+        self.pool = pool
+        self.agent = agent
         self._load_spec = load_spec
         self._interference = interference
         self._say = say
-        self._stop = stop
         self._rss = rss or tree_rss
         self.generator_cpus = list(generator_cpus)
         self.server_cpus = list(server_cpus)
@@ -413,16 +406,16 @@ class GroupRun:
                     Replicate(None, p.cell_id, number, CellStatus.RUNNING, utcnow())
                 )
                 try:
-                    server = self._start(p.cell, k)
+                    server = self.pool.start(p.cell, k)
                 except StackFailure as exc:
                     self._fail_replicate(rep_id, exc)
                     self._fail_cell(p, exc)
                     continue
-                # a member from here on: stop_all stops it whatever happens next
                 self.members.append(Member(len(self.members), p, number, server, "", rep_id))
                 self.store.update_replicate(rep_id, **started_server_columns(server))
                 self.members[-1].url = self._load_spec(p.cell, server.base_url).url
-                failure = self._verify(server, p.cell)
+                self._say(f"verifying {p.cell.variant.key} {p.cell.workload.name}")
+                failure = self.pool.verify(server, p.cell)
                 if failure is not None:
                     self._fail_replicate(rep_id, failure)
                     self._fail_cell(p, failure, rep_id)
@@ -444,7 +437,7 @@ class GroupRun:
         for m in self.members:
             if m.progress is p and m.stopped is None:
                 with no_sigint():
-                    self._stop(m.server)
+                    self.pool.stop(m.server)
                     if m.replicate_id == failed:
                         m.stopped, m.stopped_at = f"{exc.phase}: {exc.reason}", time.time()
                         continue
@@ -469,12 +462,10 @@ class GroupRun:
     def stop_all(self) -> None:
         """Stop every process still up (shielded from Ctrl-C)."""
         with no_sigint():
-            for m in self.members:
-                if m.stopped is None or m.stopped.startswith(OVER_BUDGET):
-                    try:
-                        self._stop(m.server)
-                    except Exception:  # noqa: BLE001 - stopping the rest matters more
-                        pass
+            try:
+                self.pool.close()
+            except Exception:  # noqa: BLE001 - the others are stopped; the outcome matters more
+                pass
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -558,7 +549,7 @@ class GroupRun:
         try:
             for a in sampled:
                 a.sample()
-            result = run_sliced(plan, watch, interval_s=SAMPLE_EVERY_S)
+            result = self.agent.run_sliced(plan, watch, interval_s=SAMPLE_EVERY_S)
             for a in sampled:
                 a.sample()
         finally:
@@ -577,8 +568,6 @@ class GroupRun:
     def _slowest_rps(self, live: Sequence[Member]) -> float:
         """The lowest requests/s of a short probe of one process of each stack: the settle
         after a slice must drain the slowest stack's requests in flight (:func:`slots`)."""
-        from pywebbench.load import LocalAgent
-
         firsts: dict[str, Member] = {}
         for m in live:
             firsts.setdefault(m.stack, m)
@@ -590,7 +579,7 @@ class GroupRun:
             # PyPy cpu group got 0.5-s settles and 1-s slices, and took 9 minutes for 5)
             warm = JIT_PROBE_WARMUP_S if m.progress.cell.variant.stack.interpreter.is_pypy else 0
             spec = self._load_spec(m.progress.cell, m.server.base_url)
-            probe = LocalAgent().run(spec.replace(duration_s=each, warmup_s=warm))
+            probe = self.agent.run(spec.replace(duration_s=each, warmup_s=warm))
             self.loaded_s += each + warm
             if probe.interrupted:
                 raise KeyboardInterrupt
@@ -653,7 +642,7 @@ class GroupRun:
                 m.stopped_at = now
                 self._say(f"{m.stack} process {m.k + 1}: {m.stopped}; stopped")
                 with no_sigint():
-                    self._stop(m.server)
+                    self.pool.stop(m.server)
 
     # -- the store -------------------------------------------------------------------------
 
@@ -930,7 +919,7 @@ def run_group(
     return out
 
 
-def with_log_dir(options: bringup.LaunchOptions, cell: CellPlan, k: int) -> bringup.LaunchOptions:
-    """``options`` with a log directory of the process's own."""
-    where = Path(options.log_dir) / cell.variant.key.replace("/", "_") / cell.workload.name
-    return dataclasses.replace(options, log_dir=where / f"process-{k}")
+def stack_log_dir(log_dir: Path, cell: CellPlan) -> Path:
+    """Where the logs of ``cell``'s processes go under the study's ``log_dir`` (each in
+    ``process-K`` under it: :class:`~pywebbench.bringup.ServerPool`)."""
+    return Path(log_dir) / cell.variant.key.replace("/", "_") / cell.workload.name

@@ -23,6 +23,7 @@ from pywebbench.load.ray_agents import (
     split_spec,
 )
 from pywebbench.load.result import LoadResult
+from pywebbench.load.sliced import SlicedProgressFn, SlicedResult, SlicePlan, run_sliced
 from pywebbench.load.spec import LoadSpec
 from pywebbench.store import StoreWriter
 from pywebbench.store.model import LoadAgentRow
@@ -90,6 +91,13 @@ class RayStudyAgent:
         if self.last.merged is None:
             raise AgentsLost(self.last.failure_message() or "no agent returned a result")
         return self.last.merged
+
+    def run_sliced(
+        self, plan: SlicePlan, progress: SlicedProgressFn | None = None, *, interval_s: float
+    ) -> SlicedResult:
+        """Run ``plan`` in this process, not on the agents: a sliced run is one engine's,
+        whose slices of the targets follow each other (an interleaved group's load)."""
+        return run_sliced(plan, progress, interval_s=interval_s)
 
     def lost(self) -> str | None:
         """Which agents of the last run failed, on which node and why (None: none)."""

@@ -229,7 +229,7 @@ def _measure(
     spec: LoadSpec,
     specs: list[FaultSpec],
     plan: FaultPlan,
-    agent: LoadAgent,
+    agent: GuardedAgent,
     progress: Callable[[Any], None] | None,
     alive: Callable[[], bool],
     clean_result: LoadResult | None,

@@ -3,8 +3,8 @@
 A :class:`Seams` is handed to the runner's executor
 (:class:`~pywebbench.run.executor.LocalExecutor`) and its host bench
 (:class:`~pywebbench.run.bench.HostBench`), which hand it on to what they call: the bring-up
-of a stack (:class:`BringUp`, a thin face over :mod:`pywebbench.bringup`'s provision,
-services, start, check and stop), the resource sampler of an iteration, the readings of a
+of a stack (:class:`pywebbench.bringup.BringUp`: provision, services, start, check and
+stop), the resource sampler of an iteration, the readings of a
 server's process tree (its idle memory, its CPU time), the core-speed probe of a sampled
 window, the syscalls tracer, the stack sampler of ``--flamegraph``, the fault clients and the
 fault phase's interference window. The CLI passes ``Seams()``, the real implementations; a
@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pywebbench import bringup
+from pywebbench.bringup import BringUp
 from pywebbench.faults import measure_robustness
 from pywebbench.meter.core_speed import CoreSpeedProbe
 from pywebbench.meter.flame import sampled_window
@@ -28,56 +27,10 @@ from pywebbench.meter.sampler import MeterSummary, Sampler, TreeSnapshot, snapsh
 from pywebbench.run.syscalls import traced_window
 
 if TYPE_CHECKING:
-    from pywebbench.catalogue.base import Stack
-    from pywebbench.catalogue.workloads import Workload
     from pywebbench.faults import FaultSpec, RobustnessRun
-    from pywebbench.launch import RunningServer
-    from pywebbench.provision.venv import ProvisionedEnv
 
 #: A window's load: it returns the requests completed and the seconds it took.
 WindowLoad = Callable[[], tuple[int, float]]
-
-
-class Provision(Protocol):
-    """:func:`pywebbench.bringup.provision`: a stack's virtualenv, built or found cached."""
-
-    def __call__(
-        self,
-        stack: Stack,
-        *,
-        progress: bringup.Progress | None = None,
-        timeout_s: float | None = None,
-    ) -> ProvisionedEnv: ...
-
-
-class Check(Protocol):
-    """:func:`pywebbench.bringup.check`: does a running server answer a workload correctly?"""
-
-    def __call__(
-        self,
-        server: RunningServer,
-        stack: Stack,
-        workload: Workload,
-        params: Mapping[str, int] | None = None,
-        *,
-        timeout_s: float = 10.0,
-    ) -> bringup.Check: ...
-
-
-@dataclass(frozen=True)
-class BringUp:
-    """The per-stack pipeline as the host bench calls it (defaults: :mod:`pywebbench.bringup`)."""
-
-    provision: Provision = bringup.provision
-    #: The services a set of workloads needs (names, working directory), a context manager.
-    services: Callable[[Sequence[str], Path], bringup.Services] = bringup.Services
-    #: Start a stack's server (stack, virtualenv, launch options, ready path).
-    start: Callable[[Stack, ProvisionedEnv, bringup.LaunchOptions, str], RunningServer] = (
-        bringup.start
-    )
-    check: Check = bringup.check
-    #: Stop a server's process group; the seconds it took.
-    stop: Callable[[RunningServer], float] = bringup.stop
 
 
 class SpeedProbe(Protocol):
