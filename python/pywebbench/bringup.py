@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pywebbench.load.mix import EndpointCheck
     from pywebbench.provision.venv import ProvisionedEnv
     from pywebbench.study.config import StudyConfig
-    from pywebbench.study.matrix import CellPlan, Variant
+    from pywebbench.study.matrix import CellPlan, Matrix, Variant
 
 Progress = Callable[[str], None]
 
@@ -145,6 +145,21 @@ class Services:
 
 
 # --------------------------------------------------------------------------------- launch
+
+
+def with_interfaces_detected(matrix: Matrix) -> Matrix:
+    """The bring-up of a study's app: a matrix planned before its interface was known
+    (:func:`pywebbench.study.matrix.expand` plans it on WSGI and ASGI servers) with the
+    interface detected (in a virtualenv of the matrix's first interpreter:
+    :func:`pywebbench.provision.user_app.detect_interfaces`) and the cells of the servers
+    that cannot serve it dropped (:meth:`pywebbench.study.matrix.Matrix.servable`).
+    Raises ValueError naming ``--app`` when the app cannot be imported or told."""
+    from pywebbench.provision.user_app import detect_interfaces  # a venv, a subprocess
+
+    detect_interfaces(
+        matrix.apps, interpreter=matrix.interpreters[0] if matrix.interpreters else None
+    )
+    return matrix.servable()
 
 
 def is_user_app(stack: Stack) -> bool:

@@ -1,6 +1,6 @@
 """A user's app whose interface is not given (no ``--interface``): planning reads files only,
 on WSGI and ASGI servers alike; the interface is detected at bring-up
-(``study.matrix.with_interfaces_detected``), which drops the other servers' cells with a
+(``bringup.with_interfaces_detected``), which drops the other servers' cells with a
 reason, and an app that cannot be imported is a one-line error (exit status 2)."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
+from pywebbench.bringup import with_interfaces_detected
 from pywebbench.catalogue.base import ASGI, WSGI
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.catalogue.servers import ADAPTERS
 from pywebbench.commands.run import command
 from pywebbench.study.config import resolve
-from pywebbench.study.matrix import expand, with_interfaces_detected
+from pywebbench.study.matrix import expand
 
 CPYTHON = default_interpreters()[0].name
 SERVERS = ["waitress", "uvicorn-h11"]  # one WSGI server, one ASGI server

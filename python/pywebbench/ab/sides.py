@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pywebbench.bringup import with_interfaces_detected
 from pywebbench.study.config import ConfigError, StudyConfig, check, resolve
-from pywebbench.study.matrix import CellPlan, expand, with_interfaces_detected
+from pywebbench.study.matrix import CellPlan, expand
 
 #: What a side may set, and the shared flag each one overrides.
 SIDE_KEYS = ("python", "server", "framework", "project", "requirements")

@@ -200,7 +200,7 @@ def _app_interfaces_detected(matrix: Matrix) -> Matrix:
     """The matrix with its user's app's interface detected (its requirements provisioned, the
     app imported) and the cells of servers that cannot serve it skipped; ConfigError (one
     line, exit 2) when the app cannot be imported or its interface told."""
-    from pywebbench.study.matrix import with_interfaces_detected
+    from pywebbench.bringup import with_interfaces_detected
 
     try:
         return with_interfaces_detected(matrix)

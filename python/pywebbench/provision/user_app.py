@@ -6,7 +6,7 @@
 (provisioned and cached like any stack) and tells WSGI from ASGI by its signature.
 :func:`user_frameworks` does the same for several project directories of one app (one
 framework each, detected each). A study plans without importing anything, and
-:func:`pywebbench.study.matrix.with_interfaces_detected` detects at bring-up, before any
+:func:`pywebbench.bringup.with_interfaces_detected` detects at bring-up, before any
 server starts (``run``, ``ab``), with :func:`detect_interfaces`.
 """
 

@@ -239,7 +239,7 @@ def _interpreters(config: StudyConfig) -> list[Interpreter]:
 def _user_frameworks(config: StudyConfig) -> list[UserFramework]:
     """The user's app as frameworks: one per project directory (``app.project``), one with
     none; read from the flags and files only (an interface not given stays "", detected at
-    bring-up: :func:`with_interfaces_detected`)."""
+    bring-up: :func:`pywebbench.bringup.with_interfaces_detected`)."""
     app = config.app
     assert app is not None
     try:
@@ -361,7 +361,7 @@ def expand(config: StudyConfig) -> Matrix:
     Reads files only (a user's requirements and mix), never builds or starts anything: a
     user's app whose interface is not given is planned on WSGI and ASGI servers, and its
     interface is detected at bring-up, which then drops the other servers' cells
-    (:func:`with_interfaces_detected`, :meth:`Matrix.servable`).
+    (:func:`pywebbench.bringup.with_interfaces_detected`, :meth:`Matrix.servable`).
     """
     from pywebbench.catalogue import stacks as stacks_mod
     from pywebbench.catalogue.workloads import WORKLOADS
@@ -475,21 +475,6 @@ def expand(config: StudyConfig) -> Matrix:
                     out.cells.append(dataclasses.replace(cell, key=key_cell))
                     ordinal += 1
     return out
-
-
-def with_interfaces_detected(matrix: Matrix) -> Matrix:
-    """The bring-up of a study's app: a matrix planned before its interface was known
-    (:func:`expand` plans it on WSGI and ASGI servers) with the interface detected (in a
-    virtualenv of the matrix's first interpreter:
-    :func:`pywebbench.provision.user_app.detect_interfaces`) and the cells of the servers
-    that cannot serve it dropped (:meth:`Matrix.servable`).
-    Raises ValueError naming ``--app`` when the app cannot be imported or told."""
-    from pywebbench.provision.user_app import detect_interfaces  # a venv, a subprocess
-
-    detect_interfaces(
-        matrix.apps, interpreter=matrix.interpreters[0] if matrix.interpreters else None
-    )
-    return matrix.servable()
 
 
 def _binds(config: StudyConfig, stack: Stack, out: Matrix) -> list[Bind]:
