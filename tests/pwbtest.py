@@ -18,12 +18,26 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pywebbench.study.config import StudyConfig
+    from pywebbench.study.matrix import Matrix
 
 # The pywebbench console script of the environment running the tests.
 PYWEBBENCH = str(Path(sys.executable).parent / "pywebbench")
 
 # Environment variable the runner tests mark their processes with (tests/run/conftest.py).
 MARK_VAR = "PWB_TEST_MARK"
+
+
+def planned(config: StudyConfig) -> Matrix:
+    """``config``'s matrix as ``pywebbench run`` plans it: the interpreters it names resolved
+    on this machine (discovery's cached probes), then :func:`~pywebbench.study.matrix.expand`."""
+    from pywebbench.provision.pythons import resolve_interpreters
+    from pywebbench.study.matrix import expand
+
+    return expand(config, resolve_interpreters(config.matrix.interpreters))
 
 
 @contextmanager

@@ -259,6 +259,11 @@ def test_bad_input_is_refused_on_one_line(tmp_path: Path, census: str) -> None:
         "--processes 2 or more",
     )  # fmt: skip
     _refused(
+        pwb("ab", *common, "--base", "HEAD", "--change", "python=no-such-python",
+            results=results),
+        "--change: matrix.interpreters: --python no-such-python: unknown interpreter",
+    )  # fmt: skip
+    _refused(
         pwb("ab", "--base", "python=cpython3.11", "--change", "colour=red", results=results),
         "--change",
         "KEY=VALUE",

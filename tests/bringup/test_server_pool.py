@@ -11,9 +11,10 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from pwbtest import planned
 from pywebbench import bringup
 from pywebbench.study.config import resolve
-from pywebbench.study.matrix import CellPlan, expand
+from pywebbench.study.matrix import CellPlan
 
 
 def _cell(server: str = "waitress", **matrix: Any) -> tuple[Any, CellPlan]:
@@ -31,7 +32,7 @@ def _cell(server: str = "waitress", **matrix: Any) -> tuple[Any, CellPlan]:
         },
         profile="quick",
     )
-    (cell,) = expand(config).cells
+    (cell,) = planned(config).cells
     return config, cell
 
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from pwbtest import command, neighbour
+from pwbtest import command, neighbour, planned
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LocalAgent
@@ -22,7 +22,6 @@ from pywebbench.refserver import RefServer
 from pywebbench.run.robustness import FaultTarget, GuardedAgent, fault_phase
 from pywebbench.store import Store
 from pywebbench.study.config import resolve
-from pywebbench.study.matrix import expand
 
 PYWEBBENCH = str(Path(sys.executable).parent / "pywebbench")
 
@@ -40,7 +39,7 @@ def test_fault_phase_of_the_runner_against_the_reference_server() -> None:
         },
     )  # fmt: skip
     assert config.load.faults == "slowloris=4,smuggle=1"
-    [cell] = [c for c in expand(config).cells if c.workload.name == "hello"][:1]
+    [cell] = [c for c in planned(config).cells if c.workload.name == "hello"][:1]
     agent = LocalAgent()
     with RefServer(cpus=[0]) as srv:
         clean = agent.run(cell.load_spec(srv.url, config.load, [1], duration_s=1.0))
@@ -108,7 +107,7 @@ def test_the_fault_phase_beside_a_neighbour_is_measured_again_then_flagged() -> 
                      "interference_retries": 1},
         },
     )  # fmt: skip
-    [cell] = [c for c in expand(config).cells if c.workload.name == "hello"][:1]
+    [cell] = [c for c in planned(config).cells if c.workload.name == "hello"][:1]
     agent = LocalAgent()
     said: list[str] = []
     started: list[int] = []

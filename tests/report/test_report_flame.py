@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pwbtest import command
+from pwbtest import command, planned
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.compare.cells import cell_figures
 from pywebbench.compare.match import Pair
@@ -41,7 +41,6 @@ from pywebbench.run.runner import run_study
 from pywebbench.store import Store
 from pywebbench.store.export import export_csv
 from pywebbench.study.config import resolve
-from pywebbench.study.matrix import expand
 from report_browser import open_report, screenshot
 
 CPYTHON = default_interpreters()[0].name
@@ -84,7 +83,7 @@ def _study(
         }
     )
     with Store(store) as st:
-        outcome = run_study(config, expand(config), st, results_dir=store.parent)
+        outcome = run_study(config, planned(config), st, results_dir=store.parent)
     assert outcome.status == "completed", outcome
     return outcome.run_id
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from fake_bench import FakeAgent, fake_bench
+from pwbtest import planned
 from pywebbench import bringup
 from pywebbench.bringup import StackFailure
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.run.runner import run_study
 from pywebbench.store import CellStatus, Phase, Store
 from pywebbench.study.config import resolve
-from pywebbench.study.matrix import expand
 
 CPYTHON = default_interpreters()[0].name
 
@@ -51,7 +51,7 @@ def test_a_workload_whose_service_failed_fails_alone_and_is_not_the_ready_path(
             "report": False,
         }
     )
-    matrix = expand(config)
+    matrix = planned(config)
     assert [c.workload.name for c in matrix.cells] == ["redis", "hello"]
     bench = fake_bench(services=_BrokenServices)
     timeline = bench.timeline

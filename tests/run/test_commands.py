@@ -69,6 +69,10 @@ def test_clear_errors(tmp_path: Path) -> None:
     assert out.returncode == 2 and "drop the other study options" in out.stderr
     out = cli("run", "--server", "no-such-server", "--dry-run", "--results-dir", str(tmp_path))
     assert out.returncode == 2 and "--server 'no-such-server' matches nothing" in out.stderr
+    out = cli("run", "--python", "no-such-python", "--results-dir", str(tmp_path / "py"))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "matrix.interpreters: --python no-such-python: unknown interpreter" in out.stderr
+    assert not (tmp_path / "py").exists()
     out = cli("run", "--path", "/x", "--dry-run")
     assert out.returncode == 2 and "need --app" in out.stderr
 

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from pwbtest import MARK_VAR, PYWEBBENCH, marked_processes, pwb
+from pwbtest import MARK_VAR, PYWEBBENCH, marked_processes, planned, pwb
 from pywebbench.analysis.modes import levels_disagree, replicate_figures
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.run.events import Outcome
@@ -27,7 +27,7 @@ from pywebbench.run.runner import run_study
 from pywebbench.store import Store, Study, study_from_dict
 from pywebbench.store.export import export_json
 from pywebbench.study.config import resolve
-from pywebbench.study.matrix import Matrix, expand
+from pywebbench.study.matrix import Matrix
 
 WSGI_SERVER = "granian-wsgi"
 ASGI_SERVER = "uvicorn-h11"
@@ -240,10 +240,10 @@ def test_failures_are_recorded_and_the_rest_completes(tmp_path: Path, census: st
         return {**base, "app": app}
 
     matrix = Matrix.combine(
-        expand(good),
-        expand(resolve(byo(None, bad_reqs, "noinstall"))),
-        expand(resolve(byo(crash, None, "crashapp"))),
-        expand(resolve(byo(hang, None, "hangapp"))),
+        planned(good),
+        planned(resolve(byo(None, bad_reqs, "noinstall"))),
+        planned(resolve(byo(crash, None, "crashapp"))),
+        planned(resolve(byo(hang, None, "hangapp"))),
     )
     assert len(matrix.cells) == 4
     t0 = time.monotonic()
@@ -387,7 +387,7 @@ def _two_workloads_twice(tmp_path: Path, scope: str) -> tuple[Outcome, Study]:
         }
     )
     with Store(tmp_path / "s.sqlite") as store:
-        outcome = run_study(config, expand(config), store, results_dir=tmp_path)
+        outcome = run_study(config, planned(config), store, results_dir=tmp_path)
         return outcome, store.load_study([outcome.run_id])
 
 
@@ -444,7 +444,7 @@ def test_services_started_once_for_the_workloads_that_need_them(
             "report": False,
         }
     )
-    matrix = expand(config)
+    matrix = planned(config)
     assert matrix.services == {"redis", "postgres"}
     with Store(tmp_path / "s.sqlite") as store:
         outcome = run_study(config, matrix, store, results_dir=tmp_path)

@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 from fake_bench import FakeAgent, Timeline, fake_bench, recording_events
+from pwbtest import planned
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.run.runner import run_study
 from pywebbench.store import Store
 from pywebbench.study.config import StudyConfig, resolve
-from pywebbench.study.matrix import expand
 
 GOLDEN = Path(__file__).parent / "golden"
 CPYTHON = default_interpreters()[0].name
@@ -213,7 +213,7 @@ def test_a_study_loads_and_writes_as_captured(name: str, tmp_path: Path) -> None
     with Store(tmp_path / "s.sqlite") as store:
         outcome = run_study(
             config,
-            expand(config),
+            planned(config),
             store,
             results_dir=tmp_path,
             agent=FakeAgent(timeline),

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from pwbtest import planned
 from pywebbench.bringup import ServerPool, StackFailure
 from pywebbench.load import LoadSpec, LocalAgent
 from pywebbench.load.sliced import SliceStats
@@ -36,7 +37,6 @@ from pywebbench.run.interleaved import (
 from pywebbench.run.schedule import CellProgress
 from pywebbench.store import Phase
 from pywebbench.study.config import resolve
-from pywebbench.study.matrix import expand
 
 # ----------------------------------------------------------------------------- the cells
 
@@ -44,7 +44,7 @@ from pywebbench.study.matrix import expand
 def test_a_quick_study_is_grouped_by_interpreter_and_workload() -> None:
     config = resolve(None, {"matrix": {"interpreters": ["cpython3.11"]}}, profile="quick")
     assert config.load.design == "interleaved"
-    cells = expand(config).cells
+    cells = planned(config).cells
     assert all(why_not_interleaved(c, config.load) is None for c in cells)
     groups = interleaved_groups(cells)
     assert len(groups) == 2  # hello, cpu
@@ -74,7 +74,7 @@ def test_what_needs_a_server_of_its_own_keeps_the_per_cell_path(
         {"matrix": {"interpreters": ["cpython3.11"], "workloads": ["hello"]}, "load": load},
         profile="quick",
     )
-    reasons = {why_not_interleaved(c, config.load) for c in expand(config).cells}
+    reasons = {why_not_interleaved(c, config.load) for c in planned(config).cells}
     assert len(reasons) == 1
     (reason,) = reasons
     assert reason is not None and why in reason
@@ -89,7 +89,7 @@ def test_instructions_keep_the_interleaved_path() -> None:
          "load": {"instructions": True}},
         profile="quick",
     )  # fmt: skip
-    assert {why_not_interleaved(c, config.load) for c in expand(config).cells} == {None}
+    assert {why_not_interleaved(c, config.load) for c in planned(config).cells} == {None}
 
 
 # ------------------------------------------------------------------------- the stop rule

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pwbtest import GEN_CPUS
+from pwbtest import GEN_CPUS, planned
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.load import LoadAgent, LoadSpec, LocalAgent
 from pywebbench.load.result import LoadResult
@@ -24,7 +24,6 @@ from pywebbench.run.robustness import FaultTarget, fault_phase
 from pywebbench.run.runner import run_study
 from pywebbench.store import Store
 from pywebbench.study.config import resolve
-from pywebbench.study.matrix import expand
 
 CPYTHON = default_interpreters()[0].name
 
@@ -85,7 +84,7 @@ def test_every_phase_of_a_real_study_loads_as_the_cell_says(tmp_path: Path, cens
     )
     agent = RecordingAgent()
     with Store(tmp_path / "s.sqlite") as store:
-        outcome = run_study(config, expand(config), store, results_dir=tmp_path, agent=agent)
+        outcome = run_study(config, planned(config), store, results_dir=tmp_path, agent=agent)
     assert outcome.status == "completed", outcome
     specs = [spec for spec, _ in agent.runs]
     knee = [s for s in specs if s.rate is not None]
@@ -109,7 +108,7 @@ def test_knee_probes_and_fault_phase_open_a_connection_per_request_on_the_server
     store: Any = None  # the knee's spec needs no store
     for mode, per_request in (("close", True), ("keepalive", False)):
         config = _study(mode, "epoll", slo="p50=200ms", faults="slowloris=2")
-        cell = expand(config).cells[0]
+        cell = planned(config).cells[0]
         knee = KneePhase(config, store, LocalAgent(), GEN_CPUS, progress=_ignore, report=_ignore)
         with RefServer(threads=1, cpus=[0]) as srv:
             server = _Server(srv.url)
@@ -151,7 +150,7 @@ def test_a_server_that_closes_every_connection_is_probed_a_connection_per_reques
     pre-opened connection per worker, so the client's own cycle sat in the knee)."""
     store: Any = None
     config = _study("keepalive", "epoll", slo="p50=200ms")
-    cell = expand(config).cells[0]
+    cell = planned(config).cells[0]
     knee = KneePhase(config, store, LocalAgent(), GEN_CPUS, progress=_ignore, report=_ignore)
     with RefServer(threads=1, cpus=[0]) as srv:
         closing = _Server(srv.url, {"keep_alive": "off (closes after every response)"})
@@ -192,7 +191,7 @@ def _check(mode: str, accepted: int, sent: int, *, most: int, per_request: bool)
 
 def test_the_builder_carries_bind_and_lets_a_phase_add_only_its_own() -> None:
     config = _study("close", "uring")
-    cell = expand(config).cells[0]
+    cell = planned(config).cells[0]
     spec = cell.load_spec("unix:/tmp/pwb.sock:", config.load, [1], duration_s=2.0)
     assert spec.unix_socket == "/tmp/pwb.sock" and spec.url.endswith("/hello")
     assert (spec.keepalive, spec.io, spec.timeout_s, spec.duration_s) == (False, "uring", 3.5, 2.0)

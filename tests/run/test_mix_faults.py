@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 from fake_bench import FakeAgent, _robustness_run, fake_bench, synthetic_result
 from pwbmix import CPYTHON, project
+from pwbtest import planned
 from pywebbench.catalogue.mix import MixEntry, load_mix
 from pywebbench.commands.run import command
 from pywebbench.faults import measure_of
@@ -21,7 +22,7 @@ from pywebbench.run.robustness import fault_url
 from pywebbench.run.runner import run_study
 from pywebbench.store import Store
 from pywebbench.study.config import ConfigError, resolve
-from pywebbench.study.matrix import expand, keep_mix
+from pywebbench.study.matrix import keep_mix
 
 #: No "/" among the endpoints; the heaviest GET answering 2xx is /health (30), not the
 #: heavier POST (60) or the 404 page (40).
@@ -120,7 +121,7 @@ def test_faults_with_a_mix_without_a_get_answering_2xx_are_refused(tmp_path: Pat
     is written); the same mix without --faults, or a mix with such a GET, is fine."""
     folder, mix_file = project(tmp_path, NO_GET_2XX)
     with pytest.raises(ConfigError) as caught:
-        expand(resolve(_study(folder, mix_file)))
+        planned(resolve(_study(folder, mix_file)))
     assert str(caught.value) == (
         f"--faults with --mix (load.faults, app.mix): {mix_file} has no GET request expecting "
         "a 2xx, which the fault phase aims its fault clients at and checks the server's "
@@ -128,9 +129,9 @@ def test_faults_with_a_mix_without_a_get_answering_2xx_are_refused(tmp_path: Pat
     )
     study = _study(folder, mix_file)
     del study["load"]["faults"]
-    assert expand(resolve(study)).cells
+    assert planned(resolve(study)).cells
     mix_file.write_text(MIX)
-    assert expand(resolve(_study(folder, mix_file))).cells
+    assert planned(resolve(_study(folder, mix_file))).cells
 
 
 def test_a_study_with_a_mix_and_faults(tmp_path: Path) -> None:
@@ -152,7 +153,7 @@ def test_a_study_with_a_mix_and_faults(tmp_path: Path) -> None:
     with Store(tmp_path / "s.sqlite") as store:
         outcome = run_study(
             config,
-            expand(config),
+            planned(config),
             store,
             results_dir=tmp_path,
             agent=FakeAgent(timeline),

@@ -14,13 +14,14 @@ import pytest
 from click.testing import CliRunner
 from fake_bench import FakeAgent, fake_bench
 from pwbmix import CPYTHON, project
+from pwbtest import planned
 from pywebbench.catalogue.mix import load_mix
 from pywebbench.commands.run import command
 from pywebbench.run.rows import run_row
 from pywebbench.run.runner import run_study
 from pywebbench.store import RunStatus, Store, new_run_id
 from pywebbench.study.config import ConfigError, StudyConfig, resolve
-from pywebbench.study.matrix import expand, keep_mix, resumed_mix_note
+from pywebbench.study.matrix import keep_mix, resumed_mix_note
 
 #: The mix file edited after the run started: another path, another weight, one request more.
 EDITED = """
@@ -65,7 +66,7 @@ def test_the_requests_read_when_the_run_starts_are_the_mix_of_a_resumed_run(
     again = _stored(config)
     assert resumed_mix_note(again) is None  # the file as the run started
     mix_file.write_text(EDITED)
-    (cell,) = expand(again).cells
+    (cell,) = planned(again).cells
     assert list(getattr(cell.workload, "mix", ())) == started
     spec = cell.load_spec("http://127.0.0.1:9", again.load, [1], duration_s=1.0)
     assert spec.mix == started and spec.mix[3].body == b"q=x"
@@ -78,7 +79,7 @@ def test_the_requests_read_when_the_run_starts_are_the_mix_of_a_resumed_run(
         f"{mix_file} cannot be read now: the cells still to measure keep the mix the "
         "run started with (5 requests over 4 endpoints)"
     )
-    (cell,) = expand(again).cells  # the file gone: the kept requests still plan the cells
+    (cell,) = planned(again).cells  # the file gone: the kept requests still plan the cells
     assert list(getattr(cell.workload, "mix", ())) == started
 
 
@@ -86,7 +87,7 @@ def test_a_run_stored_before_the_mix_was_kept_reads_the_file_again(tmp_path: Pat
     folder, mix_file = project(tmp_path)
     old = resolve(_study(folder, mix_file))  # no keep_mix: as an earlier pywebbench stored it
     mix_file.write_text(EDITED)
-    (cell,) = expand(_stored(old)).cells
+    (cell,) = planned(_stored(old)).cells
     assert [e.name for e in getattr(cell.workload, "mix", ())] == ["GET /other", "GET /"]
     assert resumed_mix_note(_stored(old)) == (
         f"{mix_file}: this run kept no copy of its mix (stored by an earlier pywebbench); "
@@ -145,7 +146,7 @@ def test_a_resumed_study_loads_the_mix_it_started_with(tmp_path: Path) -> None:
         assert run is not None
         resumed = StudyConfig.model_validate(run.config)
         outcome = run_study(
-            resumed, expand(resumed), store, results_dir=tmp_path, agent=FakeAgent(timeline),
+            resumed, planned(resumed), store, results_dir=tmp_path, agent=FakeAgent(timeline),
             run_id=run_id, executor=bench.executor(),
         )  # fmt: skip
     assert outcome.status == RunStatus.COMPLETED and outcome.cells_ok == 1

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from fake_bench import FakeAgent, fake_bench
+from pwbtest import planned
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.commands.run import command
 from pywebbench.run.runner import run_study
 from pywebbench.store import CellStatus, Store
 from pywebbench.study.config import ConfigError, load_toml, resolve
-from pywebbench.study.matrix import expand
 from pywebbench.study.options import overrides
 
 CPYTHON = default_interpreters()[0].name  # the running CPython only: no other is looked for
@@ -45,7 +45,7 @@ def _study(project: Any) -> dict[str, Any]:
 
 def test_two_projects_are_one_stack_each_per_server(tmp_path: Path) -> None:
     v1, v2 = _projects(tmp_path, "v1", "v2")
-    matrix = expand(resolve(_study([str(v1), str(v2)])))
+    matrix = planned(resolve(_study([str(v1), str(v2)])))
     names = [v.name for v in matrix.variants]
     assert names == [
         f"{CPYTHON}/{server}/app-web.app@{tag}" for server in SERVERS for tag in ("v1", "v2")
@@ -63,7 +63,7 @@ def test_two_projects_are_one_stack_each_per_server(tmp_path: Path) -> None:
 def test_one_project_keeps_the_name_stored_studies_have(tmp_path: Path) -> None:
     (v1,) = _projects(tmp_path, "v1")
     for project in (str(v1), [str(v1)]):
-        matrix = expand(resolve(_study(project)))
+        matrix = planned(resolve(_study(project)))
         assert {v.stack.framework.name for v in matrix.variants} == {"app-web.app"}
     assert resolve(_study(str(v1))).app is not None
     assert resolve(_study(str(v1))).model_dump(mode="json")["app"]["project"] == str(v1)
@@ -92,7 +92,7 @@ def test_the_config_file_takes_a_list(tmp_path: Path) -> None:
         str(tmp_path / "v1"),
         str(tmp_path / "v2"),
     ]
-    assert [v.stack.framework.name for v in expand(config).variants] == [
+    assert [v.stack.framework.name for v in planned(config).variants] == [
         "app-web.app@v1",
         "app-web.app@v2",
     ]
@@ -103,14 +103,14 @@ def test_the_config_file_takes_a_list(tmp_path: Path) -> None:
 def test_two_projects_with_one_directory_name_are_refused(tmp_path: Path) -> None:
     a, b = _projects(tmp_path, "a/app", "b/app")
     with pytest.raises(ConfigError) as err:
-        expand(resolve(_study([str(a), str(b)])))
+        planned(resolve(_study([str(a), str(b)])))
     assert str(err.value) == (
         f"app: --project: two projects named 'app' ({a}, {b}); give them different directory names"
     )
     with pytest.raises(ConfigError, match=r"--project .*/a/app: given twice; for twins"):
-        expand(resolve(_study([str(a), str(tmp_path / "a" / ".." / "a" / "app")])))
+        planned(resolve(_study([str(a), str(tmp_path / "a" / ".." / "a" / "app")])))
     with pytest.raises(ConfigError, match=r"--project .*/nope: no such directory"):
-        expand(resolve(_study([str(a), str(tmp_path / "nope")])))
+        planned(resolve(_study([str(a), str(tmp_path / "nope")])))
 
 
 def test_cli_duplicate_directory_names_are_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -143,7 +143,7 @@ def test_a_study_of_two_projects_stores_each_stack_and_commit(tmp_path: Path) ->
     with Store(tmp_path / "s.sqlite") as store:
         outcome = run_study(
             config,
-            expand(config),
+            planned(config),
             store,
             results_dir=tmp_path,
             agent=FakeAgent(bench.timeline),

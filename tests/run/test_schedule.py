@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pwbtest import planned
 from pywebbench.bringup import StackFailure
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.run.bench import StudyContext
@@ -33,7 +34,7 @@ from pywebbench.run.schedule import (
 )
 from pywebbench.store import Cell, CellStatus, Phase, Replicate, RunStatus, Store, utcnow
 from pywebbench.study.config import LoadConfig, StudyConfig, resolve
-from pywebbench.study.matrix import CellPlan, expand
+from pywebbench.study.matrix import CellPlan
 
 CPYTHON = default_interpreters()[0].name
 
@@ -58,7 +59,7 @@ def _config(**load: Any) -> StudyConfig:
 
 @pytest.fixture(scope="module")
 def cells() -> list[CellPlan]:
-    return expand(_config()).cells
+    return planned(_config()).cells
 
 
 def _progress(cells: Sequence[CellPlan]) -> list[CellProgress]:
@@ -362,7 +363,7 @@ def test_the_runner_resumes_an_interrupted_study_without_measuring_twice(
     """Ctrl-C in round 2 of 3; ``--resume`` runs only what is missing: each cell's third
     replicate (numbered 2: the interrupted round stored nothing)."""
     config = _config(replicates=3)
-    matrix = expand(config)
+    matrix = planned(config)
     with Store(tmp_path / "s.sqlite") as store:
         first = FakeExecutor(stop_at=2)
         outcome = run_study(config, matrix, store, results_dir=tmp_path, executor=first)
@@ -395,7 +396,7 @@ def test_an_interleaved_study_measures_each_group_once_and_the_rest_cell_by_cell
     unix-socket cells, which a group does not hold, take the sequential rounds. Every cell
     ends ok, the grouped ones with their group's figures in their flags."""
     config = _config(replicates=2, design="interleaved")
-    matrix = expand(config)
+    matrix = planned(config)
     with Store(tmp_path / "s.sqlite") as store:
         executor = FakeExecutor()
         outcome = run_study(config, matrix, store, results_dir=tmp_path, executor=executor)
@@ -413,7 +414,7 @@ def test_an_interleaved_study_measures_each_group_once_and_the_rest_cell_by_cell
 
 def test_ctrl_c_in_an_interleaved_group_leaves_its_cells_resumable(tmp_path: Path) -> None:
     config = _config(replicates=2, design="interleaved", bind=["tcp"])
-    matrix = expand(config)
+    matrix = planned(config)
     with Store(tmp_path / "s.sqlite") as store:
         outcome = run_study(
             config, matrix, store, results_dir=tmp_path, executor=FakeExecutor(stop_at=0)

@@ -11,6 +11,9 @@
   order (docs/architecture.md's pipeline: a stage imports the stages before it);
 - ``pywebbench.analysis`` (statistics as pure functions on plain data) imports none of the
   packages that use it: ``run``, ``ab``, ``compare``, ``report``, ``commands``, ``study``;
+- ``pywebbench.study`` (a study declared and planned from files) imports none of the stages
+  that probe, install or start things, nor their drivers: ``provision``, ``launch``,
+  ``bringup``, ``run``, ``ab``, ``report``, ``commands``;
 - no module outside ``pywebbench.analysis`` has what an interval is computed with: scipy,
   numpy or ruptures, the t quantile (``analysis.stats.t_quantile``), a measure of spread
   from :mod:`statistics` (``stdev``, ``variance``, ``NormalDist``, ...; a median or a mean
@@ -226,6 +229,22 @@ def test_analysis_imports_none_of_its_users() -> None:
         for where in lines
     ]
     assert not bad, "pywebbench.analysis imports a package that uses it:\n" + "\n".join(bad)
+
+
+#: What the study layer (the declaration of a study and its plan, read from files) must not
+#: import: the stages that probe, install, start or measure, and the packages that drive it.
+STUDY_USERS = ("provision", "launch", "bringup", "run", "ab", "report", "commands")
+
+
+def test_study_imports_nothing_that_starts_a_process() -> None:
+    forbidden = {f"{PACKAGE}.{name}" for name in STUDY_USERS}
+    bad = [
+        where
+        for (a, b), lines in _package_edges().items()
+        if a == f"{PACKAGE}.study" and b in forbidden
+        for where in lines
+    ]
+    assert not bad, "pywebbench.study imports a stage that runs things:\n" + "\n".join(bad)
 
 
 def test_the_checker_sees_a_cycle_and_a_private_import() -> None:

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
+from pwbtest import planned
 from pywebbench.bringup import with_interfaces_detected
 from pywebbench.catalogue.base import ASGI, WSGI
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.catalogue.servers import ADAPTERS
 from pywebbench.commands.run import command
 from pywebbench.study.config import resolve
-from pywebbench.study.matrix import expand
 
 CPYTHON = default_interpreters()[0].name
 SERVERS = ["waitress", "uvicorn-h11"]  # one WSGI server, one ASGI server
@@ -49,14 +49,14 @@ def _study(project: Path, servers: list[str] | None = None) -> dict[str, Any]:
 
 def test_planning_imports_nothing_and_plans_both_interfaces(tmp_path: Path) -> None:
     project = _project(tmp_path)
-    matrix = expand(resolve(_study(project, SERVERS)))
+    matrix = planned(resolve(_study(project, SERVERS)))
     assert [app.interface for app in matrix.apps] == [""]
     assert {c.variant.stack.server.name for c in matrix.cells} == set(SERVERS)
     assert not (project / "imported").exists()
 
 
 def test_the_known_interface_skips_the_other_servers_with_a_reason(tmp_path: Path) -> None:
-    matrix = expand(resolve(_study(_project(tmp_path))))  # every WSGI and ASGI server
+    matrix = planned(resolve(_study(_project(tmp_path))))  # every WSGI and ASGI server
     matrix.apps[0].interface = ASGI  # as bring-up found it
     served = matrix.servable()
     assert served.cells and all(c.variant.stack.server.interface == ASGI for c in served.cells)
@@ -73,7 +73,7 @@ def test_the_known_interface_skips_the_other_servers_with_a_reason(tmp_path: Pat
 
 def test_bring_up_detects_the_interface_and_keeps_its_servers(tmp_path: Path) -> None:
     project = _project(tmp_path)
-    matrix = with_interfaces_detected(expand(resolve(_study(project, SERVERS))))
+    matrix = with_interfaces_detected(planned(resolve(_study(project, SERVERS))))
     assert [app.interface for app in matrix.apps] == [WSGI]
     assert {c.variant.stack.server.name for c in matrix.cells} == {"waitress"}
     assert matrix.skipped == [

@@ -110,15 +110,3 @@ def test_cli_unknown_key_exits_2_and_writes_nothing(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 2 and "--connections 'many'" in proc.stderr
-
-
-def test_versions_profile_takes_one_interpreter_per_version() -> None:
-    from pywebbench.catalogue import interpreters as interp
-    from pywebbench.study.matrix import expand
-
-    cfg = resolve(profile="versions")
-    assert cfg.matrix.interpreters == ["all"]
-    chosen = expand(cfg).interpreters
-    assert chosen == interp.one_per_version(interp.discover())
-    keys = [(i.implementation, i.minor, i.free_threaded) for i in chosen]
-    assert len(keys) == len(set(keys)) and len(chosen) >= 2

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from pywebbench.bringup import with_interfaces_detected
+from pywebbench.catalogue.interpreters import InterpreterError
+from pywebbench.provision.pythons import resolve_interpreters
 from pywebbench.study.config import ConfigError, StudyConfig, check, resolve
 from pywebbench.study.matrix import CellPlan, expand
 
@@ -157,13 +159,15 @@ class SideStudy:
 
 
 def side_study(side: Side, overrides: Mapping[str, Any]) -> SideStudy:
-    """Resolve and expand a side's study, its app's interface detected (a virtualenv, an
+    """Resolve and expand a side's study, its interpreters resolved first (probed, a
+    requested version installed) and its app's interface detected (a virtualenv, an
     import); SideError unless it is exactly one runnable cell."""
     try:
         config = resolve(None, dict(overrides), profile="quick")
         check(config)
-        matrix = with_interfaces_detected(expand(config))
-    except ConfigError as exc:
+        interpreters = resolve_interpreters(config.matrix.interpreters)
+        matrix = with_interfaces_detected(expand(config, interpreters))
+    except (ConfigError, InterpreterError) as exc:
         raise SideError(f"{side.flag}: {exc}") from None
     except ValueError as exc:  # the app cannot be imported, or its interface told
         raise SideError(f"{side.flag}: app: {exc}") from None

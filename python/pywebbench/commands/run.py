@@ -23,6 +23,7 @@ from pywebbench.study.config import (
 from pywebbench.study.options import flag_of, given, overrides
 
 if TYPE_CHECKING:
+    from pywebbench.catalogue.base import Interpreter
     from pywebbench.study.matrix import Matrix
 
 DEFAULT_CONFIG = "pywebbench.toml"
@@ -156,7 +157,7 @@ def _main(options: dict[str, Any], console: Console) -> int:
         _check_tracing()
     if config.load.instructions:
         _check_valgrind()
-    matrix = expand(config)
+    matrix = expand(config, _interpreters(config))
     if not options["dry_run"]:  # the bring-up of a user's app: its interface
         matrix = _app_interfaces_detected(matrix)
     if not matrix.cells:
@@ -194,6 +195,19 @@ def _main(options: dict[str, Any], console: Console) -> int:
             console.print(f"  {cell.label}")
         return 0
     return _execute(config, matrix, console, run_id)
+
+
+def _interpreters(config: StudyConfig) -> list[Interpreter]:
+    """The study's interpreters, resolved before it is planned: probed, and a requested
+    CPython version installed when none here matches (``--dry-run`` too); ConfigError (one
+    line, exit 2) naming ``matrix.interpreters``/``--python`` when one cannot be had."""
+    from pywebbench.catalogue.interpreters import InterpreterError
+    from pywebbench.provision.pythons import resolve_interpreters
+
+    try:
+        return resolve_interpreters(config.matrix.interpreters)
+    except InterpreterError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _app_interfaces_detected(matrix: Matrix) -> Matrix:

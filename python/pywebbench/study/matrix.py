@@ -26,7 +26,6 @@ from pywebbench.protocol import (
     speaks_h2c,
     speaks_websocket,
 )
-from pywebbench.provision.pythons import install_request
 from pywebbench.study.config import ConfigError, LoadConfig, StudyConfig
 
 
@@ -210,32 +209,6 @@ class Matrix:
         return out
 
 
-def _interpreters(config: StudyConfig) -> list[Interpreter]:
-    from pywebbench.catalogue import interpreters as interp
-
-    if not config.matrix.interpreters:
-        found = interp.default_interpreters()
-        if not found:
-            raise ConfigError("no Python interpreter found (matrix.interpreters / --python)")
-        return found
-    pool = interp.discover()
-    out: list[Interpreter] = []
-    for name in config.matrix.interpreters:
-        try:
-            if name == "all":
-                found = interp.one_per_version(pool)
-            else:
-                found = [
-                    interp.find(name, pool, install=install_request)
-                    if "/" not in name
-                    else interp.find(name)
-                ]
-        except ValueError as exc:
-            raise ConfigError(f"matrix.interpreters: {exc}") from None
-        out += [i for i in found if i not in out]
-    return out
-
-
 def _user_frameworks(config: StudyConfig) -> list[UserFramework]:
     """The user's app as frameworks: one per project directory (``app.project``), one with
     none; read from the flags and files only (an interface not given stays "", detected at
@@ -352,13 +325,16 @@ def _check_server_options(config: StudyConfig, candidates: list[Any]) -> None:
                 raise ConfigError(f"{where}.{key}: must be >= 1")
 
 
-def expand(config: StudyConfig) -> Matrix:
-    """Resolve interpreters, pair servers and frameworks, and list the cells in run order.
+def expand(config: StudyConfig, interpreters: Sequence[Interpreter]) -> Matrix:
+    """Pair servers and frameworks on the study's ``interpreters`` and list the cells in run
+    order.
 
     Order: variant by variant (so each server is provisioned and started close to its
     cells), within a variant workload by workload, then load point.
 
-    Reads files only (a user's requirements and mix), never builds or starts anything: a
+    Reads files only (a user's requirements and mix), never runs, installs or builds
+    anything. The interpreters come resolved (what ``matrix.interpreters`` names, probed and
+    installed at bring-up: :func:`pywebbench.provision.pythons.resolve_interpreters`); a
     user's app whose interface is not given is planned on WSGI and ASGI servers, and its
     interface is detected at bring-up, which then drops the other servers' cells
     (:func:`pywebbench.bringup.with_interfaces_detected`, :meth:`Matrix.servable`).
@@ -367,7 +343,6 @@ def expand(config: StudyConfig) -> Matrix:
     from pywebbench.catalogue.workloads import WORKLOADS
 
     m = config.matrix
-    interpreters = _interpreters(config)
     servers = m.servers or None
     workload_names = m.workloads or None
     byo: dict[str, Workload] = {}
@@ -400,7 +375,7 @@ def expand(config: StudyConfig) -> Matrix:
             raise ConfigError(f"matrix.workload_params.{name}: {exc}") from None
 
     _check_server_options(config, candidates)
-    out = Matrix(interpreters=interpreters, apps=user_fws)
+    out = Matrix(interpreters=list(interpreters), apps=user_fws)
     modes = [str(m) for m in config.load.connection_mode]
     if config.load.model == "open":
         points: list[tuple[int, float | None, str]] = [
