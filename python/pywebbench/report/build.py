@@ -14,7 +14,7 @@ Aggregation rules (also in docs/report.md):
 - Error rate: (transport errors + non-2xx responses) / (responses + transport errors).
 - A ranking at "peak" takes each stack at its load point with the highest median requests/s.
 - Ties: a stack is tied with the one ranked above it when the 95% CI of the ratio of their
-  medians (:mod:`pywebbench.analysis.ratio`, via :mod:`pywebbench.report.ties`) contains 1.
+  medians (:mod:`pywebbench.analysis.ratio`, via :mod:`pywebbench.analysis.ties`) contains 1.
 - Memory and warm-up curves: :mod:`pywebbench.report.warmup`.
 """
 
@@ -27,6 +27,7 @@ from typing import Any
 
 from pywebbench import __version__
 from pywebbench.analysis import stats
+from pywebbench.analysis.ties import group_estimate, group_neighbour, neighbour_ratios
 from pywebbench.catalogue.base import interpreter_kind
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.meter.core_speed import speed_note, study_scaling
@@ -39,7 +40,6 @@ from pywebbench.report.history import run_history
 from pywebbench.report.knee import knee_views
 from pywebbench.report.nodes import nodes_view
 from pywebbench.report.series import iteration_histogram, per_second_rps
-from pywebbench.report.ties import group_estimate, group_neighbour, neighbour_ratios
 from pywebbench.report.view import (
     CellSeriesView,
     Estimate,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pywebbench import formatting as fmt
 from pywebbench.faults.outcome import CurvePoint, RobustnessCurve
 from pywebbench.mdtext import md_text
 from pywebbench.report.figures import (
@@ -17,7 +18,7 @@ from pywebbench.report.figures import (
     panel_title,
     text,
 )
-from pywebbench.report.tables import Column, Row, Table, TCell, fmt_ms
+from pywebbench.report.tables import Column, Row, Table, TCell
 from pywebbench.report.view import PointView, ReportView, StackView, WorkloadView
 
 __all__ = [
@@ -273,7 +274,7 @@ def curve_figure(view: ReportView, workload: WorkloadView) -> Figure | None:
                     "y": [at.retained_pct],
                     "marker": {"size": 16, "symbol": "circle-open", "color": colour},
                     "hovertemplate": f"<b>{text(label)}</b> breaks at {point:,} "
-                    f"(p99 {fmt_ms(at.p99_faulted_ms)} ms)<extra></extra>",
+                    f"(p99 {fmt.latency_ms(at.p99_faulted_ms)} ms)<extra></extra>",
                     "meta": {"breaking_point": point, "stack": label},
                 }
             )
