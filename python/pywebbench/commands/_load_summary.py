@@ -131,7 +131,7 @@ def render_summary(r: LoadResult) -> str:
         + (f"; from {', '.join(c.source_addresses)}" if c.source_addresses else "")
     )
     g = r.generator
-    busy = ", ".join(f"{t.busy * 100:.0f}%" for t in g.threads)
+    busy = ", ".join(fmt.percent(t.busy) for t in g.threads)
     extra = ""
     spin = sum(t.spin_s for t in g.threads)
     if spin > 0:

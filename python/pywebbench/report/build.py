@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pywebbench import __version__
+from pywebbench import formatting as fmt
 from pywebbench.analysis import stats
 from pywebbench.analysis.ties import group_estimate, group_neighbour, neighbour_ratios
 from pywebbench.catalogue.base import interpreter_kind
@@ -109,12 +110,6 @@ def _stack_view(row: StackRow) -> StackView:
     )
 
 
-def _human_bytes(n: int | None) -> str:
-    if not n:
-        return "–"
-    return f"{n / 2**30:.1f} GiB"
-
-
 def _when(iso: str) -> str:
     """``2026-11-21T15:30:12.345+00:00`` as ``2026-11-21 15:30:12 UTC``."""
     return iso[:19].replace("T", " ") + " UTC" if len(iso) >= 19 else iso
@@ -124,7 +119,7 @@ def _run_view(run: Run, speed: str) -> RunView:
     host: list[tuple[str, str]] = [
         ("CPU", f"{run.cpu_model} ({run.cpu_count} cores)"),
         ("host", run.hostname),
-        ("memory", _human_bytes(run.memory_bytes)),
+        ("memory", fmt.size(run.memory_bytes) if run.memory_bytes else fmt.MISSING),
         ("kernel", run.kernel),
         ("OS", run.os),
         ("CPU governor", run.governor or "not exposed"),

@@ -73,7 +73,7 @@ def verdict_settings(stack: StackView | None) -> str:
 def _retained(curve: RobustnessCurve) -> str:
     """ "500: 45% · 1,100: 0%"; a point that stayed interfered says so."""
     return " · ".join(
-        f"{p.size:,}: {p.retained_pct:.0f}%" + (" (interfered)" if p.interfered else "")
+        f"{p.size:,}: {fmt.whole(p.retained_pct, '%')}" + (" (interfered)" if p.interfered else "")
         for p in curve.points
     )
 
@@ -170,7 +170,11 @@ def interfered_marks(label: str, curve: RobustnessCurve, colour: str) -> dict[st
         return None
 
     def took(q: CurvePoint) -> str:
-        return "" if q.others_share is None else f", others took {q.others_share:.1%} of a core"
+        return (
+            ""
+            if q.others_share is None
+            else f", others took {fmt.percent(q.others_share)} of a core"
+        )
 
     return {
         "type": "scatter",
@@ -182,7 +186,10 @@ def interfered_marks(label: str, curve: RobustnessCurve, colour: str) -> dict[st
         "y": [q.retained_pct for q in points],
         "marker": {"size": 11, "symbol": "x-thin-open", "line": {"width": 2}, "color": colour},
         "hovertext": [
-            text(f"{label} at {q.size:,}: {q.retained_pct:.0f}% retained; interfered{took(q)}")
+            text(
+                f"{label} at {q.size:,}: {fmt.whole(q.retained_pct, '%')} retained; "
+                f"interfered{took(q)}"
+            )
             for q in points
         ],
         "hoverinfo": "text",
