@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from pwbtest import command, exclusive, pwb, valgrind_leftovers
+from pywebbench import formatting as fmt
 
 APP = """
 N = {n}
@@ -135,7 +136,7 @@ def test_two_revisions_slower_is_read_gated_and_stored(tmp_path: Path, census: s
     # the report of the run has its A/B section, the ratio as stored
     md = _report_md(results, run_id, tmp_path / "report")
     section = md.split("## A/B", 1)[1]
-    assert f"{row[1]:.3f}x" in section and doc["verdict"] in section
+    assert fmt.ratio(row[1]) in section and doc["verdict"] in section
     assert "## A/B" in next((tmp_path / "report").glob("*.html")).read_text().replace(
         "<h2>A/B</h2>", "## A/B"
     )
@@ -189,7 +190,7 @@ def test_instructions_are_counted_on_both_sides_judged_and_gated(
     assert ratio == pytest.approx(1 / counts["ratio"])
     (run_id,) = db.execute("SELECT id FROM runs").fetchone()
     md = _report_md(results, run_id, tmp_path / "report").split("## A/B", 1)[1]
-    assert f"{(counts['ratio'] - 1) * 100:+.2f}% [" in md
+    assert f"{fmt.change(counts['ratio'] - 1)} [" in md
 
 
 def test_aa_runs_without_a_store(tmp_path: Path, census: str) -> None:

@@ -60,7 +60,7 @@ def test_several_counts_a_side_give_the_ratio_of_medians_and_welchs_interval() -
     assert est.low < math.exp(diff) < est.high
     assert 1.025 < est.low and est.high < 1.037  # counts 0.1% apart: a narrow interval
     text = fmt_instructions(o)
-    assert text.startswith("+3.02% [+") and "medians of 4 counts a side" in text
+    assert text.startswith("+3.0% [+") and "medians of 4 counts a side" in text
     assert counting_line(o) == (
         "instructions counted under valgrind on 4 fresh server processes a side, interval "
         "over them; 40 s"
@@ -133,7 +133,7 @@ def test_one_count_on_a_side_gives_no_instructions_figure() -> None:
     o = _outcome(_counts(1_000_000, 1_001_000), _counts(1_200_000), FIGURE_INSTRUCTIONS)
     assert o.instructions is not None and o.instructions.ratio == pytest.approx(1.2 / 1.0005)
     assert o.judged is None and o.half_width is None
-    assert fmt_instructions(o) == "+19.94% (1,000,500 -> 1,200,000 per request)"
+    assert fmt_instructions(o) == "+20% (1,000,500 -> 1,200,000 per request)"
     base, change = _counts(100.0, 101.0, 99.0), _counts(110.0, 111.0)
     assert "medians of 3 and 2 counts" in fmt_instructions(_outcome(base, change))
 
@@ -203,7 +203,7 @@ def test_the_counting_stops_once_the_interval_is_as_narrow_as_asked(
     line = counting_line(o)
     assert line == (
         "instructions counted under valgrind on 2 fresh server processes a side, interval "
-        "over them (of --processes 4: the interval was within +-1.00%); 20 s"
+        "over them (of --processes 4: the interval was within ±1.0%); 20 s"
     )
     o.stopped = session.STOPPED_INTERRUPTED  # Ctrl-C in the counting: no such claim
     assert "within" not in (counting_line(o) or "")

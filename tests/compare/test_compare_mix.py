@@ -63,7 +63,7 @@ def test_json_names_the_endpoint_that_grew(pair: tuple[Path, str, str]) -> None:
 
 
 def test_console_markdown_and_html_name_it(pair: tuple[Path, str, str]) -> None:
-    line = f"endpoint {SLOWED} grew most (p50): p50 3.00x [CI n/a: 1 replicate]"
+    line = f"endpoint {SLOWED} grew most (p50): p50 3.000× [CI n/a: 1 replicate]"
     assert line in " ".join(_compare(pair).split())  # the console table's notes, unwrapped
     assert line in _compare(pair, "--format", "markdown")
     html = _compare(pair, "--format", "html")
@@ -79,9 +79,9 @@ def test_an_interval_above_one_says_got_slower() -> None:
     grew = EndpointChange(SLOWED, RatioEstimate(3.0, 2.5, 3.5, 100, 300), None)
     same = EndpointChange("GET /", RatioEstimate(1.01, 0.9, 1.1, 100, 101), None)
     assert endpoints_text([grew, same]) == (
-        f"endpoint {SLOWED} got slower (its p50 grew most): p50 3.00x [2.50, 3.50], p99 –; "
-        "others' p50: GET / 1.01x"
+        f"endpoint {SLOWED} got slower (its p50 grew most): p50 3.000× [2.500, 3.500], p99 –; "
+        "others' p50: GET / 1.010×"
     )
     shrank = EndpointChange(SLOWED, RatioEstimate(0.5, 0.4, 0.6, 100, 50), None)
-    assert endpoints_text([shrank]) == f"no endpoint's p50 grew; endpoints' p50: {SLOWED} 0.50x"
+    assert endpoints_text([shrank]) == f"no endpoint's p50 grew; endpoints' p50: {SLOWED} 0.500×"
     assert endpoints_text([]) is None

@@ -57,7 +57,7 @@ def test_the_curve_figure_crosses_an_interfered_point_and_only_it() -> None:
     assert marks is not None
     assert (marks["x"], marks["y"]) == ([500], [45.0])
     assert marks["hovertext"] == [
-        "waitress c64 at 500: 45% retained; interfered, others took 40.0% of a core"
+        "waitress c64 at 500: 45% retained; interfered, others took 40% of a core"
     ]
     assert marks["marker"]["color"] == "#123456" and marks["legendgroup"] == "waitress c64"
     clean = curve.model_copy(

@@ -448,7 +448,7 @@ def test_flags_memory_and_steady_method_in_html(report_page: Any) -> None:
     pypy = page.locator(f"{table} tr[data-stack^='pypy3.9']")
     badges = pypy.locator("td.col-notes .badge")
     notes = badges.all_text_contents()
-    assert {"not steady (cap)", "drift", "leak (400 KB/1k req)"} <= set(notes)
+    assert {"not steady (cap)", "drift", "leak (400 KiB/1k req)"} <= set(notes)
     assert {"interfered", "re-measured (3x)"} <= set(notes)  # docs/interference.md
     titles = [badges.nth(i).get_attribute("title") or "" for i in range(badges.count())]
     assert all(t for t in titles) and any("cap" in t for t in titles), list(
@@ -475,13 +475,13 @@ def test_markdown_flags_memory_ties_and_headline_ci(study: Any) -> None:
     tables = _markdown_tables(md)
     hello = _md_section(md, "## hello")
     # The headline's ratio carries its bootstrap CI.
-    m = re.search(r"([\d.]+)× the runner-up \(.*, 95% CI ([\d.]+)–([\d.]+)", hello)
+    m = re.search(r"([\d.]+)× the runner-up \(.*, 95% CI \[([\d.]+), ([\d.]+)\]", hello)
     assert m, hello[:400]
     ratio, low, high = (float(g) for g in m.groups())
     assert low <= ratio <= high and low < high
     rows = {r["Stack"]: r for r in tables["hello"] if r["#"] != "#"}
     pypy = next(r for k, r in rows.items() if k.startswith("pypy3.9"))
-    for note in ("not steady (cap)", "drift", "leak (400 KB/1k req)", "interfered"):
+    for note in ("not steady (cap)", "drift", "leak (400 KiB/1k req)", "interfered"):
         assert note in pypy["Notes"]
     assert "- _not steady (cap)_:" in hello and "- _leak_:" in hello
     # Ranks: a tie is "=k" and says who with; otherwise the gap to the row above has a CI.
@@ -489,7 +489,7 @@ def test_markdown_flags_memory_ties_and_headline_ci(study: Any) -> None:
         if r["#"].startswith("="):
             assert f"tied with #{int(r['#'][1:]) - 1}" in r["Notes"]
         elif r["#"] not in ("1", "–"):
-            assert re.fullmatch(r"[\d.]+× \(95% CI [\d.]+–[\d.]+\)", r["Gap above"]), r
+            assert re.fullmatch(r"[\d.]+× \[[\d.]+, [\d.]+\]", r["Gap above"]), r
     # Memory: startup is the median idle RSS of the replicates at the stack's best point.
     with Store(store_path, create=False) as store:
         st = store.load_study([run_id])
@@ -532,10 +532,10 @@ def test_console_summary_shows_flags_ties_and_their_legend(study: Any) -> None:
         console.print(table)
     out = console.export_text()
     pypy = [line for line in out.splitlines() if "pypy3.9/refserver/fast" in line]
-    flags = "not steady (cap), drift, leak (400 KB/1k req), interfered,"
+    flags = "not steady (cap), drift, leak (400 KiB/1k req), interfered,"
     assert pypy and all(flags in line for line in pypy), pypy
     assert all("re-measured (3x)" in line for line in pypy), pypy
     assert "not steady (cap): a warm-up reached its cap" in out  # the legend under a table
     # Every row below the first has the gap to the one above with its CI, or is a tie.
     ranked = [line for line in out.splitlines() if "refserver" in line and "│" in line]
-    assert any("× (95% CI " in line for line in ranked)
+    assert any("× [" in line for line in ranked)

@@ -24,6 +24,7 @@ from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.compare.cells import cell_figures
 from pywebbench.compare.match import Pair
 from pywebbench.compare.verdict import compare_pair
+from pywebbench.export.csv import export_csv
 from pywebbench.meter.breakdown import (
     breakdown,
     cpu_at_one_speed,
@@ -39,7 +40,6 @@ from pywebbench.report import generate
 from pywebbench.report.flame import flame_points
 from pywebbench.run.runner import run_study
 from pywebbench.store import Store
-from pywebbench.store.export import export_csv
 from pywebbench.study.config import resolve
 from report_browser import open_report, screenshot
 

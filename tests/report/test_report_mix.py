@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from pwbmix import ENDPOINTS, SHARES, shared_study
+from pywebbench import formatting as fmt
 from pywebbench.report import generate
-from pywebbench.report.tables import fmt_ms, fmt_pct
 from pywebbench.store import Store
 from pywebbench.store.endpoints import cell_endpoints
 from report_browser import open_report, screenshot
@@ -40,10 +40,10 @@ def test_the_markdown_has_a_table_per_point(mix_report: tuple[Path, Path]) -> No
     rows = [ln.split(" | ") for ln in lines[head + 2 : head + 2 + len(ENDPOINTS)]]
     assert [r[0].removeprefix("| ") for r in rows] == ENDPOINTS
     for r, f in zip(rows, figures, strict=True):
-        assert r[1] == fmt_pct(SHARES[f.name])  # the weight, as the mix gives it
-        assert r[2] == fmt_pct(f.share_sent)
+        assert r[1] == fmt.percent(SHARES[f.name])  # the weight, as the mix gives it
+        assert r[2] == fmt.percent(f.share_sent)
         assert r[4] == f"{f.errors:,}" == "0"
-        assert r[5] == fmt_ms(f.p50_us / 1000)
+        assert r[5] == fmt.latency_ms(f.p50_us / 1000)
 
 
 def test_the_html_draws_a_latency_line_per_endpoint(

@@ -20,12 +20,12 @@ from pathlib import Path
 from pwbtest import MARK_VAR, PYWEBBENCH, marked_processes, planned, pwb
 from pywebbench.analysis.modes import levels_disagree, replicate_figures
 from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.export.json import export_json
 from pywebbench.run.events import Outcome
 from pywebbench.run.interleaved import rotation_seed
 from pywebbench.run.rows import replicate_rps
 from pywebbench.run.runner import run_study
 from pywebbench.store import Store, Study, study_from_dict
-from pywebbench.store.export import export_json
 from pywebbench.study.config import resolve
 from pywebbench.study.matrix import Matrix
 

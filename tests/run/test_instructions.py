@@ -29,6 +29,7 @@ from pywebbench.compare.cells import cell_figures
 from pywebbench.compare.gate import evaluate, parse_rules
 from pywebbench.compare.match import Pair
 from pywebbench.compare.verdict import compare_pair
+from pywebbench.export.csv import export_csv
 from pywebbench.run.instructions import (
     START_SLOWDOWN,
     batch_size,
@@ -38,7 +39,6 @@ from pywebbench.run.instructions import (
     thread_counts,
 )
 from pywebbench.store import Store, Study
-from pywebbench.store.export import export_csv
 from pywebbench.store.model import Phase
 
 CPYTHON = default_interpreters()[0].name

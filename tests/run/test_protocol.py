@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from pwbtest import PYWEBBENCH, command, pwb
 from pywebbench.catalogue.interpreters import default_interpreters
+from pywebbench.export.csv import export_csv
 from pywebbench.store import Store, Study
-from pywebbench.store.export import export_csv
 
 CPYTHON = default_interpreters()[0].name
 FAST = ["-d", "1", "--warmup", "fixed", "--warmup-duration", "0.5", "--python", CPYTHON]

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from pwbmix import ENDPOINTS, shared_study
 from pwbtest import command
+from pywebbench.export.csv import export_csv
+from pywebbench.export.json import export_json
 from pywebbench.load.histogram import Histogram
 from pywebbench.store import Store, study_from_dict
 from pywebbench.store.endpoints import cell_endpoints, endpoint_rows
-from pywebbench.store.export import export_csv, export_json
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from pywebbench.export.csv import export_csv
+from pywebbench.export.json import export_json
 from pywebbench.store import (
     SCHEMA_VERSION,
     Cell,
@@ -27,7 +29,6 @@ from pywebbench.store import (
     study_from_dict,
     utcnow,
 )
-from pywebbench.store.export import export_csv, export_json
 from pywebbench.store.model import TABLE_CLASSES, LoadAgentRow
 
 

@@ -12,6 +12,7 @@ import math
 from collections import Counter
 from typing import Any
 
+from pywebbench import formatting as fmt
 from pywebbench.ab.session import (
     FIGURE_CPU,
     FIGURE_INSTRUCTIONS,
@@ -42,16 +43,9 @@ FIGURE_NAMES = {
 }
 
 
-def fmt_ratio(est: RatioEstimate | None) -> str:
-    """``0.970x [0.962, 0.978]``; ``–`` without an estimate."""
-    if est is None:
-        return "–"
-    return f"{est.ratio:.3f}x [{est.low:.3f}, {est.high:.3f}]"
-
-
 def fmt_instructions(o: AbOutcome) -> str:
     """CHANGE/BASE instructions per request as a change: ``+0.46% (474,767 -> 476,937 per
-    request)`` with one count a side, ``+3.10% [+2.95%, +3.25%] (474,767 -> 489,485 per
+    request)`` with one count a side, ``+3.1% [+2.9%, +3.3%] (474,767 -> 489,485 per
     request, medians of 4 counts a side)`` with several; the reason when a side was not
     counted; ``–`` without ``--instructions``."""
     for role, side in (("BASE", o.base), ("CHANGE", o.change)):
@@ -60,14 +54,14 @@ def fmt_instructions(o: AbOutcome) -> str:
                 return f"not counted: {role}: {doc.get('error') or 'no count'}"
     est = o.instructions
     if est is None:
-        return "–"
-    medians = f"{est.base_median:,.0f} -> {est.new_median:,.0f} per request"
+        return fmt.MISSING
+    medians = f"{fmt.count(est.base_median)} -> {fmt.count(est.new_median)} per request"
     n = (len(o.base.instructions), len(o.change.instructions))
     if not math.isfinite(est.low):  # one count on a side
-        return f"{est.change * 100:+.2f}% ({medians})"
+        return f"{fmt.change(est.change)} ({medians})"
     many = f"{n[0]} counts a side" if n[0] == n[1] else f"{n[0]} and {n[1]} counts"
     return (
-        f"{est.change * 100:+.2f}% [{(est.low - 1) * 100:+.2f}%, {(est.high - 1) * 100:+.2f}%] "
+        f"{fmt.change(est.change)} [{fmt.change(est.low - 1)}, {fmt.change(est.high - 1)}] "
         f"({medians}, medians of {many})"
     )
 
@@ -75,13 +69,13 @@ def fmt_instructions(o: AbOutcome) -> str:
 def stop_note(o: AbOutcome) -> str:
     """Why the timed run stopped, in words (its CI: the time figure the stop rule judged)."""
     width = half_width(o.timed) if o.timed is not None else None
-    reached = f"+-{width:.2%}" if width is not None else "no CI (fewer than 2 rounds kept)"
+    reached = fmt.half_width(width) if width is not None else "no CI (fewer than 2 rounds kept)"
     if o.stopped == STOPPED_CI:
-        return f"stopped: the CI reached {reached} (asked +-{o.options.ci_width:.2%})"
+        return f"stopped: the CI reached {reached} (asked {fmt.half_width(o.options.ci_width)})"
     if o.stopped == STOPPED_BUDGET:
         return (
             f"stopped: the time budget ({o.options.budget_s:g} s) ended; CI {reached}, "
-            f"wider than asked (+-{o.options.ci_width:.2%})"
+            f"wider than asked ({fmt.half_width(o.options.ci_width)})"
         )
     return f"stopped: interrupted; CI {reached}"
 
@@ -107,13 +101,13 @@ def speed_line(o: AbOutcome) -> str:
         return f"slices as measured ({why})"
     if o.speed.elasticity <= 0:
         return (
-            f"slices as measured: the server core ran {span[0]:.2f}-{span[1]:.2f}x the run's "
-            "median rate, but the slices' requests/s did not follow it (elasticity 0)"
+            f"slices as measured: the server core ran {fmt.ratio(span[0])}–{fmt.ratio(span[1])} "
+            "the run's median rate, but the slices' requests/s did not follow it (elasticity 0)"
         )
     return (
-        f"slices at one core speed: the server core ran {span[0]:.2f}-{span[1]:.2f}x the "
-        f"run's median rate; elasticity {o.speed.elasticity:.2f}; requests/s as measured "
-        f"{fmt_ratio(o.rps_measured)}"
+        f"slices at one core speed: the server core ran {fmt.ratio(span[0])}–"
+        f"{fmt.ratio(span[1])} the run's median rate; elasticity {o.speed.elasticity:.2f}; "
+        f"requests/s as measured {fmt.estimate(o.rps_measured)}"
     )
 
 
@@ -151,7 +145,9 @@ def notes(o: AbOutcome, verdict: str, violations: list[Violation]) -> list[str]:
         out.append(counted)
     for name, share in (("BASE", o.base.other_share), ("CHANGE", o.change.other_share)):
         if share is not None:
-            out.append(f"{name}: other processes took {share:.0%} of the server cores (median)")
+            out.append(
+                f"{name}: other processes took {fmt.percent(share)} of the server cores (median)"
+            )
     for why, n in Counter(_reason(p.dropped) for p in o.pairs if p.dropped).most_common():
         out.append(f"dropped {n} slice pair(s): {why}")
     for side in (o.base, o.change):
@@ -188,7 +184,8 @@ def counting_line(o: AbOutcome) -> str | None:
     failed = any("error" in d for d in docs)
     asked = o.options.processes
     if n[0] == n[1] < asked and not failed and o.stopped != STOPPED_INTERRUPTED:
-        interval += f" (of --processes {asked}: the interval was within +-{o.options.ci_width:.2%})"
+        within = fmt.half_width(o.options.ci_width)
+        interval += f" (of --processes {asked}: the interval was within {within})"
     return f"instructions counted under valgrind on {many}{interval}; {spent:.0f} s"
 
 
@@ -298,7 +295,7 @@ def to_markdown(o: AbOutcome, verdict: str, violations: list[Violation]) -> str:
     row = [
         md_text(o.base.study.cell.label),
         md_text(o.change.study.cell.label),
-        *(fmt_ratio(e) for e in (o.rps, o.cpu, o.p50, o.p99)),
+        *(fmt.estimate(e) for e in (o.rps, o.cpu, o.p50, o.p99)),
     ]
     if counted:
         head.append("instructions/request")
@@ -320,10 +317,10 @@ def to_table(o: AbOutcome, verdict: str, violations: list[Violation]) -> str:
     rows = [
         ("BASE", o.base.study.cell.label),
         ("CHANGE", o.change.study.cell.label),
-        (f"requests/s ({o.options.level:.0%} CI)", fmt_ratio(o.rps)),
-        ("requests per server CPU-s", fmt_ratio(o.cpu)),
-        ("p50 latency", fmt_ratio(o.p50)),
-        ("p99 latency", fmt_ratio(o.p99)),
+        (f"requests/s ({o.options.level:.0%} CI)", fmt.estimate(o.rps)),
+        ("requests per server CPU-s", fmt.estimate(o.cpu)),
+        ("p50 latency", fmt.estimate(o.p50)),
+        ("p99 latency", fmt.estimate(o.p99)),
     ]
     if o.options.instructions:
         rows.append(("instructions/request", fmt_instructions(o)))

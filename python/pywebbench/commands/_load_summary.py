@@ -6,34 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from pywebbench import formatting as fmt
 from pywebbench.load import LoadResult
 from pywebbench.load.rate_phases import describe, phase_lines
-
-
-def fmt_us(us: float) -> str:
-    """Microseconds, human-readable: ``850us``, ``1.25ms``, ``2.50s``."""
-    if us < 1000:
-        return f"{us:.0f}us"
-    if us < 1_000_000:
-        return f"{us / 1000:.2f}ms"
-    return f"{us / 1e6:.2f}s"
-
-
-def fmt_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1024
-    return f"{n:.1f}GB"
 
 
 def _lat_line(label: str, s: Any) -> str:
     if s.count == 0:
         return f"  {label:<13} (no samples)"
     return (
-        f"  {label:<13} p50 {fmt_us(s.p50):>8}  p90 {fmt_us(s.p90):>8}  p99 {fmt_us(s.p99):>8}  "
-        f"p99.9 {fmt_us(s.p999):>8}  max {fmt_us(s.max):>8}  "
-        f"(mean {fmt_us(s.mean)}, stdev {fmt_us(s.stdev)})"
+        f"  {label:<13} p50 {fmt.latency_us(s.p50):>9}  p90 {fmt.latency_us(s.p90):>9}  "
+        f"p99 {fmt.latency_us(s.p99):>9}  p99.9 {fmt.latency_us(s.p999):>9}  "
+        f"max {fmt.latency_us(s.max):>9}  "
+        f"(mean {fmt.latency_us(s.mean)}, stdev {fmt.latency_us(s.stdev)})"
     )
 
 
@@ -43,7 +28,7 @@ def render_summary(r: LoadResult) -> str:
     if r.mode == "open" and sp.rate_phases:
         model = f"open loop, {describe(sp.rate_phases)}, {sp.arrival}"
     elif r.mode == "open":
-        model = f"open loop, {sp.rate or 0:,.0f} req/s {sp.arrival}"
+        model = f"open loop, {fmt.rate(sp.rate or 0)} req/s {sp.arrival}"
     elif r.mode == "connection_per_request":
         model = "connection per request"
     else:
@@ -75,17 +60,17 @@ def render_summary(r: LoadResult) -> str:
         intact = r.requests - (mismatched.count if mismatched else 0)
         lines.append(
             f"  {'Messages':<13} {r.requests:,} echoed in {r.duration_s:.2f} s = "
-            f"{r.rps:,.0f} msg/s   ({intact:,} intact)"
+            f"{fmt.rate(r.rps)} msg/s   ({intact:,} intact)"
         )
     else:
         lines.append(
-            f"  {'Requests':<13} {r.requests:,} in {r.duration_s:.2f} s = {r.rps:,.0f} req/s"
+            f"  {'Requests':<13} {r.requests:,} in {r.duration_s:.2f} s = {fmt.rate(r.rps)} req/s"
             f"   ({r.ok_requests:,} 2xx)"
         )
     d = r.duration_s or 1.0
     lines.append(
-        f"  {'Transfer':<13} in {fmt_bytes(r.bytes_in)} ({fmt_bytes(r.bytes_in / d)}/s), "
-        f"out {fmt_bytes(r.bytes_out)}"
+        f"  {'Transfer':<13} in {fmt.size(r.bytes_in)} ({fmt.size(r.bytes_in / d)}/s), "
+        f"out {fmt.size(r.bytes_out)}"
     )
     if r.mode == "open":
         lines.append(
@@ -98,14 +83,14 @@ def render_summary(r: LoadResult) -> str:
         if r.schedule_lag is not None:
             lag = r.schedule_lag.summary
             lines.append(
-                f"  {'Schedule lag':<13} p50 {fmt_us(lag.p50)}  p99 {fmt_us(lag.p99)}  "
-                f"max {fmt_us(lag.max)}"
+                f"  {'Schedule lag':<13} p50 {fmt.latency_us(lag.p50)}  "
+                f"p99 {fmt.latency_us(lag.p99)}  max {fmt.latency_us(lag.max)}"
             )
         if r.open_loop is not None:
             ol = r.open_loop
             lines.append(
-                f"  {'Rate':<13} offered {ol.offered_rate:,.0f}/s, "
-                f"achieved {ol.achieved_rate:,.0f}/s; "
+                f"  {'Rate':<13} offered {fmt.rate(ol.offered_rate)}/s, "
+                f"achieved {fmt.rate(ol.achieved_rate)}/s; "
                 f"{ol.queued:,} sends waited for a connection (deepest queue {ol.queue_max:,}, "
                 f"limit {ol.queue_limit:,}); {ol.unsent_at_end:,} unsent at the end"
             )
@@ -119,7 +104,11 @@ def render_summary(r: LoadResult) -> str:
     if r.websocket is not None:
         shakes = r.websocket
         hs = shakes.handshake_time.summary
-        times = f"; upgrade to 101 p50 {fmt_us(hs.p50)}, p99 {fmt_us(hs.p99)}" if hs.count else ""
+        times = (
+            f"; upgrade to 101 p50 {fmt.latency_us(hs.p50)}, p99 {fmt.latency_us(hs.p99)}"
+            if hs.count
+            else ""
+        )
         lines.append(
             f"  {'Handshakes':<13} {shakes.handshakes:,} = {shakes.handshake_rate:,.1f}/s "
             f"(connections opened per second){times}"
@@ -142,7 +131,7 @@ def render_summary(r: LoadResult) -> str:
         + (f"; from {', '.join(c.source_addresses)}" if c.source_addresses else "")
     )
     g = r.generator
-    busy = ", ".join(f"{t.busy * 100:.0f}%" for t in g.threads)
+    busy = ", ".join(fmt.percent(t.busy) for t in g.threads)
     extra = ""
     spin = sum(t.spin_s for t in g.threads)
     if spin > 0:
@@ -158,8 +147,9 @@ def render_summary(r: LoadResult) -> str:
         w = r.warmup
         lines.append(
             f"  {'Warm-up':<13} {w.requests:,} {'messages' if ws else 'requests'} "
-            f"({w.rps:,.0f} {unit}/s), {w.errors:,} errors, "
-            f"p50 {fmt_us(w.p50_us)}, p99 {fmt_us(w.p99_us)} (not in the figures above)"
+            f"({fmt.rate(w.rps)} {unit}/s), {w.errors:,} errors, "
+            f"p50 {fmt.latency_us(w.p50_us)}, p99 {fmt.latency_us(w.p99_us)} "
+            "(not in the figures above)"
         )
     if g.generator_bound:
         lines.append("")
@@ -178,7 +168,7 @@ def endpoint_lines(r: LoadResult) -> list[str]:
     width = max(8, *(len(e.name) for e in r.endpoints))
     head = (
         f"  {'Endpoint':<{width}}  {'weight':>7}  {'sent':>7}  {'req/s':>9}  {'errors':>7}  "
-        f"{'p50':>8}  {'p99':>8}  {'p99.9':>8}"
+        f"{'p50':>9}  {'p99':>9}  {'p99.9':>9}"
     )
     rows = [head]
     total = max(r.requests, 1)
@@ -186,13 +176,13 @@ def endpoint_lines(r: LoadResult) -> list[str]:
         s = e.latency.summary
         rps = e.requests / r.duration_s if r.duration_s > 0 else 0.0
         lat = (
-            f"{fmt_us(s.p50):>8}  {fmt_us(s.p99):>8}  {fmt_us(s.p999):>8}"
+            f"{fmt.latency_us(s.p50):>9}  {fmt.latency_us(s.p99):>9}  {fmt.latency_us(s.p999):>9}"
             if s.count
-            else f"{'-':>8}  {'-':>8}  {'-':>8}"
+            else f"{fmt.MISSING:>9}  {fmt.MISSING:>9}  {fmt.MISSING:>9}"
         )
         rows.append(
-            f"  {e.name:<{width}}  {100 * e.weight_share:>6.1f}%  "
-            f"{100 * e.requests / total:>6.1f}%  {rps:>9,.0f}  {e.errors:>7,}  {lat}"
+            f"  {e.name:<{width}}  {fmt.percent(e.weight_share):>7}  "
+            f"{fmt.percent(e.requests / total):>7}  {fmt.rate(rps):>9}  {e.errors:>7,}  {lat}"
         )
     return rows
 

@@ -1,5 +1,5 @@
 """``pywebbench export``: write stored runs as JSON (every table), CSV, pyperf JSON or
-HdrHistogram interval logs."""
+HdrHistogram interval logs (the formats: :mod:`pywebbench.export`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 import click
 
 from pywebbench.commands._common import fail, store_options, store_path_of
-from pywebbench.store.export import CSV_TABLES
-from pywebbench.store.interop import PYPERF_METRICS
+from pywebbench.export import EXPORTERS
+from pywebbench.export.csv import CSV_TABLES
+from pywebbench.export.pyperf import PYPERF_METRICS
 
 
 @click.command("export")
@@ -18,7 +19,7 @@ from pywebbench.store.interop import PYPERF_METRICS
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["json", "csv", "pyperf", "hdr"]),
+    type=click.Choice(list(EXPORTERS)),
     default="json",
     show_default=True,
 )
@@ -65,36 +66,27 @@ def command(
     hdr     HdrHistogram interval logs (.hlog) into the -o directory, one per cell (and
             one per endpoint of a mix), one interval per measured iteration (microseconds)
     """
+    from pywebbench.export.base import ExportError, ExportOptions, write_files
     from pywebbench.store import Store, StoreError
-    from pywebbench.store.export import export_csv, export_json
-    from pywebbench.store.interop import InteropError, export_pyperf, hlog_files, write_files
 
-    if fmt == "hdr" and not output:
-        fail("--output: --format hdr writes one .hlog per cell, give a directory with -o")
+    exporter = EXPORTERS[fmt]
+    if exporter.directory and not output:
+        fail(f"--output: --format {fmt} writes one .hlog per cell, give a directory with -o")
     path = store_path_of(results_dir, store_path)
     try:
         with Store(path, create=False) as store:
-            if fmt == "json":
-                text = export_json(store, runs)
-            elif fmt == "csv":
-                text = export_csv(store, runs, table)
-            else:
-                study = store.load_study(runs)
-                if fmt == "pyperf":
-                    text = export_pyperf(study, metric)
-                else:
-                    files = hlog_files(study)
-    except (StoreError, InteropError) as exc:
+            out = exporter.write(store, ExportOptions(runs, table, metric))
+    except (StoreError, ExportError) as exc:
         fail(str(exc))
-    if fmt == "hdr":
+    if isinstance(out, dict):
         assert output is not None
-        if not files:
+        if not out:
             fail("RUN_ID: no stored latency histogram in these runs")
-        written = write_files(Path(output), files)
+        written = write_files(Path(output), out)
         click.echo(f"wrote {len(written)} .hlog file(s) into {output}", err=True)
         return
     if output:
-        Path(output).write_text(text)
+        Path(output).write_text(out)
         click.echo(f"wrote {output}", err=True)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(out)

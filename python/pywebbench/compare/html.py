@@ -12,12 +12,12 @@ from typing import Any
 import jinja2
 
 from pywebbench import __version__
+from pywebbench import formatting as fmt
 from pywebbench.compare import Comparison
 from pywebbench.compare.endpoints import grew_most
 from pywebbench.compare.render import (
     counted,
     endpoints_text,
-    fmt_ratio,
     grown_text,
     notes,
     rows,
@@ -63,8 +63,8 @@ def render_html(result: Comparison) -> str:
             "rows": [
                 {
                     "name": e.name,
-                    "p50": fmt_ratio(e.p50),
-                    "p99": fmt_ratio(e.p99),
+                    "p50": fmt.estimate(e.p50),
+                    "p99": fmt.estimate(e.p99),
                     "top": e is grew_most(c.endpoints),
                 }
                 for e in c.endpoints

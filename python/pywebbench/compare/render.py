@@ -13,39 +13,28 @@ import json
 import math
 from typing import Any
 
+from pywebbench import formatting as fmt
 from pywebbench.analysis.ratio import RatioEstimate
 from pywebbench.compare import Comparison
 from pywebbench.compare.endpoints import EndpointChange, grew_most, grew_most_doc
 from pywebbench.compare.verdict import FASTER, PairComparison
 from pywebbench.mdtext import md_text
 
-MIB = 1024 * 1024
-
-
-def fmt_ratio(est: RatioEstimate | None) -> str:
-    """``1.23x [1.10, 1.35]``; ``1.23x [CI n/a: 1 replicate]`` with too few replicates for
-    an interval; ``–`` when there is no ratio."""
-    if est is None:
-        return "–"
-    if math.isnan(est.low) or math.isnan(est.high):
-        return f"{est.ratio:.2f}x [CI n/a: 1 replicate]"
-    return f"{est.ratio:.2f}x [{est.low:.2f}, {est.high:.2f}]"
-
 
 def fmt_memory(c: PairComparison) -> str:
-    """``+12.3 MiB (+8%)``; ``–`` when either side has no figure."""
+    """``+12.3 MiB (+8.0%)``; ``–`` when either side has no figure."""
     if c.memory_change_bytes is None or c.memory_ratio is None:
-        return "–"
-    return f"{c.memory_change_bytes / MIB:+.1f} MiB ({(c.memory_ratio - 1) * 100:+.0f}%)"
+        return fmt.MISSING
+    return f"{fmt.size_change(c.memory_change_bytes)} ({fmt.change(c.memory_ratio - 1)})"
 
 
 def fmt_instructions(c: PairComparison) -> str:
-    """``+0.50% [+0.49, +0.51]``: NEW/BASE instructions per request and the range of its
+    """``+0.50% [+0.49%, +0.51%]``: NEW/BASE instructions per request and the range of its
     counts; ``–`` without counts on both sides."""
     if c.instructions is None:
-        return "–"
-    ratio, low, high = ((x - 1) * 100 for x in c.instructions)
-    return f"{ratio:+.2f}% [{low:+.2f}, {high:+.2f}]"
+        return fmt.MISSING
+    ratio, low, high = (fmt.change(x - 1) for x in c.instructions)
+    return f"{ratio} [{low}, {high}]"
 
 
 def counted(result: Comparison) -> bool:
@@ -81,10 +70,10 @@ def rows(result: Comparison) -> list[dict[str, str]]:
         out.append(
             {
                 "cell": c.label,
-                "req/s": fmt_ratio(c.rps),
-                "p50": fmt_ratio(c.p50),
-                "p99": fmt_ratio(c.p99),
-                "CPU/req": fmt_ratio(c.cpu),
+                "req/s": fmt.estimate(c.rps),
+                "p50": fmt.estimate(c.p50),
+                "p99": fmt.estimate(c.p99),
+                "CPU/req": fmt.estimate(c.cpu),
                 "peak RSS": fmt_memory(c),
                 "instructions": fmt_instructions(c),
                 "verdict": c.verdict,
@@ -95,35 +84,35 @@ def rows(result: Comparison) -> list[dict[str, str]]:
 
 
 def grown_text(c: PairComparison) -> str:
-    """ "CPU/request 1.1 -> 2.9 ms (2.61x, measured iterations); changed most: fib 2.62x
+    """ "CPU/request 1.10 -> 2.90 ms (2.610×, measured iterations); changed most: fib 2.620×
     (+1.8 ms), ..." (the functions from the sampled windows)"""
     parts = []
     if c.cpu is not None:
         base, new = c.cpu.base_median, c.cpu.new_median
         parts.append(
-            f"CPU/request {base * 1e3:.3g} -> {new * 1e3:.3g} ms "
-            f"({c.cpu.ratio:.2f}x, measured iterations)"
+            f"CPU/request {fmt.latency_ms(base * 1e3)} -> {fmt.latency_ms(new * 1e3)} ms "
+            f"({fmt.ratio(c.cpu.ratio)}, measured iterations)"
         )
     moved = []
     for g in c.grown[:3]:
-        ratio = f"{g.ratio:.2f}x" if g.ratio is not None else "new"
+        ratio = fmt.ratio(g.ratio) if g.ratio is not None else "new"
         moved.append(f"{g.function} {ratio} ({g.delta_s * 1e3:+.3g} ms)")
     return "; ".join([*parts, "changed most: " + ", ".join(moved)])
 
 
 def endpoints_text(changes: list[EndpointChange]) -> str | None:
     """One line naming the endpoint of a mix whose latency grew most, and the others' p50
-    ratios: ``endpoint GET /search got slower (its p50 grew most): p50 3.10x [2.90, 3.30],
-    p99 2.41x [...]; others' p50: GET / 1.05x, ...``; None without endpoints."""
+    ratios: ``endpoint GET /search got slower (its p50 grew most): p50 3.100× [2.900, 3.300],
+    p99 2.410× [...]; others' p50: GET / 1.050×, ...``; None without endpoints."""
     if not changes:
         return None
     top = grew_most(changes)
     rest = changes[1:] if top is not None else changes
-    others = ", ".join(f"{c.name} {c.p50.ratio:.2f}x" for c in rest)
+    others = ", ".join(f"{c.name} {fmt.ratio(c.p50.ratio)}" for c in rest)
     if top is None:
         return f"no endpoint's p50 grew; endpoints' p50: {others}"
     said = "got slower (its p50 grew most)" if top.slower else "grew most (p50)"
-    line = f"endpoint {top.name} {said}: p50 {fmt_ratio(top.p50)}, p99 {fmt_ratio(top.p99)}"
+    line = f"endpoint {top.name} {said}: p50 {fmt.estimate(top.p50)}, p99 {fmt.estimate(top.p99)}"
     return line + (f"; others' p50: {others}" if others else "")
 
 

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pywebbench import formatting as fmt
 from pywebbench.analysis.group import Interval
 from pywebbench.store.model import Cell, Study
 
@@ -33,16 +34,16 @@ class AbRow:
 
 def instructions_change(summary_json: str | None) -> str:
     """The A/B row's instructions cell from the stored JSON document: CHANGE/BASE as a
-    change ("+0.46%"; "+3.10% [+2.95%, +3.25%]" with the CI of several counts a side), why a
+    change ("+0.46%"; "+3.1% [+2.9%, +3.3%]" with the CI of several counts a side), why a
     side was not counted, or "–" when the run did not count."""
     doc = (json.loads(summary_json) if summary_json else {}).get("instructions")
     if not doc:
-        return "–"
+        return fmt.MISSING
     if doc.get("ratio") is not None:
-        change = f"{(doc['ratio'] - 1) * 100:+.2f}%"
+        change = fmt.change(doc["ratio"] - 1)
         low, high = doc.get("ci_low"), doc.get("ci_high")
         if low is not None and high is not None:
-            change += f" [{(low - 1) * 100:+.2f}%, {(high - 1) * 100:+.2f}%]"
+            change += f" [{fmt.change(low - 1)}, {fmt.change(high - 1)}]"
         return change
     for role in ("base", "change"):
         counts = doc.get(role) or [{}]
@@ -58,12 +59,6 @@ def _timed_half_width(summary_json: str | None) -> float | None:
     doc = json.loads(summary_json) if summary_json else {}
     half = doc.get("timed_ci_half_width")
     return float(half) if half is not None else None
-
-
-def _ratio(ratio: float | None, low: float | None, high: float | None) -> str:
-    if ratio is None or low is None or high is None:
-        return "–"
-    return f"{ratio:.3f}x [{low:.3f}, {high:.3f}]"
 
 
 def _label(cell: Cell | None, stacks: dict[int | None, str]) -> str:
@@ -83,17 +78,17 @@ def ab_rows(study: Study) -> list[AbRow]:
         if half is None and row.ratio and row.ci_low is not None and row.ci_high is not None:
             # stored before the document said: the judged figure was the timed one
             half = Interval(row.ratio, row.ci_low, row.ci_high).half_width
-        width = f"+-{half:.2%}" if half is not None else "no CI"
+        width = fmt.half_width(half) if half is not None else "no CI"
         stopped = {
-            "ci": f"CI reached {width} (asked +-{row.ci_width_asked:.2%})",
-            "budget": f"budget ended at {width} (asked +-{row.ci_width_asked:.2%})",
+            "ci": f"CI reached {width} (asked {fmt.half_width(row.ci_width_asked)})",
+            "budget": f"budget ended at {width} (asked {fmt.half_width(row.ci_width_asked)})",
         }.get(row.stopped, f"interrupted at {width}")
         out.append(
             AbRow(
                 run_id=row.run_id,
                 base=_label(base, stacks),
                 change=_label(change, stacks),
-                ratio=_ratio(row.ratio, row.ci_low, row.ci_high),
+                ratio=fmt.ratio_ci(row.ratio, row.ci_low, row.ci_high, "no interval"),
                 verdict=row.verdict,
                 stopped=stopped,
                 rounds=f"{row.rounds_kept} of {row.rounds} kept",

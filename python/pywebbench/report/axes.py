@@ -12,19 +12,10 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable
 
+from pywebbench import formatting as fmt
 from pywebbench.analysis.ratio import ratio
 from pywebbench.report.instructions import instructions_points
-from pywebbench.report.tables import (
-    MISSING,
-    Column,
-    Row,
-    Table,
-    TCell,
-    fmt_ci,
-    fmt_ms,
-    fmt_ratio,
-    fmt_rps,
-)
+from pywebbench.report.tables import Column, Row, Table, TCell, rps_interval
 from pywebbench.report.view import (
     AxesView,
     AxisPair,
@@ -201,13 +192,13 @@ def syscalls_table(view: ReportView) -> Table | None:
     for sp in view.axes.syscalls:
         stack = view.stacks.get(sp.stack_key)
         top = ", ".join(f"{name} {n:.2f}" for name, n in sp.by_name[:TOP_SYSCALLS])
-        per = f"{sp.per_request:.1f}" if sp.per_request is not None else MISSING
+        per = f"{sp.per_request:.1f}" if sp.per_request is not None else fmt.MISSING
         cells = _stack_cells(stack, sp.stack_key, sp.workload, sp.load_point)
         cells |= {
             "requests": TCell(f"{sp.requests:,}", sp.requests),
             "per_request": TCell(per, sp.per_request),
-            "top": TCell(top or "; ".join(sp.errors) or MISSING, top),
-            "by_time": TCell(", ".join(sp.top_by_time) or MISSING),
+            "top": TCell(top or "; ".join(sp.errors) or fmt.MISSING, top),
+            "by_time": TCell(", ".join(sp.top_by_time) or fmt.MISSING),
         }
         rows.append(Row(cells, stack))
     return Table(columns, rows)
@@ -249,13 +240,13 @@ def _pair_table(
         share = ratio(_rps(b), _rps(a))
         cells = _stack_cells(stack, pair.stack_key, pair.workload, pair.load_point)
         cells |= {
-            "rps_base": TCell(fmt_rps(_rps(a)), _rps(a)),
-            "rps_other": TCell(fmt_rps(_rps(b)), _rps(b)),
-            "ratio": TCell(fmt_ratio(share), share),
-            "p50": TCell(f"{fmt_ms(a.p50_ms)} / {fmt_ms(b.p50_ms)}", b.p50_ms),
-            "p99": TCell(f"{fmt_ms(a.p99_ms)} / {fmt_ms(b.p99_ms)}", b.p99_ms),
+            "rps_base": TCell(fmt.rate(_rps(a)), _rps(a)),
+            "rps_other": TCell(fmt.rate(_rps(b)), _rps(b)),
+            "ratio": TCell(fmt.ratio(share), share),
+            "p50": TCell(f"{fmt.latency_ms(a.p50_ms)} / {fmt.latency_ms(b.p50_ms)}", b.p50_ms),
+            "p99": TCell(f"{fmt.latency_ms(a.p99_ms)} / {fmt.latency_ms(b.p99_ms)}", b.p99_ms),
             "per_cpu": TCell(
-                f"{fmt_rps(a.rps_per_cpu_s)} / {fmt_rps(b.rps_per_cpu_s)}", b.rps_per_cpu_s
+                f"{fmt.rate(a.rps_per_cpu_s)} / {fmt.rate(b.rps_per_cpu_s)}", b.rps_per_cpu_s
             ),
         }
         if extra is not None and extra_column is not None:
@@ -327,14 +318,14 @@ def recycling_table(view: ReportView) -> Table | None:
         stack = view.stacks.get(r.base_key) or view.stacks.get(r.stack_key)
         vs = ratio(_rps(r.point), never.get((r.base_key, r.workload, r.load_point)))
         cells = _stack_cells(stack, r.base_key, r.workload, r.load_point)
-        replaced = f"≥ {r.replaced:,}" if r.replaced else ("0" if r.replaced == 0 else MISSING)
+        replaced = f"≥ {r.replaced:,}" if r.replaced else ("0" if r.replaced == 0 else fmt.MISSING)
         cells |= {
             "max_requests": TCell(max_requests_label(r.max_requests), r.max_requests),
-            "rps": TCell(fmt_rps(_rps(r.point)), _rps(r.point)),
-            "ci": TCell(fmt_ci(r.point.rps)),
-            "vs_never": TCell(fmt_ratio(vs), vs),
-            "p50": TCell(fmt_ms(r.point.p50_ms), r.point.p50_ms),
-            "p99": TCell(fmt_ms(r.point.p99_ms), r.point.p99_ms),
+            "rps": TCell(fmt.rate(_rps(r.point)), _rps(r.point)),
+            "ci": TCell(rps_interval(r.point.rps)),
+            "vs_never": TCell(fmt.ratio(vs), vs),
+            "p50": TCell(fmt.latency_ms(r.point.p50_ms), r.point.p50_ms),
+            "p99": TCell(fmt.latency_ms(r.point.p99_ms), r.point.p99_ms),
             "replaced": TCell(replaced, r.replaced),
         }
         rows.append(Row(cells, stack))

@@ -14,7 +14,7 @@ Aggregation rules (also in docs/report.md):
 - Error rate: (transport errors + non-2xx responses) / (responses + transport errors).
 - A ranking at "peak" takes each stack at its load point with the highest median requests/s.
 - Ties: a stack is tied with the one ranked above it when the 95% CI of the ratio of their
-  medians (:mod:`pywebbench.analysis.ratio`, via :mod:`pywebbench.report.ties`) contains 1.
+  medians (:mod:`pywebbench.analysis.ratio`, via :mod:`pywebbench.analysis.ties`) contains 1.
 - Memory and warm-up curves: :mod:`pywebbench.report.warmup`.
 """
 
@@ -26,8 +26,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pywebbench import __version__
+from pywebbench import formatting as fmt
 from pywebbench.analysis import stats
 from pywebbench.analysis.ratio import ratio
+from pywebbench.analysis.ties import group_estimate, group_neighbour, neighbour_ratios
 from pywebbench.catalogue.base import interpreter_kind
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.meter.core_speed import speed_note, study_scaling
@@ -41,7 +43,6 @@ from pywebbench.report.history import run_history
 from pywebbench.report.knee import knee_views
 from pywebbench.report.nodes import nodes_view
 from pywebbench.report.series import iteration_histogram, per_second_rps
-from pywebbench.report.ties import group_estimate, group_neighbour, neighbour_ratios
 from pywebbench.report.view import (
     CellSeriesView,
     Estimate,
@@ -111,12 +112,6 @@ def _stack_view(row: StackRow) -> StackView:
     )
 
 
-def _human_bytes(n: int | None) -> str:
-    if not n:
-        return "–"
-    return f"{n / 2**30:.1f} GiB"
-
-
 def _when(iso: str) -> str:
     """``2026-11-21T15:30:12.345+00:00`` as ``2026-11-21 15:30:12 UTC``."""
     return iso[:19].replace("T", " ") + " UTC" if len(iso) >= 19 else iso
@@ -126,7 +121,7 @@ def _run_view(run: Run, speed: str) -> RunView:
     host: list[tuple[str, str]] = [
         ("CPU", f"{run.cpu_model} ({run.cpu_count} cores)"),
         ("host", run.hostname),
-        ("memory", _human_bytes(run.memory_bytes)),
+        ("memory", fmt.size(run.memory_bytes) if run.memory_bytes else fmt.MISSING),
         ("kernel", run.kernel),
         ("OS", run.os),
         ("CPU governor", run.governor or "not exposed"),

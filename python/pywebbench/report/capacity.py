@@ -29,6 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pywebbench import formatting as fmt
 from pywebbench.mdtext import md_text
 from pywebbench.store.model import Study
 from pywebbench.study.slo import Slo, SloError, parse_slo
@@ -56,7 +57,7 @@ class CapacityTarget:
     @property
     def label(self) -> str:
         """ "10,000 req/s at p99=50ms" """
-        return f"{self.rps:,.0f} req/s" + (f" at {self.slo}" if self.slo else "")
+        return f"{fmt.rate(self.rps)} req/s" + (f" at {self.slo}" if self.slo else "")
 
 
 def parse_target(text: str) -> CapacityTarget:
@@ -199,7 +200,7 @@ def row_cells(r: CapacityRow, *, priced: bool) -> list[str]:
     cells = [
         r.label,
         r.basis + ("" if r.slo_checked else " (no SLO checked)"),
-        f"{r.per_copy_rps:,.0f}",
+        fmt.rate(r.per_copy_rps),
         f"{r.copies:,}",
         f"{r.cores:,}",
         f"{r.workers:,}",

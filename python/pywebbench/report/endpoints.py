@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pywebbench import formatting as fmt
 from pywebbench.report.figures import (
     SPECTRUM_QUANTILES,
     Figure,
@@ -60,20 +61,19 @@ def _ms(us: float) -> float:
 def table_rows(view: ReportView) -> list[dict[str, Any]]:
     """One entry per point of ``view.mixes``: its title (stack, workload, load point) and
     its rows, each cell formatted as the report's other tables format theirs."""
-    from pywebbench.report.tables import fmt_ms, fmt_pct, fmt_rps
 
     out = []
     for p in view.mixes:
         rows = [
             {
                 "endpoint": e.name,
-                "weight": fmt_pct(e.weight_share),
-                "share sent": fmt_pct(e.share_sent),
-                "req/s": fmt_rps(e.rps),
+                "weight": fmt.percent(e.weight_share),
+                "share sent": fmt.percent(e.share_sent),
+                "req/s": fmt.rate(e.rps),
                 "errors": f"{e.errors:,}",
-                "p50 ms": fmt_ms(_ms(e.p50_us)),
-                "p99 ms": fmt_ms(_ms(e.p99_us)),
-                "p99.9 ms": fmt_ms(_ms(e.p999_us)),
+                "p50 ms": fmt.latency_ms(_ms(e.p50_us)),
+                "p99 ms": fmt.latency_ms(_ms(e.p99_us)),
+                "p99.9 ms": fmt.latency_ms(_ms(e.p999_us)),
             }
             for e in p.endpoints
         ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pywebbench.report.tables import fmt_ms, fmt_rps
+from pywebbench import formatting as fmt
 from pywebbench.report.view import (
     CellSeriesView,
     Ranking,
@@ -187,15 +187,15 @@ def ranking_figure(view: ReportView, ranking: Ranking) -> Figure:
                         "size": 8,
                     },
                 },
-                "text": [fmt_rps(e.median) for e in est],
+                "text": [fmt.rate(e.median) for e in est],
                 "textposition": "inside",
                 "insidetextanchor": "start",
                 "textfont": {"color": "#ffffff"},
                 "customdata": [
                     [
-                        fmt_rps(r.point.rps.low),
-                        fmt_rps(r.point.rps.high),
-                        fmt_ms(r.point.p99_ms),
+                        fmt.rate(r.point.rps.low),
+                        fmt.rate(r.point.rps.high),
+                        fmt.latency_ms(r.point.p99_ms),
                         text(r.point.load_point),
                         " (generator-bound)" if r.point.generator_bound else "",
                     ]
@@ -348,8 +348,8 @@ def sweep_figure(view: ReportView, workload: WorkloadView, colours: Colours) -> 
                     "customdata": [
                         [
                             text(p.load_point),
-                            fmt_rps(p.rps.median),
-                            fmt_ms(p.p99_ms),
+                            fmt.rate(p.rps.median),
+                            fmt.latency_ms(p.p99_ms),
                             " · generator-bound" if p.generator_bound else "",
                             text(st.label),
                         ]

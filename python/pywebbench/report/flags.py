@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from pywebbench import formatting as fmt
 from pywebbench.analysis.modes import Consistency, Mode
 
 #: Short note -> what it means (the HTML tooltip, the Markdown and console legend).
@@ -53,7 +54,7 @@ def _faults_interfered(stored: object) -> bool:
 def _leak_note(flags: Mapping[str, Any]) -> str:
     slope = flags.get("leak_bytes_per_1k")
     if isinstance(slope, int | float) and not isinstance(slope, bool) and math.isfinite(slope):
-        return f"leak ({slope / 1024:,.0f} KB/1k req)"
+        return f"leak ({fmt.size(slope)}/1k req)"
     return "leak"
 
 

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from pywebbench import formatting as fmt
 from pywebbench.mdtext import md_text
 from pywebbench.meter.breakdown import cpu_at_one_speed, merged_seconds, probed, split_frame
 from pywebbench.meter.core_speed import SpeedScaling
@@ -148,10 +149,6 @@ def diff_icicle(base: list[FlameWindow], new: list[FlameWindow], title: str) -> 
     )
 
 
-def _pct(x: float | None) -> str:
-    return f"{100 * x:.1f}%" if x is not None else "–"
-
-
 def breakdown_rows(view: ReportView, points: list[FlamePoint]) -> list[dict[str, str]]:
     """One row per point: its label, each category's share, the kernel's share and the tree's
     CPU per request (as text)."""
@@ -165,10 +162,10 @@ def breakdown_rows(view: ReportView, points: list[FlamePoint]) -> list[dict[str,
             rows.append(row)
             continue
         b = p.breakdown
-        row.update({c: _pct(b.shares.get(c)) for c in CATEGORIES})
-        row["kernel"] = _pct(b.kernel)
+        row.update({c: fmt.percent(b.shares.get(c)) for c in CATEGORIES})
+        row["kernel"] = fmt.percent(b.kernel)
         cpu = b.cpu_s_per_request
-        row["cpu_us"] = f"{cpu * 1e6:,.0f}" if cpu is not None else "–"
+        row["cpu_us"] = fmt.count(cpu * 1e6) if cpu is not None else fmt.MISSING
         row["note"] = f"{len(p.windows)} window(s), {p.requests:,} requests"
         rows.append(row)
     return rows

@@ -18,6 +18,7 @@ from typing import Any
 
 import jinja2
 
+from pywebbench import formatting as fmt
 from pywebbench.meter.flame import CATEGORIES
 from pywebbench.report import (
     axes,
@@ -271,11 +272,9 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["fmt_rps"] = tables.fmt_rps
-    env.filters["fmt_ms"] = tables.fmt_ms
-    env.filters["fmt_mib"] = tables.fmt_mib
-    env.filters["fmt_s"] = tables.fmt_s
-    env.filters["fmt_pct"] = tables.fmt_pct
+    env.filters["rate"] = fmt.rate
+    env.filters["mib"] = fmt.mib
+    env.filters["seconds"] = fmt.seconds
     env.globals["flag_help"] = flags.flag_help
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
     return env

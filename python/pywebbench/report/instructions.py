@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from pywebbench.report.tables import MISSING, Column, Row, Table, TCell
+from pywebbench import formatting as fmt
+from pywebbench.report.tables import Column, Row, Table, TCell
 from pywebbench.report.view import InstructionsPoint, ReportView
 from pywebbench.store.model import Study
 
@@ -51,11 +52,6 @@ def instructions_points(view: ReportView, study: Study) -> list[InstructionsPoin
     return list(points.values())
 
 
-def fmt_count(x: float | None) -> str:
-    """An instruction count, in whole instructions with thousands separators."""
-    return MISSING if x is None else f"{x:,.0f}"
-
-
 def instructions_table(view: ReportView) -> Table | None:
     """Instructions per request per counted point (None without ``--instructions``)."""
     if not view.axes.instructions:
@@ -85,18 +81,18 @@ def instructions_table(view: ReportView) -> Table | None:
                 "workload": TCell(ip.workload, ip.workload),
                 "load": TCell(ip.load_point, ip.load_point),
                 "per_request": TCell(
-                    fmt_count(per) if per is not None else "; ".join(ip.errors) or MISSING, per
+                    fmt.count(per) if per is not None else "; ".join(ip.errors) or fmt.MISSING, per
                 ),
                 "spread": TCell(
-                    f"{ip.spread:.5f}" if ip.spread is not None else MISSING, ip.spread
+                    f"{ip.spread:.5f}" if ip.spread is not None else fmt.MISSING, ip.spread
                 ),
                 "counts": TCell(str(len(ip.counts)), len(ip.counts)),
-                "tree": TCell(f"{ip.processes}/{ip.threads}" if ip.counts else MISSING),
+                "tree": TCell(f"{ip.processes}/{ip.threads}" if ip.counts else fmt.MISSING),
                 "cpu": TCell(
-                    f"{ip.cpu_us_per_request:,.1f}" if ip.cpu_us_per_request else MISSING,
+                    f"{ip.cpu_us_per_request:,.1f}" if ip.cpu_us_per_request else fmt.MISSING,
                     ip.cpu_us_per_request,
                 ),
-                "per_us": TCell(fmt_count(per_us), per_us),
+                "per_us": TCell(fmt.count(per_us), per_us),
             }
             rows.append(Row(cells, stack))
     return Table(columns, rows)

@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pywebbench import formatting as fmt
 from pywebbench.analysis.stats import Summary, summarize
 from pywebbench.store.model import Cell, Study
 
@@ -66,10 +67,10 @@ class KneeView:
     def knee_text(self) -> str:
         """``1,950 req/s`` or ``SLO not met at 10 req/s``."""
         if not self.knees:
-            return f"SLO not met at {min(self.not_met):,.0f} req/s"
+            return f"SLO not met at {fmt.rate(min(self.not_met))} req/s"
         if self.flips:  # the edge is a range: every probe passed up to the knee, some beyond
-            return f"{self.estimate.median:,.0f}–{max(self.flips):,.0f} req/s (flips)"
-        return f"{self.estimate.median:,.0f} req/s"
+            return f"{fmt.rate(self.estimate.median)}–{fmt.rate(max(self.flips))} req/s (flips)"
+        return f"{fmt.rate(self.estimate.median)} req/s"
 
     @property
     def ci_text(self) -> str:
@@ -77,7 +78,7 @@ class KneeView:
         s = self.estimate
         if s.n < 2 or math.isnan(s.ci_low):
             return f"n/a ({s.n} replicate)" if s.n else "–"
-        return f"{s.ci_low:,.0f}–{s.ci_high:,.0f} (±{s.ci_halfwidth_rel:.1%})"
+        return fmt.rate_interval(s.ci_low, s.ci_high, s.median, s.n)
 
     @property
     def notes(self) -> str:
@@ -86,12 +87,13 @@ class KneeView:
         if self.knees and self.not_met:
             out.append(
                 f"SLO not met in {len(self.not_met)} of {self.replicates} replicates "
-                f"(at {min(self.not_met):,.0f} req/s)"
+                f"(at {fmt.rate(min(self.not_met))} req/s)"
             )
         if self.flips:
             out.append(
                 f"edge flips in {len(self.flips)} of {self.replicates} replicates: some of the "
-                f"{self.repeats} probes of a rate met the SLO up to {max(self.flips):,.0f} req/s"
+                f"{self.repeats} probes of a rate met the SLO up to "
+                f"{fmt.rate(max(self.flips))} req/s"
             )
         counts = {e: self.ended.count(e) for e in dict.fromkeys(self.ended) if e != "tolerance"}
         out += [f"{n}× ended by {e}" for e, n in counts.items()]

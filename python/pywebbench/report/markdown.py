@@ -92,7 +92,8 @@ def _memory(w: WorkloadView) -> list[str]:
         f"### {md_text(w.name)}: memory",
         "",
         "RSS of the server's process tree (MiB, medians over replicates) at startup, after the"
-        " warm-up and at the end; growth once steady in KB per 1,000 requests (Theil-Sen, 95% CI).",
+        " warm-up and at the end; growth once steady in KiB per 1,000 requests (Theil-Sen,"
+        " 95% CI).",
         "",
     ]
     return out + _table(table, [c.key for c in table.columns]) + [""]
@@ -197,7 +198,8 @@ def render_markdown(view: ReportView) -> str:
         " stack at"
         ' its best load point. "=" before a rank: tied with the stack above (the 95% CI of'
         " their ratio, Welch's t over replicates, contains 1); Gap above: how many"
-        " times faster the stack above is. Latency (ms) from merged HdrHistograms. Peak RSS (MiB)"
+        " times faster the stack above is, the 95% CI of that ratio in brackets. Latency (ms)"
+        " from merged HdrHistograms. Peak RSS (MiB)"
         " over the server's whole process tree. Rounding rules: docs/report.md.",
         "",
         *_steady(view),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pywebbench import formatting as fmt
 from pywebbench.faults.outcome import CurvePoint, RobustnessCurve
 from pywebbench.mdtext import md_text
 from pywebbench.report.figures import (
@@ -17,7 +18,7 @@ from pywebbench.report.figures import (
     panel_title,
     text,
 )
-from pywebbench.report.tables import Column, Row, Table, TCell, fmt_ms
+from pywebbench.report.tables import Column, Row, Table, TCell
 from pywebbench.report.view import PointView, ReportView, StackView, WorkloadView
 
 __all__ = [
@@ -72,7 +73,7 @@ def verdict_settings(stack: StackView | None) -> str:
 def _retained(curve: RobustnessCurve) -> str:
     """ "500: 45% · 1,100: 0%"; a point that stayed interfered says so."""
     return " · ".join(
-        f"{p.size:,}: {p.retained_pct:.0f}%" + (" (interfered)" if p.interfered else "")
+        f"{p.size:,}: {fmt.whole(p.retained_pct, '%')}" + (" (interfered)" if p.interfered else "")
         for p in curve.points
     )
 
@@ -169,7 +170,11 @@ def interfered_marks(label: str, curve: RobustnessCurve, colour: str) -> dict[st
         return None
 
     def took(q: CurvePoint) -> str:
-        return "" if q.others_share is None else f", others took {q.others_share:.1%} of a core"
+        return (
+            ""
+            if q.others_share is None
+            else f", others took {fmt.percent(q.others_share)} of a core"
+        )
 
     return {
         "type": "scatter",
@@ -181,7 +186,10 @@ def interfered_marks(label: str, curve: RobustnessCurve, colour: str) -> dict[st
         "y": [q.retained_pct for q in points],
         "marker": {"size": 11, "symbol": "x-thin-open", "line": {"width": 2}, "color": colour},
         "hovertext": [
-            text(f"{label} at {q.size:,}: {q.retained_pct:.0f}% retained; interfered{took(q)}")
+            text(
+                f"{label} at {q.size:,}: {fmt.whole(q.retained_pct, '%')} retained; "
+                f"interfered{took(q)}"
+            )
             for q in points
         ],
         "hoverinfo": "text",
@@ -273,7 +281,7 @@ def curve_figure(view: ReportView, workload: WorkloadView) -> Figure | None:
                     "y": [at.retained_pct],
                     "marker": {"size": 16, "symbol": "circle-open", "color": colour},
                     "hovertemplate": f"<b>{text(label)}</b> breaks at {point:,} "
-                    f"(p99 {fmt_ms(at.p99_faulted_ms)} ms)<extra></extra>",
+                    f"(p99 {fmt.latency_ms(at.p99_faulted_ms)} ms)<extra></extra>",
                     "meta": {"breaking_point": point, "stack": label},
                 }
             )

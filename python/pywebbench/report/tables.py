@@ -1,20 +1,8 @@
-"""Number formatting and the tables shared by the HTML and Markdown reports.
+"""The tables shared by the HTML and Markdown reports.
 
-Both formats render the same :class:`Table` objects, so a number reads the same everywhere.
-The rounding rules (documented in docs/report.md):
-
-- requests/s and requests per CPU-second: whole numbers with thousands separators from 100
-  up ("12,345"), one decimal below 100 ("42.5");
-- latency in milliseconds: three significant digits ("0.123", "1.23", "12.3", "123"), whole
-  numbers with separators from 1,000 ms up;
-- memory in MiB (2^20 bytes): whole numbers from 100 up, one decimal below;
-- ratios: two decimals and "×" ("1.83×");
-- error rate: a percentage with two significant digits ("0.012%", "1.5%", "100%"), exactly
-  "0%" when there was no error;
-- robustness score (0-100): a whole number ("85"); its tooltip and the robustness table give
-  one decimal ("85.3"); retained throughput a whole percentage ("97%").
-
-Rounding is Python's (round half to even on the binary value). A missing value is "–".
+Both formats render the same :class:`Table` objects, and every number in them is written by
+:mod:`pywebbench.formatting` (its rules are listed in docs/report.md), so a number reads the
+same in the report, the console, ``compare`` and ``ab``.
 """
 
 from __future__ import annotations
@@ -23,11 +11,10 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from pywebbench import formatting as fmt
 from pywebbench.analysis.modes import modes, replicate_figures
 from pywebbench.analysis.ratio import ratio
-from pywebbench.analysis.stats import halfwidth_rel
 from pywebbench.report.flags import flag_notes
-from pywebbench.report.ties import fmt_ci_only, fmt_ratio_ci, rank_marker
 from pywebbench.report.view import (
     Estimate,
     Ranking,
@@ -38,89 +25,12 @@ from pywebbench.report.view import (
     WorkloadView,
 )
 
-MISSING = "–"
 
-
-def _sig(x: float, digits: int) -> str:
-    """``x`` with ``digits`` significant digits, never in exponent notation."""
-    if x == 0:
-        return "0"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
-    text = f"{x:.{decimals}f}"
-    # Rounding may carry into a new digit (9.995 -> "10.00"): redo with the new magnitude.
-    if decimals and len(text.replace("-", "").replace(".", "").lstrip("0")) > digits:
-        text = f"{x:.{decimals - 1}f}"
-    return text
-
-
-def fmt_rps(x: float | None) -> str:
-    """Requests per second (or per CPU-second)."""
-    if x is None or math.isnan(x):
-        return MISSING
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}"
-
-
-def fmt_ms(x: float | None) -> str:
-    """A latency in milliseconds."""
-    if x is None or math.isnan(x):
-        return MISSING
-    return f"{x:,.0f}" if abs(x) >= 999.5 else _sig(x, 3)
-
-
-def fmt_mib(x: float | None) -> str:
-    """A memory size in MiB."""
-    if x is None or math.isnan(x):
-        return MISSING
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}"
-
-
-def fmt_ci(est: Estimate | None) -> str:
-    """A median's 95% CI with its half-width, "8,512–8,690 (±1.0%)", or "n/a (1 value)"
-    when there is no interval."""
+def rps_interval(est: Estimate | None) -> str:
+    """A median's interval, "8,512–8,690 (±1.0%)", "n/a (1 value)" without one."""
     if est is None:
-        return MISSING
-    if est.n < 2 or math.isnan(est.low) or math.isnan(est.high):
-        return f"n/a ({est.n} value{'s' if est.n != 1 else ''})"
-    half = halfwidth_rel(est.low, est.high, est.median)
-    return f"{fmt_rps(est.low)}–{fmt_rps(est.high)} (±{half:.1%})"
-
-
-def fmt_kb(x: float | None) -> str:
-    """KB (1,024 bytes), e.g. a leak slope per 1,000 requests: whole numbers, one decimal
-    below 10."""
-    if x is None or math.isnan(x):
-        return MISSING
-    return f"{x:,.0f}" if abs(x) >= 9.95 else f"{x:.1f}"
-
-
-def fmt_ratio(x: float | None) -> str:
-    """A ratio such as "1.83×"."""
-    if x is None or math.isnan(x):
-        return MISSING
-    return f"{x:.2f}×"
-
-
-def fmt_pct(fraction: float | None) -> str:
-    """A fraction (0..1) as a percentage with two significant digits."""
-    if fraction is None or math.isnan(fraction):
-        return MISSING
-    if fraction == 0:
-        return "0%"
-    return _sig(fraction * 100, 2) + "%"
-
-
-def fmt_s(x: float | None) -> str:
-    """A duration in seconds, three significant digits."""
-    if x is None or math.isnan(x):
-        return MISSING
-    return _sig(x, 3) + " s"
-
-
-def fmt_whole(x: float | None, unit: str = "") -> str:
-    """A whole number: a robustness score ("85"), retained throughput ("97%", unit "%")."""
-    if x is None or math.isnan(x):
-        return MISSING
-    return f"{x:.0f}{unit}"
+        return fmt.MISSING
+    return fmt.rate_interval(est.low, est.high, est.median, est.n)
 
 
 def fmt_yes(ok: bool) -> str:
@@ -133,7 +43,7 @@ def _answered_after(r: RobustnessView) -> str:
     text = fmt_yes(r.answered_after)
     if r.answered_after and r.recovery_s is not None:
         x = r.recovery_s
-        text += f" ({fmt_ms(x * 1000)} ms)" if x < 1 else f" ({fmt_s(x)})"
+        text += f" ({fmt.latency_ms(x * 1000)} ms)" if x < 1 else f" ({fmt.seconds(x)})"
     return text
 
 
@@ -143,9 +53,10 @@ def robustness_summary(r: RobustnessView) -> str:
     accepted = ", ".join(r.malformed_accepted) or "none"
     return (
         f"score {r.score:.1f} of 100 under fault mix {r.mix!r} · retained "
-        f"{fmt_whole(r.retained_pct, '%')} of req/s ({fmt_rps(r.clean_rps)} → "
-        f"{fmt_rps(r.faulted_rps)}) · p99 {fmt_ms(r.p99_clean_ms)} → {fmt_ms(r.p99_faulted_ms)}"
-        f" ms · good-client errors {fmt_pct(r.good_error_rate)} · survived "
+        f"{fmt.whole(r.retained_pct, '%')} of req/s ({fmt.rate(r.clean_rps)} → "
+        f"{fmt.rate(r.faulted_rps)}) · p99 {fmt.latency_ms(r.p99_clean_ms)} → "
+        f"{fmt.latency_ms(r.p99_faulted_ms)}"
+        f" ms · good-client errors {fmt.percent(r.good_error_rate)} · survived "
         f"{fmt_yes(r.survived)} · answered normally after {after} · malformed accepted: "
         f"{accepted}"
     )
@@ -260,37 +171,38 @@ def _ranking_row(r: RankingRow, robustness: bool) -> Row:
         if rob.malformed_accepted:
             notes.append("accepted malformed: " + ", ".join(rob.malformed_accepted))
     rps = p.rps
-    above = fmt_ratio_ci(r.vs_above)
+    vs = r.vs_above
+    above = fmt.estimate(vs, vs.why) if vs else fmt.MISSING
     cells = {
         "rank": TCell(
-            rank_marker(r.rank, r.tied) if r.rank else MISSING,
+            fmt.rank(r.rank, r.tied) if r.rank else fmt.MISSING,
             r.rank if r.rank else 1e9,
             title=f"tied: #{r.rank - 1} is {above}" if r.tied and r.rank else "",
         ),
         "stack": TCell(r.stack.label, r.stack.label),
         "load": TCell(p.load_point, p.load_sort),
-        "rps": _num(fmt_rps(rps.median) if rps else MISSING, rps.median if rps else None),
+        "rps": _num(fmt.rate(rps.median) if rps else fmt.MISSING, rps.median if rps else None),
         "ci": TCell(
-            fmt_ci(rps),
+            rps_interval(rps),
             (rps.high - rps.low) if rps and rps.n > 1 and not math.isnan(rps.low) else None,
         ),
         "vs_above": TCell(
-            above if r.vs_above else MISSING,
+            above,
             r.vs_above.ratio if r.vs_above else None,
             "tie" if r.tied else "",
         ),
-        "vs_best": _num(fmt_ratio(r.vs_best), r.vs_best),
-        "vs_worst": _num(fmt_ratio(r.vs_worst), r.vs_worst),
-        "p50": _num(fmt_ms(p.p50_ms), p.p50_ms),
-        "p99": _num(fmt_ms(p.p99_ms), p.p99_ms),
-        "rss": _num(fmt_mib(p.peak_rss_mib), p.peak_rss_mib),
-        "per_cpu": _num(fmt_rps(p.rps_per_cpu_s), p.rps_per_cpu_s),
-        "errors": _num(fmt_pct(p.error_rate), p.error_rate),
+        "vs_best": _num(fmt.ratio(r.vs_best), r.vs_best),
+        "vs_worst": _num(fmt.ratio(r.vs_worst), r.vs_worst),
+        "p50": _num(fmt.latency_ms(p.p50_ms), p.p50_ms),
+        "p99": _num(fmt.latency_ms(p.p99_ms), p.p99_ms),
+        "rss": _num(fmt.mib(p.peak_rss_mib), p.peak_rss_mib),
+        "per_cpu": _num(fmt.rate(p.rps_per_cpu_s), p.rps_per_cpu_s),
+        "errors": _num(fmt.percent(p.error_rate), p.error_rate),
         "notes": TCell("; ".join(notes), "; ".join(notes)),
     }
     if robustness:
         cells["robustness"] = TCell(
-            fmt_whole(p.robustness),
+            fmt.whole(p.robustness),
             p.robustness,
             title=robustness_summary(rob) if rob is not None else "",
         )
@@ -314,9 +226,9 @@ def memory_table(ranking: Ranking) -> Table | None:
         Column("peak", "Peak MiB", True, "highest RSS over every iteration"),
         Column(
             "leak",
-            "Growth KB/1k req",
+            "Growth KiB/1k req",
             True,
-            "Theil-Sen slope of RSS on requests served once steady, KB per 1,000 requests "
+            "Theil-Sen slope of RSS on requests served once steady, KiB per 1,000 requests "
             "(median over replicates)",
         ),
         Column("leak_ci", "95% CI", True, "lowest..highest bound of the replicates' Sen CIs"),
@@ -330,13 +242,13 @@ def memory_table(ranking: Ranking) -> Table | None:
         cells = {
             "stack": TCell(r.stack.label, r.stack.label),
             "load": TCell(p.load_point, p.load_sort),
-            "startup": _num(fmt_mib(m.startup_mib), m.startup_mib),
-            "warm": _num(fmt_mib(m.warm_mib), m.warm_mib),
-            "end": _num(fmt_mib(m.end_mib), m.end_mib),
-            "peak": _num(fmt_mib(p.peak_rss_mib), p.peak_rss_mib),
-            "leak": _num(fmt_kb(m.leak_kb_per_1k), m.leak_kb_per_1k),
+            "startup": _num(fmt.mib(m.startup_mib), m.startup_mib),
+            "warm": _num(fmt.mib(m.warm_mib), m.warm_mib),
+            "end": _num(fmt.mib(m.end_mib), m.end_mib),
+            "peak": _num(fmt.mib(p.peak_rss_mib), p.peak_rss_mib),
+            "leak": _num(fmt.kib(m.leak_kb_per_1k), m.leak_kb_per_1k),
             "leak_ci": TCell(
-                _range(fmt_kb(ci[0]), fmt_kb(ci[1]), ci[0] < 0) if ci else MISSING,
+                _range(fmt.kib(ci[0]), fmt.kib(ci[1]), ci[0] < 0) if ci else fmt.MISSING,
                 (ci[1] - ci[0]) if ci else None,
             ),
             "notes": TCell("; ".join(notes), "; ".join(notes)),
@@ -385,15 +297,15 @@ def robustness_table(view: ReportView, workload: WorkloadView) -> Table | None:
             "load": TCell(p.load_point, p.load_sort),
             "score": TCell(f"{r.score:.1f}", r.score),
             "retained": _num(
-                fmt_whole(r.retained_pct, "%") + (" (interfered)" if r.interfered else ""),
+                fmt.whole(r.retained_pct, "%") + (" (interfered)" if r.interfered else ""),
                 r.retained_pct,
             ),
-            "clean_rps": _num(fmt_rps(r.clean_rps), r.clean_rps),
-            "faulted_rps": _num(fmt_rps(r.faulted_rps), r.faulted_rps),
-            "p99_clean": _num(fmt_ms(r.p99_clean_ms), r.p99_clean_ms),
-            "p99_faulted": _num(fmt_ms(r.p99_faulted_ms), r.p99_faulted_ms),
+            "clean_rps": _num(fmt.rate(r.clean_rps), r.clean_rps),
+            "faulted_rps": _num(fmt.rate(r.faulted_rps), r.faulted_rps),
+            "p99_clean": _num(fmt.latency_ms(r.p99_clean_ms), r.p99_clean_ms),
+            "p99_faulted": _num(fmt.latency_ms(r.p99_faulted_ms), r.p99_faulted_ms),
             "good_errors": _num(
-                f"{r.good_errors:,} ({fmt_pct(r.good_error_rate)})", r.good_error_rate
+                f"{r.good_errors:,} ({fmt.percent(r.good_error_rate)})", r.good_error_rate
             ),
             "survived": TCell(fmt_yes(r.survived), int(r.survived), "" if r.survived else "bad"),
             "answered_after": TCell(
@@ -472,11 +384,13 @@ def failures_table(view: ReportView) -> Table:
             Row(
                 {
                     "phase": TCell(f.phase, f.phase),
-                    "stack": TCell(stack.label if stack else MISSING, stack.label if stack else ""),
-                    "workload": TCell(f.workload or MISSING, f.workload or ""),
-                    "load": TCell(f.load_point or MISSING, f.load_point or ""),
+                    "stack": TCell(
+                        stack.label if stack else fmt.MISSING, stack.label if stack else ""
+                    ),
+                    "workload": TCell(f.workload or fmt.MISSING, f.workload or ""),
+                    "load": TCell(f.load_point or fmt.MISSING, f.load_point or ""),
                     "replicate": TCell(
-                        MISSING if f.replicate is None else str(f.replicate + 1),
+                        fmt.MISSING if f.replicate is None else str(f.replicate + 1),
                         -1 if f.replicate is None else f.replicate,
                     ),
                     "reason": TCell(f.reason, f.reason),
@@ -557,18 +471,20 @@ def headline(ranking: Ranking) -> dict[str, str] | None:
     assert best.point.rps is not None
     parts = {
         "best": best.stack.label,
-        "rps": fmt_rps(best.point.rps.median),
+        "rps": fmt.rate(best.point.rps.median),
         "load": best.point.load_point,
-        "p99": fmt_ms(best.point.p99_ms),
+        "p99": fmt.latency_ms(best.point.p99_ms),
     }
     if len(ranked) > 1:
         second, worst = ranked[1], ranked[-1]
         assert second.point.rps is not None and worst.point.rps is not None
         parts["second"] = second.stack.label
-        parts["vs_second"] = fmt_ratio(ratio(best.point.rps.median, second.point.rps.median))
-        parts["vs_second_ci"] = fmt_ci_only(second.vs_above) if second.vs_above else ""
+        parts["vs_second"] = fmt.ratio(ratio(best.point.rps.median, second.point.rps.median))
+        vs = second.vs_above
+        interval = fmt.ratio_interval(vs.low, vs.high, vs.why) if vs else ""
+        parts["vs_second_ci"] = f"95% CI {interval}" if vs and vs.low is not None else interval
         parts["tied"] = "yes" if second.tied else ""
         if len(ranked) > 2:  # with two stacks the runner-up is the slowest: say it once
             parts["worst"] = worst.stack.label
-            parts["vs_worst"] = fmt_ratio(ratio(best.point.rps.median, worst.point.rps.median))
+            parts["vs_worst"] = fmt.ratio(ratio(best.point.rps.median, worst.point.rps.median))
     return parts

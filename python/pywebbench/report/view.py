@@ -2,7 +2,7 @@
 
 :func:`pywebbench.report.build.build_view` fills these dataclasses from a
 :class:`pywebbench.store.model.Study`; the HTML and Markdown renderers only lay them out, so
-both formats show the same numbers (formatted by :mod:`pywebbench.report.tables`).
+both formats show the same numbers (formatted by :mod:`pywebbench.formatting`).
 
 Units here are the ones people read: requests/s, milliseconds, MiB, seconds.
 """
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pywebbench.analysis.ratio import spread
+from pywebbench.analysis.ties import RankRatio
 from pywebbench.faults.outcome import RobustnessCurve
 from pywebbench.meter.breakdown import Breakdown, breakdown
 from pywebbench.meter.flame import FlameWindow
@@ -32,29 +33,6 @@ class Estimate:
     low: float
     high: float
     n: int
-
-
-@dataclass(frozen=True)
-class RatioView:
-    """How many times faster one stack is than another: ``ratio`` with its 95% CI.
-
-    ``low``/``high`` are None when there is no interval (fewer than two replicates on a
-    side); ``why`` then says so ("1 replicate").
-    """
-
-    ratio: float
-    low: float | None = None
-    high: float | None = None
-    why: str = ""
-
-    @property
-    def has_ci(self) -> bool:
-        return self.low is not None and self.high is not None
-
-    @property
-    def tie(self) -> bool:
-        """The CI contains 1: the difference is not significant."""
-        return self.low is not None and self.high is not None and self.low <= 1.0 <= self.high
 
 
 @dataclass
@@ -223,7 +201,7 @@ class RankingRow:
     vs_worst: float | None = None  # rps / worst rps (1.0 for the slowest)
     # This row's rps relative to the row above (above / this), with its CI; None for the
     # first row. ``tied`` when that CI contains 1 (docs/report.md).
-    vs_above: RatioView | None = None
+    vs_above: RankRatio | None = None
 
     @property
     def tied(self) -> bool:

@@ -19,20 +19,14 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from pywebbench import formatting as fmt
 from pywebbench.analysis.ratio import spread
 from pywebbench.analysis.stats import Summary, summarize_replicates
+from pywebbench.analysis.ties import group_estimate, group_neighbour, neighbour_ratios
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load.histogram import Histogram
 from pywebbench.meter.core_speed import speed_note, study_scaling
 from pywebbench.report.flags import flag_notes, legend
-from pywebbench.report.tables import fmt_mib, fmt_pct
-from pywebbench.report.ties import (
-    fmt_ratio_ci,
-    group_estimate,
-    group_neighbour,
-    neighbour_ratios,
-    rank_marker,
-)
 from pywebbench.run.events import Events
 from pywebbench.store import Study
 from pywebbench.store.model import Iteration
@@ -101,7 +95,7 @@ class LiveDisplay:
         self._left[cell.key] = max(0, left - 1)
         self.progress.advance(self.matrix_task)
         self.progress.update(
-            self.cell_task, description=f"{cell.label}: last {kind} {rps:,.0f} req/s"
+            self.cell_task, description=f"{cell.label}: last {kind} {fmt.rate(rps)} req/s"
         )
 
     def _cell_done(self, cell: CellPlan, status: str, why: str | None) -> None:
@@ -121,32 +115,8 @@ class LiveDisplay:
     def _live(self, rps: float) -> None:
         if self._cell is not None:
             self.progress.update(
-                self.cell_task, description=f"{self._cell.label}: {rps:,.0f} req/s"
+                self.cell_task, description=f"{self._cell.label}: {fmt.rate(rps)} req/s"
             )
-
-
-def _fmt_ci(s: Summary) -> str:
-    """The CI of a median, or why there is none (a single value has no interval)."""
-    if s.n < 2 or math.isnan(s.ci_low):
-        return f"n/a ({s.n} value)"
-    return f"{s.ci_low:,.0f}-{s.ci_high:,.0f} (±{s.ci_halfwidth_rel:.1%})"
-
-
-def _fmt_us(us: float | None) -> str:
-    if us is None or (isinstance(us, float) and math.isnan(us)):
-        return "-"
-    if us >= 1_000_000:
-        return f"{us / 1e6:.2f} s"
-    if us >= 1000:
-        return f"{us / 1000:.2f} ms"
-    return f"{us:.0f} us"
-
-
-def _fmt_bytes(b: float | None) -> str:
-    """Bytes as MiB (2^20), rounded like the report (the column header names the unit)."""
-    if not b:
-        return "-"
-    return fmt_mib(b / 2**20)
 
 
 def _latency_us(its: list[Iteration]) -> dict[str, float]:
@@ -257,17 +227,18 @@ def summary_tables(study: Study) -> list[Table]:
         for n, r in enumerate(rows, 1):
             s = r["rps"]
             score = r["robustness"]
+            vs = r["vs_above"]
             t.add_row(
-                rank_marker(n, r["tied"]),
+                fmt.rank(n, r["tied"]),
                 r["stack"],
-                f"{s.median:,.0f}",
-                _fmt_ci(s),
-                fmt_ratio_ci(r["vs_above"]) if r["vs_above"] else "-",
-                _fmt_us(r["p50_us"]),
-                _fmt_us(r["p99_us"]),
-                _fmt_bytes(r["peak_rss"]),
-                str(r["errors"]),
-                *([f"{score:.0f}" if score is not None else "-"] if robust else []),
+                fmt.rate(s.median),
+                fmt.rate_interval(s.ci_low, s.ci_high, s.median, s.n),
+                fmt.estimate(vs, vs.why) if vs else fmt.MISSING,
+                fmt.latency_us(r["p50_us"]),
+                fmt.latency_us(r["p99_us"]),
+                fmt.mib(r["peak_rss"] / 2**20) if r["peak_rss"] else fmt.MISSING,
+                fmt.count(r["errors"]),
+                *([fmt.whole(score)] if robust else []),
                 ", ".join(r["flags"]),
             )
         notes = legend([f for r in rows for f in r["flags"]])
@@ -342,10 +313,10 @@ def endpoint_tables(study: Study) -> list[Table]:
                 t.add_row(
                     point.stack_key if i == 0 else "",
                     e.name,
-                    fmt_pct(e.share_sent),
-                    _fmt_us(e.p50_us),
-                    _fmt_us(e.p99_us),
-                    f"{e.errors:,}",
+                    fmt.percent(e.share_sent),
+                    fmt.latency_us(e.p50_us),
+                    fmt.latency_us(e.p99_us),
+                    fmt.count(e.errors),
                     end_section=i == len(point.endpoints) - 1 and n < len(points) - 1,
                 )
         t.caption = (
@@ -381,8 +352,8 @@ def instructions_table(study: Study) -> Table | None:
         t.add_row(
             study.stack(cell.stack_id).key,
             f"{cell.workload} @ {cell.load_point}",
-            f"{statistics.median(counts):,.0f}" if counts else errors,
-            f"{largest_over_smallest:.5f}" if largest_over_smallest is not None else "-",
+            fmt.count(statistics.median(counts)) if counts else errors,
+            f"{largest_over_smallest:.5f}" if largest_over_smallest is not None else fmt.MISSING,
             str(len(counts)),
         )
     return t

@@ -1,17 +1,17 @@
-"""Export stored runs as JSON (every table, round-trips through import; with a mix, also
-one row per endpoint per measured iteration under ``endpoints``) or CSV (the ``endpoints``
-table holds those rows)."""
+"""``pywebbench export --format csv``: one table of the runs; by default (``flat``) one row
+per iteration joined with its stack and cell, or the CPU breakdown per sampled window, or one
+row per endpoint of a mix per measured iteration (``endpoints``), or one stored table."""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
 import io
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from pywebbench.store.db import Store, dumps_study, study_to_dict
+from pywebbench.export.base import ExportOptions
+from pywebbench.store.db import Store
 from pywebbench.store.endpoints import ENDPOINT_COLUMNS, endpoint_rows
 from pywebbench.store.model import TABLE_CLASSES, Study
 
@@ -39,18 +39,6 @@ _STACK_COLS = (
     "threads",
 )
 CSV_TABLES = ("flat", "breakdown", "endpoints", *TABLE_CLASSES)
-
-
-def export_json(store: Store, run_ids: Sequence[str] = ()) -> str:
-    """The runs as one JSON document (``format: pywebbench-study``); with a mix, the
-    figures of each endpoint per measured iteration under ``endpoints`` too (rows of
-    :func:`~pywebbench.store.endpoints.endpoint_rows`; derived from the iterations, so an
-    import ignores them)."""
-    study = store.load_study(run_ids)
-    rows = endpoint_rows(study)
-    if not rows:
-        return dumps_study(study)
-    return json.dumps({**study_to_dict(study), "endpoints": rows}, indent=1, sort_keys=False)
 
 
 def flat_rows(study: Study) -> list[dict[str, Any]]:
@@ -128,3 +116,8 @@ def export_csv(store: Store, run_ids: Sequence[str] = (), table: str = "flat") -
     writer.writeheader()
     writer.writerows(rows)
     return out.getvalue()
+
+
+def write(store: Store, options: ExportOptions) -> str:
+    """The exporter of the registry (:data:`pywebbench.export.EXPORTERS`)."""
+    return export_csv(store, options.runs, options.table)

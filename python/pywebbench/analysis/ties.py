@@ -1,11 +1,14 @@
-"""Honest comparisons: the ratio of two stacks' throughput with its CI, and ties.
+"""Ties between ranked stacks, as a rule on plain data: the ratio of two stacks' throughput
+with its CI, and when two neighbours are tied.
 
 A ranking lists stacks by median requests/s. Two neighbours are *tied* when the 95% CI of
 the ratio of their medians contains 1. The interval is
 :func:`pywebbench.analysis.ratio.ratio_of_medians`'s, built on replicates (Welch's t on
 their log figures below 10 a side, else a two-level bootstrap), so the spread between
-server processes is in it. Fewer than two
-replicates on a side give no interval: the report says so instead of a zero-width one.
+server processes is in it. Fewer than two replicates on a side give no interval: the
+ratio then says why (``RankRatio.why``) instead of carrying a zero-width one. The console
+(:mod:`pywebbench.run.console`) and the report (:mod:`pywebbench.report.build`) both rank
+with these functions, and :mod:`pywebbench.formatting` writes their results.
 """
 
 from __future__ import annotations
@@ -13,18 +16,38 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pywebbench.analysis.ratio import ratio_of_medians, seed_for
-from pywebbench.report.view import RatioView
+
+
+@dataclass(frozen=True)
+class RankRatio:
+    """How many times faster one stack is than another: ``ratio`` with its 95% CI.
+
+    ``low``/``high`` are None when there is no interval (fewer than two replicates on a
+    side); ``why`` then says so ("1 replicate").
+    """
+
+    ratio: float
+    low: float | None = None
+    high: float | None = None
+    why: str = ""
+
+    @property
+    def tie(self) -> bool:
+        """The CI contains 1: the difference is not significant."""
+        return self.low is not None and self.high is not None and self.low <= 1.0 <= self.high
+
 
 #: Replicates a side needs before its ratio gets a CI.
 MIN_REPLICATES = 2
 
 
-def ratio_view(
+def rank_ratio(
     faster: Sequence[Sequence[float]], slower: Sequence[Sequence[float]], *, name: str
-) -> RatioView | None:
+) -> RankRatio | None:
     """``faster`` / ``slower`` median requests/s with its CI (None without data).
 
     Each side is a list of replicates, each a list of measured iterations' requests/s.
@@ -39,25 +62,25 @@ def ratio_view(
         base = statistics.median(v for r in slow for v in r)
         if base <= 0:
             return None
-        return RatioView(statistics.median(v for r in fast for v in r) / base, why="1 replicate")
+        return RankRatio(statistics.median(v for r in fast for v in r) / base, why="1 replicate")
     est = ratio_of_medians(slow, fast, seed=seed_for(name))
     if est is None:
         return None
-    return RatioView(est.ratio, est.low, est.high)
+    return RankRatio(est.ratio, est.low, est.high)
 
 
 def neighbour_ratios(
     rows: Sequence[Sequence[Sequence[float]]], keys: Sequence[str], *, workload: str
-) -> list[RatioView | None]:
+) -> list[RankRatio | None]:
     """For rows ranked fastest first: each row's ratio to the row above (None for the first).
 
     ``keys`` name the rows ("stack key@load point"); with ``workload`` they seed each pair's
     bootstrap, so the console and the report give the same interval for the same data.
     """
-    out: list[RatioView | None] = [None]
+    out: list[RankRatio | None] = [None]
     for i in range(1, len(rows)):
         name = f"{workload}|{keys[i - 1]}|{keys[i]}"
-        out.append(ratio_view(rows[i - 1], rows[i], name=name))
+        out.append(rank_ratio(rows[i - 1], rows[i], name=name))
     return out
 
 
@@ -80,7 +103,7 @@ def group_estimate(flags: Mapping[str, Any]) -> tuple[float, float, float, int] 
 
 def group_neighbour(
     above: Mapping[str, Any], below: Mapping[str, Any], below_key: str
-) -> RatioView | None:
+) -> RankRatio | None:
     """The row above's req/s over the row below's from their interleaved group's fit
     (``flags["group"]["vs"]``): the interval over server processes of slices of the same
     rounds. None unless both were measured in the same group."""
@@ -94,24 +117,5 @@ def group_neighbour(
         return None
     ratio, low, high = got
     if low is None or high is None:
-        return RatioView(float(ratio), why="no interval")
-    return RatioView(float(ratio), float(low), float(high))
-
-
-def fmt_ratio_ci(r: RatioView | None) -> str:
-    """ "1.83× (95% CI 1.71–1.95)", or "1.83× (95% CI n/a: 1 replicate)"."""
-    if r is None or math.isnan(r.ratio):
-        return "–"
-    return f"{r.ratio:.2f}× ({fmt_ci_only(r)})"
-
-
-def fmt_ci_only(r: RatioView) -> str:
-    """The CI part of a ratio: "95% CI 1.71–1.95" or "95% CI n/a (1 replicate)"."""
-    if r.low is None or r.high is None:
-        return f"95% CI n/a ({r.why})"
-    return f"95% CI {r.low:.2f}–{r.high:.2f}"
-
-
-def rank_marker(rank: int, tied: bool) -> str:
-    """The rank as shown: "2", or "=2" when not significantly slower than the one above."""
-    return f"={rank}" if tied else str(rank)
+        return RankRatio(float(ratio), why="no interval")
+    return RankRatio(float(ratio), float(low), float(high))
