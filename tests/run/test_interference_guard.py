@@ -16,6 +16,7 @@ from pwbtest import neighbour, pwb
 from pywebbench.catalogue.interpreters import default_interpreters
 from pywebbench.meter.interference import AvailableShare
 from pywebbench.run.measure import Measurer
+from pywebbench.run.seams import Seams
 from pywebbench.store import Store
 
 CPYTHON = default_interpreters()[0].name
@@ -140,6 +141,7 @@ def test_a_warm_up_is_divided_by_the_share_of_the_server_cores_it_had() -> None:
             generator_cpus=generator_cpus,
             config=SimpleNamespace(load=SimpleNamespace(interference_max=0.05)),
             _speed_tracker=lambda: speed,
+            seams=Seams(),
         )
 
     scale = Measurer._bucket_scale(measurer(apart), server, True)
