@@ -202,6 +202,7 @@ def test_aa_runs_without_a_store(tmp_path: Path, census: str) -> None:
     done = pwb(
         "ab", *QUICK, "--base", str(tmp_path / "a"), "--change", str(tmp_path / "b"),
         "--min-change", "0.1", "--fail-if", "slower>20%", "--format", "markdown", "--figure", "cpu",
+        "--budget", "12",  # function, not a verdict: the least that holds two rounds
         "--no-store", results=tmp_path / "results",
     )  # fmt: skip
     verdicts = ("no significant change", "slower", "faster")

@@ -116,7 +116,7 @@ def test_ray_executor_measures_an_interleaved_group_on_one_node(
     args = [
         "run", *TWO, "--framework", "raw-wsgi", "--workload", "hello", "-c", "16",
         "--python", CPYTHON, "--design", "interleaved", "--replicates", "2",
-        "--group-budget", "8", "--interference-max", "2", "--no-report",
+        "--group-budget", "8", "--slice", "0.1", "--interference-max", "2", "--no-report",
         "--executor", "ray", "--ray", ray_cluster,
     ]  # fmt: skip
     done = pwb(*args, results=tmp_path / "ray")

@@ -134,6 +134,8 @@ def test_an_interleaved_study_end_to_end(tmp_path: Path, census: str) -> None:
         "2",
         "--group-budget",
         "12",
+        "--slice",  # the 20 rounds a group plans at least, in 12 s of 4 processes
+        "0.1",
         "--seed",
         "11",
         "-c",

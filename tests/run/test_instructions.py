@@ -161,7 +161,7 @@ def test_an_interleaved_group_is_counted_after_its_slices(tmp_path: Path) -> Non
         proc = pwb(
             "run",
             *("--python", CPYTHON, "--design", "interleaved", "--replicates", "2"),
-            *("--group-budget", "6", "--no-report"),
+            *("--group-budget", "6", "--slice", "0.1", "--no-report"),
             *("--app", "loopapp:app", "--interface", "wsgi", "--project", str(project)),
             *("--path", "/extra", "--server", "gunicorn-sync", "-c", "2"),
             *("--instructions", "--instructions-requests", "50"),

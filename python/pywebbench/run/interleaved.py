@@ -173,7 +173,7 @@ class GroupOptions:
     budget_s: float = 150.0
     jit_budget_s: float = 300.0  # on a JIT interpreter (PyPy)
     ci_width: float = DEFAULT_CI_WIDTH
-    slice_s: float | None = None  # None: sized by a probe (auto_slice_s)
+    slice_s: float | None = None  # None: sized by the probe (slots)
     memory_budget_bytes: int | None = None  # None: sized from the machine's memory
     interference_max: float = 0.05
     seed: int = 0
@@ -196,6 +196,7 @@ class GroupOptions:
             seed=seed,
             reference=load.reference,
             core_speed=load.core_speed,
+            slice_s=load.slice_s,
         )
 
 
@@ -480,7 +481,7 @@ class GroupRun:
         touch_s = JIT_FIRST_TOUCH_S if is_jit else FIRST_TOUCH_S
         base = self._load_spec(first.progress.cell, first.server.base_url)
         n = len(live)
-        rps = self._slowest_rps(live) if self.options.slice_s is None else 0.0
+        rps = self._slowest_rps(live)  # the settle drains the slowest, whatever the slice
         budget_s = self.options.jit_budget_s if is_jit else self.options.budget_s
         slice_s, settle_s, rounds = slots(
             n, budget_s - n * touch_s, first.progress.cell.connections, rps,

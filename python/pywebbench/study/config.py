@@ -294,6 +294,22 @@ class LoadConfig(Table):
         "quick study's Flask stacks), and the group shares one core among them "
         "(docs/steady-state.md#the-interleaved-study).",
     )
+    slice_s: Annotated[
+        float | None,
+        Flag(
+            "--slice",
+            help="interleaved: seconds of load in each process's slice of a round (default: "
+            "sized by a probe, 0.25-2 s, at least 0.5 s on PyPy).",
+        ),
+    ] = Field(
+        None,
+        ge=0.1,
+        le=10,
+        description="interleaved: the length of a slice, seconds; unset: two response times "
+        "of the group's slowest stack as probed, within 0.25-2 s (at least 0.5 s on a JIT "
+        "interpreter, whose collector pauses would empty a shorter one). A group plans at "
+        "least 20 rounds whatever its budget (docs/steady-state.md#the-interleaved-study).",
+    )
     memory_budget_mib: Annotated[
         int | None,
         Flag(
