@@ -47,7 +47,7 @@ def test_small_matrix(tmp_path: Path, census: str) -> None:
         "--framework",
         "raw-wsgi,raw-asgi",
         "--workload",
-        "hello,json",
+        "hello",  # the workload axis: test_an_interleaved_study_end_to_end
         "--replicates",
         "2",
         "--server-scope",
@@ -71,7 +71,7 @@ def test_small_matrix(tmp_path: Path, census: str) -> None:
     assert run.status == "completed" and run.finished_at
     assert run.server_cpus and run.generator_cpus
     assert not set(run.server_cpus) & set(run.generator_cpus) or run.cpu_count == 1
-    assert len(study.cells) >= 4 and all(c.status == "ok" for c in study.cells), [
+    assert len(study.cells) == 2 and all(c.status == "ok" for c in study.cells), [
         (c.key, c.failure_reason) for c in study.cells
     ]
     for cell in study.cells:

@@ -38,11 +38,10 @@ from pywebbench.analysis.estimate import (
     paired_ratio,
     side_process,
 )
-from pywebbench.analysis.ratio import RatioEstimate, ratio_of_medians
+from pywebbench.analysis.ratio import RatioEstimate, count_span, ratio_of_medians
 from pywebbench.analysis.stats import median
 from pywebbench.analysis.steady import preload
 from pywebbench.compare.endpoints import EndpointChange, ranked
-from pywebbench.compare.verdict import count_span
 from pywebbench.load import LoadAgent, LoadResult, LoadSpec
 from pywebbench.load.sliced import (
     AUTO_SLICE_S,
@@ -255,15 +254,7 @@ def counted_enough(runs: Sequence[AbSideRun], options: AbOptions) -> bool:
 def per_instruction(est: RatioEstimate | None) -> RatioEstimate | None:
     """An instructions-per-request ratio turned into requests per instruction (its inverse,
     bounds swapped), so that below 1 reads slower like requests/s."""
-    if est is None:
-        return None
-    return RatioEstimate(
-        ratio=1.0 / est.ratio,
-        low=1.0 / est.high,
-        high=1.0 / est.low,
-        base_median=1.0 / est.base_median,
-        new_median=1.0 / est.new_median,
-    )
+    return est.inverse() if est is not None else None
 
 
 def _per_request(doc: dict[str, Any] | None) -> float | None:

@@ -52,6 +52,17 @@ class RatioEstimate:
         """The relative change (``ratio - 1``): +0.05 = 5% higher in NEW."""
         return self.ratio - 1.0
 
+    def inverse(self) -> RatioEstimate:
+        """The ratio of the inverse figure (instructions per request into requests per
+        instruction): every value inverted, the bounds swapped."""
+        return RatioEstimate(
+            ratio=1.0 / self.ratio,
+            low=1.0 / self.high,
+            high=1.0 / self.low,
+            base_median=1.0 / self.base_median,
+            new_median=1.0 / self.new_median,
+        )
+
 
 def ratio(a: float | None, b: float | None) -> float | None:
     """``a / b``, or None when either is missing or ``b`` is not positive (a ratio of two
@@ -59,6 +70,17 @@ def ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b <= 0:
         return None
     return a / b
+
+
+def count_span(base: Sequence[float], new: Sequence[float]) -> tuple[float, float, float]:
+    """NEW/BASE of instructions per request: the ratio of the median counts, and the lowest
+    and highest ratio of any NEW count to any BASE count (what an ``instructions`` rule
+    judges: ``compare``'s gate and ``ab``'s)."""
+    return (
+        statistics.median(new) / statistics.median(base),
+        min(new) / max(base),
+        max(new) / min(base),
+    )
 
 
 def spread(values: Sequence[float]) -> float | None:

@@ -17,11 +17,10 @@ verdict *interfered*, whatever its ratio: its figure measured the machine, not t
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pywebbench.analysis.ratio import RatioEstimate, ratio, ratio_of_medians, seed_for
+from pywebbench.analysis.ratio import RatioEstimate, count_span, ratio, ratio_of_medians, seed_for
 from pywebbench.compare.endpoints import EndpointChange, endpoint_changes
 from pywebbench.compare.match import Pair
 from pywebbench.meter.breakdown import (
@@ -134,17 +133,6 @@ def compare_pair(
         out.instructions = count_span(base.instructions, new.instructions)
     out.endpoints = endpoint_changes(base.endpoints, new.endpoints, name, level)
     return out
-
-
-def count_span(base: Sequence[float], new: Sequence[float]) -> tuple[float, float, float]:
-    """NEW/BASE of instructions per request: the ratio of the median counts, and the lowest
-    and highest ratio of any NEW count to any BASE count (what an ``instructions`` rule
-    judges: :func:`pywebbench.compare.gate.instructions_violation`)."""
-    return (
-        statistics.median(new) / statistics.median(base),
-        min(new) / max(base),
-        max(new) / min(base),
-    )
 
 
 def compare_pairs(
