@@ -144,7 +144,7 @@ class Services:
         return self.failure if self.failure is not None and workload.services else None
 
 
-# --------------------------------------------------------------------------------- launch
+# ------------------------------------------------------------------------ a user's app
 
 
 def with_interfaces_detected(matrix: Matrix) -> Matrix:
@@ -160,6 +160,9 @@ def with_interfaces_detected(matrix: Matrix) -> Matrix:
         matrix.apps, interpreter=matrix.interpreters[0] if matrix.interpreters else None
     )
     return matrix.servable()
+
+
+# --------------------------------------------------------------------------------- launch
 
 
 def is_user_app(stack: Stack) -> bool:
@@ -292,9 +295,6 @@ def running(
         yield server
     finally:
         stop(server)
-
-
-# ----------------------------------------------------------------------------------- pool
 
 
 # --------------------------------------------------------------------------------- verify
@@ -488,10 +488,11 @@ class ServerPool:
         ).failure()
 
     def stop(self, server: RunningServer) -> None:
-        """Stop one process of the pool; it leaves the pool."""
+        """Stop one process of the pool; it leaves the pool once stopped (one whose stop
+        failed stays, and :meth:`close` tries it again)."""
+        self._stop_process(server)
         if server in self.running:
             self.running.remove(server)
-        self._stop_process(server)
 
     def _stop_process(self, server: RunningServer) -> None:
         self._steps.stop(server)

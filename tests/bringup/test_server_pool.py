@@ -129,3 +129,21 @@ def test_a_process_that_will_not_stop_does_not_keep_the_others_up(
         pool.close()
     assert all(server.stopped for server, _, _ in launched)
     assert not pool.running
+
+
+def test_a_process_whose_stop_failed_stays_in_the_pool_for_close(
+    tmp_path: Path, launched: Launched
+) -> None:
+    """A member stopped early (over its memory budget, say) whose stop raises is not lost:
+    the pool's close tries it again with the rest."""
+    _, cell = _cell()
+    options = bringup.launch_options(cell.variant, log_dir=tmp_path)
+    envs = iter(["stuck", "a"])
+    pool = bringup.ServerPool(lambda c: (cast(Any, next(envs)), options), steps=launched.steps)
+    stuck, other = pool.start(cell, 0), pool.start(cell, 1)
+    with pytest.raises(RuntimeError, match="survived SIGKILL"):
+        pool.stop(stuck)
+    assert pool.running == [stuck, other]
+    with pytest.raises(RuntimeError, match="survived SIGKILL"):
+        pool.close()
+    assert other.stopped and not pool.running

@@ -64,6 +64,7 @@ def test_a_quick_study_is_grouped_by_interpreter_and_workload() -> None:
         ({"server_scope": "stack"}, "--server-scope stack"),
         ({"connection_mode": ["close"]}, "--connection-mode"),
         ({"rates": [1000.0], "model": "open"}, "open loop"),
+        ({"load_agents": 2, "ray_address": "local"}, "--load-agents"),
     ],
 )
 def test_what_needs_a_server_of_its_own_keeps_the_per_cell_path(

@@ -166,9 +166,11 @@ def side_study(side: Side, overrides: Mapping[str, Any]) -> SideStudy:
         config = resolve(None, dict(overrides), profile="quick")
         check(config)
         interpreters = resolve_interpreters(config.matrix.interpreters)
-        matrix = with_interfaces_detected(expand(config, interpreters))
-    except (ConfigError, InterpreterError) as exc:
+        planned = expand(config, interpreters)
+    except (ConfigError, InterpreterError, ValueError) as exc:
         raise SideError(f"{side.flag}: {exc}") from None
+    try:
+        matrix = with_interfaces_detected(planned)
     except ValueError as exc:  # the app cannot be imported, or its interface told
         raise SideError(f"{side.flag}: app: {exc}") from None
     if not matrix.cells:

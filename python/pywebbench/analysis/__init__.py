@@ -1,9 +1,20 @@
 """The analysis layer: statistics and rules as pure functions on plain data.
 
-Nothing here starts a process, loads a server or touches the store; ``run``, ``ab``,
-``compare`` and ``report`` import from here, never the other way round.
+Nothing here starts a process, loads a server or touches the store (one helper,
+:func:`pywebbench.analysis.steady.preload_in_background`, imports scipy and ruptures on a
+thread so that a command's first rule does not wait for them); ``run``, ``ab``, ``compare``
+and ``report`` import from here, never the other way round
+(``tests/structure/test_imports.py``).
 
-- :mod:`pywebbench.analysis.group`: the figures of an interleaved group (every stack's level
-  from slices of the same rounds, ratios and ties with intervals over server processes),
-  and each process's warm-up judged against the round.
+- :mod:`~pywebbench.analysis.stats`: medians and their intervals;
+- :mod:`~pywebbench.analysis.steady`: the steady state, drift, leak;
+- :mod:`~pywebbench.analysis.warmup_class`: Barrett's classes of warm-up curves;
+- :mod:`~pywebbench.analysis.modes`: whether replicates settled at one level;
+- :mod:`~pywebbench.analysis.ratio`: ratios of medians with their intervals, plain ratios;
+- :mod:`~pywebbench.analysis.group`: the figures of an interleaved group (every stack's
+  level from slices of the same rounds, ratios with intervals over server processes) and
+  each process's warm-up judged against the round;
+- :mod:`~pywebbench.analysis.estimate`: ``ab``'s estimate, a group of two;
+- :mod:`~pywebbench.analysis.ties`: when neighbours in a ranking tie;
+- :mod:`~pywebbench.analysis.elasticity`: how far a figure follows the core's speed.
 """

@@ -119,6 +119,8 @@ def why_not_interleaved(cell: CellPlan, load: LoadConfig) -> str | None:
         return "--slo: the knee search needs a server of its own"
     if load.syscalls or load.flamegraph:
         return "--syscalls/--flamegraph: per-cell windows"
+    if load.load_agents > 1:
+        return "--load-agents: a group's sliced run is one engine's"
     if load.warmup != "steady":
         return f"--warmup {load.warmup}: a warm-up of each server of its own"
     if load.server_scope == "stack":

@@ -258,8 +258,8 @@ class LoadConfig(Table):
             "to the group's reference with CIs over server processes "
             "(docs/steady-state.md#the-interleaved-study). sequential: a fresh server per "
             "replicate of each cell. Cells an interleaved group cannot hold (faults, knee, "
-            "per-cell windows, open loops, new connections, h2c, unix binds, WebSocket) "
-            "take the sequential path either way.",
+            "per-cell windows, open loops, new connections, h2c, unix binds, WebSocket, load "
+            "agents) take the sequential path either way.",
         )
     )
     group_budget_s: Annotated[

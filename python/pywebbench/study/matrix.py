@@ -333,8 +333,9 @@ def expand(config: StudyConfig, interpreters: Sequence[Interpreter]) -> Matrix:
     cells), within a variant workload by workload, then load point.
 
     Reads files only (a user's requirements and mix), never runs, installs or builds
-    anything. The interpreters come resolved (what ``matrix.interpreters`` names, probed and
-    installed at bring-up: :func:`pywebbench.provision.pythons.resolve_interpreters`); a
+    anything. The interpreters come resolved (what ``matrix.interpreters`` names, probed and a
+    requested CPython installed before planning:
+    :func:`pywebbench.provision.pythons.resolve_interpreters`); a
     user's app whose interface is not given is planned on WSGI and ASGI servers, and its
     interface is detected at bring-up, which then drops the other servers' cells
     (:func:`pywebbench.bringup.with_interfaces_detected`, :meth:`Matrix.servable`).
