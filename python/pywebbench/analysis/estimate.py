@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pywebbench.analysis.group import Observation, fit_group
+from pywebbench.analysis.group import Interval, Observation, fit_group
 from pywebbench.analysis.ratio import RatioEstimate
 from pywebbench.analysis.stats import median, t_interval
 from pywebbench.load.sliced import SliceStats
@@ -144,8 +144,9 @@ def process_fit(
 
 
 def half_width(est: RatioEstimate) -> float:
-    """The CI's larger side, relative to the ratio: 0.02 = the interval lies within +-2%."""
-    return max(est.high / est.ratio - 1.0, 1.0 - est.low / est.ratio)
+    """The CI's larger side, relative to the ratio: 0.02 = the interval lies within +-2%
+    (:attr:`pywebbench.analysis.group.Interval.half_width`; NaN without an interval)."""
+    return Interval(est.ratio, est.low, est.high).half_width
 
 
 def narrow_enough(est: RatioEstimate | None, kept: int, ci_width: float) -> bool:

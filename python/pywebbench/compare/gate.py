@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from pywebbench import formatting as fmt
 from pywebbench.analysis.ratio import RatioEstimate
 from pywebbench.compare.verdict import FAILED, INTERFERED, PairComparison
 
@@ -77,10 +78,6 @@ def parse_rules(texts: Iterable[str]) -> list[Rule]:
     return [parse_rule(t) for text in texts for t in text.split(",") if t.strip()]
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:+.1f}%"
-
-
 def estimate_violation(
     rule: Rule,
     rps: RatioEstimate | None,
@@ -94,14 +91,17 @@ def estimate_violation(
     ``figure`` in the reason."""
     if rule.metric == "slower":
         if rps is not None and rps.high < 1.0 - rule.limit:
-            return f"{figure} {_pct(rps.change)} (CI {_pct(rps.low - 1)} .. {_pct(rps.high - 1)})"
+            return (
+                f"{figure} {fmt.change(rps.change)} "
+                f"(CI {fmt.change(rps.low - 1)} .. {fmt.change(rps.high - 1)})"
+            )
         return None
     if rule.metric in ("p50", "p99"):
         est = p50 if rule.metric == "p50" else p99
         if est is not None and est.low > 1.0 + rule.limit:
             return (
-                f"{rule.metric} latency {_pct(est.change)} "
-                f"(CI {_pct(est.low - 1)} .. {_pct(est.high - 1)})"
+                f"{rule.metric} latency {fmt.change(est.change)} "
+                f"(CI {fmt.change(est.low - 1)} .. {fmt.change(est.high - 1)})"
             )
     return None
 
@@ -128,7 +128,7 @@ def _violation(rule: Rule, c: PairComparison) -> str | None:
         return instructions_violation(rule, c.instructions)
     if rule.metric == "memory":
         if c.memory_ratio is not None and c.memory_ratio > 1.0 + rule.limit:
-            return f"peak RSS {_pct(c.memory_ratio - 1)}"
+            return f"peak RSS {fmt.change(c.memory_ratio - 1)}"
         return None
     new = c.pair.new
     if rule.percent and new.error_rate > rule.limit:

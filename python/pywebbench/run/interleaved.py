@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pywebbench import formatting as fmt
 from pywebbench.analysis.group import (
     GEOMETRIC_MEAN,
     GroupFit,
@@ -539,7 +540,7 @@ class GroupRun:
             self._say(
                 f"round {complete}: {warm} of {sum(1 for m in live if m.stopped is None)} "
                 f"processes warm, widest CI "
-                + (f"+-{width:.1%}" if math.isfinite(width) else "n/a")
+                + (fmt.half_width(width) if math.isfinite(width) else "n/a")
             )
             return enough(j, live, self.options)
 
