@@ -28,12 +28,12 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from pywebbench import bringup
-from pywebbench.ab.session import auto_slice_s
 from pywebbench.ab.sides import parse_side, side_overrides, side_study
 from pywebbench.load import LocalAgent
 from pywebbench.load.sliced import SlicePlan, run_sliced
 from pywebbench.meter.slice_speed import SliceSpeeds, at_one_speed
 from pywebbench.run.host import split_cpus
+from pywebbench.run.rotation import slots
 from scipy import stats
 
 REQUIREMENTS = "httpbin==0.10.4\n"
@@ -91,9 +91,10 @@ def main() -> None:
             urls[0], study.config.load, generator_cpus, duration_s=1.0, warmup_s=3.0
         )
         probe = LocalAgent().run(load.replace(duration_s=1.0, warmup_s=0.0))
-        slice_s = auto_slice_s(probe.rps, a.connections)
-        settle_s = round(slice_s / 5, 3)
-        rounds = max(2, int(a.duration / (a.processes * (slice_s + settle_s))))
+        # sized as an interleaved group sizes them (docs/steady-state.md)
+        slice_s, settle_s, rounds = slots(
+            a.processes, a.duration, a.connections, probe.rps, least_rounds=2
+        )
         plan = SlicePlan(
             load=load,
             targets=urls,

@@ -27,13 +27,12 @@ from pywebbench.run.interleaved import (
     MIN_ROUNDS,
     GroupOptions,
     GroupRun,
-    Member,
     enough,
     interleaved_groups,
-    judge,
     run_group,
     why_not_interleaved,
 )
+from pywebbench.run.rotation import Member, judge
 from pywebbench.run.schedule import CellProgress
 from pywebbench.store import Phase
 from pywebbench.study.config import resolve
@@ -113,11 +112,9 @@ def _slices(levels: dict[int, list[float]]) -> list[SliceStats]:
 def _members(stacks: list[str], k: int) -> list[Member]:
     out = []
     for s in stacks:
-        cell = SimpleNamespace(variant=SimpleNamespace(key=s))
-        progress = cast(CellProgress, SimpleNamespace(cell=cell))
         for j in range(k):
             server = cast(Any, SimpleNamespace(pid=0, base_url=""))
-            out.append(Member(len(out), progress, j, server, "", 0))
+            out.append(Member(len(out), s, j, server, ""))
     return out
 
 
@@ -354,22 +351,3 @@ def test_the_rotation_seed_is_the_groups_own_and_moves_with_the_studys_seed() ->
     assert len(seeded) == 20 and rotation_seed(label) not in seeded
     assert rotation_seed(label, 7) == rotation_seed(label, 7)
     assert rotation_seed(label, 7) != rotation_seed("cpython3.11 | cpu @ c64", 7)
-
-
-def test_the_settle_drains_the_slowest_stack_and_the_rounds_fill_the_budget() -> None:
-    """A slice's settle is one response time of the slowest probed stack (64 connections at
-    1,000 req/s: 0.064 s), floored at 0.05 s and capped at 0.5 s; the slice is 0.25 s at least
-    (0.5 s on PyPy) and twice the settle; the rounds fill the budget, 20 at least."""
-    from pywebbench.run.interleaved import LEAST_ROUNDS, slots
-
-    slice_s, settle, rounds = slots(18, 120.0, 64, 1000.0)
-    assert (slice_s, settle) == (0.25, 0.064)
-    assert rounds == int(120.0 / (18 * (0.25 + 0.064)))
-    assert slots(18, 120.0, 64, 50_000.0)[1] == 0.05  # a fast stack: the floor
-    assert slots(18, 600.0, 64, 64.0)[:2] == (1.0, 0.5)  # 1 s per response: the cap, 2x
-    assert slots(18, 120.0, 64, 1000.0, shortest=0.5)[0] == 0.5
-    assert slots(18, 1.0, 64, 1000.0)[2] == LEAST_ROUNDS
-    # a budget that would not hold 20 rounds of 1-s slices and 0.5-s settles: one response
-    # time a slice (0.5 s) before the 20 rounds exceed it
-    assert slots(18, 246.0, 64, 128.0, shortest=0.5)[:2] == (0.5, 0.5)
-    assert slots(18, 600.0, 64, 128.0, shortest=0.5)[:2] == (1.0, 0.5)

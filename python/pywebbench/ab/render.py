@@ -140,6 +140,7 @@ def notes(o: AbOutcome, verdict: str, violations: list[Violation]) -> list[str]:
         f"{o.options.slice_s:g} s slices; {o.elapsed_s:.0f} s of load; servers on cores "
         f"{o.server_cpus}, load from {o.generator_cpus}",
     ]
+    out += warmup_lines(o)
     counted = counting_line(o)
     if counted is not None:
         out.append(counted)
@@ -166,6 +167,30 @@ def notes(o: AbOutcome, verdict: str, violations: list[Violation]) -> list[str]:
         out.append(mix)
     if violations:
         out += [f"gate FAILED: {v.rule}: {v.detail}" for v in violations]
+    return out
+
+
+def warmup_lines(o: AbOutcome) -> list[str]:
+    """The warm-up: each process's first touch, the rounds its warm-up was judged to end at
+    (its share of the round stopped moving), and every process that never settled or was
+    stopped."""
+    starts = [s for side in (o.base, o.change) for s in side.starts if s is not None]
+    touch = o.options.warmup_s or 0.0
+    line = f"warm-up: {touch:g} s first touch a process, then judged against the round"
+    if starts:
+        low, high = min(starts), max(starts)
+        line += f": measured from round {low}" if low == high else f": from rounds {low}-{high}"
+    out = [line]
+    for side in (o.base, o.change):
+        role = side.study.side.role.upper()
+        for k, (unsettled, stopped) in enumerate(zip(side.unsettled, side.stopped, strict=True)):
+            if stopped is not None:
+                out.append(f"{role} process {k + 1}: stopped ({stopped}); its slices left out")
+            elif unsettled:
+                out.append(
+                    f"{role} process {k + 1}: never settled (its share of the round kept "
+                    "moving): measured on its last half of rounds"
+                )
     return out
 
 
@@ -267,6 +292,13 @@ def to_doc(o: AbOutcome, verdict: str, violations: list[Violation]) -> dict[str,
             for s in run.slices
         ],
         "errors": {"base": o.base.errors, "change": o.change.errors},
+        "warmup": {
+            "first_touch_s": o.options.warmup_s,
+            **{
+                side: {"warm_from": run.starts, "unsettled": run.unsettled, "stopped": run.stopped}
+                for side, run in (("base", o.base), ("change", o.change))
+            },
+        },
         "other_share": {"base": o.base.other_share, "change": o.change.other_share},
         "gate": {
             "passed": not violations,

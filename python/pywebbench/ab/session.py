@@ -1,28 +1,31 @@
-"""Run an A/B: both sides' servers up and verified, one interleaved engine run, the estimate.
+"""Run an A/B: a group of two sides measured as a study's interleaved group is, then the
+estimate.
 
 The services the sides' workload needs (redis, PostgreSQL) are started first, as a study
 starts them. Each side's servers (``processes`` of them, so that the interval holds the
 difference between two server processes of the same app: :mod:`pywebbench.analysis.estimate`)
 are started with the shared bring-up (:mod:`pywebbench.bringup`: its launch options, with the
 services' environment, and one :class:`~pywebbench.bringup.ServerPool` for both sides),
-pinned to the same server cores, and stay up and warm for the whole run; the load comes from
-one sliced engine run through the load agent (:meth:`pywebbench.load.LoadAgent.run_sliced`)
-whose targets are every side's servers.
-While it runs, every progress snapshot samples the server cores' CPU accounting
-(:mod:`pywebbench.meter.slice_interference`) and re-estimates the ratio; once its CI is
-narrower than asked the engine is told "enough". With ``instructions`` each side is then
-counted under valgrind (:mod:`pywebbench.run.instructions`) on ``processes`` fresh servers
-of its own, the sides in turn, after the timed run, so no count shares the cores with it;
-the counts' ratio has an interval over those server processes, like the time ratio.
+pinned to the same server cores, and stay up for the whole run. They are then measured by
+the rotation a study's interleaved group uses (:mod:`pywebbench.run.rotation`): one sliced
+engine run through the load agent whose targets are every side's servers, the sides'
+processes alternating; each process's first touch, then its warm-up judged against the round
+(its slices count from the round its share stopped moving); a slice that a burst of other
+work hit is dropped (and its round's pair with it); a process over its memory budget is
+stopped. After every round the ratio is re-estimated from the pairs of warm slices; once
+every process is warm and the CI is narrower than asked the engine is told "enough". With
+``instructions`` each side is then counted under valgrind (:mod:`pywebbench.run.instructions`)
+on ``processes`` fresh servers of its own, the sides in turn, after the timed run, so no
+count shares the cores with it; the counts' ratio has an interval over those server
+processes, like the time ratio.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pywebbench import bringup
 from pywebbench.ab.sides import SideError, SideStudy
 from pywebbench.analysis.estimate import (
+    DropRule,
     RoundPair,
     half_width,
     kept_rounds,
@@ -37,24 +41,31 @@ from pywebbench.analysis.estimate import (
     pair_rounds,
     paired_ratio,
     side_process,
+    target,
 )
+from pywebbench.analysis.group import WarmRule
 from pywebbench.analysis.ratio import RatioEstimate, count_span, ratio_of_medians
 from pywebbench.analysis.stats import median
-from pywebbench.analysis.steady import preload
 from pywebbench.compare.endpoints import EndpointChange, ranked
 from pywebbench.load import LoadAgent, LoadResult, LoadSpec
-from pywebbench.load.sliced import (
-    AUTO_SLICE_S,
-    SlicedResult,
-    SlicePlan,
-    SliceProgress,
-    SliceStats,
-    auto_slice_s,
-)
+from pywebbench.load.sliced import SlicedResult, SliceStats
 from pywebbench.meter.slice_interference import CoreAccounting
-from pywebbench.meter.slice_speed import Scaled, SliceSpeeds, at_one_speed
+from pywebbench.meter.slice_speed import Scaled
 from pywebbench.run import instructions
 from pywebbench.run.host import split_cpus
+from pywebbench.run.rotation import (
+    JIT_SLICE_S,
+    SETTLE_BOUNDS,
+    SLICE_BOUNDS,
+    Member,
+    Rotation,
+    RotationSettings,
+    Rounds,
+    first_touch_s,
+    judge,
+    per_cpu_second,
+    slots,
+)
 
 if TYPE_CHECKING:
     from pywebbench.launch import RunningServer
@@ -77,9 +88,6 @@ FIGURE_INSTRUCTIONS = "instructions"
 FIGURES = (FIGURE_RPS, FIGURE_CPU, FIGURE_INSTRUCTIONS)
 #: The longest load time by default, warm-up included (``--budget``).
 BUDGET_S = 180.0
-#: A slice whose server used less than this share of a core gives no per-CPU figure (too few
-#: of the kernel's 10 ms clock ticks to divide by: 2 in a 1-s slice).
-MIN_CPU_SHARE = 0.02
 
 
 @dataclass(frozen=True)
@@ -88,12 +96,18 @@ class AbOptions:
 
     ci_width: float = 0.01  # stop once the CI lies within +-this
     budget_s: float = BUDGET_S
-    #: Counted seconds of each slice; None: sized from a probe (:func:`auto_slice_s`).
+    #: Counted seconds of each slice; None: sized from a probe
+    #: (:func:`pywebbench.run.rotation.slots`).
     slice_s: float | None = None
-    #: Uncounted seconds before each slice; None: a fifth of the slice.
+    #: Uncounted seconds before each slice; None: one response time (``slots``).
     settle_s: float | None = None
-    warmup_s: float = 3.0  # per side, before the first round
+    #: Seconds of load each server process gets alone before the first round; None: its
+    #: first touch (:func:`pywebbench.run.rotation.first_touch_s`). The warm-up after it is
+    #: judged against the round (``rule``).
+    warmup_s: float | None = None
     level: float = 0.95
+    #: A slice is dropped (its round's pair with it) when other processes took more than
+    #: this share of the cores beyond their usual share during it (run/rotation.py).
     interference_limit: float = 0.05
     #: What the verdict and the gate judge: one of FIGURES. The timed run's stop rule judges
     #: FIGURE_CPU when it is that, else FIGURE_RPS (instructions are counted afterwards).
@@ -108,6 +122,11 @@ class AbOptions:
     #: Server processes per side, each loaded in every round; the interval is over them
     #: (analysis/estimate.py). 1: over the rounds, without the process-to-process variation.
     processes: int = 4
+    #: Bytes one server process may hold before it is stopped; None: its share of the
+    #: machine's memory (run/rotation.py).
+    memory_budget_bytes: int | None = None
+    #: When a process is warm: its share of the round has stopped moving (analysis/group.py).
+    rule: WarmRule = field(default_factory=WarmRule)
 
 
 @dataclass
@@ -120,6 +139,13 @@ class AbSideRun:
     urls: list[str]
     pids: list[int]
     slices: list[SliceStats] = field(default_factory=list)
+    #: Each process's first measured round: the round it was judged warm from, or (one that
+    #: never settled) the middle of its rounds; None: none measured (stopped, or no slice).
+    starts: list[int | None] = field(default_factory=list)
+    #: Each process never judged warm (True: measured on its last half of rounds).
+    unsettled: list[bool] = field(default_factory=list)
+    #: Why each process was stopped before the end (None: it ran to the end).
+    stopped: list[str | None] = field(default_factory=list)
     errors: int = 0
     requests: int = 0
     #: Median share of the server cores other processes took during this side's slices.
@@ -263,39 +289,48 @@ def _per_request(doc: dict[str, Any] | None) -> float | None:
     return float(doc["per_request"])
 
 
-#: Seconds of BASE's load that size the slices.
-PROBE_S = 1.0
+#: A sized slice holds at least this many responses per connection of the slower side: an
+#: A/B of fib(20) at ~1,600 requests/s over 64 connections held ~6 in 0.25-s slices and
+#: read +-4.3% (docs/ab.md, "Measured here", 2026-11-27).
+RESPONSES_PER_SLICE = 10
 
 
-def sized(options: AbOptions, rps: float, connections: int) -> AbOptions:
-    """``options`` with the slice and settle times decided."""
-    slice_s = options.slice_s if options.slice_s is not None else auto_slice_s(rps, connections)
-    settle_s = options.settle_s if options.settle_s is not None else round(slice_s / 5, 3)
-    return dataclasses.replace(options, slice_s=slice_s, settle_s=settle_s)
+def sized(options: AbOptions, rps: float, connections: int, jit: bool) -> tuple[AbOptions, int]:
+    """``options`` with the first touch, the slice and the settle decided, and the rounds
+    that fit the budget after the first touches (at least 2): the rotation's sizing
+    (:func:`pywebbench.run.rotation.slots`) from ``rps``, the slower side's probed rate,
+    with slices of :data:`RESPONSES_PER_SLICE` responses per connection at least."""
+    touch = options.warmup_s if options.warmup_s is not None else first_touch_s(jit)
+    targets = 2 * options.processes
+    left = options.budget_s - targets * touch
+    held = RESPONSES_PER_SLICE * connections / rps if rps > 0 else 0.0
+    slice_s, settle_s, _ = slots(
+        targets, left, connections, rps, options.slice_s,
+        shortest=max(JIT_SLICE_S if jit else SLICE_BOUNDS[0], held), least_rounds=2,
+    )  # fmt: skip
+    if options.settle_s is not None:
+        settle_s = options.settle_s
+    rounds = max(2, math.floor(left / (targets * (slice_s + settle_s)) + 1e-9))
+    out = dataclasses.replace(options, slice_s=slice_s, settle_s=settle_s, warmup_s=touch)
+    return out, rounds
 
 
 def least_budget_s(
     processes: int,
-    warmup_s: float,
+    warmup_s: float | None,
     slice_s: float | None = None,
     settle_s: float | None = None,
     sides: int = 2,
 ) -> float:
-    """The shortest ``--budget`` with room for two rounds after the warm-up: every server
-    process's warm-up, then two slices of each, the slices as given or, when they are to be
-    sized, at their longest (:data:`AUTO_SLICE_S`), with a settle of a fifth of a slice when
-    none is given."""
-    longest = slice_s if slice_s is not None else AUTO_SLICE_S[1]
-    settle = settle_s if settle_s is not None else longest / 5
-    return sides * processes * (warmup_s + 2 * (longest + settle))
-
-
-def rounds_for(options: AbOptions, sides: int = 2) -> int:
-    """Rounds that fit the budget after the warm-up (at least 2); the slices sized."""
-    assert options.slice_s is not None and options.settle_s is not None
-    targets = sides * options.processes
-    left = options.budget_s - targets * options.warmup_s
-    return max(2, math.floor(left / (targets * (options.slice_s + options.settle_s)) + 1e-9))
+    """The shortest ``--budget`` with room for two rounds after the first touches: every
+    server process's first touch (as given, else CPython's: a JIT's longer one makes its
+    two rounds run past a budget this short), then two slices of each, the
+    slices and settles as given or, when they are to be sized, at their longest (2-s
+    slices, 0.5-s settles: :func:`sized`)."""
+    touch = warmup_s if warmup_s is not None else first_touch_s(jit=False)
+    settle = settle_s if settle_s is not None else SETTLE_BOUNDS[1]
+    longest = slice_s if slice_s is not None else SLICE_BOUNDS[1]
+    return sides * processes * (touch + 2 * (longest + settle))
 
 
 def slice_latency(s: SliceStats, which: str, endpoint: str | None = None) -> float:
@@ -349,18 +384,6 @@ def endpoint_latency(
     return ranked(out)
 
 
-def per_cpu_second(slices: Sequence[SliceStats], accounting: CoreAccounting) -> list[SliceStats]:
-    """The slices with ``rps`` replaced by requests per CPU-second of their side's server
-    tree (tree ``target`` of ``accounting``); slices without a usable CPU figure are left
-    out, so their rounds are incomplete."""
-    out = []
-    for s in slices:
-        share = accounting.tree_share(s.target, s.started_at, s.ended_at)
-        if share is not None and share >= MIN_CPU_SHARE:
-            out.append(s.model_copy(update={"rps": s.rps / share}))
-    return out
-
-
 def run_ab(
     base: SideStudy,
     change: SideStudy,
@@ -399,11 +422,7 @@ def _measure(
         i = next(i for i, study in enumerate(sides) if study.cell is cell)
         return envs[i], launches[i]
 
-    with ExitStack() as cleanup:
-        pool = cleanup.enter_context(
-            bringup.ServerPool(launch, verify_timeout_s=config.timeouts.verify_s)
-        )
-        runs = []
+    with bringup.ServerPool(launch, verify_timeout_s=config.timeouts.verify_s) as pool:
         for study in sides:
             cell = study.cell
             failure = services.failure_for(cell.workload)
@@ -425,82 +444,100 @@ def _measure(
                     config=study.config,
                 )
             )
-            run = AbSideRun(study, [], [])
-            for k in range(options.processes):
+        runs = [AbSideRun(study, [], []) for study in sides]
+        # the sides' processes alternate, in starting as in the engine's targets (process
+        # k of BASE is target 2k, of CHANGE 2k + 1): neither side's processes are older,
+        # and the first touches, which go in target order, favour neither
+        members: list[Member] = []
+        for k in range(options.processes):
+            for side, (study, run) in enumerate(zip(sides, runs, strict=True)):
                 say(f"{study.side.role}: starting server process {k + 1} of {options.processes}")
-                url, pid = _start_process(pool, study, k, generator_cpus)
+                server, url = _start_process(pool, study, k, generator_cpus)
                 run.urls.append(url)
-                run.pids.append(pid)
-            runs.append(run)
-        load = base.cell.load_spec(
-            runs[0].urls[0], config.load, generator_cpus, duration_s=1.0, warmup_s=options.warmup_s
+                run.pids.append(server.pid)
+                jit = study.cell.variant.stack.interpreter.is_pypy
+                members.append(Member(target(side, k), study.side.role, k, server, url, jit))
+        rotation = Rotation(
+            pool,
+            agent,
+            server_cpus=server_cpus,
+            generator_cpus=generator_cpus,
+            interference=lambda pids: CoreAccounting(server_cpus, pids),
+            say=say,
         )
-        rps = 0.0  # the probe's: only auto-sized slices need one
-        if options.slice_s is None:
-            probe = agent.run(load.replace(duration_s=PROBE_S, warmup_s=0.0))
-            if probe.interrupted:
-                raise KeyboardInterrupt
-            rps = probe.rps
-            say(f"sizing the slices: BASE served {rps:,.0f} requests/s")
-        options = sized(options, rps, base.cell.connections)
+        jit = any(m.jit for m in members)
+
+        def spec(m: Member) -> LoadSpec:
+            return base.cell.load_spec(
+                m.server.base_url, config.load, generator_cpus, duration_s=1.0
+            )
+
+        rps = 0.0  # the slowest side's: only sized slices or settles need one
+        if options.slice_s is None or options.settle_s is None:
+            rps = rotation.slowest_rps(members, spec)
+        options, rounds = sized(options, rps, base.cell.connections, jit)
         assert options.slice_s is not None and options.settle_s is not None
-        plan = SlicePlan(
-            load=load,
-            targets=[u for pair in zip(runs[0].urls, runs[1].urls, strict=True) for u in pair],
+        assert options.warmup_s is not None
+        settings = RotationSettings(
             slice_s=options.slice_s,
             settle_s=options.settle_s,
-            rounds=rounds_for(options),
+            rounds=rounds,
             seed=options.seed,
+            touch_s=options.warmup_s,
+            core_speed=options.core_speed,
+            interference_max=options.interference_limit,
+            memory_budget_bytes=options.memory_budget_bytes,
         )
-        accounting = CoreAccounting(
-            server_cpus, [p for pair in zip(runs[0].pids, runs[1].pids, strict=True) for p in pair]
-        )
-        drop = accounting.unequal(options.interference_limit)
+        k = options.processes
         reached = False
-        speeds = SliceSpeeds.start(server_cpus) if options.core_speed else None
-        if speeds is not None:
-            cleanup.callback(speeds.stop)
 
-        def watch(snap: SliceProgress) -> bool:
+        def stop(rounds: Rounds) -> bool:
             nonlocal reached
-            accounting.sample()
-            judged = at_one_speed(snap.slices, speeds).slices
+            j = judge(rounds.slices, members, options.rule, dropped=rounds.dropped)
+            if j.unsettled(members):
+                return False
+            judged = j.measured_slices(rounds.slices)
             if options.figure == FIGURE_CPU:
-                judged = per_cpu_second(judged, accounting)
-            pairs = pair_rounds(judged, processes=options.processes, drop=drop)
-            est = paired_ratio(pairs, level=options.level, processes=options.processes)
+                judged = per_cpu_second(judged, rounds.accounting)
+            pairs = pair_rounds(judged, processes=k, drop=_either(rounds.dropped))
+            est = paired_ratio(pairs, level=options.level, processes=k)
             reached = narrow_enough(est, kept_rounds(pairs), options.ci_width)
             return reached
 
         say(
-            f"measuring: {plan.rounds} rounds at most of {options.slice_s:g} s slices "
-            f"({options.processes} server processes a side), "
-            f"until the {options.level:.0%} CI is within +-{options.ci_width:.1%}"
+            f"measuring: {rounds} rounds at most of {options.slice_s:g} s slices "
+            f"({k} server processes a side, {options.warmup_s:g} s first touch each), "
+            f"until every process is warm and the {options.level:.0%} CI is within "
+            f"+-{options.ci_width:.1%}"
         )
-        preload()  # the first estimate does not hold up the run on its imports
-        started = time.monotonic()
-        accounting.sample()
-        result = agent.run_sliced(plan, watch, interval_s=0.1)
-        accounting.sample()
-        elapsed = time.monotonic() - started
-    speed = at_one_speed(result.slices, speeds)
-    k = options.processes
+        rotated = rotation.run(members, spec(members[0]), settings, stop)
+    result, speed, accounting = rotated.result, rotated.speed, rotated.accounting
+    final = judge(speed.slices, members, options.rule, dropped=rotated.dropped, final=True)
+    drop = _either(rotated.dropped)
 
     def paired(slices: Sequence[SliceStats]) -> list[RoundPair]:
-        return pair_rounds(slices, processes=k, drop=drop)
+        return pair_rounds(final.measured_slices(slices), processes=k, drop=drop)
 
     def ratio(pairs: Sequence[RoundPair]) -> RatioEstimate | None:
         return paired_ratio(pairs, level=options.level, processes=k)
 
     pairs = paired(speed.slices)
     for i, r in enumerate(runs):
-        own = [t for t in range(2 * k) if side_process(t)[0] == i]
-        r.slices = [s for s in result.slices if s.target in own]
-        shares = [accounting.other_share(s.started_at, s.ended_at) for s in r.slices]
+        own = [m for m in members if side_process(m.index)[0] == i]
+        r.slices = [s for s in result.slices if side_process(s.target)[0] == i]
+        r.starts = [final.starts.get(m.index) for m in own]
+        r.unsettled = [m.stopped is None and final.warm.get(m.index) is None for m in own]
+        r.stopped = [m.stopped for m in own]
+        shares = (
+            [accounting.other_share(s.started_at, s.ended_at) for s in r.slices]
+            if accounting is not None
+            else []
+        )
         known = [x for x in shares if x is not None]
         r.other_share = median(known) if known else None
-        r.requests = sum(result.targets[t].requests for t in own)
-        r.errors = sum(result.targets[t].errors for t in own)
+        r.requests = sum(result.targets[m.index].requests for m in own)
+        r.errors = sum(result.targets[m.index].errors for m in own)
+    elapsed = rotated.elapsed_s
     interrupted = result.interrupted
     if options.instructions and not interrupted:
         interrupted = not count_sides(
@@ -534,10 +571,15 @@ def _measure(
     )
 
 
+def _either(dropped: Callable[[SliceStats], str | None]) -> DropRule:
+    """The pair rule of a slice rule: a round's pair is dropped when either slice is."""
+    return lambda b, c: dropped(b) or dropped(c)
+
+
 def _start_process(
     pool: bringup.ServerPool, study: SideStudy, k: int, generator_cpus: Sequence[int]
-) -> tuple[str, int]:
-    """Start and verify a side's ``k``-th server process in ``pool``; its URL and PID.
+) -> tuple[RunningServer, str]:
+    """Start and verify a side's ``k``-th server process in ``pool``; it and its URL.
     SideError naming the side when it does not start or fails verification."""
     cell = study.cell
     try:
@@ -551,7 +593,7 @@ def _start_process(
             + failure.reason
         )
     spec = cell.load_spec(server.base_url, study.config.load, generator_cpus, duration_s=1.0)
-    return spec.url, server.pid
+    return server, spec.url
 
 
 def count_sides(

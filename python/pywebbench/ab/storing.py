@@ -10,9 +10,11 @@ from pathlib import Path
 from pywebbench.ab.render import to_doc
 from pywebbench.ab.session import AbOutcome, AbSideRun
 from pywebbench.analysis.estimate import kept_rounds, side_process
+from pywebbench.analysis.steady import WarmupEnd
+from pywebbench.analysis.warmup_class import WarmupClass
 from pywebbench.compare.gate import Violation
 from pywebbench.run.rows import cell_row, run_row, slice_iteration, stack_row
-from pywebbench.store import DEFAULT_FILENAME, CellStatus, Replicate, Store
+from pywebbench.store import DEFAULT_FILENAME, CellStatus, IterationKind, Phase, Replicate, Store
 from pywebbench.store.ab_rows import AbComparison
 from pywebbench.store.db import new_run_id, utcnow
 from pywebbench.store.model import RunStatus
@@ -35,16 +37,22 @@ def _side(store: Store, run_id: str, side: AbSideRun, o: AbOutcome, ordinal: int
     # process under valgrind, not of the timed one, but one per process a side all the same)
     counted = [json.dumps(doc) for doc in side.instructions]
     for k, pid in enumerate(side.pids):  # one replicate per server process
+        stopped = side.stopped[k] if k < len(side.stopped) else None
+        unsettled = k < len(side.unsettled) and side.unsettled[k]
         store.add_replicate(
             Replicate(
                 None,
                 cell_id,
                 k,
-                "ok",
+                CellStatus.FAILED if stopped else CellStatus.OK,
                 utcnow(),
                 pid=pid,
                 finished_at=utcnow(),
                 instructions_json=counted[k] if k < len(counted) else None,
+                warmup_end=str(WarmupEnd.CAP if unsettled else WarmupEnd.STEADY),
+                warmup_class=str(WarmupClass.NO_STEADY_STATE.value) if unsettled else None,
+                failure_phase=Phase.MEASURE if stopped else None,
+                failure_reason=stopped,
             )
         )
     dropped = {(p.round, p.process): p.dropped for p in o.pairs}
@@ -52,7 +60,10 @@ def _side(store: Store, run_id: str, side: AbSideRun, o: AbOutcome, ordinal: int
         rate = o.speed.rates.get(s.index)
         process = side_process(s.target)[1]
         why = dropped.get((s.round, process))
-        store.add_iteration(slice_iteration(s, cell_id, why, rate, process))
+        start = side.starts[process] if process < len(side.starts) else None
+        warm = start is not None and s.round >= start
+        kind = IterationKind.MEASURED if warm else IterationKind.WARMUP
+        store.add_iteration(slice_iteration(s, cell_id, why, rate, process, kind=kind))
     return cell_id
 
 

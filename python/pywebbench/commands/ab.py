@@ -83,8 +83,9 @@ MAX_PROCESSES = 16
     "--slice",
     "slice_s",
     type=float,
-    help="Counted seconds of each slice (default: sized by a 1-s load of BASE to hold 10 "
-    "responses per connection, within 0.25-2 s). Short slices pair the two sides closer in "
+    help="Counted seconds of each slice (default: sized as a study's interleaved group sizes "
+    "it, by a short load of one process a side: two response times of the slower side, "
+    "within 0.25-2 s, 0.5 s at least on PyPy). Short slices pair the two sides closer in "
     "time (the host's core-speed steps last about a second): on this kind of machine "
     "0.25-s slices narrowed an A/A's CI from +-3.3% (1-s slices) to +-1.5% in the same "
     "100 s (one process a side).",
@@ -92,14 +93,16 @@ MAX_PROCESSES = 16
 @click.option(
     "--settle",
     type=float,
-    help="Uncounted seconds of load at the start of each slice (default: a fifth of it).",
+    help="Uncounted seconds of load at the start of each slice, while the previous "
+    "process's requests drain (default: one response time of the slower side, 0.05-0.5 s).",
 )
 @click.option(
     "--warmup",
     type=float,
-    default=3.0,
-    show_default=True,
-    help="Seconds per server process, once, before the first round.",
+    help="Seconds of load each server process gets alone before the first round, its first "
+    "touch (default: 0.5, 3 on PyPy). The warm-up after it is judged per process against "
+    "the round, as a study's interleaved group judges it: a process's slices count from the "
+    "round its share of the round stopped moving (docs/ab.md#warm-up).",
 )
 @click.option(
     "--processes",
@@ -130,8 +133,9 @@ MAX_PROCESSES = 16
     type=float,
     default=0.05,
     show_default=True,
-    help="Drop a round whose two slices' shares of other processes' CPU on the server "
-    "cores differ by more than this (docs/ab.md).",
+    help="Drop a slice when other processes took more than this share of the server (or "
+    "generator) cores beyond their usual share during it, a burst that hit it and not its "
+    "round's other slices; its round's pair goes with it (docs/ab.md#interference).",
 )
 @click.option(
     "--figure",
@@ -226,7 +230,9 @@ def _check_numbers(o: dict[str, Any]) -> None:
         fail(f"--min-change: {o['min_change']} is not a fraction between 0 and 1 (e.g. 0.02)")
     if o["slice_s"] is not None and not o["slice_s"] >= 0.1:
         fail(f"--slice: {o['slice_s']} s is too short (at least 0.1)")
-    if (o["settle"] is not None and not o["settle"] >= 0.0) or not o["warmup"] >= 0.0:
+    if (o["settle"] is not None and not o["settle"] >= 0.0) or (
+        o["warmup"] is not None and not o["warmup"] >= 0.0
+    ):
         fail("--settle/--warmup: must be >= 0")
     if not 1 <= o["processes"] <= MAX_PROCESSES:
         fail(f"--processes: {o['processes']} is not between 1 and {MAX_PROCESSES}")
@@ -246,6 +252,12 @@ def _check_numbers(o: dict[str, Any]) -> None:
         fail(f"--interference-limit: {o['interference_limit']} is not a fraction of a core")
     if o["fmt"] == "table" and o["output"]:
         fail("--output: the table is for the terminal; use --format markdown or json")
+
+
+def _memory_budget(mib: int | None) -> int | None:
+    """Bytes a server process may hold (the config's ``memory_budget_mib``; None: sized from
+    the machine's memory)."""
+    return mib * 2**20 if mib is not None else None
 
 
 def _cores(flag: str, text: str | None) -> list[int]:
@@ -376,6 +388,7 @@ def _run(o: dict[str, Any]) -> None:
             settle_s=o["settle"],
             warmup_s=o["warmup"],
             processes=o["processes"],
+            memory_budget_bytes=_memory_budget(studies[0].config.load.memory_budget_mib),
             level=o["level"],
             interference_limit=o["interference_limit"],
             figure=o["figure"],

@@ -29,33 +29,14 @@ from pywebbench.load.result import EndpointStats, ErrorEntry, HistData, ThreadSt
 from pywebbench.load.spec import LoadSpec
 
 __all__ = [
-    "AUTO_SLICE_S",
-    "RESPONSES_PER_SLICE",
     "SlicePlan",
     "SliceProgress",
     "SliceStats",
     "SlicedResult",
     "SlicedProgressFn",
     "TargetStats",
-    "auto_slice_s",
     "run_sliced",
 ]
-
-
-#: A slice sized by a probe holds this many responses per connection...
-RESPONSES_PER_SLICE = 10
-#: ...within these bounds (seconds): the host's core-speed steps last about a second, so
-#: the shorter the better, down to what a slice can count.
-AUTO_SLICE_S = (0.25, 2.0)
-
-
-def auto_slice_s(rps: float, connections: int) -> float:
-    """The slice that holds :data:`RESPONSES_PER_SLICE` responses per connection at ``rps``,
-    within :data:`AUTO_SLICE_S`: 0.25 s for a fast app, longer for heavy requests."""
-    low, high = AUTO_SLICE_S
-    if rps <= 0:
-        return high
-    return round(min(high, max(low, RESPONSES_PER_SLICE * connections / rps)), 2)
 
 
 class _Record(BaseModel):

@@ -1,5 +1,6 @@
-"""Unequal interference: a round whose two slices saw different amounts of other processes'
-CPU on the server cores is dropped, pair and all (docs/ab.md, "Interference").
+"""Other processes' CPU on the cores of an interleaved run, sampled over time: what the
+rotation's interference rule reads per slice (:func:`pywebbench.run.rotation.burst_rule`,
+docs/ab.md#interference), and each server tree's own CPU (its requests per CPU-second).
 
 The minimal honest guard, from what the kernel reports: the busy time of the server cores
 (``/proc/stat`` per-CPU counters, read as the interference guard reads them: user, nice,
@@ -8,8 +9,8 @@ time of the variants' own server trees (every process of every variant, so the i
 variant's drain and housekeeping are not counted as interference). What is left is other
 processes' work (and the kernel's for them) on those cores: the neighbours. A neighbour that
 is there all the time slows both variants alike and is cancelled by the pairing; one that
-comes and goes biases the ratio, and that is what this guard drops: a pair whose two slices'
-shares differ by more than ``limit`` of a core.
+comes and goes biases the ratio, and that is what the rule drops: a slice in which others
+took more than the limit beyond their usual share.
 """
 
 from __future__ import annotations
@@ -20,12 +21,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pywebbench.load.sliced import SliceStats
 from pywebbench.meter.interference import core_times, tick_resolution_share
 from pywebbench.meter.sampler import process_cpu_s, trees_cpu_s
-
-#: Default limit: a pair is dropped when its slices' other-process shares differ by more.
-DEFAULT_LIMIT = 0.05
 
 
 def cores_busy_s(cores: Sequence[int]) -> float:
@@ -107,31 +104,3 @@ class CoreAccounting:
             return None
         i, j, seconds = span
         return (self.tree_s[j][tree] - self.tree_s[i][tree]) / seconds
-
-    def unequal(self, limit: float) -> UnequalInterference:
-        """The drop rule of this accounting at ``limit``."""
-        return UnequalInterference(self, limit)
-
-
-@dataclass(frozen=True)
-class UnequalInterference:
-    """Drop rule: the two slices' other-process shares differ by more than ``limit`` plus
-    what the kernel's clock ticks cannot tell apart over the slices (two ticks each: 2% of
-    a 1-s slice's core time, 8% of a 0.25-s one's), so that short slices are not dropped
-    for the counters' rounding."""
-
-    accounting: CoreAccounting
-    limit: float
-
-    def __call__(self, base: SliceStats, change: SliceStats) -> str | None:
-        got_a = self.accounting.other_share_read(base.started_at, base.ended_at)
-        got_b = self.accounting.other_share_read(change.started_at, change.ended_at)
-        if got_a is None or got_b is None:
-            return None
-        (a, res_a), (b, res_b) = got_a, got_b
-        if abs(a - b) > self.limit + res_a + res_b:
-            return (
-                f"unequal interference: other processes took {a:.0%} of the server cores "
-                f"in the BASE slice, {b:.0%} in the CHANGE slice"
-            )
-        return None

@@ -35,30 +35,33 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pywebbench import formatting as fmt
-from pywebbench.analysis.group import (
-    GEOMETRIC_MEAN,
-    GroupFit,
-    Observation,
-    WarmRule,
-    fit_group,
-    round_shares,
-    warm_round,
-)
+from pywebbench.analysis.group import GEOMETRIC_MEAN, Observation, WarmRule, round_shares
 from pywebbench.analysis.steady import (
     LEAK_FLOOR_BYTES_PER_1K,
     LEAK_FLOOR_JIT_BYTES_PER_1K,
     WarmupEnd,
     drift,
     leak,
-    preload,
 )
 from pywebbench.analysis.warmup_class import WarmupClass, classify
 from pywebbench.bringup import ServerPool, StackFailure
-from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats
-from pywebbench.meter.sampler import pin_this_thread, snapshot
-from pywebbench.meter.slice_interference import CoreAccounting
-from pywebbench.meter.slice_speed import Scaled, SliceSpeeds, at_one_speed
+from pywebbench.load.sliced import SlicedResult, SliceStats
 from pywebbench.run.measure import no_sigint
+from pywebbench.run.rotation import (
+    JIT_SLICE_S,
+    MEMORY_EVERY_S,
+    OVER_BUDGET,
+    SLICE_BOUNDS,
+    GroupJudgement,
+    Member,
+    Rotated,
+    Rotation,
+    RotationSettings,
+    Rounds,
+    first_touch_s,
+    judge,
+    slots,
+)
 from pywebbench.run.rows import slice_iteration, started_server_columns
 from pywebbench.run.schedule import CellOutcome, CellProgress
 from pywebbench.store import CellStatus, IterationKind, Phase, Replicate, StoreWriter, utcnow
@@ -66,47 +69,12 @@ from pywebbench.study.config import LoadConfig
 from pywebbench.study.matrix import CellPlan
 
 if TYPE_CHECKING:
-    from pywebbench.launch import RunningServer
     from pywebbench.load import LoadAgent, LoadSpec
 
 #: Measured rounds every process needs (after its own warm round) before the group may stop.
 MIN_ROUNDS = 8
 #: The stop rule's interval half-width when the study sets no ``ci_target``.
 DEFAULT_CI_WIDTH = 0.03
-#: Seconds of load each process gets alone before the first round (connections opened,
-#: imports and caches filled; a JIT compiles the path): CPython, and a JIT interpreter.
-FIRST_TOUCH_S = 0.5
-JIT_FIRST_TOUCH_S = 3.0
-#: The shortest slice on a JIT interpreter (PyPy): its collector's pauses and the JIT's
-#: compilations take tens to hundreds of milliseconds, and 0.1-0.15-s slices read 0.02-4x
-#: their process's median share in the quick study's PyPy hello group (2026-12-03).
-JIT_SLICE_S = 0.5
-#: Seconds of load on one process of each stack that size the settle and the slices
-#: (:func:`slots`), shared among the stacks, at least :data:`LEAST_PROBE_S` each.
-PROBE_S = 1.0
-LEAST_PROBE_S = 0.25
-#: Seconds of load a process on a JIT interpreter gets before its probe is counted.
-JIT_PROBE_WARMUP_S = 1.0
-#: A slice whose server used less than this share of a core gives no per-CPU figure (too
-#: few of the kernel's clock ticks to divide by).
-MIN_CPU_SHARE = 0.02
-#: Seconds between the engine's progress snapshots, each a sample of the server cores' CPU
-#: accounting: a slice of :data:`SLICE_BOUNDS`'s shortest holds two or more of them (and of
-#: the core-speed probe's readings, every 0.1 s), so that its interference, its per-CPU
-#: figure and its core speed can be read.
-SAMPLE_EVERY_S = 0.1
-#: Seconds between memory samples of the processes.
-MEMORY_EVERY_S = 1.0
-#: The share of the machine's memory the group's processes may use together when no
-#: ``memory_budget_mib`` is set; each process gets its share of it.
-MEMORY_SHARE = 0.75
-#: A slice is dropped when other processes took more than this beyond the group's median
-#: share of the server cores during it (plus the clock ticks' resolution): a burst that
-#: hit one slice and not the round's others. Steady contention (steal, a neighbour there all
-#: the time) hits every slice alike and cancels in the round.
-WHY_BURST = "interference burst"
-#: How a process stopped for its memory begins its reason (its replicate's and the cell's).
-OVER_BUDGET = "memory budget"
 
 
 def why_not_interleaved(cell: CellPlan, load: LoadConfig) -> str | None:
@@ -203,88 +171,12 @@ class GroupOptions:
         )
 
 
-@dataclass
-class Member:
-    """One server process of the group: the engine target ``index``."""
+@dataclass(kw_only=True)
+class GroupMember(Member):
+    """One server process of the group, with its cell and its replicate."""
 
-    index: int
     progress: CellProgress
-    k: int  # its replicate number (its place among its stack's processes)
-    server: RunningServer
-    url: str
     replicate_id: int
-    #: (unix time, RSS bytes of its tree) samples.
-    memory: list[tuple[float, int]] = field(default_factory=list)
-    #: Why it was stopped before the end (None: it ran to the end).
-    stopped: str | None = None
-    stopped_at: float | None = None
-
-    @property
-    def stack(self) -> str:
-        return self.progress.cell.variant.key
-
-
-@dataclass
-class GroupJudgement:
-    """Where the group stands after some rounds: each process's warm round, the fit."""
-
-    warm: dict[int, int | None]  # member index -> the round it was warm from (None: not)
-    fit: GroupFit | None
-    rounds: int  # complete rounds
-    measured: dict[int, int]  # member index -> measured rounds
-    #: member index -> the first round its measured slices start at: its warm round, or
-    #: (final judgement of a process that never settled) the middle of its rounds
-    starts: dict[int, int | None] = field(default_factory=dict)
-
-    def reference(self, named: str | None) -> str | None:
-        """The reference the ratios are to: ``named`` when it is a stack of the fit, else
-        None (the geometric mean): a stack of another group, or one that left this one."""
-        return named if self.fit is not None and named in self.fit.levels else None
-
-    def widest(self, reference: str | None) -> float:
-        """The widest ratio interval of any stack to the reference (NaN: none, or a group
-        of one stack, whose only ratio is to itself)."""
-        if self.fit is None or len(self.fit.levels) < 2:
-            return math.nan
-        ref = self.reference(reference)
-        widths = [self.fit.vs_reference(s, ref).half_width for s in self.fit.levels if s != ref]
-        return max(widths) if widths else math.nan
-
-
-def judge(
-    slices: Sequence[SliceStats],
-    members: Sequence[Member],
-    rule: WarmRule,
-    *,
-    dropped: Callable[[SliceStats], str | None] = lambda _: None,
-    final: bool = False,
-) -> GroupJudgement:
-    """Warm rounds and the fit from the complete slices so far. With ``final``, a process
-    that never settled is measured on its last half of rounds (and flagged by the caller)."""
-    alive = {m.index: m for m in members if m.stopped is None}
-    obs = [
-        Observation(s.round, s.target, s.rps)
-        for s in slices
-        if s.target in alive and s.requests > 0 and dropped(s) is None
-    ]
-    rounds = len({s.round for s in slices})
-    shares = round_shares(obs)
-    warm: dict[int, int | None] = {}
-    starts: dict[int, int | None] = {}
-    measured: dict[int, int] = {}
-    kept: list[Observation] = []
-    for index in alive:
-        series = shares.get(index, [])
-        w = warm_round(series, rule)
-        warm[index] = w
-        if w is None and final and series:
-            w = series[len(series) // 2][0]
-        starts[index] = w
-        mine = [o for o in obs if o.process == index and w is not None and o.round >= w]
-        measured[index] = len(mine)
-        kept += mine
-    stack_of = {m.index: m.stack for m in alive.values()}
-    return GroupJudgement(warm, fit_group(kept, stack_of), rounds, measured, starts)
 
 
 def enough(j: GroupJudgement, members: Sequence[Member], options: GroupOptions) -> bool:
@@ -299,57 +191,6 @@ def enough(j: GroupJudgement, members: Sequence[Member], options: GroupOptions) 
         return True  # one stack: nothing to compare, its processes are warm and measured
     width = j.widest(options.reference)
     return math.isfinite(width) and width <= options.ci_width
-
-
-#: Rounds a group plans at least: the warm-up rule's window, then the measured rounds.
-LEAST_ROUNDS = 20
-#: The shortest slice that counts anything much, and the longest worth having.
-SLICE_BOUNDS = (0.25, 2.0)
-
-
-def slots(
-    targets: int,
-    budget_s: float,
-    connections: int,
-    rps: float,
-    slice_s: float | None = None,
-    *,
-    shortest: float = SLICE_BOUNDS[0],
-) -> tuple[float, float, int]:
-    """(slice, settle, rounds) of a group's plan. The settle holds one response time of the
-    slowest stack's probed process (``connections / rps``, at least 0.05 s, at most 0.5 s):
-    the previous process's requests still in flight are served meanwhile, on the same core,
-    and must not count against the next; a stack slower than the one probed would leave
-    its requests running into the next slice (the quick study's CPython cpu group, settled
-    by its first stack's 0.05 s, showed the idle processes taking 11% of the core in a
-    tenth of the slices, 2026-12-05). The slice is twice that, within :data:`SLICE_BOUNDS`
-    and at least ``shortest``
-    (:data:`JIT_SLICE_S` on a JIT interpreter, whose collector pauses for tens of
-    milliseconds and would empty a shorter slice now and then); the rounds fill the budget
-    (never fewer than :data:`LEAST_ROUNDS`: a budget too small for them is exceeded)."""
-    low, high = SLICE_BOUNDS
-    latency = connections / rps if rps > 0 else 0.25
-    settle = round(min(0.5, max(0.05, latency)), 3)
-    if slice_s is None:
-        # short: the host's speed moves within a second, so many short slices average it
-        # out better than a few long ones; long enough to hold two response times
-        slice_s = round(min(high, max(low, shortest, 2 * settle)), 3)
-        if budget_s / (targets * (slice_s + settle)) < LEAST_ROUNDS:
-            # a budget too small for the rounds the warm-up rule needs: one response time
-            # a slice before the budget is exceeded
-            slice_s = round(min(high, max(low, shortest, settle)), 3)
-    rounds = max(LEAST_ROUNDS, int(budget_s / (targets * (slice_s + settle))))
-    return slice_s, settle, rounds
-
-
-def memory_budget(options: GroupOptions, processes: int) -> int:
-    """Bytes one process may hold: the option, else its share of :data:`MEMORY_SHARE` of
-    the machine's memory."""
-    if options.memory_budget_bytes is not None:
-        return options.memory_budget_bytes
-    import psutil
-
-    return int(psutil.virtual_memory().total * MEMORY_SHARE / max(1, processes))
 
 
 class GroupRun:
@@ -375,23 +216,35 @@ class GroupRun:
         self.store = store
         #: The group's server processes: every one it started is stopped by :meth:`stop_all`.
         self.pool = pool
-        self.agent = agent
         self._load_spec = load_spec
-        self._interference = interference
         self._say = say
-        self._rss = rss or tree_rss
-        self.generator_cpus = list(generator_cpus)
-        self.server_cpus = list(server_cpus)
-        #: The slices at one core speed (meter/slice_speed.py), once measured.
-        self.speed: Scaled | None = None
-        self._accounting: Any = None  # the server cores' CPU accounting of the run
-        #: What the idle processes took of the server cores during others' slices.
-        self.idle: dict[str, float] | None = None
-        self.members: list[Member] = []
-        self.result: SlicedResult | None = None
-        self.loaded_s = 0.0
-        #: Ctrl-C ended the engine run (what it measured is stored all the same).
-        self.interrupted = False
+        self.rotation = Rotation(
+            pool,
+            agent,
+            server_cpus=server_cpus,
+            generator_cpus=generator_cpus,
+            interference=interference,
+            rss=rss,
+            say=say,
+        )
+        self.members: list[GroupMember] = []
+        #: What the engine run measured, once measured.
+        self.rotated: Rotated | None = None
+
+    @property
+    def result(self) -> SlicedResult | None:
+        """The sliced engine run's result, once measured."""
+        return self.rotated.result if self.rotated is not None else None
+
+    @property
+    def interrupted(self) -> bool:
+        """Ctrl-C ended the engine run (what it measured is stored all the same)."""
+        return self.rotated is not None and self.rotated.interrupted
+
+    @property
+    def loaded_s(self) -> float:
+        """Seconds of load given so far (probes and the run)."""
+        return self.rotation.loaded_s
 
     # -- bring-up --------------------------------------------------------------------------
 
@@ -415,7 +268,18 @@ class GroupRun:
                     self._fail_replicate(rep_id, exc)
                     self._fail_cell(p, exc)
                     continue
-                self.members.append(Member(len(self.members), p, number, server, "", rep_id))
+                self.members.append(
+                    GroupMember(
+                        index=len(self.members),
+                        stack=p.cell.variant.key,
+                        k=number,
+                        server=server,
+                        url="",
+                        jit=p.cell.variant.stack.interpreter.is_pypy,
+                        progress=p,
+                        replicate_id=rep_id,
+                    )
+                )
                 self.store.update_replicate(rep_id, **started_server_columns(server))
                 self.members[-1].url = self._load_spec(p.cell, server.base_url).url
                 self._say(f"verifying {p.cell.variant.key} {p.cell.workload.name}")
@@ -480,182 +344,60 @@ class GroupRun:
         if len(live) < 2:
             return None
         first = live[0]
-        is_jit = any(m.progress.cell.variant.stack.interpreter.is_pypy for m in live)
-        touch_s = JIT_FIRST_TOUCH_S if is_jit else FIRST_TOUCH_S
+        jit = any(m.jit for m in live)
+        touch_s = first_touch_s(jit)
         base = self._load_spec(first.progress.cell, first.server.base_url)
         n = len(live)
-        rps = self._slowest_rps(live)  # the settle drains the slowest, whatever the slice
-        budget_s = self.options.jit_budget_s if is_jit else self.options.budget_s
+        # the settle drains the slowest, whatever the slice
+        rps = self.rotation.slowest_rps(
+            live, lambda m: self._load_spec(m.progress.cell, m.server.base_url)
+        )
+        budget_s = self.options.jit_budget_s if jit else self.options.budget_s
         slice_s, settle_s, rounds = slots(
             n, budget_s - n * touch_s, first.progress.cell.connections, rps,
-            self.options.slice_s, shortest=JIT_SLICE_S if is_jit else SLICE_BOUNDS[0],
+            self.options.slice_s, shortest=JIT_SLICE_S if jit else SLICE_BOUNDS[0],
         )  # fmt: skip
-        plan = SlicePlan(
-            load=base.replace(warmup_s=touch_s),
-            targets=[m.url for m in live],
+        settings = RotationSettings(
             slice_s=slice_s,
             settle_s=settle_s,
             rounds=rounds,
             seed=self.options.seed,
+            touch_s=touch_s,
+            core_speed=self.options.core_speed,
+            interference_max=self.options.interference_max,
+            memory_budget_bytes=self.options.memory_budget_bytes,
         )
-        # engine targets are the live members in order
-        for i, m in enumerate(live):
-            m.index = i
-        budget = memory_budget(self.options, n)
-        accounting = (
-            self._interference([m.server.pid for m in live]) if self._interference else None
-        )
-        self._accounting = accounting
-        # the generator's cores too: a burst there slows a fast stack's slice more than a
-        # slow one's (the engine's CPU per request counts only when the server is quick)
-        generator = (
-            CoreAccounting.generator(self.generator_cpus)
-            if accounting is not None and self.generator_cpus
-            else None
-        )
-        sampled = [a for a in (accounting, generator) if a is not None]
-        state = {"rounds": 0, "memory_at": 0.0}
         self._say(
             f"measuring {len({m.stack for m in live})} stacks x {self.options.processes} "
             f"processes interleaved: {slice_s:g} s slices, at most {rounds} rounds "
-            f"({plan.planned_s():.0f} s)"
+            f"({n * touch_s + rounds * n * (slice_s + settle_s):.0f} s)"
         )
 
-        def watch(snap: SliceProgress) -> bool:
-            now = time.time()
-            for a in sampled:
-                a.sample()
-            if now - state["memory_at"] >= MEMORY_EVERY_S:
-                state["memory_at"] = now
-                self._sample_memory(live, now, budget)
-            complete = _complete_rounds(snap.slices, n)
-            if complete <= state["rounds"]:
-                return False
-            state["rounds"] = complete
-            done = [s for s in snap.slices if s.round < complete]
-            judged = at_one_speed(done, speeds).slices
-            j = judge(judged, live, self.options.rule, dropped=self._dropper(accounting, generator))
+        def stop(rounds: Rounds) -> bool:
+            j = judge(rounds.slices, live, self.options.rule, dropped=rounds.dropped)
             warm = sum(1 for m in live if m.stopped is None and j.warm.get(m.index) is not None)
             width = j.widest(self.options.reference)
             self._say(
-                f"round {complete}: {warm} of {sum(1 for m in live if m.stopped is None)} "
-                f"processes warm, widest CI "
+                f"round {rounds.complete}: {warm} of "
+                f"{sum(1 for m in live if m.stopped is None)} processes warm, widest CI "
                 + (fmt.half_width(width) if math.isfinite(width) else "n/a")
             )
             return enough(j, live, self.options)
 
-        speeds = SliceSpeeds.start(self.server_cpus) if self.options.core_speed else None
-        preload()
-        started = time.monotonic()
-        # this thread (the judging, the sampling) off the server cores, as the sampler of a
-        # sequential study keeps it (meter/sampler.py)
-        before = pin_this_thread(self.generator_cpus)
-        try:
-            for a in sampled:
-                a.sample()
-            result = self.agent.run_sliced(plan, watch, interval_s=SAMPLE_EVERY_S)
-            for a in sampled:
-                a.sample()
-        finally:
-            if speeds is not None:
-                speeds.stop()
-            if before is not None:
-                pin_this_thread(before)
-        self.loaded_s += time.monotonic() - started
-        self.result = result
-        self.interrupted = result.interrupted
-        self._dropped = self._dropper(accounting, generator)
-        self.idle = idle_share(result.slices, accounting) if accounting is not None else None
-        self.speed = at_one_speed(result.slices, speeds)
-        return judge(self.speed.slices, live, self.options.rule, dropped=self._dropped, final=True)
-
-    def _slowest_rps(self, live: Sequence[Member]) -> float:
-        """The lowest requests/s of a short probe of one process of each stack: the settle
-        after a slice must drain the slowest stack's requests in flight (:func:`slots`)."""
-        firsts: dict[str, Member] = {}
-        for m in live:
-            firsts.setdefault(m.stack, m)
-        each = max(LEAST_PROBE_S, PROBE_S / len(firsts))
-        rates: dict[str, float] = {}
-        for stack, m in firsts.items():
-            # a JIT's cold process serves a fraction of its rate for its first seconds, and
-            # a settle sized by that stretches every slice of the group (a quick study's
-            # PyPy cpu group got 0.5-s settles and 1-s slices, and took 9 minutes for 5)
-            warm = JIT_PROBE_WARMUP_S if m.progress.cell.variant.stack.interpreter.is_pypy else 0
-            spec = self._load_spec(m.progress.cell, m.server.base_url)
-            probe = self.agent.run(spec.replace(duration_s=each, warmup_s=warm))
-            self.loaded_s += each + warm
-            if probe.interrupted:
-                raise KeyboardInterrupt
-            rates[stack] = probe.rps
-        self._say("probed: " + ", ".join(f"{s} {r:,.0f} req/s" for s, r in rates.items()))
-        return min(rates.values())
-
-    def _dropper(
-        self, accounting: Any, generator: Any = None
-    ) -> Callable[[SliceStats], str | None]:
-        """The interference rule of this run (module doc): a burst on the server cores or
-        on the generator's; none without accounting."""
-        # each with the median share others took of its cores so far (read once)
-        watched = [
-            (a, where, self._median_other(a))
-            for a, where in ((accounting, "server"), (generator, "generator"))
-            if a is not None
-        ]
-        if not watched:
-            return lambda _: None
-        limit = self.options.interference_max
-
-        def dropped(s: SliceStats) -> str | None:
-            for a, where, usual in watched:
-                got = a.other_share_read(s.started_at, s.ended_at)
-                if got is None:
-                    continue
-                share, resolution = got
-                if share > limit + resolution + usual:
-                    return f"{WHY_BURST}: other processes took {share:.0%} of the {where} cores"
-            return None
-
-        return dropped
-
-    def _median_other(self, accounting: Any) -> float:
-        """The median share other processes took of the server cores over the run so far,
-        between successive samples."""
-        at = accounting.at
-        shares = []
-        for i in range(1, len(at), max(1, len(at) // 200)):
-            got = accounting.other_share(at[i - 1], at[i])
-            if got is not None:
-                shares.append(got)
-        shares.sort()
-        return shares[len(shares) // 2] if shares else 0.0
-
-    def _sample_memory(self, live: Sequence[Member], now: float, budget: int) -> None:
-        for m in live:
-            if m.stopped is not None:
-                continue
-            rss = self._rss(m.server.pid)
-            if rss is None:
-                continue
-            m.memory.append((now, rss))
-            if rss > budget:
-                m.stopped = (
-                    f"{OVER_BUDGET}: {rss / 2**20:,.0f} MiB passed the memory budget of "
-                    f"{budget / 2**20:,.0f} MiB"
-                )
-                m.stopped_at = now
-                self._say(f"{m.stack} process {m.k + 1}: {m.stopped}; stopped")
-                with no_sigint():
-                    self.pool.stop(m.server)
+        self.rotated = rotated = self.rotation.run(live, base, settings, stop)
+        return judge(
+            rotated.speed.slices, live, self.options.rule, dropped=rotated.dropped, final=True
+        )
 
     # -- the store -------------------------------------------------------------------------
 
     def store_outcome(self, j: GroupJudgement) -> dict[int, dict[str, Any]]:
         """Every slice, every process's judgement and the group's figures into the store;
         the group figures by cell id (for the cells' flags)."""
-        assert self.result is not None
-        slices = self.result.slices
-        dropped = self._dropped
+        rotated = self.rotated
+        assert rotated is not None  # measured
+        slices = rotated.result.slices
+        dropped = rotated.dropped
         by_member: dict[int, list[SliceStats]] = {}
         for s in slices:
             by_member.setdefault(s.target, []).append(s)
@@ -663,14 +405,14 @@ class GroupRun:
         ended = max((s.ended_at for s in slices), default=started)
         with no_sigint():
             for m in self.members:
-                if m.index >= len(self.result.targets):
+                if m.index >= len(rotated.result.targets):
                     continue
                 self._store_member(m, by_member.get(m.index, []), j, dropped, started)
         return self._group_flags(j, started, ended)
 
     def _store_member(
         self,
-        m: Member,
+        m: GroupMember,
         mine: list[SliceStats],
         j: GroupJudgement,
         dropped: Callable[[SliceStats], str | None],
@@ -679,8 +421,9 @@ class GroupRun:
         cell_id = m.progress.cell_id
         warm = j.warm.get(m.index)
         first = j.starts.get(m.index, warm)  # where the fit's slices of it start
-        assert self.speed is not None  # measured
-        judged = self.speed.slices
+        rotated = self.rotated
+        assert rotated is not None  # measured
+        judged = rotated.speed.slices
         shares = dict(round_shares(_observations(judged, dropped)).get(m.index, []))
         warm_part = [shares[s.round] for s in mine if s.round in shares and s.round < (first or 0)]
         measured_part = [
@@ -697,17 +440,13 @@ class GroupRun:
                 s,
                 cell_id,
                 dropped(s),
-                self.speed.rates.get(s.index) if self.speed is not None else None,
+                rotated.speed.rates.get(s.index),
                 m.k,
                 kind=kind,
                 memory=(max(mem), mem[-1]) if mem else (None, None),
             )
-            cpu = (
-                self._accounting.tree_share(m.index, s.started_at, s.ended_at)
-                if (self._accounting is not None)
-                else None
-            )
-            if cpu is not None and cpu >= MIN_CPU_SHARE:  # requests per CPU-second
+            cpu = rotated.cpu_share(s)
+            if cpu is not None:  # requests per CPU-second
                 it = dataclasses.replace(it, requests_per_cpu_s=s.rps / cpu)
             if self.interrupted:  # the group is measured again whole on --resume
                 it = dataclasses.replace(it, interrupted=True)
@@ -782,43 +521,12 @@ class GroupRun:
                 "span": [_iso(started), _iso(ended)],
                 "rounds": j.rounds,
                 "seed": self.options.seed,
-                "idle_cpu_share": self.idle,
+                "idle_cpu_share": self.rotated.idle if self.rotated is not None else None,
                 "vs": {
                     other: _triple(fit.ratio(key, other)) for other in fit.levels if other != key
                 },
             }
         return out
-
-
-def idle_share(slices: Sequence[SliceStats], accounting: Any) -> dict[str, float] | None:
-    """What the group's idle processes cost the loaded one: the CPU every other process's
-    tree used during each slice, as a share of the slice's core time (median and 90th
-    percentile over the slices); None without two samples in any slice."""
-    shares = []
-    for s in slices:
-        others = [
-            accounting.tree_share(t, s.started_at, s.ended_at)
-            for t in range(len(accounting.pids))
-            if t != s.target
-        ]
-        known = [x for x in others if x is not None]
-        if known and len(known) == len(others):
-            shares.append(sum(known) / max(1, len(accounting.cores)))
-    if not shares:
-        return None
-    shares.sort()
-    return {
-        "median": round(shares[len(shares) // 2], 4),
-        "p90": round(shares[int(0.9 * (len(shares) - 1))], 4),
-    }
-
-
-def tree_rss(pid: int) -> int | None:
-    """The RSS of a server's process tree (None: it is gone)."""
-    try:
-        return snapshot(pid, memory_detail=False).rss_bytes
-    except Exception:  # noqa: BLE001 - a process that just went away
-        return None
 
 
 def group_label(cell: CellPlan) -> str:
@@ -848,17 +556,6 @@ def _observations(
         for s in slices
         if s.requests > 0 and s.errors == 0 and dropped(s) is None
     ]
-
-
-def _complete_rounds(slices: Sequence[SliceStats], targets: int) -> int:
-    """Rounds complete from the first: every target's slice of them is in."""
-    per: dict[int, int] = {}
-    for s in slices:
-        per[s.round] = per.get(s.round, 0) + 1
-    r = 0
-    while per.get(r, 0) >= targets:
-        r += 1
-    return r
 
 
 def _requests_at(

@@ -32,9 +32,10 @@ from pywebbench.run.bench import StudyContext, StudySetup
 from pywebbench.run.events import Events, Outcome
 from pywebbench.run.executor import Executor, LocalExecutor
 from pywebbench.run.host import git_revision, split_cpus
-from pywebbench.run.interleaved import OVER_BUDGET, interleaved_groups, why_not_interleaved
+from pywebbench.run.interleaved import interleaved_groups, why_not_interleaved
 from pywebbench.run.measure import Interrupted, no_sigint
 from pywebbench.run.orphans import reap_orphan
+from pywebbench.run.rotation import OVER_BUDGET
 from pywebbench.run.rows import cell_flags, cell_row, replicate_rps, run_row, stack_row
 from pywebbench.run.schedule import (
     CellProgress,

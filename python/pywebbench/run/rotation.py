@@ -1,0 +1,546 @@
+"""The interleaved run: several server processes up at once on the server cores, loaded in
+slices of the same rounds. One mechanism for a study's interleaved group
+(:mod:`pywebbench.run.interleaved`) and for ``ab`` (:mod:`pywebbench.ab.session`), which is a
+group of two sides (docs/steady-state.md#the-interleaved-study, docs/ab.md).
+
+A :class:`Rotation` takes processes already started and verified (a
+:class:`~pywebbench.bringup.ServerPool`'s), each a :class:`Member`: the engine target
+``index``, the stack (or side) it is a process of. It
+
+- probes one process of each stack to size the slices (:func:`slots`: the settle drains the
+  slowest stack's requests in flight, the slice holds two of its response times);
+- runs one sliced engine run through the load agent
+  (:meth:`pywebbench.load.LoadAgent.run_sliced`): every process gets ``touch_s`` of load
+  alone first (its *first touch*: connections, imports, a JIT's first compilations), then
+  one slice a round in a seeded random order, connections kept open across slices;
+- meanwhile samples the server cores' and the generator cores' CPU accounting
+  (:mod:`pywebbench.meter.slice_interference`), the server cores' speed
+  (:mod:`pywebbench.meter.slice_speed`) and every process's memory: a process over its
+  memory budget is stopped and the run goes on without it;
+- after each complete round hands the rounds so far (at one core speed) to the caller's stop
+  rule, which may end the run.
+
+What is judged is the caller's, with the shared warm-up rule (:func:`judge`: a process is
+warm when its share of the round has stopped moving, :func:`pywebbench.analysis.group.warm_round`)
+and the shared interference rule (:meth:`Rotated.dropped`: a burst that hit one slice of a
+round and not the others).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pywebbench.analysis.group import (
+    GroupFit,
+    Observation,
+    WarmRule,
+    fit_group,
+    round_shares,
+    warm_round,
+)
+from pywebbench.analysis.steady import preload
+from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats
+from pywebbench.meter.sampler import pin_this_thread, snapshot
+from pywebbench.meter.slice_interference import CoreAccounting
+from pywebbench.meter.slice_speed import Scaled, SliceSpeeds, at_one_speed
+from pywebbench.run.measure import no_sigint
+
+if TYPE_CHECKING:
+    from pywebbench.bringup import ServerPool
+    from pywebbench.launch import RunningServer
+    from pywebbench.load import LoadAgent, LoadSpec
+
+#: Seconds of load each process gets alone before the first round (connections opened,
+#: imports and caches filled; a JIT compiles the path): CPython, and a JIT interpreter.
+FIRST_TOUCH_S = 0.5
+JIT_FIRST_TOUCH_S = 3.0
+#: The shortest slice on a JIT interpreter (PyPy): its collector's pauses and the JIT's
+#: compilations take tens to hundreds of milliseconds, and 0.1-0.15-s slices read 0.02-4x
+#: their process's median share in the quick study's PyPy hello group (2026-12-03).
+JIT_SLICE_S = 0.5
+#: Seconds of load on one process of each stack that size the settle and the slices
+#: (:func:`slots`), shared among the stacks, at least :data:`LEAST_PROBE_S` each.
+PROBE_S = 1.0
+LEAST_PROBE_S = 0.25
+#: Seconds of load a process on a JIT interpreter gets before its probe is counted.
+JIT_PROBE_WARMUP_S = 1.0
+#: A slice whose server used less than this share of a core gives no per-CPU figure (too
+#: few of the kernel's clock ticks to divide by).
+MIN_CPU_SHARE = 0.02
+#: Seconds between the engine's progress snapshots, each a sample of the server cores' CPU
+#: accounting: a slice of :data:`SLICE_BOUNDS`'s shortest holds two or more of them (and of
+#: the core-speed probe's readings, every 0.1 s), so that its interference, its per-CPU
+#: figure and its core speed can be read.
+SAMPLE_EVERY_S = 0.1
+#: Seconds between memory samples of the processes.
+MEMORY_EVERY_S = 1.0
+#: The share of the machine's memory the processes may use together when no budget is
+#: set; each process gets its share of it.
+MEMORY_SHARE = 0.75
+#: How a slice dropped for interference begins its reason: other processes took more than
+#: the limit beyond their usual share of the cores in its round (plus the clock ticks'
+#: resolution), a burst that hit one slice and not the round's others (:func:`burst_rule`).
+#: Steady contention (steal, a neighbour there all the time) hits every slice alike and
+#: cancels in the round.
+WHY_BURST = "interference burst"
+#: How the reason of a process stopped for its memory begins.
+OVER_BUDGET = "memory budget"
+#: Rounds a group plans at least: the warm-up rule's window, then the measured rounds.
+LEAST_ROUNDS = 20
+#: The shortest slice that counts anything much, and the longest worth having.
+SLICE_BOUNDS = (0.25, 2.0)
+#: The settle's bounds (:func:`slots`): a sized slice is at most twice the longest.
+SETTLE_BOUNDS = (0.05, 0.5)
+
+
+def first_touch_s(jit: bool) -> float:
+    """Seconds of load each process gets alone before the first round."""
+    return JIT_FIRST_TOUCH_S if jit else FIRST_TOUCH_S
+
+
+def slots(
+    targets: int,
+    budget_s: float,
+    connections: int,
+    rps: float,
+    slice_s: float | None = None,
+    *,
+    shortest: float = SLICE_BOUNDS[0],
+    least_rounds: int = LEAST_ROUNDS,
+) -> tuple[float, float, int]:
+    """(slice, settle, rounds) of a rotation's plan. The settle holds one response time of
+    the slowest stack's probed process (``connections / rps``, at least 0.05 s, at most
+    0.5 s): the previous process's requests still in flight are served meanwhile, on the
+    same core, and must not count against the next; a stack slower than the one probed
+    would leave its requests running into the next slice (the quick study's CPython cpu
+    group, settled by its first stack's 0.05 s, showed the idle processes taking 11% of the
+    core in a tenth of the slices, 2026-12-05). The slice is twice that, within
+    :data:`SLICE_BOUNDS` and at least ``shortest`` (:data:`JIT_SLICE_S` on a JIT
+    interpreter, whose collector pauses for tens of milliseconds and would empty a shorter
+    slice now and then); the rounds fill the budget (never fewer than ``least_rounds``: a
+    budget too small for them is exceeded)."""
+    low, high = SLICE_BOUNDS
+    latency = connections / rps if rps > 0 else 0.25
+    settle = round(min(SETTLE_BOUNDS[1], max(SETTLE_BOUNDS[0], latency)), 3)
+    if slice_s is None:
+        # short: the host's speed moves within a second, so many short slices average it
+        # out better than a few long ones; long enough to hold two response times
+        slice_s = round(min(high, max(low, shortest, 2 * settle)), 3)
+        if budget_s / (targets * (slice_s + settle)) < least_rounds:
+            # a budget too small for the rounds the warm-up rule needs: one response time
+            # a slice before the budget is exceeded
+            slice_s = round(min(high, max(low, shortest, settle)), 3)
+    rounds = max(least_rounds, int(budget_s / (targets * (slice_s + settle)) + 1e-9))
+    return slice_s, settle, rounds
+
+
+def memory_budget(budget_bytes: int | None, processes: int) -> int:
+    """Bytes one process may hold: ``budget_bytes``, else its share of
+    :data:`MEMORY_SHARE` of the machine's memory among ``processes``."""
+    if budget_bytes is not None:
+        return budget_bytes
+    import psutil
+
+    return int(psutil.virtual_memory().total * MEMORY_SHARE / max(1, processes))
+
+
+def tree_rss(pid: int) -> int | None:
+    """The RSS of a server's process tree (None: it is gone)."""
+    try:
+        return snapshot(pid, memory_detail=False).rss_bytes
+    except Exception:  # noqa: BLE001 - a process that just went away
+        return None
+
+
+@dataclass
+class Member:
+    """One server process of the rotation: the engine target ``index``."""
+
+    index: int
+    #: What it is a process of: a stack's key (a study's group) or a side (``ab``).
+    stack: str
+    k: int  # its place among its stack's processes
+    server: RunningServer
+    url: str
+    jit: bool = False  # on a JIT interpreter (PyPy)
+    #: (unix time, RSS bytes of its tree) samples.
+    memory: list[tuple[float, int]] = field(default_factory=list)
+    #: Why it was stopped before the end (None: it ran to the end).
+    stopped: str | None = None
+    stopped_at: float | None = None
+
+
+#: A member of a rotation, of whatever kind its caller keeps.
+M = TypeVar("M", bound=Member)
+
+
+@dataclass(frozen=True)
+class RotationSettings:
+    """How the rotation runs, once sized."""
+
+    slice_s: float
+    settle_s: float
+    rounds: int
+    seed: int
+    touch_s: float  # each process's first touch (:func:`first_touch_s`)
+    core_speed: bool = True  # judge the slices at one core speed
+    interference_max: float = 0.05  # the burst rule's limit (WHY_BURST)
+    memory_budget_bytes: int | None = None  # per process; None: sized from the machine
+
+
+@dataclass
+class Rounds:
+    """The complete rounds so far, as the stop rule sees them."""
+
+    slices: list[SliceStats]  # at one core speed
+    complete: int
+    dropped: Callable[[SliceStats], str | None]
+    accounting: CoreAccounting | None  # the server cores' (None: not sampled)
+
+
+def cpu_share(accounting: CoreAccounting | None, s: SliceStats) -> float | None:
+    """The share of a core the slice's own server tree used during it (None: not sampled,
+    or below :data:`MIN_CPU_SHARE`, too few clock ticks to divide by)."""
+    if accounting is None:
+        return None
+    share = accounting.tree_share(s.target, s.started_at, s.ended_at)
+    return share if share is not None and share >= MIN_CPU_SHARE else None
+
+
+def per_cpu_second(
+    slices: Sequence[SliceStats], accounting: CoreAccounting | None
+) -> list[SliceStats]:
+    """The slices with ``rps`` replaced by requests per CPU-second of their own server tree
+    (what a CPU-bound server would do with a core to itself: CPU other processes took from
+    it does not count against it); slices without a usable CPU figure (:func:`cpu_share`)
+    are left out, so their rounds are incomplete."""
+    out = []
+    for s in slices:
+        share = cpu_share(accounting, s)
+        if share is not None:
+            out.append(s.model_copy(update={"rps": s.rps / share}))
+    return out
+
+
+@dataclass
+class GroupJudgement:
+    """Where the processes stand after some rounds: each one's warm round, the fit."""
+
+    warm: dict[int, int | None]  # member index -> the round it was warm from (None: not)
+    fit: GroupFit | None
+    rounds: int  # complete rounds
+    measured: dict[int, int]  # member index -> measured rounds
+    #: member index -> the first round its measured slices start at: its warm round, or
+    #: (final judgement of a process that never settled) the middle of its rounds
+    starts: dict[int, int | None] = field(default_factory=dict)
+
+    def reference(self, named: str | None) -> str | None:
+        """The reference the ratios are to: ``named`` when it is a stack of the fit, else
+        None (the geometric mean): a stack of another group, or one that left this one."""
+        return named if self.fit is not None and named in self.fit.levels else None
+
+    def widest(self, reference: str | None) -> float:
+        """The widest ratio interval of any stack to the reference (NaN: none, or a group
+        of one stack, whose only ratio is to itself)."""
+        if self.fit is None or len(self.fit.levels) < 2:
+            return math.nan
+        ref = self.reference(reference)
+        widths = [self.fit.vs_reference(s, ref).half_width for s in self.fit.levels if s != ref]
+        return max(widths) if widths else math.nan
+
+    def measured_slices(self, slices: Sequence[SliceStats]) -> list[SliceStats]:
+        """``slices`` from each process's first measured round on (its warm round)."""
+        return [
+            s
+            for s in slices
+            if (start := self.starts.get(s.target)) is not None and s.round >= start
+        ]
+
+    def unsettled(self, members: Sequence[Member]) -> list[Member]:
+        """The live processes never judged warm."""
+        return [m for m in members if m.stopped is None and self.warm.get(m.index) is None]
+
+
+def judge(
+    slices: Sequence[SliceStats],
+    members: Sequence[Member],
+    rule: WarmRule,
+    *,
+    dropped: Callable[[SliceStats], str | None] = lambda _: None,
+    final: bool = False,
+) -> GroupJudgement:
+    """Warm rounds and the fit from the complete slices so far. With ``final``, a process
+    that never settled is measured on its last half of rounds (and flagged by the caller)."""
+    alive = {m.index: m for m in members if m.stopped is None}
+    obs = [
+        Observation(s.round, s.target, s.rps)
+        for s in slices
+        if s.target in alive and s.requests > 0 and dropped(s) is None
+    ]
+    rounds = len({s.round for s in slices})
+    shares = round_shares(obs)
+    warm: dict[int, int | None] = {}
+    starts: dict[int, int | None] = {}
+    measured: dict[int, int] = {}
+    kept: list[Observation] = []
+    for index in alive:
+        series = shares.get(index, [])
+        w = warm_round(series, rule)
+        warm[index] = w
+        if w is None and final and series:
+            w = series[len(series) // 2][0]
+        starts[index] = w
+        mine = [o for o in obs if o.process == index and w is not None and o.round >= w]
+        measured[index] = len(mine)
+        kept += mine
+    stack_of = {m.index: m.stack for m in alive.values()}
+    return GroupJudgement(warm, fit_group(kept, stack_of), rounds, measured, starts)
+
+
+@dataclass
+class Rotated:
+    """What a rotation measured."""
+
+    result: SlicedResult
+    speed: Scaled  # the slices at one core speed (or as measured)
+    #: The server cores' CPU accounting (None: not sampled).
+    accounting: CoreAccounting | None
+    #: Why a slice is left out (None: kept): the burst rule of this run.
+    dropped: Callable[[SliceStats], str | None]
+    #: What the idle processes took of the server cores during others' slices.
+    idle: dict[str, float] | None
+    elapsed_s: float
+
+    @property
+    def interrupted(self) -> bool:
+        """Ctrl-C ended the engine run (what it measured is kept all the same)."""
+        return self.result.interrupted
+
+    def cpu_share(self, s: SliceStats) -> float | None:
+        """The share of a core the slice's own server tree used (:func:`cpu_share`)."""
+        return cpu_share(self.accounting, s)
+
+
+class Rotation:
+    """Runs processes of a pool in slices of the same rounds (module doc)."""
+
+    def __init__(
+        self,
+        pool: ServerPool,
+        agent: LoadAgent,
+        *,
+        server_cpus: Sequence[int],
+        generator_cpus: Sequence[int] = (),
+        interference: Callable[[Sequence[int]], Any] | None = None,
+        rss: Callable[[int], int | None] | None = None,
+        say: Callable[[str], None] = lambda _: None,
+    ) -> None:
+        self.pool = pool
+        self.agent = agent
+        self.server_cpus = list(server_cpus)
+        self.generator_cpus = list(generator_cpus)
+        self._interference = interference
+        self._rss = rss or tree_rss
+        self._say = say
+        #: Seconds of load given so far (probes and runs).
+        self.loaded_s = 0.0
+
+    def slowest_rps(self, live: Sequence[M], spec: Callable[[M], LoadSpec]) -> float:
+        """The lowest requests/s of a short probe of one process of each stack (``spec``:
+        its load): the settle after a slice must drain the slowest stack's requests in
+        flight (:func:`slots`)."""
+        firsts: dict[str, M] = {}
+        for m in live:
+            firsts.setdefault(m.stack, m)
+        each = max(LEAST_PROBE_S, PROBE_S / len(firsts))
+        rates: dict[str, float] = {}
+        for stack, m in firsts.items():
+            # a JIT's cold process serves a fraction of its rate for its first seconds, and
+            # a settle sized by that stretches every slice of the group (a quick study's
+            # PyPy cpu group got 0.5-s settles and 1-s slices, and took 9 minutes for 5)
+            warm = JIT_PROBE_WARMUP_S if m.jit else 0.0
+            probe = self.agent.run(spec(m).replace(duration_s=each, warmup_s=warm))
+            self.loaded_s += each + warm
+            if probe.interrupted:
+                raise KeyboardInterrupt
+            rates[stack] = probe.rps
+        self._say("probed: " + ", ".join(f"{s} {r:,.0f} req/s" for s, r in rates.items()))
+        return min(rates.values())
+
+    def run(
+        self,
+        live: Sequence[Member],
+        load: LoadSpec,
+        settings: RotationSettings,
+        stop: Callable[[Rounds], bool],
+    ) -> Rotated:
+        """One sliced engine run over ``live`` (their ``index`` set to their engine target,
+        in order), ``load`` giving the load's shape; ``stop`` sees the complete rounds after
+        each new one and ends the run by returning True."""
+        n = len(live)
+        plan = SlicePlan(
+            load=load.replace(warmup_s=settings.touch_s),
+            targets=[m.url for m in live],
+            slice_s=settings.slice_s,
+            settle_s=settings.settle_s,
+            rounds=settings.rounds,
+            seed=settings.seed,
+        )
+        for i, m in enumerate(live):
+            m.index = i
+        budget = memory_budget(settings.memory_budget_bytes, n)
+        pids = [m.server.pid for m in live]
+        accounting = self._interference(pids) if self._interference else None
+        # the generator's cores too: a burst there slows a fast stack's slice more than a
+        # slow one's (the engine's CPU per request counts only when the server is quick)
+        generator = (
+            CoreAccounting.generator(self.generator_cpus)
+            if accounting is not None and self.generator_cpus
+            else None
+        )
+        sampled = [a for a in (accounting, generator) if a is not None]
+        state = {"rounds": 0, "memory_at": 0.0}
+        limit = settings.interference_max
+
+        def watch(snap: SliceProgress) -> bool:
+            now = time.time()
+            for a in sampled:
+                a.sample()
+            if now - state["memory_at"] >= MEMORY_EVERY_S:
+                state["memory_at"] = now
+                self._sample_memory(live, now, budget)
+            complete = _complete_rounds(snap.slices, n)
+            if complete <= state["rounds"]:
+                return False
+            state["rounds"] = complete
+            done = [s for s in snap.slices if s.round < complete]
+            judged = at_one_speed(done, speeds).slices
+            dropped = burst_rule(accounting, generator, limit, done)
+            return stop(Rounds(judged, complete, dropped, accounting))
+
+        speeds = SliceSpeeds.start(self.server_cpus) if settings.core_speed else None
+        preload()  # the first judgement does not hold up the run on its imports
+        started = time.monotonic()
+        # this thread (the judging, the sampling) off the server cores, as the sampler of a
+        # sequential study keeps it (meter/sampler.py)
+        before = pin_this_thread(self.generator_cpus)
+        try:
+            for a in sampled:
+                a.sample()
+            result = self.agent.run_sliced(plan, watch, interval_s=SAMPLE_EVERY_S)
+            for a in sampled:
+                a.sample()
+        finally:
+            if speeds is not None:
+                speeds.stop()
+            if before is not None:
+                pin_this_thread(before)
+        elapsed = time.monotonic() - started
+        self.loaded_s += elapsed
+        return Rotated(
+            result=result,
+            speed=at_one_speed(result.slices, speeds),
+            accounting=accounting,
+            dropped=burst_rule(accounting, generator, limit, result.slices),
+            idle=idle_share(result.slices, accounting) if accounting is not None else None,
+            elapsed_s=elapsed,
+        )
+
+    def _sample_memory(self, live: Sequence[Member], now: float, budget: int) -> None:
+        for m in live:
+            if m.stopped is not None:
+                continue
+            rss = self._rss(m.server.pid)
+            if rss is None:
+                continue
+            m.memory.append((now, rss))
+            if rss > budget:
+                m.stopped = (
+                    f"{OVER_BUDGET}: {rss / 2**20:,.0f} MiB passed the memory budget of "
+                    f"{budget / 2**20:,.0f} MiB"
+                )
+                m.stopped_at = now
+                self._say(f"{m.stack} process {m.k + 1}: {m.stopped}; stopped")
+                with no_sigint():
+                    self.pool.stop(m.server)
+
+
+def burst_rule(
+    accounting: CoreAccounting | None,
+    generator: CoreAccounting | None,
+    limit: float,
+    slices: Sequence[SliceStats],
+) -> Callable[[SliceStats], str | None]:
+    """The interference rule of a run (:data:`WHY_BURST`): why a slice of ``slices`` is
+    dropped. Others' share of the server cores (``accounting``) or of the generator's during
+    the slice is judged against its round: more than ``limit`` (plus what the clock ticks
+    cannot resolve) beyond the round's usual share, the median over the round's slices (the
+    lower of two). What hit the whole round hits every process of it alike and cancels in
+    the round's effect, as the host's drift does; a burst that hit one slice does not. None
+    dropped without accounting."""
+    watched = [(a, where) for a, where in ((accounting, "server"), (generator, "generator")) if a]
+    if not watched:
+        return lambda _: None
+    reads: dict[tuple[int, int], tuple[float, float]] = {}  # (watched, slice index) -> read
+    by_round: dict[tuple[int, int], list[float]] = {}  # (watched, round) -> shares
+    for w, (a, _) in enumerate(watched):
+        for s in slices:
+            got = a.other_share_read(s.started_at, s.ended_at)
+            if got is not None:
+                reads[w, s.index] = got
+                by_round.setdefault((w, s.round), []).append(got[0])
+    usual = {
+        key: (statistics.median(shares) if len(shares) > 2 else min(shares))
+        for key, shares in by_round.items()
+    }
+
+    def dropped(s: SliceStats) -> str | None:
+        for w, (_, where) in enumerate(watched):
+            got = reads.get((w, s.index))
+            if got is None:
+                continue
+            share, resolution = got
+            if share > limit + resolution + usual[w, s.round]:
+                return f"{WHY_BURST}: other processes took {share:.0%} of the {where} cores"
+        return None
+
+    return dropped
+
+
+def idle_share(slices: Sequence[SliceStats], accounting: Any) -> dict[str, float] | None:
+    """What the idle processes cost the loaded one: the CPU every other process's tree used
+    during each slice, as a share of the slice's core time (median and 90th percentile over
+    the slices); None without two samples in any slice."""
+    shares = []
+    for s in slices:
+        others = [
+            accounting.tree_share(t, s.started_at, s.ended_at)
+            for t in range(len(accounting.pids))
+            if t != s.target
+        ]
+        known = [x for x in others if x is not None]
+        if known and len(known) == len(others):
+            shares.append(sum(known) / max(1, len(accounting.cores)))
+    if not shares:
+        return None
+    shares.sort()
+    return {
+        "median": round(shares[len(shares) // 2], 4),
+        "p90": round(shares[int(0.9 * (len(shares) - 1))], 4),
+    }
+
+
+def _complete_rounds(slices: Sequence[SliceStats], targets: int) -> int:
+    """Rounds complete from the first: every target's slice of them is in."""
+    per: dict[int, int] = {}
+    for s in slices:
+        per[s.round] = per.get(s.round, 0) + 1
+    r = 0
+    while per.get(r, 0) >= targets:
+        r += 1
+    return r

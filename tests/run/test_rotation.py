@@ -1,0 +1,128 @@
+"""The rotation shared by a study's interleaved group and ``ab``: the sizing of its slices,
+its interference rule, and ``ab``'s use of both."""
+
+from __future__ import annotations
+
+import os
+
+from pywebbench.ab.session import AbOptions, least_budget_s, sized
+from pywebbench.load.sliced import SliceStats
+from pywebbench.meter.slice_interference import CoreAccounting
+from pywebbench.run.rotation import LEAST_ROUNDS, burst_rule, slots
+
+
+def _slice(index: int, start: float, duration: float, rnd: int = 0) -> SliceStats:
+    return SliceStats(
+        index=index, round=rnd, target=index, requests=100, errors=0, timeouts=0,
+        duration_s=duration, rps=100 / duration, started_at=start, ended_at=start + duration,
+        p50_us=1000, p99_us=2000,
+    )  # fmt: skip
+
+
+def _accounting(samples: list[tuple[float, float]], step: float) -> CoreAccounting:
+    """One core whose other processes took each sample's share of it over the ``step`` s
+    before it."""
+    acc = CoreAccounting(cores=[0], pids=[])
+    busy = 0.0
+    for t, other in samples:
+        busy += other * step
+        acc.at.append(t)
+        acc.busy_s.append(busy)
+        acc.own_s.append(0.0)
+        acc.tree_s.append([0.0])
+    return acc
+
+
+def _seconds(*others: float) -> tuple[CoreAccounting, list[SliceStats]]:
+    """A round of 1-s slices, others taking each given share of the core in its slice."""
+    samples = [(0.0, 0.0)] + [(i + 1.0, x) for i, x in enumerate(others)]
+    return _accounting(samples, 1.0), [_slice(i, float(i), 1.0) for i in range(len(others))]
+
+
+def test_a_burst_beyond_the_rounds_usual_share_drops_the_slice() -> None:
+    """Others took 30%, 0% and 10% of the core in a round's three 1-s slices: the round's
+    usual share is the median, 10%, and over 1 s the clock ticks resolve 2% (2 ticks at 100
+    a second). The first slice is 20% beyond the usual share: dropped at a limit of 10%,
+    kept at 20%; the others are not beyond it."""
+    assert os.sysconf("SC_CLK_TCK") == 100
+    acc, slices = _seconds(0.3, 0.0, 0.1)
+    strict = burst_rule(acc, None, 0.1, slices)
+    assert (strict(slices[0]) or "").startswith("interference burst: other processes took 30%")
+    assert strict(slices[1]) is None and strict(slices[2]) is None
+    assert burst_rule(acc, None, 0.2, slices)(slices[0]) is None
+    assert burst_rule(None, None, 0.0, slices)(slices[0]) is None  # not sampled: none
+
+
+def test_what_hit_the_whole_round_is_not_a_burst() -> None:
+    """A neighbour that took 40% of the core through a whole round slowed every process of
+    it alike (the round's effect takes it out): nothing is dropped. In a round of two slices
+    the usual share is the lower one, so a burst on one of them is judged against the
+    other, as the pair's two slices are compared."""
+    acc, slices = _seconds(0.4, 0.4, 0.4)
+    rule = burst_rule(acc, None, 0.05, slices)
+    assert [rule(s) for s in slices] == [None, None, None]
+    acc, pair = _seconds(0.0, 0.4)
+    rule = burst_rule(acc, None, 0.05, pair)
+    assert rule(pair[0]) is None and "took 40%" in (rule(pair[1]) or "")
+
+
+def test_a_difference_the_clock_ticks_cannot_resolve_drops_nothing() -> None:
+    """Over a 0.25-s slice the kernel's tick-counted CPU time is known to two ticks at each
+    end (8% of the span at 100 ticks/s): 10% against a usual 0-10% is nothing, 40% is a
+    burst."""
+    samples = [(0.0, 0.0), (0.25, 0.10), (0.5, 0.0), (0.75, 0.0), (1.0, 0.40)]
+    slices = [_slice(0, 0.0, 0.25), _slice(1, 0.25, 0.25), _slice(2, 0.75, 0.25)]
+    rule = burst_rule(_accounting(samples, step=0.25), None, 0.05, slices)
+    assert rule(slices[0]) is None and rule(slices[1]) is None
+    assert "took 40%" in (rule(slices[2]) or "")
+
+
+def test_a_generator_burst_drops_the_slice_too() -> None:
+    quiet, slices = _seconds(0.0, 0.0, 0.0)
+    generator, _ = _seconds(0.5, 0.0, 0.0)
+    why = burst_rule(quiet, generator, 0.05, slices)(slices[0])
+    assert why is not None and why.endswith("of the generator cores")
+
+
+def test_ab_sizes_its_slices_as_a_group_does_and_fills_the_budget_with_rounds() -> None:
+    """Two sides of four processes at 6,400 req/s over 64 connections: settle 0.05 s (one
+    response time, 0.01 s, floored), slice 0.25 s (the shortest); at 1,000 req/s the slice
+    holds 10 responses per connection (0.64 s) and the settle one (0.064 s). A first touch of
+    0.5 s a process on CPython, 3 s on PyPy (whose slices are 0.5 s at least); the rounds
+    fill what the first touches leave."""
+    options, rounds = sized(AbOptions(budget_s=100.0), 6_400.0, 64, jit=False)
+    assert (options.slice_s, options.settle_s, options.warmup_s) == (0.25, 0.05, 0.5)
+    assert rounds == int((100.0 - 8 * 0.5) / (8 * (0.25 + 0.05)))
+    slow, _ = sized(AbOptions(budget_s=100.0), 1_000.0, 64, jit=False)
+    assert (slow.slice_s, slow.settle_s) == (0.64, 0.064)
+    pypy, _ = sized(AbOptions(budget_s=100.0), 6_400.0, 64, jit=True)
+    assert (pypy.slice_s, pypy.warmup_s) == (0.5, 3.0)
+    given, _ = sized(AbOptions(slice_s=1.0, settle_s=0.2, warmup_s=2.0), 6_400.0, 64, jit=False)
+    assert (given.slice_s, given.settle_s, given.warmup_s) == (1.0, 0.2, 2.0)  # unchanged
+    tight, rounds = sized(AbOptions(budget_s=1.0), 6_400.0, 64, jit=False)
+    assert rounds == 2  # never fewer than two
+
+
+def test_the_least_budget_holds_two_rounds_of_the_longest_slices() -> None:
+    least = least_budget_s(4, None)
+    assert least == 8 * (0.5 + 2 * (2.0 + 0.5))  # CPython's first touch, 2-s slices
+    slowest, rounds = sized(AbOptions(budget_s=least), 32.0, 64, jit=False)
+    assert (slowest.slice_s, slowest.settle_s, rounds) == (2.0, 0.5, 2)
+    assert least_budget_s(1, 1.0, slice_s=0.5, settle_s=0.0) == 2 * (1.0 + 2 * 0.5)
+
+
+def test_the_settle_drains_the_slowest_stack_and_the_rounds_fill_the_budget() -> None:
+    """A slice's settle is one response time of the slowest probed stack (64 connections at
+    1,000 req/s: 0.064 s), floored at 0.05 s and capped at 0.5 s; the slice is 0.25 s at least
+    (0.5 s on PyPy) and twice the settle; the rounds fill the budget, 20 at least."""
+    slice_s, settle, rounds = slots(18, 120.0, 64, 1000.0)
+    assert (slice_s, settle) == (0.25, 0.064)
+    assert rounds == int(120.0 / (18 * (0.25 + 0.064)))
+    assert slots(18, 120.0, 64, 50_000.0)[1] == 0.05  # a fast stack: the floor
+    assert slots(18, 600.0, 64, 64.0)[:2] == (1.0, 0.5)  # 1 s per response: the cap, 2x
+    assert slots(18, 120.0, 64, 1000.0, shortest=0.5)[0] == 0.5
+    assert slots(18, 1.0, 64, 1000.0)[2] == LEAST_ROUNDS
+    # a budget that would not hold 20 rounds of 1-s slices and 0.5-s settles: one response
+    # time a slice (0.5 s) before the 20 rounds exceed it
+    assert slots(18, 246.0, 64, 128.0, shortest=0.5)[:2] == (0.5, 0.5)
+    assert slots(18, 600.0, 64, 128.0, shortest=0.5)[:2] == (1.0, 0.5)
