@@ -176,7 +176,7 @@ class AbOutcome:
 
     base: AbSideRun
     change: AbSideRun
-    pairs: list[RoundPair]
+    pairs: list[RoundPair[SliceStats]]
     rps: RatioEstimate | None
     cpu: RatioEstimate | None  # requests per server CPU-second, CHANGE/BASE
     p50: RatioEstimate | None
@@ -346,7 +346,7 @@ def slice_latency(s: SliceStats, which: str, endpoint: str | None = None) -> flo
 
 
 def latency_ratio(
-    pairs: Sequence[RoundPair],
+    pairs: Sequence[RoundPair[SliceStats]],
     which: str,
     level: float,
     processes: int,
@@ -370,7 +370,7 @@ def latency_ratio(
 
 
 def endpoint_latency(
-    pairs: Sequence[RoundPair], level: float, processes: int
+    pairs: Sequence[RoundPair[SliceStats]], level: float, processes: int
 ) -> list[EndpointChange]:
     """With a mix on both sides: each endpoint's p50 and p99 CHANGE/BASE, paired by round
     as the whole mix's, the one whose p50 grew most first (as ``compare`` ranks them)."""
@@ -515,10 +515,10 @@ def _measure(
     final = judge(speed.slices, members, options.rule, dropped=rotated.dropped, final=True)
     drop = _either(rotated.dropped)
 
-    def paired(slices: Sequence[SliceStats]) -> list[RoundPair]:
+    def paired(slices: Sequence[SliceStats]) -> list[RoundPair[SliceStats]]:
         return pair_rounds(final.measured_slices(slices), processes=k, drop=drop)
 
-    def ratio(pairs: Sequence[RoundPair]) -> RatioEstimate | None:
+    def ratio(pairs: Sequence[RoundPair[SliceStats]]) -> RatioEstimate | None:
         return paired_ratio(pairs, level=options.level, processes=k)
 
     pairs = paired(speed.slices)
@@ -571,7 +571,7 @@ def _measure(
     )
 
 
-def _either(dropped: Callable[[SliceStats], str | None]) -> DropRule:
+def _either(dropped: Callable[[SliceStats], str | None]) -> DropRule[SliceStats]:
     """The pair rule of a slice rule: a round's pair is dropped when either slice is."""
     return lambda b, c: dropped(b) or dropped(c)
 

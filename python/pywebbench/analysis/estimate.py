@@ -19,27 +19,44 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from pywebbench.analysis.group import Interval, Observation, fit_group
 from pywebbench.analysis.ratio import RatioEstimate
 from pywebbench.analysis.stats import median, t_interval
-from pywebbench.load.sliced import SliceStats
+
+
+class Slice(Protocol):
+    """What the estimate reads of a slice (the engine's ``SliceStats``): its round, its
+    engine target, the requests it completed and its requests/s."""
+
+    @property
+    def round(self) -> int: ...
+    @property
+    def target(self) -> int: ...
+    @property
+    def requests(self) -> int: ...
+    @property
+    def rps(self) -> float: ...
+
+
+S = TypeVar("S", bound=Slice)
 
 #: Fewest kept rounds before a CI is trusted to stop a run.
 MIN_ROUNDS = 8
 
 #: Why a round's pair is left out (None: kept). Gets (base slice, change slice).
-DropRule = Callable[[SliceStats, SliceStats], str | None]
+DropRule = Callable[[S, S], str | None]
 
 
 @dataclass(frozen=True)
-class RoundPair:
+class RoundPair(Generic[S]):
     """The slices of BASE's and CHANGE's process ``process`` in one round, and why the pair
     was dropped (None: kept)."""
 
     round: int
-    base: SliceStats
-    change: SliceStats
+    base: S
+    change: S
     dropped: str | None = None
     process: int = 0
 
@@ -50,11 +67,11 @@ class RoundPair:
 
 
 def pair_rounds(
-    slices: Sequence[SliceStats], *, processes: int = 1, drop: DropRule | None = None
-) -> list[RoundPair]:
+    slices: Sequence[S], *, processes: int = 1, drop: DropRule[S] | None = None
+) -> list[RoundPair[S]]:
     """The complete pairs, in round order: BASE's process ``k`` (target ``2k``) with CHANGE's
     process ``k`` (target ``2k + 1``) in each round where both have a slice."""
-    by_round: dict[int, dict[int, SliceStats]] = {}
+    by_round: dict[int, dict[int, S]] = {}
     for s in slices:
         by_round.setdefault(s.round, {})[s.target] = s
     out = []
@@ -84,13 +101,13 @@ def side_process(target_index: int) -> tuple[int, int]:
     return target_index % 2, target_index // 2
 
 
-def kept_rounds(pairs: Sequence[RoundPair]) -> int:
+def kept_rounds(pairs: Sequence[RoundPair[S]]) -> int:
     """Rounds with at least one kept pair."""
     return len({p.round for p in pairs if p.dropped is None})
 
 
 def paired_ratio(
-    pairs: Sequence[RoundPair], *, level: float = 0.95, processes: int = 1
+    pairs: Sequence[RoundPair[S]], *, level: float = 0.95, processes: int = 1
 ) -> RatioEstimate | None:
     """CHANGE/BASE requests/s from the kept pairs, with its ``level`` CI (None: no interval
     can be had): over the processes when each side ran several (:func:`process_fit`; never
@@ -116,13 +133,13 @@ def paired_ratio(
     )
 
 
-def processes_kept(pairs: Sequence[RoundPair]) -> int:
+def processes_kept(pairs: Sequence[RoundPair[S]]) -> int:
     """Server processes a side with at least one kept pair."""
     return len({p.process for p in pairs if p.dropped is None})
 
 
 def process_fit(
-    kept: Sequence[RoundPair], *, level: float = 0.95
+    kept: Sequence[RoundPair[S]], *, level: float = 0.95
 ) -> tuple[float, float, float] | None:
     """(ratio, low, high) of CHANGE/BASE from the two-way fit of the kept pairs' slices: an
     interleaved group of two stacks (:func:`pywebbench.analysis.group.fit_group`: log
