@@ -427,6 +427,14 @@ class BringUp:
     #: Stop a server's process group; the seconds it took.
     stop: Callable[[RunningServer], float] = stop
 
+    def verify(
+        self, server: RunningServer, cell: CellPlan, timeout_s: float
+    ) -> StackFailure | None:
+        """Why ``server`` does not answer ``cell``'s workload correctly (None: it does)."""
+        return self.check(
+            server, cell.variant.stack, cell.workload, cell.params, timeout_s=timeout_s
+        ).failure()
+
 
 # ----------------------------------------------------------------------------- server pool
 
@@ -483,9 +491,7 @@ class ServerPool:
 
     def verify(self, server: RunningServer, cell: CellPlan) -> StackFailure | None:
         """Why ``server`` does not answer ``cell``'s workload correctly (None: it does)."""
-        return self._steps.check(
-            server, cell.variant.stack, cell.workload, cell.params, timeout_s=self.verify_timeout_s
-        ).failure()
+        return self._steps.verify(server, cell, self.verify_timeout_s)
 
     def stop(self, server: RunningServer) -> None:
         """Stop one process of the pool; it leaves the pool once stopped (one whose stop

@@ -402,13 +402,7 @@ class HostBench:
     def _verify(self, server: RunningServer, cell: CellPlan) -> StackFailure | None:
         """Check that ``server`` answers ``cell``'s workload correctly (None: it does)."""
         self.events.phase(f"verifying {cell.variant.key} {cell.workload.name}")
-        return self.seams.bringup.check(
-            server,
-            cell.variant.stack,
-            cell.workload,
-            cell.params,
-            timeout_s=self.config.timeouts.verify_s,
-        ).failure()
+        return self.seams.bringup.verify(server, cell, self.config.timeouts.verify_s)
 
     def _record_start(self, variant: Variant, rep_id: int, server: RunningServer) -> None:
         self.store.update_replicate(
