@@ -416,7 +416,7 @@ class CheckStep(Protocol):
 @dataclass(frozen=True)
 class BringUp:
     """The steps of the per-stack pipeline as one value, this module's by default; a test
-    hands in fakes (tests/run/fake_bench.py, through run/seams.py)."""
+    hands in fakes (tests/fake_bench.py, through run/seams.py)."""
 
     provision: ProvisionStep = provision
     #: The services a set of workloads needs (names, working directory), a context manager.

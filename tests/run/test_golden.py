@@ -3,7 +3,7 @@ starts and stops, what it shows (phases, iterations, cells) and every row it wri
 store, for the quick profile's matrix and for studies that use every run option
 (tests/run/golden/*.json).
 
-A fake load agent and a fake bring-up (tests/run/fake_bench.py) stand in for the engine and
+A fake load agent and a fake bring-up (tests/fake_bench.py) stand in for the engine and
 the servers, so the figures are a pure function of the order of the loads, and a study runs
 in about a second. Ids stay as the store gave them (they follow the order of the writes);
 timestamps, the run id, the temporary directory, the interpreter and this process's pid and

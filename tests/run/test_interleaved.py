@@ -1,5 +1,6 @@
 """The interleaved group (run/interleaved.py): which cells it takes, its stop rule on
-synthetic slices, and whole groups of real reference servers on loopback.
+synthetic slices, whole groups on synthetic slices (a fake agent's sliced run, no server:
+deterministic, in about a second), and whole groups of real reference servers on loopback.
 
 The reference servers answer after a fixed delay, so their throughput is set by a timer,
 not by the CPU: a server four times slower per request reads slower whatever the host
@@ -18,13 +19,13 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from fake_bench import FakeAgent, SlicedModel, Timeline
 from pwbtest import planned
 from pywebbench.bringup import ServerPool, StackFailure
 from pywebbench.load import LoadSpec, LocalAgent
 from pywebbench.load.sliced import SliceStats
 from pywebbench.refserver import RefServer
 from pywebbench.run.interleaved import (
-    MIN_ROUNDS,
     GroupOptions,
     GroupRun,
     enough,
@@ -32,7 +33,7 @@ from pywebbench.run.interleaved import (
     run_group,
     why_not_interleaved,
 )
-from pywebbench.run.rotation import Member, judge
+from pywebbench.run.rotation import MIN_ROUNDS, Member, judge
 from pywebbench.run.schedule import CellProgress
 from pywebbench.store import Phase
 from pywebbench.study.config import resolve
@@ -351,3 +352,99 @@ def test_the_rotation_seed_is_the_groups_own_and_moves_with_the_studys_seed() ->
     assert len(seeded) == 20 and rotation_seed(label) not in seeded
     assert rotation_seed(label, 7) == rotation_seed(label, 7)
     assert rotation_seed(label, 7) != rotation_seed("cpython3.11 | cpu @ c64", 7)
+
+
+# ------------------------------------------------------- a whole group on synthetic slices
+
+
+class SyntheticPool(ServerPool):
+    """A pool whose processes are names only: the rotation's slices come from a
+    :class:`~fake_bench.SlicedModel`, so nothing listens behind these URLs."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda cell: (cast(Any, None), cast(Any, None)))  # never launched
+        self.started = 0
+
+    def _start_process(self, cell: Any, k: int) -> Any:
+        self.started += 1
+        return SimpleNamespace(
+            pid=os.getpid(),
+            base_url=f"http://127.0.0.1:{9000 + self.started}",
+            log_path="-",
+            cold_start_s=0.0,
+        )
+
+    def _stop_process(self, server: Any) -> None:
+        pass
+
+    def verify(self, server: Any, cell: Any) -> StackFailure | None:
+        return None
+
+
+def _synthetic_group(model: SlicedModel, stacks: list[str], **options: Any) -> GroupRun:
+    """A group of ``stacks`` (three processes each, in the engine's target order: process 1
+    of each stack, then process 2 of each, ...) measured on ``model``'s slices: no server,
+    no clock, no core read (no CPU accounting, no core-speed probe)."""
+
+    def load_spec(cell: Any, base_url: str) -> LoadSpec:
+        return LoadSpec(url=base_url + "/hello", connections=16, duration_s=1.0)
+
+    cells = [_cell(s, 1.0) for s in stacks]
+    progress = [CellProgress(cell=c, cell_id=i + 1, ok=0, next_rep=0) for i, c in enumerate(cells)]
+    defaults: dict[str, Any] = {
+        "processes": 3, "budget_s": 600.0, "ci_width": 0.02, "core_speed": False,
+    }  # fmt: skip
+    return GroupRun(
+        progress,
+        GroupOptions(**(defaults | options)),
+        store=cast(Any, FakeStore()),
+        pool=SyntheticPool(),
+        agent=FakeAgent(Timeline(), sliced=model),
+        load_spec=load_spec,
+        rss=lambda pid: 40 * 2**20,
+    )
+
+
+def test_a_group_on_a_host_that_moves_30_percent_a_round_reads_the_true_ratio() -> None:
+    """Two stacks 1.5x apart (processes 1% apart within each), on a host whose speed moves
+    up to 30% from round to round and 1% of noise a slice: the rounds take the host out,
+    so the group stops as soon as every process is warm and the ratio is within +-2%, and
+    reads 1.5 with an interval that holds it. Deterministic (seeded slices), no server."""
+    levels = [1000.0, 1500.0, 1010.0, 1485.0, 990.0, 1515.0]  # a, b, a, b, a, b
+    run = _synthetic_group(SlicedModel(levels, seed=3), ["a", "b"])
+    outcomes = run_group(run)
+    assert [o.failure for o in outcomes] == [None, None]
+    a, b = (o.group for o in outcomes)
+    assert a is not None and b is not None
+    ratio, low, high = b["vs"]["a"]
+    assert abs(ratio - 1.5) < 0.015 and low < 1.5 < high and low > 1.0
+    assert run.result is not None and run.result.stopped_early
+    planned = run.rotation.agent.sliced  # type: ignore[attr-defined]
+    assert planned is not None
+    rounds = b["rounds"]
+    assert MIN_ROUNDS < rounds < 40  # stopped once it knew, long before the budget
+    store = cast(FakeStore, run.store)
+    assert len(store.iterations) == len(run.result.slices) == 6 * rounds
+    warmup = [it for it in store.iterations if it.kind == "warmup"]
+    assert warmup and all(it.idx == 0 for it in warmup)  # the first round is never judged
+
+
+def test_a_process_still_compiling_is_warm_only_once_its_share_stops_climbing() -> None:
+    """One process of stack b climbs from 60% of its level to all of it over 15 rounds (a
+    JIT compiling): it is judged warm no sooner than its climb ends, the group does not
+    stop before, and its slices before that are stored as warm-up; the ratio is read from
+    its warm slices, so the climb does not pull it down."""
+    levels = [1000.0, 1500.0, 1010.0, 1485.0, 990.0, 1515.0]
+    model = SlicedModel(levels, warming={3: 15}, seed=5)
+    run = _synthetic_group(model, ["a", "b"])
+    outcomes = run_group(run)
+    b = outcomes[1].group
+    assert b is not None
+    assert abs(b["vs"]["a"][0] - 1.5) < 0.02
+    climbing = [m for m in run.members if m.index == 3]
+    assert len(climbing) == 1
+    mine = [it for it in cast(FakeStore, run.store).iterations
+            if it.cell_id == 2 and it.replicate == climbing[0].k]  # fmt: skip
+    first_measured = min(it.idx for it in mine if it.kind == "measured")
+    assert first_measured >= 12  # 60% -> 100% over 15 rounds: still moving before
+    assert b["rounds"] >= first_measured + MIN_ROUNDS

@@ -2,7 +2,7 @@
 and docs/faults.md): the good clients draw from the mix, the fault clients and the recovery
 check aim at the mix's heaviest GET answering 2xx (its URL has no path of its own), the score
 counts an expected status as an answer, and a mix without such a GET is refused up front.
-Nothing here starts a server (a fake bench, tests/run/fake_bench.py) or loads one."""
+Nothing here starts a server (a fake bench, tests/fake_bench.py) or loads one."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 when it starts, into the stored configuration (``app.mix_entries``), and ``--resume``
 measures the cells still to do with those requests, saying in one line when the file changed
 since. Nothing here starts a server or builds a venv (``--interface wsgi`` skips the
-detection; the study that runs has a fake bring-up and load, tests/run/fake_bench.py)."""
+detection; the study that runs has a fake bring-up and load, tests/fake_bench.py)."""
 
 from __future__ import annotations
 

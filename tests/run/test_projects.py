@@ -1,7 +1,7 @@
 """Several project directories of one app in one study (``--project`` repeated, or a list in
 ``[app] project``): one stack per project per server, named after the directory. Nothing here
 starts a server or builds a venv (``--interface wsgi`` skips the detection; the study that runs
-has a fake bring-up and load, tests/run/fake_bench.py); about a second in all."""
+has a fake bring-up and load, tests/fake_bench.py); about a second in all."""
 
 from __future__ import annotations
 

@@ -391,15 +391,25 @@ def run_ab(
     *,
     agent: LoadAgent,
     say: Callable[[str], None] = lambda _: None,
+    steps: bringup.BringUp | None = None,
+    cpu_accounting: Callable[[Sequence[int], Sequence[int]], CoreAccounting | None] = (
+        CoreAccounting
+    ),
 ) -> AbOutcome:
     """Start the services the sides' workload needs (redis, PostgreSQL), up for the whole
     run, ``--instructions``' counts included; bring both sides up (SideError naming the side
-    when one fails), measure through ``agent``, take everything down."""
+    when one fails), measure through ``agent``, take everything down. ``steps`` provision,
+    start services, and start, check and stop servers (default: :mod:`pywebbench.bringup`'s);
+    ``cpu_accounting`` reads the server cores' CPU (cores, server PIDs; default: the kernel's)."""
+    steps = steps or bringup.BringUp()
     needed = bringup.services_needed(study.cell.workload for study in (base, change))
     if needed:
         say(f"starting services: {', '.join(needed)}")
-    with bringup.Services(needed, options.log_dir / "services") as services:
-        return _measure(base, change, options, services, agent=agent, say=say)
+    with steps.services(needed, options.log_dir / "services") as services:
+        return _measure(
+            base, change, options, services, agent=agent, say=say, steps=steps,
+            cpu_accounting=cpu_accounting,
+        )  # fmt: skip
 
 
 def _measure(
@@ -410,6 +420,8 @@ def _measure(
     *,
     agent: LoadAgent,
     say: Callable[[str], None],
+    steps: bringup.BringUp,
+    cpu_accounting: Callable[[Sequence[int], Sequence[int]], CoreAccounting | None],
 ) -> AbOutcome:
     """:func:`run_ab` once the services run."""
     config = base.config
@@ -422,7 +434,7 @@ def _measure(
         i = next(i for i, study in enumerate(sides) if study.cell is cell)
         return envs[i], launches[i]
 
-    with bringup.ServerPool(launch, verify_timeout_s=config.timeouts.verify_s) as pool:
+    with bringup.ServerPool(launch, verify_timeout_s=config.timeouts.verify_s, steps=steps) as pool:
         for study in sides:
             cell = study.cell
             failure = services.failure_for(cell.workload)
@@ -430,7 +442,7 @@ def _measure(
                 raise SideError(f"{study.side.flag}: {failure}")
             say(f"{study.side.role}: provisioning {cell.variant.stack.name}")
             try:
-                envs.append(bringup.provision(cell.variant.stack, progress=say))
+                envs.append(steps.provision(cell.variant.stack, progress=say))
             except bringup.StackFailure as exc:
                 raise SideError(f"{study.side.flag}: {exc}") from None
             launches.append(
@@ -462,7 +474,7 @@ def _measure(
             agent,
             server_cpus=server_cpus,
             generator_cpus=generator_cpus,
-            interference=lambda pids: CoreAccounting(server_cpus, pids),
+            interference=lambda pids: cpu_accounting(server_cpus, pids),
             say=say,
         )
         jit = any(m.jit for m in members)
@@ -494,7 +506,7 @@ def _measure(
         def stop(rounds: Rounds) -> bool:
             nonlocal reached
             j = judge(rounds.slices, members, options.rule, dropped=rounds.dropped)
-            if j.unsettled(members):
+            if not j.settled(members):
                 return False
             judged = j.measured_slices(rounds.slices)
             if options.figure == FIGURE_CPU:

@@ -71,8 +71,6 @@ from pywebbench.study.matrix import CellPlan
 if TYPE_CHECKING:
     from pywebbench.load import LoadAgent, LoadSpec
 
-#: Measured rounds every process needs (after its own warm round) before the group may stop.
-MIN_ROUNDS = 8
 #: The stop rule's interval half-width when the study sets no ``ci_target``.
 DEFAULT_CI_WIDTH = 0.03
 
@@ -180,12 +178,11 @@ class GroupMember(Member):
 
 
 def enough(j: GroupJudgement, members: Sequence[Member], options: GroupOptions) -> bool:
-    """The stop rule: every live process warm with :data:`MIN_ROUNDS` measured rounds, and
-    every stack's ratio to the reference within +-``ci_width``."""
-    live = [m for m in members if m.stopped is None]
-    if not live or any(j.warm.get(m.index) is None for m in live):
-        return False
-    if min(j.measured.get(m.index, 0) for m in live) < MIN_ROUNDS:
+    """The stop rule: every live process warm with
+    :data:`~pywebbench.run.rotation.MIN_ROUNDS` measured rounds
+    (:meth:`GroupJudgement.settled`), and every stack's ratio to the reference within
+    +-``ci_width``."""
+    if not j.settled(members):
         return False
     if j.fit is not None and len(j.fit.levels) < 2:
         return True  # one stack: nothing to compare, its processes are warm and measured

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pywebbench.analysis.estimate import MIN_ROUNDS
 from pywebbench.analysis.group import (
     GroupFit,
     Observation,
@@ -264,6 +265,14 @@ class GroupJudgement:
     def unsettled(self, members: Sequence[Member]) -> list[Member]:
         """The live processes never judged warm."""
         return [m for m in members if m.stopped is None and self.warm.get(m.index) is None]
+
+    def settled(self, members: Sequence[Member], rounds: int = MIN_ROUNDS) -> bool:
+        """Every live process is warm and has ``rounds`` measured rounds: the first half of
+        every stop rule (a group's, ``ab``'s)."""
+        live = [m for m in members if m.stopped is None]
+        if not live or self.unsettled(live):
+            return False
+        return min(self.measured.get(m.index, 0) for m in live) >= rounds
 
 
 def judge(

@@ -8,7 +8,7 @@ stop), the resource sampler of an iteration, the readings of a
 server's process tree (its idle memory, its CPU time), the core-speed probe of a sampled
 window, the syscalls tracer, the stack sampler of ``--flamegraph``, the fault clients and the
 fault phase's interference window. The CLI passes ``Seams()``, the real implementations; a
-test passes fakes (``tests/run/fake_bench.py``), so a whole study runs without a server in
+test passes fakes (``tests/fake_bench.py``), so a whole study runs without a server in
 about a second.
 """
 

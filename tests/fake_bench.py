@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from pywebbench.bringup import BringUp, StackFailure
 from pywebbench.load import LoadProgress, LoadSpec
 from pywebbench.load.histogram import Histogram
 from pywebbench.load.result import LoadResult
+from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats, TargetStats
 from pywebbench.meter import MeterSummary
 from pywebbench.meter.interference import Interference
 from pywebbench.meter.sampler import TreeSnapshot
@@ -157,18 +159,98 @@ def synthetic_result(
 
 
 @dataclass
+class SlicedModel:
+    """What a synthetic sliced run serves: target ``t`` in round ``r`` serves
+    ``levels[t]`` requests/s times the host's speed in that round (shared by every target of
+    the round: up to ``host`` either way, as a noisy machine's) times its own noise (up to
+    ``noise`` either way), seeded; a target in ``warming`` climbs from 60% of its level to
+    all of it over that many rounds (a JIT compiling)."""
+
+    levels: Sequence[float]
+    host: float = 0.3
+    noise: float = 0.01
+    warming: dict[int, int] = field(default_factory=dict)
+    seed: int = 0
+
+    def rps(self, target: int, rnd: int, host: float, jitter: float) -> float:
+        climb = self.warming.get(target, 0)
+        share = 0.6 + 0.4 * min(1.0, rnd / climb) if climb else 1.0
+        return self.levels[target] * host * share * jitter
+
+
+def synthetic_sliced(
+    plan: SlicePlan, model: SlicedModel, progress: Callable[[SliceProgress], Any] | None
+) -> SlicedResult:
+    """A sliced run of ``plan`` as :class:`SlicedModel` serves it: every target once a
+    round in a seeded random order, ``progress`` called after each round (True stops the
+    run there, as the engine's "enough")."""
+    rng = random.Random(model.seed)
+    order = random.Random(plan.seed)
+    n = len(plan.targets)
+    slices: list[SliceStats] = []
+    clock = 1_000_000.0 + n * plan.load.warmup_s
+    stopped = False
+    for rnd in range(plan.rounds):
+        host = 1.0 + rng.uniform(-model.host, model.host)
+        targets = list(range(n))
+        order.shuffle(targets)
+        for target in targets:
+            rps = model.rps(target, rnd, host, 1.0 + rng.uniform(-model.noise, model.noise))
+            clock += plan.settle_s
+            slices.append(
+                SliceStats(
+                    index=len(slices), round=rnd, target=target,
+                    requests=int(rps * plan.slice_s), errors=0, timeouts=0,
+                    duration_s=plan.slice_s, rps=rps, started_at=clock,
+                    ended_at=clock + plan.slice_s, p50_us=1000, p99_us=5000,
+                )
+            )  # fmt: skip
+            clock += plan.slice_s
+        if progress is not None and progress(
+            SliceProgress(elapsed_s=clock, planned_s=plan.planned_s(), slices=list(slices))
+        ):
+            stopped = True
+            break
+    mine = {t: [s for s in slices if s.target == t] for t in range(n)}
+    return SlicedResult(
+        version=1, spec={}, interrupted=False, stopped_early=stopped, elapsed_s=clock,
+        slices=slices, threads=[], warnings=[],
+        targets=[
+            TargetStats(
+                url=url, requests=sum(s.requests for s in mine[t]), errors=0,
+                error_classes={}, attempts=0, established=0, reopened=0,
+            )
+            for t, url in enumerate(plan.targets)
+        ],
+    )  # fmt: skip
+
+
+@dataclass
 class FakeAgent:
-    """A load agent that never touches the network; it logs each spec to ``timeline``."""
+    """A load agent that never touches the network; it logs each spec to ``timeline``. Its
+    sliced runs are :func:`synthetic_sliced` ones of ``sliced``."""
 
     timeline: Timeline
     name: str = "fake"
     loads: int = 0
+    sliced: SlicedModel | None = None
 
     def run(self, spec: LoadSpec, progress: Any = None) -> LoadResult:
         self.timeline.add("load", spec=json.loads(spec.to_json()))
         result = synthetic_result(spec, self.loads, progress)
         self.loads += 1
         return result
+
+    def run_sliced(
+        self,
+        plan: SlicePlan,
+        progress: Callable[[SliceProgress], Any] | None = None,
+        *,
+        interval_s: float,
+    ) -> SlicedResult:
+        self.timeline.add("sliced", targets=list(plan.targets), rounds=plan.rounds)
+        assert self.sliced is not None, "a sliced run needs a SlicedModel"
+        return synthetic_sliced(plan, self.sliced, progress)
 
 
 class FakeGroup:
