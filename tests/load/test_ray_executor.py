@@ -77,7 +77,7 @@ def test_ray_executor_measures_the_planned_cells_on_both_nodes(
     replicate counts, the nodes, and that the Ray run's groups never overlapped on the
     host's cores (the host lock), from the stored measurement windows.
     """
-    reps = [*TWO, "-d", "1", "--iterations", "2", "--replicates", "2", "--max-replicates", "2"]
+    reps = [*TWO, "-d", "1", "--iterations", "1", "--replicates", "2", "--max-replicates", "2"]
     remote = pwb(*TINY, *reps, "--executor", "ray", "--ray", ray_cluster, results=tmp_path / "ray")
     assert remote.returncode == 0, remote.stdout + remote.stderr
     study = _study(tmp_path / "ray" / "pywebbench.sqlite")
