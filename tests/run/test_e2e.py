@@ -32,9 +32,13 @@ from pywebbench.study.matrix import Matrix
 WSGI_SERVER = "granian-wsgi"
 ASGI_SERVER = "uvicorn-h11"
 CPYTHON = default_interpreters()[0].name  # the running CPython only: tests stay fast
-# Short windows; no replicate budget (the tests count replicates). FAST also warms up for a
-# fixed 0.5 s: warm-up until steady is exercised by test_small_matrix and tests/run/test_steady*.
-SHORT = ["-d", "1", "--max-replicates", "1", "-c", "16", "--python", CPYTHON]
+# Short windows; no replicate budget (the tests count replicates); the interference guard off,
+# also for the runs started here without tests/pwbtest.py's pwb (its _quiet_guard: these tests
+# are of function, and the other pytest worker's load would have every iteration measured
+# again). FAST also warms up for a fixed 0.5 s: warm-up until steady is exercised by
+# test_small_matrix and tests/run/test_steady*.
+SHORT = ["-d", "1", "--max-replicates", "1", "-c", "16", "--python", CPYTHON,
+         "--interference-max", "2"]  # fmt: skip
 FAST = [*SHORT, "--warmup", "fixed", "--warmup-duration", "0.5"]
 
 
