@@ -318,9 +318,6 @@ def test_ctrl_c_then_resume(tmp_path: Path, census: str) -> None:
         "2",
         "--no-report",
         *FAST,
-        # half-second measured windows: 12 iterations to stop among and resume, not to time
-        "-d",
-        "0.5",
         "--results-dir",
         str(results),
     ]
