@@ -5,8 +5,9 @@ Three runs of one real stack (gunicorn-sync serving raw-wsgi on the running CPyt
 
 - ``a1`` and ``a2``: the same study twice (an A/A pair: any difference is noise);
 - ``slow``: the same study with each request computing fib(27) instead of fib(20), about
-  29x the work: a real regression, large enough that 3 replicates a side detect it at the
-  tests' designed false-failure rate (test_compare_cmd.py).
+  29x the work, in one measured 3 s iteration a replicate (conftest.py): a real regression,
+  large enough that 3 replicates a side detect it at the tests' designed false-failure rate
+  (test_compare_cmd.py).
 
 Every process the studies start carries a marker; none may be left at the end.
 """

@@ -57,7 +57,7 @@ PLAN = StudyPlan(
     measured=2,
     duration_s=0.25,
     provision_failures=[EVIL_PROVISION],
-    steady_cap_s=1.5,  # the warm-ups' length: CPython steady from 0.75 s, PyPy capped
+    steady_cap_s=1.0,  # the warm-ups' length: CPython steady from 0.75 s, PyPy capped
 )
 
 
