@@ -503,15 +503,15 @@ def _measure(
         k = options.processes
         reached = False
 
-        def stop(rounds: Rounds) -> bool:
+        def stop(so_far: Rounds) -> bool:
             nonlocal reached
-            j = judge(rounds.slices, members, options.rule, dropped=rounds.dropped)
+            j = judge(so_far.slices, members, options.rule, dropped=so_far.dropped)
             if not j.settled(members):
                 return False
-            judged = j.measured_slices(rounds.slices)
+            judged = j.measured_slices(so_far.slices)
             if options.figure == FIGURE_CPU:
-                judged = per_cpu_second(judged, rounds.accounting)
-            pairs = pair_rounds(judged, processes=k, drop=_either(rounds.dropped))
+                judged = per_cpu_second(judged, so_far.accounting)
+            pairs = pair_rounds(judged, processes=k, drop=_either(so_far.dropped))
             est = paired_ratio(pairs, level=options.level, processes=k)
             reached = narrow_enough(est, kept_rounds(pairs), options.ci_width)
             return reached

@@ -370,12 +370,12 @@ class GroupRun:
             f"({n * touch_s + rounds * n * (slice_s + settle_s):.0f} s)"
         )
 
-        def stop(rounds: Rounds) -> bool:
-            j = judge(rounds.slices, live, self.options.rule, dropped=rounds.dropped)
+        def stop(so_far: Rounds) -> bool:
+            j = judge(so_far.slices, live, self.options.rule, dropped=so_far.dropped)
             warm = sum(1 for m in live if m.stopped is None and j.warm.get(m.index) is not None)
             width = j.widest(self.options.reference)
             self._say(
-                f"round {rounds.complete}: {warm} of "
+                f"round {so_far.complete}: {warm} of "
                 f"{sum(1 for m in live if m.stopped is None)} processes warm, widest CI "
                 + (fmt.half_width(width) if math.isfinite(width) else "n/a")
             )
