@@ -220,3 +220,22 @@ def test_the_default_budget_is_two_rounds_when_instructions_are_judged() -> None
     mine = {**given, "budget": 90.0}
     _check_numbers(mine)
     assert mine["budget"] == 90.0
+
+
+def test_the_stop_rule_judges_no_less_than_the_slices_noise() -> None:
+    """Two processes a side whose slices are noisy by +-2% in a pattern that leaves each
+    process's mean exactly on its side's level: the processes' spread is 0 and the reported
+    interval has no width, but the one the stop rule judges (``stopping``) is as wide as the
+    slices' noise makes it, so the run does not stop on it."""
+    slices = []
+    for r in range(8):
+        for t in range(4):  # BASE process 0, CHANGE 0, BASE 1, CHANGE 1
+            rps = 1000.0 * (0.9 if t % 2 else 1.0) * math.exp(0.02 * (-1) ** (r + t // 2))
+            slices.append(_slice(len(slices), r, t, rps))
+    pairs = pair_rounds(slices, processes=2)
+    plain = paired_ratio(pairs, processes=2)
+    judged = paired_ratio(pairs, processes=2, stopping=True)
+    assert plain is not None and judged is not None
+    assert math.isclose(plain.ratio, 0.9) and math.isclose(judged.ratio, 0.9)
+    assert half_width(plain) < 1e-9 and narrow_enough(plain, 8, 0.01)
+    assert half_width(judged) > 0.01 and not narrow_enough(judged, 8, 0.01)

@@ -512,7 +512,7 @@ def _measure(
             if options.figure == FIGURE_CPU:
                 judged = per_cpu_second(judged, so_far.accounting)
             pairs = pair_rounds(judged, processes=k, drop=_either(so_far.dropped))
-            est = paired_ratio(pairs, level=options.level, processes=k)
+            est = paired_ratio(pairs, level=options.level, processes=k, stopping=True)
             reached = narrow_enough(est, kept_rounds(pairs), options.ci_width)
             return reached
 

@@ -107,18 +107,23 @@ def kept_rounds(pairs: Sequence[RoundPair[S]]) -> int:
 
 
 def paired_ratio(
-    pairs: Sequence[RoundPair[S]], *, level: float = 0.95, processes: int = 1
+    pairs: Sequence[RoundPair[S]],
+    *,
+    level: float = 0.95,
+    processes: int = 1,
+    stopping: bool = False,
 ) -> RatioEstimate | None:
     """CHANGE/BASE requests/s from the kept pairs, with its ``level`` CI (None: no interval
     can be had): over the processes when each side ran several (:func:`process_fit`; never
     over rounds then, even if the kept pairs come from one process only), else over the
-    rounds."""
+    rounds. ``stopping``: the interval a stop rule judges
+    (:meth:`pywebbench.analysis.group.GroupFit.for_stopping`), not the one to report."""
     kept = [p for p in pairs if p.dropped is None]
     if len(kept) < 2:
         return None
     medians = (median([p.base.rps for p in kept]), median([p.change.rps for p in kept]))
     if processes > 1:
-        fit = process_fit(kept, level=level)
+        fit = process_fit(kept, level=level, stopping=stopping)
         if fit is None:
             return None
         ratio, low, high = fit
@@ -139,14 +144,15 @@ def processes_kept(pairs: Sequence[RoundPair[S]]) -> int:
 
 
 def process_fit(
-    kept: Sequence[RoundPair[S]], *, level: float = 0.95
+    kept: Sequence[RoundPair[S]], *, level: float = 0.95, stopping: bool = False
 ) -> tuple[float, float, float] | None:
     """(ratio, low, high) of CHANGE/BASE from the two-way fit of the kept pairs' slices: an
     interleaved group of two stacks (:func:`pywebbench.analysis.group.fit_group`: log
     requests/s = round effect + process effect; the interval is Student's t with the pooled
     variance of the process effects about their side's mean, 2(K - 1) degrees of freedom
-    with K processes a side). None when the fit has no degree of freedom, or when the kept
-    pairs fall into groups of processes that share no round."""
+    with K processes a side; ``stopping``: the variance a stop rule judges,
+    :meth:`~pywebbench.analysis.group.GroupFit.for_stopping`). None when the fit has no degree
+    of freedom, or when the kept pairs fall into groups of processes that share no round."""
     obs = [
         Observation(p.round, target(side, p.process), s.rps)
         for p in kept
@@ -156,7 +162,7 @@ def process_fit(
     fit = fit_group(obs, stack_of, level=level)
     if fit is None or len(fit.levels) < 2 or fit.df < 1:
         return None
-    est = fit.ratio("change", "base")
+    est = (fit.for_stopping() if stopping else fit).ratio("change", "base")
     return est.ratio, est.low, est.high
 
 

@@ -25,6 +25,17 @@ ratio's interval is Student's t with that variance times the ratio's own weights
 (``1/K_a + 1/K_b`` for two stacks of ``K`` processes). With two stacks this is exactly the
 A/B estimate of :mod:`pywebbench.analysis.estimate`.
 
+**What a stop rule judges** (:meth:`GroupFit.for_stopping`, :func:`widest`). A run stops
+once its intervals are narrow enough, and it asks after every round. The spread of a few
+process effects (6 degrees of freedom for 3 stacks of 3) is itself noisy: stopping at the
+first round where it happens to be low picks the rounds where the interval is too narrow,
+and the twins benchmark saw 3 of 20 equal stacks ranked apart that way beside a neighbour.
+The stop rules therefore judge a variance never below what the slices' own noise gives a
+process effect (the fit's residual variance over a process's slices, from hundreds of
+degrees of freedom, so steady); the figures keep the plain interval. They judge the gaps of
+the ranking (each stack against the one above it, which decide the ties), and every
+stack's ratio to the reference.
+
 **Warm-up against the round** (:func:`warm_round`): a process's *share* of each round
 (:func:`round_shares`: its slice against the round's level) is free of the host's drift. It is
 cut at its changepoints (PELT, :func:`pywebbench.analysis.steady.segments`); the process is
@@ -38,8 +49,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -104,6 +116,14 @@ class GroupFit:
     variance: float
     df: int
     level: float = 0.95
+    #: The variance a process effect has from its slices' noise alone: the fit's residual
+    #: variance times the mean of 1 / (a process's slices). 0 when unknown.
+    slice_noise: float = 0.0
+
+    def for_stopping(self) -> GroupFit:
+        """The fit a stop rule judges: its process variance no lower than
+        :attr:`slice_noise` (module doc: a lucky low spread must not stop a run)."""
+        return replace(self, variance=max(self.variance, self.slice_noise))
 
     def rps(self, stack: str) -> float:
         """The stack's requests/s at the group's average round."""
@@ -169,6 +189,9 @@ def fit_group(
     if np.linalg.matrix_rank(design) < design.shape[1] - 1:
         return None
     coef = np.linalg.lstsq(design, y, rcond=None)[0]
+    residual_df = len(obs) - (design.shape[1] - 1)
+    residual_var = float(np.sum((y - design @ coef) ** 2)) / residual_df if residual_df > 0 else 0
+    slices_of = Counter(o.process for o in obs)
     effects = {p: float(coef[col_of[p]]) for p in procs}
     by_stack: dict[str, list[float]] = {}
     for p in procs:
@@ -184,6 +207,7 @@ def fit_group(
         variance=spread / df if df > 0 else math.nan,
         df=df,
         level=level,
+        slice_noise=residual_var * sum(1.0 / n for n in slices_of.values()) / len(slices_of),
     )
 
 
@@ -192,6 +216,19 @@ def ranked(fit: GroupFit) -> list[tuple[str, Interval | None]]:
     a tie when that interval holds 1."""
     order = sorted(fit.levels, key=lambda s: (-fit.levels[s], s))
     return [(s, None if i == 0 else fit.ratio(order[i - 1], s)) for i, s in enumerate(order)]
+
+
+def widest(fit: GroupFit, reference: str | None = None) -> float:
+    """The widest half-width a stop rule judges (module doc): of every gap of the ranking
+    (:func:`ranked`) and of every stack's ratio to ``reference`` (None: the geometric mean),
+    on :meth:`GroupFit.for_stopping`. NaN for a group of one stack, or without an interval."""
+    if len(fit.levels) < 2:
+        return math.nan
+    judged = fit.for_stopping()
+    gaps = [iv for _, iv in ranked(judged) if iv is not None]
+    ratios = [judged.vs_reference(s, reference) for s in judged.levels if s != reference]
+    widths = [iv.half_width for iv in gaps + ratios]
+    return max(widths) if widths and all(math.isfinite(w) for w in widths) else math.nan
 
 
 # ------------------------------------------------------------------ warm-up against the round

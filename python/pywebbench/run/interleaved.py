@@ -180,8 +180,8 @@ class GroupMember(Member):
 def enough(j: GroupJudgement, members: Sequence[Member], options: GroupOptions) -> bool:
     """The stop rule: every live process warm with
     :data:`~pywebbench.run.rotation.MIN_ROUNDS` measured rounds
-    (:meth:`GroupJudgement.settled`), and every stack's ratio to the reference within
-    +-``ci_width``."""
+    (:meth:`GroupJudgement.settled`), and every gap of the ranking and every stack's ratio
+    to the reference within +-``ci_width`` (:meth:`GroupJudgement.widest`)."""
     if not j.settled(members):
         return False
     if j.fit is not None and len(j.fit.levels) < 2:

@@ -43,6 +43,7 @@ from pywebbench.analysis.group import (
     fit_group,
     round_shares,
     warm_round,
+    widest,
 )
 from pywebbench.analysis.steady import preload
 from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats
@@ -246,13 +247,10 @@ class GroupJudgement:
         return named if self.fit is not None and named in self.fit.levels else None
 
     def widest(self, reference: str | None) -> float:
-        """The widest ratio interval of any stack to the reference (NaN: none, or a group
-        of one stack, whose only ratio is to itself)."""
-        if self.fit is None or len(self.fit.levels) < 2:
-            return math.nan
-        ref = self.reference(reference)
-        widths = [self.fit.vs_reference(s, ref).half_width for s in self.fit.levels if s != ref]
-        return max(widths) if widths else math.nan
+        """The widest interval the stop rule judges: every gap of the ranking and every
+        stack's ratio to the reference (:func:`pywebbench.analysis.group.widest`); NaN:
+        none, or a group of one stack."""
+        return widest(self.fit, self.reference(reference)) if self.fit is not None else math.nan
 
     def measured_slices(self, slices: Sequence[SliceStats]) -> list[SliceStats]:
         """``slices`` from each process's first measured round on (its warm round)."""

@@ -268,7 +268,7 @@ class LoadConfig(Table):
             "--group-budget",
             help="interleaved: most seconds of load per group, warm-up included (150; PyPy: "
             "--jit-group-budget); a group stops earlier once every process is warm and every "
-            "CI within --ci-target (default 0.03).",
+            "gap of the ranking within --ci-target (default 0.03).",
         ),
     ] = Field(
         150.0,
@@ -276,7 +276,8 @@ class LoadConfig(Table):
         le=36000,
         description="interleaved: the most seconds of load one group takes, warm-up "
         "included; it stops earlier once every process is warm, has 8 measured rounds, and "
-        "every stack's CI is within ci_target (0.03 when unset).",
+        "every gap of the ranking and every stack's ratio to the reference has its CI within "
+        "ci_target (0.03 when unset).",
     )
     jit_group_budget_s: Annotated[
         float,
