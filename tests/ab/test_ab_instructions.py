@@ -144,7 +144,6 @@ def _side(role: str) -> AbSideRun:
 
 
 def _count_with(
-    monkeypatch: pytest.MonkeyPatch,
     results: Sequence[dict[str, Any] | BaseException],
     processes: int = 3,
     ci_width: float = 1e-9,
@@ -161,41 +160,36 @@ def _count_with(
             raise got
         return got
 
-    monkeypatch.setattr(session, "count_side", fake)
     runs = [_side("base"), _side("change")]
     nothing: list[Any] = [None, None]  # env and launch: only the fake sees them
     options = AbOptions(instructions=True, ci_width=ci_width, processes=processes)
     done = session.count_sides(
         runs, nothing, nothing, [1], processes, lambda _: None, agent=cast(Any, None),
-        enough=lambda: session.counted_enough(runs, options),
+        enough=lambda: session.counted_enough(runs, options), count=fake,
     )  # fmt: skip
     return runs, order, done
 
 
-def test_the_sides_are_counted_in_turn_until_a_count_fails_or_ctrl_c(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    runs, order, done = _count_with(monkeypatch, _counts(1, 2, 3, 4, 5, 6))
+def test_the_sides_are_counted_in_turn_until_a_count_fails_or_ctrl_c() -> None:
+    runs, order, done = _count_with(_counts(1, 2, 3, 4, 5, 6))
     assert done and order == ["base", "change"] * 3
     assert [d["per_request"] for d in runs[0].instructions] == [1, 3, 5]
     assert [d["per_request"] for d in runs[1].instructions] == [2, 4, 6]
     # a failed count ends the counting: the ratio needs every count
     failed = {"error": "the server did not start under valgrind: x"}
-    runs, order, done = _count_with(monkeypatch, [*_counts(1, 2), failed])
+    runs, order, done = _count_with([*_counts(1, 2), failed])
     assert done and order == ["base", "change", "base"]
     assert runs[0].counts is None and runs[1].counts == [2]
     # Ctrl-C: False, the counts made so far kept
-    runs, order, done = _count_with(monkeypatch, [*_counts(1, 2, 3), KeyboardInterrupt()])
+    runs, order, done = _count_with([*_counts(1, 2, 3), KeyboardInterrupt()])
     assert not done and runs[0].counts == [1, 3] and runs[1].counts == [2]
 
 
-def test_the_counting_stops_once_the_interval_is_as_narrow_as_asked(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_counting_stops_once_the_interval_is_as_narrow_as_asked() -> None:
     """Counts 0.1% apart give an interval within +-1% after two a side: the other two of
     --processes 4 are not counted, and the report says why; counts 5% apart go on to all 4."""
     close = _counts(1_000_000, 1_030_000, 1_001_000, 1_031_000, 1_000_500, 1_030_500)
-    runs, order, done = _count_with(monkeypatch, close, processes=4, ci_width=0.01)
+    runs, order, done = _count_with(close, processes=4, ci_width=0.01)
     assert done and order == ["base", "change"] * 2
     assert runs[0].counts == [1_000_000, 1_001_000] and runs[1].counts == [1_030_000, 1_031_000]
     o = _outcome(runs[0].instructions, runs[1].instructions)
@@ -208,11 +202,11 @@ def test_the_counting_stops_once_the_interval_is_as_narrow_as_asked(
     o.stopped = session.STOPPED_INTERRUPTED  # Ctrl-C in the counting: no such claim
     assert "within" not in (counting_line(o) or "")
     spread = _counts(1_000_000, 1_000_000, 1_050_000, 1_050_000, 990_000, 995_000, 1e6, 1e6)
-    runs, order, done = _count_with(monkeypatch, spread, processes=4, ci_width=0.01)
+    runs, order, done = _count_with(spread, processes=4, ci_width=0.01)
     assert done and order == ["base", "change"] * 4
     # one count a side gives no interval: never enough, however wide the asked CI
     same = _counts(1, 1, 1, 1, 1, 1)
-    runs, order, done = _count_with(monkeypatch, same, processes=3, ci_width=0.9)
+    runs, order, done = _count_with(same, processes=3, ci_width=0.9)
     assert done and order == ["base", "change"] * 2
 
 

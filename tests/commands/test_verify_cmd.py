@@ -189,14 +189,19 @@ def test_verify_mix_refuses_a_bad_file_or_a_flag_it_replaces_in_one_line(tmp_pat
     assert res.exit_code == 2 and "--mix only apply with --app" in res.output
 
 
-def test_verify_mix_prints_a_line_per_endpoint(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each endpoint's check is its own outcome and line (a fake bring-up: nothing is
+def test_verify_mix_prints_a_line_per_endpoint(tmp_path: Path) -> None:
+    """Each endpoint's check is its own outcome and line (fake bring-up steps: nothing is
     provisioned or started; the checks are what the engine's would say)."""
+    from io import StringIO
+
     from pywebbench import bringup
+    from pywebbench.catalogue.byo import parse_user_apps
+    from pywebbench.catalogue.mix import load_mix
+    from pywebbench.catalogue.stacks import plan
+    from pywebbench.commands.verify import run_verification
     from pywebbench.load.mix import EndpointCheck, endpoint_entries
     from pywebbench.provision.venv import ProvisionedEnv
+    from rich.console import Console
 
     folder, mix_file = project(tmp_path)
     started: list[str] = []
@@ -216,7 +221,7 @@ def test_verify_mix_prints_a_line_per_endpoint(
     def provision(stack: Any, **_: Any) -> ProvisionedEnv:
         return ProvisionedEnv(Path("/v"), Path("/v/bin/python"), {}, "k", True, 0.0)
 
-    def start(stack: Any, env: Any, options: Any, ready: str) -> Server:
+    def start(stack: Any, env: Any, options: Any, ready: str) -> Any:
         started.append(ready)
         return Server()
 
@@ -228,30 +233,30 @@ def test_verify_mix_prints_a_line_per_endpoint(
         checks[3] = dataclasses.replace(checks[3], problem="status 404, expected 200")
         return bringup.Check(workload.name, ["x"], endpoints=checks)
 
-    monkeypatch.setattr(bringup, "provision", provision)
-    monkeypatch.setattr(bringup, "start", start)
-    monkeypatch.setattr(bringup, "check", check)
-    res = _verify(*_mix_args(folder, mix_file), "--server", "gunicorn-sync",
-                  "--log-dir", str(tmp_path / "logs"), "--json")  # fmt: skip
-    assert res.exit_code == 1, res.output
+    fws = parse_user_apps("mixapp:app", "wsgi", None, [folder], [], None, None,
+                          mix=mix_file, mix_entries=load_mix(mix_file))  # fmt: skip
+    candidates = plan(default_interpreters()[:1], ["gunicorn-sync"], list(fws), None)
+    out = StringIO()
+    outcomes = run_verification(
+        candidates,
+        Console(file=out, width=200, highlight=False),
+        tmp_path / "logs",
+        steps=bringup.BringUp(provision=provision, start=start, check=check),
+    )
     assert started == ["/"]
-    said = " ".join(res.stderr.split())  # the console's lines, unwrapped
-    assert "app mixapp:app: WSGI, the mix mix.toml (5 requests, 4 endpoints)" in said
+    said = " ".join(out.getvalue().split())
     assert (
         'PASS mix:mix.toml endpoint "GET /" (GET /) '
         'PASS mix:mix.toml endpoint "GET /items/{id}" (GET /items/1) '
         'PASS mix:mix.toml endpoint "POST /search" (POST /search) '
         'FAIL mix:mix.toml endpoint "GET /missing" (GET /missing): status 404, expected 200'
     ) in said
-    outcomes = json.loads(res.stdout)
-    assert [(o["endpoint"], o["request"], o["status"]) for o in outcomes] == [
-        ("GET /", "GET /", "pass"),
-        ("GET /items/{id}", "GET /items/1", "pass"),
-        ("POST /search", "POST /search", "pass"),
-        ("GET /missing", "GET /missing", "fail"),
+    assert [(o.endpoint, o.request, o.status, o.workload) for o in outcomes] == [
+        ("GET /", "GET /", "pass", "mix:mix.toml"),
+        ("GET /items/{id}", "GET /items/1", "pass", "mix:mix.toml"),
+        ("POST /search", "POST /search", "pass", "mix:mix.toml"),
+        ("GET /missing", "GET /missing", "fail", "mix:mix.toml"),
     ]
-    assert {o["workload"] for o in outcomes} == {"mix:mix.toml"}
-    assert "3 passed, 1 failed" in res.stderr
 
 
 def test_verify_mix_checks_each_endpoint_of_the_running_app(tmp_path: Path) -> None:
@@ -264,12 +269,16 @@ def test_verify_mix_checks_each_endpoint_of_the_running_app(tmp_path: Path) -> N
     assert res.exit_code == 0, res.output
     outcomes = json.loads(res.stdout)
     assert [(o["endpoint"], o["status"]) for o in outcomes] == [(e, "pass") for e in ENDPOINTS]
-    assert " ".join(res.stderr.split()).count("PASS mix:mix.toml endpoint") == len(ENDPOINTS)
+    said = " ".join(res.stderr.split())  # the console's lines, unwrapped
+    assert said.count("PASS mix:mix.toml endpoint") == len(ENDPOINTS)
+    assert "app mixapp:app: WSGI, the mix mix.toml (5 requests, 4 endpoints)" in said
+    assert f"{len(ENDPOINTS)} passed, 0 failed" in said
     mix_file.write_text(mix_file.read_text().replace("expect_status = [404]", ""))
     res = _verify(*args, "--log-dir", str(tmp_path / "logs2"))
     assert res.exit_code == 1, res.output
     failed = [(o["endpoint"], o["reason"]) for o in json.loads(res.stdout) if o["status"] != "pass"]
     assert failed == [("GET /missing", "status 404, expected 200")]
+    assert f"{len(ENDPOINTS) - 1} passed, 1 failed" in " ".join(res.stderr.split())
     assert (  # the console wraps long lines at spaces
         'FAIL mix:mix.toml endpoint "GET /missing" (GET /missing): status 404, expected 200'
         in " ".join(res.stderr.split())

@@ -618,12 +618,19 @@ def count_sides(
     *,
     agent: LoadAgent,
     enough: Callable[[], bool] = lambda: False,
+    count: Callable[
+        [SideStudy, ProvisionedEnv, bringup.LaunchOptions, Sequence[int], LoadAgent],
+        dict[str, Any],
+    ]
+    | None = None,
 ) -> bool:
     """Count up to ``processes`` fresh servers a side, the sides in turn (BASE 1, CHANGE 1,
     BASE 2, ...), into each side's ``instructions``. The counting ends early once ``enough()``
     says so after a round of counts (:func:`counted_enough`: the interval is as narrow as
     asked), and at the first count that fails (the ratio needs every count). False when
-    Ctrl-C ended it (the counts made so far are kept)."""
+    Ctrl-C ended it (the counts made so far are kept). ``count`` makes one count (default
+    :func:`count_side`; a test hands in a fake)."""
+    count = count or count_side
     try:
         for k in range(processes):
             if k and enough():
@@ -633,7 +640,7 @@ def count_sides(
                     f"{r.study.side.role}: counting instructions per request under valgrind "
                     f"(server process {k + 1} of {processes})"
                 )
-                doc = count_side(r.study, env, launch, generator_cpus, agent)
+                doc = count(r.study, env, launch, generator_cpus, agent)
                 r.instructions.append(doc)
                 if "error" in doc:
                     return True

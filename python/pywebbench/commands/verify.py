@@ -28,7 +28,7 @@ from pywebbench.protocol import (
 )
 
 if TYPE_CHECKING:
-    from pywebbench.bringup import Services, StackFailure
+    from pywebbench.bringup import BringUp, Services, StackFailure
     from pywebbench.catalogue.mix import MixEntry
 
 
@@ -293,11 +293,15 @@ def run_verification(
     threads: int = 1,
     bind: Bind = "tcp",
     protocol: Protocol = "http1",
+    steps: BringUp | None = None,
 ) -> list[Outcome]:
     """Verify every candidate (unavailable ones, with ``bind`` "unix" those whose server
     cannot bind a unix socket, and with ``protocol`` "h2c" those that cannot serve it, are
-    reported as such); return the outcomes."""
+    reported as such); return the outcomes. ``steps`` provision, start services and servers,
+    and check them (default: :mod:`pywebbench.bringup`'s; a test hands in fakes)."""
     from pywebbench import bringup
+
+    steps = steps or bringup.BringUp()
 
     def why_not(c: Candidate) -> str | None:
         if not c.available:
@@ -322,14 +326,16 @@ def run_verification(
     needed = bringup.services_needed(w for c in runnable for w in _workloads(c))
     if needed:
         console.print(f"starting services: {', '.join(needed)}")
-    with bringup.Services(needed, log_root / "services") as services:
+    with steps.services(needed, log_root / "services") as services:
         if services.failure is not None:
             console.print(f"[red]{escape(services.failure.reason)}[/red]")
         elif needed:
             console.print(f"services {', '.join(needed)} started")
         for c in runnable:
             console.print(f"[bold]{escape(c.name)}[/bold]")
-            for o in _verify_one(c, console, log_root, services, workers, threads, bind, protocol):
+            for o in _verify_one(
+                c, console, log_root, services, steps, workers, threads, bind, protocol
+            ):
                 outcomes.append(o)
                 _print(console, o)
     return outcomes
@@ -362,6 +368,7 @@ def _verify_one(
     console: Console,
     log_root: Path,
     services: Services,
+    steps: BringUp,
     workers: int,
     threads: int,
     bind: Bind,
@@ -373,7 +380,7 @@ def _verify_one(
     assert c.stack is not None
     try:
         with console.status(f"provisioning {c.name}") as status:
-            env = bringup.provision(c.stack, progress=lambda m: status.update(escape(m[:100])))
+            env = steps.provision(c.stack, progress=lambda m: status.update(escape(m[:100])))
     except bringup.StackFailure as exc:
         yield _failed(c.name, None, exc)
         return
@@ -405,7 +412,7 @@ def _verify_one(
     )
     try:
         with console.status(f"starting {c.server.name}"):
-            server = bringup.start(c.stack, env, options, bringup.ready_path(c.stack, runnable))
+            server = steps.start(c.stack, env, options, bringup.ready_path(c.stack, runnable))
     except bringup.StackFailure as exc:
         yield _failed(c.name, None, exc)
         return
@@ -414,7 +421,7 @@ def _verify_one(
             f"  [dim]{c.server.name} up in {server.cold_start_s:.2f} s at {server.base_url}[/dim]"
         )
         for workload in runnable:
-            verdict = bringup.check(server, c.stack, workload)
+            verdict = steps.check(server, c.stack, workload)
             for e in verdict.endpoints:  # a mix: a line per endpoint
                 yield Outcome(
                     c.name,
