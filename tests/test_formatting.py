@@ -92,3 +92,7 @@ def test_the_formatter_imports_nothing_of_pywebbench() -> None:
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
     ]
     assert not [m for m in imported if m.split(".")[0] == "pywebbench"]
+
+
+def test_a_range_of_ratios_is_two_decimals_with_one_times_sign() -> None:
+    assert fmt.ratio_range(0.58, 1.0504) == "0.58–1.05×"

@@ -55,6 +55,12 @@ def ratio(x: float | None) -> str:
     return f"{x:.3f}{TIMES}"
 
 
+def ratio_range(low: float, high: float) -> str:
+    """The range a set of ratios spans, "0.90–1.45×" (two decimals: a spread, not an
+    estimate)."""
+    return f"{low:.2f}–{high:.2f}{TIMES}"
+
+
 def ratio_interval(low: float | None, high: float | None, why: str = "1 replicate") -> str:
     """A ratio's interval, "[1.712, 1.953]", or "[CI n/a: 1 replicate]" (``why``) when a
     bound is missing."""

@@ -16,7 +16,6 @@ from pywebbench.meter.core_speed import (
     CoreSpeedProbe,
     SpeedScaling,
     SpeedTracker,
-    at_one_speed,
     elasticity,
     loop_rate,
     speed_note,
@@ -80,13 +79,6 @@ def test_the_sampler_probes_the_server_cores_and_only_when_asked() -> None:
     assert unprobed.summary.core_rate is None
 
 
-def test_figures_are_scaled_to_the_reference_rate_all_together_or_not_at_all() -> None:
-    # a server that followed its core: half the core rate, half the req/s
-    assert at_one_speed([1000.0, 500.0], [2.0e6, 1.0e6], 1.5e6) == [750.0, 750.0]
-    assert at_one_speed([1000.0, 500.0], [2.0e6, None], 1.5e6) == [1000.0, 500.0]
-    assert at_one_speed([1000.0, 500.0], [2.0e6, 1.0e6], None) == [1000.0, 500.0]
-
-
 def test_the_reference_is_the_median_rate_of_the_measured_iterations_or_none() -> None:
     its = [_it(0, 100, 1.0e6), _it(0, 100, 3.0e6), _it(1, 100, 2.0e6), _it(1, 9, 9e9, "warmup")]
     assert speed_reference(its) == 2.0e6
@@ -140,7 +132,7 @@ def test_the_note_says_how_req_s_were_judged_and_how_far_the_core_strayed() -> N
     its = [_it(0, 100, 0.9e6), _it(1, 100, 1.0e6), _it(2, 100, 1.45e6)]
     note = speed_note(speed_scaling([(("cpython3.11", "cpu"), its)]), its)
     # three iterations cannot show that req/s follow the core: as measured, and said so
-    assert note.startswith("req/s as measured: the server's core ran 0.90-1.45x"), note
+    assert note.startswith("req/s as measured: the server's core ran 0.90–1.45×"), note
     follows = [_it(k, 100 * r, r * 1e6) for k, r in enumerate([0.9, 1.0, 1.45] * 3)]
     note = speed_note(speed_scaling([(("cpython3.11", "cpu"), follows)]), follows)
     assert "req/s at one core speed" in note and "elasticity 1.00-1.00" in note, note

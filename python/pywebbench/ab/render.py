@@ -101,12 +101,12 @@ def speed_line(o: AbOutcome) -> str:
         return f"slices as measured ({why})"
     if o.speed.elasticity <= 0:
         return (
-            f"slices as measured: the server core ran {fmt.ratio(span[0])}–{fmt.ratio(span[1])} "
+            f"slices as measured: the server core ran {fmt.ratio_range(*span)} "
             "the run's median rate, but the slices' requests/s did not follow it (elasticity 0)"
         )
     return (
-        f"slices at one core speed: the server core ran {fmt.ratio(span[0])}–"
-        f"{fmt.ratio(span[1])} the run's median rate; elasticity {o.speed.elasticity:.2f}; "
+        f"slices at one core speed: the server core ran {fmt.ratio_range(*span)} the run's "
+        f"median rate; elasticity {o.speed.elasticity:.2f}; "
         f"requests/s as measured {fmt.estimate(o.rps_measured)}"
     )
 

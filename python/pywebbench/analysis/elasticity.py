@@ -60,3 +60,29 @@ def pooled_slope(groups: Iterable[Sequence[tuple[float, float]]]) -> float:
     slope = sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
     low, high = ELASTICITY_BOUNDS
     return min(high, max(low, slope))
+
+
+def speed_factor(rate: float, reference: float, elasticity: float = 1.0) -> float:
+    """What a figure measured on a core running at ``rate`` is multiplied by to read as at
+    the ``reference`` rate: ``(reference / rate) ** elasticity``. With elasticity 1, req/s
+    measured on a core 10% slower than the reference read 1/0.9 of themselves; a time per
+    unit of work (CPU per request) follows the inverse, ``-elasticity``."""
+    return float((reference / rate) ** elasticity)
+
+
+def at_one_speed(
+    values: Sequence[float],
+    rates: Sequence[float | None],
+    reference: float | None,
+    elasticity: float = 1.0,
+) -> list[float]:
+    """``values`` measured at core ``rates``, each times :func:`speed_factor`.
+
+    Unchanged when the reference or any rate is unknown: figures are scaled all together or
+    not at all, never some of them."""
+    if reference is None or len(rates) != len(values) or any(not r for r in rates):
+        return list(values)
+    return [
+        v * speed_factor(float(r or 1), reference, elasticity)
+        for v, r in zip(values, rates, strict=True)
+    ]

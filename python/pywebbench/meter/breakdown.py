@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from pywebbench.analysis.elasticity import speed_factor
 from pywebbench.analysis.ratio import ratio
 from pywebbench.meter.flame import CATEGORIES, FlameWindow
 
@@ -238,7 +239,7 @@ def cpu_at_one_speed(
     out = []
     for w in windows:
         assert w.core_rate, "a window without its core's speed cannot be scaled"
-        f = (w.core_rate / reference) ** elasticity
+        f = speed_factor(w.core_rate, reference, -elasticity)
         out.append(
             replace(
                 w,

@@ -28,7 +28,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pywebbench.analysis.elasticity import UNIDENTIFIED_ELASTICITY, pooled_slope
+from pywebbench import formatting as fmt
+from pywebbench.analysis.elasticity import UNIDENTIFIED_ELASTICITY, at_one_speed, pooled_slope
 
 
 class IterationRow(Protocol):
@@ -177,25 +178,6 @@ def reference_rate(rates: Iterable[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def at_one_speed(
-    values: Sequence[float],
-    rates: Sequence[float | None],
-    reference: float | None,
-    elasticity: float = 1.0,
-) -> list[float]:
-    """``values`` measured at core ``rates``, scaled to the ``reference`` rate: each times
-    ``(reference / rate) ** elasticity`` (with elasticity 1, a value measured on a core 10%
-    slower than the reference reads 1/0.9 of itself).
-
-    Unchanged when the reference or any rate is unknown: figures are scaled all together or
-    not at all, never some of them."""
-    if reference is None or len(rates) != len(values) or any(not r for r in rates):
-        return list(values)
-    return [
-        v * (reference / float(r or 1)) ** elasticity for v, r in zip(values, rates, strict=True)
-    ]
-
-
 def _measured(its: Iterable[IterationRow]) -> list[IterationRow]:
     return [i for i in its if i.kind == "measured" and not i.interrupted]
 
@@ -319,12 +301,12 @@ def speed_note(scaling: SpeedScaling, its: Iterable[IterationRow]) -> str:
     betas = scaling.elasticity_range() or (UNIDENTIFIED_ELASTICITY,) * 2
     if betas[1] <= 0:
         return (
-            f"req/s as measured: the server's core ran {low:.2f}-{high:.2f}x the study's "
+            f"req/s as measured: the server's core ran {fmt.ratio_range(low, high)} the study's "
             "median rate, but no group of cells showed req/s that follow it "
             "(docs/interference.md#core-speed)"
         )
     return (
-        f"req/s at one core speed: the server's core ran {low:.2f}-{high:.2f}x the study's "
+        f"req/s at one core speed: the server's core ran {fmt.ratio_range(low, high)} the study's "
         f"median rate; elasticity {betas[0]:.2f}-{betas[1]:.2f} "
         "(docs/interference.md#core-speed)"
     )

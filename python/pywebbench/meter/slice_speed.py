@@ -8,7 +8,8 @@ probe of :mod:`pywebbench.meter.core_speed` (a fixed loop pinned to the server c
 of every 100 ms) gives each slice its core's rate; each slice's requests/s is then scaled by
 ``(reference / rate) ** elasticity``, the reference being the median rate of the run's
 slices and the elasticity the slope of log requests/s on log rate that the run's own slices
-show, each side centred on its own level (:func:`pywebbench.analysis.elasticity.pooled_slope`).
+show, each side centred on its own level (:func:`pywebbench.analysis.elasticity.pooled_slope`,
+:func:`~pywebbench.analysis.elasticity.speed_factor`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from pywebbench.analysis.elasticity import pooled_slope
+from pywebbench.analysis.elasticity import pooled_slope, speed_factor
 from pywebbench.analysis.stats import median
 from pywebbench.load.sliced import SliceStats
 from pywebbench.meter.core_speed import CoreSpeedProbe
@@ -88,7 +89,7 @@ def at_one_speed(slices: Sequence[SliceStats], speeds: SliceSpeeds | None) -> Sc
     targets = sorted({s.target for s in served})
     beta = pooled_slope([(known[s.index], s.rps) for s in served if s.target == t] for t in targets)
     out = [
-        s.model_copy(update={"rps": s.rps * (reference / known[s.index]) ** beta})
+        s.model_copy(update={"rps": s.rps * speed_factor(known[s.index], reference, beta)})
         if s.index in known
         else s
         for s in slices
