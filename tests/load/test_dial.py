@@ -23,25 +23,43 @@ from pywebbench.refserver import RefServer
 SOURCES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 
 
-def _client_sources(server_port: int) -> dict[str, int]:
-    """Established TCP connections towards ``server_port``, counted by local address."""
+def _address(field: str) -> tuple[str, int]:
+    """An IPv4 ``ADDR:PORT`` of ``/proc/net/tcp`` (hex, the address little-endian)."""
+    raw, port = field.split(":")
+    return ".".join(str(b) for b in bytes.fromhex(raw)[::-1]), int(port, 16)
+
+
+def _client_sources(server: tuple[str, int]) -> dict[str, int]:
+    """TCP sockets towards ``server`` (host, port), established or still connecting (the
+    server's accept queue plays no part), counted by local address."""
     seen: dict[str, int] = {}
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
         local, remote, state = fields[1], fields[2], fields[3]
-        if state != "01" or int(remote.split(":")[1], 16) != server_port:
-            continue
-        raw = bytes.fromhex(local.split(":")[0])[::-1]  # little-endian IPv4
-        ip = ".".join(str(b) for b in raw)
-        seen[ip] = seen.get(ip, 0) + 1
+        if state in ("01", "02") and _address(remote) == server:  # ESTABLISHED, SYN_SENT
+            ip = _address(local)[0]
+            seen[ip] = seen.get(ip, 0) + 1
     return seen
 
 
 def test_connections_spread_over_the_source_addresses(refserver: RefServer) -> None:
+    """Connects go to the sources in turn (one thread: the k-th to the k-th source, modulo
+    three), and the run closes none of its 3,000 connections before it ends (hello answers
+    keep them open, the timeout is 10 s), so the sockets each source has, connected or
+    connecting, differ by at most one. Checked on the fullest read of ``/proc/net/tcp``: the
+    last read may fall while the engine closes the pool at the end (one read 151, 726 and
+    645). A read is not atomic: a socket made while it runs is seen or not by where its hash
+    bucket lies against the walk, alike for every source (they alternate). At most the whole
+    pool is made during the read (the reading thread held while the engine connects): 1,000
+    a source, each seen or not, so two sources' counts differ beyond the one by a standard
+    deviation of at most sqrt(2 x 1000 / 4) = 22.4, and 4.3 of them (1.7e-5 a pair, 5e-5
+    over the three pairs) give 1 + 4.3 x 22.4 < 100. How large the pool got within the run
+    is a timing and not asked (it was: at least 900, which a busy host need not reach)."""
+    server = (refserver.host, refserver.port)
     snapshots: list[dict[str, int]] = []
 
     def look(_progress: Any) -> None:
-        snapshots.append(_client_sources(refserver.port))
+        snapshots.append(_client_sources(server))
 
     spec = LoadSpec(
         url=f"{refserver.url}/hello",
@@ -54,13 +72,9 @@ def test_connections_spread_over_the_source_addresses(refserver: RefServer) -> N
     result = run_load(spec, look, interval_s=0.3)
     assert result.connections.source_addresses == SOURCES
     assert result.requests > 0
-    # Connects go to the sources in turn, so every source carries an even share of what
-    # was established (on a busy CI machine the pool may not be complete within the run).
     fullest = max(snapshots, key=lambda s: sum(s.values()))
-    total = sum(fullest.values())
     assert sorted(fullest) == SOURCES, fullest
-    assert total >= 900, fullest
-    assert min(fullest.values()) >= total // 4, fullest
+    assert max(fullest.values()) - min(fullest.values()) < 100, fullest
 
 
 def test_a_source_address_that_is_not_local_is_bad_input(refserver: RefServer) -> None:

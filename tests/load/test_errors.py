@@ -16,10 +16,22 @@ CASES = [
     ("huge-body", "body_timeout"),
 ]
 
+#: Classes a mode may also give on a host that holds the server for a timeout's length. A
+#: huge body's request reconnects after its body timeout; a server held for the 0.3 s
+#: timeout before sending the next head gives a header_timeout instead (tests/load/test_cli.py
+#: allows it for the same mode). Both are timeouts of that request, never a parse error.
+ALSO = {"huge-body": {"header_timeout"}}
+
 
 @pytest.mark.parametrize("io", ["epoll", "uring"])
 @pytest.mark.parametrize(("mode", "cls"), CASES)
 def test_misbehaviour_is_classified(refserver, mode: str, cls: str, io: str) -> None:
+    """Each mode gives its own class, and no other but one a stall of the host may honestly
+    add (:data:`ALSO`). The mode's class is always there: for a huge body, the head of each
+    request must have come later than the 0.3 s timeout for none to end in a body_timeout,
+    that is the server held in two blocks of 0.3 s of the 0.8 s (the first request's and
+    the next's), where sending a head takes it microseconds and a host steals in slices of
+    milliseconds (docs/contributing.md, "Timing bounds in the suite")."""
     # One connection for the huge body: with two, the server streams the other connection's
     # body at full speed while a reopened one waits, and that wait may honestly end in a
     # header_timeout instead.
@@ -37,13 +49,13 @@ def test_misbehaviour_is_classified(refserver, mode: str, cls: str, io: str) -> 
     )
     assert r.io == io
     assert cls in ERROR_CLASSES
-    assert set(r.error_classes) == {cls}, r.error_classes
+    assert {cls} <= set(r.error_classes) <= {cls} | ALSO.get(mode, set()), r.error_classes
     entry = r.error_classes[cls]
     assert entry.count > 0 and entry.example
-    assert r.errors == entry.count
+    assert r.errors == sum(e.count for e in r.error_classes.values())
     if cls.endswith("_timeout"):
         # Timeouts are censored values >= the timeout, never dropped from the percentiles.
-        assert r.timeouts == entry.count
+        assert r.timeouts == r.errors
         assert r.latency.summary.count == r.requests + r.timeouts
         assert r.latency.summary.max >= 300_000
     if mode == "huge-body":

@@ -2,17 +2,20 @@
 the per-second series carries the offered rate beside the achieved one, and the command line
 reads and reports rate phases.
 
-What the schedule offers is exact on any host. What a second achieves is a timing: a stall of
-the server or the generator at the end of a second moves its requests into the next (an open
-loop sends late requests as soon as it runs again). So each second is asked only to stay
-within half its offered rate, and the whole run to complete within 3% of what it offered
-(the requests still in flight when it stopped). Measured beside this suite's own run and
-neighbours spinning 40 ms of every 100 ms on both cores (5 Dec 2026): the worst second was
-10.7% off, the run's total within 0.8%. A second falls half short only if the server or the
-generator stood still for half of it: at 50% steal that is the whole of the host's take in one
-block, where it takes it in slices of milliseconds. How closely a quiet engine tracks (2% a
-second) is :func:`test_ramp_tracks_the_offered_rate_within_2_percent`, marked ``benchmark``
-(issue 52)."""
+What the schedule offers is exact on any host: every send scheduled before the end is offered,
+however late the generator gets to it, and each one offered is completed, failed, in flight or
+unsent when the run stops. What a second achieves is a timing: a stall of the server or the
+generator at the end of a second moves its requests into the next (an open loop sends late
+requests as soon as it runs again). So each second is asked only to stay within half its
+offered rate, and the whole run to leave unfinished no more than half a second of its last
+rate (the requests due while the server or the generator was held at the very end). Measured
+beside this suite's own run and neighbours spinning 40 ms of every 100 ms on both cores (5 Dec
+2026): the worst second was 10.7% off, the run's total within 0.8%. A second falls half short,
+or half a second's requests stay unfinished, only if the server or the generator stood still
+for half a second: at 50% steal that is the whole of the host's take in one block, where it
+takes it in slices of milliseconds (docs/contributing.md, "Timing bounds in the suite"). How
+closely a quiet engine tracks (2% a second) is
+:func:`test_ramp_tracks_the_offered_rate_within_2_percent`, marked ``benchmark`` (issue 52)."""
 
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from pywebbench.refserver import RefServer
 
 GENERATOR_CPUS = [1]
 SECOND_SLACK = 0.5  # a second's achieved rate within half its offered one (module docstring)
-TOTAL_SLACK = 0.03  # the run's completed requests within 3% of those it offered
+HOLD_S = 0.5  # the longest the server or the generator stands still (module docstring)
 
 
 def _whole_seconds(result: LoadResult) -> list[tuple[int, int, float]]:
@@ -53,20 +56,36 @@ def ramp_result(refserver: RefServer) -> LoadResult:
     return run_load(spec)
 
 
+def _unfinished(result: LoadResult) -> int:
+    """Sends offered and neither completed nor failed: in flight or unsent when it stopped."""
+    assert result.open_loop is not None
+    return result.connections.in_flight_at_end + result.open_loop.unsent_at_end
+
+
 def test_ramp_offers_the_ramp_and_the_server_keeps_up(ramp_result: LoadResult) -> None:
+    """The ramp's 63,000 sends (its integral: 6 s at a mean of 10,500/s) are offered, every one
+    accounted for, and the offered rate is the curve's mean over the measured duration (the
+    last rate held past the ramp's end): exact. Timed: the run ends when the generator next
+    runs after the ramp's end (a second over it allowed, docs/contributing.md), each whole
+    second within half its offered rate, and at most half a second of the last rate (10,000)
+    unfinished (module docstring)."""
     r = ramp_result
-    assert r.spec.duration_s is None and 5.9 < r.duration_s < 6.5  # the ramp's length
+    ol = r.open_loop
+    assert ol is not None and r.spec.duration_s is None
+    assert 6.0 <= r.duration_s < 7.0  # the ramp's length, and the generator's last wake-up
+    assert ol.offered == 63000
+    assert r.errors == 0, r.error_classes
+    assert r.requests + _unfinished(r) == ol.offered
+    assert sum(s.completed for s in r.per_second) == r.requests
+    assert _unfinished(r) <= 20000 * HOLD_S
+    held_s = r.duration_s - 6.0  # measured past the ramp's end, at its last rate
+    assert ol.offered_rate == pytest.approx((63000 + 20000 * held_s) / r.duration_s, rel=1e-6)
     seconds = _whole_seconds(r)
-    assert len(seconds) >= 4
+    assert [t for t, _, _ in seconds] == [1, 2, 3, 4, 5]
     for t, completed, offered in seconds:
         # The ramp's mean over second t: 1000 + 19000 * (t + 0.5) / 6.
-        assert offered == pytest.approx(1000 + 19000 * (t + 0.5) / 6, rel=1e-3)
+        assert offered == pytest.approx(1000 + 19000 * (t + 0.5) / 6, rel=1e-9)
         assert completed == pytest.approx(offered, rel=SECOND_SLACK), f"second {t}"
-    assert r.open_loop is not None
-    assert r.open_loop.offered_rate == pytest.approx(10500, rel=0.02)
-    assert r.errors == 0 and r.open_loop.offered == pytest.approx(63000, rel=0.02)
-    done = sum(s.completed for s in r.per_second)
-    assert done == pytest.approx(r.open_loop.offered, rel=TOTAL_SLACK)
     # the summary's worst second is the one furthest from its offered rate
     worst = tracking_error(r)
     errors = {t: completed / offered - 1.0 for t, completed, offered in seconds}
@@ -86,7 +105,10 @@ def test_ramp_tracks_the_offered_rate_within_2_percent(ramp_result: LoadResult) 
 def test_summary_shows_offered_vs_achieved_per_phase(ramp_result: LoadResult) -> None:
     lines = phase_lines(ramp_result)
     assert "1,000 -> 20,000/s over 6 s" in lines[0] and "offered" in lines[0]
-    assert "(9" in lines[0] or "(10" in lines[0]  # achieved as a share of offered
+    # achieved as a share of offered over the ramp: the responses of its first 6 seconds
+    # against its 63,000 sends
+    done = sum(s.completed for s in ramp_result.per_second if s.t < 6)
+    assert f"({100 * done / 63000:.1f}%)" in lines[0], lines[0]
     assert lines[-1].strip().startswith("per second: achieved within")
 
 
@@ -112,9 +134,11 @@ def test_steps_hold_each_rate(refserver: RefServer) -> None:
     for t, completed, offered in _whole_seconds(r):
         assert offered == want[t]
         assert completed == pytest.approx(offered, rel=SECOND_SLACK), f"second {t}"
-    assert r.open_loop is not None and r.errors == 0
-    done = sum(s.completed for s in r.per_second)
-    assert done == pytest.approx(r.open_loop.offered, rel=TOTAL_SLACK)
+    # 2 s at each of 2,000, 8,000 and 4,000/s; at most half a second of the last unfinished
+    assert r.open_loop is not None and r.open_loop.offered == 28000
+    assert r.errors == 0, r.error_classes
+    assert r.requests + _unfinished(r) == r.open_loop.offered
+    assert _unfinished(r) <= 4000 * HOLD_S
 
 
 def test_poisson_arrivals_follow_a_ramp(refserver: RefServer) -> None:

@@ -212,19 +212,21 @@ fn connection_per_request_and_open_loop(io: Io) {
     let r = run(&LoadSpec {
         connections: 4,
         rate: Some(1000.0),
-        duration_s: Some(0.5),
+        duration_s: Some(1.0),
         ..spec(port, io)
     })
     .unwrap();
     assert_eq!(r.mode, Mode::Open);
     let ol = r.open_loop.as_ref().unwrap();
-    assert!((480..=501).contains(&ol.offered), "{ol:?}");
-    assert!(
-        r.requests >= 470 && r.errors == 0,
-        "{} {:?}",
-        r.requests,
-        r.error_classes
-    );
+    // Every send scheduled in the second is offered, however late the thread gets to it.
+    assert_eq!(ol.offered, 1000, "{ol:?}");
+    assert_eq!(r.errors, 0, "{:?}", r.error_classes);
+    // Each one is answered, or in flight or unsent at the end: half of them unfinished needs
+    // the server or the generator held for the last half second, where a host steals in
+    // slices of milliseconds (docs/contributing.md, "Timing bounds in the suite").
+    let unfinished = ol.unsent_at_end + r.connections.in_flight_at_end;
+    assert_eq!(r.requests + unfinished, ol.offered, "{ol:?}");
+    assert!(unfinished <= 500, "{unfinished} unfinished: {ol:?}");
     assert_eq!(r.schedule_lag.as_ref().unwrap().summary.count, ol.offered);
 }
 

@@ -332,6 +332,12 @@ impl Worker {
                 self.shared.progress[self.id].phase.store(1, Relaxed);
             }
             self.slice_tick(now);
+            if now >= self.end && self.open {
+                // Sends scheduled before the end that fell due while the thread was off its
+                // core are offered all the same: dispatched now, they end the run in flight
+                // or unsent, never missing from `offered`.
+                self.dispatch(now);
+            }
             if now >= self.end || self.shared.stop.load(Relaxed) || self.done() {
                 break;
             }

@@ -204,7 +204,9 @@ impl Worker {
             let intended = self.next_arrival;
             self.advance_arrival();
             self.issued += 1;
-            if self.measuring {
+            // A send scheduled in the warm-up is the warm-up's, however late it goes out:
+            // the measured phase offers exactly the sends scheduled from its start to its end.
+            if intended >= self.warm_end {
                 self.tally.offered += 1;
                 hist::record(&mut self.tally.lag, now.saturating_sub(intended) / 1000);
             }
