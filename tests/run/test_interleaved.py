@@ -391,8 +391,9 @@ def _synthetic_group(model: SlicedModel, stacks: list[str], **options: Any) -> G
 
     cells = [_cell(s, 1.0) for s in stacks]
     progress = [CellProgress(cell=c, cell_id=i + 1, ok=0, next_rep=0) for i, c in enumerate(cells)]
+    # +-3%: the models' processes, 1% apart, allow a gap of +-2.3% over 4 degrees of freedom
     defaults: dict[str, Any] = {
-        "processes": 3, "budget_s": 600.0, "ci_width": 0.02, "core_speed": False,
+        "processes": 3, "budget_s": 600.0, "ci_width": 0.03, "core_speed": False,
     }  # fmt: skip
     return GroupRun(
         progress,
@@ -412,7 +413,7 @@ def test_a_group_on_a_host_that_moves_30_percent_a_round_reads_the_true_ratio() 
     processes' 1% spread, over 4 degrees of freedom, allows +-2.3%), and reads 1.5 with an
     interval that holds it. Deterministic (seeded slices), no server."""
     levels = [1000.0, 1500.0, 1010.0, 1485.0, 990.0, 1515.0]  # a, b, a, b, a, b
-    run = _synthetic_group(SlicedModel(levels, seed=3), ["a", "b"], ci_width=0.03)
+    run = _synthetic_group(SlicedModel(levels, seed=3), ["a", "b"])
     outcomes = run_group(run)
     assert [o.failure for o in outcomes] == [None, None]
     a, b = (o.group for o in outcomes)
@@ -449,3 +450,4 @@ def test_a_process_still_compiling_is_warm_only_once_its_share_stops_climbing() 
     first_measured = min(it.idx for it in mine if it.kind == "measured")
     assert first_measured >= 12  # 60% -> 100% over 15 rounds: still moving before
     assert b["rounds"] >= first_measured + MIN_ROUNDS
+    assert run.result is not None and run.result.stopped_early  # once it knew, not the budget
