@@ -36,7 +36,7 @@ import math
 import random
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pywebbench.analysis.estimate import MIN_ROUNDS
 from pywebbench.analysis.group import GroupFit, Observation, fit_group, widest
@@ -49,8 +49,7 @@ def _reference_rule(fit: GroupFit) -> float:
 
 
 def _plain_rule(fit: GroupFit) -> float:
-    gaps = [fit.ratio(a, b).half_width for a in fit.levels for b in fit.levels if a < b]
-    return max(gaps + [_reference_rule(fit)])
+    return widest(replace(fit, slice_noise=0.0))  # no floor: for_stopping leaves the variance
 
 
 RULES: dict[str, Callable[[GroupFit], float]] = {
