@@ -34,10 +34,11 @@ MARK_VAR = "PWB_TEST_MARK"
 def planned(config: StudyConfig) -> Matrix:
     """``config``'s matrix as ``pywebbench run`` plans it: the interpreters it names resolved
     on this machine (discovery's cached probes), then :func:`~pywebbench.study.matrix.expand`."""
-    from pywebbench.provision.pythons import resolve_interpreters
+    from pywebbench.catalogue.interpreters import select
+    from pywebbench.provision.pythons import install_request
     from pywebbench.study.matrix import expand
 
-    return expand(config, resolve_interpreters(config.matrix.interpreters))
+    return expand(config, select(config.matrix.interpreters, install=install_request))
 
 
 @contextmanager

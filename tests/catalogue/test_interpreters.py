@@ -10,6 +10,7 @@ import time
 
 import pytest
 from pywebbench.catalogue import interpreters as I
+from pywebbench.study.config import resolve
 
 
 def test_discover_finds_running_cpython() -> None:
@@ -78,3 +79,38 @@ def test_probe_is_cached(tmp_path, monkeypatch) -> None:
     again = I.discover()
     assert time.monotonic() - t < 0.5  # nothing is run: answered from the cache
     assert again == I.discover()
+
+
+def test_the_versions_profile_selects_one_interpreter_per_version() -> None:
+    cfg = resolve(profile="versions")
+    assert cfg.matrix.interpreters == ["all"]
+    chosen = I.select(cfg.matrix.interpreters)
+    assert chosen == I.one_per_version(I.discover())
+    keys = [(i.implementation, i.minor, i.free_threaded) for i in chosen]
+    assert len(keys) == len(set(keys)) and len(chosen) >= 2
+
+
+def test_a_value_names_versions_each_taken_once() -> None:
+    """Every command resolves ``--python`` the same way: a version, an implementation or a
+    glob gives one interpreter per implementation, version and build; a repeat adds nothing."""
+    pool = I.discover()
+    running = I.default_interpreters()[0]
+    assert I.select([running.name, running.name]) == [running]
+    assert I.select([f"{running.name},{running.name}"]) == [running]
+    assert I.select([]) == I.default_interpreters()
+    for value in (running.minor, "cpython", "cpython3.1*", "pypy"):
+        chosen = I.select([value])
+        assert chosen == I.one_per_version(I.match(value, pool)), value
+        keys = [(i.implementation, i.minor, i.free_threaded) for i in chosen]
+        assert chosen and len(keys) == len(set(keys)), value
+    path = shutil.which("pypy3") or ""
+    assert I.select([path]) == [I.find(path)]
+
+
+def test_a_value_that_matches_nothing_names_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(I.InterpreterError) as bad:
+        I.select(["no-such-python"], "--a-python")
+    assert str(bad.value).startswith("--a-python no-such-python: unknown interpreter; choose from ")
+    monkeypatch.setattr(I, "discover_all", lambda extra=(): [])
+    with pytest.raises(I.InterpreterError, match=r"^--python: no Python interpreter found$"):
+        I.select([])

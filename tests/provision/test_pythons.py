@@ -17,7 +17,6 @@ from pywebbench.catalogue.base import Interpreter, Stack
 from pywebbench.catalogue.frameworks import frameworks
 from pywebbench.catalogue.servers import adapters
 from pywebbench.provision import pythons as P
-from pywebbench.study.config import resolve
 
 
 def test_version_requests() -> None:
@@ -62,7 +61,8 @@ def test_refusal_is_one_line_exit_2(tmp_path: Path) -> None:
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1, res.stderr
-    assert "--python 3.14" in lines[0] and "tried uv (offline" in lines[0]
+    assert lines[0].startswith("error: matrix.interpreters: --python 3.14: "), lines[0]
+    assert "tried uv (offline" in lines[0]
     assert "a source build (no cached source" in lines[0] and "docs/interpreters.md" in lines[0]
     assert not (tmp_path / "results").exists()  # nothing half-written
     res = _pywebbench(
@@ -72,30 +72,6 @@ def test_refusal_is_one_line_exit_2(tmp_path: Path) -> None:
     res = _pywebbench([*args, "--python", "pypy3.10"], env)  # not the installed PyPy 3.9
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
     assert "PyPy is not installed by pywebbench" in res.stderr
-
-
-def test_versions_profile_resolves_one_interpreter_per_version() -> None:
-    cfg = resolve(profile="versions")
-    assert cfg.matrix.interpreters == ["all"]
-    chosen = P.resolve_interpreters(cfg.matrix.interpreters)
-    assert chosen == I.one_per_version(I.discover())
-    keys = [(i.implementation, i.minor, i.free_threaded) for i in chosen]
-    assert len(keys) == len(set(keys)) and len(chosen) >= 2
-
-
-def test_resolution_names_the_key_and_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What ``pywebbench run`` and ``ab`` print as one line, exit 2, before planning."""
-    running = I.default_interpreters()[0]
-    assert P.resolve_interpreters([running.name, running.name]) == [running]
-    assert P.resolve_interpreters([]) == I.default_interpreters()
-    with pytest.raises(I.InterpreterError) as bad:
-        P.resolve_interpreters(["no-such-python"])
-    assert str(bad.value).startswith(
-        "matrix.interpreters: --python no-such-python: unknown interpreter; choose from "
-    )
-    monkeypatch.setattr(I, "discover_all", lambda extra=(): [])
-    with pytest.raises(I.InterpreterError, match=r"^no Python interpreter found \(matrix"):
-        P.resolve_interpreters([])
 
 
 def _fake_uv(tmp_path: Path, answer: Path, fail_install: str = "") -> Path:

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from pywebbench.bringup import with_interfaces_detected
-from pywebbench.catalogue.interpreters import InterpreterError
-from pywebbench.provision.pythons import resolve_interpreters
+from pywebbench.catalogue.interpreters import InterpreterError, select
+from pywebbench.provision.pythons import install_request
 from pywebbench.study.config import ConfigError, StudyConfig, check, resolve
 from pywebbench.study.matrix import CellPlan, expand
 
@@ -165,9 +165,11 @@ def side_study(side: Side, overrides: Mapping[str, Any]) -> SideStudy:
     try:
         config = resolve(None, dict(overrides), profile="quick")
         check(config)
-        interpreters = resolve_interpreters(config.matrix.interpreters)
+        interpreters = select(config.matrix.interpreters, install=install_request)
         planned = expand(config, interpreters)
-    except (ConfigError, InterpreterError, ValueError) as exc:
+    except InterpreterError as exc:
+        raise SideError(f"{side.flag}: matrix.interpreters: {exc}") from None
+    except (ConfigError, ValueError) as exc:
         raise SideError(f"{side.flag}: {exc}") from None
     try:
         matrix = with_interfaces_detected(planned)

@@ -442,36 +442,48 @@ def match(pattern: str, pool: Iterable[Interpreter]) -> list[Interpreter]:
 def select(
     patterns: Sequence[str], flag: str = "--python", *, install: Installer | None = None
 ) -> list[Interpreter]:
-    """Interpreters chosen by command-line values: names, globs, versions, paths, or ``all``;
-    a version none matches is installed by ``install``, when given.
+    """The interpreters that ``--python`` values (a study's ``matrix.interpreters``) name: the
+    one resolver of ``run``, ``ab``, ``stacks`` and ``verify``.
 
-    Each value may be a comma list. No values: :func:`default_interpreters`. Raises
-    :class:`InterpreterError` naming ``flag`` and the valid names when a value matches nothing.
+    Each value may be a comma list of names (``cpython3.11``), versions (``3.13``, ``3.13t``),
+    implementations (``pypy``), globs, paths, or ``all``; ``@gil0``/``@gil1`` sets the GIL of a
+    free-threaded build. A value names language versions, and each is taken once: every
+    value but a path resolves to one interpreter per implementation, version and build
+    (:func:`one_per_version`; ``all`` is that of everything found). A version none matches
+    is installed by ``install``, when given. No values: :func:`default_interpreters`.
+
+    Raises :class:`InterpreterError` (one line naming ``flag`` and the valid names) when a
+    value matches nothing or no interpreter is found at all.
     """
     values = [v.strip() for raw in patterns for v in raw.split(",") if v.strip()]
     if not values:
-        return default_interpreters()
+        found = default_interpreters()
+        if not found:
+            raise InterpreterError(f"{flag}: no Python interpreter found")
+        return found
     pool = discover()
     chosen: list[Interpreter] = []
     for raw_value in values:
         value, gil = split_gil(raw_value)
         if value == "all":
-            hits = pool
+            hits = one_per_version(pool)
         elif os.sep in value or value.startswith("~"):
             try:
                 hits = [find(value)]
             except InterpreterError as exc:
                 raise InterpreterError(str(exc).replace("--python", flag, 1)) from None
         else:
-            hits = match(value, pool)
+            hits = one_per_version(match(value, pool))
+            on_path = None if hits else shutil.which(value)
+            if on_path is not None:
+                hits = [find(on_path)]
             installed = None if hits else _installed(value, install)
             if installed is not None:
                 hits = [installed]
             if not hits:
                 names = ", ".join(i.name for i in pool) or "none found"
                 raise InterpreterError(
-                    f"{flag} {value!r} matches no interpreter; choose from {names}, all, "
-                    "or give a path"
+                    f"{flag} {value}: unknown interpreter; choose from {names}, all, or give a path"
                 )
         for i in hits:
             if gil and not i.free_threaded and len(hits) > 1:

@@ -201,13 +201,13 @@ def _interpreters(config: StudyConfig) -> list[Interpreter]:
     """The study's interpreters, resolved before it is planned: probed, and a requested
     CPython version installed when none here matches (``--dry-run`` too); ConfigError (one
     line, exit 2) naming ``matrix.interpreters``/``--python`` when one cannot be had."""
-    from pywebbench.catalogue.interpreters import InterpreterError
-    from pywebbench.provision.pythons import resolve_interpreters
+    from pywebbench.catalogue.interpreters import InterpreterError, select
+    from pywebbench.provision.pythons import install_request
 
     try:
-        return resolve_interpreters(config.matrix.interpreters)
+        return select(config.matrix.interpreters, install=install_request)
     except InterpreterError as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(f"matrix.interpreters: {exc}") from None
 
 
 def _app_interfaces_detected(matrix: Matrix) -> Matrix:

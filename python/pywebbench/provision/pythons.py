@@ -41,17 +41,12 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pywebbench.catalogue.base import Interpreter
 from pywebbench.catalogue.interpreters import (
     InterpreterError,
-    default_interpreters,
-    discover,
-    find,
-    one_per_version,
 )
 from pywebbench.provision.venv import cache_dir, offline
 
@@ -400,34 +395,3 @@ def install_request(value: str) -> str | None:
     if parse_request(value) is None:
         return None
     return str(install(value, lambda msg: print(f"[python] {msg}", file=sys.stderr)))
-
-
-def resolve_interpreters(values: Sequence[str]) -> list[Interpreter]:
-    """The interpreters a study's ``matrix.interpreters`` (``--python``) names, found on this
-    machine: names, versions, paths and ``all`` (one per language version and build); none
-    given, the running CPython and PyPy. A version request that no interpreter here matches is
-    installed (:func:`install_request`: uv, else a source build).
-
-    This probes interpreters (running each new one once) and may install one: it is done
-    before a study is planned, and :func:`pywebbench.study.matrix.expand` takes its answer.
-    Raises :class:`InterpreterError` with one line naming ``matrix.interpreters``/``--python``.
-    """
-    if not values:
-        found = default_interpreters()
-        if not found:
-            raise InterpreterError("no Python interpreter found (matrix.interpreters / --python)")
-        return found
-    pool = discover()
-    out: list[Interpreter] = []
-    for name in values:
-        try:
-            if name == "all":
-                found = one_per_version(pool)
-            elif "/" in name:
-                found = [find(name)]
-            else:
-                found = [find(name, pool, install=install_request)]
-        except ValueError as exc:
-            raise InterpreterError(f"matrix.interpreters: {exc}") from None
-        out += [i for i in found if i not in out]
-    return out

@@ -335,7 +335,7 @@ def expand(config: StudyConfig, interpreters: Sequence[Interpreter]) -> Matrix:
     Reads files only (a user's requirements and mix), never runs, installs or builds
     anything. The interpreters come resolved (what ``matrix.interpreters`` names, probed and a
     requested CPython installed before planning:
-    :func:`pywebbench.provision.pythons.resolve_interpreters`); a
+    :func:`pywebbench.catalogue.interpreters.select`); a
     user's app whose interface is not given is planned on WSGI and ASGI servers, and its
     interface is detected at bring-up, which then drops the other servers' cells
     (:func:`pywebbench.bringup.with_interfaces_detected`, :meth:`Matrix.servable`).
