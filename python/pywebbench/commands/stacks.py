@@ -86,7 +86,7 @@ _HELP_EPILOG = """
 \b
 Examples:
   pywebbench stacks                               default interpreters (this CPython + pypy3)
-  pywebbench stacks --python all                  every interpreter found (CPython >= 3.9, PyPy)
+  pywebbench stacks --python all                  one interpreter per version found (>= 3.9)
   pywebbench stacks --server 'gunicorn-*' --framework flask,django
   pywebbench stacks --python /opt/py/bin/python3 --json
 
@@ -105,8 +105,9 @@ def filter_options(f: CommandFunction) -> CommandFunction:
             metavar="NAME|PATH",
             help="Interpreter(s): name (cpython3.11, pypy3.9), glob, version (3.13; 3.13t: "
             "free-threaded; installed when missing, docs/interpreters.md), 'all', or a path to "
-            "an executable; @gil0/@gil1 sets PYTHON_GIL of a free-threaded build. Repeatable or "
-            "comma-separated. Default: this CPython and pypy3.",
+            "an executable; @gil0/@gil1 sets PYTHON_GIL of a free-threaded build. Each value but "
+            "a path gives one interpreter per version and build. Repeatable or comma-separated. "
+            "Default: this CPython and pypy3.",
         ),
         click.option("--server", "servers", multiple=True, help="Server adapter name(s)/globs."),
         click.option("--framework", "frameworks", multiple=True, help="Framework name(s)/globs."),
