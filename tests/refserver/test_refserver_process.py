@@ -75,6 +75,11 @@ def test_stop_kills_a_server_that_does_not_answer_sigterm() -> None:
     os.kill(pid, signal.SIGSTOP)
     t0 = time.monotonic()
     srv.stop()
+    # The 0.3-s wait is a timer (only late), then SIGKILL and a reap: 0.3 s and a few ms on
+    # this project's 2-core VM (5 Dec 2026). 5 s is exceeded only by 4.7 s of holds in that
+    # window, where the host steals in slices of milliseconds (docs/contributing.md): far
+    # rarer than 1 in 10,000, and it tells a kill after stop_timeout from the server's own
+    # 5-s default (issue 52).
     assert time.monotonic() - t0 < 5
     assert srv.returncode == -signal.SIGKILL
     assert group_members(pid) == []
