@@ -54,6 +54,23 @@ def exclusive(name: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+@contextmanager
+def no_process_started() -> Iterator[None]:
+    """Fails the code inside if it starts a process (``subprocess.Popen``, which
+    ``subprocess.run`` uses): tells an answer read from a cache from one that ran something,
+    exactly, where an elapsed-time bound would depend on the host's speed (issue 52)."""
+
+    def refuse(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        raise AssertionError(f"a process was started: {str(args[:1])[:200]}")
+
+    started = subprocess.Popen
+    subprocess.Popen = refuse  # type: ignore[assignment, misc]
+    try:
+        yield
+    finally:
+        subprocess.Popen = started  # type: ignore[misc]
+
+
 def valgrind_leftovers() -> set[str]:
     """The temporary directory's vgdb FIFOs and pywebbench's directories for them: a counted
     server is killed, and must not leave them behind (``instructions.pipes``)."""

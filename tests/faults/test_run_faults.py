@@ -56,6 +56,11 @@ def test_fault_phase_of_the_runner_against_the_reference_server() -> None:
     assert CellRobustness.from_flag(flag) == rob
     assert rob.mix == "slowloris=4,smuggle=1"
     assert rob.survived and rob.answered_after
+    # Floors that say the windows served: the reference server on its core answered
+    # 55,000-107,000 requests/s on 4 connections on this project's 2-core VM (5 Dec 2026), and
+    # 4 slowloris connections do not hold it; at 2.9x slower (a 1.45x slower core at 50%
+    # steal, docs/contributing.md) still over 100x the floor: missed only if the host took
+    # over 99% of a window, far rarer than 1 in 10,000 (issue 52).
     assert rob.clean_rps > 100 and rob.faulted_rps > 100
     assert rob.malformed == {"smuggle": "rejected"} and rob.malformed_accepted == []
     # Timing-free: with no good request failed and the malformed one rejected, the error and
@@ -132,6 +137,10 @@ def test_the_fault_phase_beside_a_neighbour_is_measured_again_then_flagged() -> 
             phase=said.append,
         )  # fmt: skip
     assert rob.interfered and rob.remeasured == 1, rob
+    # The spinner gets about half the server's core (the scheduler shares it evenly between
+    # runnable tasks) and steal only adds to the share: 0.5 or more against the 0.2 floor,
+    # missed only if a runnable spinner was kept off its core for 60% of a window, far rarer
+    # than 1 in 10,000 (issue 52).
     assert rob.others_share is not None and rob.others_share > 0.2, rob
     assert CellRobustness.from_flag(json.loads(json.dumps(rob.to_flag()))) == rob
     assert said[0].startswith("re-measuring faults of ") and "of a core from its cores" in said[0]

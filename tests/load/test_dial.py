@@ -144,9 +144,21 @@ def test_every_load_model_runs_over_a_unix_socket(unix_server: str, model: dict[
     )
     result = run_load(spec)
     assert result.mode == spec.mode
-    assert result.requests > 20
     assert result.errors == 0, result.error_classes
     assert result.status_counts == {"200": result.requests}
+    # The floor says the socket served (issue 52): on this project's 2-core VM (5 Dec 2026)
+    # 10,700-12,800 requests kept alive, 1,400-1,700 with a connection each; at 2.9x slower
+    # (a 1.45x slower core at 50% steal, docs/contributing.md) still 20x the floor. The open
+    # loop's 100 sends (0.5 s at 200/s) are all offered and each completed, in flight or
+    # unsent (exact); 20 or fewer completed needs the server or the generator held for the
+    # last 0.4 s in one block, where the host steals in slices of milliseconds: far rarer
+    # than 1 in 10,000 (all 100 completed here).
+    assert result.requests > 20
+    assert (result.open_loop is not None) == ("rate" in model)
+    if result.open_loop is not None:
+        unfinished = result.connections.in_flight_at_end + result.open_loop.unsent_at_end
+        assert result.open_loop.offered == 100
+        assert result.requests + unfinished == result.open_loop.offered
 
 
 def test_the_unix_url_form_and_the_flag(unix_server: str) -> None:

@@ -59,7 +59,10 @@ def test_misbehaviour_is_classified(refserver, mode: str, cls: str, io: str) -> 
         assert r.latency.summary.count == r.requests + r.timeouts
         assert r.latency.summary.max >= 300_000
     if mode == "huge-body":
-        assert r.bytes_in > 10_000_000  # streamed through, not buffered
+        # Streamed through, not buffered: 650-940 MB came in on this project's 2-core VM (5 Dec
+        # 2026); at 2.9x slower (a 1.45x slower core at 50% steal, docs/contributing.md) over
+        # 200 MB, 20x the floor (issue 52).
+        assert r.bytes_in > 10_000_000
 
 
 @pytest.mark.parametrize("io", ["epoll", "uring"])

@@ -4,6 +4,7 @@ against the real engine and reference server."""
 
 from __future__ import annotations
 
+import pytest
 from pywebbench.catalogue.workloads import HttpRequest
 from pywebbench.load import (
     LoadProgress,
@@ -32,13 +33,19 @@ def test_spec_result_figures_and_metering() -> None:
         with Sampler(srv.pid, interval_s=0.1) as sampler:
             result = LocalAgent().run(spec, progress=progress.append)
     figures = iteration_figures(result)
+    # Floors say the server served and was metered (issue 52): on this project's 2-core VM
+    # (5 Dec 2026) the run completed 164,000-204,000 requests, the server used 0.57-0.70
+    # CPU-s, 288,000-292,000 requests per CPU-s. A throughput or CPU figure moves by at most
+    # 2.9x (a 1.45x slower core at 50% steal, docs/contributing.md): 57,000 requests, 0.20
+    # CPU-s and 99,000 a CPU-s, each at least twice its floor below, so missing one needs the
+    # host to take far more than half the cores for the run: far rarer than 1 in 10,000.
     assert figures["requests"] > 1000 and figures["errors"] == 0 and figures["non_2xx"] == 0
     # Asked 1.5 s: the run ends on the engine's own timer, which only fires late, so over
     # 1.4 s on any host; at most 1 s over what was asked (issue 52; the arithmetic is
     # tests/load/test_engine.py's module docstring: at 50% steal in slices of milliseconds,
     # a 1-s stall at the end was never seen).
     assert 1.4 < figures["duration_s"] <= 2.5
-    assert abs(figures["rps"] - figures["requests"] / figures["duration_s"]) < 0.05 * figures["rps"]
+    assert figures["rps"] == pytest.approx(figures["requests"] / figures["duration_s"], rel=1e-9)
     p = [figures[k] for k in ("latency_p50_us", "latency_p90_us", "latency_p99_us")]
     p += [figures["latency_p999_us"], figures["latency_max_us"]]
     assert p == sorted(p) and p[0] > 0
@@ -49,7 +56,7 @@ def test_spec_result_figures_and_metering() -> None:
     assert result.stalled_tail_s() == 0.0
     assert any(p.rps > 0 for p in progress), "no live rate from the progress callback"
     m = sampler.summary
-    assert m.cpu_s and m.cpu_s > 0.1  # the server worked for the load
+    assert m.cpu_s and m.cpu_s > 0.1  # the server worked for the load (floors above)
     assert figures["requests"] / m.cpu_s > 1000  # requests per CPU-second of a Rust server
     assert m.rss_peak_bytes and m.samples
 

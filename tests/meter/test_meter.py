@@ -59,6 +59,10 @@ def test_sampler_covers_the_whole_tree() -> None:
         # of 3 processes, at each end). A bound, not a statistic: a host that stalls this
         # thread between the reads widens it by what it stalled.
         gaps = (t_started - t_before) + (t_after - t_stopping)
+        # The floor: two spinners get up to 2 CPU-s in the 1-s window; at 50% steal and
+        # sharing the cores with the suite's other worker, still about 0.5, so 0.2 is missed
+        # only if they were kept off the cores for 90% of the window: far rarer than 1 in
+        # 10,000 (issue 52, docs/contributing.md).
         assert m.cpu_s is not None and m.cpu_s > 0.2
         assert abs(m.cpu_s - (after - before)) < 2 * gaps + 0.12, (m.cpu_s, after - before, gaps)
         assert m.processes_peak == 3

@@ -75,6 +75,11 @@ def test_stop_kills_a_server_that_does_not_answer_sigterm() -> None:
     os.kill(pid, signal.SIGSTOP)
     t0 = time.monotonic()
     srv.stop()
+    # The 0.3-s wait is a timer (only late), then SIGKILL and a reap: 0.3 s and a few ms on
+    # this project's 2-core VM (5 Dec 2026). 5 s is exceeded only by 4.7 s of holds in that
+    # window, where the host steals in slices of milliseconds (docs/contributing.md): far
+    # rarer than 1 in 10,000, and it tells a kill after stop_timeout from the server's own
+    # 5-s default (issue 52).
     assert time.monotonic() - t0 < 5
     assert srv.returncode == -signal.SIGKILL
     assert group_members(pid) == []
@@ -256,7 +261,11 @@ def test_memory_stays_bounded_against_clients_that_never_read() -> None:
                     except BlockingIOError:
                         pass
             grown = _rss_kb(srv.pid) - base
-            assert sent > 20 << 20, sent  # the clients pushed tens of MB
+            # The clients pushed tens of MB: on this project's 2-core VM (5 Dec 2026) the
+            # first 20 MiB went in 4 ms and 173 MB in the 1.5 s, so the floor is missed only
+            # if this thread was held for nearly all of the 1.5 s, far rarer than 1 in 10,000
+            # (docs/contributing.md; issue 52).
+            assert sent > 20 << 20, sent
             assert grown < 20_000, f"RSS grew {grown} kB"  # ~0.5 MB per client at most
             assert srv.stats()["requests"] > 0
         finally:

@@ -118,9 +118,11 @@ def stack(adapter: ServerAdapter) -> Stack:
 
 
 def test_ready_and_stop(script: Path, tmp_path: Path) -> None:
+    called = time.monotonic()
     srv = start_server(stack(Scripted(script)), ENV, cpus=[0], log_dir=tmp_path)
     with srv:
-        assert srv.alive() and srv.cold_start_s < 30
+        # the start's own time, within the time around the call: exact on any host
+        assert srv.alive() and 0 < srv.cold_start_s <= time.monotonic() - called
         assert srv.base_url == f"http://127.0.0.1:{srv.port}"
         assert srv.settings["cpus"] == [0]
         status = Path(f"/proc/{srv.pid}/status").read_text()
@@ -138,6 +140,10 @@ def test_sigterm_ignorer_is_killed(script: Path, tmp_path: Path) -> None:
     assert len(srv.members()) == 2  # the server and its forked child
     t0 = time.monotonic()
     srv.stop()
+    # The 0.5-s SIGTERM wait is a timer (only late): over 0.4 s on any host. Then SIGKILL
+    # and a reap: the test's call took 0.64 s on this project's 2-core VM (5 Dec 2026); 5 s
+    # is exceeded only by 4.4 s of holds, where the host steals in slices of milliseconds
+    # (docs/contributing.md): far rarer than 1 in 10,000 (issue 52).
     assert 0.4 < time.monotonic() - t0 < 5, "SIGTERM wait then SIGKILL"
     assert group_members(srv.pgid) == []
     assert srv.group.returncode == -signal.SIGKILL
@@ -189,6 +195,11 @@ def test_port_clash_is_retried_on_another_port(script: Path, tmp_path: Path) -> 
     adapter = Scripted(script, "clash-once", stop_timeout_s=0.2)
     with start_server(stack(adapter), ENV, log_dir=tmp_path) as srv:
         assert srv.alive()
+    # Two starts of a small Python script and a 0.2-s stop between them: the whole test took
+    # 1.1 s on this project's 2-core VM (5 Dec 2026), 3.3 s at 2.9x slower (a 1.45x slower
+    # core at 50% steal, docs/contributing.md); 20 s is exceeded only by 16 s of holds: far
+    # rarer than 1 in 10,000 (issue 52). It tells a retry from a wait for the 60-s start
+    # timeout.
     assert time.monotonic() - t0 < 20
     logs = sorted(tmp_path.glob("server-*.log"))
     assert len(logs) == 2 and any("Failed to listen" in p.read_text() for p in logs)
@@ -265,6 +276,10 @@ def test_group_dies_with_a_sigkilled_parent(script: Path, tmp_path: Path) -> Non
         while group_members(pgid) and time.monotonic() - t0 < 10:
             time.sleep(0.05)
         assert group_members(pgid) == [], "the server group outlived its parent"
+        # The watchdog sees its parent die, sends SIGTERM, waits the 0.5-s grace (a timer)
+        # in 50-ms polls, then SIGKILLs: ~0.6 s. 5 s is exceeded only by 4.4 s of holds,
+        # where the host steals in slices of milliseconds (docs/contributing.md): far rarer
+        # than 1 in 10,000 (issue 52).
         assert time.monotonic() - t0 < 5, "0.5 s grace, then SIGKILL"
         while (tree.exists() or log.exists()) and time.monotonic() - t0 < 10:
             time.sleep(0.05)
