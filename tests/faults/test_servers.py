@@ -91,13 +91,14 @@ def test_resets_mid_response_do_not_hurt_the_generator() -> None:
     with RefServer(cpus=[0]) as srv:
         mix = parse_mix("reset-mid-response=100/s,half-close=20/s")
         with FaultSession(srv.url + "/", mix) as fs:
-            result = good_load(srv.url + "/", seconds=1.0)
-        # The session outlives the good load's 1 s (a timer: only late), so 100 resets and 20
+            result = good_load(srv.url + "/", seconds=2.0)
+        # The session outlives the good load's 2 s (a timer: only late), so 200 resets and 40
         # half-closes fall due before it stops, and the fault driver starts any it was late
         # for (up to a second behind, crates/engine/src/faults/driver.rs). 80 and 10 are
-        # missed only if the driver was held for the last 0.2 s (0.5 s) in one block, where
-        # the host steals in slices of milliseconds; the good clients' floor is 100 of the
-        # reference server's tens of thousands a second (docs/contributing.md; issue 52).
+        # missed only if the driver was held for the last 1.2 s (1.5 s) in one block: past
+        # the 1-s hold the suite's wall-time bounds allow, where the host steals in slices of
+        # milliseconds; the good clients' floor is 100 of the reference server's tens of
+        # thousands a second (docs/contributing.md, "Timing bounds in the suite"; issue 52).
         assert result["errors"] == 0 and result["requests"] > 100
         assert fs.report is not None and fs.report.kinds["reset-mid-response"].attempts >= 80
         # A half-closed request is still answered in full.

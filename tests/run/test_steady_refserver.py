@@ -62,7 +62,10 @@ def test_the_deep_mode_loads_to_the_cap_and_keeps_the_whole_curve() -> None:
             LocalAgent(), _spec_for(srv.url), rule, stop_when_steady=False
         )
     assert result.duration_s >= rule.cap_s  # the engine's own clock: the load's duration
-    assert verdict.elapsed_s <= result.duration_s + 0.5
+    # the verdict at the cap is the first progress snapshot past it: late by the engine's
+    # snapshot period (0.25 s) and any hold of the generator at the end; 1 s is the hold the
+    # suite's wall-time bounds allow (docs/contributing.md, "Timing bounds in the suite")
+    assert verdict.elapsed_s <= result.duration_s + 1.0
     assert verdict.curve and all(y > 0 for _, y in verdict.curve)
     assert all(b > a for (a, _), (b, _) in zip(verdict.curve, verdict.curve[1:], strict=False))
 
