@@ -13,10 +13,9 @@ this 2-core VM (5 Dec 2026) were late by a median of 0.09 ms, 2.7 ms at the 99th
 2.7 ms, 0.11% over 9.4 ms), which, extended as an exponential tail, puts 25 ms at about
 7e-6. At 50% steal, given in slices of milliseconds, the same wait takes at most twice as
 long: over :data:`LATE_MS` (50 ms) about 7e-6 a wait, 1.4e-5 for two agents, under 1 in
-10,000. Ray hands each agent its spec at least
-4 measured round trips and 0.25 s before the instant (``START_ROUND_TRIPS``,
-``START_MARGIN_S``), over the 2.9x the host can stretch a round trip (docs/contributing.md),
-so no agent gets its spec after the instant.
+10,000. Ray hands each agent its spec at least 4 measured round trips and 0.25 s before the
+instant (``START_ROUND_TRIPS``, ``START_MARGIN_S``), over the 2.9x the host can stretch a
+round trip (docs/contributing.md), so no agent gets its spec after the instant.
 """
 
 from __future__ import annotations

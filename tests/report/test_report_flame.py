@@ -142,7 +142,7 @@ def test_the_cpu_workload_is_inside_fib_and_the_report_draws_it(
     proportion, and the core's speed scales every stack of a thread alike. So each level is
     a binomial question on the worker's samples, n >= 100 of the 4-s window's ~400 at 100 Hz
     (asserted: losing 3/4 of them takes py-spy held for 3/4 of the window, where 50% steal
-    in slices of milliseconds holds it for at most half; two runs read about 400). P(Bin(100, p) <
+    in slices of milliseconds holds it for at most half; a run read 402). P(Bin(100, p) <
     level) at the levels below is under 1e-8: far below 1 in 10,000."""
     [window] = _windows(studies["store"], studies["fib25"])
     worker = _worker(window)
@@ -216,11 +216,12 @@ def test_a_rust_servers_own_threads_are_native_unsampled(studies: dict[str, Any]
 def test_pypy_is_sampled_by_vmprof_from_inside_the_server(studies: dict[str, Any]) -> None:
     """vmprof, switched on in the worker by the start-up hook's signal: the time is the app's
     (fib, or the app function the JIT inlined it into), read from vmprof's own call tree.
-    The app's share is a proportion of vmprof's samples of the one worker thread, taken
-    per 1 ms of its CPU time (353 and 326 in two runs; at least 100 asserted: the worker's
-    CPU in the 2-s window halves at most at 50% steal); two runs read 79.6% and 83.1%.
-    Under half with a true 70% (a margin for the JIT compiling differently from run to
-    run) has P(Bin(100, 0.70) < 50) = 9.0e-6, under 1 in 10,000."""
+    The app's share is a proportion of vmprof's samples of the one worker thread. vmprof's
+    signal runs on the process's CPU time (ITIMER_PROF), so steal thins the samples only by
+    the CPU the worker loses: two runs took 353 and 326, and fewer than the 100 asserted
+    needs under a third of their CPU in the window. The runs read 79.6% and 83.1%; under
+    half with a true 70% (a margin for the JIT compiling differently from run to run) has
+    P(Bin(100, 0.70) < 50) = 9.0e-6, under 1 in 10,000."""
     [window] = _windows(studies["store"], studies["pypy"])
     assert window.sampler == "vmprof (PyPy)" and window.samples >= 100, window.samples
     b = breakdown([window])
