@@ -191,16 +191,38 @@ def _errors(r: object) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("io", ["epoll", "uring"])
-def test_closed_loop_keeps_every_stream_busy(servers: Servers, io: str) -> None:
+def test_closed_loop_serves_over_every_connection(servers: Servers, io: str) -> None:
+    """A second of closed loop against nginx: every answer a 200 with the body, over the 4
+    connections, never more than their 4 x 8 streams in flight. Timed: more than 1,000
+    requests. Ten runs on this 2-core VM beside other engineers' tests (5 Dec 2026) made
+    63,431-163,126; falling to 1,000 takes a 63x slowdown, where the host's worst is 2.9x
+    (1.45 / 0.5, docs/contributing.md), and a stall of the whole second, which steal in
+    slices of milliseconds does not make. That every stream is used is exact, on a server
+    that never answers: :func:`test_closed_loop_opens_every_stream_of_every_connection`."""
     r = run_load(_spec(f"{servers.h2c}/", io=io))
     assert r.io == io
     assert _errors(r) == {}
     assert r.requests > 1000
     assert r.status_counts == {"200": r.requests}
     assert r.connections.established == 4
-    # Several streams of each connection are busy at the end (at most 4 x 8; a request
-    # issued but not yet written, e.g. behind a send in progress, is not in flight).
-    assert 4 * 4 < r.connections.in_flight_at_end <= 4 * 8, r.connections
+    # at most 4 x 8 (a request issued but not yet written, behind a send in progress, is
+    # not in flight)
+    assert r.connections.in_flight_at_end <= 4 * 8, r.connections
+
+
+@pytest.mark.parametrize("io", ["epoll", "uring"])
+def test_closed_loop_opens_every_stream_of_every_connection(io: str) -> None:
+    """A server that never answers: the closed loop opens all 8 streams on each of its 4
+    connections, and all 32 requests are in flight when the second ends. Exact: nothing
+    completes, so nothing is reissued behind a send in progress; the connects and the first
+    writes take milliseconds of the second (a hold of the whole second is not seen,
+    docs/contributing.md), and the 5-s timeout does not expire within it."""
+    with MisbehavingH2Server("silent") as srv:
+        r = run_load(_spec(srv.url, io=io, expect_body=None))
+    assert _errors(r) == {}
+    assert r.requests == 0
+    assert r.connections.established == 4
+    assert r.connections.in_flight_at_end == 4 * 8, r.connections
 
 
 @pytest.mark.parametrize("io", ["epoll", "uring"])
@@ -218,12 +240,22 @@ def test_large_bodies_pass_flow_control(servers: Servers, io: str) -> None:
 
 @pytest.mark.parametrize("io", ["epoll", "uring"])
 def test_open_loop_spreads_sends_over_free_streams(servers: Servers, io: str) -> None:
+    """2,000 sends/s for a second over 2 connections of 4 streams each. Exact: the 2,000
+    sends scheduled in the second (at k / 2000 s, k = 0..1999) are offered, each completed,
+    in flight or unsent at the end, and no more than the 2 x 4 streams are in flight. Timed:
+    at most half a second of sends (1,000) unfinished, which needs nginx or the generator
+    stood still for the last half second: at 50% steal, the host's whole take in one block,
+    where it takes it in slices of milliseconds (tests/load/test_rate_phases.py, module
+    docstring). Ten runs beside other engineers' tests left none unfinished."""
     r = run_load(_spec(f"{servers.h2c}/", io=io, connections=2, streams=4, rate=2000.0))
     assert _errors(r) == {}
-    assert r.open_loop is not None
-    # in flight at the end of the second are not completed: a fifth of them needs a 0.2-s
-    # stall at its very end
-    assert r.requests >= 0.8 * r.open_loop.offered, (r.requests, r.open_loop.offered)
+    ol = r.open_loop
+    assert ol is not None
+    assert ol.offered == 2000
+    unfinished = r.connections.in_flight_at_end + ol.unsent_at_end
+    assert r.requests + unfinished == ol.offered, (r.requests, r.connections, ol)
+    assert r.connections.in_flight_at_end <= 2 * 4, r.connections
+    assert unfinished <= 2000 * 0.5, (r.requests, r.connections, ol)
     assert r.service_time is not None
 
 
@@ -297,9 +329,10 @@ def test_bad_protocol_flags_name_the_flag(args: list[str], flag: str) -> None:
 
 class MisbehavingH2Server:
     """A raw h2c server on loopback that answers every request stream with ``how``:
-    ``reset`` (RST_STREAM REFUSED_STREAM), ``no-status`` (headers without ``:status``),
-    ``data-first`` (DATA before any headers), ``goaway`` (GOAWAY PROTOCOL_ERROR) or
-    ``garbage`` (a PING of 3 bytes). Threads in this process, stopped at exit."""
+    ``silent`` (no answer at all), ``reset`` (RST_STREAM REFUSED_STREAM), ``no-status``
+    (headers without ``:status``), ``data-first`` (DATA before any headers), ``goaway``
+    (GOAWAY PROTOCOL_ERROR) or ``garbage`` (a PING of 3 bytes). Threads in this process,
+    stopped at exit."""
 
     def __init__(self, how: str) -> None:
         self.how = how
@@ -362,7 +395,7 @@ class MisbehavingH2Server:
                         break
                     kind, stream = buf[3], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
                     buf = buf[9 + length :]
-                    if kind != 1:  # only HEADERS get an answer
+                    if kind != 1 or self.how == "silent":  # only HEADERS get an answer
                         continue
                     if self.how == "reset":
                         conn.sendall(self.frame(3, 0, stream, struct.pack(">I", 7)))

@@ -106,6 +106,19 @@ def _wait_unfiltered(page: Any) -> None:
     )
 
 
+def _wait_drawn(page: Any) -> None:
+    """Until every visible plot holds the figure chosen for it: the page sets ``data-drawn``
+    as it hands the figure to Plotly, whose cartesian plots are drawn before that call
+    returns. A wait on the page's own state, not a fixed pause (a host that steals up to
+    50% of the cores can make any pause too short; FILTER_TIMEOUT_MS only bounds a hang)."""
+    page.wait_for_function(
+        """() => Array.from(document.querySelectorAll('.plot[data-figure]'))
+            .filter(el => el.offsetParent !== null)
+            .every(el => el.getAttribute('data-drawn') === el.getAttribute('data-figure'))""",
+        timeout=FILTER_TIMEOUT_MS,
+    )
+
+
 def _drawn(page: Any) -> dict[str, dict[str, int]]:
     """Per visible plot: how many Plotly SVG layers, traces and non-empty paths it holds."""
     return page.evaluate(
@@ -151,7 +164,7 @@ def test_every_plot_is_drawn_offline_without_errors(report_page: Any) -> None:
         for value in options:
             if value is not None:
                 select.select_option(value)
-            page.wait_for_timeout(50)
+            _wait_drawn(page)
             seen.update(_drawn(page))
             for fig_select in section.locator(".sel.active select.fig-select").all():
                 for option in fig_select.locator("option").evaluate_all(
@@ -408,7 +421,7 @@ def test_warmup_figure_marks_the_steady_start_and_the_cap(report_page: Any) -> N
     plot = card.locator(".plot")
     for label in labels:
         select.select_option(label=label)
-        page.wait_for_timeout(100)
+        _wait_drawn(page)
         drawn = _figure_shapes(page, plot)
         # A warm-up and a measured line per replicate, the warm-up span and a marker each.
         assert drawn["traces"] == 2 * PLAN.replicates, (label, drawn)
@@ -421,7 +434,7 @@ def test_warmup_figure_marks_the_steady_start_and_the_cap(report_page: Any) -> N
             assert all("steady from" in t for t in drawn["legend"])
     select.select_option(label=capped[0])
     card.scroll_into_view_if_needed()
-    page.wait_for_timeout(100)
+    _wait_drawn(page)
     screenshot(page, "report-warmup")
     assert events.console_errors == [] and events.page_errors == []
 
@@ -431,7 +444,7 @@ def test_jit_effect_view_pairs_pypy_and_cpython(report_page: Any) -> None:
     _reset(page)
     plot = page.locator("section.workload.active .card.jit .plot")
     plot.scroll_into_view_if_needed()
-    page.wait_for_timeout(100)
+    _wait_drawn(page)
     drawn = _figure_shapes(page, plot)
     # Only refserver · fast ran on both interpreters: one panel, at its highest load point.
     assert drawn["annotations"] == ["refserver · fast @ c8"]
@@ -478,6 +491,13 @@ def test_markdown_flags_memory_ties_and_headline_ci(study: Any) -> None:
     m = re.search(r"([\d.]+)× the runner-up \(.*, 95% CI \[([\d.]+), ([\d.]+)\]", hello)
     assert m, hello[:400]
     ratio, low, high = (float(g) for g in m.groups())
+    # By construction: with 2 replicates a side each side's median of its 4 iterations lies
+    # between its 2 replicates' medians, and Welch's interval on their logs (1-2 degrees of
+    # freedom, t >= 4.3) reaches past both (analysis/ratio.py), so the ratio is inside it.
+    # Timed: the 3-decimal bounds differ unless both sides' replicates agree within
+    # 0.001 / (4.3 x ratio); the fastest stack's two replicates differed by 15-31% (log) in
+    # a run, the runner-up's by 2.6%: about 1e-4 x 1e-3 of falling that close, far below
+    # 1 in 10,000.
     assert low <= ratio <= high and low < high
     rows = {r["Stack"]: r for r in tables["hello"] if r["#"] != "#"}
     pypy = next(r for k, r in rows.items() if k.startswith("pypy3.9"))
