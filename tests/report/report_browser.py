@@ -51,6 +51,24 @@ def open_report(
     return page, events
 
 
+#: How long a page may take to draw its visible plots: a bound on a hang, not a pause that
+#: must be long enough (issue 52: a host that steals up to 50% of the cores can make any
+#: fixed pause too short).
+DRAW_TIMEOUT_MS = 15_000
+
+
+def wait_drawn(page: Any) -> None:
+    """Until every visible plot holds the figure chosen for it: the page sets ``data-drawn``
+    as it hands the figure to Plotly, whose cartesian plots are drawn before that call
+    returns. A wait on the page's own state, not a fixed pause."""
+    page.wait_for_function(
+        """() => Array.from(document.querySelectorAll('.plot[data-figure]'))
+            .filter(el => el.offsetParent !== null)
+            .every(el => el.getAttribute('data-drawn') === el.getAttribute('data-figure'))""",
+        timeout=DRAW_TIMEOUT_MS,
+    )
+
+
 def screenshot(page: Any, name: str, *, full_page: bool = False) -> Path | None:
     """Save a PNG into $PWB_SCREENSHOT_DIR when it is set."""
     target = os.environ.get("PWB_SCREENSHOT_DIR")

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from pywebbench.report import ReportPaths, generate
 from pywebbench.store import Store
-from report_browser import open_report, screenshot
+from report_browser import open_report, screenshot, wait_drawn
 from report_study import FakeStack, StudyPlan, record_study
 
 EVIL_SERVER = "ref\"server'<b>x</b>"
@@ -106,19 +106,6 @@ def _wait_unfiltered(page: Any) -> None:
     )
 
 
-def _wait_drawn(page: Any) -> None:
-    """Until every visible plot holds the figure chosen for it: the page sets ``data-drawn``
-    as it hands the figure to Plotly, whose cartesian plots are drawn before that call
-    returns. A wait on the page's own state, not a fixed pause (a host that steals up to
-    50% of the cores can make any pause too short; FILTER_TIMEOUT_MS only bounds a hang)."""
-    page.wait_for_function(
-        """() => Array.from(document.querySelectorAll('.plot[data-figure]'))
-            .filter(el => el.offsetParent !== null)
-            .every(el => el.getAttribute('data-drawn') === el.getAttribute('data-figure'))""",
-        timeout=FILTER_TIMEOUT_MS,
-    )
-
-
 def _drawn(page: Any) -> dict[str, dict[str, int]]:
     """Per visible plot: how many Plotly SVG layers, traces and non-empty paths it holds."""
     return page.evaluate(
@@ -164,7 +151,7 @@ def test_every_plot_is_drawn_offline_without_errors(report_page: Any) -> None:
         for value in options:
             if value is not None:
                 select.select_option(value)
-            _wait_drawn(page)
+            wait_drawn(page)
             seen.update(_drawn(page))
             for fig_select in section.locator(".sel.active select.fig-select").all():
                 for option in fig_select.locator("option").evaluate_all(
@@ -421,7 +408,7 @@ def test_warmup_figure_marks_the_steady_start_and_the_cap(report_page: Any) -> N
     plot = card.locator(".plot")
     for label in labels:
         select.select_option(label=label)
-        _wait_drawn(page)
+        wait_drawn(page)
         drawn = _figure_shapes(page, plot)
         # A warm-up and a measured line per replicate, the warm-up span and a marker each.
         assert drawn["traces"] == 2 * PLAN.replicates, (label, drawn)
@@ -434,7 +421,7 @@ def test_warmup_figure_marks_the_steady_start_and_the_cap(report_page: Any) -> N
             assert all("steady from" in t for t in drawn["legend"])
     select.select_option(label=capped[0])
     card.scroll_into_view_if_needed()
-    _wait_drawn(page)
+    wait_drawn(page)
     screenshot(page, "report-warmup")
     assert events.console_errors == [] and events.page_errors == []
 
@@ -444,7 +431,7 @@ def test_jit_effect_view_pairs_pypy_and_cpython(report_page: Any) -> None:
     _reset(page)
     plot = page.locator("section.workload.active .card.jit .plot")
     plot.scroll_into_view_if_needed()
-    _wait_drawn(page)
+    wait_drawn(page)
     drawn = _figure_shapes(page, plot)
     # Only refserver · fast ran on both interpreters: one panel, at its highest load point.
     assert drawn["annotations"] == ["refserver · fast @ c8"]

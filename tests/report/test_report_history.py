@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from pywebbench.report import generate
-from report_browser import open_report, screenshot
+from report_browser import open_report, screenshot, wait_drawn
 from report_study import FakeStack, StudyPlan, record_study
 
 PLAN = StudyPlan(
@@ -32,7 +32,7 @@ def test_three_runs_get_a_drawn_history_figure(browser: Any, tmp_path: Path) -> 
     try:
         plot = page.locator('.plot[data-figure="history-hello"]')
         plot.scroll_into_view_if_needed()
-        page.wait_for_timeout(200)
+        wait_drawn(page)
         screenshot(page, "report-history")
         assert plot.locator("svg.main-svg").count() >= 1
         assert plot.locator("g.trace").count() == len(PLAN.stacks)  # one line per stack
