@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,6 +52,16 @@ def exclusive(name: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def wait_until(ready: Callable[[], bool], what: str, *, timeout_s: float = 10.0) -> None:
+    """Polls ``ready`` every 20 ms until it is true, in place of a fixed sleep before a state
+    is checked; fails the test naming ``what`` if it is still false after ``timeout_s`` (a
+    deadline far past what the state takes, so only a broken state reaches it; issue 52)."""
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert time.monotonic() < deadline, f"not within {timeout_s:g} s: {what}"
+        time.sleep(0.02)
 
 
 @contextmanager

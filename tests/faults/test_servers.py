@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pwbtest import wait_until
 from pywebbench import _engine
 from pywebbench.faults import (
     KINDS,
@@ -39,13 +40,26 @@ def good_load(url: str, seconds: float = 2.0, connections: int = 16) -> dict[str
 
 
 def test_refserver_rejects_every_malformed_kind_and_times_out_slowloris() -> None:
+    """The session lasts until the server has timed out 8 slowloris and 8 idle connections
+    (its own counters; the malformed kinds time out none), not a fixed 2 s. Each kind holds 4
+    connections and reopens one only once the server has ended it, so the 5th to 8th
+    timeouts of a kind mean 8 attempts started and at least 4 ended by the server: the
+    counts below hold by construction. The 12 malformed attempts, one after another, each a
+    loopback round trip of about a millisecond, have the at least 1.6 s the two idle timers
+    in a row take (timers: only late), past the 1-s slack the suite allows a wall time
+    (docs/contributing.md, "Timing bounds in the suite"; issue 52)."""
     specs = [FaultSpec(k, count=2) for k in MALFORMED] + [
         FaultSpec("slow-headers", connections=4, interval_ms=200),
         FaultSpec("idle", connections=4),
     ]
     with RefServer(header_timeout_ms=600, idle_timeout_ms=800, cpus=[0]) as srv:
         with FaultSession(srv.url + "/hello", specs) as fs:
-            time.sleep(2.0)
+
+            def timed_out_twice_over() -> bool:
+                stats = srv.stats()
+                return bool(stats["header_timeouts"] >= 8 and stats["idle_timeouts"] >= 8)
+
+            wait_until(timed_out_twice_over, "8 header and 8 idle timeouts", timeout_s=20)
         report = fs.report
         stats = srv.stats()
     assert report is not None and report.stopped
@@ -59,7 +73,10 @@ def test_refserver_rejects_every_malformed_kind_and_times_out_slowloris() -> Non
     # The header timeout (600 ms) ends each slowloris connection with a 408; it reopens.
     slow = report.kinds["slow-headers"]
     assert slow.status_counts.get(408, 0) >= 4, slow
-    assert 500 <= slow.held.p50_ms <= 1500, slow.held
+    # Held from connect to the 408: the 600-ms timeout (a timer: the floor, less 100 ms for
+    # when the server starts it) plus up to one of its 60-ms sweeps (a tenth of the shortest
+    # timeout, crates/refserver/src/worker.rs) by design, 660 ms, and the suite's 1 s over it.
+    assert 500 <= slow.held.p50_ms <= 1660, slow.held
     assert slow.attempts >= 8
     assert stats["header_timeouts"] >= 4
     idle = report.kinds["idle"]
