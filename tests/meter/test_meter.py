@@ -21,12 +21,12 @@ for _ in range(2):
         junk = bytearray(30 * 1024 * 1024)  # touched: resident
         for i in range(0, len(junk), 4096):
             junk[i] = 1
+        os.write(1, b"ready\n")  # once its memory is resident
         end = time.time() + 30
         while time.time() < end:
             pass
         os._exit(0)
     kids.append(pid)
-print("ready", flush=True)
 for k in kids:
     os.waitpid(k, 0)
 """
@@ -37,8 +37,9 @@ def test_sampler_covers_the_whole_tree() -> None:
         [sys.executable, "-c", TREE], stdout=subprocess.PIPE, start_new_session=True
     )
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
-        time.sleep(0.3)
+        # Each child says "ready" once its 30 MiB are touched: resident before the snapshot.
+        assert proc.stdout is not None
+        assert [proc.stdout.readline().strip() for _ in range(2)] == [b"ready", b"ready"]
         idle = snapshot(proc.pid)
         assert idle.processes == 3 and idle.alive
         assert idle.rss_bytes > 60 * 1024 * 1024
