@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
+from pwbtest import wait_until
 from pywebbench.load import LoadProgress
 from pywebbench.meter.core_speed import (
     CoreSpeedProbe,
@@ -75,7 +76,9 @@ def test_the_sampler_probes_the_server_cores_and_only_when_asked() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
     try:
         with Sampler(child.pid, interval_s=0.05, probe_cpus=[0]) as probed:
-            time.sleep(0.3)
+            probe = probed.probe
+            assert probe is not None
+            wait_until(lambda: bool(probe.readings), "the core-speed probe's first reading")
         with Sampler(child.pid, interval_s=0.05) as unprobed:
             time.sleep(0.1)
     finally:
