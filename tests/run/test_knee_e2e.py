@@ -31,7 +31,8 @@ replicates = 1
 max_replicates = 1
 slo = "p50=200ms"  # 200 samples a probe: short probes even on a busy machine
 slo_budget_s = 10.0
-slo_warmup_s = 0.3
+slo_warmup_s = 0.6
+slo_repeats = 3
 """
 
 
@@ -55,8 +56,14 @@ def test_knee_search_interrupted_then_resumed(tmp_path: Path, census: str) -> No
         while _rows(db, "iterations") < 2 and time.monotonic() < deadline:
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             time.sleep(0.1)
-        # the search's first probe is stored: the second is running (a fixed 0.6 s after the
-        # measured iteration once landed before the search began)
+        # The search's first probe is stored: the first rate's other two follow (its 3
+        # repeats fit the 10-s budget, at 1.9 s a probe), each after a 0.6-s warm-up (a
+        # timer: only late; a probe that errs ends early, but after its warm-up), so the
+        # search runs at least 1.2 s more. The Ctrl-C comes within a 50-ms poll and a count
+        # of rows: it misses the search only if this loop is held 1.15 s past that design,
+        # beyond the 1 s the suite allows a wall time (docs/contributing.md, "Timing bounds
+        # in the suite"; issue 52). (A fixed 0.6 s after the measured iteration once
+        # landed before the search began.)
         while _rows(db, "knee_probes") < 1 and time.monotonic() < deadline:
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             time.sleep(0.05)
