@@ -216,7 +216,9 @@ def _peak_rss_mb(url: str) -> tuple[float, dict[str, Any]]:
 def test_memory_stays_bounded_against_a_huge_body(refserver) -> None:
     """A 10 GB body is streamed and dropped: the generator's peak RSS stays small."""
     peak_mb, d = _peak_rss_mb(f"{refserver.url}/misbehave/huge-body")
-    assert d["bytes_in"] > 100_000_000, d["bytes_in"]  # >= 100 MB went through
+    # >= 100 MB went through: 4.03-4.34 GB were measured in the 2 s (5 Dec 2026), 1.39 GB
+    # at 2.9x slower (docs/contributing.md, "Timing bounds in the suite"), 14x the floor.
+    assert d["bytes_in"] > 100_000_000, d["bytes_in"]
     # each connection's body outlives the 1 s timeout; a loaded core 0 may also be slow to
     # send the head (header_timeout): both are timeouts, never a parse error
     assert "body_timeout" in d["error_classes"], d["error_classes"]
