@@ -60,6 +60,11 @@ fn round(port: u16, waits: &Mutex<Vec<u64>>, io: Io) -> Vec<u64> {
         ..LoadSpec::default()
     })
     .unwrap();
+    // A floor for a median of hundreds of waits, not a rate to meet: the serial server's
+    // cycle is its 100 us of work, an accept and the wait for the client's close, and it served
+    // 715-892 requests a round (~3,000/s) on this 2-core VM with other tests running; a host
+    // 2.9x slower (half the core stolen, the core 1.45x slower: docs/contributing.md, "Timing
+    // bounds in the suite") serves about 250, and 100 is 2.5x under that.
     assert!(
         r.requests > 100 && r.errors == 0,
         "{} {:?}",

@@ -246,8 +246,14 @@ fn open_loop_over_new_connections_serves_its_queue_in_order(io: Io) {
     .unwrap();
     let ol = r.open_loop.as_ref().unwrap();
     assert!(ol.queued > 100, "{ol:?}");
-    // At most 250 answered a second; the rest waited, longest at the end of the run.
-    assert!((150..=260).contains(&r.requests), "{} {ol:?}", r.requests);
+    // At most 250 answered a second (a 4-ms sleep only ends late); the rest waited, longest
+    // at the end of the run. The floor is a function check (the connection kept serving its
+    // queue), not a rate: 25 or fewer answered in the second leaves at least
+    // 1 s - 25 x 6 ms (the 4-ms sleep plus a new connection's round trip, well under 2 ms on
+    // a core 1.45x slower) = 0.85 s in which neither the server nor the generator ran, where
+    // a host steals in slices of milliseconds (docs/contributing.md, "Timing bounds in the
+    // suite").
+    assert!((26..=260).contains(&r.requests), "{} {ol:?}", r.requests);
     let p99_us = r.latency.summary.p99;
     assert!(
         p99_us >= 300_000,

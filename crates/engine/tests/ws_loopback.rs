@@ -326,7 +326,15 @@ fn open_loop_sends_at_the_rate(io: Io) {
     };
     let r = run(&s).unwrap();
     assert_eq!(errors(&r), vec![]);
-    assert!((1900..=2001).contains(&r.requests), "{}", r.requests);
+    let ol = r.open_loop.as_ref().unwrap();
+    // Every send scheduled in the second is offered, however late the thread gets to it.
+    assert_eq!(ol.offered, 2000, "{ol:?}");
+    // Each one is answered, or in flight or unsent at the end: half of them unfinished needs
+    // the server or the generator held for the last half second, where a host steals in
+    // slices of milliseconds (docs/contributing.md, "Timing bounds in the suite").
+    let unfinished = ol.unsent_at_end + r.connections.in_flight_at_end;
+    assert_eq!(r.requests + unfinished, ol.offered, "{ol:?}");
+    assert!(unfinished <= 1000, "{unfinished} unfinished: {ol:?}");
     assert!(r.service_time.is_some());
 }
 

@@ -310,8 +310,13 @@ fn slow_headers_time_out_with_408() {
     let (out, _) = read_to_end(&mut c);
     let waited = t0.elapsed();
     assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 408"));
+    // The 200-ms timer only fires late (its start, at the accept, may precede t0 by the
+    // write's few microseconds: 190); the upper bound allows the design plus a second, which a
+    // host that steals in slices of milliseconds cannot take from one timer (issue 52;
+    // docs/contributing.md, "Timing bounds in the suite"), and still fails a timeout seen
+    // over a second late or not at all (the client's read gives up at 5 s).
     assert!(
-        waited >= Duration::from_millis(190) && waited < Duration::from_millis(700),
+        waited >= Duration::from_millis(190) && waited < Duration::from_millis(200 + 1000),
         "{waited:?}"
     );
     // An idle connection with no partial request is not timed out by the header timeout.
@@ -520,8 +525,9 @@ fn idle_write_timeouts_and_connection_limit() {
     let t0 = Instant::now();
     assert_eq!(read_to_end(&mut idle), (Vec::new(), false));
     let waited = t0.elapsed();
+    // As the header timeout above: a timer only fires late; the design plus a second above.
     assert!(
-        waited >= Duration::from_millis(190) && waited < Duration::from_millis(700),
+        waited >= Duration::from_millis(190) && waited < Duration::from_millis(200 + 1000),
         "{waited:?}"
     );
     // A reader that never reads a huge body: dropped once the output stops moving.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest wait in `poll`, so `stop` is seen within this time.
-const TICK: Duration = Duration::from_millis(50);
+pub(super) const TICK: Duration = Duration::from_millis(50);
 /// Receive buffer of slow readers and ws-no-read clients (set before connecting).
 const SLOW_READER_RCVBUF: i32 = 4096;
 /// Held kinds: pause before reopening a connection the server ended.

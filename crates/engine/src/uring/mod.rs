@@ -250,15 +250,21 @@ mod tests {
         (t.elapsed(), r.cqes.len())
     }
 
+    // Bounds (issue 52): each fault is a wait of 5 s or more, where the design is 20 ms at
+    // most; an upper bound allows the design plus a second, which a host that steals up to 50%
+    // of the cores in slices of milliseconds cannot take from one wait (docs/contributing.md,
+    // "Timing bounds in the suite"). A timer's lower bound holds as it is: it only fires late.
+    const SLACK: Duration = Duration::from_secs(1);
+
     #[test]
     fn a_batched_wait_holds_one_completion_for_the_minimum_wait_only() {
         let mut r = ring();
         nops(&mut r, 1);
         // Asked for 8 with a 20 ms minimum: the one completion is handed over once the
-        // minimum has passed, long before the 2-s timeout.
-        let (took, got) = timed_wait(&mut r, Duration::from_secs(2), Some((8, 20_000)));
+        // minimum has passed, long before the 5-s timeout.
+        let (took, got) = timed_wait(&mut r, Duration::from_secs(5), Some((8, 20_000)));
         assert_eq!(got, 1);
-        assert!(took < Duration::from_millis(500), "held {took:?}");
+        assert!(took < Duration::from_millis(20) + SLACK, "held {took:?}");
         if probe().unwrap().min_wait {
             assert!(took >= Duration::from_millis(15), "not held: {took:?}");
         }
@@ -268,29 +274,28 @@ mod tests {
     fn a_batched_wait_ends_as_soon_as_the_batch_is_complete() {
         let mut r = ring();
         nops(&mut r, 8);
-        let (took, got) = timed_wait(&mut r, Duration::from_secs(2), Some((8, 200_000)));
+        // The whole batch is there: no wait, where a fault holds it for the 5-s minimum.
+        let (took, got) = timed_wait(&mut r, Duration::from_secs(10), Some((8, 5_000_000)));
         assert_eq!(got, 8);
-        assert!(
-            took < Duration::from_millis(100),
-            "held a full batch {took:?}"
-        );
+        assert!(took < SLACK, "held a full batch {took:?}");
     }
 
     #[test]
     fn a_batched_wait_never_outlasts_its_timeout() {
         let mut r = ring();
-        // Nothing to complete; a 200-ms minimum wait against a 5-ms timeout.
-        let (took, got) = timed_wait(&mut r, Duration::from_millis(5), Some((8, 200_000)));
+        // Nothing to complete; a 5-s minimum wait against a 5-ms timeout.
+        let (took, got) = timed_wait(&mut r, Duration::from_millis(5), Some((8, 5_000_000)));
         assert_eq!(got, 0);
-        assert!(took < Duration::from_millis(100), "waited {took:?}");
+        assert!(took < Duration::from_millis(5) + SLACK, "waited {took:?}");
     }
 
     #[test]
     fn an_unbatched_wait_returns_at_the_first_completion() {
         let mut r = ring();
         nops(&mut r, 1);
-        let (took, got) = timed_wait(&mut r, Duration::from_secs(2), None);
+        // A fault waits out the 5-s timeout.
+        let (took, got) = timed_wait(&mut r, Duration::from_secs(5), None);
         assert_eq!(got, 1);
-        assert!(took < Duration::from_millis(100), "held {took:?}");
+        assert!(took < SLACK, "held {took:?}");
     }
 }
