@@ -467,24 +467,14 @@ def select(
         value, gil = split_gil(raw_value)
         if value == "all":
             hits = one_per_version(pool)
-        elif os.sep in value or value.startswith("~"):
-            try:
-                hits = [find(value)]
-            except InterpreterError as exc:
-                raise InterpreterError(str(exc).replace("--python", flag, 1)) from None
         else:
+            # a path, a name on PATH or an install: find's one answer (and its one-line error)
             hits = one_per_version(match(value, pool))
-            on_path = None if hits else shutil.which(value)
-            if on_path is not None:
-                hits = [find(on_path)]
-            installed = None if hits else _installed(value, install)
-            if installed is not None:
-                hits = [installed]
             if not hits:
-                names = ", ".join(i.name for i in pool) or "none found"
-                raise InterpreterError(
-                    f"{flag} {value}: unknown interpreter; choose from {names}, all, or give a path"
-                )
+                try:
+                    hits = [find(value, pool, install=install)]
+                except InterpreterError as exc:
+                    raise InterpreterError(str(exc).replace("--python", flag, 1)) from None
         for i in hits:
             if gil and not i.free_threaded and len(hits) > 1:
                 continue  # "all@gil1": the free-threaded ones
