@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pywebbench.analysis.steady import SteadyRule, WarmupEnd, WarmupVerdict, WarmupWatch
+from pywebbench.analysis.warmup import SteadyRule, WarmupEnd, WarmupVerdict, WarmupWatch
 from pywebbench.analysis.warmup_class import WarmupClass, classify
 from pywebbench.load import LoadProgress, LoadSpec, LocalAgent
 from pywebbench.load.result import LoadResult

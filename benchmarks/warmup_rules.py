@@ -24,7 +24,7 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pywebbench.analysis.steady import SteadyRule, WarmupWatch
+from pywebbench.analysis.warmup import SteadyRule, WarmupWatch
 from pywebbench.store import Store
 
 DEFAULT_RULES = ["2:3:10000", "2:2:10000", "1.5:3:10000", "2:3:5000"]

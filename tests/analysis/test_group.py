@@ -16,14 +16,12 @@ from pywebbench.analysis.group import (
     GEOMETRIC_MEAN,
     Interval,
     Observation,
-    WarmRule,
     fit_group,
     ranked,
-    round_shares,
-    warm_round,
     widest,
 )
 from pywebbench.analysis.stats import t_quantile
+from pywebbench.analysis.warmup import round_shares
 from pywebbench.load.sliced import SliceStats
 
 
@@ -254,34 +252,6 @@ def test_shares_are_free_of_the_host_and_of_the_stacks_levels() -> None:
     assert set(shares) == set(range(6))
     values = [v for series in shares.values() for _, v in series]
     assert max(abs(v - 1.0) for v in values) < 0.05
-
-
-def _series(values: list[float]) -> list[tuple[int, float]]:
-    return list(enumerate(values))
-
-
-def test_a_process_warming_up_is_warm_where_its_share_settles() -> None:
-    rng = random.Random(2)
-    ramp = [0.5 + 0.05 * r for r in range(10)]  # 0.5 -> 0.95 over 10 rounds
-    flat = [1.0 + rng.gauss(0, 0.01) for _ in range(20)]
-    found = warm_round(_series([*ramp, *flat]))
-    assert found is not None and 9 <= found <= 11
-
-
-def test_a_flat_process_is_warm_from_its_first_judged_round() -> None:
-    rng = random.Random(3)
-    found = warm_round(_series([1.0 + rng.gauss(0, 0.01) for _ in range(12)]), WarmRule(skip=1))
-    assert found == 1
-
-
-def test_a_process_still_climbing_is_not_warm() -> None:
-    rng = random.Random(4)
-    climbing = [0.5 + 0.02 * r + rng.gauss(0, 0.005) for r in range(30)]
-    assert warm_round(_series(climbing)) is None
-
-
-def test_too_few_rounds_are_not_judged() -> None:
-    assert warm_round(_series([1.0] * 5), WarmRule(window=6, skip=0)) is None
 
 
 def test_a_group_of_one_stack_or_the_reference_itself_has_no_interval() -> None:

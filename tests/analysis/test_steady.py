@@ -1,4 +1,5 @@
-"""The steady-state rule, the drift test and the leak slope on known series."""
+"""The drift test, the leak slope and the statistics' import on known series (the warm-up
+rule: test_warmup.py)."""
 
 from __future__ import annotations
 
@@ -8,30 +9,8 @@ import subprocess
 import sys
 
 import pytest
-from pywebbench.analysis.steady import (
-    LEAK_FLOOR_JIT_BYTES_PER_1K,
-    SteadyRule,
-    WarmupEnd,
-    WarmupWatch,
-    drift,
-    leak,
-    trend,
-)
+from pywebbench.analysis.steady import LEAK_FLOOR_JIT_BYTES_PER_1K, drift, leak, trend
 from pywebbench.run.steadiness import snapshot_series
-
-
-def _watch(rate_at, rule: SteadyRule, *, seed: int = 1, tick: float = 0.25):
-    """Feed a watch with cumulative counts of a Poisson-ish process of rate ``rate_at(t)``."""
-    rng = random.Random(seed)
-    watch = WarmupWatch(rule)
-    t, total = 0.0, 0
-    while True:
-        t += tick
-        mean = rate_at(t) * tick
-        total += max(0, int(rng.gauss(mean, math.sqrt(mean))))
-        verdict = watch.observe(t, total)
-        if verdict is not None:
-            return verdict
 
 
 def test_the_trend_is_robust_and_tested() -> None:
@@ -41,41 +20,6 @@ def test_the_trend_is_robust_and_tested() -> None:
     assert change == pytest.approx(18.0 / 21.0, rel=0.01) and p_up < 0.01
     _, p_flat = trend([1.0, 3.0, 2.0, 3.0, 1.0, 2.0, 1.0, 3.0])
     assert p_flat > 0.5
-
-
-def test_a_flat_server_is_steady_after_one_window() -> None:
-    """Steady asks for evidence of flatness: the slope's bound over a regime of 8,000 req/s
-    (2.2% counting noise per bucket) is tight enough after 4-5 s."""
-    rule = SteadyRule(window_s=2.0, cap_s=20.0)
-    verdict = _watch(lambda t: 8000.0, rule)
-    assert verdict.end == WarmupEnd.STEADY
-    assert verdict.steady_start_s is not None and verdict.steady_start_s <= 0.5
-    assert verdict.elapsed_s <= 5.0 and len(verdict.curve) >= 8
-
-
-@pytest.mark.parametrize("ramp_s", [3.0, 6.0, 10.0])
-def test_the_steady_start_is_found_at_the_end_of_a_ramp(ramp_s: float) -> None:
-    """A JIT-like ramp: throughput climbs for ``ramp_s`` then holds."""
-    rule = SteadyRule(window_s=2.0, cap_s=30.0)
-    verdict = _watch(lambda t: 2000.0 + 6000.0 * min(1.0, t / ramp_s), rule, seed=int(ramp_s))
-    assert verdict.end == WarmupEnd.STEADY
-    assert verdict.steady_start_s is not None
-    assert abs(verdict.steady_start_s - ramp_s) <= 1.0, verdict.steady_start_s
-
-
-def test_a_sawtooth_never_settles_and_ends_at_the_cap() -> None:
-    rule = SteadyRule(window_s=2.0, cap_s=12.0)
-    verdict = _watch(lambda t: 3000.0 + 2000.0 * ((t % 4.0) / 4.0), rule)
-    assert verdict.end == WarmupEnd.CAP and verdict.steady_start_s is None
-    assert verdict.elapsed_s == pytest.approx(12.0, abs=0.3)
-
-
-def test_a_slow_server_is_judged_against_its_counting_noise() -> None:
-    """At 300 req/s a 0.25 s bucket holds ~75 requests: +-12% is noise, not a trend; bounding
-    the slope of so noisy a curve within 5% per 2 s takes ~8 s of it."""
-    rule = SteadyRule(window_s=2.0, cap_s=20.0)
-    verdict = _watch(lambda t: 300.0, rule, seed=7)
-    assert verdict.end == WarmupEnd.STEADY and verdict.elapsed_s < 10.0
 
 
 def test_drift_is_a_significant_trend_of_some_size() -> None:
@@ -150,33 +94,6 @@ def test_pypy_heap_growth_is_under_the_jit_floor() -> None:
     assert not leak(requests, pypy, floor=LEAK_FLOOR_JIT_BYTES_PER_1K).leaking
     kept = [517e6 + 2048.0 * r + rng.gauss(0, 20e3) for r in requests]
     assert leak(requests, kept, floor=LEAK_FLOOR_JIT_BYTES_PER_1K).leaking
-
-
-def _flipping_core(scaled: bool, seed: int) -> tuple[str, float]:
-    """A server at a constant 1,000 req/s of work on a core whose speed flips between 1.0
-    and 1.45 every 2 s (the host's two levels, docs/interference.md#core-speed), 3% noise;
-    the probe's reading of the speed has 2% noise."""
-    rnd = random.Random(seed)
-    watch = WarmupWatch(SteadyRule(cap_s=15.0))
-    done = 0.0
-    for k in range(1, 61):
-        t = k * 0.25
-        speed = 1.45 if int(t / 2.0) % 2 else 1.0
-        done += 250 * speed * rnd.gauss(1, 0.03)
-        reading = (lambda s=speed: s * rnd.gauss(1, 0.02)) if scaled else None
-        verdict = watch.observe(t, int(done), reading)
-        if verdict is not None:
-            return verdict.end.value, verdict.elapsed_s
-    return "none", 15.0
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_a_core_whose_speed_flips_is_steady_once_the_curve_is_put_at_one_speed(
-    seed: int,
-) -> None:
-    assert _flipping_core(scaled=False, seed=seed) == ("cap", 15.0)  # each flip: a new regime
-    end, elapsed = _flipping_core(scaled=True, seed=seed)
-    assert end == "steady" and elapsed <= 8.0
 
 
 def test_the_statistics_are_imported_in_the_background_then_waited_for() -> None:

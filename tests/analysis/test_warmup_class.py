@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable
 
 import pytest
-from pywebbench.analysis.steady import SteadyRule, WarmupEnd, WarmupWatch
+from pywebbench.analysis.warmup import SteadyRule, WarmupEnd, WarmupWatch
 from pywebbench.analysis.warmup_class import (
     BAD_INCONSISTENT,
     GOOD_INCONSISTENT,

@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pywebbench.analysis.steady import SteadyRule, WarmupEnd, WarmupVerdict
+from pywebbench.analysis.warmup import SteadyRule, WarmupEnd, WarmupVerdict
 from pywebbench.analysis.warmup_class import unsettled
 from pywebbench.load.result import LoadResult
 from pywebbench.meter import Sampler, snapshot

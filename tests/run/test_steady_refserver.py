@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from pwbtest import GEN_CPUS
-from pywebbench.analysis.steady import SteadyRule, WarmupEnd
+from pywebbench.analysis.warmup import SteadyRule, WarmupEnd
 from pywebbench.load import LoadProgress, LoadSpec, LocalAgent
 from pywebbench.refserver import RefServer
 from pywebbench.run.steadiness import (

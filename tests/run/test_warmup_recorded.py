@@ -25,7 +25,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from pywebbench.analysis.steady import SteadyRule, WarmupEnd, drift
+from pywebbench.analysis.steady import drift
+from pywebbench.analysis.warmup import SteadyRule, WarmupEnd
 from pywebbench.run.steadiness import replicate_checks, warm_until_steady
 
 DATA = Path(__file__).with_name("data") / "warmup_curves.json"

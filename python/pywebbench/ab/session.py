@@ -43,9 +43,9 @@ from pywebbench.analysis.estimate import (
     side_process,
     target,
 )
-from pywebbench.analysis.group import WarmRule
 from pywebbench.analysis.ratio import RatioEstimate, count_span, ratio_of_medians
 from pywebbench.analysis.stats import median
+from pywebbench.analysis.warmup import WarmRule
 from pywebbench.compare.endpoints import EndpointChange, ranked
 from pywebbench.load import LoadAgent, LoadResult, LoadSpec
 from pywebbench.load.sliced import SlicedResult, SliceStats
@@ -125,7 +125,7 @@ class AbOptions:
     #: Bytes one server process may hold before it is stopped; None: its share of the
     #: machine's memory (run/rotation.py).
     memory_budget_bytes: int | None = None
-    #: When a process is warm: its share of the round has stopped moving (analysis/group.py).
+    #: When a process is warm: its share of the round has stopped moving (analysis/warmup.py).
     rule: WarmRule = field(default_factory=WarmRule)
 
 

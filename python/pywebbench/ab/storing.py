@@ -10,7 +10,7 @@ from pathlib import Path
 from pywebbench.ab.render import to_doc
 from pywebbench.ab.session import AbOutcome, AbSideRun
 from pywebbench.analysis.estimate import kept_rounds, side_process
-from pywebbench.analysis.steady import WarmupEnd
+from pywebbench.analysis.warmup import WarmupEnd
 from pywebbench.analysis.warmup_class import WarmupClass
 from pywebbench.compare.gate import Violation
 from pywebbench.run.rows import cell_row, run_row, slice_iteration, stack_row

@@ -36,21 +36,15 @@ degrees of freedom, so steady); the figures keep the plain interval. They judge 
 the ranking (each stack against the one above it, which decide the ties), and every
 stack's ratio to the reference.
 
-**Warm-up against the round** (:func:`warm_round`): a process's *share* of each round
-(:func:`round_shares`: its slice against the round's level) is free of the host's drift. It is
-cut at its changepoints (PELT, :func:`pywebbench.analysis.steady.segments`); the process is
-warm from the start of its last regime once that regime holds ``window`` rounds and has
-stopped moving: its Theil-Sen slope's 99% interval holds 0 (no trend the slices can show),
-or keeps it within ``max_drift`` of its level over ``window`` rounds. A share still climbing
-(a JIT compiling) has an interval above 0 and a regime that keeps being cut.
+Each process's warm-up is judged against the round too (its share of each round:
+:func:`pywebbench.analysis.warmup.warm_round`); only its slices after it was warm are fitted.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -229,75 +223,3 @@ def widest(fit: GroupFit, reference: str | None = None) -> float:
     ratios = [judged.vs_reference(s, reference) for s in judged.levels if s != reference]
     widths = [iv.half_width for iv in gaps + ratios]
     return max(widths) if widths and all(math.isfinite(w) for w in widths) else math.nan
-
-
-# ------------------------------------------------------------------ warm-up against the round
-
-
-def round_shares(observations: Iterable[Observation]) -> dict[int, list[tuple[int, float]]]:
-    """Each process's share of every round it served, ``(round, share)`` in round order: its
-    slice's requests/s over the round's level. A round's level is the median, over the
-    round's slices, of each slice relative to its own process's median (so that stacks ten
-    times apart do not make the median jump between them); a share is then the slice over
-    its process's median and that level, 1.0 for a process at its usual place. Rounds with
-    fewer than two slices give no share (nothing to compare with)."""
-    kept = [o for o in observations if o.rps > 0]
-    own: dict[int, list[float]] = {}
-    for o in kept:
-        own.setdefault(o.process, []).append(math.log(o.rps))
-    usual = {p: statistics.median(v) for p, v in own.items()}
-    by_round: dict[int, list[Observation]] = {}
-    for o in kept:
-        by_round.setdefault(o.round, []).append(o)
-    out: dict[int, list[tuple[int, float]]] = {}
-    for r in sorted(by_round):
-        got = by_round[r]
-        if len(got) < 2:
-            continue
-        level = statistics.median(math.log(o.rps) - usual[o.process] for o in got)
-        for o in got:
-            out.setdefault(o.process, []).append(
-                (r, math.exp(math.log(o.rps) - usual[o.process] - level))
-            )
-    return out
-
-
-@dataclass(frozen=True)
-class WarmRule:
-    """When a process's share of the round has stopped moving (module doc)."""
-
-    window: int = 6  # rounds of the shortest steady regime, and the trend's horizon
-    max_drift: float = 0.05  # the most the trend may move the share over ``window`` rounds
-    max_spread: float = 0.25  # 1.4826 MAD / median of the regime: beyond it, chaos
-    skip: int = 1  # first rounds never judged (connections and caches still filling)
-
-
-def warm_round(series: Sequence[tuple[int, float]], rule: WarmRule = WarmRule()) -> int | None:
-    """The round from which a process's share (``(round, share)`` in round order) is steady;
-    None while it is not (module doc)."""
-    from pywebbench.analysis.steady import (
-        SLOPE_CONFIDENCE,
-        noise,
-        robust_spread,
-        segments,
-        slope_bounds,
-    )
-
-    points = list(series[rule.skip :])
-    if len(points) < rule.window:
-        return None
-    ys = [y for _, y in points]
-    start, _ = segments(ys, rel_noise=noise(ys))[-1]
-    if len(ys) - start < rule.window:
-        return None
-    regime = ys[start:]
-    centre = statistics.median(regime)
-    if centre <= 0 or robust_spread(regime) > rule.max_spread:
-        return None
-    xs = [float(r) for r, _ in points[start:]]
-    _, low, high = slope_bounds(xs, regime, SLOPE_CONFIDENCE)
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return None
-    flat = low <= 0.0 <= high  # no trend the slices can show
-    small = max(abs(low), abs(high)) * rule.window <= rule.max_drift * centre
-    return points[start][0] if flat or small else None

@@ -1,23 +1,11 @@
-"""Steady state: when a server has stopped warming up, whether it drifts while measured,
-and whether its memory leaks. The method is explained in docs/steady-state.md.
+"""Steady state: the statistics every warm-up is judged with (changepoints, noise, slope
+bounds), whether a server drifts while measured, and whether its memory leaks. The method is
+explained in docs/steady-state.md; the warm-up rule itself is
+:mod:`pywebbench.analysis.warmup`.
 
-- **Warm-up** (:class:`WarmupWatch`): the throughput of the warm-up load, in buckets of
-  ``bucket_s``, is judged over the *whole* warm-up so far, not a trailing window only.
-  Changepoints (``ruptures``' PELT, :func:`segments`) cut the curve into regimes of
-  constant level; the current regime is the one since the last changepoint. It is steady
-  when it has lasted at least ``window_s``, its robust spread (1.4826 MAD / median) is at
-  most ``max_spread``, and the curve has stopped rising: the level its own trend predicts
-  ``window_s`` ahead, with the slope's upper 99.5% bound (Theil-Sen, ``scipy.stats``), is
-  not more than ``max_drift`` above the recent level (nor below it, for a fall). A trend
-  that is merely not significant is not enough: a slow ramp under noise passes any test
-  that asks for *evidence of a rise* in 2 s, and fails one that asks for *evidence of
-  flatness*, which needs the regime to be long and quiet enough to bound its slope.
-  A JIT compiles a code path only after it ran many times, and before that a curve can look
-  flat at interpreter speed (PyPy held ~300 req/s for 4 s, then jumped to 4,000): with
-  ``min_requests`` (the JIT floor) nothing is judged before that many requests were served.
-  ``confirm`` consecutive judgements, one bucket apart, must pass. The steady state starts
-  at the regime's first bucket. Warm-up ends there, or at the cap: "not steady" is a
-  legitimate answer (Barrett et al., OOPSLA 2017: some VMs never reach one).
+- **Regimes** (:func:`segments`): changepoints (``ruptures``' PELT) cut a curve into regimes
+  of constant level, with a penalty scaled to one point's noise (:func:`noise`); the slope
+  of a regime with its interval is Theil-Sen's (:func:`slope_bounds`, ``scipy.stats``).
 - **Drift** (:func:`drift`): Kendall's tau trend test (``scipy.stats.kendalltau``, the
   Mann-Kendall test) over the measured throughput, with the Theil-Sen slope as its size;
   drift is a significant trend that also moves throughput by more than ``max_drift``.
@@ -35,9 +23,8 @@ import math
 import statistics
 import threading
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -159,157 +146,6 @@ def slope_bounds(
         warnings.simplefilter("ignore", RuntimeWarning)
         fit = scistats.theilslopes(ys, ts, alpha=confidence)
     return float(fit.slope), float(fit.low_slope), float(fit.high_slope)
-
-
-# ----------------------------------------------------------------------------------- warm-up
-
-
-class WarmupEnd(str, Enum):
-    """Why a warm-up ended."""
-
-    STEADY = "steady"
-    CAP = "cap"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True)
-class SteadyRule:
-    """The steady-state rule and its budget (stored in the fairness manifest)."""
-
-    bucket_s: float = 0.25  # throughput is counted per bucket of this length
-    window_s: float = 2.0  # the shortest steady regime, and the horizon of the trend bound
-    max_drift: float = 0.05  # the most the trend may move throughput over window_s
-    max_spread: float = 0.25  # 1.4826 MAD / median: beyond this the regime is chaos
-    confirm: int = 3  # consecutive judgements (one bucket apart) that must all pass
-    min_requests: int = 0  # none is steady before this many requests (JIT interpreters)
-    cap_s: float = 20.0  # warm-up stops here, steady or not
-
-    def describe(self) -> dict[str, float | str]:
-        """The rule as manifest entries."""
-        return {
-            "method": "whole warm-up: PELT regimes, Theil-Sen slope bound (docs/steady-state.md)",
-            "bucket_s": self.bucket_s,
-            "window_s": self.window_s,
-            "max_drift": self.max_drift,
-            "max_spread": self.max_spread,
-            "confirm": self.confirm,
-            "min_requests": self.min_requests,
-            "cap_s": self.cap_s,
-        }
-
-
-@dataclass
-class WarmupVerdict:
-    """What a warm-up found: the curve, where the steady state starts, why it ended."""
-
-    end: WarmupEnd
-    steady_start_s: float | None  # seconds since the warm-up began; None when not steady
-    elapsed_s: float
-    curve: list[tuple[float, float]] = field(default_factory=list)  # (bucket end s, req/s)
-
-    @property
-    def steady(self) -> bool:
-        return self.end == WarmupEnd.STEADY
-
-
-class WarmupWatch:
-    """Judges a warm-up online from cumulative ``(elapsed_s, requests)`` snapshots.
-
-    Feed it with :meth:`observe`; it returns the verdict once the current regime is steady
-    or the cap is reached, None while warm-up must go on. ``stop_when_steady=False`` (the
-    deep mode) records the curve to the cap and still reports where steadiness was first met.
-    """
-
-    def __init__(self, rule: SteadyRule, *, stop_when_steady: bool = True) -> None:
-        self.rule = rule
-        self.stop_when_steady = stop_when_steady
-        self.curve: list[tuple[float, float]] = []
-        self._counts: list[int] = []
-        self._last: tuple[float, int] = (0.0, 0)
-        self._starts: list[float] = []  # bucket start times
-        self._passed: list[float] = []  # steady starts of the consecutive passing judgements
-        self._found: float | None = None
-
-    def observe(
-        self, elapsed_s: float, requests: int, speed: Callable[[], float] | None = None
-    ) -> WarmupVerdict | None:
-        """Add a snapshot; the verdict when warm-up is over.
-
-        ``speed()``, asked once per bucket, is the core's speed over it relative to a fixed
-        rate (:class:`pywebbench.meter.core_speed.SpeedTracker`), times the share of its cores
-        the server had (:class:`pywebbench.meter.interference.AvailableShare`): the curve
-        holds req/s divided by it, at one core speed and with the cores to itself. The
-        request counts (the JIT floor) stay raw."""
-        last_t, last_n = self._last
-        if elapsed_s - last_t >= self.rule.bucket_s:
-            span = elapsed_s - last_t
-            done = max(0, requests - last_n)
-            factor = speed() if speed is not None else 1.0
-            self.curve.append((round(elapsed_s, 3), done / span / (factor or 1.0)))
-            self._starts.append(last_t)
-            self._counts.append(done)
-            self._last = (elapsed_s, requests)
-            if self._found is None:
-                self._found = self._steady_start()
-            if self._found is not None and self.stop_when_steady:
-                return WarmupVerdict(WarmupEnd.STEADY, self._found, elapsed_s, list(self.curve))
-        if elapsed_s >= self.rule.cap_s:
-            return self.verdict_at_cap(elapsed_s)
-        return None
-
-    def verdict_at_cap(self, elapsed_s: float) -> WarmupVerdict:
-        """The verdict when the load ended before the rule was met (or, in the deep mode,
-        at the cap: steady if the rule was met on the way)."""
-        if self._found is not None:
-            return WarmupVerdict(WarmupEnd.STEADY, self._found, elapsed_s, list(self.curve))
-        return WarmupVerdict(WarmupEnd.CAP, None, elapsed_s, list(self.curve))
-
-    def _steady_start(self) -> float | None:
-        """The start of the current regime once ``confirm`` consecutive judgements passed."""
-        size = max(3, round(self.rule.window_s / self.rule.bucket_s))
-        if len(self.curve) < size or sum(self._counts) < self.rule.min_requests:
-            return None
-        start = regime_start(self.curve, self._counts, self.rule)
-        if start is None:
-            self._passed.clear()
-            return None
-        self._passed.append(round(self._starts[start], 3))
-        if len(self._passed) < self.rule.confirm:
-            return None
-        return self._passed[0]
-
-
-def regime_start(
-    curve: Sequence[tuple[float, float]], counts: Sequence[int], rule: SteadyRule
-) -> int | None:
-    """The index where the curve's current regime starts, if that regime is steady (module
-    doc); None while it is not.
-
-    The regime is the last PELT segment of the whole curve, after the JIT floor. It must
-    last ``window_s``, have no chaos, and have stopped moving: the one-sided 99.5% bounds of
-    its Theil-Sen slope, times ``window_s``, stay within ``max_drift`` of its level."""
-    size = max(3, round(rule.window_s / rule.bucket_s))
-    ys = [y for _, y in curve]
-    if len(ys) < size or min(counts[-size:], default=0) <= 0:
-        return None
-    sigma = noise(ys[-size * 4 :], statistics.median(counts[-size:]))
-    start, _ = segments(ys, rel_noise=sigma)[-1]
-    if len(ys) - start < size:
-        return None
-    regime = ys[start:]
-    level = statistics.median(regime)
-    if level <= 0 or robust_spread(regime) > rule.max_spread:
-        return None
-    ts = [t for t, _ in curve[start:]]
-    _, low, high = slope_bounds(ts, regime, SLOPE_CONFIDENCE)
-    if (
-        high * rule.window_s > rule.max_drift * level
-        or -low * rule.window_s > rule.max_drift * level
-    ):
-        return None
-    return start
 
 
 # ------------------------------------------------------------------------------------ drift

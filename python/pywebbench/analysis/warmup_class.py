@@ -31,7 +31,7 @@ Throughput is higher-is-better, so Barrett's "slower" is a lower level here.
 
 The first three are steady states (at the replicate's best level or below an earlier one).
 A warm-up that reached its cap was not seen to settle while it ran. It is a steady state only
-if the warm-up's own rule (:func:`pywebbench.analysis.steady.regime_start`, with its JIT floor)
+if the warm-up's own rule (:func:`pywebbench.analysis.warmup.regime_start`, with its JIT floor)
 holds at the end of the whole curve, the measured series included: a curve whose level had
 settled just before the cap then has the measured points it lacked, and a ramp still has
 none. Otherwise it is classed **no steady state** (and :func:`unsettled`).
@@ -49,7 +49,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from pywebbench.analysis.steady import TREND_ALPHA, SteadyRule, regime_start, segments, trend
+from pywebbench.analysis.steady import TREND_ALPHA, segments, trend
+from pywebbench.analysis.warmup import SteadyRule, regime_start
 
 #: Regimes whose levels differ by at most this fraction are one. This machine's noise is
 #: 1-4% within a minute, and two loads of one settled reference server a second apart

@@ -147,7 +147,7 @@ def _run_view(run: Run, speed: str) -> RunView:
 
 def steady_manifest(config: dict[str, Any]) -> list[tuple[str, str]]:
     """The steady-state method of a run and its settings, from its stored configuration."""
-    from pywebbench.analysis.steady import SteadyRule
+    from pywebbench.analysis.warmup import SteadyRule
 
     load = config.get("load")
     if not isinstance(load, dict) or "warmup" not in load:

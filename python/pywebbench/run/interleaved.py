@@ -35,14 +35,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pywebbench import formatting as fmt
-from pywebbench.analysis.group import GEOMETRIC_MEAN, Observation, WarmRule, round_shares
+from pywebbench.analysis.group import GEOMETRIC_MEAN, Observation
 from pywebbench.analysis.steady import (
     LEAK_FLOOR_BYTES_PER_1K,
     LEAK_FLOOR_JIT_BYTES_PER_1K,
-    WarmupEnd,
     drift,
     leak,
 )
+from pywebbench.analysis.warmup import WarmRule, WarmupEnd, round_shares
 from pywebbench.analysis.warmup_class import WarmupClass, classify
 from pywebbench.bringup import ServerPool, StackFailure
 from pywebbench.load.sliced import SlicedResult, SliceStats

@@ -16,14 +16,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pywebbench.analysis.steady import (
-    LEAK_FLOOR_BYTES_PER_1K,
-    LEAK_FLOOR_JIT_BYTES_PER_1K,
-    SteadyRule,
-    WarmupEnd,
-    WarmupVerdict,
-    preload,
-)
+from pywebbench.analysis.steady import LEAK_FLOOR_BYTES_PER_1K, LEAK_FLOOR_JIT_BYTES_PER_1K, preload
+from pywebbench.analysis.warmup import SteadyRule, WarmupEnd, WarmupVerdict
 from pywebbench.analysis.warmup_class import classify
 from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness

@@ -21,7 +21,7 @@ A :class:`Rotation` takes processes already started and verified (a
   rule, which may end the run.
 
 What is judged is the caller's, with the shared warm-up rule (:func:`judge`: a process is
-warm when its share of the round has stopped moving, :func:`pywebbench.analysis.group.warm_round`)
+warm when its share of the round has stopped moving, :func:`pywebbench.analysis.warmup.warm_round`)
 and the shared interference rule (:meth:`Rotated.dropped`: a burst that hit one slice of a
 round and not the others).
 """
@@ -36,16 +36,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pywebbench.analysis.estimate import MIN_ROUNDS
-from pywebbench.analysis.group import (
-    GroupFit,
-    Observation,
-    WarmRule,
-    fit_group,
-    round_shares,
-    warm_round,
-    widest,
-)
+from pywebbench.analysis.group import GroupFit, Observation, fit_group, widest
 from pywebbench.analysis.steady import preload
+from pywebbench.analysis.warmup import WarmRule, round_shares, warm_round
 from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats
 from pywebbench.meter.sampler import pin_this_thread, snapshot
 from pywebbench.meter.slice_interference import CoreAccounting

@@ -1,7 +1,7 @@
 """The runner's side of steady state: warm up until steady, then test what was measured.
 
 :func:`warm_until_steady` runs one warm-up load that stops as soon as the rule of
-:class:`pywebbench.analysis.steady.WarmupWatch` is met (or at its cap). :func:`replicate_checks`
+:class:`pywebbench.analysis.warmup.WarmupWatch` is met (or at its cap). :func:`replicate_checks`
 runs the drift and leak tests over a replicate's measured iterations.
 """
 
@@ -11,16 +11,8 @@ import bisect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pywebbench.analysis.steady import (
-    LEAK_FLOOR_BYTES_PER_1K,
-    Drift,
-    Leak,
-    SteadyRule,
-    WarmupVerdict,
-    WarmupWatch,
-    drift,
-    leak,
-)
+from pywebbench.analysis.steady import LEAK_FLOOR_BYTES_PER_1K, Drift, Leak, drift, leak
+from pywebbench.analysis.warmup import SteadyRule, WarmupVerdict, WarmupWatch
 from pywebbench.load import LoadAgent, LoadProgress
 from pywebbench.load.result import LoadResult
 from pywebbench.store import Sample
@@ -41,7 +33,7 @@ def warm_until_steady(
     ``spec_for(duration_s)`` builds the load spec; ``display`` gets every progress snapshot;
     ``speed`` (the core's speed times the share of its cores the server had, per bucket)
     puts the curve at one core speed, with the cores to the server
-    (:meth:`pywebbench.analysis.steady.WarmupWatch.observe`).
+    (:meth:`pywebbench.analysis.warmup.WarmupWatch.observe`).
     """
     watch = WarmupWatch(rule, stop_when_steady=stop_when_steady)
     found: list[WarmupVerdict] = []
