@@ -3,6 +3,8 @@ each replicate's class in the warm-up figure's legend (issue 21)."""
 
 from __future__ import annotations
 
+import json
+
 from pywebbench.report.build import steady_manifest
 from pywebbench.report.figures_warmup import point_warmup_figure
 from pywebbench.report.flags import flag_help, flag_notes, legend
@@ -114,3 +116,23 @@ def test_a_capped_replicate_is_unsettled_by_its_class_in_stores_that_judged_the_
     assert warmup_curve(0, settled, [], cap_judged=False).unsettled
     steady = Replicate(None, 1, 2, "ok", "", warmup_end="steady", warmup_class="no steady state")
     assert not warmup_curve(2, steady, [], cap_judged=False).unsettled
+
+
+def test_growth_below_pypys_collection_floor_is_uncollected_not_a_leak() -> None:
+    """A replicate whose leak test found growth under PyPy's collection floor
+    (analysis.steady.leak's ``collector_floor``) marks its cell ``uncollected``, with its own
+    note and legend; one that leaks still marks it ``leak``."""
+    its = [_iteration(k, 3000.0) for k in range(2)]
+
+    def rep(k: int, leak: dict[str, object]) -> Replicate:
+        return Replicate(None, 1, k, "ok", "", leak_json=json.dumps(leak))
+
+    below = {"leaking": False, "bytes_per_1k": 5.7e6, "uncollected": True}
+    flags = cell_flags([rep(0, below), rep(1, below)], its)
+    assert flags["leak"] is False and flags["uncollected"] is True
+    notes = flag_notes(flags)
+    assert notes == ["uncollected"] and "PYPY_GC_MIN" in flag_help("uncollected")
+    leaking = {"leaking": True, "bytes_per_1k": 5.7e6}
+    both = cell_flags([rep(0, leaking), rep(1, leaking)], its)
+    assert both["leak"] is True and both["uncollected"] is False
+    assert flag_notes(both)[0].startswith("leak (")

@@ -214,15 +214,21 @@ class Leak:
     ci_low: float
     ci_high: float
     points: int
+    #: The growth would be a leak, but memory stayed below the collector's floor: PyPy had
+    #: run no major collection yet (:func:`leak`'s ``collector_floor``).
+    uncollected: bool = False
 
     def to_dict(self) -> dict[str, float | int | bool]:
-        return {
+        out: dict[str, float | int | bool] = {
             "leaking": self.leaking,
             "bytes_per_1k": round(self.bytes_per_1k, 1),
             "ci_low": round(self.ci_low, 1),
             "ci_high": round(self.ci_high, 1),
             "points": self.points,
         }
+        if self.uncollected:
+            out["uncollected"] = True
+        return out
 
 
 def leak(
@@ -230,6 +236,7 @@ def leak(
     memory_bytes: Sequence[float],
     *,
     floor: float = LEAK_FLOOR_BYTES_PER_1K,
+    collector_floor: float | None = None,
     max_points: int = 120,
 ) -> Leak:
     """Theil-Sen slope of memory on requests served, with its 95% interval (module doc).
@@ -237,6 +244,12 @@ def leak(
     ``requests`` is the cumulative count at each memory sample, after the steady state. The
     growth must not stop: the last half's slope must be above the floor too (a cache that
     fills early in the series, then plateaus, leaves that half flat).
+
+    ``collector_floor`` (bytes): a heap below it is never collected (PyPy's ``PYPY_GC_MIN``,
+    :mod:`pywebbench.meter.pypy_gc`). Growth whose every sample stayed below it is no
+    evidence of a leak, since nothing was collected yet: it is marked ``uncollected``, not
+    ``leaking``. The whole process's memory bounds its heap from above, so the test errs
+    towards calling a leak.
     """
     pairs = [(float(x), float(y)) for x, y in zip(requests, memory_bytes, strict=True)]
     if len(pairs) > max_points:  # evenly thinned
@@ -256,4 +269,6 @@ def leak(
         # ~10 MB (its GC's arenas), and a dozen points of a staircase give a wide interval
         tail, _, _ = slope_bounds(xs[half:], ys[half:], 0.95)
         growing = tail > floor
+    if growing and collector_floor is not None and max(memory_bytes) < collector_floor:
+        return Leak(False, slope, lo, hi, len(pairs), uncollected=True)
     return Leak(growing, slope, lo, hi, len(pairs))

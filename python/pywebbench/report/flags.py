@@ -23,6 +23,10 @@ FLAG_HELP: dict[str, str] = {
     "leak": "memory keeps growing with requests once steady: the slope's whole 95% CI lies above "
     "256 KB per 1,000 requests (1 MB on PyPy, whose heap grows for a while after warm-up), "
     "over the measured iterations, and their last half still grows faster than that",
+    "uncollected": "memory grew with requests, but stayed below the floor under which PyPy runs "
+    "no major collection (PYPY_GC_MIN: 8 times the nursery, which PyPy sizes at half the cache "
+    "the CPU reports): nothing was collected yet, so it is not called a leak; the host's "
+    "figures are in the report's host facts (docs/interpreters.md#pypys-collector)",
     "inconsistent": "the replicates (server processes) settled at different levels, more than "
     "1.25x apart: the modes are shown, not folded into one median (docs/steady-state.md)",
     "classes": "Barrett's class of each replicate: flat, warm-up (settled at its best), "
@@ -69,6 +73,8 @@ def flag_notes(flags: Mapping[str, Any], *, generator_bound: bool = False) -> li
         notes.append("drift")
     if flags.get("leak"):
         notes.append(_leak_note(flags))
+    elif flags.get("uncollected"):
+        notes.append("uncollected")
     if flags.get("interfered"):
         notes.append("interfered")
     remeasured = flags.get("remeasured")

@@ -46,6 +46,7 @@ from pywebbench.analysis.warmup import WarmRule, WarmupEnd, round_shares
 from pywebbench.analysis.warmup_class import WarmupClass, classify
 from pywebbench.bringup import ServerPool, StackFailure
 from pywebbench.load.sliced import SlicedResult, SliceStats
+from pywebbench.meter import pypy_gc
 from pywebbench.run.measure import no_sigint
 from pywebbench.run.rotation import (
     JIT_SLICE_S,
@@ -458,6 +459,7 @@ class GroupRun:
             requests,
             memory,
             floor=LEAK_FLOOR_JIT_BYTES_PER_1K if is_jit else LEAK_FLOOR_BYTES_PER_1K,
+            collector_floor=pypy_gc.on_this_host().floor_bytes if is_jit else None,
         )
         leak_doc: dict[str, Any] = grows.to_dict()
         if m.stopped is not None and m.stopped.startswith(OVER_BUDGET):

@@ -22,7 +22,7 @@ from pywebbench.analysis.warmup_class import classify
 from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LoadAgent, LoadProgress, LoadSpec, iteration_figures
-from pywebbench.meter import tree
+from pywebbench.meter import pypy_gc, tree
 from pywebbench.meter.core_speed import CoreSpeedProbe, SpeedTracker
 from pywebbench.meter.interference import AvailableShare
 from pywebbench.meter.owners import app_paths, stack_packages
@@ -182,6 +182,7 @@ class Measurer:
             measured,
             max_drift=self.rule.max_drift,
             leak_floor=LEAK_FLOOR_JIT_BYTES_PER_1K if jit else LEAK_FLOOR_BYTES_PER_1K,
+            collector_floor=pypy_gc.on_this_host().floor_bytes if jit else None,
         )
         curve = measured_curve(measured)
         # a capped warm-up is a steady state only if its rule holds with the measured series

@@ -11,7 +11,9 @@ looks at:
 - frequency scaling: a governor other than ``performance`` changes the clock under load;
 - swap: swapped-out pages of the server come back at page-fault cost mid-measurement;
 - ASLR: address-space randomisation makes each process's layout, and so its cache
-  behaviour, differ between replicates.
+  behaviour, differ between replicates;
+- PyPy's collector (a study that measures PyPy): a nursery PyPy sizes from a large reported
+  cache, and the floor below which it collects nothing (:mod:`pywebbench.meter.pypy_gc`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from pathlib import Path
 
 import psutil
 
+from pywebbench.meter import pypy_gc
+
 #: A process busier than this share of one core over the sample is "busy".
 BUSY_SHARE = 0.05
 
@@ -34,7 +38,7 @@ _SYS_CPU = Path("/sys/devices/system/cpu")
 class Finding:
     """One thing that will disturb the study, and what to do about it."""
 
-    check: str  # busy, smt, frequency, swap, aslr
+    check: str  # busy, smt, frequency, swap, aslr, pypy-gc
     problem: str
     advice: str
     pids: tuple[int, ...] = ()  # busy: every busy process (the line names the busiest five)
@@ -179,6 +183,24 @@ def _aslr(path: Path = Path("/proc/sys/kernel/randomize_va_space")) -> list[Find
     ]
 
 
+def pypy_collector(found: pypy_gc.Collector) -> list[Finding]:
+    """PyPy's nursery sized from a large reported cache (:attr:`pypy_gc.Collector.large`)."""
+    if not found.large:
+        return []
+    mib = pypy_gc.MIB
+    return [
+        Finding(
+            "pypy-gc",
+            f"PyPy's nursery is {found.nursery_bytes // mib} MiB here ({found.source}) and it "
+            f"collects nothing below {found.floor_bytes / 1024 / mib:.1f} GiB: a PyPy server "
+            "may grow towards that before its first major collection (not a leak), and PyPy's "
+            "figures depend on the nursery (docs/interpreters.md#pypys-collector)",
+            "keep it to measure PyPy as it runs on this host, or run with PYPY_GC_NURSERY=4MB "
+            "(passed to the servers) to measure it as on a host with a usual cache",
+        )
+    ]
+
+
 def preflight(cpus: Iterable[int], *, sample_s: float = 0.5) -> list[Finding]:
     """Everything that will disturb a study on ``cpus`` (server and generator cores)."""
     wanted = set(cpus)
@@ -191,13 +213,17 @@ def preflight(cpus: Iterable[int], *, sample_s: float = 0.5) -> list[Finding]:
     ]
 
 
-def study_preflight(server_cpus: Sequence[int], generator_cpus: Sequence[int]) -> list[Finding]:
-    """The pre-flight of a study's cores as asked (empty: the defaults); none when those cores
-    are unusable, which the study itself then reports. ``run`` and ``ab`` print it."""
+def study_preflight(
+    server_cpus: Sequence[int], generator_cpus: Sequence[int], *, pypy: bool = False
+) -> list[Finding]:
+    """The pre-flight of a study's cores as asked (empty: the defaults), and of PyPy's
+    collector when the study measures PyPy; no core check when those cores are unusable,
+    which the study itself then reports. ``run`` and ``ab`` print it."""
+    collector = pypy_collector(pypy_gc.on_this_host()) if pypy else []
     from pywebbench.run.host import split_cpus
 
     try:
         server, generator = split_cpus(list(server_cpus), list(generator_cpus))
     except ValueError:
-        return []
-    return preflight(server + generator)
+        return collector
+    return preflight(server + generator) + collector

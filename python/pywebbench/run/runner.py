@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pywebbench.bringup import one_line
 from pywebbench.load import LoadAgent, LocalAgent
+from pywebbench.meter import pypy_gc
 from pywebbench.meter.core_speed import Group, SpeedScaling, speed_scaling
 from pywebbench.run.bench import StudyContext, StudySetup
 from pywebbench.run.events import Events, Outcome
@@ -160,6 +161,8 @@ class StudyRunner:
             self.store.update_run(self.run_id, status=RunStatus.RUNNING, finished_at=None)
             return
         extra: dict[str, object] = {}
+        if any(i.is_pypy for i in self.matrix.interpreters):  # its nursery and floor here
+            extra["pypy_gc"] = pypy_gc.on_this_host().describe()
         if self.config.app is not None:  # your own app: which commit of it was measured
             projects = self.config.app.projects
             if len(projects) < 2:

@@ -126,6 +126,7 @@ def replicate_checks(
     *,
     max_drift: float,
     leak_floor: float = LEAK_FLOOR_BYTES_PER_1K,
+    collector_floor: float | None = None,
 ) -> tuple[Drift, Leak]:
     """The drift test over the measured throughput, and the leak test of memory (RSS of the
     process tree) against requests served, over a replicate's measured iterations in order.
@@ -134,7 +135,9 @@ def replicate_checks(
     engine's per-second series gives a 3 s iteration 3 points, too few for any trend test
     to reach p < 0.01. Without enough snapshots (below :data:`DRIFT_MIN_POINTS`), the
     per-second series is used. ``leak_floor``: bytes per 1,000 requests below which growth is
-    not a leak (higher on a JIT interpreter: ``steady.LEAK_FLOOR_JIT_BYTES_PER_1K``)."""
+    not a leak (higher on a JIT interpreter: ``steady.LEAK_FLOOR_JIT_BYTES_PER_1K``);
+    ``collector_floor``: memory below which growth is not yet a leak (PyPy's collection
+    floor, :func:`pywebbench.analysis.steady.leak`)."""
     fine: list[float] = []
     series: list[float] = []
     requests: list[float] = []
@@ -149,4 +152,6 @@ def replicate_checks(
         served += float(sum(s.completed for s in result.per_second))
     if len(fine) >= DRIFT_MIN_POINTS:
         series = fine
-    return drift(series, max_drift=max_drift), leak(requests, memory, floor=leak_floor)
+    return drift(series, max_drift=max_drift), leak(
+        requests, memory, floor=leak_floor, collector_floor=collector_floor
+    )

@@ -94,6 +94,7 @@ class CellFlags(TypedDict, total=False):
     drift: bool  # some replicate's measured throughput trends (docs/steady-state.md)
     leak: bool  # memory keeps growing with requests once steady
     leak_bytes_per_1k: float  # the leak's slope, median over replicates
+    uncollected: bool  # memory grew below PyPy's collection floor (meter/pypy_gc.py)
     interfered: bool  # other processes took CPU from its cores (docs/interference.md)
     remeasured: int  # interfered iterations measured again
     classes: dict[str, int]  # Barrett's class -> replicates (docs/steady-state.md#classes)
