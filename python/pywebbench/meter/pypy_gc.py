@@ -8,8 +8,8 @@ when it is over 8 MiB, else 4 MiB (``rpython/memory/gc/env.py``,
 ``PYPY_GC_MIN``, 8 times the nursery by default. A cloud VM that reports a 480 MiB cache
 gives every PyPy process a 240 MiB nursery and a 1.9 GiB floor: a server whose requests leave
 old-generation garbage grows to about 2.4 GiB before its first major collection, and does not
-leak (this VM, 2026-12-05: gunicorn-gthread/raw-wsgi cpu grew 486 -> 2,395 MiB over 420,000
-requests, then held; with ``PYPY_GC_NURSERY=4MB`` it held 82 MiB).
+leak (this VM, 2026-12-05: gunicorn-gthread/raw-wsgi cpu grew 486 -> 2,394 MiB over 463,000
+requests, then held to 704,000; with ``PYPY_GC_NURSERY=4MB`` it held 82 MiB).
 
 Servers inherit ``PYPY_GC_*`` from pywebbench's environment (launch/server.py:launch_env),
 so ``PYPY_GC_NURSERY=4MB pywebbench run`` measures PyPy as on a host with a usual cache.
