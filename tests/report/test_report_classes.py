@@ -134,5 +134,5 @@ def test_growth_below_pypys_collection_floor_is_uncollected_not_a_leak() -> None
     assert notes == ["uncollected"] and "PYPY_GC_MIN" in flag_help("uncollected")
     leaking = {"leaking": True, "bytes_per_1k": 5.7e6}
     both = cell_flags([rep(0, leaking), rep(1, leaking)], its)
-    assert both["leak"] is True and both["uncollected"] is False
+    assert both["leak"] is True and "uncollected" not in both
     assert flag_notes(both)[0].startswith("leak (")

@@ -259,14 +259,15 @@ def cell_flags(
         "not_steady": any(unsettled(r.warmup_end, r.warmup_class) for r in reps),
         "drift": any(r.drift.get("drifting") for r in reps),
         "leak": bool(leaks) and all(x.get("leaking") for x in leaks),
-        # growth that stayed below PyPy's collection floor: no major collection yet, so no
-        # evidence of a leak (meter/pypy_gc.py)
-        "uncollected": any(x.get("uncollected") for x in leaks),
         # the interference guard (docs/interference.md): an iteration other processes still
         # disturbed after its re-measures, and how many were measured again
         "interfered": any(i.interfered for i in measured),
         "remeasured": sum(len(i.remeasured) for i in measured),
     }
+    if any(x.get("uncollected") for x in leaks):
+        # growth that stayed below PyPy's collection floor: no major collection yet, so no
+        # evidence of a leak (meter/pypy_gc.py); set only when true, as leak_json sets it
+        flags["uncollected"] = True
     if leaks:
         slopes = sorted(float(x["bytes_per_1k"]) for x in leaks)
         flags["leak_bytes_per_1k"] = slopes[len(slopes) // 2]
