@@ -297,7 +297,5 @@ def warm_round(series: Sequence[tuple[int, float]], rule: WarmRule = WarmRule())
     is read from the whole series."""
     points = list(series[rule.skip :])
     ys = [y for _, y in points]
-    if len(ys) < rule.window:
-        return None
     found = settled([float(r) for r, _ in points], ys, rule.settling, rel_noise=noise(ys))
     return points[found][0] if found is not None else None

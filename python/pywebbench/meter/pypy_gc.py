@@ -36,6 +36,9 @@ FLOOR_NURSERIES = 8
 #: nursery) is more than a server's heap usually holds.
 LARGE_NURSERY = 64 * MIB
 
+#: The source of a nursery set with the environment variable.
+ASKED = "PYPY_GC_NURSERY"
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?\s*$", re.IGNORECASE)
 _FACTOR = {None: 1, "b": 1, "kb": 1024, "mb": MIB, "gb": 1024 * MIB}
 
@@ -51,7 +54,7 @@ class Collector:
     @property
     def large(self) -> bool:
         """A nursery of :data:`LARGE_NURSERY` or more, sized from the cache (not asked for)."""
-        return self.nursery_bytes >= LARGE_NURSERY and not self.source.startswith("PYPY_GC")
+        return self.nursery_bytes >= LARGE_NURSERY and self.source != ASKED
 
     def describe(self) -> dict[str, int | str]:
         """The host fact stored with a run that measures PyPy."""
@@ -87,7 +90,7 @@ def collector(env: Mapping[str, str], cpuinfo: str, machine: str) -> Collector:
     are not read here, and the default is given with a source that says so."""
     asked = parse_size(env.get("PYPY_GC_NURSERY", ""))
     if asked is not None:
-        nursery, source = asked, "PYPY_GC_NURSERY"
+        nursery, source = asked, ASKED
     elif machine.endswith("86") or machine == "x86_64":
         cache = reported_cache(cpuinfo)
         if cache is None:

@@ -37,8 +37,6 @@ from typing import TYPE_CHECKING, Any
 from pywebbench import formatting as fmt
 from pywebbench.analysis.group import GEOMETRIC_MEAN, Observation
 from pywebbench.analysis.steady import (
-    LEAK_FLOOR_BYTES_PER_1K,
-    LEAK_FLOOR_JIT_BYTES_PER_1K,
     drift,
     leak,
 )
@@ -46,7 +44,6 @@ from pywebbench.analysis.warmup import WarmRule, WarmupEnd, round_shares
 from pywebbench.analysis.warmup_class import WarmupClass, classify
 from pywebbench.bringup import ServerPool, StackFailure
 from pywebbench.load.sliced import SlicedResult, SliceStats
-from pywebbench.meter import pypy_gc
 from pywebbench.run.measure import no_sigint
 from pywebbench.run.rotation import (
     JIT_SLICE_S,
@@ -65,6 +62,7 @@ from pywebbench.run.rotation import (
 )
 from pywebbench.run.rows import slice_iteration, started_server_columns
 from pywebbench.run.schedule import CellOutcome, CellProgress
+from pywebbench.run.steadiness import leak_floors
 from pywebbench.store import CellStatus, IterationKind, Phase, Replicate, StoreWriter, utcnow
 from pywebbench.study.config import LoadConfig
 from pywebbench.study.matrix import CellPlan
@@ -455,12 +453,8 @@ class GroupRun:
         trend = drift(measured_part)
         is_jit = m.progress.cell.variant.stack.interpreter.is_pypy
         requests, memory = _requests_at(mine, m.memory)
-        grows = leak(
-            requests,
-            memory,
-            floor=LEAK_FLOOR_JIT_BYTES_PER_1K if is_jit else LEAK_FLOOR_BYTES_PER_1K,
-            collector_floor=pypy_gc.on_this_host().floor_bytes if is_jit else None,
-        )
+        floor, collector_floor = leak_floors(is_jit)
+        grows = leak(requests, memory, floor=floor, collector_floor=collector_floor)
         leak_doc: dict[str, Any] = grows.to_dict()
         if m.stopped is not None and m.stopped.startswith(OVER_BUDGET):
             leak_doc["leaking"] = True  # passed the budget: marked leak, with its curve

@@ -16,13 +16,13 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pywebbench.analysis.steady import LEAK_FLOOR_BYTES_PER_1K, LEAK_FLOOR_JIT_BYTES_PER_1K, preload
+from pywebbench.analysis.steady import preload
 from pywebbench.analysis.warmup import SteadyRule, WarmupEnd, WarmupVerdict
 from pywebbench.analysis.warmup_class import classify
 from pywebbench.bringup import StackFailure
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load import LoadAgent, LoadProgress, LoadSpec, iteration_figures
-from pywebbench.meter import pypy_gc, tree
+from pywebbench.meter import tree
 from pywebbench.meter.core_speed import CoreSpeedProbe, SpeedTracker
 from pywebbench.meter.interference import AvailableShare
 from pywebbench.meter.owners import app_paths, stack_packages
@@ -34,6 +34,7 @@ from pywebbench.run.rows import iteration_row
 from pywebbench.run.seams import Seams
 from pywebbench.run.steadiness import (
     Snapshot,
+    leak_floors,
     measured_curve,
     replicate_checks,
     warm_until_steady,
@@ -178,11 +179,12 @@ class Measurer:
             if kind == IterationKind.MEASURED:
                 measured.append((result, samples, snapshots))
         jit = cell.variant.stack.interpreter.is_pypy
+        floor, collector_floor = leak_floors(jit)
         trend, memory = replicate_checks(
             measured,
             max_drift=self.rule.max_drift,
-            leak_floor=LEAK_FLOOR_JIT_BYTES_PER_1K if jit else LEAK_FLOOR_BYTES_PER_1K,
-            collector_floor=pypy_gc.on_this_host().floor_bytes if jit else None,
+            leak_floor=floor,
+            collector_floor=collector_floor,
         )
         curve = measured_curve(measured)
         # a capped warm-up is a steady state only if its rule holds with the measured series

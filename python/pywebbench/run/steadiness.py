@@ -11,10 +11,18 @@ import bisect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pywebbench.analysis.steady import LEAK_FLOOR_BYTES_PER_1K, Drift, Leak, drift, leak
+from pywebbench.analysis.steady import (
+    LEAK_FLOOR_BYTES_PER_1K,
+    LEAK_FLOOR_JIT_BYTES_PER_1K,
+    Drift,
+    Leak,
+    drift,
+    leak,
+)
 from pywebbench.analysis.warmup import SteadyRule, WarmupVerdict, WarmupWatch
 from pywebbench.load import LoadAgent, LoadProgress
 from pywebbench.load.result import LoadResult
+from pywebbench.meter import pypy_gc
 from pywebbench.store import Sample
 
 
@@ -119,6 +127,16 @@ def measured_curve(
         out += [(round(offset + t, 3), rps) for t, rps in snapshot_curve(snapshots)]
         offset += float(result.duration_s or 0.0)
     return out
+
+
+def leak_floors(jit: bool) -> tuple[float, float | None]:
+    """The leak test's two floors for a stack: bytes per 1,000 requests below which growth
+    is no leak (higher on a JIT interpreter), and memory below which it is not one yet
+    (PyPy's collection floor on this host, :mod:`pywebbench.meter.pypy_gc`; None off
+    PyPy)."""
+    if not jit:
+        return LEAK_FLOOR_BYTES_PER_1K, None
+    return LEAK_FLOOR_JIT_BYTES_PER_1K, pypy_gc.on_this_host().floor_bytes
 
 
 def replicate_checks(
