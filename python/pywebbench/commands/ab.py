@@ -378,7 +378,11 @@ def _run(o: dict[str, Any]) -> None:
         from pywebbench.run.preflight import study_preflight
 
         cpus = studies[0].config.cpus
-        pypy = any(s.cell.variant.stack.interpreter.is_pypy for s in studies)
+        pypy = [
+            s.cell.variant.stack.interpreter.path
+            for s in studies
+            if s.cell.variant.stack.interpreter.is_pypy
+        ]
         for finding in study_preflight(cpus.server, cpus.generator, pypy=pypy):
             # a warning, not progress: printed whatever carries the document
             click.echo(f"pre-flight {finding.line()}", err=True)

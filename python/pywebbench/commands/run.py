@@ -184,7 +184,7 @@ def _main(options: dict[str, Any], console: Console) -> int:
 
         # over the pre-flight sample and the servers' start; a replicate waits for it
         preload_in_background()
-    _preflight(config, console, pypy=any(i.is_pypy for i in matrix.interpreters))
+    _preflight(config, console, pypy=[i.path for i in matrix.interpreters if i.is_pypy])
     if config.load.instructions:
         from pywebbench.run.instructions import cannot_count
 
@@ -222,9 +222,9 @@ def _app_interfaces_detected(matrix: Matrix) -> Matrix:
         raise ConfigError(f"app: {exc}") from None
 
 
-def _preflight(config: StudyConfig, console: Console, *, pypy: bool) -> None:
-    """Warn about what will disturb the study (``pywebbench preflight``; ``pypy``: the study
-    measures PyPy, whose collector is checked too); never blocks."""
+def _preflight(config: StudyConfig, console: Console, *, pypy: list[str]) -> None:
+    """Warn about what will disturb the study (``pywebbench preflight``; ``pypy``: the PyPy
+    interpreters the study measures, whose collectors are asked too); never blocks."""
     from pywebbench.run.preflight import study_preflight
 
     for finding in study_preflight(config.cpus.server, config.cpus.generator, pypy=pypy):

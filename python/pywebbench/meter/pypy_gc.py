@@ -1,46 +1,81 @@
-"""PyPy's collector on this host: the nursery PyPy sizes from the cache the CPU reports, and
-the floor below which it runs no major collection (docs/interpreters.md#pypys-collector).
+"""PyPy's collector on this host, as the installed PyPy reports it: its nursery (the young
+generation) and the heap at which it starts its first major collection
+(docs/interpreters.md#pypys-collector).
 
-PyPy's incminimark collector takes its nursery from ``PYPY_GC_NURSERY`` or, unset, from the
-smallest ``cache size`` of ``/proc/cpuinfo`` on x86 (the last-level cache there): half of it
-when it is over 8 MiB, else 4 MiB (``rpython/memory/gc/env.py``,
-``best_nursery_size_for_L2cache``). It runs no major collection while its heap is below
-``PYPY_GC_MIN``, 8 times the nursery by default. A cloud VM that reports a 480 MiB cache
-gives every PyPy process a 240 MiB nursery and a 1.9 GiB floor: a server whose requests leave
-old-generation garbage grows to about 2.4 GiB before its first major collection, and does not
-leak (this VM, 2026-12-05: gunicorn-gthread/raw-wsgi cpu grew 486 -> 2,394 MiB over 463,000
-requests, then held to 704,000; with ``PYPY_GC_NURSERY=4MB`` it held 82 MiB).
+PyPy sizes its nursery from ``PYPY_GC_NURSERY`` or, unset, from the cache the CPU reports,
+and starts no major collection while its old generation is below a floor (``PYPY_GC_MIN``, or
+a multiple of the nursery). How it derives both differs between PyPy versions: Debian's PyPy
+7.3.11 gives a CPU that reports a 1 MiB cache a 1 MiB nursery, where PyPy's newest source
+gives 4 MiB. So nothing here re-derives the rule. :func:`probe` asks the interpreter:
 
-Servers inherit ``PYPY_GC_*`` from pywebbench's environment (launch/server.py:launch_env),
-so ``PYPY_GC_NURSERY=4MB pywebbench run`` measures PyPy as on a host with a usual cache.
+- the nursery: ``gc.get_stats()``'s ``nursery_size``, read in a PyPy process;
+- the floor: that process keeps 4-KiB objects alive until PyPy's own
+  ``gc.hooks.on_gc_collect_step`` reports the first step of a major collection, and reads its
+  old generation's size (arenas plus raw-malloced objects) there, bounded by
+  :data:`PROBE_CAP_BYTES`. It takes about as long as allocating the floor (5 s for 1.9 GiB on
+  a VM that reports a 480 MiB cache, 0.01 s for 8 MiB).
+
+The answer is cached per interpreter binary, ``PYPY_GC_*`` setting and the CPU's reported
+caches (``$PWB_CACHE_DIR/pypy-gc.json``), so a host or an interpreter the cache has not seen
+is asked again. Servers inherit ``PYPY_GC_*`` from pywebbench's environment
+(launch/server.py:launch_env), so ``PYPY_GC_NURSERY=4MB pywebbench run`` measures PyPy as on a
+host with a usual cache, and the probe is asked with the same setting.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 MIB = 1024 * 1024
-#: PyPy's nursery when the cache is unknown or not over :data:`CACHE_FLOOR`.
-DEFAULT_NURSERY = 4 * MIB
-#: A reported cache at or below this gives the default nursery (PyPy: "we don't want to have
-#: nursery estimated on L2 when L3 is present").
-CACHE_FLOOR = 8 * MIB
-#: The collection floor is this many nurseries unless ``PYPY_GC_MIN`` says otherwise.
-FLOOR_NURSERIES = 8
 #: A nursery from this size on is worth a pre-flight line: its floor (512 MiB from a 64 MiB
-#: nursery) is more than a server's heap usually holds.
+#: nursery at PyPy's usual 8 nurseries) is more than a server's heap usually holds.
 LARGE_NURSERY = 64 * MIB
+#: The probe stops keeping objects alive past this much (a floor not met below it is
+#: reported as this, with a source that says so).
+PROBE_CAP_BYTES = 8 * 1024 * MIB
+#: Seconds the probe may take.
+PROBE_TIMEOUT_S = 180.0
 
 #: The source of a nursery set with the environment variable.
 ASKED = "PYPY_GC_NURSERY"
 
+#: Run by the PyPy being asked; prints one JSON line.
+PROBE_SCRIPT = """
+import gc, json, sys
+cap = int(sys.argv[1])
+def raw():
+    stats = gc.get_stats()
+    return getattr(stats, "_s", stats)
+first = []
+def step(_):
+    if not first:
+        s = raw()
+        first.append(int(s.total_arena_memory) + int(s.total_rawmalloced_memory))
+nursery = int(raw().nursery_size)
+gc.hooks.on_gc_collect_step = step
+kept = []
+chunk = 4096
+while not first and len(kept) * chunk < cap:
+    kept.append(bytearray(chunk))
+gc.hooks.on_gc_collect_step = None
+print(json.dumps({"nursery_bytes": nursery, "floor_bytes": first[0] if first else None,
+                  "version": ".".join(map(str, sys.pypy_version_info[:3]))}))
+"""
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|mb|gb)?\s*$", re.IGNORECASE)
 _FACTOR = {None: 1, "b": 1, "kb": 1024, "mb": MIB, "gb": 1024 * MIB}
+
+
+class ProbeError(RuntimeError):
+    """The interpreter could not be asked (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -48,12 +83,12 @@ class Collector:
     """PyPy's nursery and collection floor here, and where the nursery's size came from."""
 
     nursery_bytes: int
-    floor_bytes: int  # no major collection while the heap is below this
+    floor_bytes: int  # the old generation's size at the first major collection step
     source: str
 
     @property
     def large(self) -> bool:
-        """A nursery of :data:`LARGE_NURSERY` or more, sized from the cache (not asked for)."""
+        """A nursery of :data:`LARGE_NURSERY` or more that was not asked for."""
         return self.nursery_bytes >= LARGE_NURSERY and self.source != ASKED
 
     def describe(self) -> dict[str, int | str]:
@@ -75,40 +110,118 @@ def parse_size(text: str) -> int | None:
     return value if value > 0 else None
 
 
-def reported_cache(cpuinfo: str) -> int | None:
-    """The smallest ``cache size`` (in KB) of ``/proc/cpuinfo``'s processors, in bytes."""
-    sizes = [
-        int(m.group(1)) * 1024
-        for m in re.finditer(r"^cache size\s*:\s*(\d+)\s*[kK]", cpuinfo, re.MULTILINE)
-    ]
-    return min(sizes) if sizes else None
+def reported_caches(cpuinfo: str) -> list[int]:
+    """Every ``cache size`` (in KB) of ``/proc/cpuinfo``'s processors, in bytes, sorted and
+    without repeats: a host fact (what a CPU reports, not what a component made of it)."""
+    return sorted(
+        {
+            int(m.group(1)) * 1024
+            for m in re.finditer(r"^cache size\s*:\s*(\d+)\s*[kK]", cpuinfo, re.MULTILINE)
+        }
+    )
 
 
-def collector(env: Mapping[str, str], cpuinfo: str, machine: str) -> Collector:
-    """PyPy's collector for this environment, ``/proc/cpuinfo`` text and machine (``uname
-    -m``): the module doc's rule. Off x86, PyPy reads other sources (sysfs on aarch64); they
-    are not read here, and the default is given with a source that says so."""
-    asked = parse_size(env.get("PYPY_GC_NURSERY", ""))
-    if asked is not None:
-        nursery, source = asked, ASKED
-    elif machine.endswith("86") or machine == "x86_64":
-        cache = reported_cache(cpuinfo)
-        if cache is None:
-            nursery, source = DEFAULT_NURSERY, "default: no cache size in /proc/cpuinfo"
-        elif cache > CACHE_FLOOR:
-            nursery, source = cache // 2, f"half the {cache // MIB} MiB cache of /proc/cpuinfo"
-        else:
-            nursery, source = DEFAULT_NURSERY, f"default: a {cache // 1024} KiB cache"
+def gc_settings(env: Mapping[str, str]) -> dict[str, str]:
+    """The ``PYPY_GC_*`` variables of ``env``: what PyPy reads besides the host."""
+    return {k: v for k, v in sorted(env.items()) if k.startswith("PYPY_GC")}
+
+
+def from_report(report: Mapping[str, object], env: Mapping[str, str]) -> Collector:
+    """The collector from the probe's JSON report, asked with ``env``."""
+    nursery = report.get("nursery_bytes")
+    if not isinstance(nursery, int) or nursery <= 0:
+        raise ProbeError(f"the probe reported no nursery: {report}")
+    version = report.get("version") or "?"
+    if parse_size(env.get("PYPY_GC_NURSERY", "")) is not None:
+        source = ASKED
     else:
-        nursery, source = DEFAULT_NURSERY, f"default assumed: the cache is not read on {machine}"
-    floor = parse_size(env.get("PYPY_GC_MIN", ""))
-    return Collector(nursery, floor if floor is not None else FLOOR_NURSERIES * nursery, source)
+        source = f"PyPy {version} reported it"
+    floor = report.get("floor_bytes")
+    if not isinstance(floor, int):
+        floor = PROBE_CAP_BYTES
+        source += f"; no major collection below {PROBE_CAP_BYTES // MIB:,} MiB"
+    return Collector(nursery, floor, source)
 
 
-def on_this_host() -> Collector:
-    """:func:`collector` for this process's environment and this host."""
+def ask(interpreter: str, env: Mapping[str, str], *, wrap: Sequence[str] = ()) -> Collector:
+    """Run :data:`PROBE_SCRIPT` with the PyPy at ``interpreter`` and ``env`` (behind the
+    command prefix ``wrap``: the tests replay a recorded host's /proc/cpuinfo so)."""
     try:
-        cpuinfo = Path("/proc/cpuinfo").read_text()
+        done = subprocess.run(
+            [*wrap, interpreter, "-c", PROBE_SCRIPT, str(PROBE_CAP_BYTES)],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            env=dict(env),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ProbeError(f"{interpreter}: {exc}") from None
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ProbeError(f"{interpreter} exited {done.returncode}: {tail}")
+    try:
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise ProbeError(f"{interpreter}: no report in {done.stdout!r}") from None
+    return from_report(report, env)
+
+
+def _cache_file() -> Path:
+    base = os.environ.get("PWB_CACHE_DIR") or Path.home() / ".cache" / "pywebbench"
+    return Path(base) / "pypy-gc.json"
+
+
+def cache_key(interpreter: str, env: Mapping[str, str], cpuinfo: str) -> str:
+    """What the answer depends on: the binary (its real path, mtime and size), the
+    ``PYPY_GC_*`` settings, the machine and the CPU's reported caches."""
+    real = os.path.realpath(interpreter)
+    st = os.stat(real)
+    parts = [
+        real,
+        str(st.st_mtime_ns),
+        str(st.st_size),
+        json.dumps(gc_settings(env)),
+        platform.machine(),
+        json.dumps(reported_caches(cpuinfo)),
+    ]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+
+def _read_cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
     except OSError:
-        cpuinfo = ""
-    return collector(os.environ, cpuinfo, platform.machine())
+        return ""
+
+
+def probe(interpreter: str, env: Mapping[str, str] | None = None) -> Collector:
+    """PyPy's collector for the PyPy at ``interpreter`` on this host, asked once and cached
+    (module doc). Raises :class:`ProbeError` when it cannot be asked."""
+    env = os.environ if env is None else env
+    try:
+        key = cache_key(interpreter, env, _read_cpuinfo())
+    except OSError as exc:
+        raise ProbeError(f"{interpreter}: {exc}") from None
+    path = _cache_file()
+    try:
+        cache = json.loads(path.read_text())
+        if not isinstance(cache, dict):
+            cache = {}
+    except (OSError, ValueError):
+        cache = {}
+    hit = cache.get(key)
+    if isinstance(hit, dict):
+        try:
+            return Collector(**hit)
+        except TypeError:
+            pass
+    found = ask(interpreter, env)
+    cache[key] = asdict(found)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache only costs the probe's time
+    return found

@@ -24,9 +24,9 @@ FLAG_HELP: dict[str, str] = {
     "256 KB per 1,000 requests (1 MB on PyPy, whose heap grows for a while after warm-up), "
     "over the measured iterations, and their last half still grows faster than that",
     "uncollected": "memory grew with requests, but stayed below the floor under which PyPy runs "
-    "no major collection (PYPY_GC_MIN: 8 times the nursery, which PyPy sizes at half the cache "
-    "the CPU reports): nothing was collected yet, so it is not called a leak; the host's "
-    "figures are in the report's host facts (docs/interpreters.md#pypys-collector)",
+    "no major collection, as the installed PyPy reported it on this host (its nursery sized "
+    "from the cache the CPU reports): nothing was collected yet, so it is not called a leak; "
+    "the host's figures are in the report's host facts (docs/interpreters.md#pypys-collector)",
     "inconsistent": "the replicates (server processes) settled at different levels, more than "
     "1.25x apart: the modes are shown, not folded into one median (docs/steady-state.md)",
     "classes": "Barrett's class of each replicate: flat, warm-up (settled at its best), "

@@ -451,9 +451,8 @@ class GroupRun:
         if warm is None:
             cls = WarmupClass.NO_STEADY_STATE
         trend = drift(measured_part)
-        is_jit = m.progress.cell.variant.stack.interpreter.is_pypy
         requests, memory = _requests_at(mine, m.memory)
-        floor, collector_floor = leak_floors(is_jit)
+        floor, collector_floor = leak_floors(m.progress.cell.variant.stack.interpreter)
         grows = leak(requests, memory, floor=floor, collector_floor=collector_floor)
         leak_doc: dict[str, Any] = grows.to_dict()
         if m.stopped is not None and m.stopped.startswith(OVER_BUDGET):

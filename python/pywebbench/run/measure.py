@@ -179,7 +179,7 @@ class Measurer:
             if kind == IterationKind.MEASURED:
                 measured.append((result, samples, snapshots))
         jit = cell.variant.stack.interpreter.is_pypy
-        floor, collector_floor = leak_floors(jit)
+        floor, collector_floor = leak_floors(cell.variant.stack.interpreter)
         trend, memory = replicate_checks(
             measured,
             max_drift=self.rule.max_drift,

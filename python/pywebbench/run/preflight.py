@@ -12,8 +12,9 @@ looks at:
 - swap: swapped-out pages of the server come back at page-fault cost mid-measurement;
 - ASLR: address-space randomisation makes each process's layout, and so its cache
   behaviour, differ between replicates;
-- PyPy's collector (a study that measures PyPy): a nursery PyPy sizes from a large reported
-  cache, and the floor below which it collects nothing (:mod:`pywebbench.meter.pypy_gc`).
+- PyPy's collector (a study that measures PyPy): a nursery PyPy sized from a large reported
+  cache, and the floor below which it collects nothing, as that PyPy reports them
+  (:mod:`pywebbench.meter.pypy_gc`).
 """
 
 from __future__ import annotations
@@ -201,6 +202,24 @@ def pypy_collector(found: pypy_gc.Collector) -> list[Finding]:
     ]
 
 
+def pypy_collectors(interpreters: Iterable[str]) -> list[Finding]:
+    """:func:`pypy_collector` of each PyPy (their paths), asked of it
+    (:func:`pypy_gc.probe`); one that cannot be asked is a finding too."""
+    found: list[Finding] = []
+    for path in dict.fromkeys(interpreters):
+        try:
+            found += pypy_collector(pypy_gc.probe(path))
+        except pypy_gc.ProbeError as exc:
+            found.append(
+                Finding(
+                    "pypy-gc",
+                    f"PyPy's collector could not be asked: {exc}",
+                    "the leak test then judges PyPy's growth without its collection floor",
+                )
+            )
+    return found
+
+
 def preflight(cpus: Iterable[int], *, sample_s: float = 0.5) -> list[Finding]:
     """Everything that will disturb a study on ``cpus`` (server and generator cores)."""
     wanted = set(cpus)
@@ -214,12 +233,13 @@ def preflight(cpus: Iterable[int], *, sample_s: float = 0.5) -> list[Finding]:
 
 
 def study_preflight(
-    server_cpus: Sequence[int], generator_cpus: Sequence[int], *, pypy: bool = False
+    server_cpus: Sequence[int], generator_cpus: Sequence[int], *, pypy: Sequence[str] = ()
 ) -> list[Finding]:
-    """The pre-flight of a study's cores as asked (empty: the defaults), and of PyPy's
-    collector when the study measures PyPy; no core check when those cores are unusable,
-    which the study itself then reports. ``run`` and ``ab`` print it."""
-    collector = pypy_collector(pypy_gc.on_this_host()) if pypy else []
+    """The pre-flight of a study's cores as asked (empty: the defaults), and of the
+    collector of each PyPy the study measures (``pypy``: their paths); no core check when
+    those cores are unusable, which the study itself then reports. ``run`` and ``ab`` print
+    it."""
+    collector = pypy_collectors(pypy)
     from pywebbench.run.host import split_cpus
 
     try:

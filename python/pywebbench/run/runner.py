@@ -161,8 +161,15 @@ class StudyRunner:
             self.store.update_run(self.run_id, status=RunStatus.RUNNING, finished_at=None)
             return
         extra: dict[str, object] = {}
-        if any(i.is_pypy for i in self.matrix.interpreters):  # its nursery and floor here
-            extra["pypy_gc"] = pypy_gc.on_this_host().describe()
+        collectors: dict[str, dict[str, int | str]] = {}
+        for i in self.matrix.interpreters:  # each PyPy's nursery and floor, as it reports them
+            if i.is_pypy:
+                try:
+                    collectors[i.name] = pypy_gc.probe(i.path).describe()
+                except pypy_gc.ProbeError as exc:
+                    collectors[i.name] = {"error": str(exc)}
+        if collectors:
+            extra["pypy_gc"] = collectors
         if self.config.app is not None:  # your own app: which commit of it was measured
             projects = self.config.app.projects
             if len(projects) < 2:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pywebbench.analysis.steady import (
     LEAK_FLOOR_BYTES_PER_1K,
@@ -24,6 +24,9 @@ from pywebbench.load import LoadAgent, LoadProgress
 from pywebbench.load.result import LoadResult
 from pywebbench.meter import pypy_gc
 from pywebbench.store import Sample
+
+if TYPE_CHECKING:
+    from pywebbench.catalogue.base import Interpreter
 
 
 def warm_until_steady(
@@ -129,14 +132,18 @@ def measured_curve(
     return out
 
 
-def leak_floors(jit: bool) -> tuple[float, float | None]:
-    """The leak test's two floors for a stack: bytes per 1,000 requests below which growth
-    is no leak (higher on a JIT interpreter), and memory below which it is not one yet
-    (PyPy's collection floor on this host, :mod:`pywebbench.meter.pypy_gc`; None off
-    PyPy)."""
-    if not jit:
+def leak_floors(interpreter: Interpreter) -> tuple[float, float | None]:
+    """The leak test's two floors for a stack on ``interpreter``: bytes per 1,000 requests
+    below which growth is no leak (higher on PyPy, whose JIT and heap grow for a while), and
+    memory below which it is not one yet (the collection floor this PyPy reported on this
+    host, :func:`pywebbench.meter.pypy_gc.probe`; None off PyPy, and when that PyPy could not
+    be asked: growth is then judged without a floor, erring towards a leak)."""
+    if not interpreter.is_pypy:
         return LEAK_FLOOR_BYTES_PER_1K, None
-    return LEAK_FLOOR_JIT_BYTES_PER_1K, pypy_gc.on_this_host().floor_bytes
+    try:
+        return LEAK_FLOOR_JIT_BYTES_PER_1K, pypy_gc.probe(interpreter.path).floor_bytes
+    except pypy_gc.ProbeError:
+        return LEAK_FLOOR_JIT_BYTES_PER_1K, None
 
 
 def replicate_checks(
