@@ -18,7 +18,7 @@ use crate::result::{endpoint_stats, EndpointStats, EndpointTally, Tally, ThreadS
 use crate::spec::{LoadSpec, Mode};
 use crate::sys;
 use crate::worker::{
-    Rng, Shared, SliceSink, ThreadOut, ThreadPlan, ThreadProgress, Window, Worker,
+    Rng, Shared, SliceSink, ThreadOut, ThreadPlan, ThreadProgress, ThreadSpent, Window, Worker,
 };
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -174,6 +174,10 @@ struct SliceAcc {
     endpoints: Vec<EndpointTally>,
     /// Threads that reported it so far.
     parts: u32,
+    /// The generator threads' CPU time and CPU wait over their counted parts (the wait
+    /// None when a thread's kernel did not say).
+    cpu_ns: u64,
+    wait_ns: Option<u64>,
     started_ns: u64,
     ended_ns: u64,
 }
@@ -188,9 +192,15 @@ pub struct SliceBoard {
 
 impl SliceSink for SliceBoard {
     /// Add one thread's part of slice `index`.
-    fn add(&self, index: usize, tally: &Tally, started_ns: u64, ended_ns: u64) {
+    fn add(&self, index: usize, tally: &Tally, started_ns: u64, ended_ns: u64, spent: ThreadSpent) {
         let mut b = self.slices.lock().unwrap_or_else(|e| e.into_inner());
         let s = &mut b[index];
+        s.cpu_ns += spent.cpu_ns;
+        s.wait_ns = match (s.parts, s.wait_ns, spent.wait_ns) {
+            (0, _, w) => w,
+            (_, Some(a), Some(w)) => Some(a + w),
+            _ => None,
+        };
         s.requests += tally.requests;
         s.errors += tally.errors.total();
         s.timeouts += tally.timeouts;
@@ -239,6 +249,8 @@ impl SliceBoard {
                     ended_at: to_unix(s.ended_ns),
                     p50_us: h.summary.p50,
                     p99_us: h.summary.p99,
+                    generator_cpu_s: s.cpu_ns as f64 / 1e9,
+                    generator_wait_s: s.wait_ns.map(|ns| ns as f64 / 1e9),
                     latency: with_hist.then_some(h),
                     endpoints: if with_hist {
                         endpoint_stats(&s.endpoints, &self.load)
@@ -270,6 +282,14 @@ pub struct SliceStats {
     pub ended_at: f64,
     pub p50_us: u64,
     pub p99_us: u64,
+    /// CPU seconds the target's generator threads spent over their counted parts, summed:
+    /// over `duration_s` times the threads, their busy share.
+    #[serde(default)]
+    pub generator_cpu_s: f64,
+    /// Seconds those threads were runnable but waited for a CPU (other tasks on the
+    /// generator's cores), summed; null when the kernel does not say.
+    #[serde(default)]
+    pub generator_wait_s: Option<f64>,
     /// The slice's latency histogram (absent from progress snapshots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<HistData>,
@@ -383,6 +403,8 @@ pub fn start(spec: &SlicedSpec) -> Result<RunningSlices, StartError> {
                     latency: hist::new_hist(),
                     endpoints: Vec::new(),
                     parts: 0,
+                    cpu_ns: 0,
+                    wait_ns: None,
                     started_ns: 0,
                     ended_ns: 0,
                 })

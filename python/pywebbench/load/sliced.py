@@ -81,6 +81,11 @@ class SliceStats(_Record):
     ended_at: float
     p50_us: int
     p99_us: int
+    #: CPU seconds the target's generator threads spent over the counted part, summed.
+    generator_cpu_s: float = 0.0
+    #: Seconds those threads were runnable but waited for a CPU, summed (None: the kernel
+    #: did not say).
+    generator_wait_s: float | None = None
     latency: HistData | None = None
     #: A mix: each endpoint's figures in this slice (as a run's ``endpoints``); empty
     #: without a mix and in progress snapshots.

@@ -17,7 +17,7 @@ mod h2;
 mod schedule;
 mod sliced;
 mod slot;
-pub use sliced::{SliceSink, Window};
+pub use sliced::{SliceSink, ThreadSpent, Window};
 mod uring;
 mod ws;
 

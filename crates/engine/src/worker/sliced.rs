@@ -5,6 +5,7 @@
 use super::conn::CState;
 use super::Worker;
 use crate::result::Tally;
+use crate::sys;
 use std::sync::Arc;
 
 /// One target's window of load: from `load_start`, counted from `count_start` to `end`
@@ -17,11 +18,20 @@ pub struct Window {
     pub end: u64,
 }
 
+/// What one generator thread spent over one slice: its CPU time, and the time it was
+/// runnable but waited for a CPU (the kernel's schedstat; None when it does not say). A
+/// slice whose thread was busy, or waited, for much of it was limited by the generator.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ThreadSpent {
+    pub cpu_ns: u64,
+    pub wait_ns: Option<u64>,
+}
+
 /// Where a thread hands each finished slice (crate::slices' board: one lock per slice per
 /// thread, none per request). A trait, so the worker does not depend on the slices module.
 pub trait SliceSink: Send + Sync {
     /// Add one thread's part of slice `index`, counted from `started_ns` to `ended_ns`.
-    fn add(&self, index: usize, tally: &Tally, started_ns: u64, ended_ns: u64);
+    fn add(&self, index: usize, tally: &Tally, started_ns: u64, ended_ns: u64, spent: ThreadSpent);
 }
 
 /// Where a thread is in its windows.
@@ -35,6 +45,9 @@ pub(super) struct SliceTrack {
     outside: Option<Tally>,
     /// When the counted part of the current slice began (ns).
     counted_from: u64,
+    /// The thread's CPU time and CPU wait when the counted part began.
+    cpu_from: u64,
+    wait_from: Option<u64>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -56,6 +69,8 @@ impl SliceTrack {
             board,
             outside: None,
             counted_from: 0,
+            cpu_from: 0,
+            wait_from: None,
         }
     }
 
@@ -111,6 +126,9 @@ impl Worker {
                             .collect();
                         t.outside = Some(std::mem::replace(&mut self.tally, fresh));
                         t.counted_from = now;
+                        // two reads per slice, none per request
+                        t.cpu_from = sys::thread_cpu_ns();
+                        t.wait_from = sys::thread_run_delay_ns();
                     }
                 }
                 Stage::Counting if now >= w.end => {
@@ -121,7 +139,14 @@ impl Worker {
                         // Nothing was counted after the planned end (checked per event), so
                         // a thread that notices the end late still ends the slice there.
                         let ended = now.min(w.end).max(t.counted_from);
-                        t.board.add(i, &self.tally, t.counted_from, ended);
+                        let spent = ThreadSpent {
+                            cpu_ns: sys::thread_cpu_ns().saturating_sub(t.cpu_from),
+                            wait_ns: match (t.wait_from, sys::thread_run_delay_ns()) {
+                                (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+                                _ => None,
+                            },
+                        };
+                        t.board.add(i, &self.tally, t.counted_from, ended, spent);
                         outside.merge(&self.tally);
                         self.tally = outside;
                     }

@@ -1,0 +1,271 @@
+"""The tournament against continuous loads on the same processes: does a slice read what wrk
+reads? (docs/steady-state.md#the-interleaved-study, issue 63)
+
+    python benchmarks/tournament_vs_wrk.py                      # the quick study's CPython hello group
+    python benchmarks/tournament_vs_wrk.py --runs 3 --json out.json
+    python benchmarks/tournament_vs_wrk.py --neighbour          # beside the steady neighbour
+    python benchmarks/tournament_vs_wrk.py --workload cpu --servers granian-wsgi,gunicorn-gthread
+
+Each run is one interleaved group measured by ``pywebbench run``'s own code (the quick
+profile, or the stacks asked for; servers on core 0, the engine and the orchestrator on core 1),
+with one change: when the group ends, before its processes are stopped, every process is
+loaded continuously by wrk (``-t1`` with the cell's connections, pinned to core 1) for
+``--wrk-s`` seconds, in a random order, ``--wrk-rounds`` rounds, all processes still up. Per
+stack it prints the group's level (req/s at the group's average round), the plain mean of its
+measured slices, wrk's mean over its processes, and the ratio of the group's level to wrk's.
+Then each stack's ratio to the group's reference (the geometric mean of the stacks), from the
+group (with its interval) and from wrk, and whether wrk's lies within the group's interval.
+Per run it also prints the CPU the run's process took on the generator's core during the
+group, by thread: the engine's threads against the orchestrator's.
+
+Acceptance (issue 63): each stack within +-3% of wrk (median of 3 runs), and 90% of wrk's
+ratios inside the group's intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pywebbench.bringup import BringUp, Check
+from pywebbench.commands.run import _interpreters
+from pywebbench.run.executor import LocalExecutor
+from pywebbench.run.runner import run_study
+from pywebbench.run.seams import Seams
+from pywebbench.store import DEFAULT_FILENAME, Store
+from pywebbench.study.config import resolve
+from pywebbench.study.matrix import expand
+
+NEIGHBOUR = Path(__file__).with_name("neighbour.py")
+GENERATOR_CPU = 1
+_WRK_RPS = re.compile(r"Requests/sec:\s+([\d.]+)")
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of this process's threads so far, summed by thread name."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def wrk(url: str, connections: int, seconds: float) -> float:
+    """wrk's requests/s on ``url`` (one thread, pinned to the generator's core)."""
+    done = subprocess.run(
+        ["taskset", "-c", str(GENERATOR_CPU), "wrk", "-t1", f"-c{connections}",
+         f"-d{seconds:g}s", url],
+        capture_output=True, text=True, timeout=seconds + 30, check=True,
+    )  # fmt: skip
+    found = _WRK_RPS.search(done.stdout)
+    if found is None:
+        raise RuntimeError(f"wrk printed no rate: {done.stdout}")
+    return float(found.group(1))
+
+
+@dataclass
+class WrkAtClose:
+    """A bring-up that records every verified process and, when the group first stops one
+    (its processes all still up), loads each of them with wrk (module doc)."""
+
+    connections: int
+    seconds: float
+    rounds: int
+    seed: int
+    base: BringUp = field(default_factory=BringUp)
+    #: pid -> (stack key, URL) of the processes verified and not stopped yet.
+    up: dict[int, tuple[str, str]] = field(default_factory=dict)
+    #: pid -> wrk's readings.
+    readings: dict[int, list[float]] = field(default_factory=dict)
+    stacks: dict[int, str] = field(default_factory=dict)
+    cpu_before: dict[str, float] | None = None
+    cpu_group: dict[str, float] = field(default_factory=dict)
+
+    def seams(self) -> Seams:
+        return Seams(bringup=replace(self.base, check=self.check, stop=self.stop))
+
+    def check(self, server: Any, stack: Any, workload: Any, params: Any = None,
+              *, timeout_s: float = 10.0) -> Check:  # fmt: skip
+        found = self.base.check(server, stack, workload, params, timeout_s=timeout_s)
+        if found.failure() is None:
+            path = workload.request(**(params or {})).path
+            self.up[server.pid] = (stack.key, server.base_url.rstrip("/") + path)
+            self.stacks[server.pid] = stack.key
+        self.cpu_before = thread_cpu()
+        return found
+
+    def stop(self, server: Any) -> float:
+        if self.up and len(self.up) > 1 and not self.readings:
+            after = thread_cpu()
+            before = self.cpu_before or {}
+            self.cpu_group = {k: v - before.get(k, 0.0) for k, v in after.items()}
+            order = list(self.up)
+            rng = random.Random(self.seed)
+            for r in range(self.rounds):
+                rng.shuffle(order)
+                for pid in order:
+                    rps = wrk(self.up[pid][1], self.connections, self.seconds)
+                    self.readings.setdefault(pid, []).append(rps)
+                print(f"  wrk round {r + 1} of {self.rounds} done", flush=True)
+        self.up.pop(server.pid, None)
+        return self.base.stop(server)
+
+
+def group_figures(store_path: Path) -> tuple[dict[str, dict[str, Any]], dict[int, list[float]]]:
+    """The latest run's cells' group figures by stack key, and each server process's
+    measured slices (req/s) by its pid."""
+    with Store(store_path, create=False) as store:
+        study = store.load_study()
+    names = {s.id: s.key for s in study.stacks}
+    groups: dict[str, dict[str, Any]] = {}
+    slices: dict[int, list[float]] = {}
+    for cell in study.cells:
+        g = cell.flags.get("group")
+        if isinstance(g, dict):
+            groups[names[cell.stack_id]] = g
+        assert cell.id is not None
+        for rep in study.replicates_of(cell.id):
+            pid = rep.pid
+            if pid is None or rep.id is None:
+                continue
+            slices[pid] = [
+                it.rps for it in study.iterations_of(cell.id)
+                if it.replicate == rep.replicate and it.kind == "measured" and it.rps
+            ]  # fmt: skip
+    return groups, slices
+
+
+def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
+    results = Path(tempfile.mkdtemp(prefix="tvw-"))
+    matrix_opts: dict[str, Any] = {"workloads": [args.workload], "interpreters": [args.python]}
+    if args.servers:
+        matrix_opts["servers"] = args.servers.split(",")
+    if args.frameworks:
+        matrix_opts["frameworks"] = args.frameworks.split(",")
+    overrides: dict[str, Any] = {
+        "matrix": matrix_opts,
+        "results_dir": str(results),
+        "report": False,
+        "load": {"seed": args.seed + k} if args.seed is not None else {},
+    }
+    if args.no_core_speed:
+        overrides["load"]["core_speed"] = False
+    config = resolve({}, overrides, profile="quick")
+    matrix = expand(config, _interpreters(config))
+    hook = WrkAtClose(config.load.connections[0], args.wrk_s, args.wrk_rounds, seed=k)
+    started = time.monotonic()
+    with Store(results / DEFAULT_FILENAME) as store, LocalExecutor(hook.seams()) as executor:
+        outcome = run_study(config, matrix, store, results_dir=results, executor=executor)
+    wall = time.monotonic() - started
+    groups, slices = group_figures(results / DEFAULT_FILENAME)
+    by_stack: dict[str, dict[str, list[float]]] = {}
+    for pid, stack in hook.stacks.items():
+        entry = by_stack.setdefault(stack, {"wrk": [], "slices": []})
+        if pid in hook.readings:
+            entry["wrk"].append(statistics.fmean(hook.readings[pid]))
+        if slices.get(pid):
+            entry["slices"].append(statistics.fmean(slices[pid]))
+    rows = []
+    for stack, entry in sorted(by_stack.items()):
+        g = groups.get(stack, {})
+        rows.append({
+            "stack": stack,
+            "group_rps": g.get("rps"),
+            "ratio": g.get("ratio"), "low": g.get("low"), "high": g.get("high"),
+            "slices_rps": statistics.fmean(entry["slices"]) if entry["slices"] else None,
+            "wrk_rps": statistics.fmean(entry["wrk"]) if entry["wrk"] else None,
+            "wrk_processes": entry["wrk"],
+        })  # fmt: skip
+    wrk_known = [r for r in rows if r["wrk_rps"]]
+    if wrk_known:
+        import math
+
+        gm = math.exp(statistics.fmean(math.log(r["wrk_rps"]) for r in wrk_known))
+        for r in wrk_known:
+            r["wrk_ratio"] = r["wrk_rps"] / gm
+    cpu = {k: round(v, 2) for k, v in sorted(hook.cpu_group.items(), key=lambda kv: -kv[1])}
+    return {"run": outcome.run_id, "wall_s": wall, "rows": rows, "thread_cpu_s": cpu}
+
+
+def show(run: dict[str, Any]) -> None:
+    print(f"run {run['run']}: {run['wall_s']:.0f} s")
+    print(f"  {'stack':34} {'group':>9} {'slices':>9} {'wrk':>9} {'grp/wrk':>8}"
+          f" {'ratio [CI]':>22} {'wrk ratio':>9} in")  # fmt: skip
+    for r in run["rows"]:
+        g, w = r["group_rps"], r["wrk_rps"]
+        vs = f"{g / w:8.3f}" if g and w else f"{'-':>8}"
+        ci = (f"{r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
+              if r.get("low") is not None and r.get("ratio") is not None else "-")  # fmt: skip
+        wr = r.get("wrk_ratio")
+        inside = "-" if wr is None or r.get("low") is None else (
+            "yes" if r["low"] <= wr <= r["high"] else "NO")  # fmt: skip
+        print(f"  {r['stack']:34} {g or 0:9,.0f} {r['slices_rps'] or 0:9,.0f} {w or 0:9,.0f}"
+              f" {vs} {ci:>22} {wr or 0:9.3f} {inside}")  # fmt: skip
+    print("  CPU seconds of the run's threads during the group: " + ", ".join(
+        f"{k} {v:g}" for k, v in list(run["thread_cpu_s"].items())[:8]))  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--python", default="cpython3.11")
+    ap.add_argument("--workload", default="hello")
+    ap.add_argument("--servers", help="comma-separated (default: the quick profile's)")
+    ap.add_argument("--frameworks", help="comma-separated (default: the quick profile's)")
+    ap.add_argument("--wrk-s", type=float, default=5.0)
+    ap.add_argument("--wrk-rounds", type=int, default=3)
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--no-core-speed", action="store_true")
+    ap.add_argument("--neighbour", action="store_true", help="the steady neighbour on core 0")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is needed: apt-get install wrk (scripts/setup.sh installs it)")
+    neighbour = None
+    if args.neighbour:
+        neighbour = subprocess.Popen(
+            [sys.executable, str(NEIGHBOUR), "--cpu", "0", "--on", "30ms", "--off", "70ms",
+             "--for", "3600s"], start_new_session=True,
+        )  # fmt: skip
+    runs = []
+    try:
+        for k in range(args.runs):
+            runs.append(one_run(args, k))
+            show(runs[-1])
+            if args.json:
+                args.json.write_text(json.dumps(runs, indent=1))
+    finally:
+        if neighbour is not None:
+            os.killpg(neighbour.pid, 15)
+            neighbour.wait(timeout=10)
+    if len(runs) > 1:
+        print("median over runs of group/wrk per stack:")
+        stacks = sorted({r["stack"] for run in runs for r in run["rows"]})
+        for s in stacks:
+            vs = [r["group_rps"] / r["wrk_rps"] for run in runs for r in run["rows"]
+                  if r["stack"] == s and r["group_rps"] and r["wrk_rps"]]  # fmt: skip
+            if vs:
+                print(f"  {s:34} {statistics.median(vs):.3f} ({', '.join(f'{v:.3f}' for v in vs)})")
+
+
+if __name__ == "__main__":
+    main()
