@@ -277,6 +277,7 @@ def _environment() -> jinja2.Environment:
     env.filters["mib"] = fmt.mib
     env.filters["seconds"] = fmt.seconds
     env.globals["flag_help"] = flags.flag_help
+    env.globals["short_note"] = flags.short_note
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
     return env
 

@@ -490,7 +490,7 @@ def method_note(ranking: Ranking) -> str:
             how.append("from the group's fit" if len(gaps) == 1 else "within a group, its fit")
         if SEQUENTIAL in gaps:
             whom = "between stacks of different groups, " if INTERLEAVED in made else ""
-            how.append(f"{whom}Welch's t over replicates (a bootstrap from 10 a side)")
+            how.append(f"{whom}Welch's t over replicates, a bootstrap from 10 a side")
         out.append(
             "Gap above: how many times faster the stack above is, with the 95% CI of that ratio ("
             + "; ".join(how)
