@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 import re
 import statistics
 import subprocess
@@ -546,3 +547,41 @@ def test_console_summary_shows_flags_ties_and_their_legend(study: Any) -> None:
     # Every row below the first has the gap to the one above with its CI, or is a tie.
     ranked = [line for line in out.splitlines() if "refserver" in line and "│" in line]
     assert any("× [" in line for line in ranked)
+
+
+def test_the_ranking_fits_the_page_at_1280_px(browser: Any, study: Any) -> None:
+    """Issue 66: at 1,280 px wide the ranking does not run past the page (no scrollbar, the
+    Notes column on screen), and a long note (a failure's reason) is a short flag with the
+    reason on demand: no row stands taller than twice the median row. With
+    ``PWB_README_IMG`` set, the first screen is saved as the README's picture
+    (docs/img/report.png)."""
+    page, events = open_report(browser, study[2].html, width=1280, height=860)
+    try:
+        wait_drawn(page)
+        got = page.evaluate(
+            """() => {
+            const doc = document.documentElement;
+            const wraps = Array.from(document.querySelectorAll(
+                'section.workload.active .sel.active .table-wrap'));
+            const rows = Array.from(document.querySelectorAll(
+                'section.workload.active .sel.active table.ranking tbody tr'))
+                .map(r => r.getBoundingClientRect().height);
+            return {
+              page: [doc.scrollWidth, doc.clientWidth],
+              tables: wraps.map(w => [w.scrollWidth, w.clientWidth]),
+              rows: rows,
+            };
+        }"""
+        )
+        assert got["page"][0] <= got["page"][1], got
+        assert all(scroll <= client for scroll, client in got["tables"]), got
+        heights = sorted(got["rows"])
+        assert heights, got
+        median = statistics.median(heights)
+        assert max(heights) <= 2 * median, got
+        target = os.environ.get("PWB_README_IMG")
+        if target:
+            page.screenshot(path=target)
+        assert events.console_errors == [] and events.page_errors == []
+    finally:
+        page.close()

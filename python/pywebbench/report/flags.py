@@ -113,6 +113,18 @@ def flag_help(note: str) -> str:
     return TIE_HELP if note.startswith("tied with #") else ""
 
 
+#: Notes longer than this show as their flag (the text before the first ":") in the HTML
+#: ranking, the whole note on demand (issue 66: a failure's reason made a row 130 px tall).
+SHORT_NOTE = 28
+
+
+def short_note(note: str) -> str:
+    """The flag a long note shows in the HTML ranking ("failed in verify", "inconsistent");
+    a short note, or one without a ":", is shown whole."""
+    head, sep, _ = note.partition(":")
+    return head if sep and len(note) > SHORT_NOTE else note
+
+
 def legend(notes: list[str]) -> list[tuple[str, str]]:
     """(flag, meaning) for each distinct flag among ``notes``, in :data:`FLAG_HELP` order."""
     shown = {k for n in notes for k in FLAG_HELP if n == k or n.startswith((k + " (", k + ":"))}

@@ -151,7 +151,8 @@ def build_context(view: ReportView) -> dict[str, Any]:
                     "label": _selection_label(ranking.selection),
                     "table": table,
                     "headline": tables.headline(ranking),
-                    "group_note": tables.group_note(ranking),
+                    "method_note": tables.method_note(ranking) if ranking.ranked else None,
+                    "group_notes": tables.group_notes(ranking),
                     "figs": fig_ids,
                     "ranked": len(ranking.ranked),
                     "total": len(ranking.rows),
@@ -276,6 +277,7 @@ def _environment() -> jinja2.Environment:
     env.filters["mib"] = fmt.mib
     env.filters["seconds"] = fmt.seconds
     env.globals["flag_help"] = flags.flag_help
+    env.globals["short_note"] = flags.short_note
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
     return env
 

@@ -169,9 +169,12 @@ def render_markdown(view: ReportView) -> str:
         table = tables.ranking_table(ranking, robustness=view.has_robustness)
         out += _table(table, keys)
         out.append("")
-        note = tables.group_note(ranking)
-        if note:
-            out += [md_text(note), ""]
+        if ranking.ranked:
+            out += [md_text(tables.method_note(ranking)), ""]
+        for g in tables.group_notes(ranking):
+            out += [f"- {md_text(g.summary)} {md_text(g.ratios)}"]
+        if out[-1] != "":
+            out.append("")
         for flag, meaning in flags.legend([n for row in table.rows for n in row.notes]):
             out.append(f"- _{flag}_: {md_text(meaning)}")
         if out[-1] != "":
@@ -194,13 +197,8 @@ def render_markdown(view: ReportView) -> str:
         )
         out.append("")
     out += [
-        "Req/s: median of the replicates' figures, 95% CI over replicates (Student's t); each"
-        " stack at"
-        ' its best load point. "=" before a rank: tied with the stack above (the 95% CI of'
-        " their ratio, Welch's t over replicates, contains 1); Gap above: how many"
-        " times faster the stack above is, the 95% CI of that ratio in brackets. Latency (ms)"
-        " from merged HdrHistograms. Peak RSS (MiB)"
-        " over the server's whole process tree. Rounding rules: docs/report.md.",
+        "Each stack at its best load point; under each ranking, how its figures were made."
+        " Latency in ms, peak RSS in MiB. Rounding rules: docs/report.md.",
         "",
         *_steady(view),
         f"_Generated {view.generated_at} by pywebbench {view.pywebbench_version}._",

@@ -104,21 +104,16 @@ def _num(text: str, value: float | None) -> TCell:
 
 
 def ranking_table(ranking: Ranking, *, robustness: bool = False) -> Table:
-    """The ranking of one workload: rank, stack, throughput with CI, ratios, latency, memory."""
+    """The ranking of one workload: rank, stack, throughput with CI, ratios, latency, memory.
+    The help of the figures' columns names the design that produced them (:func:`designs`)."""
+    helps = column_help(ranking)
     columns = [
         Column("rank", "#", True),
         Column("stack", "Stack"),
         Column("load", "Load", help="load point: cN = N connections (closed loop), rN = N req/s"),
-        Column("rps", "Req/s", True, "median requests/s over measured iterations"),
-        Column("ci", "95% CI", True, "95% confidence interval over the replicates (Student's t)"),
-        Column(
-            "vs_above",
-            "Gap above",
-            True,
-            "the stack ranked above is this many times faster, with the 95% CI of the ratio "
-            "(over replicates: Welch's t, a bootstrap from 10 a side); '=' before a rank: the CI "
-            "contains 1, a tie",
-        ),
+        Column("rps", "Req/s", True, helps["rps"]),
+        Column("ci", "95% CI", True, helps["ci"]),
+        Column("vs_above", "Gap above", True, helps["vs_above"]),
         Column("vs_best", "vs best", True, "requests/s relative to the fastest stack"),
         Column("vs_worst", "vs slowest", True, "requests/s relative to the slowest stack"),
         Column("p50", "p50 ms", True, "median latency, merged histogram"),
@@ -417,8 +412,107 @@ def is_websocket(workload: str) -> bool:
     return found is not None and found.websocket
 
 
-def group_note(ranking: Ranking) -> str | None:
-    """How an interleaved ranking was measured, a sentence per group (None: no row was
+#: The two designs a ranking's figures come from (docs/steady-state.md): sequential
+#: replicates (fresh server processes one after another) and interleaved groups (every
+#: stack's processes up together, loaded in slices of the same rounds).
+SEQUENTIAL, INTERLEAVED = "sequential", "interleaved"
+
+
+def designs(ranking: Ranking) -> set[str]:
+    """The designs that produced the ranked rows' req/s and intervals."""
+    return {INTERLEAVED if r.point.group else SEQUENTIAL for r in ranking.ranked}
+
+
+def gap_methods(ranking: Ranking) -> set[str]:
+    """How the ranked rows' "Gap above" intervals were made: ``INTERLEAVED`` when both rows
+    are members of one group (the group's fit), ``SEQUENTIAL`` otherwise (Welch's t over each
+    row's replicates, :func:`pywebbench.analysis.ties.neighbour_ratios`)."""
+    out = set()
+    ranked = ranking.ranked
+    for upper, lower in zip(ranked, ranked[1:], strict=False):
+        a, b = upper.point.group, lower.point.group
+        same = (
+            a is not None
+            and b is not None
+            and (a.get("group"), a.get("span")) == (b.get("group"), b.get("span"))
+        )
+        out.add(INTERLEAVED if same else SEQUENTIAL)
+    return out
+
+
+def column_help(ranking: Ranking) -> dict[str, str]:
+    """The help of the ranking's figure columns, for the designs that made its figures."""
+    made = designs(ranking) or {SEQUENTIAL}
+    rps, ci = [], []
+    if SEQUENTIAL in made:
+        rps.append("median of the replicates' figures (each the median of its measured iterations)")
+        ci.append("95% CI over the replicates (Student's t; a bootstrap from 10 replicates)")
+    if INTERLEAVED in made:
+        rps.append("level at the interleaved group's average round, from one fit over the slices")
+        ci.append("95% CI of the ratio to the group's reference, over its server processes")
+    gaps = []
+    for method in sorted(gap_methods(ranking) or {SEQUENTIAL}):
+        if method == INTERLEAVED:
+            gaps.append("within a group, from the group's fit over the server processes")
+        else:
+            gaps.append("over replicates: Welch's t, a bootstrap from 10 a side")
+    return {
+        "rps": "requests/s: " + "; ".join(rps),
+        "ci": "; ".join(ci),
+        "vs_above": "the stack ranked above is this many times faster, with the 95% CI of the "
+        "ratio (" + "; ".join(gaps) + "); '=' before a rank: the CI contains 1, a tie",
+    }
+
+
+def method_note(ranking: Ranking) -> str:
+    """The footnote under a ranking: how its req/s, intervals and ties were made, naming
+    only the designs that made them."""
+    made = designs(ranking) or {SEQUENTIAL}
+    out = []
+    if INTERLEAVED in made:
+        lead = "In an interleaved group, req/s" if SEQUENTIAL in made else "Req/s"
+        out.append(
+            f"{lead} is each stack's level at its group's average round, from one fit over the "
+            "slices of the same rounds; its 95% CI is that of its ratio to the group's "
+            "reference, over the group's server processes (Student's t)."
+        )
+    if SEQUENTIAL in made:
+        lead = "Measured in sequence, req/s" if INTERLEAVED in made else "Req/s"
+        out.append(
+            f"{lead} is the median of the replicates' figures (each the median of its "
+            "measured iterations), its 95% CI over the replicates (Student's t; a bootstrap "
+            "from 10 replicates)."
+        )
+    gaps = gap_methods(ranking)
+    if gaps:
+        how = []
+        if INTERLEAVED in gaps:
+            how.append("from the group's fit" if len(gaps) == 1 else "within a group, its fit")
+        if SEQUENTIAL in gaps:
+            whom = "between stacks of different groups, " if INTERLEAVED in made else ""
+            how.append(f"{whom}Welch's t over replicates, a bootstrap from 10 a side")
+        out.append(
+            "Gap above: how many times faster the stack above is, with the 95% CI of that ratio ("
+            + "; ".join(how)
+            + '); "=" before a rank: that CI contains 1, a tie.'
+        )
+    out.append(
+        "Latency from the merged HdrHistograms; peak RSS over the server's whole process tree."
+    )
+    return " ".join(out)
+
+
+@dataclass
+class GroupNote:
+    """One interleaved group of a ranking: a line (who was up together, when) and the
+    members' ratios to the group's reference, shown on demand."""
+
+    summary: str
+    ratios: str
+
+
+def group_notes(ranking: Ranking) -> list[GroupNote]:
+    """How an interleaved ranking was measured, one note per group (none when no row was
     measured in an interleaved group): the stacks and processes up together, the time span,
     the reference and every stack's ratio to it with its interval."""
     by_group: dict[tuple[str, str], list[RankingRow]] = {}
@@ -448,15 +542,16 @@ def group_note(ranking: Ranking) -> str | None:
             else ""
         )
         notes.append(
-            f"Interleaved group {g.get('group')}: {g.get('stacks')} stacks x "
-            f"{g.get('processes')} server processes up together, loaded in slices of the same "
-            f"{g.get('rounds')} rounds, {start}-{end} UTC. Req/s is each stack's level at the "
-            f"group's average round, its 95% CI that of its ratio to the {g.get('reference')}; "
-            f"that CI and every tie come from one fit over the slices, with intervals over the "
-            f"server processes (Student's t, {g.get('df')} degrees of freedom). Ratio to the "
-            f"{g.get('reference')}: " + "; ".join(ratios) + "." + idle_text
+            GroupNote(
+                summary=(
+                    f"Interleaved group {g.get('group')}: {g.get('stacks')} stacks x "
+                    f"{g.get('processes')} server processes, {g.get('rounds')} rounds, "
+                    f"{start}-{end} UTC ({g.get('df')} degrees of freedom)."
+                ),
+                ratios=f"Ratio to the {g.get('reference')}: " + "; ".join(ratios) + "." + idle_text,
+            )
         )
-    return " ".join(notes) if notes else None
+    return notes
 
 
 def headline(ranking: Ranking) -> dict[str, str] | None:

@@ -206,7 +206,9 @@ def summary_tables(study: Study) -> list[Table]:
     tables = []
     speed = speed_note(study_scaling(study), study.iterations)  # how req/s were judged
     for workload, rows in summary_rows(study).items():
-        t = Table(title=f"{workload}: ranked by requests/s (median, 95% CI)", title_justify="left")
+        # An interleaved group's req/s is its fit's level, not a median (docs/steady-state.md).
+        how = "group fit" if any(group_estimate(r["flags_raw"]) for r in rows) else "median"
+        t = Table(title=f"{workload}: ranked by requests/s ({how}, 95% CI)", title_justify="left")
         for col, just in [
             ("#", "right"),
             ("stack", "left"),
