@@ -1,7 +1,7 @@
 """The tournament against continuous loads on the same processes: does a slice read what wrk
 reads? (docs/steady-state.md#the-interleaved-study, issue 63)
 
-    python benchmarks/tournament_vs_wrk.py                      # the quick study's CPython hello group
+    python benchmarks/tournament_vs_wrk.py                 # the quick CPython hello group
     python benchmarks/tournament_vs_wrk.py --runs 3 --json out.json
     python benchmarks/tournament_vs_wrk.py --neighbour          # beside the steady neighbour
     python benchmarks/tournament_vs_wrk.py --workload cpu --servers granian-wsgi,gunicorn-gthread
