@@ -96,7 +96,6 @@ class WrkAtClose:
     up: dict[int, tuple[str, str]] = field(default_factory=dict)
     #: pid -> wrk's readings.
     readings: dict[int, list[float]] = field(default_factory=dict)
-    stacks: dict[int, str] = field(default_factory=dict)
     cpu_before: dict[str, float] | None = None
     cpu_group: dict[str, float] = field(default_factory=dict)
 
@@ -108,8 +107,7 @@ class WrkAtClose:
         found = self.base.check(server, stack, workload, params, timeout_s=timeout_s)
         if found.failure() is None:
             path = workload.request(**(params or {})).path
-            self.up[server.pid] = (stack.key, server.base_url.rstrip("/") + path)
-            self.stacks[server.pid] = stack.key
+            self.up[server.pid] = (stack.name, server.base_url.rstrip("/") + path)
         self.cpu_before = thread_cpu()
         return found
 
@@ -130,14 +128,17 @@ class WrkAtClose:
         return self.base.stop(server)
 
 
-def group_figures(store_path: Path) -> tuple[dict[str, dict[str, Any]], dict[int, list[float]]]:
-    """The latest run's cells' group figures by stack key, and each server process's
-    measured slices (req/s) by its pid."""
+def group_figures(
+    store_path: Path,
+) -> tuple[dict[str, dict[str, Any]], dict[int, list[float]], dict[int, str]]:
+    """The latest run's cells' group figures by stack key, each server process's measured
+    slices (req/s) by its pid, and its stack key."""
     with Store(store_path, create=False) as store:
         study = store.load_study()
     names = {s.id: s.key for s in study.stacks}
     groups: dict[str, dict[str, Any]] = {}
     slices: dict[int, list[float]] = {}
+    stacks: dict[int, str] = {}
     for cell in study.cells:
         g = cell.flags.get("group")
         if isinstance(g, dict):
@@ -147,11 +148,12 @@ def group_figures(store_path: Path) -> tuple[dict[str, dict[str, Any]], dict[int
             pid = rep.pid
             if pid is None or rep.id is None:
                 continue
+            stacks[pid] = names[cell.stack_id]
             slices[pid] = [
                 it.rps for it in study.iterations_of(cell.id)
                 if it.replicate == rep.replicate and it.kind == "measured" and it.rps
             ]  # fmt: skip
-    return groups, slices
+    return groups, slices, stacks
 
 
 def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
@@ -176,9 +178,9 @@ def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
     with Store(results / DEFAULT_FILENAME) as store, LocalExecutor(hook.seams()) as executor:
         outcome = run_study(config, matrix, store, results_dir=results, executor=executor)
     wall = time.monotonic() - started
-    groups, slices = group_figures(results / DEFAULT_FILENAME)
+    groups, slices, stacks = group_figures(results / DEFAULT_FILENAME)
     by_stack: dict[str, dict[str, list[float]]] = {}
-    for pid, stack in hook.stacks.items():
+    for pid, stack in stacks.items():
         entry = by_stack.setdefault(stack, {"wrk": [], "slices": []})
         if pid in hook.readings:
             entry["wrk"].append(statistics.fmean(hook.readings[pid]))

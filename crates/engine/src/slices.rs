@@ -14,7 +14,9 @@
 
 use crate::engine::StartError;
 use crate::hist::{self, HistData};
-use crate::result::{endpoint_stats, EndpointStats, EndpointTally, Tally, ThreadStats};
+use crate::result::{
+    endpoint_stats, EndpointStats, EndpointTally, Tally, ThreadStats, BUSY_LIMIT, WAIT_LIMIT,
+};
 use crate::spec::{LoadSpec, Mode};
 use crate::sys;
 use crate::worker::{
@@ -236,6 +238,9 @@ impl SliceBoard {
             .map(|(i, s)| {
                 let d = s.ended_ns.saturating_sub(s.started_ns) as f64 / 1e9;
                 let h = HistData::from_hist(&s.latency);
+                let thread_s = d * self.threads_per_target as f64;
+                let busy = s.cpu_ns as f64 / 1e9 / thread_s;
+                let waited = s.wait_ns.map(|w| w as f64 / 1e9 / thread_s);
                 SliceStats {
                     index: i,
                     round: s.round,
@@ -251,6 +256,8 @@ impl SliceBoard {
                     p99_us: h.summary.p99,
                     generator_cpu_s: s.cpu_ns as f64 / 1e9,
                     generator_wait_s: s.wait_ns.map(|ns| ns as f64 / 1e9),
+                    generator_bound: thread_s > 0.0
+                        && (busy >= BUSY_LIMIT || waited.is_some_and(|w| w >= WAIT_LIMIT)),
                     latency: with_hist.then_some(h),
                     endpoints: if with_hist {
                         endpoint_stats(&s.endpoints, &self.load)
@@ -290,6 +297,10 @@ pub struct SliceStats {
     /// generator's cores), summed; null when the kernel does not say.
     #[serde(default)]
     pub generator_wait_s: Option<f64>,
+    /// The generator limited this slice: its threads were busy `BUSY_LIMIT` of the slice or
+    /// more, or waited for a CPU `WAIT_LIMIT` of it or more (the figure may be low).
+    #[serde(default)]
+    pub generator_bound: bool,
     /// The slice's latency histogram (absent from progress snapshots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<HistData>,

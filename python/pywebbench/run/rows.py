@@ -216,6 +216,7 @@ def slice_iteration(
         latency_max_us=float(summary.max) if summary else None,
         result_json=json.dumps({"ab_slice": s.model_dump(mode="json"), "dropped": dropped}),
         core_rate=core_rate,
+        generator_bound=s.generator_bound,
         rss_peak_bytes=memory[0],
         rss_end_bytes=memory[1],
     )

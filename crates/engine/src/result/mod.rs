@@ -19,6 +19,9 @@ pub use merge::merge;
 pub const RESULT_VERSION: u32 = 1;
 /// A thread busy this fraction of wall time or more makes the run generator-bound.
 pub const BUSY_LIMIT: f64 = 0.90;
+/// A slice whose generator threads waited for a CPU (runnable, another task on their core)
+/// this fraction of its wall time or more was limited by its generator too.
+pub const WAIT_LIMIT: f64 = 0.05;
 /// Open loop: a p99 schedule lag above this (microseconds) makes the run generator-bound.
 pub const LAG_P99_LIMIT_US: u64 = 1_000;
 /// Open loop: an achieved rate below this share of the offered rate gets a warning naming the
