@@ -14,7 +14,7 @@ import pkgutil
 import click
 
 from pywebbench import __version__
-from pywebbench.commands._help import ScreenHelp
+from pywebbench.help_screen import ScreenHelp
 
 
 class CatalogueUsageError(click.ClickException):
@@ -24,7 +24,7 @@ class CatalogueUsageError(click.ClickException):
 
 
 class _LazyGroup(ScreenHelp, click.Group):
-    """A group whose subcommands are imported on first use (help: :mod:`._help`)."""
+    """A group whose subcommands are imported on first use (help: :mod:`pywebbench.help_screen`)."""
 
     def invoke(self, ctx: click.Context) -> object:
         from pywebbench.catalogue.registry import CatalogueError

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pywebbench.commands._common import fail, store_options
-from pywebbench.commands._help import OneScreen
+from pywebbench.help_screen import OneScreen
 
 if TYPE_CHECKING:
     from pywebbench.ab.session import AbOutcome

@@ -11,7 +11,7 @@ import sys
 import click
 
 from pywebbench.commands._common import fail, store_options, store_path_of
-from pywebbench.commands._help import OneScreen
+from pywebbench.help_screen import OneScreen
 from pywebbench.report.capacity import COLUMNS, CapacityRow, CapacityTarget, row_cells
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from pywebbench.commands._common import fail, store_options, store_path_of
-from pywebbench.commands._help import OneScreen
+from pywebbench.help_screen import OneScreen
 
 if TYPE_CHECKING:
     from pywebbench.compare import Comparison

@@ -9,10 +9,10 @@ from pathlib import Path
 import click
 
 from pywebbench.commands._common import fail, store_options, store_path_of
-from pywebbench.commands._help import OneScreen
 from pywebbench.export import EXPORTERS
 from pywebbench.export.csv import CSV_TABLES
 from pywebbench.export.pyperf import PYPERF_METRICS
+from pywebbench.help_screen import OneScreen
 
 
 @click.command(

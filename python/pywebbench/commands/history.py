@@ -8,7 +8,7 @@ import sys
 import click
 
 from pywebbench.commands._common import fail, store_options, store_path_of
-from pywebbench.commands._help import OneScreen
+from pywebbench.help_screen import OneScreen
 
 
 def _fmt(x: float | None, unit: str = "") -> str:

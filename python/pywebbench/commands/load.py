@@ -17,8 +17,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from pywebbench.catalogue.mix import MixEntry, MixFileError, load_mix
-from pywebbench.commands._help import OneScreen
 from pywebbench.commands._load_summary import render_summary, succeeded
+from pywebbench.help_screen import OneScreen
 from pywebbench.load import (
     LoadProgress,
     LoadResult,

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from pywebbench.catalogue.mix import mix_to_json, mix_to_toml
-from pywebbench.commands._help import OneScreen, ScreenGroup
+from pywebbench.help_screen import OneScreen, ScreenGroup
 from pywebbench.load.access_log import AccessLogError, LogMix, Rule, read_log_file
 
 FROM_LOG_EXAMPLES = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pywebbench.commands._common import fail
-from pywebbench.commands._help import OneScreen
+from pywebbench.help_screen import OneScreen
 
 
 def _cores(flag: str, values: tuple[str, ...]) -> list[int]:

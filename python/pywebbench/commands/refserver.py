@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from pywebbench.commands._help import OneScreen
+from pywebbench.help_screen import OneScreen
 from pywebbench.refserver import MODES, RefServerConfig, engine_defaults, serve
 
 EPILOG = """\b

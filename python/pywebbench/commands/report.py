@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from pywebbench.commands._common import store_options, store_path_of
-from pywebbench.commands._help import OneScreen
+from pywebbench.help_screen import OneScreen
 
 
 @click.command(

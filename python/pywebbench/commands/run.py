@@ -11,8 +11,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from pywebbench.commands._help import OneScreen
 from pywebbench.commands._options import study_options
+from pywebbench.help_screen import OneScreen
 from pywebbench.study.config import (
     DEFAULT_RESULTS_DIR,
     ConfigError,

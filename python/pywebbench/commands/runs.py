@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pywebbench.commands._common import store_options, store_path_of
-from pywebbench.commands._help import OneScreen
+from pywebbench.help_screen import OneScreen
 
 
 @click.command(

@@ -14,7 +14,7 @@ from rich.table import Table
 from pywebbench.catalogue import interpreters as interp_mod
 from pywebbench.catalogue.base import Framework, Interpreter
 from pywebbench.catalogue.stacks import Candidate, plan
-from pywebbench.commands._help import OneScreen
+from pywebbench.help_screen import OneScreen
 from pywebbench.provision.venv import cached, last_failure
 
 CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])

@@ -17,8 +17,8 @@ from pywebbench.bind import BINDS, Bind, can_bind_unix, cannot_bind_unix
 from pywebbench.catalogue.base import Framework
 from pywebbench.catalogue.stacks import Candidate
 from pywebbench.catalogue.workloads import Workload
-from pywebbench.commands._help import OneScreen
 from pywebbench.commands.stacks import filter_options, plan_or_usage_error, select_interpreters
+from pywebbench.help_screen import OneScreen
 from pywebbench.protocol import (
     HTTP_PROTOCOLS,
     Protocol,
