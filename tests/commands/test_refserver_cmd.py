@@ -38,7 +38,7 @@ def test_one_flag_per_engine_field_with_the_engines_default() -> None:
 
 
 def test_help_shows_the_engines_defaults() -> None:
-    text = CliRunner().invoke(command, ["--help"], terminal_width=100).output
+    text = CliRunner().invoke(command, ["--help-all"], terminal_width=100).output
     rust = engine_defaults()
     assert f"default: {rust['header_timeout_ms']};" in text
     assert f"default: {rust['backlog']};" in text

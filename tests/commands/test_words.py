@@ -38,12 +38,12 @@ def test_report_names_the_flag_that_points_at_no_store(tmp_path: Path) -> None:
 
 def test_warmup_duration_is_seconds_in_load_and_run() -> None:
     assert "--warmup-duration" in _flags("load") and "--warmup-duration" in _flags("run")
-    run_help = CliRunner().invoke(cli, ["run", "--help"]).output
+    run_help = CliRunner().invoke(cli, ["run", "--help-all"]).output
     assert "--warmup [steady|fixed|deep]" in run_help
-    load_help = CliRunner().invoke(cli, ["load", "--help"], terminal_width=100).output
+    load_help = CliRunner().invoke(cli, ["load", "--help-all"], terminal_width=100).output
     assert "deprecated" in load_help
 
 
 def test_compare_help_names_the_interval_method() -> None:
-    text = CliRunner().invoke(cli, ["compare", "--help"], terminal_width=100).output
+    text = CliRunner().invoke(cli, ["compare", "--help-all"], terminal_width=100).output
     assert "Welch's t" in " ".join(text.split())

@@ -176,7 +176,7 @@ def test_holds_5000_idle_keepalive_connections() -> None:
 
 def test_cli_help_teaches_and_bad_flags_fail_clearly() -> None:
     runner = CliRunner()
-    res = runner.invoke(cli, ["refserver", "--help"])
+    res = runner.invoke(cli, ["refserver", "--help-all"])
     assert res.exit_code == 0
     for needle in ("--delay-ms", "--stall-every-s", "/misbehave/MODE", "generator ceiling", "load"):
         assert needle in res.output, needle

@@ -7,8 +7,8 @@ processes up together, loaded in slices of the same rounds; req/s and every inte
 one fit over the slices, with intervals over the server processes). The report of each
 design is rendered from a real stored study (tests/report/report_study.py); the interleaved
 one is the same study with its cells' group figures stored as ``run/interleaved.py`` stores
-them. A footnote, a column's help or the console's caption that names the other design's
-method fails the test.
+them. A footnote, a column's help, the ranking chart's axis or the console's caption that
+names the other design's method fails the test.
 """
 
 from __future__ import annotations
@@ -49,12 +49,14 @@ METHOD_WORDS: dict[str, list[str]] = {
         "over the replicates (Student's t",
         "Welch's t",
         "bootstrap from 10",
+        "median of replicates",
     ],
     "interleaved": [
         "Interleaved group",
         "fit over the slices",
         "slices of the same",
         "average round",
+        "group fit",
     ],
 }
 
@@ -213,3 +215,18 @@ def test_the_consoles_title_calls_a_group_fit_no_median(designs: dict[str, Any])
         assert title is not None, words
         grouped = design == "interleaved"  # its req/s is a level at the average round
         assert ("median" in title.group(1)) is not grouped, title.group(0)
+
+
+def _chart_axes(html_path: Path) -> list[str]:
+    """The requests/s axis titles of the HTML report's ranking charts."""
+    text = html_path.read_text(encoding="utf-8")
+    return re.findall(r'"text":\s*"(requests/s \([^"]*\))"', text)
+
+
+@pytest.mark.parametrize("design", ["sequential", "interleaved"])
+def test_the_ranking_charts_axis_names_the_design(designs: dict[str, Any], design: str) -> None:
+    axes = _chart_axes(designs[design][2].html)
+    assert axes, "no ranking chart axis found in the HTML report"
+    for axis in axes:
+        assert _misnamed(design, axis) == [], axis
+        assert any(p in axis for p in METHOD_WORDS[design]), axis

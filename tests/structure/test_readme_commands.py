@@ -4,7 +4,8 @@ The README's ``sh`` blocks are extracted; ``./pwb run`` and ``./scripts/test.sh`
 machine and run for minutes, so they are checked to exist and be executable. Each
 ``pywebbench`` line is parsed by the command it names exactly as written (every option must
 exist and take the values given) without running it: a study or a load test is not safe to
-run inside the suite. Each named command's ``--help`` then runs.
+run inside the suite. Each named command's ``--help`` then runs, and its ``--help-all``
+documents every option the line uses.
 """
 
 from __future__ import annotations
@@ -61,5 +62,7 @@ def test_each_pywebbench_line_parses_and_its_help_runs(line: str) -> None:
         pass
     result = CliRunner().invoke(cli, [name, "--help"])
     assert result.exit_code == 0, result.output
+    every = CliRunner().invoke(cli, [name, "--help-all"])
+    assert every.exit_code == 0, every.output
     for option in (w.split("=")[0] for w in words[1:] if w.startswith("-")):
-        assert option in result.output, f"{option} not in `pywebbench {name} --help`"
+        assert option in every.output, f"{option} not in `pywebbench {name} --help-all`"

@@ -147,7 +147,7 @@ def test_flag_of_names_the_declared_flag() -> None:
 
 
 def test_help_is_printed_as_written() -> None:
-    text = CliRunner().invoke(command, ["--help"], terminal_width=100).output
+    text = CliRunner().invoke(command, ["--help-all"], terminal_width=100).output
     assert "%%" not in text and "95% CI" in text and "+-5%)" in text
     for option in flagged():
         assert option.flag is not None and option.flag.name in text

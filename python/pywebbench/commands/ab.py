@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pywebbench.commands._common import fail, store_options
+from pywebbench.help_screen import OneScreen
 
 if TYPE_CHECKING:
     from pywebbench.ab.session import AbOutcome
@@ -21,7 +22,30 @@ FORMATS = ("table", "markdown", "json")
 MAX_PROCESSES = 16
 
 
-@click.command("ab")
+@click.command(
+    "ab",
+    cls=OneScreen,
+    common=(
+        "--base",
+        "--change",
+        "--repo",
+        "--app",
+        "--path",
+        "--mix",
+        "--server",
+        "--fail-if",
+        "--ci-width",
+        "--format",
+    ),
+    examples="""
+    pywebbench ab --app shop.wsgi:app --path /items --base main --change HEAD \\
+        --fail-if 'slower>3%'
+    pywebbench ab --app app:app --path / --base ../app-v1 --change ../app-v2
+    pywebbench ab --app app:app --mix mix.toml --base ../app-v1 --change ../app-v2
+    pywebbench ab --base python=cpython3.11 --change python=/usr/bin/python3.12 --ci-width 0.02
+    pywebbench ab --app app:app --path / --base requirements=old.txt --change requirements=new.txt
+    """,
+)
 @click.option(
     "--base",
     required=True,
@@ -183,6 +207,10 @@ MAX_PROCESSES = 16
 @store_options
 def command(**options: Any) -> None:
     """Measure CHANGE against BASE in the same minutes: interleaved slices, paired ratio.
+    Two revisions, projects, requirements or interpreters of one app or stack are up at once
+    and loaded in turn; the result is the ratio CHANGE/BASE of requests/s with its 95% CI, and
+    a verdict: faster, slower or no significant change. --fail-if makes it a CI gate: exit 1
+    on a regression.
 
     \b
     Each side's server processes (--processes) stay up and warm, pinned to the same cores;
@@ -197,18 +225,12 @@ def command(**options: Any) -> None:
     (a missing revision, the same variant twice, a side that fails verification).
 
     \b
-    Examples:
-      pywebbench ab --app shop.wsgi:app --path /items --base main --change HEAD \\
-          --fail-if 'slower>3%'
-      pywebbench ab --app app:app --path / --base ../app-v1 --change ../app-v2
+    More examples:
+      # a traffic mix: which endpoint got slower
       pywebbench ab --app app:app --mix mix.toml --base ../app-v1 --change ../app-v2
-                                  # a traffic mix: which endpoint got slower
-      pywebbench ab --base python=cpython3.11 --change python=/usr/bin/python3.12 \\
-          --ci-width 0.02
-      pywebbench ab --app app:app --path / --base requirements=old.txt \\
-          --change requirements=new.txt
+      # judged on instructions per request
       pywebbench ab --app shop.wsgi:app --path /items --base main --change HEAD \\
-          --figure instructions --fail-if 'slower>3%'   # judged on instructions/request
+          --figure instructions --fail-if 'slower>3%'
     """
     from pywebbench.ab.sides import SideError
 

@@ -11,10 +11,18 @@ import sys
 import click
 
 from pywebbench.commands._common import fail, store_options, store_path_of
+from pywebbench.help_screen import OneScreen
 from pywebbench.report.capacity import COLUMNS, CapacityRow, CapacityTarget, row_cells
 
 
-@click.command("capacity")
+@click.command(
+    "capacity",
+    cls=OneScreen,
+    examples="""
+    pywebbench capacity --rps 10000 --slo p99=50ms
+    pywebbench capacity --rps 10000 --core-hour 0.0416 --gib-hour 0.0056 --format csv
+    """,
+)
 @click.argument("runs", nargs=-1, metavar="[RUN]...")
 @click.option("--rps", type=float, required=True, help="The target load, requests/s.")
 @click.option(
@@ -49,11 +57,6 @@ def command(
     needed for --rps, their cores, workers and memory (peak RSS of the server's process
     tree), and with prices the cost per hour and per million requests. Linear scaling
     across copies is assumed, and said beside the figures (docs/capacity.md).
-
-    \b
-    Examples:
-      pywebbench capacity --rps 10000 --slo p99=50ms
-      pywebbench capacity --rps 10000 --core-hour 0.0416 --gib-hour 0.0056 --format csv
     """
     from pywebbench.report import build_view
     from pywebbench.report.capacity import (

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from pywebbench.commands._common import fail, store_options, store_path_of
+from pywebbench.help_screen import OneScreen
 
 if TYPE_CHECKING:
     from pywebbench.compare import Comparison
@@ -20,7 +21,15 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return [v.strip() for value in values for v in value.split(",") if v.strip()]
 
 
-@click.command("compare")
+@click.command(
+    "compare",
+    cls=OneScreen,
+    examples="""
+    pywebbench compare --latest 2
+    pywebbench compare 20261120 20261127 --fail-if 'slower>5%,p99>10%,errors>0'
+    pywebbench compare RUN_CPY RUN_PYPY --vary interpreter --format html -o cmp.html
+    """,
+)
 @click.argument("runs", nargs=-1, metavar="[BASE NEW]")
 @click.option("--latest", type=int, help="Compare the newest runs: --latest 2 (older is BASE).")
 @click.option(
@@ -88,12 +97,6 @@ def command(
 
     \b
     Exit status: 0 = compared (gate passed), 1 = a --fail-if rule tripped, 2 = bad input.
-
-    \b
-    Examples:
-      pywebbench compare --latest 2
-      pywebbench compare 20261120 20261127 --fail-if 'slower>5%,p99>10%,errors>0'
-      pywebbench compare RUN_CPY RUN_PYPY --vary interpreter --format html -o cmp.html
     """
     from pywebbench.compare import AXES, compare_runs
     from pywebbench.compare.gate import GateSyntaxError, parse_rules

@@ -12,9 +12,18 @@ from pywebbench.commands._common import fail, store_options, store_path_of
 from pywebbench.export import EXPORTERS
 from pywebbench.export.csv import CSV_TABLES
 from pywebbench.export.pyperf import PYPERF_METRICS
+from pywebbench.help_screen import OneScreen
 
 
-@click.command("export")
+@click.command(
+    "export",
+    cls=OneScreen,
+    examples="""
+    pywebbench export RUN --format pyperf -o run.json
+    pywebbench export --format csv -o latest.csv      # the latest run, a row per iteration
+    pywebbench export RUN1 RUN2 --format hdr -o hlog/ # HdrHistogram logs, one per cell
+    """,
+)
 @click.argument("runs", nargs=-1, metavar="[RUN_ID...]")
 @click.option(
     "--format",

@@ -8,13 +8,21 @@ import sys
 import click
 
 from pywebbench.commands._common import fail, store_options, store_path_of
+from pywebbench.help_screen import OneScreen
 
 
 def _fmt(x: float | None, unit: str = "") -> str:
     return "–" if x is None else f"{x:,.2f}{unit}"
 
 
-@click.command("history")
+@click.command(
+    "history",
+    cls=OneScreen,
+    examples="""
+    pywebbench history cpython3.11/granian-wsgi/flask -w hello
+    pywebbench history '*/granian-wsgi/*' -w cpu --load-point c16 --format markdown
+    """,
+)
 @click.argument("stack")
 @click.option("--workload", "-w", required=True, help="The workload of the cell: hello, cpu...")
 @click.option("--load-point", help="Only this load point (c16, r1000); default: every one.")

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from pywebbench.catalogue.mix import MixEntry, MixFileError, load_mix
 from pywebbench.commands._load_summary import render_summary, succeeded
+from pywebbench.help_screen import OneScreen
 from pywebbench.load import (
     LoadProgress,
     LoadResult,
@@ -58,18 +59,11 @@ Load models:
                           echo, close per connection); docs/websocket.md
 
 \b
-Examples:
-  pywebbench load http://127.0.0.1:8080/ -c 64 -d 10
+More examples:
   pywebbench load http://127.0.0.1:8080/ -c 64 -d 30s --warmup-duration 5s --cpus 1 \\
       --json out.json
-  pywebbench load http://127.0.0.1:8080/ --rate 5000 --arrival poisson -c 256 -d 1m
-  pywebbench load http://127.0.0.1:8080/ --rate 1000:20000:30s -c 256 --cpus 1
   pywebbench load http://127.0.0.1:8080/ --rate 1000,5000,10000@10s --arrival poisson
-  pywebbench load http://127.0.0.1:8080/upload -m POST --body-file data.json \\
-      -H 'Content-Type: application/json'
   pywebbench load http://127.0.0.1:8080/hello --expect-status 200 --expect-body 'Hello, World!'
-  pywebbench load http://127.0.0.1:8080/ --protocol h2c --streams 10 -c 16 -d 10
-  pywebbench load ws://127.0.0.1:8000/ws --message-bytes 4096 -c 16 -d 5
   pywebbench load http://127.0.0.1:8000 --mix mix.toml -c 64 -d 30s --json out.json
 
 \b
@@ -182,7 +176,32 @@ def _status_cb(ctx: click.Context, param: click.Parameter, value: tuple[str, ...
 # ---- formatting ------------------------------------------------------------------------------
 
 
-@click.command(name="load", epilog=EPILOG)
+@click.command(
+    name="load",
+    epilog=EPILOG,
+    cls=OneScreen,
+    common=(
+        "--connections",
+        "--duration",
+        "--rate",
+        "--method",
+        "--header",
+        "--protocol",
+        "--mix",
+        "--expect-status",
+        "--cpus",
+        "--json",
+    ),
+    examples="""
+    pywebbench load http://127.0.0.1:8080/ -c 64 -d 10
+    pywebbench load http://127.0.0.1:8080/ --rate 5000 --arrival poisson -c 256 -d 1m
+    pywebbench load http://127.0.0.1:8080/ --rate 1000:20000:30s -c 256 --cpus 1  # a ramp
+    pywebbench load http://127.0.0.1:8080/upload -m POST --body-file data.json \\
+        -H 'Content-Type: application/json'
+    pywebbench load http://127.0.0.1:8080/ --protocol h2c --streams 10 -c 16 -d 10
+    pywebbench load ws://127.0.0.1:8000/ws --message-bytes 4096 -c 16 -d 5
+    """,
+)
 @click.argument("url")
 @click.option(
     "-c",
@@ -498,9 +517,7 @@ def command(
     quiet: bool,
 ) -> None:
     """Load-test an HTTP/1.1 (or h2c, or WebSocket) server at URL: throughput, latency and
-    errors.
-
-    Like wrk, but the latency percentiles keep timeouts (as censored values), errors are
+    errors. Like wrk, but the latency percentiles keep timeouts (as censored values), errors are
     classified (connect_refused, reset_mid_body, malformed_headers, ...), the open loop
     (--rate) corrects coordinated omission, and the generator checks itself (CPU per request,
     a loud warning when it was the bottleneck).

@@ -8,16 +8,17 @@ from pathlib import Path
 import click
 
 from pywebbench.catalogue.mix import mix_to_json, mix_to_toml
+from pywebbench.help_screen import OneScreen, ScreenGroup
 from pywebbench.load.access_log import AccessLogError, LogMix, Rule, read_log_file
 
-FROM_LOG_EPILOG = """\b
-Examples:
-  pywebbench mix from-log /var/log/nginx/access.log -o mix.toml
-  pywebbench mix from-log gunicorn-access.log -o mix.toml --rule '/users/[^/]+=/users/{name}'
-  pywebbench mix from-log access.log -o mix.json --include-unsafe --variants 5
-  pywebbench load http://127.0.0.1:8000 --mix mix.toml -c 64 -d 30s
+FROM_LOG_EXAMPLES = """
+pywebbench mix from-log /var/log/nginx/access.log -o mix.toml
+pywebbench mix from-log gunicorn-access.log -o mix.toml --rule '/users/[^/]+=/users/{name}'
+pywebbench mix from-log access.log -o mix.json --include-unsafe --variants 5
+pywebbench load http://127.0.0.1:8000 --mix mix.toml -c 64 -d 30s      # then load with it
+"""
 
-\b
+FROM_LOG_EPILOG = """\b
 What is dropped, and why (each is counted in the output):
   POST, PUT, PATCH, DELETE   they change state and their bodies are not in access logs
                              (--include-unsafe keeps them: add a body per entry)
@@ -32,7 +33,14 @@ nothing replayable, a bad --rule).
 """
 
 
-@click.group(name="mix")
+@click.group(
+    name="mix",
+    cls=ScreenGroup,
+    examples="""
+    pywebbench mix from-log /var/log/nginx/access.log -o mix.toml
+    pywebbench load http://127.0.0.1:8000 --mix mix.toml -c 64 -d 30s
+    """,
+)
 def command() -> None:
     """Traffic mixes: weighted requests for ``pywebbench load URL --mix FILE`` (docs/mix.md)."""
 
@@ -72,7 +80,7 @@ def summary_lines(mix: LogMix, source: Path) -> list[str]:
     return lines
 
 
-@command.command(name="from-log", epilog=FROM_LOG_EPILOG)
+@command.command(name="from-log", epilog=FROM_LOG_EPILOG, cls=OneScreen, examples=FROM_LOG_EXAMPLES)
 @click.argument("access_log", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "-o",

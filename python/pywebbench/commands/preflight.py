@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from pywebbench.commands._common import fail
+from pywebbench.help_screen import OneScreen
 
 
 def _cores(flag: str, values: tuple[str, ...]) -> list[int]:
@@ -20,7 +21,14 @@ def _cores(flag: str, values: tuple[str, ...]) -> list[int]:
     return out
 
 
-@click.command("preflight")
+@click.command(
+    "preflight",
+    cls=OneScreen,
+    examples="""
+    pywebbench preflight
+    pywebbench preflight --server-cpus 2 --generator-cpus 3 --sample 2
+    """,
+)
 @click.option("--server-cpus", multiple=True, help="Cores for servers (default: the first).")
 @click.option("--generator-cpus", multiple=True, help="Cores for the load generator.")
 @click.option(
@@ -42,11 +50,6 @@ def command(server_cpus: tuple[str, ...], generator_cpus: tuple[str, ...], sampl
 
     \b
     Exit status: 0 (warnings are not errors), 2 = bad input.
-
-    \b
-    Examples:
-      pywebbench preflight
-      pywebbench preflight --server-cpus 2 --generator-cpus 3 --sample 2
     """
     from pywebbench.run.host import split_cpus
     from pywebbench.run.preflight import preflight

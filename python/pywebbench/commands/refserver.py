@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
+from pywebbench.help_screen import OneScreen
 from pywebbench.refserver import MODES, RefServerConfig, engine_defaults, serve
 
 EPILOG = """\b
@@ -46,10 +47,7 @@ Transfer-Encoding, bad chunked body) get 400 and a close; heads over 16 KiB get 
 requests whose headers stay incomplete for --header-timeout-ms get 408 and a close.
 
 \b
-Examples:
-  pywebbench refserver --port 8080
-  pywebbench refserver --port 8080 --delay-ms 1 --delay-jitter-ms 0.5
-  pywebbench refserver --port 8080 --stall-ms 500 --stall-every-s 5
+Misbehaviour on demand:
   curl -i 'http://127.0.0.1:8080/misbehave/drip?interval_ms=50'
 
 \b
@@ -111,6 +109,25 @@ def _length(flag: str, help_text: str, metavar: str = "MS") -> Callable[[_F], _F
 @click.command(
     "refserver",
     epilog=EPILOG,
+    cls=OneScreen,
+    common=(
+        "--port",
+        "--cpus",
+        "--threads",
+        "--delay-ms",
+        "--delay-jitter-ms",
+        "--stall-ms",
+        "--stall-every-s",
+        "--mode",
+        "--quiet",
+    ),
+    examples="""
+    pywebbench refserver --port 8080
+    pywebbench refserver --port 8080 --cpus 0     # the generator's ceiling: load it from core 1
+    pywebbench refserver --port 8080 --delay-ms 1 --delay-jitter-ms 0.5
+    pywebbench refserver --port 8080 --stall-ms 500 --stall-every-s 5
+    pywebbench refserver --port 8080 --mode drip --drip-interval-ms 50  # every answer drips
+    """,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.option(
@@ -173,7 +190,7 @@ def _length(flag: str, help_text: str, metavar: str = "MS") -> Callable[[_F], _F
     type=click.Choice(MODES),
     default=_default("--mode"),
     show_default=True,
-    help="How every request is answered (see Modes below).",
+    help="How every request is answered (the Modes section of --help-all says how).",
 )
 @_length("--drip-interval-ms", "Pace of drip (per byte) and endless-headers (per 4 KiB).")
 @click.option(
@@ -201,7 +218,6 @@ def _length(flag: str, help_text: str, metavar: str = "MS") -> Callable[[_F], _F
 @click.option("--quiet", "-q", is_flag=True, help="Do not print the 'listening on' line.")
 def command(config_json: str | None, quiet: bool, **opts: Any) -> None:
     """Run the reference HTTP/1.1 server (Rust) until Ctrl-C or SIGTERM.
-
     A fast keep-alive, pipelining server for testing load generators and measuring their
     ceiling, with service delays, periodic stalls and misbehaviour modes. Prints
     `listening on HOST:PORT` once it accepts connections.

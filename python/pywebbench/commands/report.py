@@ -9,9 +9,19 @@ from pathlib import Path
 import click
 
 from pywebbench.commands._common import store_options, store_path_of
+from pywebbench.help_screen import OneScreen
 
 
-@click.command("report")
+@click.command(
+    "report",
+    cls=OneScreen,
+    examples="""
+    pywebbench report                         # the latest run in ./pywebbench-results
+    pywebbench report 20261121-1530 --open    # one run, then open it in a browser
+    pywebbench report RUN1 RUN2 -o out/       # two runs (e.g. CPython and PyPy) in one report
+    pywebbench report --results-dir res       # the latest run in ./res (as run --results-dir)
+    """,
+)
 @click.argument("runs", nargs=-1, metavar="[RUN]...")
 @store_options
 @click.option(
@@ -50,13 +60,6 @@ def command(
                          95% CIs, latency spectra, warm-up, requests/s against connections,
                          per-cell time series, failures and the fairness manifest
       report-<run>.md    ranking tables ready to paste into a README or a post
-
-    \b
-    Examples:
-      pywebbench report                       latest run in ./pywebbench-results
-      pywebbench report 20261121-1530 --open  one run, then open it in a browser
-      pywebbench report RUN1 RUN2 -o out/     two runs (e.g. CPython and PyPy) in one report
-      pywebbench report --results-dir res     the latest run in ./res (as run --results-dir)
 
     `pywebbench runs` lists the stored runs.
     """

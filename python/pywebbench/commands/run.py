@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pywebbench.commands._options import study_options
+from pywebbench.help_screen import OneScreen
 from pywebbench.study.config import (
     DEFAULT_RESULTS_DIR,
     ConfigError,
@@ -39,7 +40,33 @@ _AGENT_KEYS = {
 }
 
 
-@click.command("run")
+@click.command(
+    "run",
+    cls=OneScreen,
+    common=(
+        "--profile",
+        "--config",
+        "--python",
+        "--server",
+        "--framework",
+        "--workload",
+        "--connections",
+        "--duration",
+        "--app",
+        "--path",
+        "--resume",
+        "--dry-run",
+    ),
+    examples="""
+    pywebbench run                                   # the quick study (~15 min), then a report
+    pywebbench run --server granian-wsgi,gunicorn-gthread --framework flask \\
+                   --workload hello,json -c 1,16,64 -d 5
+    pywebbench run --app myapp:app --requirements requirements.txt --path / --path /api
+    pywebbench run --app myapp:app --project v1/ --project v2/  # two versions of your app
+    pywebbench run --profile versions --python 3.12,3.13,3.13t,pypy3.9  # docs/interpreters.md
+    pywebbench run --resume                          # continue the interrupted run
+    """,
+)
 @click.option(
     "--config",
     "config_path",
@@ -58,13 +85,15 @@ _AGENT_KEYS = {
 @click.option("--dry-run", is_flag=True, help="Print the matrix and exit.")
 def command(**options: Any) -> None:
     """Run a study: interpreters x servers x frameworks x workloads x load points.
+    Each stack starts pinned to its cores, is verified, warmed up and measured in replicates;
+    every figure is stored in RESULTS_DIR/pywebbench.sqlite, and the run ends with an HTML and a
+    Markdown report. Ctrl-C keeps what was measured: `pywebbench run --resume` continues.
 
     \b
     Each cell: provision (cached) -> start the server pinned to its cores -> verify ->
     warm-up iterations -> measured iterations -> stop; each replicate is a fresh server.
-    Every iteration is stored at once in RESULTS_DIR/pywebbench.sqlite; failures are
-    recorded with their phase and the matrix carries on. Ctrl-C stops within seconds and
-    keeps everything measured: continue with `pywebbench run --resume`.
+    Every iteration is stored at once; failures are recorded with their phase and the matrix
+    carries on. Ctrl-C stops within seconds.
 
     \b
     Each option but --config, --resume and --dry-run is also a key of pywebbench.toml
@@ -72,25 +101,14 @@ def command(**options: Any) -> None:
     overrides the profile.
 
     \b
-    Examples:
-      pywebbench run                                  the quick profile (~15 min)
-      pywebbench run --server granian-wsgi,gunicorn-gthread --framework flask \\
-                     --workload hello,json -c 1,16,64 -d 5
-      pywebbench run --app myapp:app --requirements requirements.txt --path / --path /api
-      pywebbench run --app myapp:app --project v1/ --project v2/ --server waitress,uwsgi
-                                                      two versions of your app, one stack
-                                                      each (app-myapp.app@v1, @v2)
+    More examples:
+      # your app under a traffic mix, with figures per endpoint (docs/mix.md)
       pywebbench run --app myapp:app --mix mix.toml --server gunicorn-gthread,granian-wsgi
-                                                      your app under a traffic mix, with
-                                                      figures per endpoint (docs/mix.md)
-      pywebbench run --server gunicorn-sync --framework raw-wsgi --workload hello \\
-                     --slo p99=20ms                   the highest rate meeting the SLO
+      # the highest rate meeting a latency SLO (docs/slo.md)
+      pywebbench run --server gunicorn-sync --framework raw-wsgi --workload hello --slo p99=20ms
+      # a port and a unix socket, side by side
       pywebbench run --server gunicorn-gthread,uwsgi --bind tcp,unix
-                                                      a port and a unix socket, side by side
       pywebbench run --config pywebbench.toml --profile standard
-      pywebbench run --profile versions --python 3.12,3.13,3.13t,pypy3.9
-                                                      a version study (docs/interpreters.md)
-      pywebbench run --resume
     """
     console = Console(highlight=False, log_path=False)
     if not console.is_terminal:  # logs and pipes: wide enough for the summary tables

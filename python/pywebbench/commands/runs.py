@@ -9,9 +9,17 @@ from rich.console import Console
 from rich.table import Table
 
 from pywebbench.commands._common import store_options, store_path_of
+from pywebbench.help_screen import OneScreen
 
 
-@click.command("runs")
+@click.command(
+    "runs",
+    cls=OneScreen,
+    examples="""
+    pywebbench runs
+    pywebbench runs --results-dir res     # the runs stored in ./res
+    """,
+)
 @store_options
 def command(results_dir: str, store_path: str | None) -> None:
     """List stored runs: id, status, profile, cells ok/failed, iterations, host."""

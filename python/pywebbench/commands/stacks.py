@@ -14,6 +14,7 @@ from rich.table import Table
 from pywebbench.catalogue import interpreters as interp_mod
 from pywebbench.catalogue.base import Framework, Interpreter
 from pywebbench.catalogue.stacks import Candidate, plan
+from pywebbench.help_screen import OneScreen
 from pywebbench.provision.venv import cached, last_failure
 
 CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
@@ -82,14 +83,14 @@ def candidate_record(c: Candidate) -> dict[str, object]:
     return rec
 
 
-_HELP_EPILOG = """
-\b
-Examples:
-  pywebbench stacks                               default interpreters (this CPython + pypy3)
-  pywebbench stacks --python all                  one interpreter per version found (>= 3.9)
-  pywebbench stacks --server 'gunicorn-*' --framework flask,django
-  pywebbench stacks --python /opt/py/bin/python3 --json
+_EXAMPLES = """
+pywebbench stacks                               # default interpreters (this CPython + pypy3)
+pywebbench stacks --python all                  # one interpreter per version found (>= 3.9)
+pywebbench stacks --server 'gunicorn-*' --framework flask,django
+pywebbench stacks --python /opt/py/bin/python3 --json
+"""
 
+_HELP_EPILOG = """
 Servers and frameworks outside pywebbench: PYWEBBENCH_PLUGINS=pkg.mod,pkg2 imports those
 modules, whose ADAPTER / FRAMEWORK join the catalogue (see docs/contributing.md).
 """
@@ -118,7 +119,7 @@ def filter_options(f: CommandFunction) -> CommandFunction:
     return f
 
 
-@click.command(name="stacks", epilog=_HELP_EPILOG)
+@click.command(name="stacks", epilog=_HELP_EPILOG, cls=OneScreen, examples=_EXAMPLES)
 @filter_options
 @click.option("--available", "only_available", is_flag=True, help="Hide unavailable stacks.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")

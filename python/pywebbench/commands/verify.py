@@ -18,6 +18,7 @@ from pywebbench.catalogue.base import Framework
 from pywebbench.catalogue.stacks import Candidate
 from pywebbench.catalogue.workloads import Workload
 from pywebbench.commands.stacks import filter_options, plan_or_usage_error, select_interpreters
+from pywebbench.help_screen import OneScreen
 from pywebbench.protocol import (
     HTTP_PROTOCOLS,
     Protocol,
@@ -49,14 +50,15 @@ class Outcome:
     request: str | None = None
 
 
+_EXAMPLES = """
+pywebbench verify --server gunicorn-sync --framework flask
+pywebbench verify --python pypy3.9 --server 'uvicorn-*' --workload hello,json
+pywebbench verify --app httpbin:app --requirements req.txt --path /get --path /status/418 \\
+                  --expect-status 418 --server waitress
+pywebbench verify --app myapp:app --mix mix.toml --server gunicorn-sync,granian-wsgi
+"""
+
 _EPILOG = """
-\b
-Examples:
-  pywebbench verify --server gunicorn-sync --framework flask
-  pywebbench verify --python pypy3.9 --server 'uvicorn-*' --workload hello,json
-  pywebbench verify --app httpbin:app --requirements req.txt --path /get --path /status/418 \\
-                    --expect-status 418 --server waitress
-  pywebbench verify --app myapp:app --mix mix.toml --server gunicorn-sync,granian-wsgi
 \b
 Bring your own app: --app module:callable (WSGI or ASGI, detected by importing it unless
 --interface is given), installed from --requirements FILE and/or --project DIR (installed if it
@@ -71,7 +73,25 @@ Exit status: 0 all passed, 1 a verification/provision/launch failed or nothing c
 """
 
 
-@click.command(name="verify", epilog=_EPILOG)
+@click.command(
+    name="verify",
+    epilog=_EPILOG,
+    cls=OneScreen,
+    examples=_EXAMPLES,
+    common=(
+        "--python",
+        "--server",
+        "--framework",
+        "--workload",
+        "--app",
+        "--requirements",
+        "--project",
+        "--path",
+        "--mix",
+        "--expect-status",
+        "--json",
+    ),
+)
 @filter_options
 @click.option("--app", metavar="MODULE:CALLABLE", help="Verify your own WSGI/ASGI app instead.")
 @click.option(

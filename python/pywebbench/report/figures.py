@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from pywebbench import formatting as fmt
+from pywebbench.report.tables import INTERLEAVED, SEQUENTIAL, designs
 from pywebbench.report.view import (
     CellSeriesView,
     Ranking,
@@ -157,8 +158,20 @@ def family_colour(stack: StackView) -> str:
     return FAMILY_COLOURS[impl]
 
 
+def rps_axis_title(ranking: Ranking) -> str:
+    """The ranking chart's axis: requests/s, named by the method that made them, as the
+    footnote under the table names it (:func:`pywebbench.report.tables.method_note`)."""
+    made = designs(ranking) or {SEQUENTIAL}
+    if made == {INTERLEAVED}:
+        return "requests/s (group fit at the average round, 95% CI)"
+    if INTERLEAVED in made:
+        return "requests/s (group fit, or median of replicates; 95% CI)"
+    return "requests/s (median of replicates, 95% CI)"
+
+
 def ranking_figure(view: ReportView, ranking: Ranking) -> Figure:
-    """Horizontal bars of median requests/s with 95% CI whiskers, fastest on top.
+    """Horizontal bars of requests/s with 95% CI whiskers, fastest on top: a group's fit
+    for an interleaved group's stacks, else the median of the replicates.
 
     One trace per interpreter so the legend reads "CPython vs PyPy"; generator-bound points
     are hatched.
@@ -217,7 +230,7 @@ def ranking_figure(view: ReportView, ranking: Ranking) -> Figure:
             showlegend=len(by_interp) > 1,
             legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
             margin={"l": 8, "r": 16, "t": 28 if len(by_interp) > 1 else 8, "b": 40},
-            xaxis=axis_layout("requests/s (median, 95% CI)", rangemode="tozero", tickformat=",d"),
+            xaxis=axis_layout(rps_axis_title(ranking), rangemode="tozero", tickformat=",d"),
             yaxis=axis_layout(
                 "",
                 categoryorder="array",
