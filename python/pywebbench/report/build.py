@@ -504,6 +504,9 @@ def _study_name(run: Run) -> str:
     except ConfigError:
         return "study"
     config = run.config
+    load = config.get("load")
+    if isinstance(load, dict):  # a rotation seed (run --runs, --seed) changes no figure's meaning
+        config = {**config, "load": {**load, "seed": base.get("load", {}).get("seed")}}
     if all(config.get(key) == base.get(key) for key in ("matrix", "load", "app")):
         return f"{run.profile} study"
     return "custom study"
