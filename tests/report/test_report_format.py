@@ -60,5 +60,6 @@ def test_a_changed_profile_is_titled_a_custom_study() -> None:
         return SimpleNamespace(profile="quick", config=config)  # type: ignore[return-value]
 
     assert _study_name(run_of(None)) == "quick study"
+    assert _study_name(run_of({"load": {"seed": 7}})) == "quick study"  # run --runs: a seed each
     assert _study_name(run_of({"matrix": {"servers": ["uwsgi"]}})) == "custom study"
     assert _study_name(run_of({"load": {"duration_s": 1.0}})) == "custom study"

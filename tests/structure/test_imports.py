@@ -17,8 +17,8 @@
   that probe, install or start things, nor their drivers: ``provision``, ``launch``,
   ``bringup``, ``run``, ``ab``, ``report``, ``commands``;
 - no module outside ``pywebbench.analysis`` has what an interval is computed with: scipy,
-  numpy or ruptures, the t quantile (``analysis.stats.t_quantile``), a measure of spread
-  from :mod:`statistics` (``stdev``, ``variance``, ``NormalDist``, ...; a median or a mean
+  numpy, ruptures or statsmodels, the t quantile (``analysis.stats.t_quantile``), a measure
+  of spread from :mod:`statistics` (``stdev``, ``variance``, ``NormalDist``, ...; a median or a mean
   is a figure, not an interval) or a square root (``math.sqrt``, ``** 0.5``). A plain
   ratio ``a / b`` cannot be told from a unit conversion by its syntax: the ratios of
   figures (``analysis.ratio.ratio``, ``spread``) are kept there by review.
@@ -257,7 +257,7 @@ def test_the_checker_sees_a_cycle_and_a_private_import() -> None:
 
 
 #: Libraries an interval, a fit or a resample is computed with: the analysis layer's alone.
-STATISTICS_LIBRARIES = ("scipy", "numpy", "ruptures")
+STATISTICS_LIBRARIES = ("scipy", "numpy", "ruptures", "statsmodels")
 #: What :mod:`statistics` offers beyond a median or a mean: spreads and distributions.
 SPREAD_FUNCTIONS = frozenset(
     {

@@ -17,7 +17,7 @@ from pywebbench.study.options import with_docs_table as docs_with_table
 
 DOCS = Path(__file__).parents[2] / "docs" / "config.md"
 # run's own options, which are not keys of the study: where the study comes from, what to do.
-COMMAND_ONLY = {"config_path", "resume", "dry_run", "help"}
+COMMAND_ONLY = {"config_path", "resume", "runs", "dry_run", "help"}
 # Values the validators accept for keys whose type alone does not say what is valid.
 SAMPLES: dict[str, tuple[str, Any]] = {
     "load.slo": ("p99=50ms", "p99=50ms"),

@@ -17,5 +17,7 @@ and ``report`` import from here, never the other way round
   level from slices of the same rounds, ratios with intervals over server processes);
 - :mod:`~pywebbench.analysis.estimate`: ``ab``'s estimate, a group of two;
 - :mod:`~pywebbench.analysis.ties`: when neighbours in a ranking tie;
-- :mod:`~pywebbench.analysis.elasticity`: how far a figure follows the core's speed.
+- :mod:`~pywebbench.analysis.elasticity`: how far a figure follows the core's speed;
+- :mod:`~pywebbench.analysis.pooling`: the runs of a study pooled (random effects: tau, the
+  HKSJ interval, the prediction interval for one more run).
 """

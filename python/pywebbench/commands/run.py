@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +83,15 @@ _AGENT_KEYS = {
     metavar="[RUN_ID]",
     help="Continue an interrupted run (default: the latest); nothing is measured twice.",
 )
+@click.option(
+    "--runs",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Run the study N times, each stored as its own run with fresh server processes and "
+    "its own rotation seed (--seed S: S, S+1, ...; else random); each report pools the runs "
+    "so far (docs/pooling.md).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the matrix and exit.")
 def command(**options: Any) -> None:
     """Run a study: interpreters x servers x frameworks x workloads x load points.
@@ -96,7 +106,7 @@ def command(**options: Any) -> None:
     carries on. Ctrl-C stops within seconds.
 
     \b
-    Each option but --config, --resume and --dry-run is also a key of pywebbench.toml
+    Each option but --config, --resume, --runs and --dry-run is also a key of pywebbench.toml
     (docs/config.md lists every key and its flag); flags override the file, which
     overrides the profile.
 
@@ -109,6 +119,8 @@ def command(**options: Any) -> None:
       # a port and a unix socket, side by side
       pywebbench run --server gunicorn-gthread,uwsgi --bind tcp,unix
       pywebbench run --config pywebbench.toml --profile standard
+      # the quick study 3 times, each run its own processes and seed, pooled (docs/pooling.md)
+      pywebbench run --runs 3
     """
     console = Console(highlight=False, log_path=False)
     if not console.is_terminal:  # logs and pipes: wide enough for the summary tables
@@ -128,6 +140,8 @@ def _main(options: dict[str, Any], console: Console) -> int:
     run_id: str | None = None
     study = overrides(options)  # validated here: an error names the flag
     profile = study.pop("profile", None)
+    if options["resume"] and options["runs"] > 1:
+        raise ConfigError("--resume continues one run; --runs starts new ones: drop one")
     if options["resume"]:
         extra = [o.flag.name for o in given(options) if o.flag and o.path not in _RESUMABLE]
         if extra or options["config_path"]:
@@ -211,8 +225,44 @@ def _main(options: dict[str, Any], console: Console) -> int:
     if options["dry_run"]:
         for cell in matrix.cells:
             console.print(f"  {cell.label}")
+        if options["runs"] > 1:
+            console.print(f"{options['runs']} runs of these cells, one after another")
         return 0
-    return _execute(config, matrix, console, run_id)
+    if options["runs"] == 1:
+        return _execute(config, matrix, console, run_id)[0]
+    return _repeat(config, matrix, console, options["runs"])
+
+
+def run_seeds(seed: int | None, runs: int) -> list[int]:
+    """The rotation seed of each of ``runs`` runs (``run --runs``): ``seed``, ``seed + 1``,
+    ... when the study sets one, else a random one each (stored with the run's config)."""
+    import secrets
+
+    if seed is None:
+        return [secrets.randbelow(2**32) for _ in range(runs)]
+    return [(seed + i) % 2**32 for i in range(runs)]
+
+
+def _repeat(config: StudyConfig, matrix: Matrix, console: Console, runs: int) -> int:
+    """``run --runs N``: the study N times, one after another, each its own run with fresh
+    server processes and its own rotation seed; each report pools the runs so far
+    (docs/pooling.md). Stops at an interrupted run."""
+    done: list[str] = []
+    code = 0
+    for i, seed in enumerate(run_seeds(config.load.seed, runs)):
+        console.print(f"[bold]run {i + 1} of {runs}[/] (rotation seed {seed})")
+        one = config.model_copy(deep=True)
+        one.load.seed = seed
+        status, run_id = _execute(one, matrix, console, None, earlier=done)
+        done.append(run_id)
+        if status == EXIT_INTERRUPTED:
+            return status
+        code = max(code, status)
+    console.print(
+        f"{runs} runs of the study: {', '.join(done)}"
+        + ("; the last report pools them (docs/pooling.md)" if config.report else "")
+    )
+    return code
 
 
 def _interpreters(config: StudyConfig) -> list[Interpreter]:
@@ -315,7 +365,16 @@ def _as_keyboard_interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | None) -> int:
+def _execute(
+    config: StudyConfig,
+    matrix: Any,
+    console: Console,
+    run_id: str | None,
+    *,
+    earlier: Sequence[str] = (),
+) -> tuple[int, str]:
+    """Run the study (continue ``run_id``); its exit status and run id. The report covers
+    the ``earlier`` runs of a ``--runs`` too, pooled."""
     from pywebbench.load.ray_agents import AgentsError, RayUnavailable
     from pywebbench.report import generate
     from pywebbench.run.console import LiveDisplay, summary_tables
@@ -376,10 +435,10 @@ def _execute(config: StudyConfig, matrix: Any, console: Console, run_id: str | N
             f"  pywebbench run --resume {outcome.run_id}"
             + (f" --results-dir {results_dir}" if str(results_dir) != DEFAULT_RESULTS_DIR else "")
         )
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED, outcome.run_id
     if config.report:
-        paths = generate(store_path, [outcome.run_id], results_dir / "reports")
+        paths = generate(store_path, [*earlier, outcome.run_id], results_dir / "reports")
         console.print(f"report: {paths.html}\nsummary: {paths.markdown}")
     if outcome.cells_ok == 0:
-        return 1
-    return 0
+        return 1, outcome.run_id
+    return 0, outcome.run_id

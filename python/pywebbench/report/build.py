@@ -42,6 +42,7 @@ from pywebbench.report.flame import flame_points
 from pywebbench.report.history import run_history
 from pywebbench.report.knee import knee_views
 from pywebbench.report.nodes import nodes_view
+from pywebbench.report.pooled import pooled_view
 from pywebbench.report.series import iteration_histogram, per_second_rps
 from pywebbench.report.view import (
     CellSeriesView,
@@ -503,6 +504,9 @@ def _study_name(run: Run) -> str:
     except ConfigError:
         return "study"
     config = run.config
+    load = config.get("load")
+    if isinstance(load, dict):  # a rotation seed (run --runs, --seed) changes no figure's meaning
+        config = {**config, "load": {**load, "seed": base.get("load", {}).get("seed")}}
     if all(config.get(key) == base.get(key) for key in ("matrix", "load", "app")):
         return f"{run.profile} study"
     return "custom study"
@@ -624,4 +628,5 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
     view.mixes = mix_points(study)  # run --mix: figures per endpoint
     view.nodes = nodes_view(study)  # --executor ray
     view.ab = ab_rows(study)  # pywebbench ab runs
+    view.pooled = pooled_view(study, lambda k: stacks[k].label if k in stacks else k)
     return view

@@ -28,6 +28,7 @@ from pywebbench.report import (
     figures_warmup,
     flags,
     flame,
+    pooled,
     robustness_curve,
     tables,
     versions,
@@ -260,6 +261,7 @@ def build_context(view: ReportView) -> dict[str, Any]:
         "mixes": mixes,
         "mix_columns": endpoints.COLUMNS,
         "mix_note": endpoints.NOTE,
+        "pooled_columns": pooled.COLUMNS,
         "data_json": safe_json({"figures": figs}),
     }
 

@@ -17,6 +17,7 @@ from pywebbench.report import (
     flags,
     flame,
     nodes,
+    pooled,
     robustness_curve,
     tables,
 )
@@ -181,6 +182,7 @@ def render_markdown(view: ReportView) -> str:
             out.append("")
         out += _memory(w)
         out += _robustness(view, w)
+    out += pooled.markdown_lines(view.pooled, md_text)
     out += markdown_lines(view.knees, md_text)
     out += endpoints.markdown_lines(view)
     out += _axes(view)

@@ -22,6 +22,7 @@ from pywebbench.report.ab import AbRow
 from pywebbench.report.capacity import CapacityView
 from pywebbench.report.knee import KneeView
 from pywebbench.report.nodes import NodesView
+from pywebbench.report.pooled import PooledView
 from pywebbench.store.endpoints import EndpointFigures
 
 
@@ -434,6 +435,9 @@ class ReportView:
     flames: list[FlamePoint] = field(default_factory=list)  # run --flamegraph
     mixes: list[MixPoint] = field(default_factory=list)  # run --mix: figures per endpoint
     ab: list[AbRow] = field(default_factory=list)  # pywebbench ab runs (docs/ab.md)
+    #: The runs pooled cell by cell, or (one run) the line that its intervals are within-run
+    #: only (docs/pooling.md).
+    pooled: PooledView | None = None
 
     @property
     def has_robustness(self) -> bool:
