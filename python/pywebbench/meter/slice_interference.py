@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pywebbench.meter.interference import core_times, tick_resolution_share
-from pywebbench.meter.sampler import process_cpu_s, trees_cpu_s
+from pywebbench.meter.sampler import Trees, process_cpu_s
 
 
 def cores_busy_s(cores: Sequence[int]) -> float:
@@ -47,6 +47,8 @@ class CoreAccounting:
     own_s: list[float] = field(default_factory=list)  # all the trees
     #: Per tree (the index in ``pids``): its CPU seconds at each sample.
     tree_s: list[list[float]] = field(default_factory=list)
+    #: The trees' processes, read cheaply (built at the first sample).
+    _trees: Trees | None = field(default=None, repr=False)
 
     @classmethod
     def generator(cls, cores: Sequence[int]) -> CoreAccounting:
@@ -59,10 +61,12 @@ class CoreAccounting:
 
     def sample(self) -> None:
         """Take one sample now."""
-        trees = [
-            trees_cpu_s([pid]) if self.trees else (process_cpu_s(pid) or math.nan)
-            for pid in self.pids
-        ]
+        if not self.trees:
+            trees = [process_cpu_s(pid) or math.nan for pid in self.pids]
+        else:
+            if self._trees is None:
+                self._trees = Trees(self.pids)
+            trees = self._trees.cpu_s()
         self.busy_s.append(cores_busy_s(self.cores))
         self.own_s.append(sum(trees))
         self.tree_s.append(trees)

@@ -40,7 +40,7 @@ from pywebbench.analysis.group import GroupFit, Observation, fit_group, widest
 from pywebbench.analysis.steady import preload
 from pywebbench.analysis.warmup import WarmRule, round_shares, warm_round
 from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats
-from pywebbench.meter.sampler import pin_this_thread, snapshot
+from pywebbench.meter.sampler import Trees, pin_this_thread
 from pywebbench.meter.slice_interference import CoreAccounting
 from pywebbench.meter.slice_speed import Scaled, SliceSpeeds, at_one_speed
 from pywebbench.run.measure import no_sigint
@@ -142,14 +142,6 @@ def memory_budget(budget_bytes: int | None, processes: int) -> int:
     import psutil
 
     return int(psutil.virtual_memory().total * MEMORY_SHARE / max(1, processes))
-
-
-def tree_rss(pid: int) -> int | None:
-    """The RSS of a server's process tree (None: it is gone)."""
-    try:
-        return snapshot(pid, memory_detail=False).rss_bytes
-    except Exception:  # noqa: BLE001 - a process that just went away
-        return None
 
 
 @dataclass
@@ -345,7 +337,8 @@ class Rotation:
         self.server_cpus = list(server_cpus)
         self.generator_cpus = list(generator_cpus)
         self._interference = interference
-        self._rss = rss or tree_rss
+        #: A tree's RSS by its root's pid (None: read all of them at once with Trees).
+        self._rss = rss
         self._say = say
         #: Seconds of load given so far (probes and runs).
         self.loaded_s = 0.0
@@ -404,6 +397,7 @@ class Rotation:
             else None
         )
         sampled = [a for a in (accounting, generator) if a is not None]
+        trees = Trees(pids)
         state = {"rounds": 0, "memory_at": 0.0}
         limit = settings.interference_max
 
@@ -413,7 +407,7 @@ class Rotation:
                 a.sample()
             if now - state["memory_at"] >= MEMORY_EVERY_S:
                 state["memory_at"] = now
-                self._sample_memory(live, now, budget)
+                self._sample_memory(live, now, budget, trees)
             complete = _complete_rounds(snap.slices, n)
             if complete <= state["rounds"]:
                 return False
@@ -451,11 +445,11 @@ class Rotation:
             elapsed_s=elapsed,
         )
 
-    def _sample_memory(self, live: Sequence[Member], now: float, budget: int) -> None:
-        for m in live:
+    def _sample_memory(self, live: Sequence[Member], now: float, budget: int, trees: Trees) -> None:
+        read = trees.rss() if self._rss is None else [self._rss(m.server.pid) for m in live]
+        for m, rss in zip(live, read, strict=True):
             if m.stopped is not None:
                 continue
-            rss = self._rss(m.server.pid)
             if rss is None:
                 continue
             m.memory.append((now, rss))
