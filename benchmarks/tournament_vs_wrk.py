@@ -82,6 +82,17 @@ def wrk(url: str, connections: int, seconds: float) -> float:
     return float(found.group(1))
 
 
+def engine(url: str, connections: int, seconds: float) -> float:
+    """``pywebbench load``'s requests/s on ``url``, continuous (one thread, the generator's
+    core): the engine without slices, to tell the slicing from the engine."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pywebbench", "load", url, "-c", str(connections),
+         "-d", f"{seconds:g}s", "--cpus", str(GENERATOR_CPU), "--json", "-"],
+        capture_output=True, text=True, timeout=seconds + 60, check=True,
+    )  # fmt: skip
+    return float(json.loads(done.stdout)["rps"])
+
+
 @dataclass
 class WrkAtClose:
     """A bring-up that records every verified process and, when the group first stops one
@@ -94,8 +105,9 @@ class WrkAtClose:
     base: BringUp = field(default_factory=BringUp)
     #: pid -> (stack key, URL) of the processes verified and not stopped yet.
     up: dict[int, tuple[str, str]] = field(default_factory=dict)
-    #: pid -> wrk's readings.
+    #: pid -> wrk's readings, and the engine's (continuous).
     readings: dict[int, list[float]] = field(default_factory=dict)
+    engine_readings: dict[int, list[float]] = field(default_factory=dict)
     cpu_before: dict[str, float] | None = None
     cpu_group: dict[str, float] = field(default_factory=dict)
 
@@ -121,8 +133,11 @@ class WrkAtClose:
             for r in range(self.rounds):
                 rng.shuffle(order)
                 for pid in order:
-                    rps = wrk(self.up[pid][1], self.connections, self.seconds)
+                    url = self.up[pid][1]
+                    rps = wrk(url, self.connections, self.seconds)
                     self.readings.setdefault(pid, []).append(rps)
+                    rps = engine(url, self.connections, self.seconds)
+                    self.engine_readings.setdefault(pid, []).append(rps)
                 print(f"  wrk round {r + 1} of {self.rounds} done", flush=True)
         self.up.pop(server.pid, None)
         return self.base.stop(server)
@@ -181,9 +196,10 @@ def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
     groups, slices, stacks = group_figures(results / DEFAULT_FILENAME)
     by_stack: dict[str, dict[str, list[float]]] = {}
     for pid, stack in stacks.items():
-        entry = by_stack.setdefault(stack, {"wrk": [], "slices": []})
+        entry = by_stack.setdefault(stack, {"wrk": [], "slices": [], "engine": []})
         if pid in hook.readings:
             entry["wrk"].append(statistics.fmean(hook.readings[pid]))
+            entry["engine"].append(statistics.fmean(hook.engine_readings[pid]))
         if slices.get(pid):
             entry["slices"].append(statistics.fmean(slices[pid]))
     rows = []
@@ -195,6 +211,7 @@ def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
             "ratio": g.get("ratio"), "low": g.get("low"), "high": g.get("high"),
             "slices_rps": statistics.fmean(entry["slices"]) if entry["slices"] else None,
             "wrk_rps": statistics.fmean(entry["wrk"]) if entry["wrk"] else None,
+            "engine_rps": statistics.fmean(entry["engine"]) if entry["engine"] else None,
             "wrk_processes": entry["wrk"],
         })  # fmt: skip
     wrk_known = [r for r in rows if r["wrk_rps"]]
@@ -209,8 +226,8 @@ def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
 
 
 def show(run: dict[str, Any]) -> None:
-    print(f"run {run['run']}: {run['wall_s']:.0f} s")
-    print(f"  {'stack':34} {'group':>9} {'slices':>9} {'wrk':>9} {'grp/wrk':>8}"
+    print(f"run {run['run']}: {run['wall_s']:.0f} s (engine: pywebbench load, continuous)")
+    print(f"  {'stack':44} {'group':>8} {'slices':>8} {'wrk':>8} {'engine':>8} {'grp/wrk':>7}"
           f" {'ratio [CI]':>22} {'wrk ratio':>9} in")  # fmt: skip
     for r in run["rows"]:
         g, w = r["group_rps"], r["wrk_rps"]
@@ -220,8 +237,9 @@ def show(run: dict[str, Any]) -> None:
         wr = r.get("wrk_ratio")
         inside = "-" if wr is None or r.get("low") is None else (
             "yes" if r["low"] <= wr <= r["high"] else "NO")  # fmt: skip
-        print(f"  {r['stack']:34} {g or 0:9,.0f} {r['slices_rps'] or 0:9,.0f} {w or 0:9,.0f}"
-              f" {vs} {ci:>22} {wr or 0:9.3f} {inside}")  # fmt: skip
+        e = r.get("engine_rps") or 0
+        print(f"  {r['stack']:44} {g or 0:8,.0f} {r['slices_rps'] or 0:8,.0f} {w or 0:8,.0f}"
+              f" {e:8,.0f} {vs} {ci:>22} {wr or 0:9.3f} {inside}")  # fmt: skip
     print("  CPU seconds of the run's threads during the group: " + ", ".join(
         f"{k} {v:g}" for k, v in list(run["thread_cpu_s"].items())[:8]))  # fmt: skip
 

@@ -16,7 +16,8 @@ from pywebbench.meter.sampler import Trees, snapshot, trees_cpu_s
 #: A root that spins, with one child that spins; a line on stdin makes the root fork a second.
 TREE = """
 import os, subprocess, sys, time
-spin = "import time\\nt = time.time()\\nwhile True:\\n    if time.time() - t > 0.2: time.sleep(0.05); t = time.time()"
+spin = ("import time\\nt = time.time()\\nwhile True:\\n"
+        "    if time.time() - t > 0.2: time.sleep(0.05); t = time.time()")
 kids = [subprocess.Popen([sys.executable, "-c", spin])]
 print("ready", flush=True)
 sys.stdin.readline()

@@ -225,48 +225,92 @@ impl SliceSink for SliceBoard {
 }
 
 impl SliceBoard {
-    /// The slices every thread of their target has reported, in time order (with
-    /// `with_hist`, each with its latency histogram and, with a mix, its endpoints').
-    fn complete(&self, with_hist: bool) -> Vec<SliceStats> {
+    /// The slices every thread of their target has reported, in time order, each with its
+    /// latency histogram and, with a mix, its endpoints' figures (the result's).
+    fn complete(&self) -> Vec<SliceStats> {
         let b = self.slices.lock().unwrap_or_else(|e| e.into_inner());
-        let mono = sys::now_ns();
-        let unix = sys::unix_time_s();
-        let to_unix = |ns: u64| unix - mono.saturating_sub(ns) as f64 / 1e9;
+        let clock = UnixClock::now();
         b.iter()
             .enumerate()
             .filter(|(_, s)| s.parts == self.threads_per_target)
-            .map(|(i, s)| {
-                let d = s.ended_ns.saturating_sub(s.started_ns) as f64 / 1e9;
-                let h = HistData::from_hist(&s.latency);
-                let thread_s = d * self.threads_per_target as f64;
-                let busy = s.cpu_ns as f64 / 1e9 / thread_s;
-                let waited = s.wait_ns.map(|w| w as f64 / 1e9 / thread_s);
-                SliceStats {
-                    index: i,
-                    round: s.round,
-                    target: s.target,
-                    requests: s.requests,
-                    errors: s.errors,
-                    timeouts: s.timeouts,
-                    duration_s: d,
-                    rps: if d > 0.0 { s.requests as f64 / d } else { 0.0 },
-                    started_at: to_unix(s.started_ns),
-                    ended_at: to_unix(s.ended_ns),
-                    p50_us: h.summary.p50,
-                    p99_us: h.summary.p99,
-                    generator_cpu_s: s.cpu_ns as f64 / 1e9,
-                    generator_wait_s: s.wait_ns.map(|ns| ns as f64 / 1e9),
-                    generator_bound: thread_s > 0.0
-                        && (busy >= BUSY_LIMIT || waited.is_some_and(|w| w >= WAIT_LIMIT)),
-                    latency: with_hist.then_some(h),
-                    endpoints: if with_hist {
-                        endpoint_stats(&s.endpoints, &self.load)
-                    } else {
-                        Vec::new()
-                    },
-                }
-            })
+            .map(|(i, s)| self.stats(i, s, &clock, true))
             .collect()
+    }
+
+    /// The complete slices not in `reported` yet (then marked there), without histograms:
+    /// a progress snapshot. Each slice is summarised once, not at every snapshot (encoding
+    /// every slice's histogram ten times a second, under the board's lock, cost the
+    /// orchestrator's core more than the engine's own work in a long group).
+    fn newly_complete(&self, reported: &mut Vec<bool>) -> Vec<SliceStats> {
+        let b = self.slices.lock().unwrap_or_else(|e| e.into_inner());
+        reported.resize(b.len(), false);
+        let clock = UnixClock::now();
+        let mut out = Vec::new();
+        for (i, s) in b.iter().enumerate() {
+            if !reported[i] && s.parts == self.threads_per_target {
+                reported[i] = true;
+                out.push(self.stats(i, s, &clock, false));
+            }
+        }
+        out
+    }
+
+    /// One complete slice's figures (with its histogram and endpoints: `full`).
+    fn stats(&self, i: usize, s: &SliceAcc, clock: &UnixClock, full: bool) -> SliceStats {
+        let d = s.ended_ns.saturating_sub(s.started_ns) as f64 / 1e9;
+        let thread_s = d * self.threads_per_target as f64;
+        let busy = s.cpu_ns as f64 / 1e9 / thread_s;
+        let waited = s.wait_ns.map(|w| w as f64 / 1e9 / thread_s);
+        let (p50_us, p99_us, latency) = if full {
+            let h = HistData::from_hist(&s.latency);
+            (h.summary.p50, h.summary.p99, Some(h))
+        } else {
+            let q = hist::quantiles(&s.latency, &[0.5, 0.99]);
+            (q[0], q[1], None)
+        };
+        SliceStats {
+            index: i,
+            round: s.round,
+            target: s.target,
+            requests: s.requests,
+            errors: s.errors,
+            timeouts: s.timeouts,
+            duration_s: d,
+            rps: if d > 0.0 { s.requests as f64 / d } else { 0.0 },
+            started_at: clock.unix(s.started_ns),
+            ended_at: clock.unix(s.ended_ns),
+            p50_us,
+            p99_us,
+            generator_cpu_s: s.cpu_ns as f64 / 1e9,
+            generator_wait_s: s.wait_ns.map(|ns| ns as f64 / 1e9),
+            generator_bound: thread_s > 0.0
+                && (busy >= BUSY_LIMIT || waited.is_some_and(|w| w >= WAIT_LIMIT)),
+            latency,
+            endpoints: if full {
+                endpoint_stats(&s.endpoints, &self.load)
+            } else {
+                Vec::new()
+            },
+        }
+    }
+}
+
+/// The monotonic clock read against Unix time once, to put a slice's instants in Unix time.
+struct UnixClock {
+    mono: u64,
+    unix: f64,
+}
+
+impl UnixClock {
+    fn now() -> UnixClock {
+        UnixClock {
+            mono: sys::now_ns(),
+            unix: sys::unix_time_s(),
+        }
+    }
+
+    fn unix(&self, ns: u64) -> f64 {
+        self.unix - self.mono.saturating_sub(ns) as f64 / 1e9
     }
 }
 
@@ -346,12 +390,13 @@ impl SlicedResult {
     }
 }
 
-/// A live snapshot: the slices complete so far (no histograms).
+/// A live snapshot: the slices completed since the previous snapshot (no histograms).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SlicedProgress {
     pub elapsed_s: f64,
     pub planned_s: f64,
-    pub slices: Vec<SliceStats>,
+    /// Each complete slice appears in one snapshot only.
+    pub new_slices: Vec<SliceStats>,
 }
 
 /// A sliced run in progress. Dropping it stops the run and waits for its threads.
@@ -362,6 +407,8 @@ pub struct RunningSlices {
     handles: Vec<JoinHandle<ThreadOut>>,
     started: Instant,
     enough: AtomicBool,
+    /// Which slices a progress snapshot has already given.
+    reported: Mutex<Vec<bool>>,
 }
 
 /// Validate the spec and start every target's threads.
@@ -459,6 +506,7 @@ pub fn start(spec: &SlicedSpec) -> Result<RunningSlices, StartError> {
         handles,
         started: Instant::now(),
         enough: AtomicBool::new(false),
+        reported: Mutex::new(Vec::new()),
     })
 }
 
@@ -500,12 +548,14 @@ impl RunningSlices {
         }
     }
 
-    /// The slices complete so far.
+    /// A snapshot: the slices completed since the previous one (each slice is in exactly
+    /// one snapshot; the caller keeps them).
     pub fn progress(&self) -> SlicedProgress {
+        let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
         SlicedProgress {
             elapsed_s: self.started.elapsed().as_secs_f64(),
             planned_s: self.spec.planned_s(),
-            slices: self.board.complete(false),
+            new_slices: self.board.newly_complete(&mut reported),
         }
     }
 
@@ -542,7 +592,7 @@ impl RunningSlices {
             interrupted: interrupted || (stopped && !self.enough.load(Relaxed)),
             stopped_early: self.enough.load(Relaxed),
             elapsed_s: self.started.elapsed().as_secs_f64(),
-            slices: self.board.complete(true),
+            slices: self.board.complete(),
             targets,
             threads: outs.iter().map(|o| o.stats.clone()).collect(),
             warnings,

@@ -159,12 +159,19 @@ fn finish_early_keeps_complete_slices(io: Io) {
     let (pb, _b) = serve();
     let spec = plan(&[pa, pb], io, 1000);
     let running = slices::start(&spec).unwrap();
+    let mut seen = Vec::new();
     loop {
         std::thread::sleep(std::time::Duration::from_millis(50));
-        if running.progress().slices.len() >= 4 {
+        // each snapshot gives the slices completed since the previous one, once each
+        seen.extend(running.progress().new_slices.into_iter().map(|s| s.index));
+        if seen.len() >= 4 {
             break;
         }
     }
+    let mut unique = seen.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), seen.len(), "a slice given twice: {seen:?}");
     running.finish_early();
     running.wait_timeout(std::time::Duration::from_secs(5));
     let r = running.join(false);
@@ -272,14 +279,15 @@ fn a_mix_is_counted_per_endpoint_in_every_slice(io: Io) {
         }
     }
     assert!(drawn[0] > 0 && drawn[1] > 0, "{drawn:?}");
-    // Progress snapshots stay light: no histograms, no endpoints.
+    // Progress snapshots stay light: no histograms, no endpoints; each slice once.
     let running = slices::start(&spec).unwrap();
     running.wait_timeout(Duration::from_secs(10));
-    assert!(running
-        .progress()
-        .slices
+    let first = running.progress().new_slices;
+    assert!(!first.is_empty());
+    assert!(first
         .iter()
-        .all(|s| s.endpoints.is_empty()));
+        .all(|s| s.endpoints.is_empty() && s.latency.is_none()));
+    assert!(running.progress().new_slices.is_empty());
 }
 
 #[test]

@@ -129,6 +129,14 @@ class SliceProgress(_Record):
     slices: list[SliceStats]
 
 
+class _NewSlices(_Record):
+    """The engine's snapshot: the slices completed since its previous one."""
+
+    elapsed_s: float
+    planned_s: float
+    new_slices: list[SliceStats]
+
+
 #: Called with each snapshot; True ends the run early with a complete result.
 SlicedProgressFn = Callable[[SliceProgress], bool | None]
 
@@ -141,9 +149,16 @@ def run_sliced(
     Raises ValueError naming the field for a bad plan, OSError when the system refuses.
     """
 
+    done: list[SliceStats] = []  # the engine gives each slice once; the callback sees all
+
     def relay(snapshot: str) -> bool:
         assert progress is not None
-        return bool(progress(SliceProgress.model_validate_json(snapshot)))
+        new = _NewSlices.model_validate_json(snapshot)
+        done.extend(new.new_slices)
+        so_far = SliceProgress.model_construct(
+            elapsed_s=new.elapsed_s, planned_s=new.planned_s, slices=list(done)
+        )
+        return bool(progress(so_far))
 
     text = _engine.run_sliced(
         plan.to_json(), relay if progress is not None else None, interval_s=interval_s

@@ -19,7 +19,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import psutil
@@ -415,6 +415,28 @@ def pin_this_thread(cpus: Iterable[int]) -> set[int] | None:
     except (OSError, ValueError):
         return None
     return before
+
+
+def yield_to_others() -> Callable[[], None] | None:
+    """Put the calling thread under ``SCHED_IDLE``: on its core any other runnable thread
+    (the engine's generator threads) runs first, the moment it wakes, and this one gets what
+    is left. Threads it starts later inherit the policy, so call it after starting the
+    engine's. Returns what puts the thread back as it was, or None when the kernel refused
+    (nothing changed)."""
+    try:
+        policy = os.sched_getscheduler(0)  # 0: this thread only
+        param = os.sched_getparam(0)
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (OSError, AttributeError):
+        return None
+
+    def restore() -> None:
+        try:
+            os.sched_setscheduler(0, policy, param)
+        except OSError:
+            pass
+
+    return restore
 
 
 def summarize(snaps: list[TreeSnapshot]) -> MeterSummary:
