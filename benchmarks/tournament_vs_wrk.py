@@ -82,12 +82,13 @@ def wrk(url: str, connections: int, seconds: float) -> float:
     return float(found.group(1))
 
 
-def engine(url: str, connections: int, seconds: float) -> float:
+def engine(url: str, connections: int, seconds: float, io: str | None = None) -> float:
     """``pywebbench load``'s requests/s on ``url``, continuous (one thread, the generator's
     core): the engine without slices, to tell the slicing from the engine."""
     done = subprocess.run(
         [sys.executable, "-m", "pywebbench", "load", url, "-c", str(connections),
-         "-d", f"{seconds:g}s", "--cpus", str(GENERATOR_CPU), "--json", "-"],
+         "-d", f"{seconds:g}s", "--cpus", str(GENERATOR_CPU), "--json", "-",
+         *(["--io", io] if io else [])],
         capture_output=True, text=True, timeout=seconds + 60, check=True,
     )  # fmt: skip
     return float(json.loads(done.stdout)["rps"])
@@ -102,6 +103,7 @@ class WrkAtClose:
     seconds: float
     rounds: int
     seed: int
+    io: str | None = None
     base: BringUp = field(default_factory=BringUp)
     #: pid -> (stack key, URL) of the processes verified and not stopped yet.
     up: dict[int, tuple[str, str]] = field(default_factory=dict)
@@ -136,7 +138,7 @@ class WrkAtClose:
                     url = self.up[pid][1]
                     rps = wrk(url, self.connections, self.seconds)
                     self.readings.setdefault(pid, []).append(rps)
-                    rps = engine(url, self.connections, self.seconds)
+                    rps = engine(url, self.connections, self.seconds, self.io)
                     self.engine_readings.setdefault(pid, []).append(rps)
                 print(f"  wrk round {r + 1} of {self.rounds} done", flush=True)
         self.up.pop(server.pid, None)
@@ -186,9 +188,11 @@ def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
     }
     if args.no_core_speed:
         overrides["load"]["core_speed"] = False
+    if args.io:
+        overrides["load"]["io"] = args.io
     config = resolve({}, overrides, profile="quick")
     matrix = expand(config, _interpreters(config))
-    hook = WrkAtClose(config.load.connections[0], args.wrk_s, args.wrk_rounds, seed=k)
+    hook = WrkAtClose(config.load.connections[0], args.wrk_s, args.wrk_rounds, seed=k, io=args.io)
     started = time.monotonic()
     with Store(results / DEFAULT_FILENAME) as store, LocalExecutor(hook.seams()) as executor:
         outcome = run_study(config, matrix, store, results_dir=results, executor=executor)
@@ -255,6 +259,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--wrk-rounds", type=int, default=3)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--no-core-speed", action="store_true")
+    ap.add_argument("--io", choices=["epoll", "uring"], help="the engine backend (default: auto)")
     ap.add_argument("--neighbour", action="store_true", help="the steady neighbour on core 0")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)

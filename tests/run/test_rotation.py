@@ -126,3 +126,21 @@ def test_the_settle_drains_the_slowest_stack_and_the_rounds_fill_the_budget() ->
     # time a slice (0.5 s) before the 20 rounds exceed it
     assert slots(18, 246.0, 64, 128.0, shortest=0.5)[:2] == (0.5, 0.5)
     assert slots(18, 600.0, 64, 128.0, shortest=0.5)[:2] == (1.0, 0.5)
+
+
+def test_a_slices_generator_verdict_is_stored_and_a_stack_needs_most_of_its_slices() -> None:
+    """The engine's per-slice verdict travels to the slice's iteration; a group's stack is
+    generator-bound when more than half its measured slices were, not for one burst."""
+    from pywebbench.run.rows import slice_iteration, slices_generator_bound
+
+    bound = _slice(0, 0.0, 0.25).model_copy(
+        update={"generator_bound": True, "generator_cpu_s": 0.24, "generator_wait_s": 0.0}
+    )
+    free = _slice(1, 0.25, 0.25)
+    assert slice_iteration(bound, cell_id=1, dropped=None).generator_bound
+    assert not slice_iteration(free, cell_id=1, dropped=None).generator_bound
+    one_in_five = [slice_iteration(s, 1, None) for s in [bound, free, free, free, free]]
+    assert not slices_generator_bound(one_in_five)
+    three_in_five = [slice_iteration(s, 1, None) for s in [bound, bound, bound, free, free]]
+    assert slices_generator_bound(three_in_five)
+    assert not slices_generator_bound([])

@@ -15,7 +15,7 @@
 use crate::engine::StartError;
 use crate::hist::{self, HistData};
 use crate::result::{
-    endpoint_stats, EndpointStats, EndpointTally, Tally, ThreadStats, BUSY_LIMIT, WAIT_LIMIT,
+    endpoint_stats, generator_limited, EndpointStats, EndpointTally, Tally, ThreadStats,
 };
 use crate::spec::{LoadSpec, Mode};
 use crate::sys;
@@ -258,9 +258,8 @@ impl SliceBoard {
     /// One complete slice's figures (with its histogram and endpoints: `full`).
     fn stats(&self, i: usize, s: &SliceAcc, clock: &UnixClock, full: bool) -> SliceStats {
         let d = s.ended_ns.saturating_sub(s.started_ns) as f64 / 1e9;
-        let thread_s = d * self.threads_per_target as f64;
-        let busy = s.cpu_ns as f64 / 1e9 / thread_s;
-        let waited = s.wait_ns.map(|w| w as f64 / 1e9 / thread_s);
+        let cpu_s = s.cpu_ns as f64 / 1e9;
+        let wait_s = s.wait_ns.map(|ns| ns as f64 / 1e9);
         let (p50_us, p99_us, latency) = if full {
             let h = HistData::from_hist(&s.latency);
             (h.summary.p50, h.summary.p99, Some(h))
@@ -281,10 +280,9 @@ impl SliceBoard {
             ended_at: clock.unix(s.ended_ns),
             p50_us,
             p99_us,
-            generator_cpu_s: s.cpu_ns as f64 / 1e9,
-            generator_wait_s: s.wait_ns.map(|ns| ns as f64 / 1e9),
-            generator_bound: thread_s > 0.0
-                && (busy >= BUSY_LIMIT || waited.is_some_and(|w| w >= WAIT_LIMIT)),
+            generator_cpu_s: cpu_s,
+            generator_wait_s: wait_s,
+            generator_bound: generator_limited(cpu_s, wait_s, d, self.threads_per_target),
             latency,
             endpoints: if full {
                 endpoint_stats(&s.endpoints, &self.load)

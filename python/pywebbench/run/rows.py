@@ -243,6 +243,20 @@ def replicate_rps(
     return list(by_rep.values())
 
 
+#: An interleaved group's stack is generator-bound when more than this share of its measured
+#: slices were (the engine's verdict per slice: its threads busy 90% of the slice, or waiting
+#: for a CPU 5% of it). One slice in fifty hit by a burst says nothing of the stack.
+GENERATOR_BOUND_SHARE = 0.5
+
+
+def slices_generator_bound(iterations: list[Iteration]) -> bool:
+    """An interleaved group's cell (its iterations are slices): more than
+    :data:`GENERATOR_BOUND_SHARE` of its measured slices were generator-bound."""
+    measured = [i for i in iterations if i.kind == IterationKind.MEASURED]
+    bound = sum(1 for i in measured if i.generator_bound)
+    return bool(measured) and bound > GENERATOR_BOUND_SHARE * len(measured)
+
+
 def cell_flags(
     replicates: list[Replicate], iterations: list[Iteration], speed: SpeedScaling | None = None
 ) -> CellFlags:

@@ -37,7 +37,14 @@ from pywebbench.run.interleaved import interleaved_groups, why_not_interleaved
 from pywebbench.run.measure import Interrupted, no_sigint
 from pywebbench.run.orphans import reap_orphan
 from pywebbench.run.rotation import OVER_BUDGET
-from pywebbench.run.rows import cell_flags, cell_row, replicate_rps, run_row, stack_row
+from pywebbench.run.rows import (
+    cell_flags,
+    cell_row,
+    replicate_rps,
+    run_row,
+    slices_generator_bound,
+    stack_row,
+)
 from pywebbench.run.schedule import (
     CellProgress,
     done_keys,
@@ -349,6 +356,8 @@ class StudyRunner:
             flags["robustness"] = p.robustness.to_flag()
         if p.group is not None:  # an interleaved group's figures (run/interleaved.py)
             flags["group"] = p.group
+            # its iterations are slices: a few bound by a burst do not make the stack so
+            flags["generator_bound"] = slices_generator_bound(self.store.iterations(p.cell_id))
         stopped = [
             r.failure_reason
             for r in self.store.replicates(p.cell_id)

@@ -22,6 +22,15 @@ pub const BUSY_LIMIT: f64 = 0.90;
 /// A slice whose generator threads waited for a CPU (runnable, another task on their core)
 /// this fraction of its wall time or more was limited by its generator too.
 pub const WAIT_LIMIT: f64 = 0.05;
+
+/// Whether `threads` generator threads that spent `cpu_s` CPU seconds and waited `wait_s`
+/// for a CPU over `wall_s` each were the limit: busy `BUSY_LIMIT` of the time, or waiting
+/// `WAIT_LIMIT` of it.
+pub fn generator_limited(cpu_s: f64, wait_s: Option<f64>, wall_s: f64, threads: u32) -> bool {
+    let thread_s = wall_s * threads as f64;
+    thread_s > 0.0
+        && (cpu_s / thread_s >= BUSY_LIMIT || wait_s.is_some_and(|w| w / thread_s >= WAIT_LIMIT))
+}
 /// Open loop: a p99 schedule lag above this (microseconds) makes the run generator-bound.
 pub const LAG_P99_LIMIT_US: u64 = 1_000;
 /// Open loop: an achieved rate below this share of the offered rate gets a warning naming the
@@ -434,5 +443,25 @@ impl Tally {
             p50_us: q[0],
             p99_us: q[1],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::generator_limited;
+
+    #[test]
+    fn a_generator_is_the_limit_when_busy_or_waiting_for_its_core() {
+        // one thread over 0.25 s: 0.23 s of CPU is 92% busy
+        assert!(generator_limited(0.23, Some(0.0), 0.25, 1));
+        assert!(!generator_limited(0.2, Some(0.0), 0.25, 1));
+        // 0.0125 s waiting for a CPU is 5% of the slice
+        assert!(generator_limited(0.05, Some(0.0125), 0.25, 1));
+        assert!(!generator_limited(0.05, Some(0.012), 0.25, 1));
+        assert!(!generator_limited(0.05, None, 0.25, 1));
+        // two threads share the slice's wall time
+        assert!(!generator_limited(0.4, Some(0.02), 0.25, 2));
+        assert!(generator_limited(0.46, Some(0.0), 0.25, 2));
+        assert!(!generator_limited(0.0, Some(0.0), 0.0, 1));
     }
 }
