@@ -3,6 +3,28 @@
 # pytest exit status 5 (nothing collected) is a failure, not a pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The host check: on a machine the project has not run on before (no cached virtualenvs), the
+# first run of the suite records the machine's CPU, whether the suite passed and how long it
+# took, in $PWB_CACHE_DIR/host-checks.jsonl, and prints it (docs/contributing.md).
+started=$(date +%s)
+pytest_s=""
+cache_dir="${PWB_CACHE_DIR:-$HOME/.cache/pywebbench}"
+new_host=0
+[ -d "$cache_dir/venvs" ] || new_host=1
+record_host_check() {
+    local rc=$1
+    [ "$new_host" = 1 ] || return 0
+    local cpu cache line
+    cpu=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//;s/"/\\"/g')
+    cache=$(grep -m1 '^cache size' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+    line=$(printf '{"date": "%s", "cpu": "%s", "cache": "%s", "cores": %s, "kernel": "%s", "commit": "%s", "passed": %s, "pytest_s": %s, "whole_s": %s}' \
+        "$(date -u +%FT%TZ)" "$cpu" "$cache" "$(nproc)" "$(uname -r)" \
+        "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+        "$([ "$rc" = 0 ] && echo true || echo false)" "${pytest_s:-null}" "$(($(date +%s) - started))")
+    mkdir -p "$cache_dir" && echo "$line" >>"$cache_dir/host-checks.jsonl"
+    echo "host check (first run on this machine): $line"
+}
+trap 'record_host_check $?' EXIT
 # In CI (a clean clone each job, the cache directory kept between jobs) Cargo and mypy keep
 # their work under the cache directory:
 # - Cargo then compiles the workspace's own crates (a new clone's files are newer than any
@@ -32,7 +54,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 ft_log=$(mktemp -t pwb-free-threaded-build.XXXXXX)
 PWB_SETUP_FREE_THREADED=1 PWB_SETUP_QUIET=1 nice -n 19 setsid ./scripts/setup.sh >"$ft_log" 2>&1 &
 ft_build=$!
-trap 'kill -- "-$ft_build" 2>/dev/null || true; rm -f "$ft_log"' EXIT
+trap 'rc=$?; kill -- "-$ft_build" 2>/dev/null || true; rm -f "$ft_log"; record_host_check $rc' EXIT
 echo "== rust: fmt, clippy, tests (CPython 3.13t builds beside them: $ft_log)"
 cargo fmt --all --check
 cargo clippy --workspace --release --quiet -- -D warnings
@@ -52,7 +74,7 @@ if ! wait "$ft_build"; then
     echo "the free-threaded CPython build failed" >&2
     exit 1
 fi
-trap 'rm -f "$ft_log"' EXIT  # its group is gone: its number may be another's by now
+trap 'rc=$?; rm -f "$ft_log"; record_host_check $rc' EXIT  # its group is gone now
 cat "$ft_log"
 echo "== pytest"
 set +e
@@ -63,9 +85,11 @@ set +e
 # many of them wait on servers starting (docs/contributing.md, "Two workers").
 # The longest files go first (tests/conftest.py's HEAVY_FIRST, not xdist's reorder by test
 # count), so that no long file is left for one worker at the end.
+pytest_started=$(date +%s)
 python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -ra --durations=25 \
     -m "not benchmark" "$@"
 rc=$?
+pytest_s=$(($(date +%s) - pytest_started))
 set -e
 if [ "$rc" -eq 5 ]; then
     echo "pytest collected no tests: failing" >&2
