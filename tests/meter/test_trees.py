@@ -83,3 +83,28 @@ def test_a_member_gone_makes_the_next_reading_scan_again(tree: subprocess.Popen[
     time.sleep(0.2)
     trees.cpu_s()  # the child is gone: the members are read again next time
     assert child not in trees.members()[0] and root in trees.members()[0]
+
+
+def test_threads_yield_the_core_and_are_put_back() -> None:
+    """``yield_to_others``: the threads named run under SCHED_IDLE until restored."""
+    import os
+    import threading
+
+    from pywebbench.meter.sampler import yield_to_others
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, name="waiting")
+    other.start()
+    try:
+        assert other.native_id is not None
+        before = os.sched_getscheduler(other.native_id)
+        restore = yield_to_others([0, other.native_id])
+        assert restore is not None
+        assert os.sched_getscheduler(0) == os.SCHED_IDLE
+        assert os.sched_getscheduler(other.native_id) == os.SCHED_IDLE
+        restore()
+        assert os.sched_getscheduler(0) == before == os.sched_getscheduler(other.native_id)
+        assert yield_to_others([999_999_999]) is None  # no such thread: nothing changed
+    finally:
+        stop.set()
+        other.join(timeout=10)

@@ -230,3 +230,31 @@ def test_the_ranking_charts_axis_names_the_design(designs: dict[str, Any], desig
     for axis in axes:
         assert _misnamed(design, axis) == [], axis
         assert any(p in axis for p in METHOD_WORDS[design]), axis
+
+
+def test_a_groups_stack_is_generator_bound_by_its_flag_not_one_slice(
+    designs: dict[str, tuple[Path, str, ReportPaths]], tmp_path: Path
+) -> None:
+    """In a group, one generator-bound slice does not flag the stack (the runner's verdict
+    over its slices, ``run/rows.py``, is the cell's flag); the flag does."""
+    import sqlite3
+
+    path, run_id, _ = designs["interleaved"]
+    copy = tmp_path / "bound.sqlite"
+    shutil.copyfile(path, copy)
+    with sqlite3.connect(copy) as db:
+        (cell_id,) = db.execute("SELECT min(id) FROM cells").fetchone()
+        db.execute(
+            "UPDATE iterations SET generator_bound = 1 WHERE id = (SELECT min(id) FROM "
+            "iterations WHERE cell_id = ? AND kind = 'measured')",
+            (cell_id,),
+        )
+    one_slice = generate(copy, [run_id], tmp_path / "one").markdown.read_text()
+    assert "generator-bound" not in one_slice
+    with Store(copy, create=False) as store:
+        (cell,) = [c for c in store.load_study([run_id]).cells if c.id == cell_id]
+        flags = json.loads(cell.flags_json or "{}")
+        flags["generator_bound"] = True
+        store.update_cell(cell_id, flags_json=json.dumps(flags))
+    flagged = generate(copy, [run_id], tmp_path / "flagged").markdown.read_text()
+    assert "generator-bound" in flagged

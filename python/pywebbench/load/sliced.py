@@ -87,7 +87,7 @@ class SliceStats(_Record):
     #: did not say).
     generator_wait_s: float | None = None
     #: The generator limited this slice (the engine's rule: its threads busy 90% of it, or
-    #: waiting for a CPU 5% of it): the figure may be low.
+    #: waiting for a CPU 5% of it while busy or waiting half of it): the figure may be low.
     generator_bound: bool = False
     latency: HistData | None = None
     #: A mix: each endpoint's figures in this slice (as a run's ``endpoints``); empty

@@ -31,6 +31,9 @@ from typing import Protocol
 from pywebbench import formatting as fmt
 from pywebbench.analysis.elasticity import UNIDENTIFIED_ELASTICITY, at_one_speed, pooled_slope
 
+#: The name of the probe's thread (the rotation leaves its scheduling alone).
+CORE_SPEED_THREAD = "pwb-core-speed"
+
 
 class IterationRow(Protocol):
     """What the scaling reads of an iteration: a stored
@@ -121,7 +124,7 @@ class CoreSpeedProbe:
         self.readings = []
         self.cpu_s = 0.0
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="pwb-core-speed", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=CORE_SPEED_THREAD, daemon=True)
         self._thread.start()
         return self
 

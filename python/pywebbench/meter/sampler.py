@@ -417,24 +417,29 @@ def pin_this_thread(cpus: Iterable[int]) -> set[int] | None:
     return before
 
 
-def yield_to_others() -> Callable[[], None] | None:
-    """Put the calling thread under ``SCHED_IDLE``: on its core any other runnable thread
-    (the engine's generator threads) runs first, the moment it wakes, and this one gets what
-    is left. Threads it starts later inherit the policy, so call it after starting the
-    engine's. Returns what puts the thread back as it was, or None when the kernel refused
-    (nothing changed)."""
-    try:
-        policy = os.sched_getscheduler(0)  # 0: this thread only
-        param = os.sched_getparam(0)
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (OSError, AttributeError):
+def yield_to_others(threads: Iterable[int] = (0,)) -> Callable[[], None] | None:
+    """Put ``threads`` (native thread ids; 0: the calling thread) under ``SCHED_IDLE``: on
+    their cores any other runnable thread (the engine's generator threads) runs first, the
+    moment it wakes, and these get what is left. Threads they start later inherit the
+    policy, so call it after starting the engine's. Returns what puts them back as they
+    were, or None when the kernel refused them all (nothing changed)."""
+    changed: list[tuple[int, int, os.sched_param]] = []
+    for tid in threads:
+        try:
+            policy, param = os.sched_getscheduler(tid), os.sched_getparam(tid)
+            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+        except (OSError, AttributeError):
+            continue
+        changed.append((tid, policy, param))
+    if not changed:
         return None
 
     def restore() -> None:
-        try:
-            os.sched_setscheduler(0, policy, param)
-        except OSError:
-            pass
+        for tid, policy, param in changed:
+            try:
+                os.sched_setscheduler(tid, policy, param)
+            except OSError:
+                pass  # the thread has ended
 
     return restore
 

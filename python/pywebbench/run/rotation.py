@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from pywebbench.analysis.group import GroupFit, Observation, fit_group, widest
 from pywebbench.analysis.steady import preload
 from pywebbench.analysis.warmup import WarmRule, round_shares, warm_round
 from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats
+from pywebbench.meter.core_speed import CORE_SPEED_THREAD
 from pywebbench.meter.sampler import Trees, pin_this_thread, yield_to_others
 from pywebbench.meter.slice_interference import CoreAccounting
 from pywebbench.meter.slice_speed import Scaled, SliceSpeeds, at_one_speed
@@ -405,9 +407,16 @@ class Rotation:
         def watch(snap: SliceProgress) -> bool:
             if not restore:
                 # the engine's threads are up: from now on they run first on the generator's
-                # core and this thread (the sampling, the judging) takes what they leave;
-                # sharing it evenly made a fast stack's generator wait 22% of its slices
-                restore.append(yield_to_others() or (lambda: None))
+                # core and this process's Python threads (the sampling, the judging, the
+                # console's refresh) take what they leave; sharing it evenly made a fast
+                # stack's generator wait 22% of its slices. The core-speed probe keeps its
+                # share of the server cores, where it runs.
+                ours = [
+                    t.native_id
+                    for t in threading.enumerate()
+                    if t.native_id is not None and t.name != CORE_SPEED_THREAD
+                ]
+                restore.append(yield_to_others(ours) or (lambda: None))
             now = time.time()
             for a in sampled:
                 a.sample()

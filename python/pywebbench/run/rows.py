@@ -244,8 +244,9 @@ def replicate_rps(
 
 
 #: An interleaved group's stack is generator-bound when more than this share of its measured
-#: slices were (the engine's verdict per slice: its threads busy 90% of the slice, or waiting
-#: for a CPU 5% of it). One slice in fifty hit by a burst says nothing of the stack.
+#: slices were (the engine's verdict per slice, ``generator_limited``: its threads busy 90% of
+#: the slice, or waiting for a CPU 5% of it while busy or waiting half of it). One slice in
+#: fifty hit by a burst says nothing of the stack.
 GENERATOR_BOUND_SHARE = 0.5
 
 

@@ -20,16 +20,24 @@ pub const RESULT_VERSION: u32 = 1;
 /// A thread busy this fraction of wall time or more makes the run generator-bound.
 pub const BUSY_LIMIT: f64 = 0.90;
 /// A slice whose generator threads waited for a CPU (runnable, another task on their core)
-/// this fraction of its wall time or more was limited by its generator too.
+/// this fraction of its wall time or more, while working or waiting `WAITING_BUSY` of it,
+/// was limited by its generator too.
 pub const WAIT_LIMIT: f64 = 0.05;
+/// See `WAIT_LIMIT`: a generator that is mostly idle (the server is the limit, with the
+/// connections' requests queued there) loses nothing to a short wait for its core.
+pub const WAITING_BUSY: f64 = 0.5;
 
 /// Whether `threads` generator threads that spent `cpu_s` CPU seconds and waited `wait_s`
 /// for a CPU over `wall_s` each were the limit: busy `BUSY_LIMIT` of the time, or waiting
-/// `WAIT_LIMIT` of it.
+/// `WAIT_LIMIT` of it while busy or waiting `WAITING_BUSY` of it.
 pub fn generator_limited(cpu_s: f64, wait_s: Option<f64>, wall_s: f64, threads: u32) -> bool {
     let thread_s = wall_s * threads as f64;
-    thread_s > 0.0
-        && (cpu_s / thread_s >= BUSY_LIMIT || wait_s.is_some_and(|w| w / thread_s >= WAIT_LIMIT))
+    if thread_s <= 0.0 {
+        return false;
+    }
+    let busy = cpu_s / thread_s;
+    let waited = wait_s.map_or(0.0, |w| w / thread_s);
+    busy >= BUSY_LIMIT || (waited >= WAIT_LIMIT && busy + waited >= WAITING_BUSY)
 }
 /// Open loop: a p99 schedule lag above this (microseconds) makes the run generator-bound.
 pub const LAG_P99_LIMIT_US: u64 = 1_000;
@@ -455,10 +463,13 @@ mod tests {
         // one thread over 0.25 s: 0.23 s of CPU is 92% busy
         assert!(generator_limited(0.23, Some(0.0), 0.25, 1));
         assert!(!generator_limited(0.2, Some(0.0), 0.25, 1));
-        // 0.0125 s waiting for a CPU is 5% of the slice
-        assert!(generator_limited(0.05, Some(0.0125), 0.25, 1));
-        assert!(!generator_limited(0.05, Some(0.012), 0.25, 1));
-        assert!(!generator_limited(0.05, None, 0.25, 1));
+        // a fast stack's generator before the fix: busy 42%, waiting 22% of the slice
+        assert!(generator_limited(0.105, Some(0.055), 0.25, 1));
+        // waiting 5% of the slice counts only for a generator with half a slice of work
+        assert!(generator_limited(0.115, Some(0.0125), 0.25, 1));
+        assert!(!generator_limited(0.115, Some(0.012), 0.25, 1));
+        assert!(!generator_limited(0.05, Some(0.0125), 0.25, 1)); // a slow stack's
+        assert!(!generator_limited(0.2, None, 0.25, 1));
         // two threads share the slice's wall time
         assert!(!generator_limited(0.4, Some(0.02), 0.25, 2));
         assert!(generator_limited(0.46, Some(0.0), 0.25, 2));
