@@ -11,6 +11,8 @@ from typing import Any
 
 import psutil
 
+from pywebbench.meter.pypy_gc import reported_caches
+
 
 def cpu_model() -> str:
     """The CPU model name from /proc/cpuinfo (or platform's guess)."""
@@ -65,6 +67,13 @@ def split_cpus(server: list[int], generator: list[int]) -> tuple[list[int], list
     return server, generator
 
 
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
 def facts() -> dict[str, Any]:
     """Everything recorded in the ``runs`` row about the host."""
     try:
@@ -84,7 +93,13 @@ def facts() -> dict[str, Any]:
         "governor": governor(),
         "memory_bytes": int(psutil.virtual_memory().total),
         "os": os_name(),
-        "extra": {"loadavg": load, "somaxconn": somaxconn, "usable_cpus": usable_cpus()},
+        "extra": {
+            "loadavg": load,
+            "somaxconn": somaxconn,
+            "usable_cpus": usable_cpus(),
+            # what the CPU reports (PyPy sizes its nursery from it: meter/pypy_gc.py)
+            "cpu_cache_bytes": reported_caches(_cpuinfo()),
+        },
     }
 
 
