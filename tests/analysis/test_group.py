@@ -272,3 +272,39 @@ def test_an_interval_carries_over_to_the_figure_of_its_numerator() -> None:
     vs = Interval(2.0, 1.5, 2.5)
     assert vs.bounds_for(1000.0) == (750.0, 1250.0)
     assert Interval(1.0, math.nan, math.nan).bounds_for(1000.0) == (None, None)
+
+
+def _processes_apart(
+    off: float, noise: float, seed: int = 3
+) -> tuple[list[Observation], dict[int, str]]:
+    """Two stacks of three processes over 40 rounds; process 1 of stack "a" sits ``off``
+    from its stack's others; every slice has ``noise`` (log sd) of its own."""
+    import random
+
+    rng = random.Random(seed)
+    stack_of = {0: "a", 1: "a", 2: "a", 3: "b", 4: "b", 5: "b"}
+    level = {0: 0.0, 1: math.log1p(off), 2: 0.0, 3: 0.5, 4: 0.5, 5: 0.5}
+    obs = []
+    for r in range(40):
+        drift = rng.gauss(0, 0.05)
+        for p in stack_of:
+            obs.append(Observation(r, p, math.exp(9 + drift + level[p] + rng.gauss(0, noise))))
+    return obs, stack_of
+
+
+def test_processes_that_disagree_are_named_and_more_rounds_are_not_the_answer() -> None:
+    from pywebbench.analysis.group import disagreement
+
+    obs, stack_of = _processes_apart(-0.06, noise=0.01)
+    fit = fit_group(obs, stack_of)
+    assert fit is not None
+    found = disagreement(fit, stack_of)
+    assert found is not None and found.stack == "a" and found.process == 1
+    assert found.off == pytest.approx(
+        -0.04, abs=0.01
+    )  # 6% below its two peers: 4% below their mean
+    assert found.share > 0.9 and found.ratio > 10
+    assert "more processes of that stack" in found.describe()
+    agreeing, stack_of = _processes_apart(0.0, noise=0.05)
+    fit = fit_group(agreeing, stack_of)
+    assert fit is not None and disagreement(fit, stack_of) is None

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -223,3 +223,49 @@ def widest(fit: GroupFit, reference: str | None = None) -> float:
     ratios = [judged.vs_reference(s, reference) for s in judged.levels if s != reference]
     widths = [iv.half_width for iv in gaps + ratios]
     return max(widths) if widths and all(math.isfinite(w) for w in widths) else math.nan
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Why a group's intervals are as wide as they are, when its processes disagree more
+    than its slices do (:func:`disagreement`)."""
+
+    stack: str  # the stack whose processes spread the most
+    process: int  # its process furthest from the stack's level
+    off: float  # that process's level over its stack's, less 1 (-0.06: 6% below)
+    share: float  # the stack's part of the group's between-process sum of squares
+    ratio: float  # the process variance over what the slices' noise alone would give
+
+    def describe(self, name: Callable[[int], str] = str) -> str:
+        """One line for the console and the report."""
+        return (
+            f"the processes disagree {self.ratio:.1f}x more than their slices' noise explains, "
+            f"{self.share:.0%} of it in {self.stack} (process {name(self.process)} at "
+            f"{self.off:+.1%} of its stack's level): more rounds will not narrow this; more "
+            "processes of that stack would"
+        )
+
+
+def disagreement(
+    fit: GroupFit, stack_of: Mapping[int, str], *, at_least: float = 2.0
+) -> Disagreement | None:
+    """Where the variance lives when it is between processes (Kalibera & Jones): None when
+    the process effects spread no more than ``at_least`` times what the slices' noise gives
+    a process effect (more rounds would then narrow the intervals), or without a spread."""
+    if not (fit.df > 0 and math.isfinite(fit.variance) and fit.slice_noise > 0):
+        return None
+    ratio = fit.variance / fit.slice_noise
+    if ratio < at_least:
+        return None
+    squares: dict[str, float] = {}
+    for p, e in fit.process_effects.items():
+        s = stack_of[p]
+        squares[s] = squares.get(s, 0.0) + (e - fit.levels[s]) ** 2
+    total = sum(squares.values())
+    if total <= 0:
+        return None
+    stack = max(squares, key=lambda s: squares[s])
+    mine = [p for p in fit.process_effects if stack_of[p] == stack]
+    worst = max(mine, key=lambda p: abs(fit.process_effects[p] - fit.levels[stack]))
+    off = math.exp(fit.process_effects[worst] - fit.levels[stack]) - 1.0
+    return Disagreement(stack, worst, off, squares[stack] / total, ratio)

@@ -541,12 +541,14 @@ def group_notes(ranking: Ranking) -> list[GroupNote]:
             if isinstance(idle, dict)
             else ""
         )
+        wide = g.get("wide_because")
         notes.append(
             GroupNote(
                 summary=(
                     f"Interleaved group {g.get('group')}: {g.get('stacks')} stacks x "
                     f"{g.get('processes')} server processes, {g.get('rounds')} rounds, "
                     f"{start}-{end} UTC ({g.get('df')} degrees of freedom)."
+                    + (f" Its intervals stayed wide: {wide}." if wide else "")
                 ),
                 ratios=f"Ratio to the {g.get('reference')}: " + "; ".join(ratios) + "." + idle_text,
             )

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pywebbench import formatting as fmt
-from pywebbench.analysis.group import GEOMETRIC_MEAN, Observation
+from pywebbench.analysis.group import GEOMETRIC_MEAN, Observation, disagreement
 from pywebbench.analysis.steady import (
     drift,
     leak,
@@ -491,6 +491,7 @@ class GroupRun:
         reference = self.options.reference
         if reference is not None and reference not in fit.levels:
             reference = None
+        wide = self._why_wide(j, reference)
         for p in self.cells:
             key = p.cell.variant.key
             if key not in fit.levels:
@@ -518,7 +519,25 @@ class GroupRun:
                     other: _triple(fit.ratio(key, other)) for other in fit.levels if other != key
                 },
             }
+            if wide is not None:
+                out[p.cell_id]["wide_because"] = wide
         return out
+
+    def _why_wide(self, j: GroupJudgement, reference: str | None) -> str | None:
+        """Why the group ended wider than asked, when its processes disagree more than its
+        slices do (:func:`pywebbench.analysis.group.disagreement`): said, and stored with
+        the group's figures; None when it ended as narrow as asked, or more rounds would
+        have narrowed it."""
+        fit = j.fit
+        if fit is None or j.widest(reference) <= self.options.ci_width:
+            return None
+        by_index = {m.index: m for m in self.members}
+        found = disagreement(fit, {i: m.stack for i, m in by_index.items()})
+        if found is None:
+            return None
+        why = found.describe(lambda i: str(by_index[i].k + 1))
+        self._say(f"wide intervals: {why}")
+        return why
 
 
 def group_label(cell: CellPlan) -> str:
