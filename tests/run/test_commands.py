@@ -87,3 +87,21 @@ def test_dry_run_lists_the_quick_matrix(tmp_path: Path) -> None:
     workloads = {c.split(" ")[1] for c in cells}
     assert len(servers) >= 4 and len(frameworks) >= 3 and workloads == {"hello", "cpu"}
     assert not (tmp_path / "res").exists()  # a dry run writes nothing
+
+
+def test_dry_run_says_which_cells_take_the_per_cell_path_and_why(tmp_path: Path) -> None:
+    """An interleaved study names what keeps cells out of its groups, with a count each; the
+    quick study's cells all fit in groups."""
+    res = str(tmp_path / "res")
+    quick = cli("run", "--dry-run", "--results-dir", res)
+    assert quick.returncode == 0, quick.stderr
+    assert "per-cell path" not in quick.stdout
+    closing = cli(
+        "run", "--dry-run", "--results-dir", res, "--workload", "hello", "--python", "cpython3.11",
+        "--connection-mode", "keepalive,close",
+    )  # fmt: skip
+    assert closing.returncode == 0, closing.stderr
+    (line,) = [ln for ln in closing.stdout.splitlines() if "per-cell path" in ln]
+    assert "--connection-mode: slices keep their connections open" in line
+    cells = [ln for ln in closing.stdout.splitlines() if ln.startswith("  ") and " c64" in ln]
+    assert f"per-cell path {len(cells) // 2} cell(s)" in line  # the close half of the cells

@@ -201,6 +201,8 @@ def _main(options: dict[str, Any], console: Console) -> int:
         f"[bold]{len(matrix.cells)} cells[/] ({len(matrix.variants)} stacks on "
         f"{', '.join(i.name for i in matrix.interpreters)}); {_load_plan(config, matrix)}"
     )
+    for reason, count in _per_cell_reasons(config, matrix):
+        console.print(f"  [yellow]per-cell path[/] {count} cell(s): {escape(reason)}")
     for name, reason in matrix.unavailable:
         console.print(f"  [yellow]unavailable[/] {name}: {reason}")
     for name, reason in matrix.skipped:
@@ -307,6 +309,22 @@ def _check_valgrind() -> None:
         preflight()
     except InstructionsError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _per_cell_reasons(config: StudyConfig, matrix: Matrix) -> list[tuple[str, int]]:
+    """In an interleaved study, why cells take the per-cell path instead of a group, and how
+    many for each reason (docs/steady-state.md#the-interleaved-study); none in a sequential
+    study, whose every cell takes it by choice."""
+    from pywebbench.run.interleaved import why_not_interleaved
+
+    if config.load.design != "interleaved":
+        return []
+    counts: dict[str, int] = {}
+    for cell in matrix.cells:
+        why = why_not_interleaved(cell, config.load)
+        if why is not None:
+            counts[why] = counts.get(why, 0) + 1
+    return sorted(counts.items())
 
 
 def _load_plan(config: StudyConfig, matrix: Matrix) -> str:
