@@ -187,7 +187,8 @@ def cache_key(interpreter: str, env: Mapping[str, str], cpuinfo: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
-def _read_cpuinfo() -> str:
+def cpuinfo_text() -> str:
+    """``/proc/cpuinfo`` as text ("" where it cannot be read)."""
     try:
         return Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -199,7 +200,7 @@ def probe(interpreter: str, env: Mapping[str, str] | None = None) -> Collector:
     (module doc). Raises :class:`ProbeError` when it cannot be asked."""
     env = os.environ if env is None else env
     try:
-        key = cache_key(interpreter, env, _read_cpuinfo())
+        key = cache_key(interpreter, env, cpuinfo_text())
     except OSError as exc:
         raise ProbeError(f"{interpreter}: {exc}") from None
     path = _cache_file()

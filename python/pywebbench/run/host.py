@@ -11,7 +11,7 @@ from typing import Any
 
 import psutil
 
-from pywebbench.meter.pypy_gc import reported_caches
+from pywebbench.meter.pypy_gc import cpuinfo_text, reported_caches
 
 
 def cpu_model() -> str:
@@ -67,13 +67,6 @@ def split_cpus(server: list[int], generator: list[int]) -> tuple[list[int], list
     return server, generator
 
 
-def _cpuinfo() -> str:
-    try:
-        return Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return ""
-
-
 def facts() -> dict[str, Any]:
     """Everything recorded in the ``runs`` row about the host."""
     try:
@@ -98,7 +91,7 @@ def facts() -> dict[str, Any]:
             "somaxconn": somaxconn,
             "usable_cpus": usable_cpus(),
             # what the CPU reports (PyPy sizes its nursery from it: meter/pypy_gc.py)
-            "cpu_cache_bytes": reported_caches(_cpuinfo()),
+            "cpu_cache_bytes": reported_caches(cpuinfo_text()),
         },
     }
 

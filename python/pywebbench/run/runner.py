@@ -349,18 +349,17 @@ class StudyRunner:
             self.events.cell_done(cell, CellStatus.FAILED, f"{failure.phase}: {failure.reason}")
 
     def _flags(self, p: CellProgress) -> CellFlags:
-        flags = cell_flags(
-            self.store.replicates(p.cell_id), self.store.iterations(p.cell_id), self._speed(p)
-        )
+        replicates, iterations = self.store.replicates(p.cell_id), self.store.iterations(p.cell_id)
+        flags = cell_flags(replicates, iterations, self._speed(p))
         if p.robustness is not None:
             flags["robustness"] = p.robustness.to_flag()
         if p.group is not None:  # an interleaved group's figures (run/interleaved.py)
             flags["group"] = p.group
             # its iterations are slices: a few bound by a burst do not make the stack so
-            flags["generator_bound"] = slices_generator_bound(self.store.iterations(p.cell_id))
+            flags["generator_bound"] = slices_generator_bound(iterations)
         stopped = [
             r.failure_reason
-            for r in self.store.replicates(p.cell_id)
+            for r in replicates
             if r.failure_reason and r.failure_reason.startswith(OVER_BUDGET)
         ]
         if stopped:  # a process of its interleaved group passed the memory budget
