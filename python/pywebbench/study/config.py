@@ -194,11 +194,17 @@ class LoadConfig(Table):
     )
     io: Annotated[
         Literal["auto", "epoll", "uring"],
-        Flag("--io", help="The engine's I/O backend (auto: io_uring where supported, else epoll)."),
+        Flag(
+            "--io",
+            help="The engine's I/O backend (default epoll: a study reads what wrk reads; auto: "
+            "io_uring where supported).",
+        ),
     ] = Field(
-        "auto",
-        description="The engine's I/O backend: auto = io_uring where the kernel supports it, "
-        "else epoll.",
+        "epoll",
+        description="The engine's I/O backend: epoll (a study's default: its slices read what "
+        "a continuous wrk reads), uring, or auto (io_uring where the kernel supports it, else "
+        "epoll; `pywebbench load`'s default). io_uring reads some servers 20-30% higher than "
+        "wrk does (docs/measurements.md).",
     )
     pause_s: Annotated[float, FileOnly("rarely needed")] = Field(
         0.0, ge=0, le=60, description="Pause between iterations."
