@@ -164,18 +164,22 @@ class SlicedModel:
     ``levels[t]`` requests/s times the host's speed in that round (shared by every target of
     the round: up to ``host`` either way, as a noisy machine's) times its own noise (up to
     ``noise`` either way), seeded; a target in ``warming`` climbs from 60% of its level to
-    all of it over that many rounds (a JIT compiling)."""
+    all of it over that many rounds (a JIT compiling). With ``by_url``, a target's level is
+    that of its URL's first key found in it (a process's own, whatever its place among the
+    run's targets: a further leg of a group, with processes added, numbers them anew)."""
 
     levels: Sequence[float]
     host: float = 0.3
     noise: float = 0.01
     warming: dict[int, int] = field(default_factory=dict)
     seed: int = 0
+    by_url: dict[str, float] = field(default_factory=dict)
 
-    def rps(self, target: int, rnd: int, host: float, jitter: float) -> float:
+    def rps(self, target: int, rnd: int, host: float, jitter: float, url: str = "") -> float:
         climb = self.warming.get(target, 0)
         share = 0.6 + 0.4 * min(1.0, rnd / climb) if climb else 1.0
-        return self.levels[target] * host * share * jitter
+        level = next((v for k, v in self.by_url.items() if k in url), None)
+        return (self.levels[target] if level is None else level) * host * share * jitter
 
 
 def synthetic_sliced(
@@ -195,7 +199,8 @@ def synthetic_sliced(
         targets = list(range(n))
         order.shuffle(targets)
         for target in targets:
-            rps = model.rps(target, rnd, host, 1.0 + rng.uniform(-model.noise, model.noise))
+            jitter = 1.0 + rng.uniform(-model.noise, model.noise)
+            rps = model.rps(target, rnd, host, jitter, plan.targets[target])
             clock += plan.settle_s
             slices.append(
                 SliceStats(

@@ -26,6 +26,7 @@ from pywebbench.load import LoadSpec, LocalAgent
 from pywebbench.load.sliced import SliceStats
 from pywebbench.refserver import RefServer
 from pywebbench.run.interleaved import (
+    GROW_AFTER,
     GroupOptions,
     GroupRun,
     enough,
@@ -437,7 +438,10 @@ def test_a_process_still_compiling_is_warm_only_once_its_share_stops_climbing() 
     stop before, and its slices before that are stored as warm-up; the ratio is read from
     its warm slices, so the climb does not pull it down."""
     levels = [1000.0, 1500.0, 1010.0, 1485.0, 990.0, 1515.0]
-    model = SlicedModel(levels, warming={3: 15}, seed=5)
+    # b's processes, 1-2% apart, disagree far beyond their slices' 1% noise: the group may
+    # add processes of b (ports 9007 on), at b's level
+    later = {f":{port}/": 1500.0 for port in range(9007, 9020)}
+    model = SlicedModel(levels, warming={3: 15}, seed=5, by_url=later)
     run = _synthetic_group(model, ["a", "b"])
     outcomes = run_group(run)
     b = outcomes[1].group
@@ -451,3 +455,72 @@ def test_a_process_still_compiling_is_warm_only_once_its_share_stops_climbing() 
     assert first_measured >= 12  # 60% -> 100% over 15 rounds: still moving before
     assert b["rounds"] >= first_measured + MIN_ROUNDS
     assert run.result is not None and run.result.stopped_early  # once it knew, not the budget
+
+
+# --------------------------------------------- more processes where the variance lives
+
+
+def _disagreeing(**options: Any) -> GroupRun:
+    """Stacks a and b 1.5x apart; b's three processes read 1.5x, 1.65x and 1.35x a's (their
+    own levels 10% apart, against 1% of noise a slice), so no number of rounds narrows b's
+    interval to +-3%; b's processes added later (ports 9007 on) read 1.5x."""
+    levels = [1000.0, 1500.0, 1010.0, 1650.0, 990.0, 1350.0]  # a, b, a, b, a, b
+    later = {f":{port}/": 1500.0 for port in range(9007, 9020)}
+    model = SlicedModel(levels, seed=7, by_url=later)
+    return _synthetic_group(model, ["a", "b"], **({"budget_s": 120.0} | options))
+
+
+def test_a_stack_whose_processes_disagree_gets_more_processes_not_more_rounds() -> None:
+    """Kalibera & Jones: the variance lives between b's processes, so once every process is
+    warm and measured the group ends its leg, starts two more processes of b (a's stay three),
+    and goes on with all eight in a further leg whose rounds and slices continue the first's;
+    every slice of both legs is stored under its own process, the report's figures count b's
+    five processes, and say why they were added."""
+    run = _disagreeing()
+    outcomes = run_group(run)
+    assert [o.failure for o in outcomes] == [None, None]
+    assert [g["stack"] for g in run.grown] == ["b"]
+    assert run.grown[0]["added"] == 2 and run.grown[0]["processes"] == 5
+    assert "disagree" in run.grown[0]["why"]
+    a, b = (o.group for o in outcomes)
+    assert a is not None and b is not None
+    assert (a["processes"], b["processes"]) == (3, 5)
+    assert b["grown"] == run.grown
+    assert outcomes[1].next_rep == 5 and outcomes[0].next_rep == 3
+    result = run.result
+    assert result is not None
+    assert run.rotated is not None and run.rotated.legs == 2
+    indexes = [s.index for s in result.slices]
+    assert len(set(indexes)) == len(indexes)  # the second leg's numbered after the first's
+    added = [m for m in run.members if m.k >= 3]
+    assert len(added) == 2 and all(m.stack == "b" for m in added)
+    first_round = min(s.round for s in result.slices if s.target == added[0].index)
+    # joined in the further leg, once every process had been measured, the rounds continued
+    assert first_round > GROW_AFTER
+    assert {s.round for s in result.slices if s.target == 0} >= set(range(first_round + 1))
+    store = cast(FakeStore, run.store)
+    assert len(store.replicates) == 8
+    assert len(store.iterations) == len(result.slices)
+    mine = [it for it in store.iterations if it.cell_id == 2 and it.replicate == added[0].k]
+    assert mine and min(it.idx for it in mine) == first_round
+    assert abs(b["vs"]["a"][0] - 1.5) < 0.03
+
+
+def test_no_process_is_added_past_the_memory_budget() -> None:
+    """The processes hold 40 MiB each and a process may hold 50: one more process of b
+    would leave no headroom (each process's share shrinks with them), so the group goes on
+    with its six and says why its intervals stayed wide."""
+    run = _disagreeing(memory_budget_bytes=50 * 2**20)
+    outcomes = run_group(run)
+    assert run.grown == []
+    assert len(run.members) == 6
+    b = outcomes[1].group
+    assert b is not None and "disagree" in b["wide_because"]
+
+
+def test_processes_that_agree_get_rounds_not_processes() -> None:
+    """Processes 1% apart: more rounds narrow the interval, and none is added."""
+    levels = [1000.0, 1500.0, 1010.0, 1485.0, 990.0, 1515.0]
+    run = _synthetic_group(SlicedModel(levels, seed=3), ["a", "b"])
+    run_group(run)
+    assert run.grown == [] and len(run.members) == 6

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pywebbench import formatting as fmt
@@ -546,14 +547,27 @@ def group_notes(ranking: Ranking) -> list[GroupNote]:
             GroupNote(
                 summary=(
                     f"Interleaved group {g.get('group')}: {g.get('stacks')} stacks x "
-                    f"{g.get('processes')} server processes, {g.get('rounds')} rounds, "
+                    f"{_processes(rows)}, {g.get('rounds')} rounds, "
                     f"{start}-{end} UTC ({g.get('df')} degrees of freedom)."
+                    + "".join(
+                        f" {grew['stack']} got {grew['added']} more processes, as {grew['why']}."
+                        for grew in g.get("grown") or []
+                    )
                     + (f" Its intervals stayed wide: {wide}." if wide else "")
                 ),
                 ratios=f"Ratio to the {g.get('reference')}: " + "; ".join(ratios) + "." + idle_text,
             )
         )
     return notes
+
+
+def _processes(rows: Sequence[RankingRow]) -> str:
+    """How many server processes each stack of a group got: "3 server processes", or with a
+    stack given more where its processes disagreed, "3 server processes (b: 5)"."""
+    counts = {r.stack.label: (r.point.group or {}).get("processes") for r in rows}
+    usual = Counter(counts.values()).most_common(1)[0][0]
+    more = [f"{label}: {k}" for label, k in counts.items() if k != usual]
+    return f"{usual} server processes" + (f" ({', '.join(more)})" if more else "")
 
 
 def headline(ranking: Ranking) -> dict[str, str] | None:

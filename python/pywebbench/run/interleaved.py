@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pywebbench import formatting as fmt
-from pywebbench.analysis.group import GEOMETRIC_MEAN, Observation, disagreement
+from pywebbench.analysis.estimate import MIN_ROUNDS
+from pywebbench.analysis.group import GEOMETRIC_MEAN, Disagreement, Observation, disagreement
 from pywebbench.analysis.steady import (
     drift,
     leak,
@@ -58,6 +59,7 @@ from pywebbench.run.rotation import (
     Rounds,
     first_touch_s,
     judge,
+    memory_budget,
     slots,
 )
 from pywebbench.run.rows import slice_iteration, started_server_columns
@@ -72,6 +74,34 @@ if TYPE_CHECKING:
 
 #: The stop rule's interval half-width when the study sets no ``ci_target``.
 DEFAULT_CI_WIDTH = 0.03
+#: Processes a group adds at once to a stack whose processes disagree (:meth:`GroupRun.grow`),
+#: up to :data:`MOST_PROCESSES` times the group's ``processes`` a stack, at most
+#: :data:`MOST_GROWTHS` times a group.
+GROW_BY = 2
+MOST_PROCESSES = 2
+MOST_GROWTHS = 2
+#: Measured rounds every process has before a group judges whether its processes disagree.
+GROW_AFTER = MIN_ROUNDS // 2
+#: How many times what their slices' noise explains the processes must spread before more
+#: of them are started: then more rounds, which only shrink that noise, could narrow the
+#: intervals by a quarter of their variance at most.
+GROW_WHEN = 4.0
+#: Seconds of load each process gets alone at the start of a further leg (the processes
+#: already measured reconnect; the new ones were warmed first, :data:`~pywebbench.run.rotation.
+#: JIT_FIRST_TOUCH_S` on a JIT interpreter).
+LEG_TOUCH_S = 0.25
+
+
+#: The largest process's memory a process's budget must hold this many times over before a
+#: group starts more processes (each process's share of the machine shrinks with them).
+MEMORY_HEADROOM = 1.5
+
+
+def leg_rounds(rule: WarmRule) -> int:
+    """Rounds a further leg needs, and a group's budget must have left before it starts
+    one: the new processes' warm-up (the rule's first skipped rounds and its window), then
+    their measured rounds."""
+    return rule.skip + rule.window + MIN_ROUNDS
 
 
 def why_not_interleaved(cell: CellPlan, load: LoadConfig) -> str | None:
@@ -224,8 +254,14 @@ class GroupRun:
             say=say,
         )
         self.members: list[GroupMember] = []
-        #: What the engine run measured, once measured.
+        #: What the engine run measured, once measured (its legs joined).
         self.rotated: Rotated | None = None
+        #: Cell id -> processes started for it.
+        self.started: dict[int, int] = {}
+        #: The stacks given more processes, and why (:meth:`grow`).
+        self.grown: list[dict[str, Any]] = []
+        #: The members loaded in the engine run's legs (by index).
+        self.measured: set[int] = set()
 
     @property
     def result(self) -> SlicedResult | None:
@@ -251,38 +287,53 @@ class GroupRun:
         k_total = self.options.processes
         for k in range(k_total):
             for p in self.cells:
-                if p.failure is not None:
-                    continue
-                self._say(f"starting {p.cell.variant.key} (process {k + 1} of {k_total})")
-                number = p.next_rep + k  # after those of an interrupted attempt
-                rep_id = self.store.add_replicate(
-                    Replicate(None, p.cell_id, number, CellStatus.RUNNING, utcnow())
-                )
-                try:
-                    server = self.pool.start(p.cell, k)
-                except StackFailure as exc:
-                    self._fail_replicate(rep_id, exc)
-                    self._fail_cell(p, exc)
-                    continue
-                self.members.append(
-                    GroupMember(
-                        index=len(self.members),
-                        stack=p.cell.variant.key,
-                        k=number,
-                        server=server,
-                        url="",
-                        jit=p.cell.variant.stack.interpreter.is_pypy,
-                        progress=p,
-                        replicate_id=rep_id,
-                    )
-                )
-                self.store.update_replicate(rep_id, **started_server_columns(server))
-                self.members[-1].url = self._load_spec(p.cell, server.base_url).url
-                self._say(f"verifying {p.cell.variant.key} {p.cell.workload.name}")
-                failure = self.pool.verify(server, p.cell)
-                if failure is not None:
-                    self._fail_replicate(rep_id, failure)
-                    self._fail_cell(p, failure, rep_id)
+                if p.failure is None:
+                    self._start(p, k, f"process {k + 1} of {k_total}")
+
+    def _start(
+        self, p: CellProgress, k: int, which: str, *, fails_cell: bool = True
+    ) -> GroupMember | None:
+        """Start and verify process ``k`` of ``p``'s stack into the group; None when it does
+        not come up or answer: the cell failed, its processes stopped, or (``fails_cell``
+        False: a process added to a measured stack) that process alone failed and left."""
+        self._say(f"starting {p.cell.variant.key} ({which})")
+        number = p.next_rep + k  # after those of an interrupted attempt
+        self.started[p.cell_id] = max(self.started.get(p.cell_id, 0), k + 1)
+        rep_id = self.store.add_replicate(
+            Replicate(None, p.cell_id, number, CellStatus.RUNNING, utcnow())
+        )
+        try:
+            server = self.pool.start(p.cell, k)
+        except StackFailure as exc:
+            self._fail_replicate(rep_id, exc)
+            if fails_cell:
+                self._fail_cell(p, exc)
+            return None
+        member = GroupMember(
+            index=1 + max((m.index for m in self.members), default=-1),
+            stack=p.cell.variant.key,
+            k=number,
+            server=server,
+            url="",
+            jit=p.cell.variant.stack.interpreter.is_pypy,
+            progress=p,
+            replicate_id=rep_id,
+        )
+        self.members.append(member)
+        self.store.update_replicate(rep_id, **started_server_columns(server))
+        member.url = self._load_spec(p.cell, server.base_url).url
+        self._say(f"verifying {p.cell.variant.key} {p.cell.workload.name}")
+        failure = self.pool.verify(server, p.cell)
+        if failure is not None:
+            self._fail_replicate(rep_id, failure)
+            if fails_cell:
+                self._fail_cell(p, failure, rep_id)
+            else:
+                with no_sigint():
+                    self.pool.stop(server)
+                self.members.remove(member)
+            return None
+        return member
 
     def _fail_replicate(self, rep_id: int, exc: StackFailure) -> None:
         with no_sigint():
@@ -314,8 +365,9 @@ class GroupRun:
                     )
                 m.stopped, m.stopped_at = f"{exc.phase}: {exc.reason}", time.time()
         self.members = [m for m in self.members if m.progress is not p]
-        for i, m in enumerate(self.members):
-            m.index = i
+        if self.rotated is None:  # not measured yet: the engine's targets are renumbered
+            for i, m in enumerate(self.members):
+                m.index = i
 
     def fail_all(self, exc: StackFailure) -> None:
         """Every member's replicate failed with ``exc`` (the group could not be measured)."""
@@ -335,7 +387,13 @@ class GroupRun:
 
     def measure(self) -> GroupJudgement | None:
         """The interleaved engine run and its judgement; None when fewer than two processes
-        are up (nothing to interleave)."""
+        are up (nothing to interleave).
+
+        Where the variance lives decides what the budget buys (Kalibera & Jones): when a
+        stack's processes disagree more than their slices' noise explains, more rounds will
+        not narrow its intervals and more processes will, so the run ends its leg, starts
+        more processes of that stack (:meth:`grow`) and goes on with all of them in a further
+        leg of the same rounds' numbering (:meth:`Rotation.run` with ``after``)."""
         live = [m for m in self.members if m.stopped is None]
         if len(live) < 2:
             return None
@@ -368,22 +426,120 @@ class GroupRun:
             f"processes interleaved: {slice_s:g} s slices, at most {rounds} rounds "
             f"({n * touch_s + rounds * n * (slice_s + settle_s):.0f} s)"
         )
+        started = time.monotonic()
+        grow: list[Disagreement] = []  # what ended a leg to give a stack more processes
 
         def stop(so_far: Rounds) -> bool:
-            j = judge(so_far.slices, live, self.options.rule, dropped=so_far.dropped)
-            warm = sum(1 for m in live if m.stopped is None and j.warm.get(m.index) is not None)
+            members = [m for m in self.members if m.stopped is None]
+            j = judge(so_far.slices, self.members, self.options.rule, dropped=so_far.dropped)
+            warm = sum(1 for m in members if j.warm.get(m.index) is not None)
             width = j.widest(self.options.reference)
             self._say(
-                f"round {so_far.complete}: {warm} of "
-                f"{sum(1 for m in live if m.stopped is None)} processes warm, widest CI "
-                + (fmt.half_width(width) if math.isfinite(width) else "n/a")
+                f"round {so_far.complete}: {warm} of {len(members)} processes warm, "
+                "widest CI " + (fmt.half_width(width) if math.isfinite(width) else "n/a")
             )
-            return enough(j, live, self.options)
+            if enough(j, self.members, self.options):
+                return True
+            left_s = budget_s - (time.monotonic() - started)
+            legs = self.rotated.legs if self.rotated is not None else 0
+            found = self._to_grow(j, left_s, slice_s + settle_s, legs)
+            if found is not None:
+                grow.append(found)
+                return True
+            return False
 
-        self.rotated = rotated = self.rotation.run(live, base, settings, stop)
+        while True:
+            grow.clear()
+            self.measured.update(m.index for m in live)
+            self.rotated = self.rotation.run(live, base, settings, stop, after=self.rotated)
+            if not grow or self.rotated.interrupted:
+                break
+            if not self.grow(grow[0]):
+                break
+            live = [m for m in self.members if m.stopped is None]
+            left_s = budget_s - (time.monotonic() - started)
+            n = len(live)
+            settings = dataclasses.replace(
+                settings,
+                touch_s=LEG_TOUCH_S,
+                rounds=max(
+                    leg_rounds(self.options.rule),
+                    int((left_s - n * LEG_TOUCH_S) / (n * (slice_s + settle_s))),
+                ),
+            )
         return judge(
-            rotated.speed.slices, live, self.options.rule, dropped=rotated.dropped, final=True
+            self.rotated.speed.slices,
+            self.members,
+            self.options.rule,
+            dropped=self.rotated.dropped,
+            final=True,
         )
+
+    def _to_grow(
+        self, j: GroupJudgement, left_s: float, round_s_each: float, legs: int
+    ) -> Disagreement | None:
+        """The stack to give more processes now, ``legs`` legs done, ``left_s`` of the budget
+        left and ``round_s_each`` a slice and its settle (:meth:`measure`), or
+        None: not every process warm with :data:`GROW_AFTER` measured rounds yet, the
+        intervals narrow enough or narrowing with rounds, the stack at its most processes,
+        the memory or the budget left too small for them, or :data:`MOST_GROWTHS` done."""
+        if legs >= MOST_GROWTHS or j.fit is None or len(j.fit.levels) < 2:
+            return None
+        if not j.settled(self.members, GROW_AFTER):
+            return None
+        if j.widest(self.options.reference) <= self.options.ci_width:
+            return None
+        live = [m for m in self.members if m.stopped is None]
+        found = disagreement(j.fit, {m.index: m.stack for m in live}, at_least=GROW_WHEN)
+        if found is None:
+            return None
+        if sum(1 for m in live if m.stack == found.stack) + GROW_BY > (
+            MOST_PROCESSES * self.options.processes
+        ):
+            return None
+        n = len(live) + GROW_BY
+        largest = max((m.memory[-1][1] for m in live if m.memory), default=0)
+        if memory_budget(self.options.memory_budget_bytes, n) < MEMORY_HEADROOM * largest:
+            return None
+        needed_s = n * LEG_TOUCH_S + leg_rounds(self.options.rule) * n * round_s_each
+        if left_s < needed_s:
+            return None
+        return found
+
+    def grow(self, why: Disagreement) -> bool:
+        """Start :data:`GROW_BY` more processes of ``why.stack`` (warmed with their first
+        touch, continuous, before they join the rotation); False when none came up."""
+        p = next(p for p in self.cells if p.cell.variant.key == why.stack)
+        have = sum(1 for m in self.members if m.progress is p and m.stopped is None)
+        by_index = {m.index: m for m in self.members}
+        reason = why.describe(lambda i: str(by_index[i].k + 1)).split(": more rounds")[0]
+        self._say(f"{reason}: starting {GROW_BY} more processes of {why.stack}")
+        added = []
+        for _ in range(GROW_BY):
+            k = self.started.get(p.cell_id, 0)
+            m = self._start(p, k, f"process {k + 1}, added", fails_cell=False)
+            if m is None:
+                continue
+            added.append(m)
+            spec = self._load_spec(p.cell, m.server.base_url)
+            touched = self.rotation.agent.run(
+                spec.replace(duration_s=first_touch_s(m.jit), warmup_s=0.0)
+            )
+            if touched.interrupted and self.rotated is not None:  # stored as it stands
+                self.rotated = dataclasses.replace(
+                    self.rotated,
+                    result=self.rotated.result.model_copy(update={"interrupted": True}),
+                )
+                return False
+        self.grown.append(
+            {
+                "stack": why.stack,
+                "added": len(added),
+                "processes": have + len(added),
+                "why": reason,
+            }
+        )
+        return bool(added)
 
     # -- the store -------------------------------------------------------------------------
 
@@ -401,7 +557,7 @@ class GroupRun:
         ended = max((s.ended_at for s in slices), default=started)
         with no_sigint():
             for m in self.members:
-                if m.index >= len(rotated.result.targets):
+                if m.index not in self.measured:
                     continue
                 self._store_member(m, by_member.get(m.index, []), j, dropped, started)
         return self._group_flags(j, started, ended)
@@ -521,6 +677,8 @@ class GroupRun:
             }
             if wide is not None:
                 out[p.cell_id]["wide_because"] = wide
+            if self.grown:
+                out[p.cell_id]["grown"] = self.grown
         return out
 
     def _why_wide(self, j: GroupJudgement, reference: str | None) -> str | None:
@@ -622,7 +780,7 @@ def run_group(
         out.append(
             CellOutcome(
                 p.ok + ok if failure is None else p.ok,
-                p.next_rep + run.options.processes,
+                p.next_rep + run.started.get(p.cell_id, run.options.processes),
                 failure,
                 None,
                 flags.get(p.cell_id),

@@ -309,6 +309,13 @@ class Rotated:
     #: What the idle processes took of the server cores during others' slices.
     idle: dict[str, float] | None
     elapsed_s: float
+    #: A slice's index -> the share of a core its own server tree used (:func:`cpu_share`;
+    #: absent: unknown), read when the run ended.
+    cpu: dict[int, float] = field(default_factory=dict)
+    #: A slice's index -> what the idle processes took of the server cores during it.
+    idle_by_slice: dict[int, float] = field(default_factory=dict)
+    #: Engine runs it joins (:meth:`Rotation.run` with ``after``): 1 for one run.
+    legs: int = 1
 
     @property
     def interrupted(self) -> bool:
@@ -317,7 +324,48 @@ class Rotated:
 
     def cpu_share(self, s: SliceStats) -> float | None:
         """The share of a core the slice's own server tree used (:func:`cpu_share`)."""
-        return cpu_share(self.accounting, s)
+        return self.cpu.get(s.index)
+
+    def next_round(self) -> int:
+        """The first round number after this run's (where a further leg's rounds start)."""
+        return 1 + max((s.round for s in self.result.slices), default=-1)
+
+    def next_index(self) -> int:
+        """The first slice index after this run's."""
+        return 1 + max((s.index for s in self.result.slices), default=-1)
+
+    def then(self, later: Rotated) -> Rotated:
+        """This run followed by ``later`` (its slices already numbered after this one's):
+        one run's figures, as the group stores them. The accounting is the later run's."""
+        first = self.next_index()  # the later run's slices are numbered from here
+        mine = self.dropped
+
+        def dropped(s: SliceStats) -> str | None:
+            return mine(s) if s.index < first else later.dropped(s)
+
+        idle_by_slice = {**self.idle_by_slice, **later.idle_by_slice}
+        return Rotated(
+            result=later.result.model_copy(
+                update={
+                    "slices": [*self.result.slices, *later.result.slices],
+                    "targets": [*self.result.targets, *later.result.targets],
+                    "elapsed_s": self.result.elapsed_s + later.result.elapsed_s,
+                }
+            ),
+            speed=Scaled(
+                [*self.speed.slices, *later.speed.slices],
+                {**self.speed.rates, **later.speed.rates},
+                later.speed.reference,
+                later.speed.elasticity,
+            ),
+            accounting=later.accounting,
+            dropped=dropped,
+            idle=summarize_idle(list(idle_by_slice.values())),
+            elapsed_s=self.elapsed_s + later.elapsed_s,
+            cpu={**self.cpu, **later.cpu},
+            idle_by_slice=idle_by_slice,
+            legs=self.legs + later.legs,
+        )
 
 
 class Rotation:
@@ -373,10 +421,18 @@ class Rotation:
         load: LoadSpec,
         settings: RotationSettings,
         stop: Callable[[Rounds], bool],
+        *,
+        after: Rotated | None = None,
     ) -> Rotated:
         """One sliced engine run over ``live`` (their ``index`` set to their engine target,
         in order), ``load`` giving the load's shape; ``stop`` sees the complete rounds after
-        each new one and ends the run by returning True."""
+        each new one and ends the run by returning True.
+
+        With ``after`` (an earlier run of the same group), this run is a further *leg* of
+        it: the members keep their ``index`` (a new member has its own), its slices are
+        numbered after ``after``'s (their ``target`` is the member's ``index``, their
+        rounds and indexes continue), ``stop`` sees both runs' rounds, and what is returned
+        joins both (:meth:`Rotated.then`)."""
         n = len(live)
         plan = SlicePlan(
             load=load.replace(warmup_s=settings.touch_s),
@@ -384,10 +440,29 @@ class Rotation:
             slice_s=settings.slice_s,
             settle_s=settings.settle_s,
             rounds=settings.rounds,
-            seed=settings.seed,
+            seed=settings.seed + (after.legs if after is not None else 0),
         )
-        for i, m in enumerate(live):
-            m.index = i
+        if after is None:
+            for i, m in enumerate(live):
+                m.index = i
+        first_round = after.next_round() if after is not None else 0
+        first_index = after.next_index() if after is not None else 0
+        index_of = [m.index for m in live]
+
+        def numbered(slices: Sequence[SliceStats]) -> list[SliceStats]:
+            if after is None:
+                return list(slices)
+            return [
+                s.model_copy(
+                    update={
+                        "target": index_of[s.target],
+                        "round": s.round + first_round,
+                        "index": s.index + first_index,
+                    }
+                )
+                for s in slices
+            ]
+
         budget = memory_budget(settings.memory_budget_bytes, n)
         pids = [m.server.pid for m in live]
         accounting = self._interference(pids) if self._interference else None
@@ -427,10 +502,19 @@ class Rotation:
             if complete <= state["rounds"]:
                 return False
             state["rounds"] = complete
-            done = [s for s in snap.slices if s.round < complete]
+            done = numbered([s for s in snap.slices if s.round < complete])
             judged = at_one_speed(done, speeds).slices
             dropped = burst_rule(accounting, generator, limit, done)
-            return stop(Rounds(judged, complete, dropped, accounting))
+            if after is None:
+                return stop(Rounds(judged, complete, dropped, accounting))
+            mine, earlier = dropped, after.dropped
+
+            def either(s: SliceStats) -> str | None:
+                return earlier(s) if s.index < first_index else mine(s)
+
+            return stop(
+                Rounds([*after.speed.slices, *judged], first_round + complete, either, accounting)
+            )
 
         speeds = SliceSpeeds.start(self.server_cpus) if settings.core_speed else None
         preload()  # the first judgement does not hold up the run on its imports
@@ -453,14 +537,30 @@ class Rotation:
                 pin_this_thread(before)
         elapsed = time.monotonic() - started
         self.loaded_s += elapsed
-        return Rotated(
-            result=result,
-            speed=at_one_speed(result.slices, speeds),
-            accounting=accounting,
-            dropped=burst_rule(accounting, generator, limit, result.slices),
-            idle=idle_share(result.slices, accounting) if accounting is not None else None,
-            elapsed_s=elapsed,
+        # what needs the engine's own targets (the accounting's trees) is read before the
+        # slices are numbered into the group's
+        cpu = {
+            s.index + first_index: share
+            for s in result.slices
+            if (share := cpu_share(accounting, s)) is not None
+        }
+        idle_by_slice = (
+            {i + first_index: v for i, v in idle_shares(result.slices, accounting).items()}
+            if accounting is not None
+            else {}
         )
+        mine = numbered(result.slices)
+        rotated = Rotated(
+            result=result.model_copy(update={"slices": mine}) if after is not None else result,
+            speed=at_one_speed(mine, speeds),
+            accounting=accounting,
+            dropped=burst_rule(accounting, generator, limit, mine),
+            idle=summarize_idle(list(idle_by_slice.values())) if accounting is not None else None,
+            elapsed_s=elapsed,
+            cpu=cpu,
+            idle_by_slice=idle_by_slice,
+        )
+        return after.then(rotated) if after is not None else rotated
 
     def _sample_memory(self, live: Sequence[Member], now: float, budget: int, trees: Trees) -> None:
         read = trees.rss() if self._rss is None else [self._rss(m.server.pid) for m in live]
@@ -523,11 +623,11 @@ def burst_rule(
     return dropped
 
 
-def idle_share(slices: Sequence[SliceStats], accounting: Any) -> dict[str, float] | None:
+def idle_shares(slices: Sequence[SliceStats], accounting: Any) -> dict[int, float]:
     """What the idle processes cost the loaded one: the CPU every other process's tree used
-    during each slice, as a share of the slice's core time (median and 90th percentile over
-    the slices); None without two samples in any slice."""
-    shares = []
+    during each slice (by its index; its target in the engine's numbering), as a share of
+    the slice's core time; slices without two samples are left out."""
+    out: dict[int, float] = {}
     for s in slices:
         others = [
             accounting.tree_share(t, s.started_at, s.ended_at)
@@ -536,7 +636,13 @@ def idle_share(slices: Sequence[SliceStats], accounting: Any) -> dict[str, float
         ]
         known = [x for x in others if x is not None]
         if known and len(known) == len(others):
-            shares.append(sum(known) / max(1, len(accounting.cores)))
+            out[s.index] = sum(known) / max(1, len(accounting.cores))
+    return out
+
+
+def summarize_idle(shares: list[float]) -> dict[str, float] | None:
+    """What the idle processes cost the loaded one (:func:`idle_shares`): the median and
+    90th percentile over the slices (None: none)."""
     if not shares:
         return None
     shares.sort()

@@ -1,0 +1,44 @@
+"""The line under an interleaved ranking says how many server processes each stack got, and
+why a stack got more (issue 63: repetitions where the variance lives)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+from pywebbench.report.tables import group_notes
+
+
+def _ranking(processes: dict[str, int], grown: list[dict[str, Any]] | None) -> Any:
+    rows = []
+    for label, k in processes.items():
+        group: dict[str, Any] = {
+            "group": "cpython3.11 | hello @ c64",
+            "span": ["2026-12-07T03:00:00+00:00", "2026-12-07T03:02:00+00:00"],
+            "stacks": len(processes),
+            "processes": k,
+            "rounds": 30,
+            "df": 7,
+            "reference": "geometric mean",
+            "ratio": 1.0,
+        }
+        if grown:
+            group["grown"] = grown
+        rows.append(
+            SimpleNamespace(stack=SimpleNamespace(label=label), point=SimpleNamespace(group=group))
+        )
+    return cast(Any, SimpleNamespace(ranked=rows))
+
+
+def test_a_group_whose_stacks_got_the_same_processes_says_how_many() -> None:
+    (note,) = group_notes(_ranking({"a": 3, "b": 3, "c": 3}, None))
+    assert "3 stacks x 3 server processes," in note.summary
+    assert "more processes" not in note.summary
+
+
+def test_a_stack_given_more_processes_is_named_with_its_count_and_why() -> None:
+    why = "the processes disagree 6.1x more than their slices' noise explains"
+    grown = [{"stack": "b", "added": 2, "processes": 5, "why": why}]
+    (note,) = group_notes(_ranking({"a": 3, "b": 5, "c": 3}, grown))
+    assert "3 stacks x 3 server processes (b: 5)," in note.summary
+    assert f"b got 2 more processes, as {why}." in note.summary
