@@ -265,6 +265,24 @@ def pool(estimates: Iterable[RunEstimate]) -> list[Pooled]:
     return out
 
 
+def most_runs(pooled: Iterable[Pooled]) -> tuple[list[Pooled], int]:
+    """For each stack at each workload and load point, the pooled cell over the most runs
+    (ratios to another reference, such as the geometric mean of a run that lacks a stack,
+    pool apart: module doc), in ``pooled``'s order; and how many run figures those set
+    apart hold."""
+    chosen: dict[tuple[str, str, str], Pooled] = {}
+    apart = 0
+    for p in pooled:
+        where = (p.key.workload, p.key.load_point, p.key.stack)
+        best = chosen.get(where)
+        if best is None or p.runs > best.runs:
+            apart += best.runs if best is not None else 0
+            chosen[where] = p
+        else:
+            apart += p.runs
+    return list(chosen.values()), apart
+
+
 @dataclass(frozen=True)
 class Miss:
     """A run's ratio outside the prediction interval pooled from the other runs."""
@@ -320,3 +338,4 @@ def leave_one_out(estimates: Iterable[RunEstimate], *, min_others: int = 3) -> C
             else:
                 misses.append(Miss(e.run, e.key, e.ratio, pooled.pred_low, pooled.pred_high))
     return Coverage(checked, inside, misses)
+
