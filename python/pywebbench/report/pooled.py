@@ -59,6 +59,8 @@ class PooledView:
     lines: list[str] = field(default_factory=list)  # what precedes the table
     rows: list[PooledRow] = field(default_factory=list)
     coverage: str = ""  # the leave-one-out line ("" when no cell has 4 runs)
+    #: The latest run against the published table (:func:`published_lines`).
+    published: list[str] = field(default_factory=list)
 
 
 def _hours(runs: list[Run]) -> float | None:
@@ -155,6 +157,19 @@ def pooled_view(study: Study, label: Callable[[str], str] = str) -> PooledView |
     return view
 
 
+def published_lines(study: Study, label: Callable[[str], str] = str) -> list[str]:
+    """The latest run of ``study`` against the published table's prediction intervals
+    (docs/reference-table.md), as ``pywebbench run`` ends by saying it, one paragraph a
+    line; with several runs, the first names the run."""
+    from pywebbench.reference.check import latest_run_lines
+
+    said = [line.strip() for line in latest_run_lines(study, label)]
+    if len(study.runs) > 1 and said:
+        latest = max(study.runs, key=lambda r: (r.created_at, r.id))
+        said[0] = f"Run {latest.id}: {said[0][0].lower()}{said[0][1:]}"
+    return said
+
+
 def _point(key: CellKey) -> tuple[str, str]:
     return key.workload, key.load_point
 
@@ -192,4 +207,6 @@ def markdown_lines(view: PooledView | None, text: Callable[[str], str]) -> list[
         out.append("")
     if view.coverage:
         out += [text(view.coverage), ""]
+    for line in view.published:
+        out += [text(line), ""]
     return out
