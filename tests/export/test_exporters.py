@@ -1,7 +1,8 @@
 """The export registry (pywebbench.export): one module per format, each registered once under
 its ``--format`` name, and ``pywebbench export`` offers exactly those formats. What each
 format writes is tested end to end in tests/store/test_store.py (JSON, CSV),
-tests/store/test_mix_endpoints.py and tests/compare/test_interop_exports.py (pyperf, .hlog)."""
+tests/store/test_mix_endpoints.py, tests/compare/test_interop_exports.py (pyperf, .hlog)
+and tests/reference/test_reference_record.py (reference records)."""
 
 from __future__ import annotations
 
@@ -29,5 +30,6 @@ def test_every_format_module_is_registered_once_under_its_name() -> None:
 def test_the_command_offers_exactly_the_registered_formats() -> None:
     option = next(p for p in command.params if p.name == "fmt")
     assert isinstance(option.type, click.Choice)
-    assert list(option.type.choices) == list(EXPORTERS) == ["json", "csv", "pyperf", "hdr"]
-    assert [n for n, e in EXPORTERS.items() if e.directory] == ["hdr"]
+    formats = ["json", "csv", "pyperf", "hdr", "reference"]
+    assert list(option.type.choices) == list(EXPORTERS) == formats
+    assert [n for n, e in EXPORTERS.items() if e.directory] == ["hdr", "reference"]

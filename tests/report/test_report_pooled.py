@@ -8,14 +8,13 @@ import json
 import math
 
 import pytest
-from pywebbench.analysis.stats import t_quantile
+from pooled_runs import group_flags, key
 from pywebbench.report.html import render_html
 from pywebbench.report.markdown import render_markdown
 from pywebbench.report.pooled import WITHIN_ONLY, pooled_view
 from pywebbench.report.view import ReportView
 from pywebbench.store import Cell, Run, StackRow, Study
 
-T = t_quantile(0.975, 4)
 STACKS = ["gunicorn-sync", "granian-wsgi", "waitress"]
 XEON, EPYC = "Intel Xeon E5", "AMD EPYC 7B13"
 
@@ -26,27 +25,6 @@ def _run(i: int, cpu: str) -> Run:
         f"2026-12-05T{i * 2:02d}:30:00.000+00:00", "completed", "quick", f"host{i}", cpu, 2,
         "6.1", None, None, "Linux", "0", "3.11", "[0]", "[1]", "{}",
     )  # fmt: skip
-
-
-def _key(server: str) -> str:
-    return f"cpython3.11/{server}/raw-wsgi"
-
-
-def _group(log_ratios: dict[str, float], me: str, se: float = 0.01) -> dict[str, object]:
-    """A cell's ``flags["group"]``: its ratio to the geometric mean of the group's stacks
-    with a 95% interval (4 degrees of freedom), and its ratio to every other stack."""
-    mean = sum(log_ratios.values()) / len(log_ratios)
-    y = log_ratios[me] - mean
-    vs = {
-        _key(o): [math.exp(log_ratios[me] - v), math.exp(log_ratios[me] - v - T * se),
-                  math.exp(log_ratios[me] - v + T * se)]
-        for o, v in log_ratios.items() if o != me
-    }  # fmt: skip
-    return {
-        "group": "cpython3.11 | hello @ c64", "reference": "geometric mean", "df": 4,
-        "ratio": math.exp(y), "low": math.exp(y - T * se), "high": math.exp(y + T * se),
-        "vs": vs,
-    }  # fmt: skip
 
 
 def _study(runs: int, *, lacking: int | None = None) -> Study:
@@ -61,12 +39,12 @@ def _study(runs: int, *, lacking: int | None = None) -> Study:
         logs = {s: base[s] + (wobble[r] if s == "granian-wsgi" else 0.0) for s in names}
         for s in names:
             sid = len(study.stacks) + 1
-            row = StackRow(sid, f"run{r}", _key(s), _key(s), "cpython3.11", "cpython", "3.11",
+            row = StackRow(sid, f"run{r}", key(s), key(s), "cpython3.11", "cpython", "3.11",
                            "", "/usr/bin/python3", s, "wsgi", "raw-wsgi", 1, 1)  # fmt: skip
             study.stacks.append(row)
             cell = Cell(sid, f"run{r}", sid, f"{s}|hello|c64", sid, "hello", "{}", "closed",
                         64, None, "c64", "ok")  # fmt: skip
-            cell.flags_json = json.dumps({"group": _group(logs, s)})
+            cell.flags_json = json.dumps({"group": group_flags(logs, s)})
             study.cells.append(cell)
     return study
 
@@ -85,9 +63,9 @@ def test_six_runs_from_two_hosts_are_pooled_cell_by_cell() -> None:
         f"{EPYC} (runs run1, run3, run5)."
     )
     rows = {r.stack: r for r in view.rows}
-    assert [r.stack for r in view.rows] == [_key("granian-wsgi"), _key("waitress"),
-                                            _key("gunicorn-sync")]  # fmt: skip
-    granian = rows[_key("granian-wsgi")]
+    assert [r.stack for r in view.rows] == [key("granian-wsgi"), key("waitress"),
+                                            key("gunicorn-sync")]  # fmt: skip
+    granian = rows[key("granian-wsgi")]
     assert granian.versus == "geometric mean of 3"
     assert (granian.runs, granian.hosts) == ("6", "2")
     # granian/geomean: exp(2/3 log 1.3 - 1/3 log 1.1) = 1.1539, each run moved by 2/3 of
@@ -98,8 +76,8 @@ def test_six_runs_from_two_hosts_are_pooled_cell_by_cell() -> None:
     low, high = (float(x) for x in granian.prediction.strip("[]").split(", "))
     assert low < pooled < high and high / low < 1.15
     # granian over waitress, the next stack down: 1.3 / 1.1 = 1.182
-    assert granian.next_gap.startswith("1.18") and granian.next_gap.endswith(_key("waitress"))
-    assert rows[_key("gunicorn-sync")].next_gap == "–"
+    assert granian.next_gap.startswith("1.18") and granian.next_gap.endswith(key("waitress"))
+    assert rows[key("gunicorn-sync")].next_gap == "–"
     assert view.coverage.startswith("Leave one run out: ")
     assert " of 18 run ratios " in view.coverage
     md, html = _page(_study(6))
@@ -114,8 +92,8 @@ def test_a_run_without_a_stack_pools_what_is_there_and_says_how_many_runs() -> N
     view = pooled_view(_study(6, lacking=3))
     assert view is not None
     rows = {r.stack: r for r in view.rows}
-    assert rows[_key("waitress")].runs == "5 of 6"
-    assert rows[_key("granian-wsgi")].runs == "5 of 6"
+    assert rows[key("waitress")].runs == "5 of 6"
+    assert rows[key("granian-wsgi")].runs == "5 of 6"
     assert any(line.startswith("2 run figures are to another reference") for line in view.lines)
 
 

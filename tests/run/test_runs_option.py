@@ -85,6 +85,39 @@ def test_runs_stores_each_run_with_its_own_seed_and_the_report_pools_them(
     assert "within-run only" in one  # the first run's report: one run
 
 
+def test_a_run_ends_by_comparing_with_the_published_table(
+    tmp_path: Path, faked: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No records: one line saying there is no table yet. Three runs exported as reference
+    records (with the pywebbench commit that ran them): the next run's 2 ratios are held
+    against the table pooled from them (docs/reference-table.md)."""
+    from pywebbench.cli import cli
+
+    records = tmp_path / "reference" / "runs"
+    monkeypatch.setattr("pywebbench.reference.check.RECORDS", records)
+    (tmp_path / "study.toml").write_text(STUDY)
+    results = tmp_path / "res"
+    args = ["--config", str(tmp_path / "study.toml"), "--results-dir", str(results)]
+    res = CliRunner().invoke(command, [*args, "--runs", "3", "--seed", "7"])
+    assert res.exit_code == 0, res.output
+    none = "No published table yet to compare with: reference/runs holds 0 comparable run(s)"
+    assert res.output.count(none) == 3
+    store = ["--results-dir", str(results)]
+    with Store(results / "pywebbench.sqlite", create=False) as db:
+        ids = [r.id for r in db.runs()]
+    out = CliRunner().invoke(cli, ["export", *ids, *store, "--format", "reference", "-o",
+                                   str(records)])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    doc = json.loads((records / f"{ids[0]}.json").read_text())
+    assert doc["run"]["seed"] in (7, 8, 9) and len(doc["run"]["commit"]["revision"]) == 40
+    res = CliRunner().invoke(command, [*args, "--seed", "11"])
+    assert res.exit_code == 0, res.output
+    head = "Against the published table (docs/reference-table.md: 3 runs, 1 machine(s), "
+    said = next(line for line in res.output.splitlines() if line.startswith(head))
+    assert said.startswith(head + "provisional): ")
+    assert " of 2 ratios fall inside its 95% prediction intervals." in said
+
+
 def test_runs_and_resume_do_not_go_together(tmp_path: Path) -> None:
     res = CliRunner().invoke(command, ["--resume", "--runs", "2", "--results-dir", str(tmp_path)])
     assert res.exit_code == 2

@@ -265,6 +265,24 @@ def pool(estimates: Iterable[RunEstimate]) -> list[Pooled]:
     return out
 
 
+def most_runs(pooled: Iterable[Pooled]) -> tuple[list[Pooled], int]:
+    """For each stack at each workload and load point, the pooled cell over the most runs
+    (ratios to another reference, such as the geometric mean of a run that lacks a stack,
+    pool apart: module doc), in ``pooled``'s order; and how many run figures those set
+    apart hold."""
+    chosen: dict[tuple[str, str, str], Pooled] = {}
+    apart = 0
+    for p in pooled:
+        where = (p.key.workload, p.key.load_point, p.key.stack)
+        best = chosen.get(where)
+        if best is None or p.runs > best.runs:
+            apart += best.runs if best is not None else 0
+            chosen[where] = p
+        else:
+            apart += p.runs
+    return list(chosen.values()), apart
+
+
 @dataclass(frozen=True)
 class Miss:
     """A run's ratio outside the prediction interval pooled from the other runs."""
@@ -315,8 +333,101 @@ def leave_one_out(estimates: Iterable[RunEstimate], *, min_others: int = 3) -> C
             if pooled is None or pooled.pred_low is None or pooled.pred_high is None:
                 continue
             checked += 1
-            if pooled.holds(e.ratio):
-                inside += 1
-            else:
-                misses.append(Miss(e.run, e.key, e.ratio, pooled.pred_low, pooled.pred_high))
+            miss = _outside(pooled, e)
+            inside += miss is None
+            misses += [miss] if miss is not None else []
     return Coverage(checked, inside, misses)
+
+
+def _outside(p: Pooled, e: RunEstimate) -> Miss | None:
+    """``e``'s ratio against ``p``'s prediction interval: None inside (or without one)."""
+    if p.pred_low is None or p.pred_high is None or p.holds(e.ratio):
+        return None
+    return Miss(e.run, e.key, e.ratio, p.pred_low, p.pred_high)
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """One run held against a table pooled from other runs (:func:`check_run`)."""
+
+    #: Ratios of the run whose cell has a prediction interval in the table.
+    checked: int
+    inside: int
+    #: The ratios outside their prediction interval.
+    misses: list[Miss] = field(default_factory=list)
+    #: Ratios to another reference than the table's for that stack (the run lacks, or has
+    #: more, stacks in its group, so its geometric mean is over other stacks).
+    other_reference: int = 0
+    #: Ratios of cells the table has no prediction interval for (fewer than 3 runs).
+    without_interval: int = 0
+    #: Ratios of cells the table does not have at all.
+    not_in_table: int = 0
+    #: The table's cells (stack, workload, load point) the run did not measure.
+    lacking: list[CellKey] = field(default_factory=list)
+
+
+def check_run(table: Sequence[Pooled], run: Iterable[RunEstimate]) -> RunCheck:
+    """Each of ``run``'s ratios against the prediction interval of the same cell of
+    ``table`` (cells pooled from other runs, as :func:`most_runs` chose them): how many
+    fall inside, which fall outside and by how much, and what could not be compared."""
+    rows = {p.key: p for p in table}
+    places = {(p.key.workload, p.key.load_point, p.key.stack) for p in table}
+    checked = inside = other = without = absent = 0
+    misses: list[Miss] = []
+    seen: set[tuple[str, str, str]] = set()
+    for e in run:
+        place = (e.key.workload, e.key.load_point, e.key.stack)
+        seen.add(place)
+        row = rows.get(e.key)
+        if row is None:
+            if place in places:
+                other += 1
+            else:
+                absent += 1
+            continue
+        if row.pred_low is None or row.pred_high is None:
+            without += 1
+            continue
+        checked += 1
+        miss = _outside(row, e)
+        inside += miss is None
+        misses += [miss] if miss is not None else []
+    lacking = sorted(p.key for p in table if (p.key.workload, p.key.load_point, p.key.stack)
+                     not in seen)  # fmt: skip
+    return RunCheck(checked, inside, misses, other, without, absent, lacking)
+
+
+def rebased(estimates: Iterable[RunEstimate], basis: Sequence[str]) -> list[RunEstimate]:
+    """The ratios to the geometric mean of a wider group, re-expressed over the geometric
+    mean of ``basis`` (a run that lacks a stack has its mean over fewer): for each run whose
+    group holds every stack of ``basis``, each such stack's log ratio less the mean of those
+    stacks' log ratios. The point estimates are exact; each keeps its own within-run
+    interval's width, an approximation (the ratio to a mean over fewer stacks is a little
+    less sure), small beside the spread between runs that the pooling adds."""
+    want = tuple(sorted(basis))
+    groups: dict[tuple[str, str, str, tuple[str, ...]], dict[str, RunEstimate]] = {}
+    for e in estimates:
+        if e.key.versus != GEOMETRIC_MEAN or not set(want) < set(e.key.basis):
+            continue
+        where = (e.run, e.key.workload, e.key.load_point, e.key.basis)
+        groups.setdefault(where, {})[e.key.stack] = e
+    out = []
+    for (_, workload, load_point, _), cells in sorted(groups.items()):
+        if not all(s in cells for s in want):
+            continue
+        shift = statistics.fmean(cells[s].log_ratio for s in want)
+        factor = math.exp(-shift)
+        for s in want:
+            e = cells[s]
+            out.append(
+                RunEstimate(
+                    e.run,
+                    e.host,
+                    CellKey(workload, load_point, s, GEOMETRIC_MEAN, want),
+                    e.ratio * factor,
+                    e.low * factor if e.low is not None else None,
+                    e.high * factor if e.high is not None else None,
+                    e.df,
+                )
+            )
+    return out

@@ -22,6 +22,7 @@ from pywebbench.help_screen import OneScreen
     pywebbench export RUN --format pyperf -o run.json
     pywebbench export --format csv -o latest.csv      # the latest run, a row per iteration
     pywebbench export RUN1 RUN2 --format hdr -o hlog/ # HdrHistogram logs, one per cell
+    pywebbench export RUN --format reference -o reference/runs  # for the published table
     """,
 )
 @click.argument("runs", nargs=-1, metavar="[RUN_ID...]")
@@ -52,7 +53,8 @@ from pywebbench.help_screen import OneScreen
 @click.option(
     "-o",
     "--output",
-    help="Output file (default: standard output); for --format hdr a directory (required).",
+    help="Output file (default: standard output); for --format hdr and reference a "
+    "directory (required).",
 )
 @store_options
 def command(
@@ -74,13 +76,17 @@ def command(
             read by `python -m pyperf compare_to a.json b.json` and `pyperf stats`
     hdr     HdrHistogram interval logs (.hlog) into the -o directory, one per cell (and
             one per endpoint of a mix), one interval per measured iteration (microseconds)
+    reference  a record per completed run, <run id>.json into the -o directory (a few KB:
+            each group's ratios and their intervals, the host facts), which the published
+            table pools (docs/reference-table.md)
     """
     from pywebbench.export.base import ExportError, ExportOptions, write_files
+    from pywebbench.files import write_atomic
     from pywebbench.store import Store, StoreError
 
     exporter = EXPORTERS[fmt]
     if exporter.directory and not output:
-        fail(f"--output: --format {fmt} writes one .hlog per cell, give a directory with -o")
+        fail(f"--output: --format {fmt} writes {exporter.files}, give a directory with -o")
     path = store_path_of(results_dir, store_path)
     try:
         with Store(path, create=False) as store:
@@ -91,11 +97,22 @@ def command(
         assert output is not None
         if not out:
             fail("RUN_ID: no stored latency histogram in these runs")
-        written = write_files(Path(output), out)
-        click.echo(f"wrote {len(written)} .hlog file(s) into {output}", err=True)
+        if Path(output).exists() and not Path(output).is_dir():
+            fail(f"--output: {output} is a file; --format {fmt} writes into a directory")
+        try:
+            written = write_files(Path(output), out)
+        except OSError as exc:
+            fail(f"--output: {output}: {exc.strerror or exc}")
+        for path in written if fmt == "reference" else []:
+            click.echo(f"wrote {path}", err=True)
+        if fmt != "reference":
+            click.echo(f"wrote {len(written)} .hlog file(s) into {output}", err=True)
         return
     if output:
-        Path(output).write_text(out)
+        try:
+            write_atomic(Path(output), out)
+        except OSError as exc:
+            fail(f"--output: {output}: {exc.strerror or exc}")
         click.echo(f"wrote {output}", err=True)
     else:
         sys.stdout.write(out)

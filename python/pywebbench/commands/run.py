@@ -457,6 +457,10 @@ def _execute(
     if config.report:
         paths = generate(store_path, [*earlier, outcome.run_id], results_dir / "reports")
         console.print(f"report: {paths.html}\nsummary: {paths.markdown}")
+    from pywebbench.reference.check import latest_run_lines
+
+    for line in latest_run_lines(study):  # against docs/reference-table.md
+        console.print(escape(line))
     if outcome.cells_ok == 0:
         return 1, outcome.run_id
     return 0, outcome.run_id

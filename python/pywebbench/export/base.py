@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pywebbench.files import write_atomic
 from pywebbench.store.db import Store
 from pywebbench.store.model import Cell, Iteration, StackRow, Study
 
@@ -37,6 +38,8 @@ class Exporter:
     name: str
     write: Callable[[Store, ExportOptions], ExportOutput]
     directory: bool = False
+    #: What the files in the directory are, for the error without ``-o``.
+    files: str = ""
 
 
 def cell_name(stack: StackRow, cell: Cell) -> str:
@@ -60,11 +63,12 @@ def iterations_by_replicate(study: Study, cell: Cell) -> dict[int, list[Iteratio
 
 
 def write_files(directory: Path, files: dict[str, str]) -> list[Path]:
-    """Write ``files`` into ``directory`` (created); returns the paths in order."""
+    """Write ``files`` into ``directory`` (created), each through a temporary file and a
+    rename; returns the paths in order."""
     directory.mkdir(parents=True, exist_ok=True)
     out = []
     for name, text in files.items():
         path = directory / name
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text)
         out.append(path)
     return out

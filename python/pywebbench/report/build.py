@@ -42,7 +42,7 @@ from pywebbench.report.flame import flame_points
 from pywebbench.report.history import run_history
 from pywebbench.report.knee import knee_views
 from pywebbench.report.nodes import nodes_view
-from pywebbench.report.pooled import pooled_view
+from pywebbench.report.pooled import pooled_view, published_lines
 from pywebbench.report.series import iteration_histogram, per_second_rps
 from pywebbench.report.view import (
     CellSeriesView,
@@ -630,4 +630,8 @@ def build_view(study: Study, *, title: str | None = None) -> ReportView:
     view.nodes = nodes_view(study)  # --executor ray
     view.ab = ab_rows(study)  # pywebbench ab runs
     view.pooled = pooled_view(study, lambda k: stacks[k].label if k in stacks else k)
+    if view.pooled is not None:  # the latest run against docs/reference-table.md
+        view.pooled.published = published_lines(
+            study, lambda k: stacks[k].label if k in stacks else k
+        )
     return view

@@ -18,15 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from pywebbench import formatting as fmt
-from pywebbench.analysis.pooling import (
-    CellKey,
-    Pooled,
-    RunEstimate,
-    leave_one_out,
-    pair_estimates,
-    pool,
-    reference_estimate,
-)
+from pywebbench.analysis.pooling import CellKey, Pooled, leave_one_out, most_runs, pool
+from pywebbench.reference.estimates import run_host, study_estimates
 from pywebbench.store.model import Run, Study
 
 WITHIN_ONLY = (
@@ -66,32 +59,8 @@ class PooledView:
     lines: list[str] = field(default_factory=list)  # what precedes the table
     rows: list[PooledRow] = field(default_factory=list)
     coverage: str = ""  # the leave-one-out line ("" when no cell has 4 runs)
-
-
-def _host(run: Run) -> str:
-    return run.cpu_model or run.hostname or "unknown host"
-
-
-def _estimates(study: Study) -> tuple[list[RunEstimate], list[RunEstimate], int]:
-    """The ratios to the reference and between stacks of every interleaved cell, and how
-    many cells measured have no group figures (sequential cells)."""
-    hosts = {r.id: _host(r) for r in study.runs}
-    keys = {s.id: s.key for s in study.stacks}
-    reference: list[RunEstimate] = []
-    pairs: list[RunEstimate] = []
-    plain = 0
-    for cell in study.cells:
-        group = cell.flags.get("group")
-        if not isinstance(group, dict):
-            plain += cell.status == "ok"
-            continue
-        where = (hosts.get(cell.run_id, "?"), keys.get(cell.stack_id, "?"))
-        args = (cell.run_id, *where, cell.workload, cell.load_point, group)
-        est = reference_estimate(*args)
-        if est is not None:
-            reference.append(est)
-        pairs += pair_estimates(*args)
-    return reference, pairs, plain
+    #: The latest run against the published table (:func:`published_lines`).
+    published: list[str] = field(default_factory=list)
 
 
 def _hours(runs: list[Run]) -> float | None:
@@ -137,20 +106,11 @@ def pooled_view(study: Study, label: Callable[[str], str] = str) -> PooledView |
     if len(runs) == 1:
         view.lines.append(WITHIN_ONLY)
         return view
-    reference, pairs, plain = _estimates(study)
-    chosen: dict[tuple[str, str, str], Pooled] = {}
-    set_apart: dict[tuple[str, str, str], int] = defaultdict(int)
-    for p in pool(reference):
-        where = (p.key.workload, p.key.load_point, p.key.stack)
-        best = chosen.get(where)
-        if best is None or p.runs > best.runs:
-            if best is not None:
-                set_apart[where] += best.runs
-            chosen[where] = p
-        else:
-            set_apart[where] += p.runs
+    found = study_estimates(study)
+    reference, pairs, plain = found.reference, found.pairs, found.plain
+    chosen, apart = most_runs(pool(reference))
     gaps = {(p.key.workload, p.key.load_point, p.key.stack, p.key.versus): p for p in pool(pairs)}
-    shown = [p for p in chosen.values() if p.runs > 1]
+    shown = [p for p in chosen if p.runs > 1]
     if not shown:
         view.lines.append(
             "No cell was measured by more than one of these runs: every interval is within-run "
@@ -159,7 +119,7 @@ def pooled_view(study: Study, label: Callable[[str], str] = str) -> PooledView |
         return view
     by_host: dict[str, list[str]] = defaultdict(list)
     for r in runs:
-        by_host[_host(r)].append(r.id)
+        by_host[run_host(r)].append(r.id)
     hours = _hours(runs)
     span = f" over {hours:.1f} hours" if hours is not None else ""
     hosts = "; ".join(f"{h} (runs {', '.join(ids)})" for h, ids in by_host.items())
@@ -170,7 +130,6 @@ def pooled_view(study: Study, label: Callable[[str], str] = str) -> PooledView |
             f"{plain} cells measured one after another (design = sequential) have no group "
             "ratios and are not pooled."
         )
-    apart = sum(set_apart.values())
     if apart:
         view.lines.append(
             f"{apart} run figures are to another reference (a named stack, or a geometric "
@@ -196,6 +155,19 @@ def pooled_view(study: Study, label: Callable[[str], str] = str) -> PooledView |
             "runs" + (f"; the farthest outside: {missed}." if missed else ".")
         )
     return view
+
+
+def published_lines(study: Study, label: Callable[[str], str] = str) -> list[str]:
+    """The latest run of ``study`` against the published table's prediction intervals
+    (docs/reference-table.md), as ``pywebbench run`` ends by saying it, one paragraph a
+    line; with several runs, the first names the run."""
+    from pywebbench.reference.check import latest_run_lines
+
+    said = [line.strip() for line in latest_run_lines(study, label)]
+    if len(study.runs) > 1 and said:
+        latest = max(study.runs, key=lambda r: (r.created_at, r.id))
+        said[0] = f"Run {latest.id}: {said[0][0].lower()}{said[0][1:]}"
+    return said
 
 
 def _point(key: CellKey) -> tuple[str, str]:
@@ -235,4 +207,6 @@ def markdown_lines(view: PooledView | None, text: Callable[[str], str]) -> list[
         out.append("")
     if view.coverage:
         out += [text(view.coverage), ""]
+    for line in view.published:
+        out += [text(line), ""]
     return out

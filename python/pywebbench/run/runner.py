@@ -177,6 +177,10 @@ class StudyRunner:
                     collectors[i.name] = {"error": str(exc)}
         if collectors:
             extra["pypy_gc"] = collectors
+        # which pywebbench measured (a reference record says it: docs/reference-table.md)
+        own = git_revision(Path(__file__).resolve().parents[3])
+        if own is not None:
+            extra["pywebbench_git"] = own
         if self.config.app is not None:  # your own app: which commit of it was measured
             projects = self.config.app.projects
             if len(projects) < 2:

@@ -1,0 +1,78 @@
+"""The published table (reference/table.py): the records in reference/runs pooled into
+docs/reference-table.md, which is generated, never edited: the committed page is what the
+committed records give. It says which machines, how many runs, how many hours apart, and
+opens with "Provisional" until issue 65's bar is met."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pooled_runs import key, study
+from pywebbench.reference.record import dumps, read_folder, record_of
+from pywebbench.reference.table import PAGE, RECORDS, build, generate, main, render
+
+
+def _folder(tmp_path: Path, runs: int, **kw: float) -> Path:
+    s = study(runs, **kw)  # type: ignore[arg-type]
+    for r in s.runs:
+        (tmp_path / f"{r.id}.json").write_text(dumps(record_of(s, r.id)))
+    return tmp_path
+
+
+def test_the_committed_page_is_what_the_committed_records_give() -> None:
+    assert PAGE.read_text(encoding="utf-8") == generate(RECORDS), (
+        "docs/reference-table.md is stale: python -m pywebbench.reference.table"
+    )
+    assert main(["--check"]) == 0
+
+
+def test_with_no_records_the_page_says_there_are_none_yet(tmp_path: Path) -> None:
+    text = generate(tmp_path / "missing")
+    assert "**No runs recorded yet**" in text and "| workload |" not in text
+
+
+def test_three_runs_on_one_day_are_provisional_and_say_what_is_short(tmp_path: Path) -> None:
+    text = generate(_folder(tmp_path, 3, hours=1.0))
+    first = text.splitlines()[2]
+    assert first.startswith("**Provisional**: 3 run(s) from 2 machine(s), the first and last "
+                            "2.0 hours apart;")  # fmt: skip
+    assert "3 run(s), 6 needed" in first and "2.0 hours apart, 8 needed" in first
+    assert "machine(s), 2 needed" not in first
+    assert "n/a: 3 runs needed" not in text  # 3 runs: a prediction interval each
+
+
+def test_six_runs_from_two_machines_a_day_apart_meet_the_bar(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, 6, hours=3.0)
+    text = generate(folder)
+    assert text.splitlines()[2].startswith("**Bar met**: 6 run(s) from 2 machine(s), the first "
+                                           "and last 15.0 hours apart")  # fmt: skip
+    table = build(read_folder(folder))
+    assert not table.provisional and len(table.rows) == 6
+    rows = [line for line in text.splitlines() if line.startswith("| hello | c64 |")]
+    assert [r.split(" | ")[2] for r in rows] == [key("granian-wsgi"), key("waitress"),
+                                                 key("gunicorn-sync")]  # fmt: skip
+    assert all(r.endswith("| 6 of 6 | 2 |") for r in rows)
+    assert "Leave one run out: " in text and "Median half-width of the prediction" in text
+    assert "| run0 | " in text and "| 1.0 MiB, 32.0 MiB |" in text and "0123456789" in text
+
+
+def test_a_run_without_a_stack_keeps_the_table_provisional(tmp_path: Path) -> None:
+    table = build(read_folder(_folder(tmp_path, 6, hours=3.0, lacking=2)))
+    assert table.shortfalls() == ["6 of 6 cells pooled from fewer than 6 runs or from one machine"]
+    assert table.set_apart == 4 and "4 run figures are to another reference" in render(table)
+
+
+def test_a_bad_record_stops_the_generator_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "x.json").write_text("[]")
+    page = tmp_path / "page.md"
+    assert main(["--records", str(tmp_path), "-o", str(page)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "not a reference record" in err and "\n" not in err
+    assert not page.exists()
+    assert main(["--records", str(tmp_path / "none"), "-o", str(page)]) == 0
+    assert main(["--records", str(tmp_path / "none"), "-o", str(page), "--check"]) == 0
+    page.write_text("edited")
+    assert main(["--records", str(tmp_path / "none"), "-o", str(page), "--check"]) == 1
