@@ -285,6 +285,9 @@ def _point(
         point.drift |= bool(flags.get("drift"))
         point.leak |= bool(flags.get("leak"))
         point.interfered |= bool(flags.get("interfered"))
+        per_cell = flags.get("per_cell")
+        if isinstance(per_cell, str) and per_cell:
+            point.per_cell = per_cell
         remeasured = flags.get("remeasured")
         if isinstance(remeasured, int) and not isinstance(remeasured, bool):
             point.remeasured += remeasured

@@ -152,6 +152,7 @@ def _ranking_row(r: RankingRow, robustness: bool) -> Row:
             "inconsistent": not consistency.consistent,
             "modes": consistency.to_list(),
             "classes": dict(sorted(classes.items())),
+            "per_cell": p.per_cell,
         },
         generator_bound=p.generator_bound,
     )
