@@ -10,12 +10,14 @@ stores it. Names and failure texts can carry markup, to test that reports show i
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from pywebbench.analysis.group import GEOMETRIC_MEAN
 from pywebbench.analysis.warmup import SteadyRule, WarmupEnd, WarmupVerdict
 from pywebbench.analysis.warmup_class import unsettled
 from pywebbench.load.result import LoadResult
@@ -326,3 +328,68 @@ def _fail_verify(
         failure_reason=reason,
         finished_at=utcnow(),
     )
+
+
+#: When a group of :func:`store_groups` ran, unless told otherwise.
+GROUP_SPAN = ["2026-12-06T10:00:00Z", "2026-12-06T10:04:00Z"]
+
+
+def store_groups(
+    store_path: Path,
+    run_id: str,
+    group_of: Callable[[Cell, StackRow], str | None],
+    *,
+    processes: int,
+    spans: dict[str, list[str]] | None = None,
+) -> None:
+    """Store the cells' interleaved-group figures as the group runner stores them
+    (``run/interleaved.py``, ``_group_flags``): req/s at the group's average round (here the
+    median of the measured iterations), its interval, its ratio to the group's geometric mean
+    and to every other member. ``group_of`` names each cell's group (None: the cell stays as
+    measured on its own); ``spans``: each group's time span (:data:`GROUP_SPAN` otherwise)."""
+    with Store(store_path, create=False) as store:
+        study = store.load_study([run_id])
+        stacks = {s.id: s for s in study.stacks}
+        cells = {c.id: c for c in study.cells if c.id is not None}
+        rps = {
+            k: statistics.median(
+                i.rps for i in study.iterations if i.cell_id == k and i.kind == "measured"
+            )
+            for k in cells
+        }
+        group = {k: group_of(c, stacks[c.stack_id]) for k, c in cells.items()}
+        for cell_id, cell in cells.items():
+            label = group[cell_id]
+            if label is None:
+                continue
+            members = [k for k in cells if group[k] == label]
+            mean = statistics.geometric_mean([rps[k] for k in members])
+            mine = rps[cell_id]
+            flags = json.loads(cell.flags_json or "{}")
+            flags["group"] = {
+                "group": label,
+                "reference": GEOMETRIC_MEAN,
+                "stacks": len(members),
+                "processes": processes,
+                "df": len(members) * (processes - 1),
+                "rps": mine,
+                "rps_low": mine * 0.98,
+                "rps_high": mine * 1.02,
+                "ratio": mine / mean,
+                "low": mine / mean * 0.98,
+                "high": mine / mean * 1.02,
+                "span": (spans or {}).get(label, GROUP_SPAN),
+                "rounds": 12,
+                "seed": 1,
+                "idle_cpu_share": {"median": 0.01, "p90": 0.02},
+                "vs": {
+                    stacks[cells[o].stack_id].key: [
+                        mine / rps[o],
+                        mine / rps[o] * 0.97,
+                        mine / rps[o] * 1.03,
+                    ]
+                    for o in members
+                    if o != cell_id
+                },
+            }
+            store.update_cell(cell_id, flags_json=json.dumps(flags))

@@ -60,3 +60,20 @@ def test_versions_figure_orders_interpreters_and_keeps_cis() -> None:
     assert {d.get("yaxis") for d in fig["data"]} == {None, "y2", "y3"}  # req/s, p99, memory
     view.workloads = [WorkloadView("hello", points=points[:1])]
     assert versions_figures(view) == {}  # one interpreter: nothing to draw
+
+
+def test_the_by_interpreter_figure_says_its_groups_were_minutes_apart() -> None:
+    """An interleaved group holds one interpreter: the figure's interpreters come from
+    different groups, and its words say so instead of calling them replicates."""
+    from pywebbench.report.versions import rps_words
+
+    stacks = [_stack("cpython3.12", "3.12.1"), _stack("pypy3.9", "3.9.16")]
+    view = ReportView("t", "now", "0")
+    view.stacks = {s.key: s for s in stacks}
+    points = [_point(s, 1000.0) for s in stacks]
+    view.workloads = [WorkloadView("hello", points=points)]
+    assert rps_words(view) == "median with its 95% CI over replicates"
+    for n, p in enumerate(points):
+        p.group = {"group": f"{stacks[n].interpreter} | hello @ c64", "span": ["a", "b"]}
+    words = rps_words(view)
+    assert "minutes apart" in words and "no interval compares two interpreters" in words

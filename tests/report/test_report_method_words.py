@@ -14,19 +14,16 @@ names the other design's method fails the test.
 from __future__ import annotations
 
 import json
-import math
 import re
 import shutil
-import statistics
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pywebbench.analysis.group import GEOMETRIC_MEAN
 from pywebbench.report import ReportPaths, generate
 from pywebbench.store import Store
-from report_study import FakeStack, StudyPlan, record_study
+from report_study import FakeStack, StudyPlan, record_study, store_groups
 
 PLAN = StudyPlan(
     stacks=[
@@ -62,47 +59,13 @@ METHOD_WORDS: dict[str, list[str]] = {
 
 
 def _as_group(store_path: Path, run_id: str) -> None:
-    """Store each cell's interleaved-group figures as the group runner stores them
-    (``run/interleaved.py``, ``_group_flags``): req/s at the group's average round, its
-    interval, its ratio to the geometric mean and to every other member."""
-    with Store(store_path, create=False) as store:
-        study = store.load_study([run_id])
-        stacks = {s.id: s for s in study.stacks}
-        rps: dict[int, float] = {}
-        cells = {c.id: c for c in study.cells if c.id is not None}
-        for cell_id in cells:
-            measured = [
-                i.rps for i in study.iterations if i.cell_id == cell_id and i.kind == "measured"
-            ]
-            rps[cell_id] = statistics.median(measured)
-        mean = math.exp(statistics.fmean(math.log(v) for v in rps.values()))
-        keys = {k: stacks[c.stack_id].key for k, c in cells.items()}
-        for cell_id, cell in cells.items():
-            mine = rps[cell_id]
-            flags = json.loads(cell.flags_json or "{}")
-            flags["group"] = {
-                "group": f"cpython3.11 | {cell.workload} @ {cell.load_point}",
-                "reference": GEOMETRIC_MEAN,
-                "stacks": len(rps),
-                "processes": PLAN.replicates,
-                "df": len(rps) * (PLAN.replicates - 1),
-                "rps": mine,
-                "rps_low": mine * 0.98,
-                "rps_high": mine * 1.02,
-                "ratio": mine / mean,
-                "low": mine / mean * 0.98,
-                "high": mine / mean * 1.02,
-                "span": ["2026-12-06T10:00:00Z", "2026-12-06T10:04:00Z"],
-                "rounds": 12,
-                "seed": 1,
-                "idle_cpu_share": {"median": 0.01, "p90": 0.02},
-                "vs": {
-                    keys[o]: [mine / rps[o], mine / rps[o] * 0.97, mine / rps[o] * 1.03]
-                    for o in rps
-                    if o != cell_id
-                },
-            }
-            store.update_cell(cell_id, flags_json=json.dumps(flags))
+    """Every cell of the study in one interleaved group (:func:`report_study.store_groups`)."""
+    store_groups(
+        store_path,
+        run_id,
+        lambda cell, _: f"cpython3.11 | {cell.workload} @ {cell.load_point}",
+        processes=PLAN.replicates,
+    )
 
 
 @pytest.fixture(scope="module")

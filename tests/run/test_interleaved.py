@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -52,6 +53,65 @@ def test_a_quick_study_is_grouped_by_interpreter_and_workload() -> None:
     for g in groups:
         assert len({c.workload.name for c in g}) == 1
         assert len({c.variant.key for c in g}) == len(g) == 6
+
+
+def test_the_standard_profile_is_interleaved_one_group_per_load_point() -> None:
+    """``--profile standard`` with no ``--design`` is interleaved (load.design's default), and
+    its connection sweep (16 and 64) is two groups: a group holds one load point."""
+    config = resolve(
+        None,
+        {"matrix": {"interpreters": ["cpython3.11"], "workloads": ["hello"]}},
+        profile="standard",
+    )
+    assert config.load.design == "interleaved"
+    cells = planned(config).cells
+    assert all(why_not_interleaved(c, config.load) is None for c in cells)
+    groups = interleaved_groups(cells)
+    assert len(groups) == 2
+    assert sorted({c.load_point for c in g}.pop() for g in groups) == ["c16", "c64"]
+    for g in groups:
+        assert len({c.load_point for c in g}) == 1
+        assert len({c.variant.key for c in g}) == len(g) > 1
+
+
+@pytest.mark.parametrize("profile", ["quick", "standard", "full"])
+def test_every_profile_but_versions_is_interleaved(profile: str) -> None:
+    assert resolve(profile=profile).load.design == "interleaved"
+    assert resolve({"profile": profile}).load.design == "interleaved"  # a study file's
+
+
+def test_the_versions_profile_stays_sequential_and_a_flag_can_ask_for_it() -> None:
+    """An interleaved group holds one interpreter, and the version study compares them
+    (issue 64 item 1): it is measured in sequence until a group holds several."""
+    assert resolve(profile="versions").load.design == "sequential"
+    chosen = resolve(None, {"load": {"design": "sequential"}}, profile="standard")
+    assert chosen.load.design == "sequential"
+
+
+def test_a_users_projects_share_a_group_by_default(tmp_path: Path) -> None:
+    """``--app`` with ``--project`` twice: interleaved, both projects of every server in one
+    group per path."""
+    for name in ("v1", "v2"):
+        (tmp_path / name).mkdir()
+        app = "def app(environ, start_response):\n    return []\n"
+        (tmp_path / name / "web.py").write_text(app)
+    config = resolve(
+        {
+            "matrix": {"interpreters": ["cpython3.11"], "servers": ["waitress", "gunicorn-sync"]},
+            "app": {
+                "app": "web:app",
+                "interface": "wsgi",
+                "paths": ["/", "/x"],
+                "project": [str(tmp_path / "v1"), str(tmp_path / "v2")],
+            },
+        }
+    )
+    assert config.load.design == "interleaved"
+    cells = planned(config).cells
+    assert all(why_not_interleaved(c, config.load) is None for c in cells)
+    groups = interleaved_groups(cells)
+    assert len(groups) == 2  # one per path
+    assert all(len(g) == 4 for g in groups)  # 2 servers x 2 projects
 
 
 @pytest.mark.parametrize(

@@ -111,3 +111,16 @@ def test_cli_unknown_key_exits_2_and_writes_nothing(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 2 and "--connections 'many'" in proc.stderr
+
+
+def test_a_run_stored_before_the_design_key_resumes_in_sequence() -> None:
+    """Interleaved is the default of a new study; a run stored before ``load.design`` was
+    written was measured in sequence, and ``--resume`` goes on so."""
+    from pywebbench.study.config import stored
+
+    old = resolve().model_dump(mode="json")
+    del old["load"]["design"]
+    assert stored(old).load.design == "sequential"
+    assert "design" not in old["load"]  # the stored document is left as it was
+    now = resolve(profile="standard").model_dump(mode="json")
+    assert stored(now).load.design == "interleaved"

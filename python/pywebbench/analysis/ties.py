@@ -6,9 +6,15 @@ the ratio of their medians contains 1. The interval is
 :func:`pywebbench.analysis.ratio.ratio_of_medians`'s, built on replicates (Welch's t on
 their log figures below 10 a side, else a two-level bootstrap), so the spread between
 server processes is in it. Fewer than two replicates on a side give no interval: the
-ratio then says why (``RankRatio.why``) instead of carrying a zero-width one. The console
-(:mod:`pywebbench.run.console`) and the report (:mod:`pywebbench.report.build`) both rank
-with these functions, and :mod:`pywebbench.formatting` writes their results.
+ratio then says why (``RankRatio.why``) instead of carrying a zero-width one.
+
+Two members of one interleaved group take the group's own ratio and interval instead
+(:func:`group_neighbour`: slices of the same rounds, over the server processes). Two rows
+measured in different groups, or a group's row beside one measured on its own, were measured
+minutes apart in different rounds: their ratio gets no interval and is never a tie
+(:func:`ranked_gaps`, :data:`ACROSS_GROUPS`). The console (:mod:`pywebbench.run.console`) and
+the report (:mod:`pywebbench.report.build`) both rank with :func:`ranked_gaps`, and
+:mod:`pywebbench.formatting` writes their results.
 """
 
 from __future__ import annotations
@@ -69,21 +75,6 @@ def rank_ratio(
     return RankRatio(est.ratio, est.low, est.high)
 
 
-def neighbour_ratios(
-    rows: Sequence[Sequence[Sequence[float]]], keys: Sequence[str], *, workload: str
-) -> list[RankRatio | None]:
-    """For rows ranked fastest first: each row's ratio to the row above (None for the first).
-
-    ``keys`` name the rows ("stack key@load point"); with ``workload`` they seed each pair's
-    bootstrap, so the console and the report give the same interval for the same data.
-    """
-    out: list[RankRatio | None] = [None]
-    for i in range(1, len(rows)):
-        name = f"{workload}|{keys[i - 1]}|{keys[i]}"
-        out.append(rank_ratio(rows[i - 1], rows[i], name=name))
-    return out
-
-
 def group_estimate(flags: Mapping[str, Any]) -> tuple[float, float, float, int] | None:
     """An interleaved group's figure for a cell (``flags["group"]``,
     :mod:`pywebbench.run.interleaved`): (req/s at the group's average round, its interval's
@@ -119,3 +110,52 @@ def group_neighbour(
     if low is None or high is None:
         return RankRatio(float(ratio), why="no interval")
     return RankRatio(float(ratio), float(low), float(high))
+
+
+#: Why a ranked row's gap has no interval: the row above was measured in another interleaved
+#: group, or one of the two in a group and the other on its own, minutes apart.
+ACROSS_GROUPS = "different groups"
+
+
+def group_id(flags: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The interleaved group a cell was measured in: its label and time span
+    (``flags["group"]``); None for a cell measured on its own (a sequential study's, or one
+    that took the per-cell path)."""
+    g = flags.get("group")
+    if not isinstance(g, Mapping):
+        return None
+    return (str(g.get("group")), str(g.get("span")))
+
+
+def ranked_gaps(
+    rps: Sequence[float],
+    replicates: Sequence[Sequence[Sequence[float]]],
+    flags: Sequence[Mapping[str, Any]],
+    keys: Sequence[str],
+    stacks: Sequence[str],
+    *,
+    workload: str,
+) -> list[RankRatio | None]:
+    """For rows ranked fastest first: each row's ratio to the row above (None for the first),
+    with an interval only where both were measured in the same rounds.
+
+    Both in one interleaved group: the group's fit (:func:`group_neighbour`). Both measured on
+    their own (replicates spread over the study in rounds, so each interval takes in the
+    host's drift): Welch's t over replicates (:func:`rank_ratio`; ``keys`` name the rows,
+    "stack key@load point", and with ``workload`` seed its bootstrap). Otherwise the two were
+    measured in different groups, minutes apart: the ratio of ``rps`` alone, ``why`` =
+    :data:`ACROSS_GROUPS`, never a tie. ``stacks`` are the rows' stack keys (a group's
+    ratios are stored by them)."""
+    out: list[RankRatio | None] = [None]
+    for i in range(1, len(rps)):
+        upper, lower = group_id(flags[i - 1]), group_id(flags[i])
+        if upper is None and lower is None:
+            name = f"{workload}|{keys[i - 1]}|{keys[i]}"
+            out.append(rank_ratio(replicates[i - 1], replicates[i], name=name))
+        elif upper == lower:
+            out.append(group_neighbour(flags[i - 1], flags[i], stacks[i]))
+        elif rps[i] > 0:
+            out.append(RankRatio(rps[i - 1] / rps[i], why=ACROSS_GROUPS))
+        else:
+            out.append(None)
+    return out

@@ -21,6 +21,7 @@ from pywebbench.study.config import (
     check,
     load_toml,
     resolve,
+    stored,
 )
 from pywebbench.study.options import flag_of, given, overrides
 
@@ -95,13 +96,20 @@ _AGENT_KEYS = {
 @click.option("--dry-run", is_flag=True, help="Print the matrix and exit.")
 def command(**options: Any) -> None:
     """Run a study: interpreters x servers x frameworks x workloads x load points.
-    Each stack starts pinned to its cores, is verified, warmed up and measured in replicates;
-    every figure is stored in RESULTS_DIR/pywebbench.sqlite, and the run ends with an HTML and a
-    Markdown report. Ctrl-C keeps what was measured: `pywebbench run --resume` continues.
+    The stacks of a group (one interpreter, workload and load point) start together pinned to
+    the server cores, are verified, and are loaded in slices of the same rounds until warm and
+    narrow (interleaved, the default); every figure is stored in RESULTS_DIR/pywebbench.sqlite,
+    and the run ends with an HTML and a Markdown report. Ctrl-C keeps what was measured:
+    `pywebbench run --resume` continues.
 
     \b
-    Each cell: provision (cached) -> start the server pinned to its cores -> verify ->
-    warm-up iterations -> measured iterations -> stop; each replicate is a fresh server.
+    Each group: provision (cached) -> start --replicates server processes of every stack ->
+    verify -> slices, every process once a round, until each is warm and the ratios are
+    within --ci-target (or --group-budget) -> stop. Cells a group cannot hold (--faults,
+    --slo, --syscalls, open loops, new connections, h2c, unix binds, ...) take the per-cell
+    path, and run says which and why; so does every cell with --design sequential (the
+    version study's design): provision -> start the server -> verify -> warm-up iterations ->
+    measured iterations -> stop, each replicate a fresh server.
     Every iteration is stored at once; failures are recorded with their phase and the matrix
     carries on. Ctrl-C stops within seconds.
 
@@ -165,7 +173,7 @@ def _main(options: dict[str, Any], console: Console) -> int:
         if run.status == "completed":
             console.print(f"run {run.id} is already complete; nothing to resume.")
             return 0
-        config = StudyConfig.model_validate(run.config)
+        config = stored(run.config)
         config.results_dir = str(results_dir)
         if study.get("report") is False:
             config.report = False

@@ -29,7 +29,7 @@ from pywebbench import __version__
 from pywebbench import formatting as fmt
 from pywebbench.analysis import stats
 from pywebbench.analysis.ratio import ratio
-from pywebbench.analysis.ties import group_estimate, group_neighbour, neighbour_ratios
+from pywebbench.analysis.ties import group_estimate, ranked_gaps
 from pywebbench.catalogue.base import interpreter_kind
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.meter.core_speed import speed_note, study_scaling
@@ -285,6 +285,9 @@ def _point(
         point.drift |= bool(flags.get("drift"))
         point.leak |= bool(flags.get("leak"))
         point.interfered |= bool(flags.get("interfered"))
+        per_cell = flags.get("per_cell")
+        if isinstance(per_cell, str) and per_cell:
+            point.per_cell = per_cell
         remeasured = flags.get("remeasured")
         if isinstance(remeasured, int) and not isinstance(remeasured, bool):
             point.remeasured += remeasured
@@ -396,16 +399,14 @@ def _rank(workload: str, selection: str, points: list[tuple[StackView, PointView
         best = ok[0][1].rps
         worst = ok[-1][1].rps
         assert best is not None and worst is not None
-        above = neighbour_ratios(
+        above = ranked_gaps(  # an interval only within a group, or between lone cells
+            [p.rps.median for _, p in ok],  # type: ignore[union-attr]
             [p.rps_by_replicate for _, p in ok],
+            [{"group": p.group} if p.group else {} for _, p in ok],
             [f"{s.key}@{p.load_point}" for s, p in ok],
+            [s.key for s, _ in ok],
             workload=workload,
         )
-        for i in range(1, len(ok)):
-            (_, upper), (s, p) = ok[i - 1], ok[i]
-            grouped = group_neighbour({"group": upper.group}, {"group": p.group}, s.key)
-            if grouped is not None:
-                above[i] = grouped
         for i, (s, p) in enumerate(ok):
             assert p.rps is not None
             ranking.rows.append(

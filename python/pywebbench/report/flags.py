@@ -38,6 +38,11 @@ FLAG_HELP: dict[str, str] = {
     "disturbed (docs/interference.md)",
     "re-measured": "measured iterations that other processes interfered with were measured "
     "again; each attempt's figure replaces the interfered one before it (docs/interference.md)",
+    "per-cell path": "measured one cell at a time in an interleaved study (a fresh server per "
+    "replicate, one after another), because an interleaved group cannot hold it, for the "
+    "reason given: its req/s and 95% CI are over its replicates, measured minutes apart from "
+    "the groups, and no interval sets it against a group's stacks "
+    "(docs/steady-state.md#the-interleaved-study)",
     "faults interfered": "other processes took more than load.interference_max of a core from "
     "the pinned cores during the fault phase (clean or under attack), still after its "
     "re-measures: the robustness figures are disturbed (docs/faults.md)",
@@ -82,6 +87,9 @@ def flag_notes(flags: Mapping[str, Any], *, generator_bound: bool = False) -> li
         notes.append(f"re-measured ({remeasured}x)")
     if flags.get("inconsistent"):
         notes.append(_modes_note(flags))
+    why = flags.get("per_cell")
+    if isinstance(why, str) and why:
+        notes.append(f"per-cell path: {why}")
     if _faults_interfered(flags.get("robustness")):
         notes.append("faults interfered")
     classes = flags.get("classes")

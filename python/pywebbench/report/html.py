@@ -229,6 +229,7 @@ def build_context(view: ReportView) -> dict[str, Any]:
         "traced_note": axes.TRACED_NOTE,
         "protocol_note": axes.PROTOCOL_NOTE,
         "connection_note": axes.CONNECTION_NOTE,
+        "versions_rps": versions.rps_words(view),
     }
     flames = []
     for i, point in enumerate(view.flames):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pywebbench import formatting as fmt
 from pywebbench.analysis.modes import modes, replicate_figures
 from pywebbench.analysis.ratio import ratio
+from pywebbench.analysis.ties import group_id
 from pywebbench.report.flags import flag_notes
 from pywebbench.report.view import (
     Estimate,
@@ -153,6 +154,7 @@ def _ranking_row(r: RankingRow, robustness: bool) -> Row:
             "inconsistent": not consistency.consistent,
             "modes": consistency.to_list(),
             "classes": dict(sorted(classes.items())),
+            "per_cell": p.per_cell,
         },
         generator_bound=p.generator_bound,
     )
@@ -415,8 +417,10 @@ def is_websocket(workload: str) -> bool:
 
 #: The two designs a ranking's figures come from (docs/steady-state.md): sequential
 #: replicates (fresh server processes one after another) and interleaved groups (every
-#: stack's processes up together, loaded in slices of the same rounds).
-SEQUENTIAL, INTERLEAVED = "sequential", "interleaved"
+#: stack's processes up together, loaded in slices of the same rounds). ``ACROSS``: a gap
+#: between rows of different groups (or a group's row and one measured on its own), which
+#: gets no interval (:func:`pywebbench.analysis.ties.ranked_gaps`).
+SEQUENTIAL, INTERLEAVED, ACROSS = "sequential", "interleaved", "across"
 
 
 def designs(ranking: Ranking) -> set[str]:
@@ -424,21 +428,50 @@ def designs(ranking: Ranking) -> set[str]:
     return {INTERLEAVED if r.point.group else SEQUENTIAL for r in ranking.ranked}
 
 
+def _group_of(row: RankingRow) -> tuple[str, str] | None:
+    return group_id({"group": row.point.group} if row.point.group else {})
+
+
 def gap_methods(ranking: Ranking) -> set[str]:
     """How the ranked rows' "Gap above" intervals were made: ``INTERLEAVED`` when both rows
-    are members of one group (the group's fit), ``SEQUENTIAL`` otherwise (Welch's t over each
-    row's replicates, :func:`pywebbench.analysis.ties.neighbour_ratios`)."""
+    are members of one group (the group's fit), ``SEQUENTIAL`` when both were measured on
+    their own (Welch's t over each row's replicates), ``ACROSS`` otherwise (no interval:
+    :func:`pywebbench.analysis.ties.ranked_gaps`)."""
     out = set()
     ranked = ranking.ranked
     for upper, lower in zip(ranked, ranked[1:], strict=False):
-        a, b = upper.point.group, lower.point.group
-        same = (
-            a is not None
-            and b is not None
-            and (a.get("group"), a.get("span")) == (b.get("group"), b.get("span"))
-        )
-        out.add(INTERLEAVED if same else SEQUENTIAL)
+        a, b = _group_of(upper), _group_of(lower)
+        out.add(SEQUENTIAL if a is None and b is None else INTERLEAVED if a == b else ACROSS)
     return out
+
+
+def groups_note(ranking: Ranking) -> str | None:
+    """What a ranking that sets figures from different groups side by side says about them:
+    which groups, that they were measured minutes apart, and that no interval joins them;
+    None when its ranked rows come from one group, or were all measured on their own."""
+    groups: dict[tuple[str, str], str] = {}
+    alone = 0
+    for r in ranking.ranked:
+        g = _group_of(r)
+        if g is None:
+            alone += 1
+        else:
+            groups.setdefault(g, g[0])
+    if not groups or (len(groups) == 1 and not alone):
+        return None
+    names = "; ".join(groups.values())
+    lone = ""
+    if alone:
+        lone = f", and {alone} row{'s' if alone > 1 else ''} measured on "
+        lone += "their own" if alone > 1 else "its own"
+    return (
+        f"Different groups: these rows were measured in {len(groups)} interleaved "
+        f"group{'s' if len(groups) > 1 else ''} ({names}){lone}, minutes apart, not in the "
+        "same rounds. Ranks, 'vs best' and 'vs slowest' between stacks of different groups "
+        "compare figures from different rounds, and no tie or gap interval is given between "
+        "them ('CI n/a: different groups'); each group's ratios below, with their intervals, "
+        "compare its stacks within the same rounds."
+    )
 
 
 def column_help(ranking: Ranking) -> dict[str, str]:
@@ -455,8 +488,10 @@ def column_help(ranking: Ranking) -> dict[str, str]:
     for method in sorted(gap_methods(ranking) or {SEQUENTIAL}):
         if method == INTERLEAVED:
             gaps.append("within a group, from the group's fit over the server processes")
-        else:
+        elif method == SEQUENTIAL:
             gaps.append("over replicates: Welch's t, a bootstrap from 10 a side")
+        else:
+            gaps.append("none between different groups: measured minutes apart")
     return {
         "rps": "requests/s: " + "; ".join(rps),
         "ci": "; ".join(ci),
@@ -467,7 +502,8 @@ def column_help(ranking: Ranking) -> dict[str, str]:
 
 def method_note(ranking: Ranking) -> str:
     """The footnote under a ranking: how its req/s, intervals and ties were made, naming
-    only the designs that made them."""
+    only the designs that made them, and, when it sets different groups side by side, that
+    no interval joins them (:func:`groups_note`)."""
     made = designs(ranking) or {SEQUENTIAL}
     out = []
     if INTERLEAVED in made:
@@ -478,25 +514,31 @@ def method_note(ranking: Ranking) -> str:
             "reference, over the group's server processes (Student's t)."
         )
     if SEQUENTIAL in made:
-        lead = "Measured in sequence, req/s" if INTERLEAVED in made else "Req/s"
+        lead = "Measured on its own, req/s" if INTERLEAVED in made else "Req/s"
         out.append(
             f"{lead} is the median of the replicates' figures (each the median of its "
             "measured iterations), its 95% CI over the replicates (Student's t; a bootstrap "
             "from 10 replicates)."
         )
     gaps = gap_methods(ranking)
-    if gaps:
+    if gaps - {ACROSS}:
         how = []
         if INTERLEAVED in gaps:
-            how.append("from the group's fit" if len(gaps) == 1 else "within a group, its fit")
+            how.append(
+                "between two stacks of one group, from the group's fit: slices of the same "
+                "rounds, an interval over its server processes"
+            )
         if SEQUENTIAL in gaps:
-            whom = "between stacks of different groups, " if INTERLEAVED in made else ""
+            whom = "between two stacks measured on their own, " if INTERLEAVED in made else ""
             how.append(f"{whom}Welch's t over replicates, a bootstrap from 10 a side")
         out.append(
             "Gap above: how many times faster the stack above is, with the 95% CI of that ratio ("
             + "; ".join(how)
             + '); "=" before a rank: that CI contains 1, a tie.'
         )
+    across = groups_note(ranking)
+    if across is not None:
+        out.append(across)
     out.append(
         "Latency from the merged HdrHistograms; peak RSS over the server's whole process tree."
     )

@@ -98,3 +98,17 @@ def versions_figure(sweeps: Sweeps) -> Figure | None:
             )
     panels = [("requests/s", (0.68, 1.0)), ("p99 ms", (0.35, 0.63)), ("peak RSS MiB", (0.0, 0.3))]
     return {"data": data, "layout": panels_layout("interpreter", categories, panels, height=640)}
+
+
+def rps_words(view: ReportView) -> str:
+    """What the by-interpreter figure's requests/s are, for the designs that made them: an
+    interleaved group holds one interpreter, so its interpreters' figures come from
+    different groups, minutes apart, and no interval compares them."""
+    grouped = any(p.group for found in version_sweeps(view).values() for _, p in found)
+    if not grouped:
+        return "median with its 95% CI over replicates"
+    return (
+        "each interpreter's from groups of its own, measured minutes apart, not in the same "
+        "rounds: a stack's level at its group's average round with its 95% CI within that "
+        "group, or a median over replicates; no interval compares two interpreters"
+    )

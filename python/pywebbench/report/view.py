@@ -171,6 +171,9 @@ class PointView:
     # An interleaved group's figures (cells.flags_json "group"; None: a sequential cell):
     # ``rps`` then comes from the group's fit, and ranks and ties from its ratios.
     group: dict[str, Any] | None = None
+    # Why a cell of an interleaved study took the per-cell path (cells.flags_json
+    # "per_cell"); None in a group or a sequential study.
+    per_cell: str | None = None
     robustness: float | None = None  # filled by robustness studies (issue 6) when stored
     robustness_detail: RobustnessView | None = None  # the fault phase behind the score
     robustness_curve: RobustnessCurve | None = None  # a fault sweep (report/robustness_curve)

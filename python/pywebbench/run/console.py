@@ -22,7 +22,7 @@ from rich.table import Table
 from pywebbench import formatting as fmt
 from pywebbench.analysis.ratio import spread
 from pywebbench.analysis.stats import Summary, summarize_replicates
-from pywebbench.analysis.ties import group_estimate, group_neighbour, neighbour_ratios
+from pywebbench.analysis.ties import group_estimate, group_id, ranked_gaps
 from pywebbench.faults.outcome import CellRobustness
 from pywebbench.load.histogram import Histogram
 from pywebbench.meter.core_speed import speed_note, study_scaling
@@ -136,7 +136,9 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
     """Per workload (and load point), one row per ok cell ranked by median rps.
 
     Each row after the first carries ``vs_above`` (the row above's rps / this one, with its
-    CI over replicates) and ``tied`` when that CI contains 1 (docs/report.md).
+    CI: its interleaved group's, or over replicates between cells measured on their own; none
+    between rows of different groups, :func:`~pywebbench.analysis.ties.ranked_gaps`) and
+    ``tied`` when that CI contains 1 (docs/report.md).
     """
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     speed = study_scaling(study)  # req/s at one core speed
@@ -175,16 +177,14 @@ def summary_rows(study: Study) -> dict[str, list[dict[str, Any]]]:
         )
     for rows in out.values():
         rows.sort(key=lambda r: -r["rps"].median)
-        r0_workload = rows[0]["workload"]
-        above = neighbour_ratios(
-            [r["replicates"] for r in rows], [r["key"] for r in rows], workload=r0_workload
+        above = ranked_gaps(  # an interval only within a group, or between lone cells
+            [r["rps"].median for r in rows],
+            [r["replicates"] for r in rows],
+            [r["flags_raw"] for r in rows],
+            [r["key"] for r in rows],
+            [r["stack"] for r in rows],
+            workload=rows[0]["workload"],
         )
-        for n in range(1, len(rows)):
-            grouped = group_neighbour(
-                rows[n - 1]["flags_raw"], rows[n]["flags_raw"], rows[n]["stack"]
-            )
-            if grouped is not None:  # an interleaved group: its fit's ratio
-                above[n] = grouped
         for r, vs in zip(rows, above, strict=True):
             r["vs_above"] = vs
             r["tied"] = vs is not None and vs.tie
@@ -267,6 +267,12 @@ def summary_tables(study: Study) -> list[Table]:
         caption = [head, *(f"{k}: {v}" for k, v in notes)]
         if ties:
             caption.insert(1, "=N: tied with the row above (the 95% CI of 'gap above' contains 1)")
+        if len(grouped) > 1 or (grouped and any(not group_id(r["flags_raw"]) for r in rows)):
+            caption.insert(
+                1,
+                "different groups: rows of different groups were measured minutes apart, not in "
+                "the same rounds; no tie or gap interval is given between them",
+            )
         t.caption = "\n".join(caption) or None
         t.caption_justify = "left"
         tables.append(t)

@@ -357,6 +357,9 @@ class StudyRunner:
         flags = cell_flags(replicates, iterations, self._speed(p))
         if p.robustness is not None:
             flags["robustness"] = p.robustness.to_flag()
+        why = why_not_interleaved(p.cell, self.config.load)
+        if why is not None and self.config.load.design == "interleaved":
+            flags["per_cell"] = why  # the report marks it, as run said before it started
         if p.group is not None:  # an interleaved group's figures (run/interleaved.py)
             flags["group"] = p.group
             # its iterations are slices: a few bound by a burst do not make the stack so

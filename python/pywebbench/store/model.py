@@ -110,6 +110,10 @@ class CellFlags(TypedDict, total=False):
     #: group's average round with its interval, the ratio to the group's reference, the
     #: ratio to every other stack of the group (``vs``), the group's time span.
     group: dict[str, Any]
+    #: Why a cell of an interleaved study took the per-cell path
+    #: (:func:`pywebbench.run.interleaved.why_not_interleaved`); absent in a group or a
+    #: sequential study.
+    per_cell: str
 
 
 @dataclass

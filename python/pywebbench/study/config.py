@@ -258,14 +258,15 @@ class LoadConfig(Table):
     )
     design: Annotated[Literal["interleaved", "sequential"], Flag("--design", help=DESIGN_HELP)] = (
         Field(
-            "sequential",
-            description="interleaved: a group's stacks (one interpreter, workload and load "
-            "point) all up at once and loaded in slices of the same rounds; figures are ratios "
-            "to the group's reference with CIs over server processes "
-            "(docs/steady-state.md#the-interleaved-study). sequential: a fresh server per "
-            "replicate of each cell. Cells an interleaved group cannot hold (faults, knee, "
-            "per-cell windows, open loops, new connections, h2c, unix binds, WebSocket, load "
-            "agents) take the sequential path either way.",
+            "interleaved",
+            description="interleaved (the default of every profile but versions): a group's "
+            "stacks (one interpreter, workload and load point) all up at once and loaded in "
+            "slices of the same rounds; figures are ratios to the group's reference with CIs "
+            "over server processes (docs/steady-state.md#the-interleaved-study). sequential: a "
+            "fresh server per replicate of each cell, the replicates spread over the study in "
+            "rounds. Cells an interleaved group cannot hold (faults, knee, per-cell windows, "
+            "open loops, new connections, h2c, unix binds, WebSocket, load agents) take the "
+            "sequential path either way; run says which and why, and the report marks them.",
         )
     )
     group_budget_s: Annotated[
@@ -717,6 +718,24 @@ def resolve(
         raise ConfigError(format_validation_error(exc, "options")) from None
     check(config)
     return config
+
+
+#: Defaults a stored run's configuration lacks the key of, as they were when it was stored:
+#: a run stored before ``load.design`` was written with every run measured in sequence.
+_STORED_DEFAULTS: dict[str, dict[str, Any]] = {"load": {"design": "sequential"}}
+
+
+def stored(config: dict[str, Any]) -> StudyConfig:
+    """A run's stored configuration (``--resume``) as a :class:`StudyConfig`: a key it lacks
+    takes the default of when it was stored (:data:`_STORED_DEFAULTS`), not today's, so an
+    interrupted run goes on in the design it started in."""
+    data = copy.deepcopy(config)
+    for table, defaults in _STORED_DEFAULTS.items():
+        section = data.setdefault(table, {})
+        if isinstance(section, dict):
+            for key, value in defaults.items():
+                section.setdefault(key, value)
+    return StudyConfig.model_validate(data)
 
 
 def check(config: StudyConfig) -> None:
