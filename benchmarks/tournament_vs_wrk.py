@@ -5,6 +5,7 @@ reads? (docs/steady-state.md#the-interleaved-study, issue 63)
     python benchmarks/tournament_vs_wrk.py --runs 3 --json out.json
     python benchmarks/tournament_vs_wrk.py --neighbour          # beside the steady neighbour
     python benchmarks/tournament_vs_wrk.py --workload cpu --servers granian-wsgi,gunicorn-gthread
+    python benchmarks/tournament_vs_wrk.py --top          # and a stack over 100k req/s
 
 Each run is one interleaved group measured by ``pywebbench run``'s own code (the quick
 profile, or the stacks asked for; servers on core 0, the engine and the orchestrator on core 1),
@@ -16,7 +17,10 @@ measured slices, wrk's mean over its processes, and the ratio of the group's lev
 Then each stack's ratio to the group's reference (the geometric mean of the stacks), from the
 group (with its interval) and from wrk, and whether wrk's lies within the group's interval.
 Per run it also prints the CPU the run's process took on the generator's core during the
-group, by thread: the engine's threads against the orchestrator's.
+group, by thread: the engine's threads against the orchestrator's. ``--top`` adds
+socketify-native/socketify (uWebSockets, C++ under a thin Python layer) to the stacks: a
+stack at the top of the range, over 100k req/s on one core. ``--no-engine`` leaves out
+the continuous ``pywebbench load`` readings (half the time after each group).
 
 Acceptance (issue 63): each stack within +-3% of wrk (median of 3 runs), and 90% of wrk's
 ratios inside the group's intervals.
@@ -42,15 +46,20 @@ from typing import Any
 
 from pywebbench.bringup import BringUp, Check
 from pywebbench.commands.run import _interpreters
+from pywebbench.meter.core_speed import CoreSpeedProbe
 from pywebbench.run.executor import LocalExecutor
 from pywebbench.run.runner import run_study
 from pywebbench.run.seams import Seams
 from pywebbench.store import DEFAULT_FILENAME, Store
 from pywebbench.study.config import resolve
 from pywebbench.study.matrix import expand
+from pywebbench.study.profiles import PROFILE_DATA
 
 NEIGHBOUR = Path(__file__).with_name("neighbour.py")
+#: A stack at the top of the range (``--top``): server, framework.
+TOP = ("socketify-native", "socketify")
 GENERATOR_CPU = 1
+SERVER_CPU = 0
 _WRK_RPS = re.compile(r"Requests/sec:\s+([\d.]+)")
 
 
@@ -104,6 +113,9 @@ class WrkAtClose:
     rounds: int
     seed: int
     io: str | None = None
+    engine: bool = True  # also the engine's continuous readings
+    #: pid -> the server core's median rate during each wrk reading (the core-speed probe's).
+    rates: dict[int, list[float]] = field(default_factory=dict)
     base: BringUp = field(default_factory=BringUp)
     #: pid -> (stack key, URL) of the processes verified and not stopped yet.
     up: dict[int, tuple[str, str]] = field(default_factory=dict)
@@ -132,30 +144,40 @@ class WrkAtClose:
             self.cpu_group = {k: v - before.get(k, 0.0) for k, v in after.items()}
             order = list(self.up)
             rng = random.Random(self.seed)
+            probe = CoreSpeedProbe([SERVER_CPU]).start()
             for r in range(self.rounds):
                 rng.shuffle(order)
                 for pid in order:
                     url = self.up[pid][1]
+                    began = time.monotonic()
                     rps = wrk(url, self.connections, self.seconds)
+                    ended = time.monotonic()
                     self.readings.setdefault(pid, []).append(rps)
-                    rps = engine(url, self.connections, self.seconds, self.io)
-                    self.engine_readings.setdefault(pid, []).append(rps)
+                    during = [x for t, x in list(probe.readings) if began <= t <= ended and x > 0]
+                    if during:
+                        self.rates.setdefault(pid, []).append(statistics.median(during))
+                    if self.engine:
+                        rps = engine(url, self.connections, self.seconds, self.io)
+                        self.engine_readings.setdefault(pid, []).append(rps)
                 print(f"  wrk round {r + 1} of {self.rounds} done", flush=True)
+            probe.stop()
         self.up.pop(server.pid, None)
         return self.base.stop(server)
 
 
 def group_figures(
     store_path: Path,
-) -> tuple[dict[str, dict[str, Any]], dict[int, list[float]], dict[int, str]]:
+) -> tuple[dict[str, dict[str, Any]], dict[int, list[float]], dict[int, str], float | None]:
     """The latest run's cells' group figures by stack key, each server process's measured
-    slices (req/s) by its pid, and its stack key."""
+    slices (req/s) by its pid, and its stack key; and the group's core rate (the median of
+    its slices' readings: the speed its req/s are put at)."""
     with Store(store_path, create=False) as store:
         study = store.load_study()
     names = {s.id: s.key for s in study.stacks}
     groups: dict[str, dict[str, Any]] = {}
     slices: dict[int, list[float]] = {}
     stacks: dict[int, str] = {}
+    rates = [it.core_rate for it in study.iterations if it.core_rate]
     for cell in study.cells:
         g = cell.flags.get("group")
         if isinstance(g, dict):
@@ -170,16 +192,18 @@ def group_figures(
                 it.rps for it in study.iterations_of(cell.id)
                 if it.replicate == rep.replicate and it.kind == "measured" and it.rps
             ]  # fmt: skip
-    return groups, slices, stacks
+    return groups, slices, stacks, statistics.median(rates) if rates else None
 
 
 def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
     results = Path(tempfile.mkdtemp(prefix="tvw-"))
     matrix_opts: dict[str, Any] = {"workloads": [args.workload], "interpreters": [args.python]}
-    if args.servers:
-        matrix_opts["servers"] = args.servers.split(",")
-    if args.frameworks:
-        matrix_opts["frameworks"] = args.frameworks.split(",")
+    quick = PROFILE_DATA["quick"]["matrix"]
+    servers = args.servers.split(",") if args.servers else list(quick["servers"])
+    frameworks = args.frameworks.split(",") if args.frameworks else list(quick["frameworks"])
+    if args.top:
+        servers, frameworks = [*servers, TOP[0]], [*frameworks, TOP[1]]
+    matrix_opts["servers"], matrix_opts["frameworks"] = servers, frameworks
     overrides: dict[str, Any] = {
         "matrix": matrix_opts,
         "results_dir": str(results),
@@ -192,18 +216,32 @@ def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
         overrides["load"]["io"] = args.io
     config = resolve({}, overrides, profile="quick")
     matrix = expand(config, _interpreters(config))
-    hook = WrkAtClose(config.load.connections[0], args.wrk_s, args.wrk_rounds, seed=k, io=args.io)
+    hook = WrkAtClose(
+        config.load.connections[0], args.wrk_s, args.wrk_rounds, seed=k, io=args.io,
+        engine=not args.no_engine,
+    )  # fmt: skip
     started = time.monotonic()
     with Store(results / DEFAULT_FILENAME) as store, LocalExecutor(hook.seams()) as executor:
         outcome = run_study(config, matrix, store, results_dir=results, executor=executor)
     wall = time.monotonic() - started
-    groups, slices, stacks = group_figures(results / DEFAULT_FILENAME)
+    groups, slices, stacks, group_rate = group_figures(results / DEFAULT_FILENAME)
     by_stack: dict[str, dict[str, list[float]]] = {}
     for pid, stack in stacks.items():
-        entry = by_stack.setdefault(stack, {"wrk": [], "slices": [], "engine": []})
+        entry = by_stack.setdefault(stack, {"wrk": [], "slices": [], "engine": [], "matched": []})
         if pid in hook.readings:
             entry["wrk"].append(statistics.fmean(hook.readings[pid]))
-            entry["engine"].append(statistics.fmean(hook.engine_readings[pid]))
+            rates = hook.rates.get(pid, [])
+            if group_rate and len(rates) == len(hook.readings[pid]):
+                # at the group's core speed (elasticity 1): the host's speed moves over the
+                # minutes between the group and wrk, and the group's figures are put at its own
+                entry["matched"].append(
+                    statistics.fmean(
+                        rps * group_rate / rate
+                        for rps, rate in zip(hook.readings[pid], rates, strict=True)
+                    )
+                )
+            if pid in hook.engine_readings:
+                entry["engine"].append(statistics.fmean(hook.engine_readings[pid]))
         if slices.get(pid):
             entry["slices"].append(statistics.fmean(slices[pid]))
     rows = []
@@ -215,6 +253,7 @@ def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
             "ratio": g.get("ratio"), "low": g.get("low"), "high": g.get("high"),
             "slices_rps": statistics.fmean(entry["slices"]) if entry["slices"] else None,
             "wrk_rps": statistics.fmean(entry["wrk"]) if entry["wrk"] else None,
+            "wrk_matched_rps": statistics.fmean(entry["matched"]) if entry["matched"] else None,
             "engine_rps": statistics.fmean(entry["engine"]) if entry["engine"] else None,
             "wrk_processes": entry["wrk"],
         })  # fmt: skip
@@ -232,7 +271,7 @@ def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
 def show(run: dict[str, Any]) -> None:
     print(f"run {run['run']}: {run['wall_s']:.0f} s (engine: pywebbench load, continuous)")
     print(f"  {'stack':44} {'group':>8} {'slices':>8} {'wrk':>8} {'engine':>8} {'grp/wrk':>7}"
-          f" {'ratio [CI]':>22} {'wrk ratio':>9} in")  # fmt: skip
+          f" {'@speed':>7} {'ratio [CI]':>22} {'wrk ratio':>9} in")  # fmt: skip
     for r in run["rows"]:
         g, w = r["group_rps"], r["wrk_rps"]
         vs = f"{g / w:8.3f}" if g and w else f"{'-':>8}"
@@ -242,8 +281,10 @@ def show(run: dict[str, Any]) -> None:
         inside = "-" if wr is None or r.get("low") is None else (
             "yes" if r["low"] <= wr <= r["high"] else "NO")  # fmt: skip
         e = r.get("engine_rps") or 0
+        m = r.get("wrk_matched_rps")
+        at = f"{g / m:7.3f}" if g and m else f"{'-':>7}"
         print(f"  {r['stack']:44} {g or 0:8,.0f} {r['slices_rps'] or 0:8,.0f} {w or 0:8,.0f}"
-              f" {e:8,.0f} {vs} {ci:>22} {wr or 0:9.3f} {inside}")  # fmt: skip
+              f" {e:8,.0f} {vs} {at} {ci:>22} {wr or 0:9.3f} {inside}")  # fmt: skip
     print("  CPU seconds of the run's threads during the group: " + ", ".join(
         f"{k} {v:g}" for k, v in list(run["thread_cpu_s"].items())[:8]))  # fmt: skip
 
@@ -259,7 +300,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--wrk-rounds", type=int, default=3)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--no-core-speed", action="store_true")
-    ap.add_argument("--io", choices=["epoll", "uring"], help="the engine backend (default: auto)")
+    ap.add_argument("--io", choices=["epoll", "uring"], help="engine backend (default: study's)")
+    ap.add_argument("--top", action="store_true", help="add socketify-native/socketify (100k+)")
+    ap.add_argument("--no-engine", action="store_true", help="wrk only after the group")
     ap.add_argument("--neighbour", action="store_true", help="the steady neighbour on core 0")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
@@ -283,13 +326,20 @@ def main(argv: Sequence[str] | None = None) -> None:
             os.killpg(neighbour.pid, 15)
             neighbour.wait(timeout=10)
     if len(runs) > 1:
-        print("median over runs of group/wrk per stack:")
+        print("median over runs of group/wrk per stack (as measured; at the group's core speed):")
         stacks = sorted({r["stack"] for run in runs for r in run["rows"]})
         for s in stacks:
-            vs = [r["group_rps"] / r["wrk_rps"] for run in runs for r in run["rows"]
-                  if r["stack"] == s and r["group_rps"] and r["wrk_rps"]]  # fmt: skip
+            mine = [r for run in runs for r in run["rows"] if r["stack"] == s and r["group_rps"]]
+            vs = [r["group_rps"] / r["wrk_rps"] for r in mine if r["wrk_rps"]]
+            at = [r["group_rps"] / r["wrk_matched_rps"] for r in mine if r.get("wrk_matched_rps")]
             if vs:
-                print(f"  {s:34} {statistics.median(vs):.3f} ({', '.join(f'{v:.3f}' for v in vs)})")
+                print(f"  {s:34} {statistics.median(vs):.3f} ({', '.join(f'{v:.3f}' for v in vs)})"
+                      + (f"; {statistics.median(at):.3f} ({', '.join(f'{v:.3f}' for v in at)})"
+                         if at else ""))  # fmt: skip
+        inside = [r.get("low") is not None and r["low"] <= r["wrk_ratio"] <= r["high"]
+                  for run in runs for r in run["rows"] if r.get("wrk_ratio")]  # fmt: skip
+        if inside:
+            print(f"wrk's ratios inside the group's intervals: {sum(inside)} of {len(inside)}")
 
 
 if __name__ == "__main__":
