@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import re
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pywebbench.analysis.group import Observation, fit_group
 from pywebbench.bringup import BringUp, Check
 from pywebbench.commands.run import _interpreters
 from pywebbench.meter.core_speed import CoreSpeedProbe
@@ -259,16 +261,69 @@ def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
             "wrk_matched_rps": statistics.fmean(entry["matched"]) if entry["matched"] else None,
             "engine_rps": statistics.fmean(entry["engine"]) if entry["engine"] else None,
             "wrk_processes": entry["wrk"],
+            "wrk_readings": [hook.readings[p] for p, st in stacks.items()
+                             if st == stack and p in hook.readings],
         })  # fmt: skip
-    wrk_known = [r for r in rows if r["wrk_rps"]]
-    if wrk_known:
-        import math
-
-        gm = math.exp(statistics.fmean(math.log(r["wrk_rps"]) for r in wrk_known))
-        for r in wrk_known:
-            r["wrk_ratio"] = r["wrk_rps"] / gm
+    wrk_ratios(rows)
     cpu = {k: round(v, 2) for k, v in sorted(hook.cpu_group.items(), key=lambda kv: -kv[1])}
     return {"run": outcome.run_id, "wall_s": wall, "rows": rows, "thread_cpu_s": cpu}
+
+
+def wrk_ratios(rows: list[dict[str, Any]]) -> None:
+    """Each row's ratio to the geometric mean of the stacks by wrk, with its 95% interval
+    (``wrk_ratio``, ``wrk_low``, ``wrk_high``): the group's own fit (round plus process
+    effects, the interval over the processes) on wrk's readings, each wrk round a round, so
+    that the continuous ratios carry their own uncertainty, as the group's do. Rows stored
+    before the readings were kept by round count each process's mean as one round."""
+    obs = []
+    stack_of: dict[int, str] = {}
+    for r in rows:
+        per_process = r.get("wrk_readings") or [[x] for x in r.get("wrk_processes", [])]
+        for readings in per_process:
+            p = len(stack_of)
+            stack_of[p] = r["stack"]
+            obs += [Observation(k, p, x) for k, x in enumerate(readings)]
+    fit = fit_group(obs, stack_of)
+    if fit is None:
+        return
+    for r in rows:
+        if r["stack"] in fit.levels:
+            iv = fit.vs_reference(r["stack"])
+            r["wrk_ratio"], r["wrk_low"], r["wrk_high"] = iv.ratio, iv.low, iv.high
+
+
+def summarize(runs: list[dict[str, Any]]) -> None:
+    """Over the runs: each stack's group/wrk (median, as measured and at the group's core
+    speed), and how the ratios to the stacks' geometric mean agree: wrk's inside the group's
+    interval, the group's inside wrk's, and the two within their combined interval (the
+    difference of two independent estimates, each with its own 95% half-width)."""
+    print("median over runs of group/wrk per stack (as measured; at the group's core speed):")
+    stacks = sorted({r["stack"] for run in runs for r in run["rows"]})
+    for s in stacks:
+        mine = [r for run in runs for r in run["rows"] if r["stack"] == s and r["group_rps"]]
+        vs = [r["group_rps"] / r["wrk_rps"] for r in mine if r["wrk_rps"]]
+        at = [r["group_rps"] / r["wrk_matched_rps"] for r in mine if r.get("wrk_matched_rps")]
+        if vs:
+            print(f"  {s:44} {statistics.median(vs):.3f} ({', '.join(f'{v:.3f}' for v in vs)})"
+                  + (f"; {statistics.median(at):.3f} ({', '.join(f'{v:.3f}' for v in at)})"
+                     if at else ""))  # fmt: skip
+    a = b = c = n = 0
+    for run in runs:
+        wrk_ratios(run["rows"])
+        for r in run["rows"]:
+            if r.get("low") is None or r.get("wrk_low") is None:
+                continue
+            n += 1
+            a += r["low"] <= r["wrk_ratio"] <= r["high"]
+            b += r["wrk_low"] <= r["ratio"] <= r["wrk_high"]
+            hw_g = math.log(r["high"] / r["ratio"])
+            hw_w = math.log(r["wrk_high"] / r["wrk_ratio"])
+            c += abs(math.log(r["ratio"] / r["wrk_ratio"])) <= math.hypot(hw_g, hw_w)
+    if n:
+        print(
+            f"ratios to the geometric mean, {n} in all: wrk's inside the group's interval {a};"
+            f" the group's inside wrk's {b}; within their combined interval {c}"
+        )
 
 
 def show(run: dict[str, Any]) -> None:
@@ -308,7 +363,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--no-engine", action="store_true", help="wrk only after the group")
     ap.add_argument("--neighbour", action="store_true", help="the steady neighbour on core 0")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--from-json", type=Path, nargs="+", help="summarize stored runs, run none")
     args = ap.parse_args(argv)
+    if args.from_json:
+        summarize([run for path in args.from_json for run in json.loads(path.read_text())])
+        return
     if shutil.which("wrk") is None:
         sys.exit("wrk is needed: apt-get install wrk (scripts/setup.sh installs it)")
     neighbour = None
@@ -328,21 +387,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if neighbour is not None:
             os.killpg(neighbour.pid, 15)
             neighbour.wait(timeout=10)
-    if len(runs) > 1:
-        print("median over runs of group/wrk per stack (as measured; at the group's core speed):")
-        stacks = sorted({r["stack"] for run in runs for r in run["rows"]})
-        for s in stacks:
-            mine = [r for run in runs for r in run["rows"] if r["stack"] == s and r["group_rps"]]
-            vs = [r["group_rps"] / r["wrk_rps"] for r in mine if r["wrk_rps"]]
-            at = [r["group_rps"] / r["wrk_matched_rps"] for r in mine if r.get("wrk_matched_rps")]
-            if vs:
-                print(f"  {s:34} {statistics.median(vs):.3f} ({', '.join(f'{v:.3f}' for v in vs)})"
-                      + (f"; {statistics.median(at):.3f} ({', '.join(f'{v:.3f}' for v in at)})"
-                         if at else ""))  # fmt: skip
-        inside = [r.get("low") is not None and r["low"] <= r["wrk_ratio"] <= r["high"]
-                  for run in runs for r in run["rows"] if r.get("wrk_ratio")]  # fmt: skip
-        if inside:
-            print(f"wrk's ratios inside the group's intervals: {sum(inside)} of {len(inside)}")
+    summarize(runs)
 
 
 if __name__ == "__main__":

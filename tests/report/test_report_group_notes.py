@@ -42,3 +42,11 @@ def test_a_stack_given_more_processes_is_named_with_its_count_and_why() -> None:
     (note,) = group_notes(_ranking({"a": 3, "b": 5, "c": 3}, grown))
     assert "3 stacks x 3 server processes (b: 5)," in note.summary
     assert f"b got 2 more processes, as {why}." in note.summary
+
+
+def test_a_stack_whose_idle_processes_burn_cpu_is_named_with_what_they_took() -> None:
+    ranking = _ranking({"a": 3, "b": 3}, None)
+    for row in ranking.ranked:
+        row.point.group["idle_burn"] = {"b": 0.031}
+    (note,) = group_notes(ranking)
+    assert "b's idle processes took 3.1% of a core each during the others' slices" in note.summary

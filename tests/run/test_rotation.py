@@ -8,7 +8,7 @@ import os
 from pywebbench.ab.session import AbOptions, least_budget_s, sized
 from pywebbench.load.sliced import SliceStats
 from pywebbench.meter.slice_interference import CoreAccounting
-from pywebbench.run.rotation import LEAST_ROUNDS, burst_rule, slots
+from pywebbench.run.rotation import LEAST_ROUNDS, burst_rule, idle_cost, slots
 
 
 def _slice(index: int, start: float, duration: float, rnd: int = 0) -> SliceStats:
@@ -144,3 +144,21 @@ def test_a_slices_generator_verdict_is_stored_and_a_stack_needs_most_of_its_slic
     three_in_five = [slice_iteration(s, 1, None) for s in [bound, bound, bound, free, free]]
     assert slices_generator_bound(three_in_five)
     assert not slices_generator_bound([])
+
+
+def test_each_trees_idle_cost_is_its_share_of_the_core_during_the_others_slices() -> None:
+    """Three trees, one 1-s slice each: tree 2 spins 3% of the core all along (an event
+    loop's timers), the others idle at nothing. Each tree's idle cost is read over the other
+    two's slices only: 3% for tree 2 (twice), none for the others; its own slice is its
+    load, not its idle."""
+    acc = CoreAccounting(cores=[0], pids=[1, 2, 3])
+    for t in range(4):
+        acc.at.append(float(t))
+        acc.busy_s.append(float(t))
+        acc.own_s.append(float(t))
+        busy = [1.0 if t >= 1 else 0.0, (1.0 if t >= 2 else 0.0), 0.0]
+        acc.tree_s.append([busy[0], busy[1], 0.03 * t + (0.97 if t >= 3 else 0.0)])
+    slices = [_slice(i, float(i), 1.0) for i in range(3)]
+    cost = idle_cost(slices, acc)
+    assert [round(x, 3) for x in cost[2]] == [0.03, 0.03]
+    assert cost[0] == [0.0, 0.0] and cost[1] == [0.0, 0.0]

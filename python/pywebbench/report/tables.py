@@ -595,6 +595,11 @@ def group_notes(ranking: Ranking) -> list[GroupNote]:
                         f" {grew['stack']} got {grew['added']} more processes, as {grew['why']}."
                         for grew in g.get("grown") or []
                     )
+                    + "".join(
+                        f" {stack}'s idle processes took {share:.1%} of a core each during "
+                        "the others' slices, which the other stacks' figures lack."
+                        for stack, share in (g.get("idle_burn") or {}).items()
+                    )
                     + (f" Its intervals stayed wide: {wide}." if wide else "")
                 ),
                 ratios=f"Ratio to the {g.get('reference')}: " + "; ".join(ratios) + "." + idle_text,

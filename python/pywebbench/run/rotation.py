@@ -314,6 +314,9 @@ class Rotated:
     cpu: dict[int, float] = field(default_factory=dict)
     #: A slice's index -> what the idle processes took of the server cores during it.
     idle_by_slice: dict[int, float] = field(default_factory=dict)
+    #: A member's index -> the share of a core its tree took during each of the others'
+    #: slices (:func:`idle_cost`): what it costs them while it idles.
+    idle_of: dict[int, list[float]] = field(default_factory=dict)
     #: Engine runs it joins (:meth:`Rotation.run` with ``after``): 1 for one run.
     legs: int = 1
 
@@ -344,6 +347,10 @@ class Rotated:
             return mine(s) if s.index < first else later.dropped(s)
 
         idle_by_slice = {**self.idle_by_slice, **later.idle_by_slice}
+        idle_of = {
+            m: [*self.idle_of.get(m, []), *later.idle_of.get(m, [])]
+            for m in {*self.idle_of, *later.idle_of}
+        }
         return Rotated(
             result=later.result.model_copy(
                 update={
@@ -364,6 +371,7 @@ class Rotated:
             elapsed_s=self.elapsed_s + later.elapsed_s,
             cpu={**self.cpu, **later.cpu},
             idle_by_slice=idle_by_slice,
+            idle_of=idle_of,
             legs=self.legs + later.legs,
         )
 
@@ -559,6 +567,11 @@ class Rotation:
             elapsed_s=elapsed,
             cpu=cpu,
             idle_by_slice=idle_by_slice,
+            idle_of=(
+                {index_of[t]: v for t, v in idle_cost(result.slices, accounting).items()}
+                if accounting is not None
+                else {}
+            ),
         )
         return after.then(rotated) if after is not None else rotated
 
@@ -637,6 +650,21 @@ def idle_shares(slices: Sequence[SliceStats], accounting: Any) -> dict[int, floa
         known = [x for x in others if x is not None]
         if known and len(known) == len(others):
             out[s.index] = sum(known) / max(1, len(accounting.cores))
+    return out
+
+
+def idle_cost(slices: Sequence[SliceStats], accounting: Any) -> dict[int, list[float]]:
+    """Each tree's share of a core during the other trees' slices (by its index in the
+    accounting, the engine's target): what it takes from them while it idles (a server whose
+    event loop keeps timers running takes a few percent; most take well under one)."""
+    out: dict[int, list[float]] = {}
+    for s in slices:
+        for t in range(len(accounting.pids)):
+            if t == s.target:
+                continue
+            share = accounting.tree_share(t, s.started_at, s.ended_at)
+            if share is not None:
+                out.setdefault(t, []).append(share)
     return out
 
 
