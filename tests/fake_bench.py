@@ -179,7 +179,12 @@ class SlicedModel:
         climb = self.warming.get(target, 0)
         share = 0.6 + 0.4 * min(1.0, rnd / climb) if climb else 1.0
         level = next((v for k, v in self.by_url.items() if k in url), None)
-        return (self.levels[target] if level is None else level) * host * share * jitter
+        if level is None:
+            assert target < len(self.levels), (
+                f"no level for target {target} ({url}): a process the group added? give by_url"
+            )
+            level = self.levels[target]
+        return level * host * share * jitter
 
 
 def synthetic_sliced(

@@ -103,7 +103,7 @@ def test_two_runs_give_no_prediction_interval_and_fewer_say_there_is_no_table() 
     ]
     said = lines(user, _records(s, "run0", "run1"))
     assert "none of this run's ratios has a prediction interval" in said[0]
-    assert said[1] == "  not compared: 6 of cells the table has from fewer than 3 runs."
+    assert said[1] == "  not compared: 6 ratio(s) of cells the table has from fewer than 3 runs."
     # the run's own record is not part of the table it is held against
     assert lines(user, _records(s, "run0", "run2"))[0].startswith("No published table yet")
     assert lines([], _records(s, "run0", "run1")) == []

@@ -109,9 +109,11 @@ def describe(check: RunCheck, table: Table, label: Callable[[str], str] = str) -
             "a stack, so its geometric mean is over other stacks)"
         )
     if check.without_interval:
-        apart.append(f"{check.without_interval} of cells the table has from fewer than 3 runs")
+        apart.append(
+            f"{check.without_interval} ratio(s) of cells the table has from fewer than 3 runs"
+        )
     if check.not_in_table:
-        apart.append(f"{check.not_in_table} of cells the table does not have")
+        apart.append(f"{check.not_in_table} ratio(s) of cells the table does not have")
     if apart:
         out.append("  not compared: " + "; ".join(apart) + ".")
     if check.lacking:
