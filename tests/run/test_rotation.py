@@ -8,7 +8,7 @@ import os
 from pywebbench.ab.session import AbOptions, least_budget_s, sized
 from pywebbench.load.sliced import SliceStats
 from pywebbench.meter.slice_interference import CoreAccounting
-from pywebbench.run.rotation import LEAST_ROUNDS, burst_rule, idle_cost, slots
+from pywebbench.run.rotation import LEAST_ROUNDS, burst_rule, idle_figures, slots
 
 
 def _slice(index: int, start: float, duration: float, rnd: int = 0) -> SliceStats:
@@ -159,6 +159,6 @@ def test_each_trees_idle_cost_is_its_share_of_the_core_during_the_others_slices(
         busy = [1.0 if t >= 1 else 0.0, (1.0 if t >= 2 else 0.0), 0.0]
         acc.tree_s.append([busy[0], busy[1], 0.03 * t + (0.97 if t >= 3 else 0.0)])
     slices = [_slice(i, float(i), 1.0) for i in range(3)]
-    cost = idle_cost(slices, acc)
+    cost = idle_figures(slices, acc)[1]
     assert [round(x, 3) for x in cost[2]] == [0.03, 0.03]
     assert cost[0] == [0.0, 0.0] and cost[1] == [0.0, 0.0]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -693,8 +694,6 @@ class GroupRun:
         """The stacks whose idle processes take more than :data:`IDLE_BURN` of a core each
         during the others' slices (the median over their slices, then over the stack's
         processes), said: every other stack of the group reads that much lower."""
-        import statistics
-
         rotated = self.rotated
         if rotated is None or not rotated.idle_of:
             return {}

@@ -306,8 +306,6 @@ class Rotated:
     accounting: CoreAccounting | None
     #: Why a slice is left out (None: kept): the burst rule of this run.
     dropped: Callable[[SliceStats], str | None]
-    #: What the idle processes took of the server cores during others' slices.
-    idle: dict[str, float] | None
     elapsed_s: float
     #: A slice's index -> the share of a core its own server tree used (:func:`cpu_share`;
     #: absent: unknown), read when the run ended.
@@ -315,7 +313,7 @@ class Rotated:
     #: A slice's index -> what the idle processes took of the server cores during it.
     idle_by_slice: dict[int, float] = field(default_factory=dict)
     #: A member's index -> the share of a core its tree took during each of the others'
-    #: slices (:func:`idle_cost`): what it costs them while it idles.
+    #: slices (:func:`idle_figures`): what it costs them while it idles.
     idle_of: dict[int, list[float]] = field(default_factory=dict)
     #: Engine runs it joins (:meth:`Rotation.run` with ``after``): 1 for one run.
     legs: int = 1
@@ -324,6 +322,12 @@ class Rotated:
     def interrupted(self) -> bool:
         """Ctrl-C ended the engine run (what it measured is kept all the same)."""
         return self.result.interrupted
+
+    @property
+    def idle(self) -> dict[str, float] | None:
+        """What the idle processes took of the server cores during others' slices: the
+        median and 90th percentile over the slices (None: not sampled)."""
+        return summarize_idle(list(self.idle_by_slice.values()))
 
     def cpu_share(self, s: SliceStats) -> float | None:
         """The share of a core the slice's own server tree used (:func:`cpu_share`)."""
@@ -367,7 +371,6 @@ class Rotated:
             ),
             accounting=later.accounting,
             dropped=dropped,
-            idle=summarize_idle(list(idle_by_slice.values())),
             elapsed_s=self.elapsed_s + later.elapsed_s,
             cpu={**self.cpu, **later.cpu},
             idle_by_slice=idle_by_slice,
@@ -552,26 +555,17 @@ class Rotation:
             for s in result.slices
             if (share := cpu_share(accounting, s)) is not None
         }
-        idle_by_slice = (
-            {i + first_index: v for i, v in idle_shares(result.slices, accounting).items()}
-            if accounting is not None
-            else {}
-        )
+        by_slice, by_tree = idle_figures(result.slices, accounting)
         mine = numbered(result.slices)
         rotated = Rotated(
             result=result.model_copy(update={"slices": mine}) if after is not None else result,
             speed=at_one_speed(mine, speeds),
             accounting=accounting,
             dropped=burst_rule(accounting, generator, limit, mine),
-            idle=summarize_idle(list(idle_by_slice.values())) if accounting is not None else None,
             elapsed_s=elapsed,
             cpu=cpu,
-            idle_by_slice=idle_by_slice,
-            idle_of=(
-                {index_of[t]: v for t, v in idle_cost(result.slices, accounting).items()}
-                if accounting is not None
-                else {}
-            ),
+            idle_by_slice={i + first_index: v for i, v in by_slice.items()},
+            idle_of={index_of[t]: v for t, v in by_tree.items()},
         )
         return after.then(rotated) if after is not None else rotated
 
@@ -636,41 +630,39 @@ def burst_rule(
     return dropped
 
 
-def idle_shares(slices: Sequence[SliceStats], accounting: Any) -> dict[int, float]:
-    """What the idle processes cost the loaded one: the CPU every other process's tree used
-    during each slice (by its index; its target in the engine's numbering), as a share of
-    the slice's core time; slices without two samples are left out."""
-    out: dict[int, float] = {}
+def idle_figures(
+    slices: Sequence[SliceStats], accounting: CoreAccounting | None
+) -> tuple[dict[int, float], dict[int, list[float]]]:
+    """What the idle processes take from the loaded one, from one read of every other tree's
+    share of a core during each slice (trees in the engine's target numbering):
+
+    - by slice index, the CPU all the other trees used, as a share of the slice's core time
+      (slices without two samples of every tree are left out);
+    - by tree, its share during each of the others' slices (its idle cost: a server
+      whose event loop keeps timers running takes a few percent; most take well under one).
+
+    Both empty without accounting."""
+    by_slice: dict[int, float] = {}
+    by_tree: dict[int, list[float]] = {}
+    if accounting is None:
+        return by_slice, by_tree
     for s in slices:
-        others = [
-            accounting.tree_share(t, s.started_at, s.ended_at)
+        others = {
+            t: accounting.tree_share(t, s.started_at, s.ended_at)
             for t in range(len(accounting.pids))
             if t != s.target
-        ]
-        known = [x for x in others if x is not None]
+        }
+        known = {t: x for t, x in others.items() if x is not None}
+        for t, x in known.items():
+            by_tree.setdefault(t, []).append(x)
         if known and len(known) == len(others):
-            out[s.index] = sum(known) / max(1, len(accounting.cores))
-    return out
-
-
-def idle_cost(slices: Sequence[SliceStats], accounting: Any) -> dict[int, list[float]]:
-    """Each tree's share of a core during the other trees' slices (by its index in the
-    accounting, the engine's target): what it takes from them while it idles (a server whose
-    event loop keeps timers running takes a few percent; most take well under one)."""
-    out: dict[int, list[float]] = {}
-    for s in slices:
-        for t in range(len(accounting.pids)):
-            if t == s.target:
-                continue
-            share = accounting.tree_share(t, s.started_at, s.ended_at)
-            if share is not None:
-                out.setdefault(t, []).append(share)
-    return out
+            by_slice[s.index] = sum(known.values()) / max(1, len(accounting.cores))
+    return by_slice, by_tree
 
 
 def summarize_idle(shares: list[float]) -> dict[str, float] | None:
-    """What the idle processes cost the loaded one (:func:`idle_shares`): the median and
-    90th percentile over the slices (None: none)."""
+    """What the idle processes cost the loaded one (:func:`idle_figures`, by slice): the
+    median and 90th percentile over the slices (None: none)."""
     if not shares:
         return None
     shares.sort()
