@@ -197,7 +197,7 @@ def synthetic_sliced(
     order = random.Random(plan.seed)
     n = len(plan.targets)
     slices: list[SliceStats] = []
-    clock = 1_000_000.0 + n * plan.load.warmup_s
+    clock = 1_000_000.0 + sum(plan.warmup_s_of(t) for t in range(n))
     stopped = False
     for rnd in range(plan.rounds):
         host = 1.0 + rng.uniform(-model.host, model.host)
@@ -207,15 +207,16 @@ def synthetic_sliced(
             jitter = 1.0 + rng.uniform(-model.noise, model.noise)
             rps = model.rps(target, rnd, host, jitter, plan.targets[target])
             clock += plan.settle_s
+            slice_s = plan.slice_s_of(target)
             slices.append(
                 SliceStats(
                     index=len(slices), round=rnd, target=target,
-                    requests=int(rps * plan.slice_s), errors=0, timeouts=0,
-                    duration_s=plan.slice_s, rps=rps, started_at=clock,
-                    ended_at=clock + plan.slice_s, p50_us=1000, p99_us=5000,
+                    requests=int(rps * slice_s), errors=0, timeouts=0,
+                    duration_s=slice_s, rps=rps, started_at=clock,
+                    ended_at=clock + slice_s, p50_us=1000, p99_us=5000,
                 )
             )  # fmt: skip
-            clock += plan.slice_s
+            clock += slice_s
         if progress is not None and progress(
             SliceProgress(elapsed_s=clock, planned_s=plan.planned_s(), slices=list(slices))
         ):

@@ -8,7 +8,9 @@
 //! thread knows the whole plan, so the switch costs no message between threads: a thread
 //! issues requests only inside its target's windows, and its connections sit idle (kept
 //! alive) outside them. A window is `settle_s` of load that is not counted (the previous
-//! target's in-flight requests drain meanwhile), then `slice_s` that is. At the end of a
+//! target's in-flight requests drain meanwhile), then the target's slice length that is
+//! (`slice_s`, or its own in `slice_s_by_target`: a PyPy process needs longer slices than a
+//! CPython one, its collector's pauses would empty short ones). At the end of a
 //! window each thread adds its slice's counts to a shared board (one lock per slice per
 //! thread, none per request).
 
@@ -44,8 +46,17 @@ pub struct SlicedSpec {
     pub load: LoadSpec,
     /// One URL per target (variant), at least two, all different.
     pub targets: Vec<String>,
-    /// Counted seconds of each slice.
+    /// Counted seconds of each slice (unused when `slice_s_by_target` is given, but still
+    /// checked).
     pub slice_s: f64,
+    /// Counted seconds of each target's slices, one per target, in `targets`' order; empty:
+    /// `slice_s` for every target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slice_s_by_target: Vec<f64>,
+    /// Each target's first touch (its warm-up window, alone, before the first round), one
+    /// per target; empty: `load.warmup_s` for every target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warmup_s_by_target: Vec<f64>,
     /// Uncounted seconds of load at the start of each slice.
     #[serde(default = "default_settle")]
     pub settle_s: f64,
@@ -80,6 +91,13 @@ impl SlicedSpec {
         if !(self.slice_s.is_finite() && self.slice_s >= 0.05) {
             return Err("slice_s: must be >= 0.05".into());
         }
+        check_by_target("slice_s_by_target", &self.slice_s_by_target, n, 0.05)?;
+        check_by_target("warmup_s_by_target", &self.warmup_s_by_target, n, 0.0)?;
+        if self.warmup_s_by_target.is_empty()
+            && !(self.load.warmup_s.is_finite() && self.load.warmup_s >= 0.0)
+        {
+            return Err("load.warmup_s: must be >= 0".into());
+        }
         if !(self.settle_s.is_finite() && self.settle_s >= 0.0) {
             return Err("settle_s: must be >= 0".into());
         }
@@ -105,10 +123,30 @@ impl SlicedSpec {
         Ok(())
     }
 
-    /// Seconds the whole plan lasts (warm-up windows included).
+    /// Counted seconds of target `t`'s slices.
+    pub fn slice_s_of(&self, t: usize) -> f64 {
+        self.slice_s_by_target
+            .get(t)
+            .copied()
+            .unwrap_or(self.slice_s)
+    }
+
+    /// Seconds of target `t`'s first touch (its warm-up window).
+    pub fn warmup_s_of(&self, t: usize) -> f64 {
+        self.warmup_s_by_target
+            .get(t)
+            .copied()
+            .unwrap_or(self.load.warmup_s)
+    }
+
+    /// Seconds the whole plan lasts (warm-up windows included): every target's first touch,
+    /// then `rounds` times one settle and one slice of every target (pywebbench.load.sliced's
+    /// `SlicePlan.planned_s` sums alike).
     pub fn planned_s(&self) -> f64 {
-        let n = self.targets.len() as f64;
-        n * self.load.warmup_s + self.rounds as f64 * n * (self.settle_s + self.slice_s)
+        let n = self.targets.len();
+        let touches: f64 = (0..n).map(|t| self.warmup_s_of(t)).sum();
+        let round: f64 = (0..n).map(|t| self.settle_s + self.slice_s_of(t)).sum();
+        touches + self.rounds as f64 * round
     }
 
     /// The order of the targets in each round (seeded shuffles).
@@ -133,9 +171,14 @@ impl SlicedSpec {
         let n = self.targets.len();
         let mut per: Vec<Vec<Window>> = vec![Vec::new(); n];
         let mut at = t0;
-        if self.load.warmup_s > 0.0 {
-            for (t, w) in per.iter_mut().enumerate() {
-                let end = t0 + ns(self.load.warmup_s * (t + 1) as f64);
+        // The first touches one after another, each ending at its sum from t0 (no rounding
+        // carried from one to the next); a target without one has no warm-up window.
+        let mut touched = 0.0;
+        for (t, w) in per.iter_mut().enumerate() {
+            let warm = self.warmup_s_of(t);
+            if warm > 0.0 {
+                touched += warm;
+                let end = t0 + ns(touched);
                 w.push(Window {
                     slice: None,
                     load_start: at,
@@ -146,21 +189,43 @@ impl SlicedSpec {
             }
         }
         let mut board = Vec::new();
-        let step = ns(self.settle_s + self.slice_s);
         let settle = ns(self.settle_s);
+        let step: Vec<u64> = (0..n)
+            .map(|t| ns(self.settle_s + self.slice_s_of(t)))
+            .collect();
         for (r, order) in self.order().into_iter().enumerate() {
             for t in order {
                 per[t].push(Window {
                     slice: Some(board.len()),
                     load_start: at,
                     count_start: at + settle,
-                    end: at + step,
+                    end: at + step[t],
                 });
                 board.push((t, r as u32));
-                at += step;
+                at += step[t];
             }
         }
         (per, board)
+    }
+}
+
+/// A per-target list: empty, or one finite value >= `least` per target.
+fn check_by_target(field: &str, values: &[f64], targets: usize, least: f64) -> Result<(), String> {
+    if values.is_empty() {
+        return Ok(());
+    }
+    if values.len() != targets {
+        return Err(format!(
+            "{field}: {} values for {targets} targets",
+            values.len()
+        ));
+    }
+    match values.iter().position(|v| !(v.is_finite() && *v >= least)) {
+        Some(t) => Err(format!(
+            "{field}: {} for target {t}: each must be >= {least}",
+            values[t]
+        )),
+        None => Ok(()),
     }
 }
 
@@ -619,9 +684,27 @@ mod tests {
             },
             targets: vec!["http://127.0.0.1:1/".into(), "http://127.0.0.1:2/".into()],
             slice_s: 1.0,
+            slice_s_by_target: Vec::new(),
+            warmup_s_by_target: Vec::new(),
             settle_s: 0.25,
             rounds,
             seed: 7,
+        }
+    }
+
+    /// Three targets of their own slice lengths and first touches (a PyPy one among
+    /// CPython ones: longer slices, a longer touch; one with no touch at all).
+    fn spec_by_target(rounds: u32) -> SlicedSpec {
+        let mut s = spec(rounds);
+        s.targets.push("http://127.0.0.1:3/".into());
+        s.slice_s_by_target = vec![0.25, 0.5, 0.3];
+        s.warmup_s_by_target = vec![0.5, 3.0, 0.0];
+        s
+    }
+
+    impl SlicedSpec {
+        fn to_json_for_test(&self) -> String {
+            serde_json::to_string(self).unwrap()
         }
     }
 
@@ -646,6 +729,147 @@ mod tests {
             assert_eq!(w.count_start - w.load_start, 250_000_000);
             assert_eq!(w.end - w.count_start, 1_000_000_000);
             assert_eq!(r as usize, i / 2, "each round has one slice per target");
+        }
+    }
+
+    #[test]
+    fn windows_follow_each_targets_own_slice_and_first_touch() {
+        let s = spec_by_target(8);
+        s.validate().unwrap();
+        let t0 = 1_000;
+        let (per, board) = s.windows(t0);
+        assert_eq!(board.len(), 24);
+        // The first touches one after another, in target order, each its own length; the
+        // target without one has no warm-up window.
+        let warm: Vec<Vec<Window>> = per
+            .iter()
+            .map(|w| w.iter().filter(|w| w.slice.is_none()).copied().collect())
+            .collect();
+        let s_ns = |s: f64| (s * 1e9).round() as u64;
+        assert_eq!(
+            warm[0],
+            [Window {
+                slice: None,
+                load_start: t0,
+                count_start: t0 + s_ns(0.5),
+                end: t0 + s_ns(0.5)
+            }]
+        );
+        assert_eq!(warm[1].len(), 1);
+        assert_eq!(warm[1][0].load_start, t0 + s_ns(0.5));
+        assert_eq!(warm[1][0].end, t0 + s_ns(3.5));
+        assert!(warm[2].is_empty());
+        // Every slice: the common settle, then its target's own counted seconds.
+        for (i, &(t, _)) in board.iter().enumerate() {
+            let w = per[t].iter().find(|w| w.slice == Some(i)).unwrap();
+            assert_eq!(w.count_start - w.load_start, 250_000_000);
+            let counted = (w.end - w.count_start) as i64;
+            let want = s_ns(s.slice_s_by_target[t]) as i64;
+            assert!(
+                (counted - want).abs() <= 1,
+                "slice {i} of target {t}: {counted} ns"
+            );
+        }
+        // One target at a time, no gap, and the plan ends when planned_s says.
+        let mut all: Vec<Window> = per.iter().flatten().copied().collect();
+        all.sort_by_key(|w| w.load_start);
+        assert_eq!(all.len(), 2 + 24);
+        assert_eq!(all[0].load_start, t0);
+        assert_eq!(
+            all[2].load_start,
+            t0 + s_ns(3.5),
+            "the rounds follow the touches"
+        );
+        for pair in all.windows(2) {
+            assert_eq!(pair[0].end, pair[1].load_start, "no gap, no overlap");
+        }
+        let planned = 3.5 + 8.0 * (3.0 * 0.25 + 0.25 + 0.5 + 0.3);
+        assert!((s.planned_s() - planned).abs() < 1e-9, "{}", s.planned_s());
+        let last = all.last().unwrap().end - t0;
+        assert!(last.abs_diff(s_ns(planned)) <= 24, "{last} ns");
+    }
+
+    #[test]
+    fn per_target_lengths_of_one_value_plan_as_the_common_ones() {
+        let common = spec(5);
+        let mut by = spec(5);
+        by.slice_s = 0.05; // checked, unused
+        by.slice_s_by_target = vec![1.0, 1.0];
+        by.load.warmup_s = 9.0; // unused
+        by.warmup_s_by_target = vec![0.5, 0.5];
+        assert_eq!(by.windows(7), common.windows(7));
+        assert_eq!(by.planned_s(), common.planned_s());
+    }
+
+    #[test]
+    fn per_target_lengths_in_json() {
+        let base = r#"{"load": {"url": "http://x/"}, "targets": ["http://a/", "http://b/"],
+                       "slice_s": 0.25, "rounds": 2"#;
+        let s = SlicedSpec::from_json(&format!("{base}}}")).unwrap();
+        assert!(s.slice_s_by_target.is_empty() && s.warmup_s_by_target.is_empty());
+        assert!(
+            !s.to_json_for_test().contains("_by_target"),
+            "absent when empty"
+        );
+        let s = SlicedSpec::from_json(&format!(
+            r#"{base}, "slice_s_by_target": [0.25, 0.5], "warmup_s_by_target": [0.5, 3]}}"#
+        ))
+        .unwrap();
+        assert_eq!(s.slice_s_by_target, [0.25, 0.5]);
+        assert_eq!(s.warmup_s_by_target, [0.5, 3.0]);
+        assert_eq!(SlicedSpec::from_json(&s.to_json_for_test()).unwrap(), s);
+    }
+
+    #[test]
+    fn per_target_lengths_are_checked() {
+        let err = |f: &dyn Fn(&mut SlicedSpec)| {
+            let mut s = spec(3);
+            f(&mut s);
+            s.validate().unwrap_err()
+        };
+        assert_eq!(
+            err(&|s| s.slice_s_by_target = vec![0.25, 0.5, 0.5]),
+            "slice_s_by_target: 3 values for 2 targets"
+        );
+        assert_eq!(
+            err(&|s| s.slice_s_by_target = vec![0.25]),
+            "slice_s_by_target: 1 values for 2 targets"
+        );
+        for bad in [0.04, 0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let e = err(&|s| s.slice_s_by_target = vec![0.25, bad]);
+            assert!(
+                e.starts_with("slice_s_by_target: ") && e.contains("for target 1"),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            err(&|s| s.warmup_s_by_target = vec![3.0]),
+            "warmup_s_by_target: 1 values for 2 targets"
+        );
+        for bad in [-0.5, f64::NAN, f64::INFINITY] {
+            let e = err(&|s| s.warmup_s_by_target = vec![bad, 0.5]);
+            assert!(
+                e.starts_with("warmup_s_by_target: ") && e.contains("for target 0"),
+                "{e}"
+            );
+        }
+        // slice_s is still checked when unused; load.warmup_s only when used.
+        let e = err(&|s| {
+            s.slice_s_by_target = vec![0.25, 0.5];
+            s.slice_s = 0.0;
+        });
+        assert!(e.starts_with("slice_s:"), "{e}");
+        assert!(err(&|s| s.load.warmup_s = -1.0).starts_with("load.warmup_s:"));
+        let mut s = spec(3);
+        s.load.warmup_s = -1.0;
+        s.warmup_s_by_target = vec![0.0, 3.0];
+        s.slice_s_by_target = vec![0.05, 0.5];
+        s.validate().unwrap();
+        for e in [
+            err(&|s| s.slice_s_by_target = vec![0.25, 0.5, 0.5]),
+            err(&|s| s.warmup_s_by_target = vec![f64::NAN, 0.5]),
+        ] {
+            assert!(!e.contains('\n'), "one line: {e}");
         }
     }
 

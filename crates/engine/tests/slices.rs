@@ -83,6 +83,8 @@ fn plan(ports: &[u16], io: Io, rounds: u32) -> SlicedSpec {
             .map(|p| format!("http://127.0.0.1:{p}/"))
             .collect(),
         slice_s: 0.2,
+        slice_s_by_target: Vec::new(),
+        warmup_s_by_target: Vec::new(),
         settle_s: 0.1,
         rounds,
         seed: 3,

@@ -14,7 +14,9 @@ connection open (the engine's ``slices`` module; docs/load-engine.md, "Interleav
         print(s.round, s.target, s.rps)
 
 Each target gets its own connections and generator threads; only one target is loaded at a
-time; the order of the targets within each round is shuffled with ``seed``.
+time; the order of the targets within each round is shuffled with ``seed``. Targets may
+differ in slice length and first touch (``slice_s_by_target``, ``warmup_s_by_target``: a
+PyPy process beside CPython ones wants longer slices and a longer touch).
 """
 
 from __future__ import annotations
@@ -49,15 +51,40 @@ class SlicePlan(_Record):
 
     load: LoadSpec
     targets: list[str] = Field(description="One base URL per target (variant), >= 2, distinct.")
-    slice_s: float = Field(description="Counted seconds of each slice.")
+    slice_s: float = Field(
+        description="Counted seconds of each slice (checked but unused with slice_s_by_target)."
+    )
+    slice_s_by_target: list[float] = Field(
+        default_factory=list,
+        description="Counted seconds of each target's slices, one per target (>= 0.05 each); "
+        "empty: slice_s for every target.",
+    )
+    warmup_s_by_target: list[float] = Field(
+        default_factory=list,
+        description="Each target's first touch (load alone before the first round), one per "
+        "target (>= 0 each); empty: load.warmup_s for every target.",
+    )
     settle_s: float = Field(0.2, description="Uncounted seconds of load before each slice.")
     rounds: int = Field(description="Rounds planned (one slice per target each).")
     seed: int = 0
 
+    def slice_s_of(self, target: int) -> float:
+        """Counted seconds of ``target``'s slices."""
+        return self.slice_s_by_target[target] if self.slice_s_by_target else self.slice_s
+
+    def warmup_s_of(self, target: int) -> float:
+        """Seconds of ``target``'s first touch (its warm-up window)."""
+        return self.warmup_s_by_target[target] if self.warmup_s_by_target else self.load.warmup_s
+
     def planned_s(self) -> float:
-        """Seconds the whole plan lasts (warm-up windows included)."""
-        n = len(self.targets)
-        return n * self.load.warmup_s + self.rounds * n * (self.settle_s + self.slice_s)
+        """Seconds the whole plan lasts (warm-up windows included), summed as the engine's
+        ``SlicedSpec::planned_s``: every target's first touch, then ``rounds`` times one
+        settle and one slice of every target."""
+        touches = one_round = 0.0
+        for t in range(len(self.targets)):  # in order, uncompensated (not sum()): as Rust's
+            touches += self.warmup_s_of(t)
+            one_round += self.settle_s + self.slice_s_of(t)
+        return touches + self.rounds * one_round
 
     def to_json(self) -> str:
         """The plan as the engine's JSON document."""
