@@ -259,7 +259,13 @@ class FakeAgent:
         *,
         interval_s: float,
     ) -> SlicedResult:
-        self.timeline.add("sliced", targets=list(plan.targets), rounds=plan.rounds)
+        self.timeline.add(
+            "sliced",
+            targets=list(plan.targets),
+            rounds=plan.rounds,
+            slice_s=[plan.slice_s_of(t) for t in range(len(plan.targets))],
+            touch_s=[plan.warmup_s_of(t) for t in range(len(plan.targets))],
+        )
         assert self.sliced is not None, "a sliced run needs a SlicedModel"
         return synthetic_sliced(plan, self.sliced, progress)
 

@@ -308,3 +308,89 @@ def test_processes_that_disagree_are_named_and_more_rounds_are_not_the_answer() 
     agreeing, stack_of = _processes_apart(0.0, noise=0.05)
     fit = fit_group(agreeing, stack_of)
     assert fit is not None and disagreement(fit, stack_of) is None
+
+
+def mixed(
+    seed: int, *, rounds: int = 25, cpython_sd: float = 0.01, pypy_sd: float = 0.08
+) -> tuple[list[Observation], dict[int, str], dict[str, str]]:
+    """A group of two interpreters: CPython stacks a and b (processes ``cpython_sd`` apart,
+    b 5% above a) and PyPy stacks p and q (processes ``pypy_sd`` apart, p twice a, q 10%
+    above p), 3 processes each, the host moving every slice of a round alike."""
+    rng = random.Random(seed)
+    true = {"a": 1.0, "b": 1.05, "p": 2.0, "q": 2.2}
+    family = {"a": "cpython", "b": "cpython", "p": "pypy", "q": "pypy"}
+    stack_of: dict[int, str] = {}
+    effect: dict[int, float] = {}
+    for name, level in true.items():
+        for _ in range(3):
+            p = len(stack_of)
+            stack_of[p] = name
+            sd = pypy_sd if family[name] == "pypy" else cpython_sd
+            effect[p] = math.log(level) + rng.gauss(0, sd)
+    obs = []
+    for r in range(rounds):
+        host = rng.gauss(0, 0.2)
+        for p in stack_of:
+            obs.append(Observation(r, p, 5_000 * math.exp(effect[p] + host + rng.gauss(0, 0.02))))
+    return obs, stack_of, family
+
+
+def test_each_interpreter_keeps_its_own_process_variance() -> None:
+    obs, stack_of, family = mixed(seed=3)
+    pooled = fit_group(obs, stack_of)
+    apart = fit_group(obs, stack_of, families=family)
+    alone = fit_group(
+        [o for o in obs if family[stack_of[o.process]] == "cpython"],
+        {p: s for p, s in stack_of.items() if family[s] == "cpython"},
+    )
+    assert pooled is not None and apart is not None and alone is not None
+    assert set(apart.by_family) == {"cpython", "pypy"}
+    # CPython's pair: as narrow as in a group of its own, where pooling with PyPy's spread
+    # widens it several times
+    ab = apart.ratio("b", "a").half_width
+    assert ab == pytest.approx(alone.ratio("b", "a").half_width, rel=1e-6)
+    assert pooled.ratio("b", "a").half_width > 3 * ab
+    # a ratio across the interpreters carries PyPy's spread
+    assert apart.ratio("p", "a").half_width > 3 * ab
+    # the same levels either way: families change the intervals, not the figures
+    assert apart.ratio("p", "a").ratio == pytest.approx(pooled.ratio("p", "a").ratio)
+
+
+def test_intervals_across_interpreters_cover_as_often_as_they_say() -> None:
+    covered = {"b/a": 0, "p/a": 0, "q/p": 0, "gm": 0}
+    trials = 200
+    for seed in range(trials):
+        obs, stack_of, family = mixed(seed=seed)
+        fit = fit_group(obs, stack_of, families=family)
+        assert fit is not None
+        # the truth the processes were drawn about: the stacks' levels, not their sample
+        for name, (top, bottom, true) in {
+            "b/a": ("b", "a", 1.05),
+            "p/a": ("p", "a", 2.0),
+            "q/p": ("q", "p", 1.1),
+        }.items():
+            iv = fit.ratio(top, bottom)
+            covered[name] += iv.low <= true <= iv.high
+        gm = (1.0 * 1.05 * 2.0 * 2.2) ** 0.25
+        iv = fit.vs_reference("p")
+        covered["gm"] += iv.low <= 2.0 / gm <= iv.high
+    # 95% intervals, 200 seeded trials: at least 90% each (Welch-Satterthwaite's df are an
+    # approximation; a pooled variance would cover CPython's pair far more often and PyPy's
+    # far less)
+    assert all(c >= 0.9 * trials for c in covered.values()), covered
+
+
+def test_the_disagreeing_interpreter_is_the_one_named() -> None:
+    from pywebbench.analysis.group import disagreement
+
+    for cpython_sd, pypy_sd, named in ((0.001, 0.1, {"p", "q"}), (0.1, 0.001, {"a", "b"})):
+        obs, stack_of, family = mixed(seed=5, cpython_sd=cpython_sd, pypy_sd=pypy_sd)
+        fit = fit_group(obs, stack_of, families=family)
+        assert fit is not None
+        found = disagreement(fit, stack_of, at_least=4.0)
+        assert found is not None and found.stack in named
+    # processes that agree within their slices' noise ask for rounds, not processes
+    obs, stack_of, family = mixed(seed=5, cpython_sd=0.0, pypy_sd=0.0)
+    fit = fit_group(obs, stack_of, families=family)
+    assert fit is not None
+    assert disagreement(fit, stack_of, at_least=4.0) is None

@@ -62,9 +62,10 @@ def test_versions_figure_orders_interpreters_and_keeps_cis() -> None:
     assert versions_figures(view) == {}  # one interpreter: nothing to draw
 
 
-def test_the_by_interpreter_figure_says_its_groups_were_minutes_apart() -> None:
-    """An interleaved group holds one interpreter: the figure's interpreters come from
-    different groups, and its words say so instead of calling them replicates."""
+def test_the_by_interpreter_figure_says_where_its_interpreters_were_measured() -> None:
+    """A run stored when an interleaved group held one interpreter: the figure's
+    interpreters come from different groups, and its words say so instead of calling them
+    replicates; from one group (today's), they come from the same rounds."""
     from pywebbench.report.versions import rps_words
 
     stacks = [_stack("cpython3.12", "3.12.1"), _stack("pypy3.9", "3.9.16")]
@@ -77,3 +78,7 @@ def test_the_by_interpreter_figure_says_its_groups_were_minutes_apart() -> None:
         p.group = {"group": f"{stacks[n].interpreter} | hello @ c64", "span": ["a", "b"]}
     words = rps_words(view)
     assert "minutes apart" in words and "no interval compares two interpreters" in words
+    for p in points:
+        p.group = {"group": "hello @ c64", "span": ["a", "b"]}
+    words = rps_words(view)
+    assert "one interleaved group" in words and "same rounds" in words

@@ -13,7 +13,7 @@ memory budget and goes on, fails a stack that does not verify, and leaves no pro
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,11 +31,20 @@ from pywebbench.run.interleaved import (
     GroupOptions,
     GroupRun,
     enough,
+    group_label,
     interleaved_groups,
     run_group,
     why_not_interleaved,
 )
-from pywebbench.run.rotation import MIN_ROUNDS, Member, judge
+from pywebbench.run.rotation import (
+    JIT_MEMORY_SHARES,
+    JIT_SLICE_S,
+    MIN_ROUNDS,
+    Member,
+    first_touch_s,
+    judge,
+    memory_budgets,
+)
 from pywebbench.run.schedule import CellProgress
 from pywebbench.store import Phase
 from pywebbench.study.config import resolve
@@ -53,6 +62,21 @@ def test_a_quick_study_is_grouped_by_interpreter_and_workload() -> None:
     for g in groups:
         assert len({c.workload.name for c in g}) == 1
         assert len({c.variant.key for c in g}) == len(g) == 6
+
+
+def test_cpython_and_pypy_share_a_group_per_workload() -> None:
+    """Issue 64 item 1: the interpreters of a workload and load point are one group, so their
+    ratios come from the same rounds."""
+    config = resolve(
+        None, {"matrix": {"interpreters": ["cpython3.11", "pypy3.9"]}}, profile="quick"
+    )
+    cells = planned(config).cells
+    groups = interleaved_groups(cells)
+    assert len(groups) == 2  # hello, cpu
+    for g in groups:
+        assert len({c.workload.name for c in g}) == 1
+        assert {c.variant.stack.interpreter.name for c in g} == {"cpython3.11", "pypy3.9"}
+        assert len({group_label(c) for c in g}) == 1
 
 
 def test_the_standard_profile_is_interleaved_one_group_per_load_point() -> None:
@@ -260,8 +284,11 @@ class Served:
         self.log_path = "-"
 
 
-def _cell(stack: str, delay_ms: float) -> Any:
-    interp = SimpleNamespace(name="refserver", is_pypy=False)
+def _cell(stack: str, delay_ms: float, *, pypy: bool = False) -> Any:
+    # a PyPy that cannot be asked for its collector's sizes (the leak test then has no floor)
+    interp = SimpleNamespace(
+        name="pypy" if pypy else "refserver", is_pypy=pypy, path=Path("/nonexistent/pypy3")
+    )
     return SimpleNamespace(
         variant=SimpleNamespace(key=stack, stack=SimpleNamespace(interpreter=interp)),
         workload=SimpleNamespace(name="hello"),
@@ -442,15 +469,18 @@ class SyntheticPool(ServerPool):
         return None
 
 
-def _synthetic_group(model: SlicedModel, stacks: list[str], **options: Any) -> GroupRun:
+def _synthetic_group(
+    model: SlicedModel, stacks: list[str], *, pypy: Sequence[str] = (), **options: Any
+) -> GroupRun:
     """A group of ``stacks`` (three processes each, in the engine's target order: process 1
-    of each stack, then process 2 of each, ...) measured on ``model``'s slices: no server,
-    no clock, no core read (no CPU accounting, no core-speed probe)."""
+    of each stack, then process 2 of each, ...; those in ``pypy`` on a JIT interpreter)
+    measured on ``model``'s slices: no server, no clock, no core read (no CPU accounting,
+    no core-speed probe)."""
 
     def load_spec(cell: Any, base_url: str) -> LoadSpec:
         return LoadSpec(url=base_url + "/hello", connections=16, duration_s=1.0)
 
-    cells = [_cell(s, 1.0) for s in stacks]
+    cells = [_cell(s, 1.0, pypy=s in pypy) for s in stacks]
     progress = [CellProgress(cell=c, cell_id=i + 1, ok=0, next_rep=0) for i, c in enumerate(cells)]
     # +-3%: the models' processes, 1% apart, allow a gap of +-2.3% over 4 degrees of freedom
     defaults: dict[str, Any] = {
@@ -515,6 +545,41 @@ def test_a_process_still_compiling_is_warm_only_once_its_share_stops_climbing() 
     assert first_measured >= 12  # 60% -> 100% over 15 rounds: still moving before
     assert b["rounds"] >= first_measured + MIN_ROUNDS
     assert run.result is not None and run.result.stopped_early  # once it knew, not the budget
+
+
+def test_cpython_and_pypy_in_one_group_each_with_its_slices_and_its_spread() -> None:
+    """Issue 64 item 1: CPython stacks a and b (processes 1% apart) and a PyPy stack p
+    (processes 8% apart) in one group. p's processes get their longer slices and first touch
+    (the engine's per-target plan), the others keep theirs; b/a is as narrow as p's spread
+    allows it to be in a group of its own (each interpreter its own process variance), and
+    p/a carries p's spread; each stack's memory share follows its interpreter."""
+    levels = [1000.0, 1050.0, 2000.0, 1010.0, 1040.0, 2160.0, 990.0, 1060.0, 1840.0]
+    # p's processes disagree far beyond their slices' noise: the group adds processes of p
+    # (ports 9010 on), and of no CPython stack, whose processes agree
+    later = {f":{port}/": 2000.0 for port in range(9010, 9020)}
+    model = SlicedModel(levels, seed=11, host=0.2, by_url=later)
+    run = _synthetic_group(model, ["a", "b", "p"], pypy=["p"], budget_s=400.0, ci_width=0.2)
+    outcomes = run_group(run)
+    assert [o.failure for o in outcomes] == [None, None, None]
+    assert {g["stack"] for g in run.grown} == {"p"}
+    timeline = cast(FakeAgent, run.rotation.agent).timeline
+    plan = next(e for e in timeline.entries if e["entry"] == "sliced")
+    jit = {m.index for m in run.members if m.jit and m.index < 9}  # the first leg's
+    assert len(jit) == 3
+    assert {plan["slice_s"][i] for i in jit} == {JIT_SLICE_S}
+    others = {plan["slice_s"][i] for i in range(9) if i not in jit}
+    assert len(others) == 1 and others.pop() < JIT_SLICE_S
+    assert {plan["touch_s"][i] for i in jit} == {first_touch_s(True)}
+    assert {plan["touch_s"][i] for i in range(9) if i not in jit} == {first_touch_s(False)}
+    a, b, p = (o.group for o in outcomes)
+    assert a is not None and b is not None and p is not None
+    assert a["group"] == p["group"]  # one group, one ranking
+    ba = b["vs"]["a"]
+    pa = p["vs"]["a"]
+    assert ba[1] < 1.05 < ba[2] and (ba[2] - ba[1]) / 2 < 0.03
+    assert pa[1] < 2.0 < pa[2] and (pa[2] - pa[1]) / pa[0] > 2 * (ba[2] - ba[1]) / ba[0]
+    budgets = memory_budgets(None, [False, True])
+    assert budgets[1] == JIT_MEMORY_SHARES * budgets[0]
 
 
 # --------------------------------------------- more processes where the variance lives

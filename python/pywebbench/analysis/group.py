@@ -25,6 +25,14 @@ ratio's interval is Student's t with that variance times the ratio's own weights
 (``1/K_a + 1/K_b`` for two stacks of ``K`` processes). With two stacks this is exactly the
 A/B estimate of :mod:`pywebbench.analysis.estimate`.
 
+**Families.** Processes of different interpreters do not spread alike: PyPy's processes
+settle a JIT and a collector each, and sat 5-12% apart where CPython's sat 1-2% apart
+(2026-12-06/07). A group that holds both gives each *family* (``families``: a stack's
+interpreter) its own pooled process variance; a ratio's variance is then the sum of each
+family's variance times that family's part of the ratio's weights, with Welch-Satterthwaite
+degrees of freedom. So a CPython pair's interval is what it would be in a group of its own,
+and a PyPy/CPython ratio carries both spreads.
+
 **What a stop rule judges** (:meth:`GroupFit.for_stopping`, :func:`widest`). A run stops
 once its intervals are narrow enough, and it asks after every round. The spread of a few
 process effects (6 degrees of freedom for 3 stacks of 3) is itself noisy: stopping at the
@@ -45,7 +53,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -69,6 +77,9 @@ class Interval:
     ratio: float
     low: float
     high: float
+    #: Its degrees of freedom (fractional: Welch-Satterthwaite's across families); NaN:
+    #: not given.
+    df: float = math.nan
 
     @property
     def tie(self) -> bool:
@@ -113,11 +124,23 @@ class GroupFit:
     #: The variance a process effect has from its slices' noise alone: the fit's residual
     #: variance times the mean of 1 / (a process's slices). 0 when unknown.
     slice_noise: float = 0.0
+    #: Stack name -> its family (module doc, "Families"); empty: one family, the group.
+    families: Mapping[str, str] = field(default_factory=dict)
+    #: Family -> (its pooled process variance, its degrees of freedom, its slice noise):
+    #: set when the stacks fall in two or more families.
+    by_family: Mapping[str, tuple[float, int, float]] = field(default_factory=dict)
 
     def for_stopping(self) -> GroupFit:
         """The fit a stop rule judges: its process variance no lower than
-        :attr:`slice_noise` (module doc: a lucky low spread must not stop a run)."""
-        return replace(self, variance=max(self.variance, self.slice_noise))
+        :attr:`slice_noise` (module doc: a lucky low spread must not stop a run), each
+        family's no lower than its own."""
+        return replace(
+            self,
+            variance=max(self.variance, self.slice_noise),
+            by_family={
+                f: (max(v, noise), df, noise) for f, (v, df, noise) in self.by_family.items()
+            },
+        )
 
     def rps(self, stack: str) -> float:
         """The stack's requests/s at the group's average round."""
@@ -126,8 +149,7 @@ class GroupFit:
     def ratio(self, stack: str, other: str) -> Interval:
         """``stack`` / ``other`` with its interval."""
         d = self.levels[stack] - self.levels[other]
-        weight = 1.0 / self.counts[stack] + 1.0 / self.counts[other]
-        return self._interval(d, weight)
+        return self._interval(d, {stack: 1.0 / self.counts[stack], other: 1.0 / self.counts[other]})
 
     def vs_reference(self, stack: str, reference: str | None = None) -> Interval:
         """``stack`` / the reference: a named stack, or (None) the geometric mean of every
@@ -141,19 +163,47 @@ class GroupFit:
             return Interval(1.0, math.nan, math.nan)
         mean = sum(self.levels.values()) / n
         d = self.levels[stack] - mean
-        weight = sum(
-            ((1.0 - 1.0 / n) ** 2 if s == stack else 1.0 / n**2) / k for s, k in self.counts.items()
-        )
-        return self._interval(d, weight)
+        weights = {
+            s: ((1.0 - 1.0 / n) ** 2 if s == stack else 1.0 / n**2) / k
+            for s, k in self.counts.items()
+        }
+        return self._interval(d, weights)
 
-    def _interval(self, log_ratio: float, weight: float) -> Interval:
+    def variance_of(self, weights: Mapping[str, float]) -> tuple[float, float]:
+        """The variance of a contrast of the levels whose squared coefficients over their
+        processes are ``weights`` (stack -> c**2 / K), and its degrees of freedom: the
+        group's pooled variance, or with families each family's part, the degrees of
+        freedom by Welch-Satterthwaite. NaN variance: no interval can be had."""
+        if not self.by_family:
+            if self.df < 1 or not math.isfinite(self.variance):
+                return math.nan, 0.0
+            return self.variance * sum(weights.values()), float(self.df)
+        parts: dict[str, float] = {}
+        for s, w in weights.items():
+            f = self.families.get(s, "")
+            parts[f] = parts.get(f, 0.0) + w
+        total, spread = 0.0, 0.0
+        for f, w in parts.items():
+            variance, df, _ = self.by_family.get(f, (math.nan, 0, 0.0))
+            if w <= 0:
+                continue
+            if df < 1 or not math.isfinite(variance):
+                return math.nan, 0.0
+            total += variance * w
+            spread += (variance * w) ** 2 / df
+        if total <= 0 or spread <= 0:
+            return total, float(self.df)
+        return total, total**2 / spread
+
+    def _interval(self, log_ratio: float, weights: Mapping[str, float]) -> Interval:
         ratio = math.exp(log_ratio)
-        if self.df < 1 or not math.isfinite(self.variance):
+        variance, df = self.variance_of(weights)
+        if df < 1 or not math.isfinite(variance):
             return Interval(ratio, math.nan, math.nan)
         from pywebbench.analysis.stats import t_quantile
 
-        half = t_quantile(0.5 + self.level / 2.0, self.df) * math.sqrt(self.variance * weight)
-        return Interval(ratio, math.exp(log_ratio - half), math.exp(log_ratio + half))
+        half = t_quantile(0.5 + self.level / 2.0, df) * math.sqrt(variance)
+        return Interval(ratio, math.exp(log_ratio - half), math.exp(log_ratio + half), df)
 
 
 def fit_group(
@@ -161,10 +211,13 @@ def fit_group(
     stack_of: Mapping[int, str],
     *,
     level: float = 0.95,
+    families: Mapping[str, str] | None = None,
 ) -> GroupFit | None:
     """The two-way fit of a group's kept slices (module doc); None when no stack has a slice
     or when the slices fall into groups of processes that share no round (their levels
-    cannot be compared). Processes missing from ``stack_of`` are left out."""
+    cannot be compared). Processes missing from ``stack_of`` are left out. ``families``
+    (stack -> family, e.g. its interpreter) gives each family its own process variance
+    when the stacks fall in two or more (module doc, "Families")."""
     obs = [o for o in observations if o.process in stack_of and o.rps > 0]
     if not obs:
         return None
@@ -184,7 +237,8 @@ def fit_group(
         return None
     coef = np.linalg.lstsq(design, y, rcond=None)[0]
     residual_df = len(obs) - (design.shape[1] - 1)
-    residual_var = float(np.sum((y - design @ coef) ** 2)) / residual_df if residual_df > 0 else 0
+    residuals = y - design @ coef
+    residual_var = float(np.sum(residuals**2)) / residual_df if residual_df > 0 else 0
     slices_of = Counter(o.process for o in obs)
     effects = {p: float(coef[col_of[p]]) for p in procs}
     by_stack: dict[str, list[float]] = {}
@@ -193,6 +247,21 @@ def fit_group(
     levels = {s: sum(v) / len(v) for s, v in by_stack.items()}
     df = len(procs) - len(by_stack)
     spread = sum((e - levels[s]) ** 2 for s, v in by_stack.items() for e in v)
+    family_of = {s: (families or {}).get(s, "") for s in by_stack}
+    by_family: dict[str, tuple[float, int, float]] = {}
+    if len(set(family_of.values())) > 1:
+        for f in set(family_of.values()):
+            mine = [s for s in by_stack if family_of[s] == f]
+            f_procs = [p for p in procs if family_of[stack_of[p]] == f]
+            f_df = len(f_procs) - len(mine)
+            f_spread = sum((e - levels[s]) ** 2 for s in mine for e in by_stack[s])
+            # the residual variance of the family's own slices, the fit's residual degrees
+            # of freedom shared out by slices (a JIT's slices are noisier than CPython's)
+            rows = [i for i, o in enumerate(obs) if family_of[stack_of[o.process]] == f]
+            f_res_df = residual_df * len(rows) / len(obs)
+            f_res = float(np.sum(residuals[rows] ** 2)) / f_res_df if f_res_df > 0 else 0.0
+            noise = f_res * sum(1.0 / slices_of[p] for p in f_procs) / len(f_procs)
+            by_family[f] = (f_spread / f_df if f_df > 0 else math.nan, f_df, noise)
     return GroupFit(
         levels=levels,
         counts={s: len(v) for s, v in by_stack.items()},
@@ -202,6 +271,8 @@ def fit_group(
         df=df,
         level=level,
         slice_noise=residual_var * sum(1.0 / n for n in slices_of.values()) / len(slices_of),
+        families=family_of if by_family else {},
+        by_family=by_family,
     )
 
 
@@ -251,16 +322,28 @@ def disagreement(
 ) -> Disagreement | None:
     """Where the variance lives when it is between processes (Kalibera & Jones): None when
     the process effects spread no more than ``at_least`` times what the slices' noise gives
-    a process effect (more rounds would then narrow the intervals), or without a spread."""
-    if not (fit.df > 0 and math.isfinite(fit.variance) and fit.slice_noise > 0):
+    a process effect (more rounds would then narrow the intervals), or without a spread.
+    With families (module doc), each family is judged on its own spread and noise, and the
+    one whose processes disagree most beyond their noise is named."""
+    candidates: list[tuple[float, set[str]]] = []
+    if fit.by_family:
+        for f, (variance, df, noise) in fit.by_family.items():
+            if df > 0 and math.isfinite(variance) and noise > 0:
+                candidates.append(
+                    (variance / noise, {s for s, g in fit.families.items() if g == f})
+                )
+    elif fit.df > 0 and math.isfinite(fit.variance) and fit.slice_noise > 0:
+        candidates.append((fit.variance / fit.slice_noise, set(fit.levels)))
+    if not candidates:
         return None
-    ratio = fit.variance / fit.slice_noise
+    ratio, stacks = max(candidates, key=lambda c: c[0])
     if ratio < at_least:
         return None
     squares: dict[str, float] = {}
     for p, e in fit.process_effects.items():
         s = stack_of[p]
-        squares[s] = squares.get(s, 0.0) + (e - fit.levels[s]) ** 2
+        if s in stacks:
+            squares[s] = squares.get(s, 0.0) + (e - fit.levels[s]) ** 2
     total = sum(squares.values())
     if total <= 0:
         return None

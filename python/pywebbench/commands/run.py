@@ -96,7 +96,7 @@ _AGENT_KEYS = {
 @click.option("--dry-run", is_flag=True, help="Print the matrix and exit.")
 def command(**options: Any) -> None:
     """Run a study: interpreters x servers x frameworks x workloads x load points.
-    The stacks of a group (one interpreter, workload and load point) start together pinned to
+    The stacks of a group (one workload and load point, every interpreter) start together pinned to
     the server cores, are verified, and are loaded in slices of the same rounds until warm and
     narrow (interleaved, the default); every figure is stored in RESULTS_DIR/pywebbench.sqlite,
     and the run ends with an HTML and a Markdown report. Ctrl-C keeps what was measured:
@@ -348,7 +348,7 @@ def _load_plan(config: StudyConfig, matrix: Matrix) -> str:
         n = len(groups)
         most = sum(
             load.jit_group_budget_s
-            if g[0].variant.stack.interpreter.is_pypy
+            if any(c.variant.stack.interpreter.is_pypy for c in g)
             else load.group_budget_s
             for g in groups
         )

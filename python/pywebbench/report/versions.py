@@ -102,11 +102,24 @@ def versions_figure(sweeps: Sweeps) -> Figure | None:
 
 def rps_words(view: ReportView) -> str:
     """What the by-interpreter figure's requests/s are, for the designs that made them: an
-    interleaved group holds one interpreter, so its interpreters' figures come from
-    different groups, minutes apart, and no interval compares them."""
-    grouped = any(p.group for found in version_sweeps(view).values() for _, p in found)
+    interleaved group holds every interpreter of its workload and load point, so their
+    figures come from the same rounds (a run stored before that held one interpreter a
+    group: its interpreters' figures come from different groups, minutes apart)."""
+    sweeps = version_sweeps(view)
+    grouped = any(p.group for found in sweeps.values() for _, p in found)
     if not grouped:
         return "median with its 95% CI over replicates"
+    together = all(
+        len({(p.group or {}).get("group") for _, p in found}) == 1
+        and all(p.group for _, p in found)
+        for found in sweeps.values()
+    )
+    if together:
+        return (
+            "every interpreter's from one interleaved group, in slices of the same rounds: a "
+            "stack's level at the group's average round with its 95% CI; the ranking gives "
+            "the ratios between interpreters with their intervals"
+        )
     return (
         "each interpreter's from groups of its own, measured minutes apart, not in the same "
         "rounds: a stack's level at its group's average round with its 95% CI within that "

@@ -2,7 +2,7 @@
 rounds (docs/steady-state.md#the-interleaved-study).
 
 A study with ``design = "interleaved"`` splits its cells into groups that can share the
-server cores (:func:`interleaved_groups`: one interpreter, one workload, one load point).
+server cores (:func:`interleaved_groups`: one workload, one load point, every interpreter).
 For each group, :func:`run_group` starts ``processes`` server processes of every stack, each
 pinned to the server cores and verified, and keeps them all up (a
 :class:`~pywebbench.bringup.ServerPool`); one sliced engine run through the load agent
@@ -60,7 +60,7 @@ from pywebbench.run.rotation import (
     Rounds,
     first_touch_s,
     judge,
-    memory_budget,
+    memory_budgets,
     slots,
 )
 from pywebbench.run.rows import slice_iteration, started_server_columns
@@ -87,6 +87,11 @@ GROW_AFTER = MIN_ROUNDS // 2
 #: of them are started: then more rounds, which only shrink that noise, could narrow the
 #: intervals by a quarter of their variance at most.
 GROW_WHEN = 4.0
+#: How far past its budget a group may run to give a stack more processes: a further leg
+#: needs :func:`leg_rounds` rounds, and PyPy's processes are warm and measured only late in
+#: a group's budget (the quick study's PyPy hello group of 2026-12-07 ended at +-7.8% with
+#: 97% of its spread in one stack, its budget left short of a leg by a fifth).
+GROW_OVERRUN = 0.25
 #: Seconds of load each process gets alone at the start of a further leg (the processes
 #: already measured reconnect; the new ones were warmed first, :data:`~pywebbench.run.rotation.
 #: JIT_FIRST_TOUCH_S` on a JIT interpreter).
@@ -140,11 +145,12 @@ def why_not_interleaved(cell: CellPlan, load: LoadConfig) -> str | None:
     return None
 
 
-def group_key(cell: CellPlan) -> tuple[str, str, str, str, str]:
-    """The cells that share the server cores in one interleaved group: one interpreter,
-    one workload (and its parameters), one load point."""
+def group_key(cell: CellPlan) -> tuple[str, str, str, str]:
+    """The cells that share the server cores in one interleaved group: one workload (and its
+    parameters), one load point, whatever the interpreter (CPython's and PyPy's stacks are
+    compared in the same rounds; each interpreter's processes keep their own variance in
+    the fit, and PyPy's their longer slices)."""
     return (
-        cell.variant.stack.interpreter.name,
         cell.workload.name,
         json.dumps(cell.params, sort_keys=True),
         cell.load_point,
@@ -163,7 +169,7 @@ def rotation_seed(label: str, study_seed: int | None = None) -> int:
 
 def interleaved_groups(cells: Sequence[CellPlan]) -> list[list[CellPlan]]:
     """``cells`` in interleaved groups (:func:`group_key`), in the matrix's order."""
-    groups: dict[tuple[str, str, str, str, str], list[CellPlan]] = {}
+    groups: dict[tuple[str, str, str, str], list[CellPlan]] = {}
     for c in cells:
         groups.setdefault(group_key(c), []).append(c)
     return list(groups.values())
@@ -322,6 +328,7 @@ class GroupRun:
             server=server,
             url="",
             jit=p.cell.variant.stack.interpreter.is_pypy,
+            family=p.cell.variant.stack.interpreter.name,
             progress=p,
             replicate_id=rep_id,
         )
@@ -405,7 +412,7 @@ class GroupRun:
             return None
         first = live[0]
         jit = any(m.jit for m in live)
-        touch_s = first_touch_s(jit)
+        both = jit and not all(m.jit for m in live)  # interpreters of both kinds
         base = self._load_spec(first.progress.cell, first.server.base_url)
         n = len(live)
         # the settle drains the slowest, whatever the slice
@@ -413,24 +420,40 @@ class GroupRun:
             live, lambda m: self._load_spec(m.progress.cell, m.server.base_url)
         )
         budget_s = self.options.jit_budget_s if jit else self.options.budget_s
+        touches = sum(first_touch_s(m.jit) for m in live)
         slice_s, settle_s, rounds = slots(
-            n, budget_s - n * touch_s, first.progress.cell.connections, rps,
-            self.options.slice_s, shortest=JIT_SLICE_S if jit else SLICE_BOUNDS[0],
+            n, budget_s - touches, first.progress.cell.connections, rps, self.options.slice_s,
+            shortest=JIT_SLICE_S if jit and not both else SLICE_BOUNDS[0],
         )  # fmt: skip
         settings = RotationSettings(
             slice_s=slice_s,
             settle_s=settle_s,
             rounds=rounds,
             seed=self.options.seed,
-            touch_s=touch_s,
+            touch_s=first_touch_s(jit and not both),
             core_speed=self.options.core_speed,
             interference_max=self.options.interference_max,
             memory_budget_bytes=self.options.memory_budget_bytes,
         )
+        if both:
+            # each process its own slice and first touch: PyPy's longer, CPython's as sized
+            settings = dataclasses.replace(
+                settings,
+                jit_slice_s=max(slice_s, JIT_SLICE_S),
+                jit_touch_s=first_touch_s(True),
+            )
+            rounds = max(
+                leg_rounds(self.options.rule),
+                int((budget_s - touches) / settings.round_s(live) + 1e-9),
+            )
+            settings = dataclasses.replace(settings, rounds=rounds)
+        slices_said = f"{slice_s:g} s slices" + (
+            f" ({settings.jit_slice_s:g} s on a JIT)" if both else ""
+        )
         self._say(
             f"measuring {len({m.stack for m in live})} stacks x {self.options.processes} "
-            f"processes interleaved: {slice_s:g} s slices, at most {rounds} rounds "
-            f"({n * touch_s + rounds * n * (slice_s + settle_s):.0f} s)"
+            f"processes interleaved: {slices_said}, at most {rounds} rounds "
+            f"({settings.planned_s(live):.0f} s)"
         )
         started = time.monotonic()
         grow: list[Disagreement] = []  # what ended a leg to give a stack more processes
@@ -446,9 +469,9 @@ class GroupRun:
             )
             if enough(j, self.members, self.options):
                 return True
-            left_s = budget_s - (time.monotonic() - started)
+            left_s = budget_s * (1 + GROW_OVERRUN) - (time.monotonic() - started)
             legs = self.rotated.legs if self.rotated is not None else 0
-            found = self._to_grow(j, left_s, slice_s + settle_s, legs)
+            found = self._to_grow(j, left_s, settings, legs)
             if found is not None:
                 grow.append(found)
                 return True
@@ -465,12 +488,12 @@ class GroupRun:
             live = [m for m in self.members if m.stopped is None]
             left_s = budget_s - (time.monotonic() - started)
             n = len(live)
+            settings = dataclasses.replace(settings, touch_s=LEG_TOUCH_S, jit_touch_s=None)
             settings = dataclasses.replace(
                 settings,
-                touch_s=LEG_TOUCH_S,
                 rounds=max(
                     leg_rounds(self.options.rule),
-                    int((left_s - n * LEG_TOUCH_S) / (n * (slice_s + settle_s))),
+                    int((left_s - n * LEG_TOUCH_S) / settings.round_s(live)),
                 ),
             )
         return judge(
@@ -482,13 +505,14 @@ class GroupRun:
         )
 
     def _to_grow(
-        self, j: GroupJudgement, left_s: float, round_s_each: float, legs: int
+        self, j: GroupJudgement, left_s: float, settings: RotationSettings, legs: int
     ) -> Disagreement | None:
         """The stack to give more processes now, ``legs`` legs done, ``left_s`` of the budget
-        left and ``round_s_each`` a slice and its settle (:meth:`measure`), or
-        None: not every process warm with :data:`GROW_AFTER` measured rounds yet, the
-        intervals narrow enough or narrowing with rounds, the stack at its most processes,
-        the memory or the budget left too small for them, or :data:`MOST_GROWTHS` done."""
+        left (:data:`GROW_OVERRUN` past the budget included) and ``settings`` the rotation's
+        (:meth:`measure`), or None: not every process
+        warm with :data:`GROW_AFTER` measured rounds yet, the intervals narrow enough or
+        narrowing with rounds, the stack at its most processes, the memory or the budget
+        left too small for them, or :data:`MOST_GROWTHS` done."""
         if legs >= MOST_GROWTHS or j.fit is None or len(j.fit.levels) < 2:
             return None
         if not j.settled(self.members, GROW_AFTER):
@@ -499,15 +523,18 @@ class GroupRun:
         found = disagreement(j.fit, {m.index: m.stack for m in live}, at_least=GROW_WHEN)
         if found is None:
             return None
-        if sum(1 for m in live if m.stack == found.stack) + GROW_BY > (
-            MOST_PROCESSES * self.options.processes
-        ):
+        mine = [m for m in live if m.stack == found.stack]
+        if len(mine) + GROW_BY > MOST_PROCESSES * self.options.processes:
             return None
-        n = len(live) + GROW_BY
-        largest = max((m.memory[-1][1] for m in live if m.memory), default=0)
-        if memory_budget(self.options.memory_budget_bytes, n) < MEMORY_HEADROOM * largest:
-            return None
-        needed_s = n * LEG_TOUCH_S + leg_rounds(self.options.rule) * n * round_s_each
+        after = live + mine[:1] * GROW_BY  # the processes with the new ones
+        budgets = memory_budgets(self.options.memory_budget_bytes, [m.jit for m in after])
+        for m, budget in zip(after, budgets, strict=True):
+            largest = max((o.memory[-1][1] for o in live if o.memory and o.jit == m.jit), default=0)
+            if budget < MEMORY_HEADROOM * largest:
+                return None
+        needed_s = len(after) * LEG_TOUCH_S + leg_rounds(self.options.rule) * settings.round_s(
+            after
+        )
         if left_s < needed_s:
             return None
         return found
@@ -667,7 +694,8 @@ class GroupRun:
                 "reference": reference or GEOMETRIC_MEAN,
                 "stacks": len(fit.levels),
                 "processes": fit.counts[key],
-                "df": fit.df,
+                # the ratio's own (a ratio across interpreters: Welch-Satterthwaite's)
+                "df": int(vs.df) if math.isfinite(vs.df) else fit.df,
                 "rps": rps,
                 "rps_low": rps_low,
                 "rps_high": rps_high,
@@ -732,8 +760,8 @@ class GroupRun:
 
 
 def group_label(cell: CellPlan) -> str:
-    """``pypy3.9 | hello @ c64``: what the group's cells share."""
-    return f"{cell.variant.stack.interpreter.name} | {cell.workload.name} @ {cell.load_point}"
+    """``hello @ c64``: what the group's cells share."""
+    return f"{cell.workload.name} @ {cell.load_point}"
 
 
 def _triple(iv: Any) -> list[float | None]:

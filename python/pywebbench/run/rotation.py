@@ -79,6 +79,10 @@ MEMORY_EVERY_S = 1.0
 #: The share of the machine's memory the processes may use together when no budget is
 #: set; each process gets its share of it.
 MEMORY_SHARE = 0.75
+#: A process on a JIT interpreter takes this many shares of that memory to a CPython
+#: process's one: PyPy's collector sizes its nursery from the CPU's cache and its processes
+#: held 120-750 MiB in the quick study's groups (2026-12-03/06), CPython's tens of MiB.
+JIT_MEMORY_SHARES = 6
 #: How a slice dropped for interference begins its reason: other processes took more than
 #: the limit beyond their usual share of the cores in its round (plus the clock ticks'
 #: resolution), a burst that hit one slice and not the round's others (:func:`burst_rule`).
@@ -146,6 +150,18 @@ def memory_budget(budget_bytes: int | None, processes: int) -> int:
     return int(psutil.virtual_memory().total * MEMORY_SHARE / max(1, processes))
 
 
+def memory_budgets(budget_bytes: int | None, jit: Sequence[bool]) -> list[int]:
+    """Bytes each of processes ``jit`` (on a JIT interpreter or not) may hold:
+    ``budget_bytes`` each, else their shares of :data:`MEMORY_SHARE` of the machine's memory,
+    a JIT process :data:`JIT_MEMORY_SHARES` of them (:func:`memory_budget` when all are
+    alike)."""
+    if budget_bytes is not None or len(set(jit)) < 2:
+        return [memory_budget(budget_bytes, len(jit))] * len(jit)
+    shares = [JIT_MEMORY_SHARES if j else 1 for j in jit]
+    one = memory_budget(None, sum(shares))
+    return [one * k for k in shares]
+
+
 @dataclass
 class Member:
     """One server process of the rotation: the engine target ``index``."""
@@ -157,6 +173,10 @@ class Member:
     server: RunningServer
     url: str
     jit: bool = False  # on a JIT interpreter (PyPy)
+    #: Its stack's family: processes of one family share a process variance in the fit
+    #: (:func:`pywebbench.analysis.group.fit_group`'s ``families``; a study's: the
+    #: interpreter).
+    family: str = ""
     #: (unix time, RSS bytes of its tree) samples.
     memory: list[tuple[float, int]] = field(default_factory=list)
     #: Why it was stopped before the end (None: it ran to the end).
@@ -180,6 +200,26 @@ class RotationSettings:
     core_speed: bool = True  # judge the slices at one core speed
     interference_max: float = 0.05  # the burst rule's limit (WHY_BURST)
     memory_budget_bytes: int | None = None  # per process; None: sized from the machine
+    #: A JIT process's slice and first touch, in a rotation of both kinds (None: as the
+    #: others'): its collector's pauses need longer slices (:data:`JIT_SLICE_S`).
+    jit_slice_s: float | None = None
+    jit_touch_s: float | None = None
+
+    def slice_for(self, m: Member) -> float:
+        """The counted seconds of ``m``'s slices."""
+        return self.jit_slice_s if m.jit and self.jit_slice_s is not None else self.slice_s
+
+    def touch_for(self, m: Member) -> float:
+        """``m``'s first touch."""
+        return self.jit_touch_s if m.jit and self.jit_touch_s is not None else self.touch_s
+
+    def round_s(self, members: Sequence[Member]) -> float:
+        """Seconds one round of ``members`` takes."""
+        return sum(self.slice_for(m) + self.settle_s for m in members)
+
+    def planned_s(self, members: Sequence[Member]) -> float:
+        """Seconds the whole plan takes, first touches included."""
+        return sum(self.touch_for(m) for m in members) + self.rounds * self.round_s(members)
 
 
 @dataclass
@@ -293,7 +333,9 @@ def judge(
         measured[index] = len(mine)
         kept += mine
     stack_of = {m.index: m.stack for m in alive.values()}
-    return GroupJudgement(warm, fit_group(kept, stack_of), rounds, measured, starts)
+    families = {m.stack: m.family for m in alive.values()}
+    fit = fit_group(kept, stack_of, families=families)
+    return GroupJudgement(warm, fit, rounds, measured, starts)
 
 
 @dataclass
@@ -445,6 +487,8 @@ class Rotation:
         rounds and indexes continue), ``stop`` sees both runs' rounds, and what is returned
         joins both (:meth:`Rotated.then`)."""
         n = len(live)
+        slices = [settings.slice_for(m) for m in live]
+        touches = [settings.touch_for(m) for m in live]
         plan = SlicePlan(
             load=load.replace(warmup_s=settings.touch_s),
             targets=[m.url for m in live],
@@ -452,6 +496,9 @@ class Rotation:
             settle_s=settings.settle_s,
             rounds=settings.rounds,
             seed=settings.seed + (after.legs if after is not None else 0),
+            # a rotation of both kinds: each process its own slice and first touch
+            slice_s_by_target=slices if len(set(slices)) > 1 else [],
+            warmup_s_by_target=touches if len(set(touches)) > 1 else [],
         )
         if after is None:
             for i, m in enumerate(live):
@@ -474,7 +521,7 @@ class Rotation:
                 for s in slices
             ]
 
-        budget = memory_budget(settings.memory_budget_bytes, n)
+        budgets = memory_budgets(settings.memory_budget_bytes, [m.jit for m in live])
         pids = [m.server.pid for m in live]
         accounting = self._interference(pids) if self._interference else None
         # the generator's cores too: a burst there slows a fast stack's slice more than a
@@ -508,7 +555,7 @@ class Rotation:
                 a.sample()
             if now - state["memory_at"] >= MEMORY_EVERY_S:
                 state["memory_at"] = now
-                self._sample_memory(live, now, budget, trees)
+                self._sample_memory(live, now, budgets, trees)
             complete = _complete_rounds(snap.slices, n)
             if complete <= state["rounds"]:
                 return False
@@ -569,9 +616,11 @@ class Rotation:
         )
         return after.then(rotated) if after is not None else rotated
 
-    def _sample_memory(self, live: Sequence[Member], now: float, budget: int, trees: Trees) -> None:
+    def _sample_memory(
+        self, live: Sequence[Member], now: float, budgets: Sequence[int], trees: Trees
+    ) -> None:
         read = trees.rss() if self._rss is None else [self._rss(m.server.pid) for m in live]
-        for m, rss in zip(live, read, strict=True):
+        for m, rss, budget in zip(live, read, budgets, strict=True):
             if m.stopped is not None:
                 continue
             if rss is None:

@@ -37,16 +37,16 @@ SERVER_SCOPE_HELP = (
     "per replicate serves all of a stack's workloads in turn (fewer starts, less overhead)."
 )
 DESIGN_HELP = (
-    "interleaved (the default; --profile versions: sequential, its interpreters would each "
-    "be a group of their own): the stacks of a group (one interpreter, workload and load "
-    "point) are all up at once, --replicates server processes each, and one engine run "
-    "loads them in short slices, every process once a round in a random order; figures are "
-    "ratios to the group's reference with CIs over the processes. sequential: a fresh server "
-    "per replicate of each cell, one after another. --faults, --slo, --syscalls, "
-    "--flamegraph, --warmup fixed/deep, --server-scope stack, open loops, "
-    "--connection-mode close/N, h2c, unix binds and WebSocket cells always take the "
-    "sequential path (run says which; the report marks them); --instructions counts after "
-    "a group, on fresh servers."
+    "interleaved (the default; --profile versions: sequential, as its every interpreter "
+    "found would make groups of 60-84 processes): the stacks of a group (one workload and "
+    "load point, every interpreter) are all up at once, --replicates server processes each,"
+    " and one engine run loads them in short slices, every process once a round in a random"
+    " order; figures are ratios to the group's reference with CIs over the processes. "
+    "sequential: a fresh server per replicate of each cell, one after another. --faults, "
+    "--slo, --syscalls, --flamegraph, --warmup fixed/deep, --server-scope stack, open "
+    "loops, --connection-mode close/N, h2c, unix binds and WebSocket cells always take the "
+    "sequential path (run says which; the report marks them); --instructions counts after a"
+    " group, on fresh servers."
 )
 BIND_HELP = (
     "Where the server listens, a sweep: tcp (default: a loopback port) and/or unix (a "
