@@ -350,6 +350,13 @@ def test_each_interpreter_keeps_its_own_process_variance() -> None:
     ab = apart.ratio("b", "a").half_width
     assert ab == pytest.approx(alone.ratio("b", "a").half_width, rel=1e-6)
     assert pooled.ratio("b", "a").half_width > 3 * ab
+    # and so is its ratio to the geometric mean, which is its interpreter's (a mean that
+    # held PyPy's levels would carry PyPy's spread into every CPython ratio)
+    assert apart.basis("a") == ["a", "b"] and apart.basis("q") == ["p", "q"]
+    gm, gm_alone = apart.vs_reference("a"), alone.vs_reference("a")
+    assert gm.ratio == pytest.approx(gm_alone.ratio)
+    assert gm.half_width == pytest.approx(gm_alone.half_width, rel=1e-6)
+    assert pooled.vs_reference("a").half_width > 3 * gm.half_width
     # a ratio across the interpreters carries PyPy's spread
     assert apart.ratio("p", "a").half_width > 3 * ab
     # the same levels either way: families change the intervals, not the figures
@@ -371,7 +378,7 @@ def test_intervals_across_interpreters_cover_as_often_as_they_say() -> None:
         }.items():
             iv = fit.ratio(top, bottom)
             covered[name] += iv.low <= true <= iv.high
-        gm = (1.0 * 1.05 * 2.0 * 2.2) ** 0.25
+        gm = (2.0 * 2.2) ** 0.5  # PyPy's stacks' own
         iv = fit.vs_reference("p")
         covered["gm"] += iv.low <= 2.0 / gm <= iv.high
     # 95% intervals, 200 seeded trials: at least 90% each (Welch-Satterthwaite's df are an

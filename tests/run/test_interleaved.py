@@ -582,6 +582,39 @@ def test_cpython_and_pypy_in_one_group_each_with_its_slices_and_its_spread() -> 
     assert budgets[1] == JIT_MEMORY_SHARES * budgets[0]
 
 
+def test_a_settle_sized_by_a_cold_probe_is_shortened_once_every_process_is_warm() -> None:
+    """The probe read 1,000-1,300 req/s (a JIT's cold process), which over 400 connections
+    calls for 0.4-s settles; the processes, warm, serve 10,000-15,000 (40 ms for 400
+    requests in flight): once every process is warm the group ends its leg and goes on
+    with 0.05-s settles, its rounds continuing, and reads the true ratio."""
+    levels = [10_000.0, 15_000.0, 10_100.0, 14_850.0, 9_900.0, 15_150.0]
+    run = _synthetic_group(SlicedModel(levels, seed=3), ["a", "b"], budget_s=900.0)
+    for p in run.cells:
+        p.cell.connections = 400
+    outcomes = run_group(run)
+    assert [o.failure for o in outcomes] == [None, None]
+    assert run.replanned is not None
+    before, after = run.replanned["settle_s"]
+    assert before >= 0.35 and after == 0.05
+    timeline = cast(FakeAgent, run.rotation.agent).timeline
+    legs = [e for e in timeline.entries if e["entry"] == "sliced"]
+    assert len(legs) == 2
+    a, b = (o.group for o in outcomes)
+    assert a is not None and b is not None and b["replanned"] == run.replanned
+    ratio, low, high = b["vs"]["a"]
+    assert abs(ratio - 1.5) < 0.015 and low < 1.5 < high
+    assert run.result is not None
+    rounds = sorted({s.round for s in run.result.slices})
+    assert rounds == list(range(len(rounds)))  # one numbering across both legs
+
+
+def test_a_settle_the_probe_sized_right_is_kept() -> None:
+    levels = [1000.0, 1500.0, 1010.0, 1485.0, 990.0, 1515.0]
+    run = _synthetic_group(SlicedModel(levels, seed=3), ["a", "b"])
+    run_group(run)
+    assert run.replanned is None
+
+
 # --------------------------------------------- more processes where the variance lives
 
 

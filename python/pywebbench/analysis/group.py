@@ -14,8 +14,9 @@ effect plus a process effect::
 A stack's level is the mean of its processes' effects. The difference of two stacks' levels
 is their log ratio; a stack's ratio to the group's *reference* is its level less the
 reference's (a named stack), or less the mean of every stack's level (the geometric mean of
-the group). Slices missing from a round (a process not yet warm, a slice dropped for
-interference) are simply absent: the fit needs no complete rounds.
+the group; with families, of the stack's family). Slices missing from a round (a process
+not yet warm, a slice dropped for interference) are simply absent: the fit needs no complete
+rounds.
 
 **The interval** is where the variance lives (Kalibera & Jones, ISMM 2013): between server
 processes. Two processes of one app differ by a percent or two, and an interval over rounds
@@ -31,7 +32,9 @@ settle a JIT and a collector each, and sat 5-12% apart where CPython's sat 1-2% 
 interpreter) its own pooled process variance; a ratio's variance is then the sum of each
 family's variance times that family's part of the ratio's weights, with Welch-Satterthwaite
 degrees of freedom. So a CPython pair's interval is what it would be in a group of its own,
-and a PyPy/CPython ratio carries both spreads.
+and a PyPy/CPython ratio carries both spreads. The geometric-mean reference is then each
+family's own (:meth:`GroupFit.basis`): a CPython stack's ratio to it is what it would be
+without PyPy in the group.
 
 **What a stop rule judges** (:meth:`GroupFit.for_stopping`, :func:`widest`). A run stops
 once its intervals are narrow enough, and it asks after every round. The spread of a few
@@ -158,16 +161,26 @@ class GroupFit:
             if reference == stack:  # exactly 1: no interval to give
                 return Interval(1.0, math.nan, math.nan)
             return self.ratio(stack, reference)
-        n = len(self.levels)
+        basis = self.basis(stack)
+        n = len(basis)
         if n < 2:  # a group of one stack is its own geometric mean
             return Interval(1.0, math.nan, math.nan)
-        mean = sum(self.levels.values()) / n
+        mean = sum(self.levels[s] for s in basis) / n
         d = self.levels[stack] - mean
         weights = {
-            s: ((1.0 - 1.0 / n) ** 2 if s == stack else 1.0 / n**2) / k
-            for s, k in self.counts.items()
+            s: ((1.0 - 1.0 / n) ** 2 if s == stack else 1.0 / n**2) / self.counts[s] for s in basis
         }
         return self._interval(d, weights)
+
+    def basis(self, stack: str) -> list[str]:
+        """The stacks whose geometric mean is ``stack``'s reference: every stack of the
+        group, or with families those of ``stack``'s family (a CPython stack's ratio to a
+        mean that held PyPy's levels would carry PyPy's process spread; ratios across
+        families are the pairs', :meth:`ratio`)."""
+        if not self.families:
+            return sorted(self.levels)
+        mine = self.families.get(stack, "")
+        return sorted(s for s in self.levels if self.families.get(s, "") == mine)
 
     def variance_of(self, weights: Mapping[str, float]) -> tuple[float, float]:
         """The variance of a contrast of the levels whose squared coefficients over their

@@ -147,7 +147,10 @@ def reference_estimate(
         return None
     basis: tuple[str, ...] = ()
     if reference == GEOMETRIC_MEAN:
-        basis = tuple(sorted({stack, *(group.get("vs") or {})}))
+        # the stacks its geometric mean is over (stored since a group held several
+        # interpreters: each interpreter's own); before, every stack of the group
+        given = group.get("basis")
+        basis = tuple(sorted(given if given else {stack, *(group.get("vs") or {})}))
     return RunEstimate(
         run=run,
         host=host,

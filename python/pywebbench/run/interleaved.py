@@ -274,6 +274,9 @@ class GroupRun:
         self.grown: list[dict[str, Any]] = []
         #: The members loaded in the engine run's legs (by index).
         self.measured: set[int] = set()
+        #: The settle shortened once every process was warm (:meth:`_shorter_settle`): the
+        #: settles before and after, the slowest warm rate, the round it began; None: not.
+        self.replanned: dict[str, Any] | None = None
 
     @property
     def result(self) -> SlicedResult | None:
@@ -420,43 +423,51 @@ class GroupRun:
             live, lambda m: self._load_spec(m.progress.cell, m.server.base_url)
         )
         budget_s = self.options.jit_budget_s if jit else self.options.budget_s
-        touches = sum(first_touch_s(m.jit) for m in live)
-        slice_s, settle_s, rounds = slots(
-            n, budget_s - touches, first.progress.cell.connections, rps, self.options.slice_s,
-            shortest=JIT_SLICE_S if jit and not both else SLICE_BOUNDS[0],
-        )  # fmt: skip
-        settings = RotationSettings(
-            slice_s=slice_s,
-            settle_s=settle_s,
-            rounds=rounds,
-            seed=self.options.seed,
-            touch_s=first_touch_s(jit and not both),
-            core_speed=self.options.core_speed,
-            interference_max=self.options.interference_max,
-            memory_budget_bytes=self.options.memory_budget_bytes,
-        )
-        if both:
+        connections = first.progress.cell.connections
+
+        def planned(rps: float, left_s: float, touch: Callable[[bool], float]) -> RotationSettings:
+            """The rotation's settings for ``live`` with ``left_s`` of budget left, the
+            slowest at ``rps``, each process first touched for ``touch(jit)``."""
+            touches = sum(touch(m.jit) for m in live)
+            slice_s, settle_s, rounds = slots(
+                len(live), left_s - touches, connections, rps, self.options.slice_s,
+                shortest=JIT_SLICE_S if jit and not both else SLICE_BOUNDS[0],
+            )  # fmt: skip
+            settings = RotationSettings(
+                slice_s=slice_s,
+                settle_s=settle_s,
+                rounds=rounds,
+                seed=self.options.seed,
+                touch_s=touch(jit and not both),
+                core_speed=self.options.core_speed,
+                interference_max=self.options.interference_max,
+                memory_budget_bytes=self.options.memory_budget_bytes,
+            )
+            if not both:
+                return settings
             # each process its own slice and first touch: PyPy's longer, CPython's as sized
             settings = dataclasses.replace(
-                settings,
-                jit_slice_s=max(slice_s, JIT_SLICE_S),
-                jit_touch_s=first_touch_s(True),
+                settings, jit_slice_s=max(slice_s, JIT_SLICE_S), jit_touch_s=touch(True)
             )
             rounds = max(
                 leg_rounds(self.options.rule),
-                int((budget_s - touches) / settings.round_s(live) + 1e-9),
+                int((left_s - touches) / settings.round_s(live) + 1e-9),
             )
-            settings = dataclasses.replace(settings, rounds=rounds)
-        slices_said = f"{slice_s:g} s slices" + (
+            return dataclasses.replace(settings, rounds=rounds)
+
+        settings = planned(rps, budget_s, first_touch_s)
+        slices_said = f"{settings.slice_s:g} s slices" + (
             f" ({settings.jit_slice_s:g} s on a JIT)" if both else ""
         )
         self._say(
             f"measuring {len({m.stack for m in live})} stacks x {self.options.processes} "
-            f"processes interleaved: {slices_said}, at most {rounds} rounds "
-            f"({settings.planned_s(live):.0f} s)"
+            f"processes interleaved: {slices_said}, {settings.settle_s:g} s settles, at most "
+            f"{settings.rounds} rounds ({settings.planned_s(live):.0f} s)"
         )
         started = time.monotonic()
         grow: list[Disagreement] = []  # what ended a leg to give a stack more processes
+        #: the warm rate of the slowest process, when it ended a leg to shorten the settle
+        replan: list[float] = []
 
         def stop(so_far: Rounds) -> bool:
             members = [m for m in self.members if m.stopped is None]
@@ -469,9 +480,13 @@ class GroupRun:
             )
             if enough(j, self.members, self.options):
                 return True
-            left_s = budget_s * (1 + GROW_OVERRUN) - (time.monotonic() - started)
-            legs = self.rotated.legs if self.rotated is not None else 0
-            found = self._to_grow(j, left_s, settings, legs)
+            left_s = budget_s - (time.monotonic() - started)
+            if self.replanned is None:
+                slowest = self._shorter_settle(j, so_far, settings, connections, left_s)
+                if slowest is not None:
+                    replan.append(slowest)
+                    return True
+            found = self._to_grow(j, left_s + GROW_OVERRUN * budget_s, settings, len(self.grown))
             if found is not None:
                 grow.append(found)
                 return True
@@ -479,11 +494,30 @@ class GroupRun:
 
         while True:
             grow.clear()
+            replan.clear()
             self.measured.update(m.index for m in live)
             self.rotated = self.rotation.run(live, base, settings, stop, after=self.rotated)
-            if not grow or self.rotated.interrupted:
+            if self.rotated.interrupted:
                 break
-            if not self.grow(grow[0]):
+            if replan:
+                before = settings.settle_s
+                settings = planned(
+                    replan[0],
+                    budget_s - (time.monotonic() - started),
+                    lambda _: LEG_TOUCH_S,
+                )
+                self.replanned = {
+                    "settle_s": [before, settings.settle_s],
+                    "slowest_rps": round(replan[0], 1),
+                    "round": self.rotated.next_round(),
+                }
+                self._say(
+                    f"every process warm, the slowest at {replan[0]:,.0f} req/s: settles of "
+                    f"{settings.settle_s:g} s instead of {before:g} s from round "
+                    f"{self.rotated.next_round()}"
+                )
+                continue
+            if not grow or not self.grow(grow[0]):
                 break
             live = [m for m in self.members if m.stopped is None]
             left_s = budget_s - (time.monotonic() - started)
@@ -504,16 +538,49 @@ class GroupRun:
             final=True,
         )
 
+    def _shorter_settle(
+        self,
+        j: GroupJudgement,
+        so_far: Rounds,
+        settings: RotationSettings,
+        connections: int,
+        left_s: float,
+    ) -> float | None:
+        """The slowest warm process's requests/s when the settle it calls for is at most
+        half the rotation's: the settle was sized by a probe of each stack's first process,
+        and a JIT's cold process serves a fraction of its rate (a quick study's hello group
+        got 0.25-s settles from one, where its warm processes' 5-ms response times called
+        for 0.05 s, and spent a third of its rounds settling). None: not every live process
+        warm yet, the settle already as short, too little budget left for a further leg, or
+        no rate to read."""
+        live = [m for m in self.members if m.stopped is None]
+        if not live or j.unsettled(live):
+            return None
+        rates = []
+        for m in live:
+            start = j.starts.get(m.index)
+            mine = [s.rps for s in so_far.slices if s.target == m.index and start is not None
+                    and s.round >= start and s.requests > 0]  # fmt: skip
+            if not mine:
+                return None
+            rates.append(statistics.median(mine))
+        slowest = min(rates)
+        _, settle_s, _ = slots(len(live), left_s, connections, slowest)
+        if settle_s > settings.settle_s / 2:
+            return None
+        needed = len(live) * LEG_TOUCH_S + leg_rounds(self.options.rule) * settings.round_s(live)
+        return slowest if left_s >= needed else None
+
     def _to_grow(
-        self, j: GroupJudgement, left_s: float, settings: RotationSettings, legs: int
+        self, j: GroupJudgement, left_s: float, settings: RotationSettings, growths: int
     ) -> Disagreement | None:
-        """The stack to give more processes now, ``legs`` legs done, ``left_s`` of the budget
+        """The stack to give more processes now, ``growths`` done, ``left_s`` of the budget
         left (:data:`GROW_OVERRUN` past the budget included) and ``settings`` the rotation's
         (:meth:`measure`), or None: not every process
         warm with :data:`GROW_AFTER` measured rounds yet, the intervals narrow enough or
         narrowing with rounds, the stack at its most processes, the memory or the budget
         left too small for them, or :data:`MOST_GROWTHS` done."""
-        if legs >= MOST_GROWTHS or j.fit is None or len(j.fit.levels) < 2:
+        if growths >= MOST_GROWTHS or j.fit is None or len(j.fit.levels) < 2:
             return None
         if not j.settled(self.members, GROW_AFTER):
             return None
@@ -692,6 +759,9 @@ class GroupRun:
             out[p.cell_id] = {
                 "group": group_label(p.cell),
                 "reference": reference or GEOMETRIC_MEAN,
+                # the stacks the geometric mean is over (its interpreter's, in a group of
+                # several)
+                "basis": fit.basis(key) if reference is None else [reference],
                 "stacks": len(fit.levels),
                 "processes": fit.counts[key],
                 # the ratio's own (a ratio across interpreters: Welch-Satterthwaite's)
@@ -714,6 +784,8 @@ class GroupRun:
                 out[p.cell_id]["wide_because"] = wide
             if self.grown:
                 out[p.cell_id]["grown"] = self.grown
+            if self.replanned is not None:
+                out[p.cell_id]["replanned"] = self.replanned
             if burners:
                 out[p.cell_id]["idle_burn"] = burners
         return out
