@@ -6,12 +6,13 @@
     python benchmarks/tournament.py --runs 1 --seed 1          # another rotation (--seed)
 
 Each run is ``pywebbench run`` with the quick profile's defaults (interleaved groups: every
-stack of an interpreter x workload up at once, server on core 0, load on core 1) into a
+stack of a workload, every interpreter, up at once, server on core 0, load on core 1) into a
 results directory of its own, report included. ``--neighbour`` runs a process pinned to the
 server core that spins 30 ms of every 100 ms (benchmarks/neighbour.py) for the whole run.
 
 Prints, per run: its wall time; per interpreter the median and worst 95% CI half-width of the
-stacks' ratios to their group's reference; ties (rows the report shows tied with the row
+stacks' ratios to their group's reference; the ratios between interpreters of one server and
+framework, with their half-widths; ties (rows the report shows tied with the row
 above) out of neighbour pairs. Between consecutive runs: pairs of stacks (same group) ranked
 apart in one and the other way round in the other (significantly, or merely by the point
 estimate), and the share of cells whose ratio lies within the other run's interval.
@@ -38,8 +39,29 @@ NEIGHBOUR = Path(__file__).with_name("neighbour.py")
 PWB = Path(__file__).resolve().parents[1] / "pwb"
 RUN_TIMEOUT_S = 3600  # a quick study that takes longer than this has failed its purpose
 
-#: (interpreter, group label) -> stack key -> the cell's group figures.
+#: Group label -> stack key -> the cell's group figures.
 Groups = dict[str, dict[str, dict[str, Any]]]
+
+
+def interpreter_of(stack: str) -> str:
+    """A stack key's interpreter (``pypy3.9/gunicorn-gthread/flask@w1t4`` -> ``pypy3.9``)."""
+    return stack.split("/", 1)[0]
+
+
+def across_interpreters(stacks: dict[str, dict[str, Any]]) -> list[tuple[str, float, float]]:
+    """Each stack measured on two interpreters in one group: (its server/framework, the
+    ratio of the later interpreter over the earlier, the interval's half-width), from the
+    group's own pair ratios (``vs``)."""
+    out = []
+    by_rest: dict[str, list[str]] = {}
+    for key in stacks:
+        by_rest.setdefault(key.split("/", 1)[1], []).append(key)
+    for rest, keys in sorted(by_rest.items()):
+        for x, y in itertools.combinations(sorted(keys), 2):
+            ratio, low, high = stacks[y]["vs"][x]
+            width = math.nan if low is None else max(high / ratio - 1.0, 1.0 - low / ratio)
+            out.append((f"{rest}: {interpreter_of(y)}/{interpreter_of(x)}", ratio, width))
+    return out
 
 
 def groups_of(store_path: Path) -> Groups:
@@ -67,9 +89,11 @@ def summary(groups: Groups) -> None:
     """Widths per interpreter and ties per group."""
     widths: dict[str, list[float]] = {}
     tied = pairs = 0
+    across: list[tuple[str, float, float]] = []
     for label, stacks in sorted(groups.items()):
-        interpreter = label.split(" | ")[0]
-        widths.setdefault(interpreter, []).extend(half_width(g) for g in stacks.values())
+        for key, g in stacks.items():
+            widths.setdefault(interpreter_of(key), []).append(half_width(g))
+        across += [(f"{label}: {name}", r, w) for name, r, w in across_interpreters(stacks)]
         order = sorted(stacks, key=lambda s: -stacks[s]["rps"])
         for above, below in itertools.pairwise(order):
             ratio, low, high = stacks[above]["vs"][below]
@@ -83,6 +107,15 @@ def summary(groups: Groups) -> None:
                 f"worst +-{max(known):.1%} over {len(known)} cells"
             )
     print(f"  ties: {tied} of {pairs} neighbour pairs")
+    if across:
+        known = [w for _, _, w in across if math.isfinite(w)]
+        print(
+            f"  across interpreters, same server and framework, same rounds: {len(across)} "
+            f"ratios, CI half-width median +-{statistics.median(known):.1%}, worst "
+            f"+-{max(known):.1%}"
+        )
+        for name, ratio, width in across:
+            print(f"    {name}: {ratio:.3f} +-{width:.1%}")
 
 
 def expected_inside(stacks: int, processes: int, trials: int = 4000, seed: int = 0) -> float:
@@ -143,7 +176,7 @@ def agreement(a: Groups, b: Groups) -> None:
             inside += low <= sa[s]["ratio"] <= high
             expected += expected_inside(sb[s]["stacks"], sb[s]["processes"])
             if sa[s].get("low") is not None:
-                interpreter = label.split(" | ")[0]
+                interpreter = interpreter_of(s)
                 moved.setdefault(interpreter, []).append(math.log(sb[s]["ratio"] / sa[s]["ratio"]))
                 # each run's standard error from its interval (t at its degrees of freedom)
                 from scipy import stats

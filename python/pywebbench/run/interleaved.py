@@ -58,7 +58,6 @@ from pywebbench.run.rotation import (
     Rotation,
     RotationSettings,
     Rounds,
-    first_touch_s,
     judge,
     memory_budgets,
     slots,
@@ -274,7 +273,7 @@ class GroupRun:
         self.grown: list[dict[str, Any]] = []
         #: The members loaded in the engine run's legs (by index).
         self.measured: set[int] = set()
-        #: The settle shortened once every process was warm (:meth:`_shorter_settle`): the
+        #: The settle shortened once every process was warm (:meth:`_slowest_warm`): the
         #: settles before and after, the slowest warm rate, the round it began; None: not.
         self.replanned: dict[str, Any] | None = None
 
@@ -418,17 +417,27 @@ class GroupRun:
         both = jit and not all(m.jit for m in live)  # interpreters of both kinds
         base = self._load_spec(first.progress.cell, first.server.base_url)
         n = len(live)
-        # the settle drains the slowest, whatever the slice
-        rps = self.rotation.slowest_rps(
-            live, lambda m: self._load_spec(m.progress.cell, m.server.base_url)
-        )
         budget_s = self.options.jit_budget_s if jit else self.options.budget_s
+        started = time.monotonic()
+
+        def spec_of(m: GroupMember) -> LoadSpec:
+            return self._load_spec(m.progress.cell, m.server.base_url)
+
+        # every process's first touch before the probe: a JIT's cold process serves a
+        # fraction of its rate, and a settle sized by it stretched every slice of a quick
+        # study's group (0.25-0.5-s settles where its warm processes needed 0.05 s); the
+        # sliced run then only reconnects (LEG_TOUCH_S)
+        if not self.rotation.touch(live, spec_of):
+            raise KeyboardInterrupt
+        # the settle drains the slowest, whatever the slice
+        rps = self.rotation.slowest_rps(live, spec_of)
         connections = first.progress.cell.connections
 
-        def planned(rps: float, left_s: float, touch: Callable[[bool], float]) -> RotationSettings:
-            """The rotation's settings for ``live`` with ``left_s`` of budget left, the
-            slowest at ``rps``, each process first touched for ``touch(jit)``."""
-            touches = sum(touch(m.jit) for m in live)
+        def planned(rps: float, left_s: float) -> RotationSettings:
+            """The rotation's settings for ``live`` with ``left_s`` of budget left and the
+            slowest at ``rps``: a sliced run whose processes were touched already (each
+            reconnects for :data:`LEG_TOUCH_S`)."""
+            touches = len(live) * LEG_TOUCH_S
             slice_s, settle_s, rounds = slots(
                 len(live), left_s - touches, connections, rps, self.options.slice_s,
                 shortest=JIT_SLICE_S if jit and not both else SLICE_BOUNDS[0],
@@ -438,7 +447,7 @@ class GroupRun:
                 settle_s=settle_s,
                 rounds=rounds,
                 seed=self.options.seed,
-                touch_s=touch(jit and not both),
+                touch_s=LEG_TOUCH_S,
                 core_speed=self.options.core_speed,
                 interference_max=self.options.interference_max,
                 memory_budget_bytes=self.options.memory_budget_bytes,
@@ -446,16 +455,14 @@ class GroupRun:
             if not both:
                 return settings
             # each process its own slice and first touch: PyPy's longer, CPython's as sized
-            settings = dataclasses.replace(
-                settings, jit_slice_s=max(slice_s, JIT_SLICE_S), jit_touch_s=touch(True)
-            )
+            settings = dataclasses.replace(settings, jit_slice_s=max(slice_s, JIT_SLICE_S))
             rounds = max(
                 leg_rounds(self.options.rule),
                 int((left_s - touches) / settings.round_s(live) + 1e-9),
             )
             return dataclasses.replace(settings, rounds=rounds)
 
-        settings = planned(rps, budget_s, first_touch_s)
+        settings = planned(rps, budget_s - (time.monotonic() - started))
         slices_said = f"{settings.slice_s:g} s slices" + (
             f" ({settings.jit_slice_s:g} s on a JIT)" if both else ""
         )
@@ -464,7 +471,6 @@ class GroupRun:
             f"processes interleaved: {slices_said}, {settings.settle_s:g} s settles, at most "
             f"{settings.rounds} rounds ({settings.planned_s(live):.0f} s)"
         )
-        started = time.monotonic()
         grow: list[Disagreement] = []  # what ended a leg to give a stack more processes
         #: the warm rate of the slowest process, when it ended a leg to shorten the settle
         replan: list[float] = []
@@ -482,10 +488,15 @@ class GroupRun:
                 return True
             left_s = budget_s - (time.monotonic() - started)
             if self.replanned is None:
-                slowest = self._shorter_settle(j, so_far, settings, connections, left_s)
+                slowest = self._slowest_warm(j, so_far)
                 if slowest is not None:
-                    replan.append(slowest)
-                    return True
+                    shorter = planned(slowest, left_s)
+                    needed = len(members) * LEG_TOUCH_S + leg_rounds(
+                        self.options.rule
+                    ) * shorter.round_s(members)
+                    if shorter.settle_s <= settings.settle_s / 2 and left_s >= needed:
+                        replan.append(slowest)
+                        return True
             found = self._to_grow(j, left_s + GROW_OVERRUN * budget_s, settings, len(self.grown))
             if found is not None:
                 grow.append(found)
@@ -501,11 +512,7 @@ class GroupRun:
                 break
             if replan:
                 before = settings.settle_s
-                settings = planned(
-                    replan[0],
-                    budget_s - (time.monotonic() - started),
-                    lambda _: LEG_TOUCH_S,
-                )
+                settings = planned(replan[0], budget_s - (time.monotonic() - started))
                 self.replanned = {
                     "settle_s": [before, settings.settle_s],
                     "slowest_rps": round(replan[0], 1),
@@ -522,7 +529,6 @@ class GroupRun:
             live = [m for m in self.members if m.stopped is None]
             left_s = budget_s - (time.monotonic() - started)
             n = len(live)
-            settings = dataclasses.replace(settings, touch_s=LEG_TOUCH_S, jit_touch_s=None)
             settings = dataclasses.replace(
                 settings,
                 rounds=max(
@@ -538,21 +544,11 @@ class GroupRun:
             final=True,
         )
 
-    def _shorter_settle(
-        self,
-        j: GroupJudgement,
-        so_far: Rounds,
-        settings: RotationSettings,
-        connections: int,
-        left_s: float,
-    ) -> float | None:
-        """The slowest warm process's requests/s when the settle it calls for is at most
-        half the rotation's: the settle was sized by a probe of each stack's first process,
-        and a JIT's cold process serves a fraction of its rate (a quick study's hello group
-        got 0.25-s settles from one, where its warm processes' 5-ms response times called
-        for 0.05 s, and spent a third of its rounds settling). None: not every live process
-        warm yet, the settle already as short, too little budget left for a further leg, or
-        no rate to read."""
+    def _slowest_warm(self, j: GroupJudgement, so_far: Rounds) -> float | None:
+        """The slowest live process's median requests/s over its warm slices, once every
+        live process is warm (None before, or without a slice to read): what the settle
+        must drain, read warm. The probe that sized the settle read each stack's process
+        after its first touch, and a JIT may be far from warm then."""
         live = [m for m in self.members if m.stopped is None]
         if not live or j.unsettled(live):
             return None
@@ -564,12 +560,7 @@ class GroupRun:
             if not mine:
                 return None
             rates.append(statistics.median(mine))
-        slowest = min(rates)
-        _, settle_s, _ = slots(len(live), left_s, connections, slowest)
-        if settle_s > settings.settle_s / 2:
-            return None
-        needed = len(live) * LEG_TOUCH_S + leg_rounds(self.options.rule) * settings.round_s(live)
-        return slowest if left_s >= needed else None
+        return min(rates)
 
     def _to_grow(
         self, j: GroupJudgement, left_s: float, settings: RotationSettings, growths: int
@@ -621,11 +612,10 @@ class GroupRun:
             if m is None:
                 continue
             added.append(m)
-            spec = self._load_spec(p.cell, m.server.base_url)
-            touched = self.rotation.agent.run(
-                spec.replace(duration_s=first_touch_s(m.jit), warmup_s=0.0)
+            touched = self.rotation.touch(
+                [m], lambda m: self._load_spec(m.progress.cell, m.server.base_url)
             )
-            if touched.interrupted and self.rotated is not None:  # stored as it stands
+            if not touched and self.rotated is not None:  # stored as it stands
                 self.rotated = dataclasses.replace(
                     self.rotated,
                     result=self.rotated.result.model_copy(update={"interrupted": True}),

@@ -200,18 +200,13 @@ class RotationSettings:
     core_speed: bool = True  # judge the slices at one core speed
     interference_max: float = 0.05  # the burst rule's limit (WHY_BURST)
     memory_budget_bytes: int | None = None  # per process; None: sized from the machine
-    #: A JIT process's slice and first touch, in a rotation of both kinds (None: as the
-    #: others'): its collector's pauses need longer slices (:data:`JIT_SLICE_S`).
+    #: A JIT process's slice, in a rotation of both kinds (None: as the others'): its
+    #: collector's pauses need longer slices (:data:`JIT_SLICE_S`).
     jit_slice_s: float | None = None
-    jit_touch_s: float | None = None
 
     def slice_for(self, m: Member) -> float:
         """The counted seconds of ``m``'s slices."""
         return self.jit_slice_s if m.jit and self.jit_slice_s is not None else self.slice_s
-
-    def touch_for(self, m: Member) -> float:
-        """``m``'s first touch."""
-        return self.jit_touch_s if m.jit and self.jit_touch_s is not None else self.touch_s
 
     def round_s(self, members: Sequence[Member]) -> float:
         """Seconds one round of ``members`` takes."""
@@ -219,7 +214,7 @@ class RotationSettings:
 
     def planned_s(self, members: Sequence[Member]) -> float:
         """Seconds the whole plan takes, first touches included."""
-        return sum(self.touch_for(m) for m in members) + self.rounds * self.round_s(members)
+        return len(members) * self.touch_s + self.rounds * self.round_s(members)
 
 
 @dataclass
@@ -446,6 +441,17 @@ class Rotation:
         #: Seconds of load given so far (probes and runs).
         self.loaded_s = 0.0
 
+    def touch(self, members: Sequence[M], spec: Callable[[M], LoadSpec]) -> bool:
+        """Each of ``members`` loaded alone for its first touch (:func:`first_touch_s`),
+        continuous, one after another; False when Ctrl-C ended one (the others untouched)."""
+        for m in members:
+            each = first_touch_s(m.jit)
+            touched = self.agent.run(spec(m).replace(duration_s=each, warmup_s=0.0))
+            self.loaded_s += each
+            if touched.interrupted:
+                return False
+        return True
+
     def slowest_rps(self, live: Sequence[M], spec: Callable[[M], LoadSpec]) -> float:
         """The lowest requests/s of a short probe of one process of each stack (``spec``:
         its load): the settle after a slice must drain the slowest stack's requests in
@@ -488,7 +494,6 @@ class Rotation:
         joins both (:meth:`Rotated.then`)."""
         n = len(live)
         slices = [settings.slice_for(m) for m in live]
-        touches = [settings.touch_for(m) for m in live]
         plan = SlicePlan(
             load=load.replace(warmup_s=settings.touch_s),
             targets=[m.url for m in live],
@@ -496,9 +501,8 @@ class Rotation:
             settle_s=settings.settle_s,
             rounds=settings.rounds,
             seed=settings.seed + (after.legs if after is not None else 0),
-            # a rotation of both kinds: each process its own slice and first touch
+            # a rotation of both kinds: each process its own slice
             slice_s_by_target=slices if len(set(slices)) > 1 else [],
-            warmup_s_by_target=touches if len(set(touches)) > 1 else [],
         )
         if after is None:
             for i, m in enumerate(live):
