@@ -42,12 +42,13 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             # first decides where its JIT settles (fib cpu at ~2,850 req/s met first, ~6,200
             # after hello: docs/steady-state.md#no-order-effects), so no cell may follow another
             "server_scope": "cell",
-            # every stack of a group (interpreter x workload) up at once, loaded in slices
-            # of the same rounds: the host's drift cancels within a round
+            # every stack of a group (a workload, CPython's and PyPy's stacks) up at once,
+            # loaded in slices of the same rounds: the host's drift cancels within a round
             # (docs/steady-state.md#the-interleaved-study)
             "design": "interleaved",
-            # CPython's groups reach +-3% within ~100 s of load; PyPy's processes each need
-            # 10-15 s of load of their own before the JIT has settled (2026-12-03)
+            # CPython's stacks alone reach +-3% within ~100 s of load; PyPy's processes each
+            # need 10-15 s of load of their own before the JIT has settled (2026-12-03), so a
+            # group with PyPy in it has the JIT's budget
             "group_budget_s": 120.0,
             "jit_group_budget_s": 300.0,
         },
