@@ -259,9 +259,12 @@ class FakeAgent:
         *,
         interval_s: float,
     ) -> SlicedResult:
+        n = len(plan.targets)
         self.timeline.add(
             "sliced",
             targets=list(plan.targets),
+            unix_sockets=[plan.unix_socket_of(t) for t in range(n)],
+            load_unix_socket=plan.load.unix_socket,
             rounds=plan.rounds,
             slice_s=[plan.slice_s_of(t) for t in range(len(plan.targets))],
             touch_s=[plan.warmup_s_of(t) for t in range(len(plan.targets))],

@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import http.server
 import json
 import os
 import selectors
 import signal
 import socket
+import socketserver
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pywebbench.study.config import StudyConfig
@@ -311,3 +314,45 @@ def neighbour(core: int, on: str = "1s", off: str = "0") -> Iterator[subprocess.
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
+
+
+class _Hello(http.server.BaseHTTPRequestHandler):
+    """Answers every GET with ``hello PATH HOST``, keep-alive unless asked to close."""
+
+    protocol_version = "HTTP/1.1"
+    server: UnixHttpServer
+
+    def do_GET(self) -> None:  # noqa: N802  (the standard library's name)
+        self.server.count()
+        body = f"hello {self.path} {self.headers['Host']}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def address_string(self) -> str:
+        return "unix"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+
+class UnixHttpServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """A small threaded HTTP/1.1 server on the unix socket ``path`` (the reference server
+    listens on TCP only), counting the requests it answered (``served``). Serve it from a
+    thread: ``serve_forever``, then ``shutdown`` and ``server_close``."""
+
+    daemon_threads = True
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, _Hello)
+        self.path = path
+        self.served = 0
+        self._lock = threading.Lock()
+
+    def count(self) -> None:
+        with self._lock:
+            self.served += 1
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # the generator closing its connections at the end of a run

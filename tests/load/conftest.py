@@ -1,5 +1,6 @@
-"""Fixtures for the load engine tests: reference servers (separate processes, core 0), and
-the two-node local Ray cluster of the Ray tests.
+"""Fixtures for the load engine tests: reference servers (separate processes, core 0), small
+HTTP/1.1 servers on unix sockets (threads of the test process: the reference server listens
+on TCP only), and the two-node local Ray cluster of the Ray tests.
 
 The generator runs in the test process; where CPU placement matters it is pinned to core 1.
 Every server is started by a fixture and stopped (its whole process group) at teardown.
@@ -9,13 +10,15 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from pwbtest import marked_processes
+from pwbtest import UnixHttpServer, marked_processes
 from pywebbench.refserver import RefServer
 
 SERVER_CPUS = [0]
@@ -48,6 +51,32 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture()
+def unix_servers(tmp_path: Path) -> Iterator[Callable[[str], UnixHttpServer]]:
+    """Start :class:`UnixHttpServer` s on sockets under ``tmp_path`` (``unix_servers(name)``),
+    each served by a thread of the test process; all stopped after the test."""
+    started: list[tuple[UnixHttpServer, threading.Thread]] = []
+
+    def start(name: str) -> UnixHttpServer:
+        srv = UnixHttpServer(str(tmp_path / name))
+        t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05})
+        t.start()
+        started.append((srv, t))
+        return srv
+
+    yield start
+    for srv, t in started:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)
+
+
+@pytest.fixture()
+def unix_server(unix_servers: Callable[[str], UnixHttpServer]) -> str:
+    """A keep-alive HTTP/1.1 server on a unix socket; its socket's path."""
+    return unix_servers("app.sock").path
 
 
 RAY_MARK = "PWB_RAY_CLUSTER_MARK"

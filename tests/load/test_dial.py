@@ -2,15 +2,12 @@
 
 The spread is checked on the sockets themselves (``/proc/net/tcp`` while the run is on), not
 on what the engine says it did. The unix socket tests use a small threaded HTTP/1.1 server
-from the standard library, in a thread of the test process, on a socket under ``tmp_path``.
+from the standard library, in a thread of the test process, on a socket under ``tmp_path``
+(conftest.py's ``unix_server``).
 """
 
 from __future__ import annotations
 
-import http.server
-import socketserver
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,45 +80,6 @@ def test_a_source_address_that_is_not_local_is_bad_input(refserver: RefServer) -
     )
     assert res.exit_code == 2
     assert "--source-addresses: cannot bind 192.0.2.1" in res.output
-
-
-class _Hello(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self) -> None:  # noqa: N802  (the standard library's name)
-        body = f"hello {self.path} {self.headers['Host']}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def address_string(self) -> str:
-        return "unix"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        pass
-
-
-class _UnixHttpServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # the generator closing its connections at the end of a run
-
-
-@pytest.fixture()
-def unix_server(tmp_path: Path) -> Iterator[str]:
-    """A keep-alive HTTP/1.1 server on a unix socket; yields the socket's path."""
-    path = str(tmp_path / "app.sock")
-    srv = _UnixHttpServer(path, _Hello)
-    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05})
-    t.start()
-    try:
-        yield path
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        t.join(5)
 
 
 @pytest.mark.parametrize(

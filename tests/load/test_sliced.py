@@ -1,6 +1,9 @@
 """Interleaved slices of the engine (docs/load-engine.md, "Interleaved slices") against the
 reference servers on loopback: targets of their own slice lengths and first touches (a PyPy
-process beside CPython ones wants longer slices and a longer touch).
+process beside CPython ones wants longer slices and a longer touch), a connection per request
+and N requests per connection (counted by the servers themselves), and, against small servers
+on unix sockets (conftest.py: the reference server listens on TCP only), targets of one URL
+each on its own socket.
 
 A slice's ``duration_s`` is from the instant its thread noticed the counted part began to the
 planned end (a thread that notices the end late still ends the slice there), so it is never
@@ -17,8 +20,11 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
+from typing import Any
 
 import pytest
+from pwbtest import UnixHttpServer
 from pywebbench.load import LoadSpec
 from pywebbench.load.sliced import SlicePlan, SliceProgress, run_sliced
 from pywebbench.refserver import RefServer
@@ -105,3 +111,112 @@ def test_the_plan_without_per_target_lengths_is_as_before() -> None:
     assert doc["load"]["warmup_s"] == 0.5
     assert [plan.slice_s_of(t) for t in range(3)] == [0.25] * 3
     assert [plan.warmup_s_of(t) for t in range(3)] == [0.5] * 3
+
+
+@pytest.mark.parametrize(
+    ("mode", "per_connection"),
+    [({"keepalive": False}, 1), ({"requests_per_connection": 10}, 10)],
+    ids=["close", "10-per-connection"],
+)
+def test_new_connections_in_slices(
+    refserver: RefServer, refserver_1ms: RefServer, mode: dict[str, Any], per_connection: int
+) -> None:
+    """``--connection-mode close`` and N in slices: every slice counts requests, and each
+    target's server accepted a connection per request (close), or one per N requests: counted
+    by the reference servers themselves. Connections are opened inside their target's
+    windows only; with close, a connect still under way when a window ends is closed unused
+    (one per connection and window at most)."""
+    servers = (refserver, refserver_1ms)
+    before = [s.stats()["connections_accepted"] for s in servers]
+    plan = SlicePlan(
+        load=LoadSpec(url=refserver.url + "/hello", connections=2, warmup_s=0.2, cpus=[1], **mode),
+        targets=[s.url + "/hello" for s in servers],
+        slice_s=0.2,
+        settle_s=0.05,
+        rounds=3,
+        seed=5,
+    )
+    result = run_sliced(plan)
+    assert not result.interrupted
+    assert sorted((s.round, s.target) for s in result.slices) == [
+        (r, t) for r in range(3) for t in range(2)
+    ]
+    assert all(s.requests > 0 and s.errors == 0 for s in result.slices), result.slices
+    windows = 1 + plan.rounds  # the first touch and a slice a round
+    for t, server in enumerate(servers):
+        target = result.targets[t]
+        assert target.errors == 0, target.error_classes
+        # each stats() is a connection of its own: the second one's is in the count
+        accepted = server.stats()["connections_accepted"] - before[t] - 1
+        assert accepted == target.established, (t, accepted, target)
+        assert target.requests >= 100, target
+        if per_connection == 1:
+            unused = 2 * windows
+            assert target.requests <= target.established <= target.requests + unused, target
+        else:
+            # every connection served its N but the (at most 2) still open at the end
+            least = target.requests / per_connection
+            assert least <= target.established <= least + 2, target
+
+
+@pytest.mark.parametrize("keepalive", [True, False], ids=["keepalive", "close"])
+def test_each_target_on_its_own_unix_socket(
+    unix_servers: Callable[[str], UnixHttpServer], keepalive: bool
+) -> None:
+    """``--bind unix``: the group's processes share one URL (``http://localhost/...``, as
+    ``spec_for_request`` makes it) and differ by their sockets; each target is loaded over
+    its own, and each socket's server answered exactly its target's requests."""
+    a, b = unix_servers("a.sock"), unix_servers("b.sock")
+    url = "http://localhost/hello"
+    plan = SlicePlan(
+        load=LoadSpec(
+            url=url,
+            connections=2,
+            warmup_s=0.2,
+            cpus=[1],
+            keepalive=keepalive,
+            expect_body="hello /hello localhost",
+        ),
+        targets=[url, url],
+        unix_socket_by_target=[a.path, b.path],
+        slice_s=0.2,
+        settle_s=0.05,
+        rounds=3,
+        seed=5,
+    )
+    assert plan.unix_socket_of(0) == a.path and plan.unix_socket_of(1) == b.path
+    result = run_sliced(plan)
+    assert len(result.slices) == 6
+    assert all(s.requests > 0 and s.errors == 0 for s in result.slices), result.slices
+    assert [t.unix_socket for t in result.targets] == [a.path, b.path]
+    assert result.spec["unix_socket_by_target"] == [a.path, b.path]
+    for server, target in zip((a, b), result.targets, strict=True):
+        assert target.errors == 0, target.error_classes
+        assert target.requests > 0 and server.served == target.requests, (server.served, target)
+        if not keepalive:
+            assert target.established >= target.requests
+
+
+def test_the_loads_own_unix_socket_is_refused_in_slices(
+    unix_servers: Callable[[str], UnixHttpServer],
+) -> None:
+    """One socket for every target would send them all to one server: each target names its
+    own (``unix_socket_by_target``)."""
+    a = unix_servers("a.sock")
+    plan = SlicePlan(
+        load=LoadSpec(url="http://localhost/", unix_socket=a.path),
+        targets=["http://localhost/a", "http://localhost/b"],
+        slice_s=0.2,
+        rounds=1,
+    )
+    with pytest.raises(ValueError, match=r"^load\.unix_socket: "):
+        run_sliced(plan)
+    with pytest.raises(ValueError, match=r"^unix_socket_by_target: 1 values for 2 targets$"):
+        run_sliced(
+            plan.model_copy(
+                update={
+                    "load": plan.load.replace(unix_socket=None),
+                    "unix_socket_by_target": [a.path],
+                }
+            )
+        )

@@ -91,17 +91,22 @@ def test_dry_run_lists_the_quick_matrix(tmp_path: Path) -> None:
 
 def test_dry_run_says_which_cells_take_the_per_cell_path_and_why(tmp_path: Path) -> None:
     """An interleaved study names what keeps cells out of its groups, with a count each; the
-    quick study's cells all fit in groups."""
+    quick study's cells all fit in groups, and so do a connection per request's (issue 64
+    item 2: a group of their own, a group being one load point)."""
     res = str(tmp_path / "res")
     quick = cli("run", "--dry-run", "--results-dir", res)
     assert quick.returncode == 0, quick.stderr
     assert "per-cell path" not in quick.stdout
+    hello = ("--workload", "hello", "--python", "cpython3.11")
     closing = cli(
-        "run", "--dry-run", "--results-dir", res, "--workload", "hello", "--python", "cpython3.11",
-        "--connection-mode", "keepalive,close",
-    )  # fmt: skip
+        "run", "--dry-run", "--results-dir", res, *hello, "--connection-mode", "keepalive,close"
+    )
     assert closing.returncode == 0, closing.stderr
-    (line,) = [ln for ln in closing.stdout.splitlines() if "per-cell path" in ln]
-    assert "--connection-mode: slices keep their connections open" in line
-    cells = [ln for ln in closing.stdout.splitlines() if ln.startswith("  ") and " c64" in ln]
-    assert f"per-cell path {len(cells) // 2} cell(s)" in line  # the close half of the cells
+    assert "per-cell path" not in closing.stdout
+    assert "2 interleaved groups" in closing.stdout  # keep-alive's and close's
+    h2c = cli("run", "--dry-run", "--results-dir", res, *hello, "--protocol", "http1,h2c")
+    assert h2c.returncode == 0, h2c.stderr
+    (line,) = [ln for ln in h2c.stdout.splitlines() if "per-cell path" in ln]
+    assert "--protocol h2c: per cell" in line
+    cells = [ln for ln in h2c.stdout.splitlines() if ln.startswith("  ") and " c64 h2c" in ln]
+    assert cells and f"per-cell path {len(cells)} cell(s)" in line

@@ -23,8 +23,10 @@ import pytest
 from fake_bench import FakeAgent, SlicedModel, Timeline
 from pwbtest import planned
 from pywebbench.bringup import ServerPool, StackFailure
+from pywebbench.catalogue.workloads import HttpRequest
 from pywebbench.load import LoadSpec, LocalAgent
 from pywebbench.load.sliced import SliceStats
+from pywebbench.load.spec import spec_for_request
 from pywebbench.refserver import RefServer
 from pywebbench.run.interleaved import (
     GROW_AFTER,
@@ -148,7 +150,6 @@ def test_a_users_projects_share_a_group_by_default(tmp_path: Path) -> None:
         ({"warmup": "deep"}, "--warmup deep"),
         ({"warmup": "fixed"}, "--warmup fixed"),
         ({"server_scope": "stack"}, "--server-scope stack"),
-        ({"connection_mode": ["close"]}, "--connection-mode"),
         ({"rates": [1000.0], "model": "open"}, "open loop"),
         ({"load_agents": 2, "ray_address": "local"}, "--load-agents"),
     ],
@@ -165,6 +166,36 @@ def test_what_needs_a_server_of_its_own_keeps_the_per_cell_path(
     assert len(reasons) == 1
     (reason,) = reasons
     assert reason is not None and why in reason
+
+
+@pytest.mark.parametrize(
+    ("load", "points"),
+    [
+        ({"connection_mode": ["keepalive", "close"]}, ["c64", "c64 close"]),
+        ({"connection_mode": ["keepalive", 100]}, ["c64", "c64 100/conn"]),
+        ({"bind": ["tcp", "unix"]}, ["c64", "c64 unix"]),
+        ({"bind": ["unix"], "connection_mode": ["close"]}, ["c64 unix close"]),
+    ],
+    ids=["close", "per-connection", "unix", "unix-close"],
+)
+def test_connection_modes_and_binds_are_groups_of_their_own(
+    load: dict[str, Any], points: list[str]
+) -> None:
+    """Issue 64 item 2: slices speak a connection per request, N per connection and unix
+    sockets, so such cells are interleaved; a group is one load point, so each mode and bind
+    is a group of its own, every stack of the workload in it."""
+    config = resolve(
+        None,
+        {"matrix": {"interpreters": ["cpython3.11"], "workloads": ["hello"]}, "load": load},
+        profile="quick",
+    )
+    cells = planned(config).cells
+    assert {why_not_interleaved(c, config.load) for c in cells} == {None}
+    groups = interleaved_groups(cells)
+    assert sorted(g[0].load_point for g in groups) == points
+    for g in groups:
+        assert len({c.load_point for c in g}) == 1
+        assert len({c.variant.key for c in g}) == len(g) > 1
 
 
 def test_instructions_keep_the_interleaved_path() -> None:
@@ -448,17 +479,22 @@ def test_the_rotation_seed_is_the_groups_own_and_moves_with_the_studys_seed() ->
 
 class SyntheticPool(ServerPool):
     """A pool whose processes are names only: the rotation's slices come from a
-    :class:`~fake_bench.SlicedModel`, so nothing listens behind these URLs."""
+    :class:`~fake_bench.SlicedModel`, so nothing listens behind these URLs (or, with
+    ``bind`` unix, these sockets)."""
 
-    def __init__(self) -> None:
+    def __init__(self, bind: str = "tcp") -> None:
         super().__init__(lambda cell: (cast(Any, None), cast(Any, None)))  # never launched
         self.started = 0
+        self.bind = bind
 
     def _start_process(self, cell: Any, k: int) -> Any:
         self.started += 1
+        base_url = f"http://127.0.0.1:{9000 + self.started}"
+        if self.bind == "unix":  # each process its own socket, as launch/server.py's
+            base_url = f"unix:/tmp/pwb-fake{self.started}/server.sock:"
         return SimpleNamespace(
             pid=os.getpid(),
-            base_url=f"http://127.0.0.1:{9000 + self.started}",
+            base_url=base_url,
             log_path="-",
             cold_start_s=0.0,
         )
@@ -471,15 +507,26 @@ class SyntheticPool(ServerPool):
 
 
 def _synthetic_group(
-    model: SlicedModel, stacks: list[str], *, pypy: Sequence[str] = (), **options: Any
+    model: SlicedModel,
+    stacks: list[str],
+    *,
+    pypy: Sequence[str] = (),
+    bind: str = "tcp",
+    keepalive: bool = True,
+    **options: Any,
 ) -> GroupRun:
     """A group of ``stacks`` (three processes each, in the engine's target order: process 1
     of each stack, then process 2 of each, ...; those in ``pypy`` on a JIT interpreter)
     measured on ``model``'s slices: no server, no clock, no core read (no CPU accounting,
-    no core-speed probe)."""
+    no core-speed probe). Each process listens on ``bind``; ``keepalive`` False: a
+    connection per request."""
 
     def load_spec(cell: Any, base_url: str) -> LoadSpec:
-        return LoadSpec(url=base_url + "/hello", connections=16, duration_s=1.0)
+        request = HttpRequest("GET", "/hello")
+        return spec_for_request(
+            base_url, request, connections=16, duration_s=1.0, timeout_s=5.0, cpus=[],
+            keepalive=keepalive,
+        )  # fmt: skip
 
     cells = [_cell(s, 1.0, pypy=s in pypy) for s in stacks]
     progress = [CellProgress(cell=c, cell_id=i + 1, ok=0, next_rep=0) for i, c in enumerate(cells)]
@@ -491,7 +538,7 @@ def _synthetic_group(
         progress,
         GroupOptions(**(defaults | options)),
         store=cast(Any, FakeStore()),
-        pool=SyntheticPool(),
+        pool=SyntheticPool(bind),
         agent=FakeAgent(Timeline(), sliced=model),
         load_spec=load_spec,
         rss=lambda pid: 40 * 2**20,
@@ -521,6 +568,31 @@ def test_a_group_on_a_host_that_moves_30_percent_a_round_reads_the_true_ratio() 
     assert len(store.iterations) == len(run.result.slices) == 6 * rounds
     warmup = [it for it in store.iterations if it.kind == "warmup"]
     assert warmup and all(it.idx == 0 for it in warmup)  # the first round is never judged
+
+
+def test_a_unix_group_loads_each_process_over_its_own_socket() -> None:
+    """``--bind unix`` (here with ``--connection-mode close``): every process listens on a
+    socket of its own and its load spec reads ``http://localhost/hello`` over it, so the
+    URLs of the group's processes are all alike. The group's one sliced run sends each
+    target to its own process's socket (the plan's ``unix_socket_by_target``, its load
+    naming none) with the cell's connection mode."""
+    levels = [1000.0, 1500.0, 1010.0, 1485.0, 990.0, 1515.0]
+    run = _synthetic_group(SlicedModel(levels, seed=3), ["a", "b"], bind="unix", keepalive=False)
+    outcomes = run_group(run)
+    assert [o.failure for o in outcomes] == [None, None]
+    assert {m.url for m in run.members} == {"http://localhost/hello"}
+    sockets = [m.unix_socket for m in sorted(run.members, key=lambda m: m.index)]
+    assert sockets == [f"/tmp/pwb-fake{k}/server.sock" for k in range(1, 7)]
+    timeline = cast(FakeAgent, run.rotation.agent).timeline
+    (plan,) = [e for e in timeline.entries if e["entry"] == "sliced"]
+    assert plan["unix_sockets"] == sockets
+    assert plan["load_unix_socket"] is None
+    loads = [e["spec"] for e in timeline.entries if e["entry"] == "load"]  # the probes
+    assert loads and all(not spec["keepalive"] for spec in loads)
+    assert all(spec["unix_socket"] in sockets for spec in loads)
+    a, b = (o.group for o in outcomes)
+    assert a is not None and b is not None
+    assert abs(b["vs"]["a"][0] - 1.5) < 0.015
 
 
 def test_a_process_still_compiling_is_warm_only_once_its_share_stops_climbing() -> None:

@@ -392,24 +392,53 @@ def test_the_runner_resumes_an_interrupted_study_without_measuring_twice(
 def test_an_interleaved_study_measures_each_group_once_and_the_rest_cell_by_cell(
     tmp_path: Path,
 ) -> None:
-    """The TCP cells form interleaved groups (one per workload: both stacks in each); the
-    unix-socket cells, which a group does not hold, take the sequential rounds. Every cell
-    ends ok, the grouped ones with their group's figures in their flags."""
+    """The HTTP/1.1 cells form interleaved groups (one per workload: both stacks in each);
+    the h2c cells, which a group does not hold, take the sequential rounds. Every cell ends
+    ok, the grouped ones with their group's figures in their flags."""
+    config = resolve(
+        {
+            "matrix": {
+                "interpreters": [CPYTHON],
+                "servers": ["gunicorn-gthread", "granian-wsgi"],  # h2c: granian only
+                "frameworks": ["raw-wsgi"],
+                "workloads": ["hello", "cpu"],
+            },
+            "load": {"protocol": ["http1", "h2c"], "design": "interleaved", "replicates": 2},
+            "cpus": {"server": [0], "generator": [1]},
+            "report": False,
+        }
+    )
+    matrix = planned(config)
+    with Store(tmp_path / "s.sqlite") as store:
+        executor = FakeExecutor()
+        outcome = run_study(config, matrix, store, results_dir=tmp_path, executor=executor)
+        assert outcome.status == RunStatus.COMPLETED and outcome.cells_ok == 6
+        assert len(executor.groups) == 1  # one call: every group of the study
+        (groups,) = executor.groups
+        assert sorted(len(g) for g in groups) == [2, 2]
+        assert all("h2c" not in key for g in groups for key in g)
+        sequential = {key for r in executor.rounds for g in r for key in g}
+        assert len(sequential) == 2 and all("h2c" in key for key in sequential)
+        rows = store.cells(outcome.run_id)
+        grouped = [c for c in rows if "group" in c.flags]
+        assert len(grouped) == 4 and all(c.flags["group"]["processes"] == 3 for c in grouped)
+
+
+def test_unix_cells_are_groups_of_their_own(tmp_path: Path) -> None:
+    """Issue 64 item 2: a unix bind is a load point, so the unix cells make interleaved groups
+    of their own beside the TCP cells' (one per workload and bind), none cell by cell."""
     config = _config(replicates=2, design="interleaved")
     matrix = planned(config)
     with Store(tmp_path / "s.sqlite") as store:
         executor = FakeExecutor()
         outcome = run_study(config, matrix, store, results_dir=tmp_path, executor=executor)
         assert outcome.status == RunStatus.COMPLETED and outcome.cells_ok == 8
-        assert len(executor.groups) == 1  # one call: every group of the study
         (groups,) = executor.groups
-        assert sorted(len(g) for g in groups) == [2, 2]
-        assert all("unix" not in key for g in groups for key in g)
-        sequential = {key for r in executor.rounds for g in r for key in g}
-        assert len(sequential) == 4 and all("unix" in key for key in sequential)
+        assert sorted(len(g) for g in groups) == [2, 2, 2, 2]
+        assert sorted(sum("unix" in key for key in g) for g in groups) == [0, 0, 2, 2]
+        assert not executor.rounds
         rows = store.cells(outcome.run_id)
-        grouped = [c for c in rows if "group" in c.flags]
-        assert len(grouped) == 4 and all(c.flags["group"]["processes"] == 3 for c in grouped)
+        assert all("group" in c.flags for c in rows)
 
 
 def test_ctrl_c_in_an_interleaved_group_leaves_its_cells_resumable(tmp_path: Path) -> None:

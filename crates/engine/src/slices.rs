@@ -1,13 +1,16 @@
 //! Interleaved slices: one run that loads several targets (variants) in turn, in short
-//! slices, keeping every connection open across slices (docs/load-engine.md, "Interleaved
-//! slices"; docs/ab.md).
+//! slices (docs/load-engine.md, "Interleaved slices"; docs/ab.md).
 //!
-//! Each target gets its own generator threads and connection pool, opened once. The slice
-//! plan is fixed when the run starts: a warm-up window per target, then `rounds` rounds in
-//! which every target gets one slice, in a seeded random order within the round. Every
-//! thread knows the whole plan, so the switch costs no message between threads: a thread
-//! issues requests only inside its target's windows, and its connections sit idle (kept
-//! alive) outside them. A window is `settle_s` of load that is not counted (the previous
+//! Each target gets its own generator threads and connection pool. The slice plan is fixed
+//! when the run starts: a warm-up window per target, then `rounds` rounds in which every
+//! target gets one slice, in a seeded random order within the round. Every thread knows the
+//! whole plan, so the switch costs no message between threads: a thread issues requests only
+//! inside its target's windows. Keep-alive connections are opened once and sit idle outside
+//! the windows; with a connection per request (`keepalive` false) or a few requests per
+//! connection (`requests_per_connection`) a connection closed outside a window is opened
+//! again when the next one opens, never during another target's. A target is a URL, and
+//! may be reached over a unix socket of its own (`unix_socket_by_target`, as a load's
+//! `unix_socket`). A window is `settle_s` of load that is not counted (the previous
 //! target's in-flight requests drain meanwhile), then the target's slice length that is
 //! (`slice_s`, or its own in `slice_s_by_target`: a PyPy process needs longer slices than a
 //! CPython one, its collector's pauses would empty short ones). At the end of a
@@ -44,8 +47,14 @@ const MAX_SLICES: u64 = 100_000;
 #[serde(deny_unknown_fields)]
 pub struct SlicedSpec {
     pub load: LoadSpec,
-    /// One URL per target (variant), at least two, all different.
+    /// One URL per target (variant), at least two, all different (with their unix sockets).
     pub targets: Vec<String>,
+    /// Each target's unix socket, one per target in `targets`' order ("" for a target over
+    /// TCP); empty: every target over TCP (or the `unix:PATH:/request-path` URL form). The
+    /// URL still gives the path and the Host header, as a load's `unix_socket` (which slices
+    /// refuse: it would send every target to one socket).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unix_socket_by_target: Vec<String>,
     /// Counted seconds of each slice (unused when `slice_s_by_target` is given, but still
     /// checked).
     pub slice_s: f64,
@@ -83,9 +92,19 @@ impl SlicedSpec {
         if n < 2 {
             return Err("targets: at least two are needed".into());
         }
+        if !self.unix_socket_by_target.is_empty() && self.unix_socket_by_target.len() != n {
+            return Err(format!(
+                "unix_socket_by_target: {} values for {n} targets",
+                self.unix_socket_by_target.len()
+            ));
+        }
         for (i, t) in self.targets.iter().enumerate() {
-            if self.targets[..i].contains(t) {
-                return Err(format!("targets: {t} is given twice"));
+            let socket = self.unix_socket_of(i);
+            if (0..i).any(|j| self.targets[j] == *t && self.unix_socket_of(j) == socket) {
+                return Err(match socket {
+                    Some(path) => format!("targets: {t} on unix socket {path} is given twice"),
+                    None => format!("targets: {t} is given twice"),
+                });
             }
         }
         if !(self.slice_s.is_finite() && self.slice_s >= 0.05) {
@@ -111,8 +130,13 @@ impl SlicedSpec {
         if l.rate.is_some() || !l.rate_phases.is_empty() {
             return Err("load.rate: slices run a closed loop only".into());
         }
-        if !l.keepalive || l.fresh_share > 0.0 {
-            return Err("load.keepalive: slices keep their connections open".into());
+        if l.fresh_share > 0.0 {
+            return Err("load.fresh_share: not available with slices".into());
+        }
+        if l.unix_socket.is_some() {
+            return Err(
+                "load.unix_socket: give each target's socket in unix_socket_by_target".into(),
+            );
         }
         if l.max_requests.is_some() {
             return Err("load.max_requests: slices are bounded by the plan".into());
@@ -121,6 +145,14 @@ impl SlicedSpec {
             return Err("load.faults: not available with slices".into());
         }
         Ok(())
+    }
+
+    /// The unix socket target `t` is reached over (None: TCP, or its URL names one).
+    pub fn unix_socket_of(&self, t: usize) -> Option<&str> {
+        self.unix_socket_by_target
+            .get(t)
+            .map(String::as_str)
+            .filter(|p| !p.is_empty())
     }
 
     /// Counted seconds of target `t`'s slices.
@@ -421,6 +453,9 @@ pub struct SliceStats {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TargetStats {
     pub url: String,
+    /// The unix socket it was reached over (absent: TCP, or its URL names one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unix_socket: Option<String>,
     /// Responses over the run (settle parts and warm-up included).
     pub requests: u64,
     pub errors: u64,
@@ -481,17 +516,22 @@ pub fn start(spec: &SlicedSpec) -> Result<RunningSlices, StartError> {
     let n = spec.targets.len();
     let threads = spec.load.threads.max(1) as usize;
     let mut plans = Vec::with_capacity(n);
-    for url in &spec.targets {
+    for (t, url) in spec.targets.iter().enumerate() {
         let mut l = spec.load.clone();
         l.url = url.clone();
+        l.unix_socket = spec.unix_socket_of(t).map(String::from);
         l.warmup_s = 0.0;
         l.duration_s = Some(spec.planned_s() + 1.0);
-        let mut p = l
-            .plan()
-            .map_err(|e| StartError::Invalid(format!("targets: {url}: {e}")))?;
-        if p.mode != Mode::Closed {
+        let mut p = l.plan().map_err(|e| {
+            let on = l
+                .unix_socket
+                .as_ref()
+                .map(|s| format!(" (unix socket {s})"));
+            StartError::Invalid(format!("targets: {url}{}: {e}", on.unwrap_or_default()))
+        })?;
+        if !matches!(p.mode, Mode::Closed | Mode::ConnectionPerRequest) {
             return Err(StartError::Invalid(
-                "load: slices run a closed keep-alive loop only".into(),
+                "load: slices run a closed loop only".into(),
             ));
         }
         p.uring = uring;
@@ -640,6 +680,7 @@ impl RunningSlices {
             }
             targets.push(TargetStats {
                 url: url.clone(),
+                unix_socket: self.spec.unix_socket_of(t).map(String::from),
                 requests: total.requests,
                 errors: total.errors.total(),
                 error_classes: total.errors.to_map(),
@@ -683,6 +724,7 @@ mod tests {
                 ..Default::default()
             },
             targets: vec!["http://127.0.0.1:1/".into(), "http://127.0.0.1:2/".into()],
+            unix_socket_by_target: Vec::new(),
             slice_s: 1.0,
             slice_s_by_target: Vec::new(),
             warmup_s_by_target: Vec::new(),
@@ -901,7 +943,56 @@ mod tests {
         s.slice_s = 0.0;
         assert!(s.validate().unwrap_err().starts_with("slice_s:"));
         let mut s = spec(1);
+        s.load.fresh_share = 0.5;
+        assert!(s.validate().unwrap_err().starts_with("load.fresh_share:"));
+        let mut s = spec(1);
+        s.load.unix_socket = Some("/run/a.sock".into());
+        assert!(s.validate().unwrap_err().starts_with("load.unix_socket:"));
+    }
+
+    #[test]
+    fn new_connections_are_a_load_slices_take() {
+        // a connection per request, and a new connection every N requests
+        let mut s = spec(2);
         s.load.keepalive = false;
-        assert!(s.validate().unwrap_err().starts_with("load.keepalive:"));
+        s.validate().unwrap();
+        let mut s = spec(2);
+        s.load.requests_per_connection = 10;
+        s.validate().unwrap();
+    }
+
+    #[test]
+    fn each_target_may_have_its_own_unix_socket() {
+        let mut s = spec(2);
+        s.targets = vec!["http://localhost/hello".into(); 2];
+        // one URL twice over TCP is one target twice
+        assert_eq!(
+            s.validate().unwrap_err(),
+            "targets: http://localhost/hello is given twice"
+        );
+        s.unix_socket_by_target = vec!["/run/a.sock".into(), "/run/b.sock".into()];
+        s.validate().unwrap();
+        assert_eq!(s.unix_socket_of(0), Some("/run/a.sock"));
+        assert_eq!(s.unix_socket_of(1), Some("/run/b.sock"));
+        // "" is a target over TCP, beside one on a socket
+        s.unix_socket_by_target[0] = String::new();
+        s.validate().unwrap();
+        assert_eq!(s.unix_socket_of(0), None);
+        s.unix_socket_by_target = vec!["/run/a.sock".into(); 2];
+        assert_eq!(
+            s.validate().unwrap_err(),
+            "targets: http://localhost/hello on unix socket /run/a.sock is given twice"
+        );
+        s.unix_socket_by_target = vec!["/run/a.sock".into()];
+        assert_eq!(
+            s.validate().unwrap_err(),
+            "unix_socket_by_target: 1 values for 2 targets"
+        );
+        // absent from the JSON when empty, read back when given
+        let mut s = spec(2);
+        assert!(!s.to_json_for_test().contains("unix_socket_by_target"));
+        s.unix_socket_by_target = vec!["/run/a.sock".into(), String::new()];
+        assert_eq!(SlicedSpec::from_json(&s.to_json_for_test()).unwrap(), s);
+        assert_eq!(spec(2).unix_socket_of(0), None);
     }
 }

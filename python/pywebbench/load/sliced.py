@@ -1,5 +1,5 @@
-"""Interleaved slices: one engine run that loads several targets in turn, keeping every
-connection open (the engine's ``slices`` module; docs/load-engine.md, "Interleaved slices").
+"""Interleaved slices: one engine run that loads several targets in turn (the engine's
+``slices`` module; docs/load-engine.md, "Interleaved slices").
 
 ::
 
@@ -14,9 +14,13 @@ connection open (the engine's ``slices`` module; docs/load-engine.md, "Interleav
         print(s.round, s.target, s.rps)
 
 Each target gets its own connections and generator threads; only one target is loaded at a
-time; the order of the targets within each round is shuffled with ``seed``. Targets may
-differ in slice length and first touch (``slice_s_by_target``, ``warmup_s_by_target``: a
-PyPy process beside CPython ones wants longer slices and a longer touch).
+time; the order of the targets within each round is shuffled with ``seed``. Keep-alive
+connections stay open across slices; with ``load.keepalive`` False (a connection per
+request) or ``load.requests_per_connection``, connections are opened inside the target's
+slices only. Targets may differ in slice length and first touch (``slice_s_by_target``,
+``warmup_s_by_target``: a PyPy process beside CPython ones wants longer slices and a longer
+touch), and each may be a server on a unix socket of its own (``unix_socket_by_target``, as a
+load's ``unix_socket``: the URL still gives the path and the Host header).
 """
 
 from __future__ import annotations
@@ -47,10 +51,18 @@ class _Record(BaseModel):
 
 class SlicePlan(_Record):
     """What to run: the load shape (``load``: connections and threads per target, request,
-    pinning, timeouts; its ``url`` is not used: the path and headers are) and the plan."""
+    pinning, timeouts, connection mode; its ``url`` is not used, nor may it name a
+    ``unix_socket``) and the plan."""
 
     load: LoadSpec
-    targets: list[str] = Field(description="One base URL per target (variant), >= 2, distinct.")
+    targets: list[str] = Field(
+        description="One URL per target (variant), >= 2, distinct (with their unix sockets)."
+    )
+    unix_socket_by_target: list[str] = Field(
+        default_factory=list,
+        description="Each target's unix socket, one per target ('' for one over TCP); empty: "
+        "every target over TCP. The target's URL still gives the path and the Host header.",
+    )
     slice_s: float = Field(
         description="Counted seconds of each slice (checked but unused with slice_s_by_target)."
     )
@@ -67,6 +79,10 @@ class SlicePlan(_Record):
     settle_s: float = Field(0.2, description="Uncounted seconds of load before each slice.")
     rounds: int = Field(description="Rounds planned (one slice per target each).")
     seed: int = 0
+
+    def unix_socket_of(self, target: int) -> str | None:
+        """The unix socket ``target`` is reached over (None: TCP)."""
+        return (self.unix_socket_by_target[target] or None) if self.unix_socket_by_target else None
 
     def slice_s_of(self, target: int) -> float:
         """Counted seconds of ``target``'s slices."""
@@ -126,6 +142,8 @@ class TargetStats(_Record):
     """Whole-run figures of one target, settle parts and warm-up included."""
 
     url: str
+    #: The unix socket it was reached over (None: TCP).
+    unix_socket: str | None = None
     requests: int
     errors: int
     error_classes: dict[str, ErrorEntry]

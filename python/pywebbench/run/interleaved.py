@@ -7,7 +7,8 @@ For each group, :func:`run_group` starts ``processes`` server processes of every
 pinned to the server cores and verified, and keeps them all up (a
 :class:`~pywebbench.bringup.ServerPool`); one sliced engine run through the load agent
 (:meth:`pywebbench.load.LoadAgent.run_sliced`) then loads them in slices, every process once a
-round in a seeded random order, with connections kept open across slices. After each round
+round in a seeded random order (keep-alive connections kept open across slices; with
+``--connection-mode close`` or N, opened inside each process's slices only). After each round
 it judges every process's warm-up against the round and the stacks' intervals
 (:mod:`pywebbench.analysis.group`), and ends the run once every process is warm, has
 ``MIN_ROUNDS`` measured rounds, and every stack's ratio to the group's reference is as narrow
@@ -133,14 +134,10 @@ def why_not_interleaved(cell: CellPlan, load: LoadConfig) -> str | None:
         return "--server-scope stack: one server serves a stack's cells in turn"
     if cell.load_model != "closed":
         return "open loop: slices run a closed loop"
-    if cell.connection_mode != "keepalive":
-        return "--connection-mode: slices keep their connections open"
     if cell.workload.websocket:
         return "WebSocket: slices speak HTTP"
     if cell.protocol != "http1":
         return "--protocol h2c: per cell"
-    if cell.bind != "tcp":
-        return "--bind unix: per cell"
     return None
 
 
@@ -336,7 +333,8 @@ class GroupRun:
         )
         self.members.append(member)
         self.store.update_replicate(rep_id, **started_server_columns(server))
-        member.url = self._load_spec(p.cell, server.base_url).url
+        spec = self._load_spec(p.cell, server.base_url)
+        member.url, member.unix_socket = spec.url, spec.unix_socket
         self._say(f"verifying {p.cell.variant.key} {p.cell.workload.name}")
         failure = self.pool.verify(server, p.cell)
         if failure is not None:

@@ -12,7 +12,9 @@ A :class:`Rotation` takes processes already started and verified (a
 - runs one sliced engine run through the load agent
   (:meth:`pywebbench.load.LoadAgent.run_sliced`): every process gets ``touch_s`` of load
   alone first (its *first touch*: connections, imports, a JIT's first compilations), then
-  one slice a round in a seeded random order, connections kept open across slices;
+  one slice a round in a seeded random order (keep-alive connections kept open across
+  slices; with a connection per request, or N per connection, connections are opened inside
+  a process's slices only), each process at its own URL or unix socket;
 - meanwhile samples the server cores' and the generator cores' CPU accounting
   (:mod:`pywebbench.meter.slice_interference`), the server cores' speed
   (:mod:`pywebbench.meter.slice_speed`) and every process's memory: a process over its
@@ -173,6 +175,9 @@ class Member:
     server: RunningServer
     url: str
     jit: bool = False  # on a JIT interpreter (PyPy)
+    #: The unix socket it listens on (None: TCP, at ``url``); ``url`` then gives the path and
+    #: the Host header, as a load's ``unix_socket``.
+    unix_socket: str | None = None
     #: Its stack's family: processes of one family share a process variance in the fit
     #: (:func:`pywebbench.analysis.group.fit_group`'s ``families``; a study's: the
     #: interpreter).
@@ -484,8 +489,9 @@ class Rotation:
         after: Rotated | None = None,
     ) -> Rotated:
         """One sliced engine run over ``live`` (their ``index`` set to their engine target,
-        in order), ``load`` giving the load's shape; ``stop`` sees the complete rounds after
-        each new one and ends the run by returning True.
+        in order), ``load`` giving the load's shape (its ``unix_socket`` is not used: each
+        member's own is); ``stop`` sees the complete rounds after each new one and ends the
+        run by returning True.
 
         With ``after`` (an earlier run of the same group), this run is a further *leg* of
         it: the members keep their ``index`` (a new member has its own), its slices are
@@ -494,9 +500,12 @@ class Rotation:
         joins both (:meth:`Rotated.then`)."""
         n = len(live)
         slices = [settings.slice_for(m) for m in live]
+        sockets = [m.unix_socket or "" for m in live]
         plan = SlicePlan(
-            load=load.replace(warmup_s=settings.touch_s),
+            load=load.replace(warmup_s=settings.touch_s, unix_socket=None),
             targets=[m.url for m in live],
+            # servers on unix sockets: each process its own (their URLs may all be alike)
+            unix_socket_by_target=sockets if any(sockets) else [],
             slice_s=settings.slice_s,
             settle_s=settings.settle_s,
             rounds=settings.rounds,

@@ -236,6 +236,14 @@ impl Worker {
         self.conns[i].state = CState::Open;
         self.conns[i].ever_open = true;
         self.tally.established += 1;
+        if self.cpr && !self.slice_open {
+            // Interleaved slices, a connection per request: a connect still under way when
+            // the thread's window closed ends here, unused, and the next window opens its own.
+            // A request sent on it then would count the gap between the windows in its
+            // latency, which runs from the connect.
+            self.close_conn(i);
+            return;
+        }
         if let Some(h) = self.conns[i].h2.as_mut() {
             h.start();
         }

@@ -312,6 +312,11 @@ impl Worker {
                 self.make_free(i);
             }
         }
+        if self.cpr && self.slices.is_some() {
+            // Interleaved slices, a connection per request: no pool opened at the start, each
+            // window opens its connections (`slice_refill`).
+            self.pending_connect = self.conns.len();
+        }
         loop {
             now = sys::now_ns();
             if !self.measuring && now >= self.warm_end {

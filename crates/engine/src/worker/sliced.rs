@@ -1,6 +1,8 @@
 //! A thread's part of an interleaved run (crate::slices): it issues requests only inside its
 //! target's windows, counts each slice in a tally of its own, and hands the slice to the
-//! board when its window ends. Connections stay open between windows.
+//! board when its window ends. Keep-alive connections stay open between windows; a
+//! connection closed outside them (a connection per request, a few requests per connection,
+//! a server's keep-alive timeout) is opened again when the next window opens.
 
 use super::conn::CState;
 use super::Worker;
@@ -165,10 +167,13 @@ impl Worker {
         }
     }
 
-    /// A window opened: put requests on every idle open connection, and reconnect the ones
-    /// the server closed while the thread was outside its windows (a keep-alive timeout
-    /// shorter than the gap between windows: the reconnect is not done at the close, where
-    /// it would load the server during another target's slice).
+    /// A window opened: put requests on every idle open connection, and open the closed
+    /// ones: those closed while the thread was outside its windows (a keep-alive timeout
+    /// shorter than the gap between windows, a connection that served its
+    /// `requests_per_connection`, or with a connection per request every one, whose request
+    /// was answered after the window's end; the reconnect is not done at the close, where it
+    /// would load the server during another target's slice), and with a connection per
+    /// request, the ones never opened (no pool is opened at the start then).
     fn slice_refill(&mut self, now: u64) {
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
@@ -178,7 +183,7 @@ impl Worker {
                     self.flush(i, now);
                 }
                 // (A connection of the initial pool not yet started is the connect phase's.)
-                CState::Closed if c.attempted && i < self.pending_connect => {
+                CState::Closed if i < self.pending_connect => {
                     self.start_connect(i, now);
                 }
                 _ => {}
