@@ -511,7 +511,9 @@ def method_note(ranking: Ranking) -> str:
         out.append(
             f"{lead} is each stack's level at its group's average round, from one fit over the "
             "slices of the same rounds; its 95% CI is that of its ratio to the group's "
-            "reference, over the group's server processes (Student's t)."
+            "reference (by default the geometric mean of the group's stacks on its "
+            "interpreter), over the group's server processes (Student's t; each interpreter "
+            "its own process variance)."
         )
     if SEQUENTIAL in made:
         lead = "Measured on its own, req/s" if INTERLEAVED in made else "Req/s"
