@@ -338,6 +338,18 @@ fn during(times: &Mutex<Vec<f64>>, s: &slices::SliceStats) -> usize {
         .count()
 }
 
+/// The other target of a two-target run got neither a connection nor a request during
+/// counted slice `s` (at most what was under way at the switch, one per connection).
+fn other_target_idle(seen: &[Arc<Seen>; 2], s: &slices::SliceStats) {
+    let other = &seen[1 - s.target];
+    let (connects, requests) = (during(&other.accepts, s), during(&other.requests, s));
+    assert!(
+        connects <= 4 && requests <= 4,
+        "slice {}: the other target got {connects} connections, {requests} requests",
+        s.index
+    );
+}
+
 fn a_connection_per_request_in_slices(io: Io) {
     // keepalive false: every request its own connection, opened inside its target's windows
     // only; a connection whose request is answered after the window's end is not opened
@@ -354,15 +366,7 @@ fn a_connection_per_request_in_slices(io: Io) {
     for s in &r.slices {
         assert!(s.requests > 0, "slice {} counted nothing", s.index);
         assert_eq!(s.errors, 0, "slice {}", s.index);
-        // The other target gets neither a connection nor a request during a counted slice
-        // (at most what was under way at the switch, one per connection).
-        let other = &seen[1 - s.target];
-        let (connects, requests) = (during(&other.accepts, s), during(&other.requests, s));
-        assert!(
-            connects <= 4 && requests <= 4,
-            "slice {}: the other target got {connects} connections, {requests} requests",
-            s.index
-        );
+        other_target_idle(&seen, s);
         // The target's own server accepted a connection per request (in-flight ones at
         // either edge).
         let own = &seen[s.target];
@@ -445,13 +449,7 @@ fn a_few_requests_per_connection_in_slices(io: Io) {
     for s in &r.slices {
         assert!(s.requests > 0, "slice {} counted nothing", s.index);
         assert_eq!(s.errors, 0, "slice {}", s.index);
-        let other = &seen[1 - s.target];
-        let (connects, requests) = (during(&other.accepts, s), during(&other.requests, s));
-        assert!(
-            connects <= 4 && requests <= 4,
-            "slice {}: the other target got {connects} connections, {requests} requests",
-            s.index
-        );
+        other_target_idle(&seen, s);
     }
     for (t, target) in r.targets.iter().enumerate() {
         assert_eq!(target.errors, 0, "target {t}: {:?}", target.error_classes);

@@ -418,17 +418,14 @@ class GroupRun:
         budget_s = self.options.jit_budget_s if jit else self.options.budget_s
         started = time.monotonic()
 
-        def spec_of(m: GroupMember) -> LoadSpec:
-            return self._load_spec(m.progress.cell, m.server.base_url)
-
         # every process's first touch before the probe: a JIT's cold process serves a
         # fraction of its rate, and a settle sized by it stretched every slice of a quick
         # study's group (0.25-0.5-s settles where its warm processes needed 0.05 s); the
         # sliced run then only reconnects (LEG_TOUCH_S)
-        if not self.rotation.touch(live, spec_of):
+        if not self.rotation.touch(live, self._spec_of):
             raise KeyboardInterrupt
         # the settle drains the slowest, whatever the slice
-        rps = self.rotation.slowest_rps(live, spec_of)
+        rps = self.rotation.slowest_rps(live, self._spec_of)
         connections = first.progress.cell.connections
 
         def planned(rps: float, left_s: float) -> RotationSettings:
@@ -489,9 +486,7 @@ class GroupRun:
                 slowest = self._slowest_warm(j, so_far)
                 if slowest is not None:
                     shorter = planned(slowest, left_s)
-                    needed = len(members) * LEG_TOUCH_S + leg_rounds(
-                        self.options.rule
-                    ) * shorter.round_s(members)
+                    needed = self._leg_s(shorter, members)
                     if shorter.settle_s <= settings.settle_s / 2 and left_s >= needed:
                         replan.append(slowest)
                         return True
@@ -542,6 +537,17 @@ class GroupRun:
             final=True,
         )
 
+    def _spec_of(self, m: GroupMember) -> LoadSpec:
+        """The load on process ``m`` (its cell's, at its URL)."""
+        return self._load_spec(m.progress.cell, m.server.base_url)
+
+    def _leg_s(self, settings: RotationSettings, members: Sequence[Member]) -> float:
+        """Seconds a further leg of ``members`` needs at ``settings``: their reconnects, then
+        :func:`leg_rounds` rounds."""
+        return len(members) * LEG_TOUCH_S + leg_rounds(self.options.rule) * settings.round_s(
+            members
+        )
+
     def _slowest_warm(self, j: GroupJudgement, so_far: Rounds) -> float | None:
         """The slowest live process's median requests/s over its warm slices, once every
         live process is warm (None before, or without a slice to read): what the settle
@@ -588,9 +594,7 @@ class GroupRun:
             largest = max((o.memory[-1][1] for o in live if o.memory and o.jit == m.jit), default=0)
             if budget < MEMORY_HEADROOM * largest:
                 return None
-        needed_s = len(after) * LEG_TOUCH_S + leg_rounds(self.options.rule) * settings.round_s(
-            after
-        )
+        needed_s = self._leg_s(settings, after)
         if left_s < needed_s:
             return None
         return found
@@ -610,9 +614,7 @@ class GroupRun:
             if m is None:
                 continue
             added.append(m)
-            touched = self.rotation.touch(
-                [m], lambda m: self._load_spec(m.progress.cell, m.server.base_url)
-            )
+            touched = self.rotation.touch([m], self._spec_of)
             if not touched and self.rotated is not None:  # stored as it stands
                 self.rotated = dataclasses.replace(
                     self.rotated,

@@ -11,7 +11,9 @@ A :class:`Rotation` takes processes already started and verified (a
   slowest stack's requests in flight, the slice holds two of its response times);
 - runs one sliced engine run through the load agent
   (:meth:`pywebbench.load.LoadAgent.run_sliced`): every process gets ``touch_s`` of load
-  alone first (its *first touch*: connections, imports, a JIT's first compilations), then
+  alone first (its *first touch*: connections, imports, a JIT's first compilations; a
+  study's group gives it with :meth:`Rotation.touch` before the probe, and its sliced run
+  only reconnects), then
   one slice a round in a seeded random order (keep-alive connections kept open across
   slices; with a connection per request, or N per connection, connections are opened inside
   a process's slices only), each process at its own URL or unix socket;
