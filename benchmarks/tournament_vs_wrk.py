@@ -11,7 +11,9 @@ Each run is one interleaved group measured by ``pywebbench run``'s own code (the
 profile, or the stacks asked for; servers on core 0, the engine and the orchestrator on core 1),
 with one change: when the group ends, before its processes are stopped, every process is
 loaded continuously by wrk (``-t1`` with the cell's connections, pinned to core 1) for
-``--wrk-s`` seconds, in a random order, ``--wrk-rounds`` rounds, all processes still up. Per
+``--wrk-s`` seconds, in a random order, ``--wrk-rounds`` rounds, all processes still up
+(``--bracket``: also before the group, once every process is up, so that wrk's readings
+bracket the group's minutes and the host's drift over them cancels to first order). Per
 stack it prints the group's level (req/s at the group's average round), the plain mean of its
 measured slices, wrk's mean over its processes, and the ratio of the group's level to wrk's.
 Then each stack's ratio to the group's reference (the geometric mean of the stacks), from the
@@ -119,13 +121,18 @@ class WrkAtClose:
     seed: int
     io: str | None = None
     engine: bool = True  # also the engine's continuous readings
+    #: wrk's readings before the group too, once this many processes are up (``--bracket``)
+    expected: int = 0
+    bracket: bool = False
     #: pid -> the server core's median rate during each wrk reading (the core-speed probe's).
     rates: dict[int, list[float]] = field(default_factory=dict)
     base: BringUp = field(default_factory=BringUp)
     #: pid -> (stack key, URL) of the processes verified and not stopped yet.
     up: dict[int, tuple[str, str]] = field(default_factory=dict)
-    #: pid -> wrk's readings, and the engine's (continuous).
+    #: pid -> wrk's readings after the group (and before it, with ``bracket``), and the
+    #: engine's (continuous).
     readings: dict[int, list[float]] = field(default_factory=dict)
+    before: dict[int, list[float]] = field(default_factory=dict)
     engine_readings: dict[int, list[float]] = field(default_factory=dict)
     cpu_before: dict[str, float] | None = None
     cpu_group: dict[str, float] = field(default_factory=dict)
@@ -139,6 +146,10 @@ class WrkAtClose:
         if found.failure() is None:
             path = workload.request(**(params or {})).path
             self.up[server.pid] = (stack.name, server.base_url.rstrip("/") + path)
+            if self.bracket and len(self.up) == self.expected and not self.before:
+                # every process is up and the group has not begun: wrk's first pass, so
+                # that wrk's readings bracket the group's minutes (the host drifts)
+                self.before = self.wrk_pass("before the group")
         self.cpu_before = thread_cpu()
         return found
 
@@ -147,27 +158,34 @@ class WrkAtClose:
             after = thread_cpu()
             before = self.cpu_before or {}
             self.cpu_group = {k: v - before.get(k, 0.0) for k, v in after.items()}
-            order = list(self.up)
-            rng = random.Random(self.seed)
-            probe = CoreSpeedProbe([SERVER_CPU]).start()
-            for r in range(self.rounds):
-                rng.shuffle(order)
-                for pid in order:
-                    url = self.up[pid][1]
-                    began = time.monotonic()
-                    rps = wrk(url, self.connections, self.seconds)
-                    ended = time.monotonic()
-                    self.readings.setdefault(pid, []).append(rps)
-                    during = [x for t, x in list(probe.readings) if began <= t <= ended and x > 0]
-                    if during:
-                        self.rates.setdefault(pid, []).append(statistics.median(during))
-                    if self.engine:
-                        rps = engine(url, self.connections, self.seconds, self.io)
-                        self.engine_readings.setdefault(pid, []).append(rps)
-                print(f"  wrk round {r + 1} of {self.rounds} done", flush=True)
-            probe.stop()
+            self.readings = self.wrk_pass("after the group")
         self.up.pop(server.pid, None)
         return self.base.stop(server)
+
+    def wrk_pass(self, when: str) -> dict[int, list[float]]:
+        """wrk (and the engine) on every process up, ``rounds`` rounds in a random order;
+        each process's readings by pid (the core-speed probe's rates go to ``rates``)."""
+        readings: dict[int, list[float]] = {}
+        order = list(self.up)
+        rng = random.Random(self.seed + len(self.rates))
+        probe = CoreSpeedProbe([SERVER_CPU]).start()
+        for r in range(self.rounds):
+            rng.shuffle(order)
+            for pid in order:
+                url = self.up[pid][1]
+                began = time.monotonic()
+                rps = wrk(url, self.connections, self.seconds)
+                ended = time.monotonic()
+                readings.setdefault(pid, []).append(rps)
+                during = [x for t, x in list(probe.readings) if began <= t <= ended and x > 0]
+                if during:
+                    self.rates.setdefault(pid, []).append(statistics.median(during))
+                if self.engine:
+                    rps = engine(url, self.connections, self.seconds, self.io)
+                    self.engine_readings.setdefault(pid, []).append(rps)
+            print(f"  wrk round {r + 1} of {self.rounds} {when} done", flush=True)
+        probe.stop()
+        return readings
 
 
 def group_figures(
@@ -223,7 +241,8 @@ def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
     matrix = expand(config, _interpreters(config))
     hook = WrkAtClose(
         config.load.connections[0], args.wrk_s, args.wrk_rounds, seed=k, io=args.io,
-        engine=not args.no_engine,
+        engine=not args.no_engine, bracket=args.bracket,
+        expected=len(matrix.cells) * max(2, config.load.replicates),
     )  # fmt: skip
     started = time.monotonic()
     with Store(results / DEFAULT_FILENAME) as store, LocalExecutor(hook.seams()) as executor:
@@ -232,17 +251,25 @@ def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
     groups, slices, stacks, group_rate = group_figures(results / DEFAULT_FILENAME)
     by_stack: dict[str, dict[str, list[float]]] = {}
     for pid, stack in stacks.items():
-        entry = by_stack.setdefault(stack, {"wrk": [], "slices": [], "engine": [], "matched": []})
+        entry = by_stack.setdefault(
+            stack,
+            {"wrk": [], "slices": [], "engine": [], "matched": [], "before": [], "after": []},
+        )
         if pid in hook.readings:
-            entry["wrk"].append(statistics.fmean(hook.readings[pid]))
+            # with --bracket, before the group and after it: the host's drift over the
+            # group's minutes cancels to first order
+            mine = hook.before.get(pid, []) + hook.readings[pid]
+            entry["wrk"].append(statistics.fmean(mine))
+            if pid in hook.before:
+                entry["before"].append(statistics.fmean(hook.before[pid]))
+                entry["after"].append(statistics.fmean(hook.readings[pid]))
             rates = hook.rates.get(pid, [])
-            if group_rate and len(rates) == len(hook.readings[pid]):
+            if group_rate and len(rates) == len(mine):
                 # at the group's core speed (elasticity 1): the host's speed moves over the
                 # minutes between the group and wrk, and the group's figures are put at its own
                 entry["matched"].append(
                     statistics.fmean(
-                        rps * group_rate / rate
-                        for rps, rate in zip(hook.readings[pid], rates, strict=True)
+                        rps * group_rate / rate for rps, rate in zip(mine, rates, strict=True)
                     )
                 )
             if pid in hook.engine_readings:
@@ -261,8 +288,10 @@ def one_run(args: argparse.Namespace, k: int) -> dict[str, Any]:
             "wrk_matched_rps": statistics.fmean(entry["matched"]) if entry["matched"] else None,
             "engine_rps": statistics.fmean(entry["engine"]) if entry["engine"] else None,
             "wrk_processes": entry["wrk"],
-            "wrk_readings": [hook.readings[p] for p, st in stacks.items()
-                             if st == stack and p in hook.readings],
+            "wrk_before_rps": statistics.fmean(entry["before"]) if entry["before"] else None,
+            "wrk_after_rps": statistics.fmean(entry["after"]) if entry["after"] else None,
+            "wrk_readings": [hook.before.get(p, []) + hook.readings[p]
+                             for p, st in stacks.items() if st == stack and p in hook.readings],
         })  # fmt: skip
     wrk_ratios(rows)
     cpu = {k: round(v, 2) for k, v in sorted(hook.cpu_group.items(), key=lambda kv: -kv[1])}
@@ -343,6 +372,11 @@ def show(run: dict[str, Any]) -> None:
         at = f"{g / m:7.3f}" if g and m else f"{'-':>7}"
         print(f"  {r['stack']:44} {g or 0:8,.0f} {r['slices_rps'] or 0:8,.0f} {w or 0:8,.0f}"
               f" {e:8,.0f} {vs} {at} {ci:>22} {wr or 0:9.3f} {inside}")  # fmt: skip
+    drift = [r["wrk_after_rps"] / r["wrk_before_rps"] for r in run["rows"]
+             if r.get("wrk_before_rps") and r.get("wrk_after_rps")]  # fmt: skip
+    if drift:
+        print(f"  wrk after the group over wrk before it: median {statistics.median(drift):.3f}"
+              f" ({min(drift):.3f}-{max(drift):.3f})")  # fmt: skip
     print("  CPU seconds of the run's threads during the group: " + ", ".join(
         f"{k} {v:g}" for k, v in list(run["thread_cpu_s"].items())[:8]))  # fmt: skip
 
@@ -360,7 +394,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--no-core-speed", action="store_true")
     ap.add_argument("--io", choices=["epoll", "uring"], help="engine backend (default: study's)")
     ap.add_argument("--top", action="store_true", help="add bjoern's stacks (150k+)")
-    ap.add_argument("--no-engine", action="store_true", help="wrk only after the group")
+    ap.add_argument("--no-engine", action="store_true", help="wrk only, not the engine too")
+    ap.add_argument(
+        "--bracket", action="store_true",
+        help="wrk's rounds before the group as well as after it (its readings then bracket "
+        "the group's minutes; --wrk-rounds each time)",
+    )  # fmt: skip
     ap.add_argument("--neighbour", action="store_true", help="the steady neighbour on core 0")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--from-json", type=Path, nargs="+", help="summarize stored runs, run none")

@@ -101,18 +101,30 @@ def test_the_standard_profile_is_interleaved_one_group_per_load_point() -> None:
         assert len({c.variant.key for c in g}) == len(g) > 1
 
 
-@pytest.mark.parametrize("profile", ["quick", "standard", "full"])
-def test_every_profile_but_versions_is_interleaved(profile: str) -> None:
+@pytest.mark.parametrize("profile", ["quick", "standard", "full", "versions"])
+def test_every_profile_is_interleaved(profile: str) -> None:
     assert resolve(profile=profile).load.design == "interleaved"
     assert resolve({"profile": profile}).load.design == "interleaved"  # a study file's
 
 
-def test_the_versions_profile_stays_sequential_and_a_flag_can_ask_for_it() -> None:
-    """An interleaved group holds one interpreter, and the version study compares them
-    (issue 64 item 1): it is measured in sequence until a group holds several."""
-    assert resolve(profile="versions").load.design == "sequential"
-    chosen = resolve(None, {"load": {"design": "sequential"}}, profile="standard")
-    assert chosen.load.design == "sequential"
+def test_sequential_remains_a_choice() -> None:
+    for profile in ("versions", "standard"):
+        chosen = resolve(None, {"load": {"design": "sequential"}}, profile=profile)
+        assert chosen.load.design == "sequential"
+
+
+def test_the_versions_profile_puts_every_interpreter_of_a_workload_in_one_group() -> None:
+    """The version study's interpreters are compared in the same rounds (issue 64 item 1):
+    one group per workload, whatever the interpreter."""
+    names = ["cpython3.11", "cpython3.13t", "pypy3.9"]
+    config = resolve(None, {"matrix": {"interpreters": names}}, profile="versions")
+    assert config.load.design == "interleaved"
+    cells = planned(config).cells
+    assert all(why_not_interleaved(c, config.load) is None for c in cells)
+    groups = interleaved_groups(cells)
+    assert sorted(g[0].workload.name for g in groups) == ["cpu", "hello"]
+    for g in groups:
+        assert {c.variant.stack.interpreter.name for c in g} == set(names)
 
 
 def test_a_users_projects_share_a_group_by_default(tmp_path: Path) -> None:

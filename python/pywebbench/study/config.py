@@ -259,8 +259,8 @@ class LoadConfig(Table):
     design: Annotated[Literal["interleaved", "sequential"], Flag("--design", help=DESIGN_HELP)] = (
         Field(
             "interleaved",
-            description="interleaved (the default of every profile but versions): a group's "
-            "stacks (one workload and load point, every interpreter) all up at once and loaded in "
+            description="interleaved (the default of every profile): a group's stacks (one "
+            "workload and load point, every interpreter) all up at once and loaded in "
             "slices of the same rounds; figures are ratios to the group's reference with CIs "
             "over server processes (docs/steady-state.md#the-interleaved-study). sequential: a "
             "fresh server per replicate of each cell, the replicates spread over the study in "

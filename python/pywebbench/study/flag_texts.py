@@ -37,8 +37,7 @@ SERVER_SCOPE_HELP = (
     "per replicate serves all of a stack's workloads in turn (fewer starts, less overhead)."
 )
 DESIGN_HELP = (
-    "interleaved (the default; --profile versions: sequential, as its every interpreter "
-    "found would make groups of 60-84 processes): the stacks of a group (one workload and "
+    "interleaved (the default of every profile): the stacks of a group (one workload and "
     "load point, every interpreter) are all up at once, --replicates server processes each,"
     " and one engine run loads them in short slices, every process once a round in a random"
     " order; figures are ratios to the group's reference with CIs over the processes. "

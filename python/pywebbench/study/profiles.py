@@ -54,8 +54,8 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
         },
     },
     # About half an hour: more servers and frameworks, a connections sweep, longer windows.
-    # Interleaved (load.design's default): one group per interpreter, workload and load point,
-    # so 16 and 64 connections are two groups of each.
+    # Interleaved (load.design's default): one group per workload and load point, every
+    # interpreter in it, so 16 and 64 connections are two groups of each workload.
     "standard": {
         "matrix": {
             "servers": [
@@ -107,7 +107,7 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
     },
     # The version study (docs/interpreters.md): every interpreter found (or --python), two
     # representative WSGI stacks, a light and a CPU-bound workload, the quick profile's load;
-    # the report draws them by interpreter. About 3 minutes per interpreter on 2 cores.
+    # the report draws them by interpreter, their ratios with intervals from the same rounds.
     "versions": {
         "matrix": {
             "interpreters": ["all"],
@@ -120,12 +120,8 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
     },
 }
 PROFILE_DATA["versions"]["load"] = copy.deepcopy(PROFILE_DATA["quick"]["load"])
-# Sequential by default, for now: interleaved, every interpreter found shares one group per
-# workload (run/interleaved.py, group_key), and with "all" that is 5-7 interpreters x 4
-# stacks x 3 processes (60-84 processes a group) on this 2-core machine, not yet timed
-# against the profile's 12 minutes. `--design interleaved` asks for it (the interpreters'
-# ratios then come from the same rounds). The sequential design spreads every cell's
-# replicates over the whole study in rounds (run/schedule.py), so each interval takes in
-# the host's drift over that time, and the report's intervals between interpreters (Welch's
-# t over replicates) carry it.
-PROFILE_DATA["versions"]["load"]["design"] = "sequential"
+# Interleaved, as every profile: every interpreter shares one group per workload
+# (run/interleaved.py, group_key), so the interpreters' ratios come from the same rounds.
+# With 4 interpreters (3.11, 3.13, 3.13t, PyPy) a group holds 48 processes and the study took
+# 13 minutes here, its CPython cells at +-1.8% (median; docs/measurements.md); with "all"
+# (7 interpreters here) 84 processes a group, each round about twice as long.
