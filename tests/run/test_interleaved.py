@@ -773,15 +773,9 @@ def test_processes_that_agree_get_rounds_not_processes() -> None:
 def _paced(latency: dict[int, list[float]], rate: float = 1000.0) -> list[SliceStats]:
     """An open loop's slices: every target at ``rate``, its median latency (us) a round."""
     out = []
-    for target, series in latency.items():
-        for r, p50 in enumerate(series):
-            out.append(
-                SliceStats(
-                    index=len(out), round=r, target=target, requests=int(rate / 4), errors=0,
-                    timeouts=0, duration_s=0.25, rps=rate, started_at=float(r),
-                    ended_at=r + 0.25, p50_us=int(p50), p99_us=int(3 * p50),
-                )
-            )  # fmt: skip
+    for s in _slices({t: [rate] * len(series) for t, series in latency.items()}):
+        p50 = latency[s.target][s.round]
+        out.append(s.model_copy(update={"p50_us": int(p50), "p99_us": int(3 * p50)}))
     return out
 
 
@@ -790,12 +784,12 @@ def test_an_open_loops_warm_up_is_judged_on_latency_not_on_its_pinned_rate() -> 
     process whose latency still falls (a cold cache, a JIT compiling) is not warm, and holds
     the group, though its req/s never moved."""
     rounds = MIN_ROUNDS + 8
-    latency = {t: [1000.0 + 5 * (t % 2) for _ in range(rounds)] for t in range(6)}
+    wobble = [1.0, 1.004, 0.997, 1.002, 0.999, 1.003, 0.998, 1.001]
+    latency = {t: [1000.0 * (1 + 0.004 * t) * wobble[(r + t) % 8] for r in range(rounds)]
+               for t in range(6)}  # fmt: skip
     latency[4] = [3000.0 - 60.0 * r for r in range(rounds)]  # falling all along
     members = _members(["a", "b"], 3)
-    slices = _paced(latency)
-    assert judge(slices, members, GroupOptions().rule).warm[4] is not None  # by req/s
-    j = judge(slices, members, GroupOptions().rule, open_loop=True)
+    j = judge(_paced(latency), members, GroupOptions().rule, open_loop=True)
     assert j.warm[4] is None
     assert all(j.warm[t] is not None for t in (0, 1, 2, 3, 5))
     assert not enough(j, members, GroupOptions(ci_width=1.0))
@@ -852,5 +846,8 @@ def test_an_open_loop_group_of_reference_servers(servers: list[Served]) -> None:
         assert lat["offered"] > 0 and lat["unsent"] <= 0.01 * lat["offered"]
     assert slow["latency"]["p50_us"] > 2 * fast["latency"]["p50_us"] > 2000
     assert run.result is not None
-    assert all(s.offered > 0 and s.latency is not None for s in run.result.slices)
+    # (a generator thread that got no CPU for a whole window lets it pass, counting nothing)
+    counted = [s for s in run.result.slices if s.requests > 0]
+    assert len(counted) >= 0.9 * len(run.result.slices)
+    assert all(s.offered > 0 and s.latency is not None for s in counted)
     assert not any(_alive(s.pid) for s in servers)

@@ -628,7 +628,8 @@ def open_loop_latency(rows: Sequence[RankingRow]) -> str:
         value, low, high = (lat.get(f"{name}_{k}") for k in ("us", "low", "high"))
         if value is None:
             return f"{name} n/a"
-        ci = f" [{low / 1000:.3f}, {high / 1000:.3f}]" if low is not None and high is not None else ""
+        known = low is not None and high is not None
+        ci = f" [{low / 1000:.3f}, {high / 1000:.3f}]" if known else ""
         return f"{name} {value / 1000:.3f} ms{ci}"
 
     def p99(r: RankingRow) -> float:

@@ -301,8 +301,8 @@ class GroupJudgement:
         loop's, every stack's p99 interval (:meth:`LatencyFit.widest`). NaN: none, or a
         group of one stack."""
         if self.open_loop:
-            judged = self.latency
-            return judged.widest() if judged is not None and len(judged.p99.levels) > 1 else math.nan
+            fits = self.latency
+            return fits.widest() if fits is not None and len(fits.p99.levels) > 1 else math.nan
         return widest(self.fit, self.reference(reference)) if self.fit is not None else math.nan
 
     def measured_slices(self, slices: Sequence[SliceStats]) -> list[SliceStats]:
@@ -343,9 +343,7 @@ def judge(
     speed, 1/p50: faster is larger, as req/s), and its figures are its stacks' latencies
     (:func:`latency_fit`)."""
     alive = {m.index: m for m in members if m.stopped is None}
-    kept_slices = [
-        s for s in slices if s.target in alive and s.requests > 0 and dropped(s) is None
-    ]
+    kept_slices = [s for s in slices if s.target in alive and s.requests > 0 and dropped(s) is None]
     obs = [Observation(s.round, s.target, s.rps) for s in kept_slices]
     rounds = len({s.round for s in slices})
     paced = (
@@ -399,9 +397,7 @@ def latency_fit(
     }
     fits = []
     for k, field_name in enumerate(("p50_us", "p99_us")):
-        noise = [
-            Observation(s.round, s.target, float(getattr(s, field_name))) for s in slices
-        ]
+        noise = [Observation(s.round, s.target, float(getattr(s, field_name))) for s in slices]
         fit = fit_percentile(
             {p: q[k] for p, q in quantiles.items() if q[k] > 0},
             noise,
