@@ -628,8 +628,9 @@ def open_loop_latency(rows: Sequence[RankingRow]) -> str:
         value, low, high = (lat.get(f"{name}_{k}") for k in ("us", "low", "high"))
         if value is None:
             return f"{name} n/a"
-        known = low is not None and high is not None
-        ci = f" [{low / 1000:.3f}, {high / 1000:.3f}]" if known else ""
+        ci = ""
+        if low is not None and high is not None:
+            ci = f" [{low / 1000:.3f}, {high / 1000:.3f}]"
         return f"{name} {value / 1000:.3f} ms{ci}"
 
     def p99(r: RankingRow) -> float:
