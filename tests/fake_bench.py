@@ -14,6 +14,7 @@ Every call that matters is written to one :class:`Timeline`, in order.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 from collections.abc import Callable, Sequence
@@ -26,7 +27,7 @@ from pywebbench import bringup
 from pywebbench.bringup import BringUp, StackFailure
 from pywebbench.load import LoadProgress, LoadSpec
 from pywebbench.load.histogram import Histogram
-from pywebbench.load.result import LoadResult
+from pywebbench.load.result import HistData, LoadResult
 from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats, TargetStats
 from pywebbench.meter import MeterSummary
 from pywebbench.meter.interference import Interference
@@ -166,7 +167,12 @@ class SlicedModel:
     ``noise`` either way), seeded; a target in ``warming`` climbs from 60% of its level to
     all of it over that many rounds (a JIT compiling). With ``by_url``, a target's level is
     that of its URL's first key found in it (a process's own, whatever its place among the
-    run's targets: a further leg of a group, with processes added, numbers them anew)."""
+    run's targets: a further leg of a group, with processes added, numbers them anew).
+
+    An open loop (the plan's ``load.rate``) serves that rate: its ``levels`` are each
+    target's median latency (us), divided by the host's speed and the climb's share, and
+    each slice holds ``samples`` seeded latencies (log-normal, ``spread`` its sigma: p99
+    about 3.2x p50 at 0.5) in its histogram."""
 
     levels: Sequence[float]
     host: float = 0.3
@@ -174,6 +180,8 @@ class SlicedModel:
     warming: dict[int, int] = field(default_factory=dict)
     seed: int = 0
     by_url: dict[str, float] = field(default_factory=dict)
+    samples: int = 1000
+    spread: float = 0.5
 
     def rps(self, target: int, rnd: int, host: float, jitter: float, url: str = "") -> float:
         climb = self.warming.get(target, 0)
@@ -205,17 +213,41 @@ def synthetic_sliced(
         order.shuffle(targets)
         for target in targets:
             jitter = 1.0 + rng.uniform(-model.noise, model.noise)
-            rps = model.rps(target, rnd, host, jitter, plan.targets[target])
             clock += plan.settle_s
             slice_s = plan.slice_s_of(target)
-            slices.append(
-                SliceStats(
-                    index=len(slices), round=rnd, target=target,
-                    requests=int(rps * slice_s), errors=0, timeouts=0,
-                    duration_s=slice_s, rps=rps, started_at=clock,
-                    ended_at=clock + slice_s, p50_us=1000, p99_us=5000,
-                )
-            )  # fmt: skip
+            rate = plan.load.rate
+            if rate is None:
+                rps = model.rps(target, rnd, host, jitter, plan.targets[target])
+                slices.append(
+                    SliceStats(
+                        index=len(slices), round=rnd, target=target,
+                        requests=int(rps * slice_s), errors=0, timeouts=0,
+                        duration_s=slice_s, rps=rps, started_at=clock,
+                        ended_at=clock + slice_s, p50_us=1000, p99_us=5000,
+                    )
+                )  # fmt: skip
+            else:  # latency: a slower host, a climbing process are slower to answer
+                median = model.rps(target, rnd, 1.0 / host, 1.0 / jitter, plan.targets[target])
+                climb = model.warming.get(target, 0)
+                if climb:  # (rps() scaled by the share: latency divides by it)
+                    median /= (0.6 + 0.4 * min(1.0, rnd / climb)) ** 2
+                values = [
+                    max(1, int(median * math.exp(rng.gauss(0.0, model.spread))))
+                    for _ in range(model.samples)
+                ]
+                hist = Histogram.from_values(values)
+                p50, p99 = hist.quantiles([0.5, 0.99])
+                summary = hist.summary()
+                slices.append(
+                    SliceStats(
+                        index=len(slices), round=rnd, target=target,
+                        requests=int(rate * slice_s), errors=0, timeouts=0,
+                        offered=int(rate * slice_s), unsent=0,
+                        duration_s=slice_s, rps=rate, started_at=clock,
+                        ended_at=clock + slice_s, p50_us=int(p50), p99_us=int(p99),
+                        latency=HistData(hist=hist.encoded, summary=summary),
+                    )
+                )  # fmt: skip
             clock += slice_s
         if progress is not None and progress(
             SliceProgress(elapsed_s=clock, planned_s=plan.planned_s(), slices=list(slices))

@@ -132,3 +132,32 @@ def test_a_gap_between_groups_has_no_interval_in_the_console(
     text = console.export_text()
     assert "no tie or gap interval is given between them" in text
     assert f"per-cell path: {REASON}" in text
+
+
+def test_an_open_loop_group_shows_each_stacks_latency_lowest_p99_first() -> None:
+    """An open-loop group's line (``flags["group"]["latency"]``, run/interleaved.py): every
+    stack at the same offered rate, its p50 and p99 with their intervals over processes,
+    lowest p99 first, its achieved req/s and the share of sends left unsent."""
+    from types import SimpleNamespace
+
+    from pywebbench.report.tables import group_notes
+
+    def row(label: str, p50: float, p99: float, unsent: int) -> Any:
+        g = {
+            "group": "hello @ r1000", "span": SPANS[GROUP_A], "stacks": 2, "processes": 3,
+            "rounds": 30, "df": 4, "rps": 999.6,
+            "latency": {
+                "rate": 1000.0, "p50_us": p50, "p50_low": 0.98 * p50, "p50_high": 1.02 * p50,
+                "p99_us": p99, "p99_low": 0.97 * p99, "p99_high": 1.03 * p99,
+                "offered": 20_000, "unsent": unsent,
+            },
+        }  # fmt: skip
+        return SimpleNamespace(stack=SimpleNamespace(label=label), point=SimpleNamespace(group=g))
+
+    ranking = SimpleNamespace(ranked=[row("slow", 4000, 9000, 0), row("fast", 1000, 3000, 50)])
+    (note,) = group_notes(ranking)  # type: ignore[arg-type]
+    text = note.ratios
+    assert text.startswith("Open loop at 1000 req/s offered")
+    assert text.index("fast") < text.index("slow")  # lowest p99 first
+    assert "fast p50 1.000 ms [0.980, 1.020], p99 3.000 ms [2.910, 3.090], 1,000 req/s" in text
+    assert "0.25% unsent" in text and "slow" in text and "Ratio to" not in text

@@ -164,7 +164,6 @@ def test_a_users_projects_share_a_group_by_default(tmp_path: Path) -> None:
         ({"warmup": "deep"}, "--warmup deep"),
         ({"warmup": "fixed"}, "--warmup fixed"),
         ({"server_scope": "stack"}, "--server-scope stack"),
-        ({"rates": [1000.0], "model": "open"}, "open loop"),
         ({"load_agents": 2, "ray_address": "local"}, "--load-agents"),
     ],
 )
@@ -189,15 +188,16 @@ def test_what_needs_a_server_of_its_own_keeps_the_per_cell_path(
         ({"connection_mode": ["keepalive", 100]}, ["c64", "c64 100/conn"]),
         ({"bind": ["tcp", "unix"]}, ["c64", "c64 unix"]),
         ({"bind": ["unix"], "connection_mode": ["close"]}, ["c64 unix close"]),
+        ({"rates": [1000.0, 2000.0], "model": "open"}, ["r1000", "r2000"]),
     ],
-    ids=["close", "per-connection", "unix", "unix-close"],
+    ids=["close", "per-connection", "unix", "unix-close", "open-loop"],
 )
 def test_connection_modes_and_binds_are_groups_of_their_own(
     load: dict[str, Any], points: list[str]
 ) -> None:
-    """Issue 64 item 2: slices speak a connection per request, N per connection and unix
-    sockets, so such cells are interleaved; a group is one load point, so each mode and bind
-    is a group of its own, every stack of the workload in it."""
+    """Issue 64 item 2: slices speak a connection per request, N per connection, unix
+    sockets and an open loop, so such cells are interleaved; a group is one load point, so
+    each mode, bind and rate is a group of its own, every stack of the workload in it."""
     config = resolve(
         None,
         {"matrix": {"interpreters": ["cpython3.11"], "workloads": ["hello"]}, "load": load},
@@ -330,7 +330,7 @@ class Served:
         self.log_path = "-"
 
 
-def _cell(stack: str, delay_ms: float, *, pypy: bool = False) -> Any:
+def _cell(stack: str, delay_ms: float, *, pypy: bool = False, rate: float | None = None) -> Any:
     # a PyPy that cannot be asked for its collector's sizes (the leak test then has no floor)
     interp = SimpleNamespace(
         name="pypy" if pypy else "refserver", is_pypy=pypy, path=Path("/nonexistent/pypy3")
@@ -338,7 +338,9 @@ def _cell(stack: str, delay_ms: float, *, pypy: bool = False) -> Any:
     return SimpleNamespace(
         variant=SimpleNamespace(key=stack, stack=SimpleNamespace(interpreter=interp)),
         workload=SimpleNamespace(name="hello"),
-        load_point="c16",
+        load_point="c16" if rate is None else f"r{rate:g}",
+        load_model="closed" if rate is None else "open",
+        rate=rate,
         connections=16,
         delay_ms=delay_ms,
     )
@@ -380,10 +382,13 @@ def _group(
     *,
     verify: Any = lambda server, cell: None,
     rss: Any = None,
+    rate: float | None = None,
     **options: Any,
 ) -> GroupRun:
     def load_spec(cell: Any, base_url: str) -> LoadSpec:
-        return LoadSpec(url=base_url + "/hello", connections=16, duration_s=1.0, cpus=[1])
+        return LoadSpec(
+            url=base_url + "/hello", connections=16, duration_s=1.0, cpus=[1], rate=rate
+        )
 
     progress = [CellProgress(cell=c, cell_id=i + 1, ok=0, next_rep=0) for i, c in enumerate(cells)]
     defaults: dict[str, Any] = {"processes": 2, "budget_s": 12.0, "slice_s": 0.1, "ci_width": 0.5}
@@ -569,6 +574,7 @@ def _synthetic_group(
     pypy: Sequence[str] = (),
     bind: str = "tcp",
     keepalive: bool = True,
+    rate: float | None = None,
     **options: Any,
 ) -> GroupRun:
     """A group of ``stacks`` (three processes each, in the engine's target order: process 1
@@ -581,10 +587,10 @@ def _synthetic_group(
         request = HttpRequest("GET", "/hello")
         return spec_for_request(
             base_url, request, connections=16, duration_s=1.0, timeout_s=5.0, cpus=[],
-            keepalive=keepalive,
+            keepalive=keepalive, rate=rate,
         )  # fmt: skip
 
-    cells = [_cell(s, 1.0, pypy=s in pypy) for s in stacks]
+    cells = [_cell(s, 1.0, pypy=s in pypy, rate=rate) for s in stacks]
     progress = [CellProgress(cell=c, cell_id=i + 1, ok=0, next_rep=0) for i, c in enumerate(cells)]
     # +-3%: the models' processes, 1% apart, allow a gap of +-2.3% over 4 degrees of freedom
     defaults: dict[str, Any] = {
@@ -815,3 +821,89 @@ def test_processes_that_agree_get_rounds_not_processes() -> None:
     run = _synthetic_group(SlicedModel(levels, seed=3), ["a", "b"])
     run_group(run)
     assert run.grown == [] and len(run.members) == 6
+
+
+# ------------------------------------------------------------------------ open loops
+
+
+def _paced(latency: dict[int, list[float]], rate: float = 1000.0) -> list[SliceStats]:
+    """An open loop's slices: every target at ``rate``, its median latency (us) a round."""
+    out = []
+    for s in _slices({t: [rate] * len(series) for t, series in latency.items()}):
+        p50 = latency[s.target][s.round]
+        out.append(s.model_copy(update={"p50_us": int(p50), "p99_us": int(3 * p50)}))
+    return out
+
+
+def test_an_open_loops_warm_up_is_judged_on_latency_not_on_its_pinned_rate() -> None:
+    """At a fixed offered rate every process serves that rate from its first slice: a
+    process whose latency still falls (a cold cache, a JIT compiling) is not warm, and holds
+    the group, though its req/s never moved."""
+    rounds = MIN_ROUNDS + 8
+    wobble = [1.0, 1.004, 0.997, 1.002, 0.999, 1.003, 0.998, 1.001]
+    latency = {t: [1000.0 * (1 + 0.004 * t) * wobble[(r + t) % 8] for r in range(rounds)]
+               for t in range(6)}  # fmt: skip
+    latency[4] = [3000.0 - 60.0 * r for r in range(rounds)]  # falling all along
+    members = _members(["a", "b"], 3)
+    j = judge(_paced(latency), members, GroupOptions().rule, open_loop=True)
+    assert j.warm[4] is None
+    assert all(j.warm[t] is not None for t in (0, 1, 2, 3, 5))
+    assert not enough(j, members, GroupOptions(ci_width=1.0))
+
+
+def test_an_open_loop_group_reads_each_stacks_latency_with_intervals_over_processes() -> None:
+    """Two stacks at the same offered rate, b answering in twice a's time (processes 1%
+    apart within each), on a host that moves 30% a round: every process serves the rate,
+    so the group's figures are each stack's p50 and p99 from its processes' merged slices,
+    with intervals over the processes, and it stops once every p99 interval is within
+    +-ci_width. Deterministic (seeded slices, their histograms the engine's), no server."""
+    levels = [1000.0, 2000.0, 1010.0, 1980.0, 990.0, 2020.0]  # median latency, us
+    run = _synthetic_group(SlicedModel(levels, seed=5), ["a", "b"], rate=500.0, ci_width=0.05)
+    assert run.open_loop
+    outcomes = run_group(run)
+    assert [o.failure for o in outcomes] == [None, None]
+    a, b = (o.group for o in outcomes)
+    assert a is not None and b is not None
+    assert run.result is not None and run.result.stopped_early  # narrow before the budget
+    for g in (a, b):
+        lat = g["latency"]
+        assert lat["rate"] == 500.0
+        for name in ("p50", "p99"):
+            low, value, high = lat[f"{name}_low"], lat[f"{name}_us"], lat[f"{name}_high"]
+            assert low < value < high
+        assert lat["p99_high"] / lat["p99_us"] - 1 <= 0.05 + 1e-9  # what stopped it
+        assert lat["p99_us"] > 2.5 * lat["p50_us"]  # log-normal, sigma 0.5: 3.2x
+        assert lat["offered"] > 0 and lat["unsent"] == 0
+        # req/s is the offered rate: no interval, its ratios read, not judged
+        assert abs(g["rps"] - 500.0) < 1.0
+        assert g["rps_low"] is None and g["low"] is None
+        assert all(v[1] is None and v[2] is None for v in g["vs"].values())
+    assert 1.85 < b["latency"]["p50_us"] / a["latency"]["p50_us"] < 2.15
+    assert 1.8 < b["latency"]["p99_us"] / a["latency"]["p99_us"] < 2.2
+    store = cast(FakeStore, run.store)
+    assert len(store.iterations) == len(run.result.slices)
+    assert all(r["status"] == "ok" for r in store.replicates.values())
+
+
+def test_an_open_loop_group_of_reference_servers(servers: list[Served]) -> None:
+    """A short open-loop group on real reference servers (1 ms and 4 ms a response over
+    16 connections: 16,000 and 4,000 req/s at most) offered 1,000 req/s each: both keep
+    up, every process serves the rate with nothing unsent, the slower answers slower at the
+    median, and no process is left behind. Bounded: a 6-s budget."""
+    cells = [_cell("fast", 1.0, rate=1000.0), _cell("slow", 4.0, rate=1000.0)]
+    run = _group(servers, cells, rate=1000.0, budget_s=6.0, slice_s=0.25)
+    outcomes = run_group(run)
+    assert [o.failure for o in outcomes] == [None, None]
+    fast, slow = (o.group for o in outcomes)
+    assert fast is not None and slow is not None
+    for g in (fast, slow):
+        assert 900.0 < g["rps"] < 1100.0, g["rps"]
+        lat = g["latency"]
+        assert lat["offered"] > 0 and lat["unsent"] <= 0.01 * lat["offered"]
+    assert slow["latency"]["p50_us"] > 2 * fast["latency"]["p50_us"] > 2000
+    assert run.result is not None
+    # (a generator thread that got no CPU for a whole window lets it pass, counting nothing)
+    counted = [s for s in run.result.slices if s.requests > 0]
+    assert len(counted) >= 0.9 * len(run.result.slices)
+    assert all(s.offered > 0 and s.latency is not None for s in counted)
+    assert not any(_alive(s.pid) for s in servers)

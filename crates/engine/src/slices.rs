@@ -16,13 +16,21 @@
 //! CPython one, its collector's pauses would empty short ones). At the end of a
 //! window each thread adds its slice's counts to a shared board (one lock per slice per
 //! thread, none per request).
+//!
+//! An open loop (`load.rate`, constant or Poisson arrivals) offers every target the same
+//! rate: in each of a target's windows its arrivals start at the window's load start and
+//! stop at its end, latency runs from each send's intended time, and what was due but not
+//! sent by the end is dropped and counted in the slice (`unsent`), never carried into
+//! another target's window (worker/sliced.rs). Its slices come with their latency
+//! histograms in progress snapshots too (each slice's once), so a caller can judge
+//! percentiles over a process's merged slices while the run goes on.
 
 use crate::engine::StartError;
 use crate::hist::{self, HistData};
 use crate::result::{
     endpoint_stats, generator_limited, EndpointStats, EndpointTally, Tally, ThreadStats,
 };
-use crate::spec::{LoadSpec, Mode};
+use crate::spec::LoadSpec;
 use crate::sys;
 use crate::worker::{
     Rng, Shared, SliceSink, ThreadOut, ThreadPlan, ThreadProgress, ThreadSpent, Window, Worker,
@@ -127,8 +135,12 @@ impl SlicedSpec {
             return Err(format!("rounds: at most {MAX_SLICES} slices in all"));
         }
         let l = &self.load;
-        if l.rate.is_some() || !l.rate_phases.is_empty() {
-            return Err("load.rate: slices run a closed loop only".into());
+        if !l.rate_phases.is_empty() {
+            return Err(
+                "load.rate_phases: slices take a constant rate (each window starts its \
+                 arrivals afresh)"
+                    .into(),
+            );
         }
         if l.fresh_share > 0.0 {
             return Err("load.fresh_share: not available with slices".into());
@@ -268,6 +280,9 @@ struct SliceAcc {
     requests: u64,
     errors: u64,
     timeouts: u64,
+    /// Open loop: sends due in the counted part, and sends dropped unsent at the end.
+    offered: u64,
+    unsent: u64,
     latency: Histogram<u64>,
     /// A mix: each endpoint's counters (empty without a mix).
     endpoints: Vec<EndpointTally>,
@@ -287,6 +302,9 @@ pub struct SliceBoard {
     threads_per_target: u32,
     /// The load shape: a mix's endpoint names and weights.
     load: LoadSpec,
+    /// An open loop: progress snapshots carry each slice's histogram (its percentiles over a
+    /// process's merged slices are what a caller judges).
+    open: bool,
 }
 
 impl SliceSink for SliceBoard {
@@ -303,6 +321,8 @@ impl SliceSink for SliceBoard {
         s.requests += tally.requests;
         s.errors += tally.errors.total();
         s.timeouts += tally.timeouts;
+        s.offered += tally.offered;
+        s.unsent += tally.unsent_at_end;
         hist::add(&mut s.latency, &tally.latency);
         if s.endpoints.len() < tally.endpoints.len() {
             s.endpoints
@@ -334,10 +354,10 @@ impl SliceBoard {
             .collect()
     }
 
-    /// The complete slices not in `reported` yet (then marked there), without histograms:
-    /// a progress snapshot. Each slice is summarised once, not at every snapshot (encoding
-    /// every slice's histogram ten times a second, under the board's lock, cost the
-    /// orchestrator's core more than the engine's own work in a long group).
+    /// The complete slices not in `reported` yet (then marked there), without histograms
+    /// but an open loop's: a progress snapshot. Each slice is summarised once, not at every
+    /// snapshot (encoding every slice's histogram ten times a second, under the board's
+    /// lock, cost the orchestrator's core more than the engine's own work in a long group).
     fn newly_complete(&self, reported: &mut Vec<bool>) -> Vec<SliceStats> {
         let b = self.slices.lock().unwrap_or_else(|e| e.into_inner());
         reported.resize(b.len(), false);
@@ -346,7 +366,7 @@ impl SliceBoard {
         for (i, s) in b.iter().enumerate() {
             if !reported[i] && s.parts == self.threads_per_target {
                 reported[i] = true;
-                out.push(self.stats(i, s, &clock, false));
+                out.push(self.stats(i, s, &clock, self.open));
             }
         }
         out
@@ -371,6 +391,8 @@ impl SliceBoard {
             requests: s.requests,
             errors: s.errors,
             timeouts: s.timeouts,
+            offered: s.offered,
+            unsent: s.unsent,
             duration_s: d,
             rps: if d > 0.0 { s.requests as f64 / d } else { 0.0 },
             started_at: clock.unix(s.started_ns),
@@ -420,6 +442,13 @@ pub struct SliceStats {
     pub requests: u64,
     pub errors: u64,
     pub timeouts: u64,
+    /// Open loop: sends due in the counted part (at the target's rate), and sends of the
+    /// window dropped at its end without being sent (queued, or waiting for a connection);
+    /// 0 in a closed loop.
+    #[serde(default)]
+    pub offered: u64,
+    #[serde(default)]
+    pub unsent: u64,
     /// Counted wall seconds (first thread's start to last thread's end).
     pub duration_s: f64,
     pub rps: f64,
@@ -440,7 +469,7 @@ pub struct SliceStats {
     /// more, or waited for a CPU `WAIT_LIMIT` of it or more (the figure may be low).
     #[serde(default)]
     pub generator_bound: bool,
-    /// The slice's latency histogram (absent from progress snapshots).
+    /// The slice's latency histogram (absent from progress snapshots but an open loop's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<HistData>,
     /// A mix: the figures of each endpoint in this slice, as a run's `endpoints` (absent
@@ -529,11 +558,6 @@ pub fn start(spec: &SlicedSpec) -> Result<RunningSlices, StartError> {
                 .map(|s| format!(" (unix socket {s})"));
             StartError::Invalid(format!("targets: {url}{}: {e}", on.unwrap_or_default()))
         })?;
-        if !matches!(p.mode, Mode::Closed | Mode::ConnectionPerRequest) {
-            return Err(StartError::Invalid(
-                "load: slices run a closed loop only".into(),
-            ));
-        }
         p.uring = uring;
         plans.push(Arc::new(p));
     }
@@ -561,6 +585,8 @@ pub fn start(spec: &SlicedSpec) -> Result<RunningSlices, StartError> {
                     requests: 0,
                     errors: 0,
                     timeouts: 0,
+                    offered: 0,
+                    unsent: 0,
                     latency: hist::new_hist(),
                     endpoints: Vec::new(),
                     parts: 0,
@@ -573,6 +599,7 @@ pub fn start(spec: &SlicedSpec) -> Result<RunningSlices, StartError> {
         ),
         threads_per_target: threads as u32,
         load: spec.load.clone(),
+        open: spec.load.rate.is_some(),
     });
     let mut workers = Vec::with_capacity(threads * n);
     for (t, plan) in plans.iter().enumerate() {
@@ -935,8 +962,8 @@ mod tests {
         s.targets[1] = s.targets[0].clone();
         assert!(s.validate().unwrap_err().starts_with("targets:"));
         let mut s = spec(3);
-        s.load.rate = Some(100.0);
-        assert!(s.validate().unwrap_err().starts_with("load.rate:"));
+        s.load.rate_phases = serde_json::from_str(r#"[{"rate": 50, "duration_s": 1}]"#).unwrap();
+        assert!(s.validate().unwrap_err().starts_with("load.rate_phases:"));
         let mut s = spec(0);
         assert!(s.validate().unwrap_err().starts_with("rounds:"));
         s.rounds = 1;
@@ -958,6 +985,19 @@ mod tests {
         s.validate().unwrap();
         let mut s = spec(2);
         s.load.requests_per_connection = 10;
+        s.validate().unwrap();
+    }
+
+    #[test]
+    fn an_open_loop_is_a_load_slices_take() {
+        // a constant rate, constant or Poisson arrivals (rate phases are refused: each
+        // window starts its arrivals afresh)
+        let mut s = spec(2);
+        s.load.rate = Some(100.0);
+        s.validate().unwrap();
+        s.load.arrival = crate::spec::Arrival::Poisson;
+        s.validate().unwrap();
+        s.load.keepalive = false;
         s.validate().unwrap();
     }
 

@@ -40,6 +40,12 @@ fn serve() -> (u16, Arc<Seen>) {
 
 /// [`serve`], closing a connection that stays idle for `idle` (a keep-alive timeout).
 fn serve_idle(idle: Option<Duration>) -> (u16, Arc<Seen>) {
+    serve_with(idle, Duration::ZERO)
+}
+
+/// [`serve_idle`], each response written `delay` after its request was read (a slow
+/// server: a connection serves one request per `delay`).
+fn serve_with(idle: Option<Duration>, delay: Duration) -> (u16, Arc<Seen>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let seen = Arc::new(Seen::default());
@@ -48,7 +54,7 @@ fn serve_idle(idle: Option<Duration>) -> (u16, Arc<Seen>) {
         for s in l.incoming() {
             let Ok(s) = s else { continue };
             s.set_read_timeout(idle).unwrap();
-            answer(s, &s2);
+            answer(s, &s2, delay);
         }
     });
     (port, seen)
@@ -62,15 +68,15 @@ fn serve_unix(path: &PathBuf) -> Arc<Seen> {
     thread::spawn(move || {
         for s in l.incoming() {
             let Ok(s) = s else { continue };
-            answer(s, &s2);
+            answer(s, &s2, Duration::ZERO);
         }
     });
     seen
 }
 
 /// Answer every request on an accepted connection (a thread of its own), until the client
-/// closes it.
-fn answer<S: Read + Write + Send + 'static>(mut s: S, seen: &Arc<Seen>) {
+/// closes it, each `delay` after it was read.
+fn answer<S: Read + Write + Send + 'static>(mut s: S, seen: &Arc<Seen>, delay: Duration) {
     seen.accepted.fetch_add(1, Ordering::Relaxed);
     seen.accepts.lock().unwrap().push(unix_now());
     let seen = seen.clone();
@@ -87,6 +93,9 @@ fn answer<S: Read + Write + Send + 'static>(mut s: S, seen: &Arc<Seen>) {
             while let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
                 pending.drain(..i + 4);
                 seen.requests.lock().unwrap().push(unix_now());
+                if !delay.is_zero() {
+                    thread::sleep(delay);
+                }
                 out.extend_from_slice(HELLO);
             }
             if s.write_all(&out).is_err() {
@@ -271,9 +280,9 @@ fn bad_plans_are_refused_naming_the_field() {
     let err = slices::start(&spec).err().unwrap().to_string();
     assert!(err.starts_with("targets:"), "{err}");
     spec = plan(&[1, 2], Io::Epoll, 2);
-    spec.load.rate = Some(10.0);
+    spec.load.rate_phases = serde_json::from_str(r#"[{"rate": 10, "duration_s": 1}]"#).unwrap();
     let err = slices::start(&spec).err().unwrap().to_string();
-    assert!(err.starts_with("load.rate:"), "{err}");
+    assert!(err.starts_with("load.rate_phases:"), "{err}");
 }
 
 fn a_mix_is_counted_per_endpoint_in_every_slice(io: Io) {
@@ -575,4 +584,175 @@ fn a_socket_that_is_not_there_names_its_target() {
         m = missing.display()
     );
     assert_eq!(err, want);
+}
+
+/// Target `t`'s windows in Unix time: its first touch (the touches one after another, in
+/// target order, before the first round's settle), then each slice from its settle's start.
+fn windows_of(r: &slices::SlicedResult, t: usize) -> Vec<(f64, f64)> {
+    let spec = &r.spec;
+    let settle = spec.settle_s;
+    let first = r
+        .slices
+        .iter()
+        .map(|s| s.started_at)
+        .fold(f64::MAX, f64::min)
+        - settle;
+    let touches: f64 = (0..spec.targets.len()).map(|k| spec.warmup_s_of(k)).sum();
+    let before: f64 = (0..t).map(|k| spec.warmup_s_of(k)).sum();
+    let touch = first - touches + before;
+    let mut w = vec![(touch, touch + spec.warmup_s_of(t))];
+    w.extend(
+        r.slices
+            .iter()
+            .filter(|s| s.target == t)
+            .map(|s| (s.started_at - settle, s.ended_at)),
+    );
+    w
+}
+
+/// Every request each of `seen`'s servers read came inside one of its target's windows
+/// (30 ms allowed at either edge: the engine's clock read against Unix time, a request
+/// written just before a window's end read by the server just after it): a send carried
+/// over, or an arrival not stopped, would reach its server in another target's window.
+fn requests_inside_windows(seen: &[Arc<Seen>], r: &slices::SlicedResult) {
+    for (t, own) in seen.iter().enumerate() {
+        let windows = windows_of(r, t);
+        let times = own.requests.lock().unwrap();
+        let stray = times
+            .iter()
+            .filter(|&&x| !windows.iter().any(|&(a, b)| x >= a - 0.03 && x <= b + 0.03))
+            .count();
+        assert_eq!(stray, 0, "target {t}: requests outside its windows");
+    }
+}
+
+fn an_open_loop_in_slices(io: Io, poisson: bool) {
+    // An open loop at 400 req/s per target, over two fast servers: each target's sends
+    // arrive inside its own windows only (none leaks into the other's), at its rate from
+    // the window's load start, and none is left unsent.
+    let (pa, a) = serve();
+    let (pb, b) = serve();
+    let mut spec = plan(&[pa, pb], io, 4);
+    spec.slice_s = 0.3;
+    spec.load.rate = Some(400.0);
+    if poisson {
+        spec.load.arrival = pywebbench_engine::spec::Arrival::Poisson;
+    }
+    let r = slices::run(&spec).unwrap();
+    assert!(!r.interrupted && !r.stopped_early);
+    assert_eq!(r.slices.len(), 8, "two targets x four rounds");
+    let seen = [a, b];
+    for s in &r.slices {
+        assert_eq!(s.errors, 0, "slice {}", s.index);
+        // a fast server keeps up: at most a send or two due as a busy host noticed the end
+        assert!(s.unsent <= 4, "slice {}: {} unsent", s.index, s.unsent);
+        // 400/s over the counted part: 120 sends (Poisson: within ~4 sigma)
+        let want = 400.0 * s.duration_s;
+        let slack = if poisson {
+            4.0 * want.sqrt()
+        } else {
+            0.05 * want + 3.0
+        };
+        assert!(
+            (s.offered as f64 - want).abs() <= slack,
+            "slice {}: {} offered in {:.3} s",
+            s.index,
+            s.offered,
+            s.duration_s
+        );
+        assert!(
+            s.requests + 4 >= s.offered && s.requests <= s.offered + 4,
+            "slice {}: {} answered of {} offered",
+            s.index,
+            s.requests,
+            s.offered
+        );
+        let h = s.latency.as_ref().unwrap();
+        assert_eq!(h.summary.count, s.requests);
+        other_target_idle(&seen, s);
+    }
+    requests_inside_windows(&seen, &r);
+    for t in &r.targets {
+        assert_eq!(t.errors, 0, "{:?}", t.error_classes);
+    }
+    // Progress snapshots of an open loop carry each slice's histogram (once each).
+    let running = slices::start(&spec).unwrap();
+    running.wait_timeout(Duration::from_secs(10));
+    let snap = running.progress().new_slices;
+    assert_eq!(snap.len(), 8);
+    assert!(snap.iter().all(|s| s.latency.is_some()));
+}
+
+#[test]
+fn epoll_an_open_loop_in_slices() {
+    an_open_loop_in_slices(Io::Epoll, false)
+}
+
+#[test]
+fn uring_an_open_loop_in_slices() {
+    an_open_loop_in_slices(Io::Uring, false)
+}
+
+#[test]
+fn epoll_a_poisson_open_loop_in_slices() {
+    an_open_loop_in_slices(Io::Epoll, true)
+}
+
+fn an_overloaded_open_loop_in_slices(io: Io, keepalive: bool) {
+    // Two connections per target on servers that take 20 ms a request (100 req/s at most)
+    // offered 200 req/s: the sends queue. Latency runs from each send's intended time, so
+    // the queue's wait is in it (from the send time it would stay near 20 ms); what is still
+    // queued at a window's end is counted unsent and dropped, never sent in the other
+    // target's window.
+    let delay = Duration::from_millis(20);
+    let (pa, a) = serve_with(None, delay);
+    let (pb, b) = serve_with(None, delay);
+    let mut spec = plan(&[pa, pb], io, 3);
+    spec.load.connections = 2;
+    spec.load.keepalive = keepalive;
+    spec.load.rate = Some(200.0);
+    spec.slice_s = 0.5;
+    spec.settle_s = 0.1;
+    let r = slices::run(&spec).unwrap();
+    assert_eq!(r.slices.len(), 6, "two targets x three rounds");
+    let seen = [a, b];
+    for s in &r.slices {
+        let h = s.latency.as_ref().unwrap();
+        // served at 100/s of 200/s offered: the queue grows by 100/s, and the median
+        // send waits ~0.15 s of the 0.5-s slice (its settle's queue before it)
+        assert!(
+            h.summary.p50 >= 60_000,
+            "slice {}: median {} us: not from the intended send time",
+            s.index,
+            h.summary.p50
+        );
+        assert!(s.requests <= 2 * 30, "slice {}: {}", s.index, s.requests);
+        assert!(
+            s.unsent >= 30,
+            "slice {}: {} unsent of {} offered",
+            s.index,
+            s.unsent,
+            s.offered
+        );
+        assert!(s.offered >= 90, "slice {}: {}", s.index, s.offered);
+        other_target_idle(&seen, s);
+    }
+    // A send's request reaches the server inside its target's windows: a queue carried
+    // over would be sent in the next window of the other target.
+    requests_inside_windows(&seen, &r);
+}
+
+#[test]
+fn epoll_an_overloaded_open_loop_in_slices() {
+    an_overloaded_open_loop_in_slices(Io::Epoll, true)
+}
+
+#[test]
+fn uring_an_overloaded_open_loop_in_slices() {
+    an_overloaded_open_loop_in_slices(Io::Uring, true)
+}
+
+#[test]
+fn epoll_an_overloaded_open_loop_in_slices_a_connection_per_request() {
+    an_overloaded_open_loop_in_slices(Io::Epoll, false)
 }

@@ -49,6 +49,15 @@ stack's ratio to the reference.
 
 Each process's warm-up is judged against the round too (its share of each round:
 :func:`pywebbench.analysis.warmup.warm_round`); only its slices after it was warm are fitted.
+
+**Open loops.** At a fixed offered rate every stack serves that rate: its req/s says
+nothing, its latency does. A process's p50 and p99 are read from the histogram of its
+measured slices merged, and each percentile is fitted as above with one observation per
+process (:func:`fit_percentile`): a stack's figure is the geometric mean of its processes',
+its interval (:meth:`GroupFit.level_interval`) Student's t over the processes' spread about
+their stacks' levels, pooled over the stacks (per family with families). What a stop rule
+judges is again never below the slices' own noise: the spread of the slices' own
+percentiles, the round taken out, over a process's slices (:class:`LatencyFit`).
 """
 
 from __future__ import annotations
@@ -148,6 +157,14 @@ class GroupFit:
     def rps(self, stack: str) -> float:
         """The stack's requests/s at the group's average round."""
         return math.exp(self.levels[stack] + self.mean_round)
+
+    def level_interval(self, stack: str) -> Interval:
+        """The stack's own figure (:meth:`rps`: a percentile fit's geometric mean of its
+        processes' percentiles) with its interval over its processes: Student's t with the
+        process variance over its ``K`` processes (the rounds' effects taken as known)."""
+        return self._interval(
+            self.levels[stack] + self.mean_round, {stack: 1.0 / self.counts[stack]}
+        )
 
     def ratio(self, stack: str, other: str) -> Interval:
         """``stack`` / ``other`` with its interval."""
@@ -287,6 +304,57 @@ def fit_group(
         families=family_of if by_family else {},
         by_family=by_family,
     )
+
+
+def fit_percentile(
+    by_process: Mapping[int, float],
+    slices: Iterable[Observation],
+    stack_of: Mapping[int, str],
+    *,
+    level: float = 0.95,
+    families: Mapping[str, str] | None = None,
+) -> GroupFit | None:
+    """An open loop's latency percentile over processes (module doc, "Open loops"):
+    ``by_process`` holds each process's percentile over its merged measured slices (us),
+    one observation each; ``slices`` each measured slice's own percentile, whose spread
+    (the round taken out) gives :attr:`GroupFit.slice_noise`, the floor a stop rule judges.
+    None without a process."""
+    fit = fit_group(
+        [Observation(0, p, v) for p, v in by_process.items()],
+        stack_of,
+        level=level,
+        families=families,
+    )
+    if fit is None:
+        return None
+    noise = fit_group(slices, stack_of, level=level, families=families)
+    if noise is None:
+        return fit
+    return replace(
+        fit,
+        slice_noise=noise.slice_noise,
+        by_family={
+            f: (v, df, noise.by_family.get(f, (0.0, 0, 0.0))[2])
+            for f, (v, df, _) in fit.by_family.items()
+        },
+    )
+
+
+@dataclass(frozen=True)
+class LatencyFit:
+    """An open loop's figures: each stack's p50 and p99 over its processes
+    (:func:`fit_percentile`)."""
+
+    p50: GroupFit
+    p99: GroupFit
+
+    def widest(self) -> float:
+        """The widest half-width a stop rule judges: every stack's p99 interval on
+        :meth:`GroupFit.for_stopping` (the tail is what an open loop is run for, and the
+        widest of the two); NaN when a stack has no interval."""
+        judged = self.p99.for_stopping()
+        widths = [judged.level_interval(s).half_width for s in judged.levels]
+        return max(widths) if widths and all(math.isfinite(w) for w in widths) else math.nan
 
 
 def ranked(fit: GroupFit) -> list[tuple[str, Interval | None]]:

@@ -20,7 +20,11 @@ request) or ``load.requests_per_connection``, connections are opened inside the 
 slices only. Targets may differ in slice length and first touch (``slice_s_by_target``,
 ``warmup_s_by_target``: a PyPy process beside CPython ones wants longer slices and a longer
 touch), and each may be a server on a unix socket of its own (``unix_socket_by_target``, as a
-load's ``unix_socket``: the URL still gives the path and the Host header).
+load's ``unix_socket``: the URL still gives the path and the Host header). With
+``load.rate`` (an open loop, constant or Poisson arrivals) every target is offered that rate
+in its windows only: latency runs from each send's intended time, and a send not sent by
+its window's end is dropped and counted in the slice's ``unsent``; such a run's progress
+snapshots carry each slice's histogram.
 """
 
 from __future__ import annotations
@@ -118,6 +122,10 @@ class SliceStats(_Record):
     requests: int
     errors: int
     timeouts: int
+    #: An open loop: sends due in the counted part, and sends of the window dropped at its
+    #: end without being sent (queued, or waiting for a connection); 0 in a closed loop.
+    offered: int = 0
+    unsent: int = 0
     duration_s: float
     rps: float
     started_at: float

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pywebbench import formatting as fmt
 from pywebbench.analysis.modes import modes, replicate_figures
@@ -570,15 +571,7 @@ def group_notes(ranking: Ranking) -> list[GroupNote]:
         g = rows[0].point.group
         assert g is not None
         start, end = (str(t)[11:16] for t in g.get("span", ["", ""]))
-        ratios = []
-        for r in rows:
-            pg = r.point.group or {}
-            ci = (
-                f" [{pg['low']:.3f}, {pg['high']:.3f}]"
-                if pg.get("low") is not None and pg.get("high") is not None
-                else ""
-            )
-            ratios.append(f"{r.stack.label} {pg.get('ratio', math.nan):.3f}{ci}")
+        figures = open_loop_latency(rows) if g.get("latency") else _ratios(rows)
         idle = g.get("idle_cpu_share")
         idle_text = (
             f" The idle processes took {idle['median']:.1%} of the server cores during "
@@ -604,10 +597,62 @@ def group_notes(ranking: Ranking) -> list[GroupNote]:
                     )
                     + (f" Its intervals stayed wide: {wide}." if wide else "")
                 ),
-                ratios=f"Ratio to the {g.get('reference')}: " + "; ".join(ratios) + "." + idle_text,
+                ratios=figures + idle_text,
             )
         )
     return notes
+
+
+def _ratios(rows: Sequence[RankingRow]) -> str:
+    """A closed-loop group's figures: every stack's ratio to the group's reference with its
+    interval."""
+    g = rows[0].point.group or {}
+    ratios = []
+    for r in rows:
+        pg = r.point.group or {}
+        ci = (
+            f" [{pg['low']:.3f}, {pg['high']:.3f}]"
+            if pg.get("low") is not None and pg.get("high") is not None
+            else ""
+        )
+        ratios.append(f"{r.stack.label} {pg.get('ratio', math.nan):.3f}{ci}")
+    return f"Ratio to the {g.get('reference')}: " + "; ".join(ratios) + "."
+
+
+def open_loop_latency(rows: Sequence[RankingRow]) -> str:
+    """An open-loop group's figures (``flags["group"]["latency"]``), lowest p99 first:
+    every stack offered the same rate, its p50 and p99 with their 95% intervals over its
+    server processes, the req/s it achieved and the sends dropped unsent."""
+
+    def ms(lat: Mapping[str, Any], name: str) -> str:
+        value, low, high = (lat.get(f"{name}_{k}") for k in ("us", "low", "high"))
+        if value is None:
+            return f"{name} n/a"
+        ci = ""
+        if low is not None and high is not None:
+            ci = f" [{low / 1000:.3f}, {high / 1000:.3f}]"
+        return f"{name} {value / 1000:.3f} ms{ci}"
+
+    def p99(r: RankingRow) -> float:
+        value = ((r.point.group or {}).get("latency") or {}).get("p99_us")
+        return float(value) if value is not None else math.inf
+
+    parts = []
+    for r in sorted(rows, key=lambda r: (p99(r), r.stack.label)):
+        pg = r.point.group or {}
+        lat = pg.get("latency") or {}
+        offered, unsent = lat.get("offered") or 0, lat.get("unsent") or 0
+        dropped = f", {unsent / offered:.2%} unsent" if offered and unsent else ""
+        parts.append(
+            f"{r.stack.label} {ms(lat, 'p50')}, {ms(lat, 'p99')}, "
+            f"{fmt.rate(pg.get('rps') or 0.0)} req/s{dropped}"
+        )
+    rate = (rows[0].point.group or {}).get("latency", {}).get("rate")
+    offered = f" at {rate:g} req/s offered" if rate is not None else ""
+    return (
+        f"Open loop{offered}, each stack at the same rate, lowest p99 first (latency from "
+        "the intended send time; 95% CIs over the server processes): " + "; ".join(parts) + "."
+    )
 
 
 def _processes(rows: Sequence[RankingRow]) -> str:

@@ -22,6 +22,14 @@ and the exports read it as they are: a replicate per server process, an iteratio
 group's figures in each cell's flags (``flags["group"]``: req/s at the group's average round,
 the ratio to the reference with its interval, and the ratio to every other stack of the
 group, from which ranks and ties are read).
+
+An open loop (``--rate``) offers every process the same rate in its slices (the engine's
+arrivals start with each slice's window and stop at its end; what was not sent by then is
+dropped and counted unsent). Its req/s is pinned at that rate, so its figures are latency:
+each stack's p50 and p99 from its processes' merged measured slices, with intervals over
+the processes (:func:`pywebbench.analysis.group.fit_percentile`); the warm-up is judged on
+the slices' median latency, and the stop rule on every stack's p99 interval
+(``flags["group"]["latency"]``; the req/s figures stay, without intervals).
 """
 
 from __future__ import annotations
@@ -132,8 +140,6 @@ def why_not_interleaved(cell: CellPlan, load: LoadConfig) -> str | None:
         return f"--warmup {load.warmup}: a warm-up of each server of its own"
     if load.server_scope == "stack":
         return "--server-scope stack: one server serves a stack's cells in turn"
-    if cell.load_model != "closed":
-        return "open loop: slices run a closed loop"
     if cell.workload.websocket:
         return "WebSocket: slices speak HTTP"
     if cell.protocol != "http1":
@@ -218,10 +224,11 @@ def enough(j: GroupJudgement, members: Sequence[Member], options: GroupOptions) 
     """The stop rule: every live process warm with
     :data:`~pywebbench.run.rotation.MIN_ROUNDS` measured rounds
     (:meth:`GroupJudgement.settled`), and every gap of the ranking and every stack's ratio
-    to the reference within +-``ci_width`` (:meth:`GroupJudgement.widest`)."""
+    to the reference within +-``ci_width``, or an open loop's every stack's p99 interval
+    over its processes (:meth:`GroupJudgement.widest`)."""
     if not j.settled(members):
         return False
-    if j.fit is not None and len(j.fit.levels) < 2:
+    if j.judged is not None and len(j.judged.levels) < 2:
         return True  # one stack: nothing to compare, its processes are warm and measured
     width = j.widest(options.reference)
     return math.isfinite(width) and width <= options.ci_width
@@ -247,6 +254,8 @@ class GroupRun:
     ) -> None:
         self.cells = list(cells)
         self.options = options
+        #: An open loop (``--rate``): every process offered the cells' rate, latency judged.
+        self.open_loop = any(p.cell.load_model == "open" for p in self.cells)
         self.store = store
         #: The group's server processes: every one it started is stopped by :meth:`stop_all`.
         self.pool = pool
@@ -472,7 +481,13 @@ class GroupRun:
 
         def stop(so_far: Rounds) -> bool:
             members = [m for m in self.members if m.stopped is None]
-            j = judge(so_far.slices, self.members, self.options.rule, dropped=so_far.dropped)
+            j = judge(
+                so_far.slices,
+                self.members,
+                self.options.rule,
+                dropped=so_far.dropped,
+                open_loop=self.open_loop,
+            )
             warm = sum(1 for m in members if j.warm.get(m.index) is not None)
             width = j.widest(self.options.reference)
             self._say(
@@ -535,6 +550,7 @@ class GroupRun:
             self.options.rule,
             dropped=self.rotated.dropped,
             final=True,
+            open_loop=self.open_loop,
         )
 
     def _spec_of(self, m: GroupMember) -> LoadSpec:
@@ -575,14 +591,15 @@ class GroupRun:
         warm with :data:`GROW_AFTER` measured rounds yet, the intervals narrow enough or
         narrowing with rounds, the stack at its most processes, the memory or the budget
         left too small for them, or :data:`MOST_GROWTHS` done."""
-        if growths >= MOST_GROWTHS or j.fit is None or len(j.fit.levels) < 2:
+        judged = j.judged
+        if growths >= MOST_GROWTHS or judged is None or len(judged.levels) < 2:
             return None
         if not j.settled(self.members, GROW_AFTER):
             return None
         if j.widest(self.options.reference) <= self.options.ci_width:
             return None
         live = [m for m in self.members if m.stopped is None]
-        found = disagreement(j.fit, {m.index: m.stack for m in live}, at_least=GROW_WHEN)
+        found = disagreement(judged, {m.index: m.stack for m in live}, at_least=GROW_WHEN)
         if found is None:
             return None
         mine = [m for m in live if m.stack == found.stack]
@@ -770,6 +787,8 @@ class GroupRun:
                     other: _triple(fit.ratio(key, other)) for other in fit.levels if other != key
                 },
             }
+            if self.open_loop:
+                out[p.cell_id].update(self._open_loop_flags(j, p, out[p.cell_id]))
             if wide is not None:
                 out[p.cell_id]["wide_because"] = wide
             if self.grown:
@@ -779,6 +798,37 @@ class GroupRun:
             if burners:
                 out[p.cell_id]["idle_burn"] = burners
         return out
+
+    def _open_loop_flags(
+        self, j: GroupJudgement, p: CellProgress, flags: dict[str, Any]
+    ) -> dict[str, Any]:
+        """An open loop's figures of ``p``'s stack, over ``flags`` (the req/s ones): its
+        req/s without intervals (pinned at the offered rate, the ratios are read, not
+        judged), and ``latency``: the offered rate, its p50 and p99 (us) with their
+        intervals over its processes, and the sends its measured slices were offered and
+        dropped unsent."""
+        key = p.cell.variant.key
+        latency: dict[str, Any] = {"rate": p.cell.rate}
+        if j.latency is not None and key in j.latency.p99.levels:
+            for name, fit in (("p50", j.latency.p50), ("p99", j.latency.p99)):
+                iv = fit.level_interval(key)
+                latency[f"{name}_us"] = iv.ratio
+                latency[f"{name}_low"] = iv.low if math.isfinite(iv.low) else None
+                latency[f"{name}_high"] = iv.high if math.isfinite(iv.high) else None
+        rotated = self.rotated
+        assert rotated is not None  # measured
+        mine = {m.index for m in self.members if m.progress is p}
+        measured = [s for s in j.measured_slices(rotated.result.slices) if s.target in mine]
+        latency["offered"] = sum(s.offered for s in measured)
+        latency["unsent"] = sum(s.unsent for s in measured)
+        return {
+            "rps_low": None,
+            "rps_high": None,
+            "low": None,
+            "high": None,
+            "vs": {other: [v[0], None, None] for other, v in flags["vs"].items()},
+            "latency": latency,
+        }
 
     def _idle_burners(self) -> dict[str, float]:
         """The stacks whose idle processes take more than :data:`IDLE_BURN` of a core each
@@ -809,7 +859,7 @@ class GroupRun:
         slices do (:func:`pywebbench.analysis.group.disagreement`): said, and stored with
         the group's figures; None when it ended as narrow as asked, or more rounds would
         have narrowed it."""
-        fit = j.fit
+        fit = j.judged
         if fit is None or j.widest(reference) <= self.options.ci_width:
             return None
         by_index = {m.index: m for m in self.members}

@@ -36,12 +36,19 @@ import math
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pywebbench.analysis.estimate import MIN_ROUNDS
-from pywebbench.analysis.group import GroupFit, Observation, fit_group, widest
+from pywebbench.analysis.group import (
+    GroupFit,
+    LatencyFit,
+    Observation,
+    fit_group,
+    fit_percentile,
+    widest,
+)
 from pywebbench.analysis.steady import preload
 from pywebbench.analysis.warmup import WarmRule, round_shares, warm_round
 from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats
@@ -269,6 +276,19 @@ class GroupJudgement:
     #: member index -> the first round its measured slices start at: its warm round, or
     #: (final judgement of a process that never settled) the middle of its rounds
     starts: dict[int, int | None] = field(default_factory=dict)
+    #: An open loop: each stack's p50 and p99 over its processes' merged measured slices
+    #: (:func:`latency_fit`), what its stop rule judges; None: a closed loop, or no slice.
+    latency: LatencyFit | None = None
+    open_loop: bool = False
+
+    @property
+    def judged(self) -> GroupFit | None:
+        """The fit whose intervals the stop rule judges and whose processes' disagreement
+        may grow a stack: an open loop's p99 (its req/s is pinned at the offered rate: None
+        before its latency is fitted), else the req/s fit."""
+        if self.open_loop:
+            return self.latency.p99 if self.latency is not None else None
+        return self.fit
 
     def reference(self, named: str | None) -> str | None:
         """The reference the ratios are to: ``named`` when it is a stack of the fit, else
@@ -277,8 +297,12 @@ class GroupJudgement:
 
     def widest(self, reference: str | None) -> float:
         """The widest interval the stop rule judges: every gap of the ranking and every
-        stack's ratio to the reference (:func:`pywebbench.analysis.group.widest`); NaN:
-        none, or a group of one stack."""
+        stack's ratio to the reference (:func:`pywebbench.analysis.group.widest`); an open
+        loop's, every stack's p99 interval (:meth:`LatencyFit.widest`). NaN: none, or a
+        group of one stack."""
+        if self.open_loop:
+            fits = self.latency
+            return fits.widest() if fits is not None and len(fits.p99.levels) > 1 else math.nan
         return widest(self.fit, self.reference(reference)) if self.fit is not None else math.nan
 
     def measured_slices(self, slices: Sequence[SliceStats]) -> list[SliceStats]:
@@ -309,17 +333,25 @@ def judge(
     *,
     dropped: Callable[[SliceStats], str | None] = lambda _: None,
     final: bool = False,
+    open_loop: bool = False,
 ) -> GroupJudgement:
     """Warm rounds and the fit from the complete slices so far. With ``final``, a process
-    that never settled is measured on its last half of rounds (and flagged by the caller)."""
+    that never settled is measured on its last half of rounds (and flagged by the caller).
+
+    An open loop (``open_loop``: its slices carry their histograms) serves the offered rate
+    whatever a process does: its warm-up is judged on its slices' median latency (as a
+    speed, 1/p50: faster is larger, as req/s), and its figures are its stacks' latencies
+    (:func:`latency_fit`)."""
     alive = {m.index: m for m in members if m.stopped is None}
-    obs = [
-        Observation(s.round, s.target, s.rps)
-        for s in slices
-        if s.target in alive and s.requests > 0 and dropped(s) is None
-    ]
+    kept_slices = [s for s in slices if s.target in alive and s.requests > 0 and dropped(s) is None]
+    obs = [Observation(s.round, s.target, s.rps) for s in kept_slices]
     rounds = len({s.round for s in slices})
-    shares = round_shares(obs)
+    paced = (
+        [Observation(s.round, s.target, 1e6 / s.p50_us) for s in kept_slices if s.p50_us > 0]
+        if open_loop
+        else obs
+    )
+    shares = round_shares(paced)
     warm: dict[int, int | None] = {}
     starts: dict[int, int | None] = {}
     measured: dict[int, int] = {}
@@ -337,7 +369,45 @@ def judge(
     stack_of = {m.index: m.stack for m in alive.values()}
     families = {m.stack: m.family for m in alive.values()}
     fit = fit_group(kept, stack_of, families=families)
-    return GroupJudgement(warm, fit, rounds, measured, starts)
+    latency = None
+    if open_loop:
+        measured_slices = [
+            s for s in kept_slices if (w := starts.get(s.target)) is not None and s.round >= w
+        ]
+        latency = latency_fit(measured_slices, stack_of, families)
+    return GroupJudgement(warm, fit, rounds, measured, starts, latency, open_loop)
+
+
+def latency_fit(
+    slices: Sequence[SliceStats], stack_of: Mapping[int, str], families: Mapping[str, str]
+) -> LatencyFit | None:
+    """An open loop's p50 and p99 per stack, over its processes (module doc of
+    :mod:`pywebbench.analysis.group`, "Open loops"): each process's percentiles from the
+    histograms of its measured ``slices`` merged (by the engine's HdrHistogram); None
+    without a slice (or one without its histogram: the engine gives an open loop's)."""
+    from pywebbench.load.histogram import Histogram
+
+    by_process: dict[int, list[str]] = {}
+    for s in slices:
+        if s.latency is None:
+            return None
+        by_process.setdefault(s.target, []).append(s.latency.hist)
+    quantiles = {
+        p: Histogram.merge_all(hists).quantiles([0.5, 0.99]) for p, hists in by_process.items()
+    }
+    fits = []
+    for k, field_name in enumerate(("p50_us", "p99_us")):
+        noise = [Observation(s.round, s.target, float(getattr(s, field_name))) for s in slices]
+        fit = fit_percentile(
+            {p: q[k] for p, q in quantiles.items() if q[k] > 0},
+            noise,
+            stack_of,
+            families=families,
+        )
+        if fit is None:
+            return None
+        fits.append(fit)
+    return LatencyFit(p50=fits[0], p99=fits[1])
 
 
 @dataclass

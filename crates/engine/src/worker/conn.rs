@@ -279,6 +279,8 @@ impl Worker {
     /// After a close: reconnect (keep-alive pools), or, open loop with a connection per
     /// request, serve the oldest queued send on a new connection (the pool otherwise: a
     /// queued send must not wait behind later arrivals, or its wait would never be counted).
+    /// Outside an interleaved run's windows a keep-alive connection is opened again only
+    /// when the next window opens (`slice_refill`), never during another target's.
     pub(super) fn reopen(&mut self, i: usize, now: u64) {
         if self.open && !self.keepalive {
             if self.conns[i].unsent > 0 {
@@ -286,7 +288,7 @@ impl Worker {
             } else {
                 self.conn_idle(i, now);
             }
-        } else if self.may_issue() || self.conns[i].unsent > 0 || self.open {
+        } else if self.may_issue() || self.conns[i].unsent > 0 || (self.open && self.slice_open) {
             self.start_connect(i, now);
         }
     }

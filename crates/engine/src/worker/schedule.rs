@@ -36,6 +36,8 @@ pub(super) struct Arrivals {
     curve: RateCurve,
     cursor: usize,
     target: f64,
+    /// Constant arrivals: the first target count (`id/threads` of the thread's target).
+    first: f64,
     poisson: bool,
     rng: Rng,
     t0: u64,
@@ -46,20 +48,33 @@ impl Arrivals {
     pub(super) fn new(plan: &Plan, id: usize, share: f64, t0: u64) -> Arrivals {
         let poisson = plan.spec.arrival == Arrival::Poisson;
         let seed = plan.spec.seed ^ (id as u64).wrapping_mul(0xA076_1D64_78BD_642F);
-        let mut rng = Rng(seed);
-        let target = if poisson {
-            -rng.unit().ln()
-        } else {
-            id as f64 / plan.spec.threads.max(1) as f64
-        };
-        Arrivals {
+        let threads = plan.spec.threads.max(1) as usize;
+        // (an interleaved run numbers its threads across targets: each target's own)
+        let first = (id % threads) as f64 / threads as f64;
+        let mut a = Arrivals {
             curve: plan.spec.rate_curve(share),
             cursor: 0,
-            target,
+            target: 0.0,
+            first,
             poisson,
-            rng,
+            rng: Rng(seed),
             t0,
-        }
+        };
+        a.restart(t0);
+        a
+    }
+
+    /// Start the schedule afresh at `t0` (an interleaved run's window of the thread's target:
+    /// its arrivals begin when the window's load does, at the curve's start; Poisson draws
+    /// go on from the same seeded stream).
+    pub(super) fn restart(&mut self, t0: u64) {
+        self.t0 = t0;
+        self.cursor = 0;
+        self.target = if self.poisson {
+            -self.rng.unit().ln()
+        } else {
+            self.first
+        };
     }
 
     /// The time of the current send (CLOCK_MONOTONIC ns); u64::MAX when the rate fell to 0

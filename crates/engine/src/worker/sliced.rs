@@ -3,6 +3,12 @@
 //! board when its window ends. Keep-alive connections stay open between windows; a
 //! connection closed outside them (a connection per request, a few requests per connection,
 //! a server's keep-alive timeout) is opened again when the next window opens.
+//!
+//! An open loop's arrivals start afresh at each window's `load_start`, at the target's rate,
+//! and stop at the window's end: a send due in the window but not sent by its end (queued,
+//! waiting for its connection, or not dispatched yet by a thread that noticed the end late)
+//! is dropped there and counted as unsent in the slice, never sent in another target's
+//! window. Latency runs from each send's intended time, as in any open loop.
 
 use super::conn::CState;
 use super::Worker;
@@ -112,6 +118,9 @@ impl Worker {
                     // it pass unloaded: its slice counts nothing, and its round is dropped.
                     if now < w.end {
                         self.slice_open = true;
+                        if self.open {
+                            self.slice_arrivals_from(w.load_start);
+                        }
                         self.slice_refill(now);
                     }
                 }
@@ -137,6 +146,9 @@ impl Worker {
                     t.stage = Stage::Idle;
                     t.next += 1;
                     self.slice_open = false;
+                    if self.open {
+                        self.slice_drop_unsent(w.end);
+                    }
                     if let (Some(i), Some(mut outside)) = (w.slice, t.outside.take()) {
                         // Nothing was counted after the planned end (checked per event), so
                         // a thread that notices the end late still ends the slice there.
@@ -167,8 +179,9 @@ impl Worker {
         }
     }
 
-    /// A window opened: put requests on every idle open connection, and open the closed
-    /// ones: those closed while the thread was outside its windows (a keep-alive timeout
+    /// A window opened: put requests on every idle open connection (an open loop's wait in
+    /// its pool for their arrivals), and open the closed ones: those closed while the
+    /// thread was outside its windows (a keep-alive timeout
     /// shorter than the gap between windows, a connection that served its
     /// `requests_per_connection`, or with a connection per request every one, whose request
     /// was answered after the window's end; the reconnect is not done at the close, where it
@@ -178,16 +191,62 @@ impl Worker {
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
             match c.state {
-                CState::Open if c.inflight.len() < self.depth as usize => {
+                // (An open loop's idle connections wait in its pool for the arrivals.)
+                CState::Open if c.inflight.len() < self.depth as usize && !self.open => {
                     self.fill(i);
                     self.flush(i, now);
                 }
-                // (A connection of the initial pool not yet started is the connect phase's.)
-                CState::Closed if i < self.pending_connect => {
+                // (A connection of the initial pool not yet started is the connect phase's;
+                // an open loop's connection per request is opened by its send.)
+                CState::Closed if i < self.pending_connect && (self.keepalive || !self.open) => {
                     self.start_connect(i, now);
                 }
                 _ => {}
             }
         }
+    }
+
+    /// Open loop: a window of the thread's target opened at `at`: its arrivals start there,
+    /// at the thread's share of the rate (a thread that noticed the opening late dispatches
+    /// the sends already due at once, their wait counted from their intended times).
+    fn slice_arrivals_from(&mut self, at: u64) {
+        self.arrivals.restart(at);
+        self.next_arrival = self.arrivals.current();
+        self.max_lead_ns = self.arrivals.max_lead_ns(self.next_arrival);
+    }
+
+    /// Open loop: the window ended at `end`; nothing of it is sent in another target's
+    /// window. The sends due before the end that were not sent are dropped and counted in
+    /// the window's tally as unsent (`unsent_at_end`): the queued ones, the ones waiting for
+    /// their connection, and the ones the thread had not dispatched yet because it noticed
+    /// the end late (those are offered too). A connection per request whose connect was
+    /// under way for a dropped send is closed and goes back to the pool. Sends already
+    /// written stay in flight: their answers come during the next window's settle, as a
+    /// closed loop's do.
+    fn slice_drop_unsent(&mut self, end: u64) {
+        let mut unsent = self.queue.len() as u64;
+        self.queue.clear();
+        while self.next_arrival < end {
+            self.tally.offered += 1;
+            unsent += 1;
+            self.advance_arrival();
+        }
+        self.next_arrival = u64::MAX;
+        for i in 0..self.conns.len() {
+            let c = &mut self.conns[i];
+            if c.unsent == 0 {
+                continue;
+            }
+            let written = c.written();
+            c.inflight.truncate(written);
+            unsent += c.unsent as u64;
+            self.inflight_total -= c.unsent as u64;
+            c.unsent = 0;
+            if !self.keepalive && written == 0 && matches!(c.state, CState::Connecting(_)) {
+                self.close_conn(i);
+                self.make_free(i);
+            }
+        }
+        self.tally.unsent_at_end += unsent;
     }
 }
