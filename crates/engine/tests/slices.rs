@@ -5,6 +5,8 @@
 //! reopened outside the windows, whatever the server's stream limit or GOAWAYs) and
 //! WebSocket (no message sent outside the windows).
 
+mod common;
+
 use pywebbench_engine::slices::{self, SlicedResult, SlicedSpec};
 use pywebbench_engine::spec::MixEntry;
 use pywebbench_engine::{h2, ws, Io, LoadSpec, Protocol};
@@ -526,6 +528,36 @@ fn only_inside_windows(seen: &Seen, r: &SlicedResult, t: usize, requests: usize,
     assert_eq!(r.targets[t].errors, 0, "{:?}", r.targets[t].error_classes);
 }
 
+/// A run of two targets over keep-alive connections (`conns` a target, `in_flight` requests
+/// in flight a target at most): every round holds both targets; while one's slice is counted
+/// the other's server gets nothing but what was under way at the switch; each server saw
+/// about what its slices counted; nothing between a target's windows but what was in flight
+/// at its end; the connections opened once and kept.
+fn kept_and_one_at_a_time(seen: &[Arc<Seen>; 2], r: &SlicedResult, conns: usize, in_flight: usize) {
+    assert!(!r.interrupted && !r.stopped_early);
+    assert_eq!(r.slices.len(), 8, "two targets x four rounds");
+    for s in &r.slices {
+        other_target_idle(seen, s);
+        let got = during(&seen[s.target].requests, s) as u64;
+        let edges = 2 * in_flight as u64;
+        assert!(
+            got + edges >= s.requests && s.requests + edges >= got,
+            "slice {}: the server answered {got}, the slice counted {}",
+            s.index,
+            s.requests
+        );
+    }
+    for (t, target) in r.targets.iter().enumerate() {
+        only_inside_windows(&seen[t], r, t, in_flight, 0);
+        let accepted = seen[t].accepted.load(Ordering::Relaxed);
+        assert_eq!(
+            accepted, conns,
+            "target {t}: connections opened once and kept"
+        );
+        assert_eq!(target.reopened, 0, "target {t}");
+    }
+}
+
 /// How the h2c test server behaves.
 #[derive(Clone, Copy, Default)]
 struct H2cServer {
@@ -536,25 +568,35 @@ struct H2cServer {
     goaway_after: Option<usize>,
 }
 
-/// An h2c server (prior knowledge, a thread per connection) answering every GET stream with
-/// 200 "Hello, World!"; it records the streams it answers (as requests) and its accepts.
-fn serve_h2c(how: H2cServer) -> (u16, Arc<Seen>) {
+/// A server on a loopback port that records each accept and serves each connection with
+/// `conn`, on a thread of its own.
+fn serve_each<F>(conn: F) -> (u16, Arc<Seen>)
+where
+    F: Fn(TcpStream, &Seen) -> std::io::Result<()> + Send + Sync + 'static,
+{
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let seen = Arc::new(Seen::default());
     let s2 = seen.clone();
+    let conn = Arc::new(conn);
     thread::spawn(move || {
         for s in l.incoming() {
             let Ok(s) = s else { continue };
             s2.accepted.fetch_add(1, Ordering::Relaxed);
             s2.accepts.lock().unwrap().push(unix_now());
-            let seen = s2.clone();
+            let (seen, conn) = (s2.clone(), conn.clone());
             thread::spawn(move || {
-                let _ = h2c_conn(s, how, &seen);
+                let _ = conn(s, &seen);
             });
         }
     });
     (port, seen)
+}
+
+/// An h2c server (prior knowledge) answering every GET stream with 200 "Hello, World!"; it
+/// records the streams it answers (as requests) and its accepts.
+fn serve_h2c(how: H2cServer) -> (u16, Arc<Seen>) {
+    serve_each(move |s, seen| h2c_conn(s, how, seen))
 }
 
 fn h2_frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
@@ -652,31 +694,7 @@ fn h2c_streams_only_inside_windows(io: Io) {
     let (pb, b) = serve_h2c(how);
     let spec = h2c_plan(&[pa, pb], io, 16);
     let r = slices::run(&spec).unwrap();
-    assert!(!r.interrupted && !r.stopped_early);
-    assert_eq!(r.slices.len(), 8, "two targets x four rounds");
-    let seen = [a, b];
-    for s in &r.slices {
-        // the other target's server gets nothing while this one's slice is counted
-        let other = during(&seen[1 - s.target].requests, s);
-        assert!(
-            other <= 4,
-            "slice {}: the other target got {other}",
-            s.index
-        );
-        let got = during(&seen[s.target].requests, s) as u64;
-        assert!(
-            got + 8 >= s.requests && s.requests + 8 >= got,
-            "slice {}: the server answered {got}, the slice counted {}",
-            s.index,
-            s.requests
-        );
-    }
-    for (t, target) in r.targets.iter().enumerate() {
-        only_inside_windows(&seen[t], &r, t, 4, 0);
-        // h2c connections opened once and kept across the windows
-        assert_eq!(seen[t].accepted.load(Ordering::Relaxed), 2, "target {t}");
-        assert_eq!(target.reopened, 0, "target {t}");
-    }
+    kept_and_one_at_a_time(&[a, b], &r, 2, 4);
 }
 
 #[test]
@@ -739,55 +757,19 @@ fn uring_h2c_connections_reopen_only_inside_windows() {
     h2c_connections_reopen_only_inside_windows(Io::Uring)
 }
 
-/// A WebSocket echo server (a thread per connection): it answers the upgrade (after
-/// `upgrade_delay`), echoes every binary message in one frame, and records the messages (as
-/// requests) and its accepts.
+/// A WebSocket echo server: it answers the upgrade (after `upgrade_delay`), echoes every
+/// binary message in one frame, and records the messages (as requests) and its accepts.
 fn serve_ws(upgrade_delay: Duration) -> (u16, Arc<Seen>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let seen = Arc::new(Seen::default());
-    let s2 = seen.clone();
-    thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(s) = s else { continue };
-            s2.accepted.fetch_add(1, Ordering::Relaxed);
-            s2.accepts.lock().unwrap().push(unix_now());
-            let seen = s2.clone();
-            thread::spawn(move || {
-                let _ = ws_echo(s, upgrade_delay, &seen);
-            });
-        }
-    });
-    (port, seen)
+    serve_each(move |s, seen| ws_echo(s, upgrade_delay, seen))
 }
 
 fn ws_echo(mut s: TcpStream, upgrade_delay: Duration, seen: &Seen) -> std::io::Result<()> {
     let (mut buf, mut chunk) = (Vec::new(), [0u8; 65536]);
-    let head_end = loop {
-        let n = s.read(&mut chunk)?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
+    let Some(head) = common::read_head(&mut s, &mut buf)? else {
+        return Ok(());
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    buf.drain(..head_end);
-    let key = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
-        .unwrap_or("")
-        .trim()
-        .to_string();
-    let answer = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Accept: {}\r\n\r\n",
-        ws::accept_for(&key)
-    );
     thread::sleep(upgrade_delay);
-    s.write_all(answer.as_bytes())?;
+    s.write_all(common::ws_upgrade_answer(&head).as_bytes())?;
     loop {
         let mut out = Vec::new();
         // client frames: masked, short lengths (the tests' messages are 64 bytes)
@@ -832,24 +814,7 @@ fn websocket_messages_only_inside_windows(io: Io) {
     let (pb, b) = serve_ws(Duration::ZERO);
     let spec = ws_plan(&[pa, pb], io);
     let r = slices::run(&spec).unwrap();
-    assert!(!r.interrupted && !r.stopped_early);
-    assert_eq!(r.slices.len(), 8, "two targets x four rounds");
-    let seen = [a, b];
-    for s in &r.slices {
-        other_target_idle(&seen, s);
-        let got = during(&seen[s.target].requests, s) as u64;
-        assert!(
-            got + 8 >= s.requests && s.requests + 8 >= got,
-            "slice {}: the server echoed {got}, the slice counted {}",
-            s.index,
-            s.requests
-        );
-    }
-    for (t, target) in r.targets.iter().enumerate() {
-        only_inside_windows(&seen[t], &r, t, 4, 0);
-        assert_eq!(seen[t].accepted.load(Ordering::Relaxed), 4, "target {t}");
-        assert_eq!(target.reopened, 0, "target {t}");
-    }
+    kept_and_one_at_a_time(&[a, b], &r, 4, 4);
 }
 
 #[test]
@@ -873,9 +838,8 @@ fn websocket_connections_reopen_only_inside_windows(io: Io) {
     spec.load.pipeline = 8;
     spec.load.requests_per_connection = 1;
     let r = slices::run(&spec).unwrap();
-    let seen = [a, b];
-    for t in 0..2 {
-        only_inside_windows(&seen[t], &r, t, 2, 2);
+    for (t, seen) in [a, b].iter().enumerate() {
+        only_inside_windows(seen, &r, t, 2, 2);
     }
 }
 
