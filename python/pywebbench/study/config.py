@@ -265,9 +265,10 @@ class LoadConfig(Table):
             "over server processes (docs/steady-state.md#the-interleaved-study). sequential: a "
             "fresh server per replicate of each cell, the replicates spread over the study in "
             "rounds. Cells an interleaved group cannot hold (faults, knee, per-cell windows, "
-            "open loops, h2c, WebSocket, load agents) take the sequential path either way; "
-            "run says which and why, and the report marks them. A connection mode (close, N "
-            "per connection) and a unix bind are load points, each its own group.",
+            "open loops, load agents) take the sequential path either way; run says which "
+            "and why, and the report marks them. A connection mode (close, N per connection), "
+            "a unix bind and h2c are load points, each its own group, as is a WebSocket "
+            "workload.",
         )
     )
     group_budget_s: Annotated[

@@ -43,10 +43,11 @@ DESIGN_HELP = (
     " and one engine run loads them in short slices, every process once a round in a random"
     " order; figures are ratios to the group's reference with CIs over the processes. "
     "sequential: a fresh server per replicate of each cell, one after another. --faults, "
-    "--slo, --syscalls, --flamegraph, --warmup fixed/deep, --server-scope stack, open "
-    "loops, h2c and WebSocket cells always take the sequential path (run says which; the "
-    "report marks them); --connection-mode close/N and unix binds are groups of their own "
-    "(a group is one load point); --instructions counts after a group, on fresh servers."
+    "--slo, --syscalls, --flamegraph, --warmup fixed/deep, --server-scope stack and open "
+    "loops always take the sequential path (run says which; the report marks them); "
+    "--connection-mode close/N, unix binds, h2c and WebSocket cells are groups of their own "
+    "(a group is one load point and one protocol); --instructions counts after a group, on "
+    "fresh servers."
 )
 BIND_HELP = (
     "Where the server listens, a sweep: tcp (default: a loopback port) and/or unix (a "
