@@ -24,7 +24,7 @@ from report_study import FakeStack, StudyPlan, record_study, store_groups
 
 GROUP_A = "cpython3.11 | hello @ c4"
 GROUP_B = "cpython3.12 | hello @ c4"
-REASON = "--protocol h2c: per cell"
+REASON = "--slo: the knee search needs a server of its own"
 
 PLAN = StudyPlan(
     stacks=[

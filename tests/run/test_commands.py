@@ -91,8 +91,8 @@ def test_dry_run_lists_the_quick_matrix(tmp_path: Path) -> None:
 
 def test_dry_run_says_which_cells_take_the_per_cell_path_and_why(tmp_path: Path) -> None:
     """An interleaved study names what keeps cells out of its groups, with a count each; the
-    quick study's cells all fit in groups, and so do a connection per request's (issue 64
-    item 2: a group of their own, a group being one load point)."""
+    quick study's cells all fit in groups, and so do a connection per request's and h2c's
+    (issue 64 item 2: a group of their own, a group being one load point)."""
     res = str(tmp_path / "res")
     quick = cli("run", "--dry-run", "--results-dir", res)
     assert quick.returncode == 0, quick.stderr
@@ -106,7 +106,11 @@ def test_dry_run_says_which_cells_take_the_per_cell_path_and_why(tmp_path: Path)
     assert "2 interleaved groups" in closing.stdout  # keep-alive's and close's
     h2c = cli("run", "--dry-run", "--results-dir", res, *hello, "--protocol", "http1,h2c")
     assert h2c.returncode == 0, h2c.stderr
-    (line,) = [ln for ln in h2c.stdout.splitlines() if "per-cell path" in ln]
-    assert "--protocol h2c: per cell" in line
-    cells = [ln for ln in h2c.stdout.splitlines() if ln.startswith("  ") and " c64 h2c" in ln]
+    assert "per-cell path" not in h2c.stdout
+    assert "2 interleaved groups" in h2c.stdout  # HTTP/1.1's and h2c's
+    deep = cli("run", "--dry-run", "--results-dir", res, *hello, "--warmup", "deep")
+    assert deep.returncode == 0, deep.stderr
+    (line,) = [ln for ln in deep.stdout.splitlines() if "per-cell path" in ln]
+    assert "--warmup deep: a warm-up of each server of its own" in line
+    cells = [ln for ln in deep.stdout.splitlines() if ln.endswith(" hello c64")]
     assert cells and f"per-cell path {len(cells)} cell(s)" in line

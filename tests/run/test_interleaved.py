@@ -212,6 +212,43 @@ def test_connection_modes_and_binds_are_groups_of_their_own(
         assert len({c.variant.key for c in g}) == len(g) > 1
 
 
+def test_h2c_and_websocket_cells_are_groups_of_their_own() -> None:
+    """Issue 64 item 2: slices speak h2c and WebSocket, so such cells are interleaved. A
+    group speaks one protocol (h2c is in the load point, a WebSocket workload is its own),
+    and every member's load spec carries it: the group's sliced run takes one spec for all
+    its targets."""
+    config = resolve(
+        None,
+        {
+            "matrix": {
+                "interpreters": ["cpython3.11"],
+                "servers": ["granian-asgi", "hypercorn"],  # both serve h2c and WebSocket
+                "frameworks": ["raw-asgi"],
+                "workloads": ["hello", "ws-echo"],
+            },
+            "load": {"protocol": ["http1", "h2c"], "streams": 4},
+        },
+        profile="quick",
+    )
+    cells = planned(config).cells
+    assert {why_not_interleaved(c, config.load) for c in cells} == {None}
+    groups = interleaved_groups(cells)
+    assert sorted((g[0].workload.name, g[0].load_point) for g in groups) == [
+        ("hello", "c64"),
+        ("hello", "c64 h2c×4"),
+        ("ws-echo", "c64"),
+    ]
+    want = {"c64": ("http1", "http://"), "c64 h2c×4": ("h2c", "http://")}
+    for g in groups:
+        assert len({c.variant.key for c in g}) == len(g) == 2
+        assert len({c.protocol for c in g}) == 1
+        for c in g:
+            spec = c.load_spec("http://127.0.0.1:8000", config.load, [1], duration_s=1.0)
+            protocol, scheme = ("ws", "ws://") if c.workload.websocket else want[c.load_point]
+            assert (spec.protocol, spec.url[: len(scheme)]) == (protocol, scheme), spec
+            assert spec.streams == (4 if protocol == "h2c" else 1)
+
+
 def test_instructions_keep_the_interleaved_path() -> None:
     """--instructions counts on fresh servers after a group (HostBench.run_group), so its
     cells are still measured interleaved."""

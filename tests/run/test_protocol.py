@@ -92,6 +92,57 @@ def test_granian_and_hypercorn_over_http1_and_h2c_in_one_run(tmp_path: Path) -> 
     assert {(r["stack_name"].split("/")[1], r["protocol"]) for r in flat} == set(cells)
 
 
+def test_h2c_and_websocket_groups_are_interleaved(tmp_path: Path, census: str) -> None:
+    """Issue 64 item 2: an interleaved study of h2c and WebSocket cells on granian and
+    hypercorn (both serve both): a group per protocol (hello over h2c, ws-echo over
+    WebSocket), none on the per-cell path; each group's processes are started speaking its
+    protocol (granian told to serve HTTP/2 only: an HTTP/1.1 request could not pass), loaded
+    in the engine's slices, and every cell stores its slices and group figures (a
+    WebSocket slice counts echoed messages). No process is left behind (``census``)."""
+    results = tmp_path / "res"
+    proc = pwb(
+        "run", "--python", CPYTHON, "--server", "granian-asgi,hypercorn",
+        "--framework", "raw-asgi", "--workload", "hello,ws-echo", "-c", "4",
+        "--protocol", "h2c", "--streams", "3", "--replicates", "2",
+        # the 20 rounds a group plans at least, in 8 s of 4 processes; a group may stop
+        # once its processes are warm with 8 measured rounds (the default 3% would take
+        # the whole budget)
+        "--group-budget", "8", "--slice", "0.1", "--ci-target", "0.5", "--no-report",
+        results=results, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "2 interleaved groups (2 server processes a stack)" in proc.stdout, proc.stdout
+    assert "per-cell path" not in proc.stdout
+    with Store(results / "pywebbench.sqlite", create=False) as store:
+        study: Study = store.load_study()
+    assert not study.failures, [(f.phase, f.reason) for f in study.failures]
+    stacks = {s.id: s.key for s in study.stacks}
+    cells = {(stacks[c.stack_id].split("/")[1], c.workload): c for c in study.cells}
+    assert set(cells) == {
+        (server, w) for server in ("granian-asgi", "hypercorn") for w in ("hello", "ws-echo")
+    }
+    for (server, workload), cell in cells.items():
+        assert cell.status == "ok", (cell.key, cell.failure_reason)
+        ws = workload == "ws-echo"
+        assert (cell.protocol, cell.load_point) == (("ws", "c4") if ws else ("h2c", "c4 h2c×3"))
+        group = cell.flags["group"]
+        assert group["processes"] == 2 and group["stacks"] == 2 and group["rps"] > 0, group
+        measured = study.iterations_of(cell.id)
+        assert measured and all("ab_slice" in i.result for i in measured)
+        requests = sum(i.requests for i in measured)
+        errors = sum(i.errors for i in measured)
+        assert requests > 100, (cell.key, requests)
+        # hypercorn ends an h2c connection after 1,000 requests with a graceful GOAWAY and
+        # drops the streams it had accepted, up to --streams each (test above); nothing else
+        # may fail
+        goaways = 4 + requests // 500 if (server, workload) == ("hypercorn", "hello") else 0
+        assert errors <= 3 * goaways, (cell.key, errors, requests)
+        for rep in study.replicates_of(cell.id or 0):
+            argv = _argv_line(rep.log_path or "")
+            if server == "granian-asgi":
+                assert (" --ws" if ws else "--http 2") in argv, argv
+
+
 def test_a_server_that_cannot_serve_h2c_is_skipped_with_a_note(tmp_path: Path) -> None:
     proc = command(
         ["run", "--python", CPYTHON, "--server", "granian-wsgi,gunicorn-sync",

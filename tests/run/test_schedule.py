@@ -389,13 +389,9 @@ def test_the_runner_resumes_an_interrupted_study_without_measuring_twice(
         assert finished.cells_skipped == len(matrix.cells) and finished.cells_ok == 0
 
 
-def test_an_interleaved_study_measures_each_group_once_and_the_rest_cell_by_cell(
-    tmp_path: Path,
-) -> None:
-    """The HTTP/1.1 cells form interleaved groups (one per workload: both stacks in each);
-    the h2c cells, which a group does not hold, take the sequential rounds. Every cell ends
-    ok, the grouped ones with their group's figures in their flags."""
-    config = resolve(
+def _http1_and_h2c_config() -> StudyConfig:
+    """Two stacks (h2c: granian only), two workloads, over HTTP/1.1 and h2c, interleaved."""
+    return resolve(
         {
             "matrix": {
                 "interpreters": [CPYTHON],
@@ -408,6 +404,25 @@ def test_an_interleaved_study_measures_each_group_once_and_the_rest_cell_by_cell
             "report": False,
         }
     )
+
+
+def test_an_interleaved_study_measures_each_group_once_and_the_rest_cell_by_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The HTTP/1.1 cells form interleaved groups (one per workload: both stacks in each);
+    cells a group does not hold take the sequential rounds. What keeps a cell out of a group
+    is study-wide today (--faults, --slo, ...), so the h2c cells are sent there by hand: the
+    runner's mix of both is what is tested. Every cell ends ok, the grouped ones with their
+    group's figures in their flags."""
+    from pywebbench.run import runner
+
+    real = runner.why_not_interleaved
+
+    def h2c_alone(cell: CellPlan, load: LoadConfig) -> str | None:
+        return "test: h2c alone" if cell.protocol == "h2c" else real(cell, load)
+
+    monkeypatch.setattr(runner, "why_not_interleaved", h2c_alone)
+    config = _http1_and_h2c_config()
     matrix = planned(config)
     with Store(tmp_path / "s.sqlite") as store:
         executor = FakeExecutor()
@@ -424,18 +439,32 @@ def test_an_interleaved_study_measures_each_group_once_and_the_rest_cell_by_cell
         assert len(grouped) == 4 and all(c.flags["group"]["processes"] == 3 for c in grouped)
 
 
-def test_unix_cells_are_groups_of_their_own(tmp_path: Path) -> None:
-    """Issue 64 item 2: a unix bind is a load point, so the unix cells make interleaved groups
-    of their own beside the TCP cells' (one per workload and bind), none cell by cell."""
-    config = _config(replicates=2, design="interleaved")
+@pytest.mark.parametrize(
+    ("kind", "sizes", "marked"),
+    [
+        ("unix", [2, 2, 2, 2], [0, 0, 2, 2]),
+        # granian's h2c cells alone: the one stack of the two that serves h2c
+        ("h2c", [1, 1, 2, 2], [0, 0, 1, 1]),
+    ],
+)
+def test_unix_and_h2c_cells_are_groups_of_their_own(
+    tmp_path: Path, kind: str, sizes: list[int], marked: list[int]
+) -> None:
+    """Issue 64 item 2: a unix bind and h2c are load points, so such cells make interleaved
+    groups of their own beside the TCP / HTTP/1.1 cells' (one per workload and load point),
+    none cell by cell."""
+    if kind == "unix":
+        config = _config(replicates=2, design="interleaved")
+    else:
+        config = _http1_and_h2c_config()
     matrix = planned(config)
     with Store(tmp_path / "s.sqlite") as store:
         executor = FakeExecutor()
         outcome = run_study(config, matrix, store, results_dir=tmp_path, executor=executor)
-        assert outcome.status == RunStatus.COMPLETED and outcome.cells_ok == 8
+        assert outcome.status == RunStatus.COMPLETED and outcome.cells_ok == len(matrix.cells)
         (groups,) = executor.groups
-        assert sorted(len(g) for g in groups) == [2, 2, 2, 2]
-        assert sorted(sum("unix" in key for key in g) for g in groups) == [0, 0, 2, 2]
+        assert sorted(len(g) for g in groups) == sizes
+        assert sorted(sum(kind in key for key in g) for g in groups) == marked
         assert not executor.rounds
         rows = store.cells(outcome.run_id)
         assert all("group" in c.flags for c in rows)

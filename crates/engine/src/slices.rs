@@ -10,8 +10,11 @@
 //! connection (`requests_per_connection`) a connection closed outside a window is opened
 //! again when the next one opens, never during another target's. A target is a URL, and
 //! may be reached over a unix socket of its own (`unix_socket_by_target`, as a load's
-//! `unix_socket`). A window is `settle_s` of load that is not counted (the previous
-//! target's in-flight requests drain meanwhile), then the target's slice length that is
+//! `unix_socket`). Slices speak the load's protocol: HTTP/1.1, h2c (streams opened only
+//! inside the windows, connections kept between them) or WebSocket (`ws://` targets, each
+//! connection upgraded once, messages sent only inside the windows). A window is
+//! `settle_s` of load that is not counted (the previous target's in-flight requests drain
+//! meanwhile), then the target's slice length that is
 //! (`slice_s`, or its own in `slice_s_by_target`: a PyPy process needs longer slices than a
 //! CPython one, its collector's pauses would empty short ones). At the end of a
 //! window each thread adds its slice's counts to a shared board (one lock per slice per

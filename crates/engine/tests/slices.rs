@@ -1,13 +1,17 @@
 //! Interleaved slices against in-process servers on loopback and on unix sockets: one
 //! target loaded at a time, keep-alive connections opened once and kept, a connection per
 //! request or a few requests per connection opened only inside the target's windows,
-//! per-slice results per target.
+//! per-slice results per target; over HTTP/1.1, h2c (no stream opened, no connection
+//! reopened outside the windows, whatever the server's stream limit or GOAWAYs) and
+//! WebSocket (no message sent outside the windows).
 
-use pywebbench_engine::slices::{self, SlicedSpec};
+mod common;
+
+use pywebbench_engine::slices::{self, SlicedResult, SlicedSpec};
 use pywebbench_engine::spec::MixEntry;
-use pywebbench_engine::{Io, LoadSpec};
+use pywebbench_engine::{h2, ws, Io, LoadSpec, Protocol};
 use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -485,6 +489,412 @@ fn epoll_a_few_requests_per_connection_in_slices() {
 #[test]
 fn uring_a_few_requests_per_connection_in_slices() {
     a_few_requests_per_connection_in_slices(Io::Uring)
+}
+
+/// The events of target `t` (Unix times in `times`) in each gap between two of its windows
+/// after the first round began: from `drain` seconds after a slice's end to its next window
+/// (the next slice's counted start, less the settle and a margin for a count noticed late),
+/// and after its last slice.
+fn between_windows(times: &Mutex<Vec<f64>>, r: &SlicedResult, t: usize, drain: f64) -> Vec<usize> {
+    let settle = r.spec.settle_s;
+    let mine: Vec<&slices::SliceStats> = r.slices.iter().filter(|s| s.target == t).collect();
+    let times = times.lock().unwrap();
+    mine.iter()
+        .enumerate()
+        .map(|(k, s)| {
+            let next = mine
+                .get(k + 1)
+                .map_or(f64::INFINITY, |n| n.started_at - settle - 0.05);
+            times
+                .iter()
+                .filter(|&&x| x > s.ended_at + drain && x < next)
+                .count()
+        })
+        .collect()
+}
+
+/// Target `t`'s server got at most `requests` requests and `connects` connections in each
+/// gap between its windows (what was under way at the switch), and every slice counted.
+fn only_inside_windows(seen: &Seen, r: &SlicedResult, t: usize, requests: usize, connects: usize) {
+    let got = between_windows(&seen.requests, r, t, 0.0);
+    assert!(
+        got.iter().all(|&n| n <= requests),
+        "target {t}: requests between its windows {got:?} (at most {requests} each)"
+    );
+    let opened = between_windows(&seen.accepts, r, t, 0.0);
+    assert!(
+        opened.iter().all(|&n| n <= connects),
+        "target {t}: connections between its windows {opened:?} (at most {connects} each)"
+    );
+    for s in r.slices.iter().filter(|s| s.target == t) {
+        assert!(
+            s.requests > 0,
+            "slice {} of target {t} counted nothing",
+            s.index
+        );
+        assert_eq!(s.errors, 0, "slice {} of target {t}", s.index);
+    }
+    assert_eq!(r.targets[t].errors, 0, "{:?}", r.targets[t].error_classes);
+}
+
+/// A run of two targets over keep-alive connections (`conns` a target, `in_flight` requests
+/// in flight a target at most): every round holds both targets; while one's slice is counted
+/// the other's server gets nothing but what was under way at the switch; each server saw
+/// about what its slices counted; nothing between a target's windows but what was in flight
+/// at its end; the connections opened once and kept.
+fn kept_and_one_at_a_time(seen: &[Arc<Seen>; 2], r: &SlicedResult, conns: usize, in_flight: usize) {
+    assert!(!r.interrupted && !r.stopped_early);
+    assert_eq!(r.slices.len(), 8, "two targets x four rounds");
+    for s in &r.slices {
+        other_target_idle(seen, s);
+        let got = during(&seen[s.target].requests, s) as u64;
+        let edges = 2 * in_flight as u64;
+        assert!(
+            got + edges >= s.requests && s.requests + edges >= got,
+            "slice {}: the server answered {got}, the slice counted {}",
+            s.index,
+            s.requests
+        );
+    }
+    for (t, target) in r.targets.iter().enumerate() {
+        only_inside_windows(&seen[t], r, t, in_flight, 0);
+        let accepted = seen[t].accepted.load(Ordering::Relaxed);
+        assert_eq!(
+            accepted, conns,
+            "target {t}: connections opened once and kept"
+        );
+        assert_eq!(target.reopened, 0, "target {t}");
+    }
+}
+
+/// How the h2c test server behaves.
+#[derive(Clone, Copy, Default)]
+struct H2cServer {
+    /// The SETTINGS_MAX_CONCURRENT_STREAMS it announces (None: no limit).
+    max_streams: Option<u32>,
+    /// After answering this many streams on a connection, a graceful GOAWAY (NO_ERROR)
+    /// naming the last of them; the streams after it are left unanswered (None: never).
+    goaway_after: Option<usize>,
+}
+
+/// A server on a loopback port that records each accept and serves each connection with
+/// `conn`, on a thread of its own.
+fn serve_each<F>(conn: F) -> (u16, Arc<Seen>)
+where
+    F: Fn(TcpStream, &Seen) -> std::io::Result<()> + Send + Sync + 'static,
+{
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = Arc::new(Seen::default());
+    let s2 = seen.clone();
+    let conn = Arc::new(conn);
+    thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { continue };
+            s2.accepted.fetch_add(1, Ordering::Relaxed);
+            s2.accepts.lock().unwrap().push(unix_now());
+            let (seen, conn) = (s2.clone(), conn.clone());
+            thread::spawn(move || {
+                let _ = conn(s, &seen);
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// An h2c server (prior knowledge) answering every GET stream with 200 "Hello, World!"; it
+/// records the streams it answers (as requests) and its accepts.
+fn serve_h2c(how: H2cServer) -> (u16, Arc<Seen>) {
+    serve_each(move |s, seen| h2c_conn(s, how, seen))
+}
+
+fn h2_frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+    h2::frame_header(out, payload.len(), kind, flags, stream);
+    out.extend_from_slice(payload);
+}
+
+fn h2c_conn(mut s: TcpStream, how: H2cServer, seen: &Seen) -> std::io::Result<()> {
+    let mut settings = Vec::new();
+    if let Some(m) = how.max_streams {
+        settings.extend_from_slice(&h2::SETTINGS_MAX_CONCURRENT_STREAMS.to_be_bytes());
+        settings.extend_from_slice(&m.to_be_bytes());
+    }
+    let mut out = Vec::new();
+    h2_frame(&mut out, h2::SETTINGS, 0, 0, &settings);
+    s.write_all(&out)?;
+    let (mut buf, mut chunk) = (Vec::new(), [0u8; 65536]);
+    let mut preface = false;
+    let mut answered = 0;
+    let mut gone = false;
+    loop {
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if !preface {
+            if buf.len() < h2::PREFACE.len() {
+                continue;
+            }
+            buf.drain(..h2::PREFACE.len());
+            preface = true;
+        }
+        let (mut out, mut at) = (Vec::new(), 0);
+        while buf.len() - at >= 9 {
+            let len = u32::from_be_bytes([0, buf[at], buf[at + 1], buf[at + 2]]) as usize;
+            if buf.len() - at < 9 + len {
+                break;
+            }
+            let (kind, flags) = (buf[at + 3], buf[at + 4]);
+            let id =
+                u32::from_be_bytes(buf[at + 5..at + 9].try_into().unwrap()) & h2::MAX_STREAM_ID;
+            at += 9 + len;
+            match kind {
+                h2::SETTINGS if flags & h2::FLAG_ACK == 0 => {
+                    h2_frame(&mut out, h2::SETTINGS, h2::FLAG_ACK, 0, &[]);
+                }
+                // every request here is a GET: its HEADERS end the stream
+                h2::HEADERS if !gone => {
+                    seen.requests.lock().unwrap().push(unix_now());
+                    // 0x88: :status 200, indexed from the static table
+                    h2_frame(&mut out, h2::HEADERS, h2::FLAG_END_HEADERS, id, &[0x88]);
+                    h2_frame(
+                        &mut out,
+                        h2::DATA,
+                        h2::FLAG_END_STREAM,
+                        id,
+                        b"Hello, World!",
+                    );
+                    answered += 1;
+                    if how.goaway_after == Some(answered) {
+                        let mut p = id.to_be_bytes().to_vec();
+                        p.extend_from_slice(&0u32.to_be_bytes());
+                        h2_frame(&mut out, h2::GOAWAY, 0, 0, &p);
+                        gone = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        buf.drain(..at);
+        if !out.is_empty() {
+            s.write_all(&out)?;
+        }
+    }
+}
+
+fn h2c_plan(ports: &[u16], io: Io, streams: u32) -> SlicedSpec {
+    let mut spec = plan(ports, io, 4);
+    spec.load.connections = 2;
+    spec.load.protocol = Protocol::H2c;
+    spec.load.streams = streams;
+    spec
+}
+
+fn h2c_streams_only_inside_windows(io: Io) {
+    // 16 streams a connection asked, 2 allowed by the server: 14 of each connection's
+    // requests wait unsent behind the ones in flight. At a window's end they wait for the
+    // next window; only the 2 in flight per connection reach the server after it.
+    let how = H2cServer {
+        max_streams: Some(2),
+        ..H2cServer::default()
+    };
+    let (pa, a) = serve_h2c(how);
+    let (pb, b) = serve_h2c(how);
+    let spec = h2c_plan(&[pa, pb], io, 16);
+    let r = slices::run(&spec).unwrap();
+    kept_and_one_at_a_time(&[a, b], &r, 2, 4);
+}
+
+#[test]
+fn epoll_h2c_streams_only_inside_windows() {
+    h2c_streams_only_inside_windows(Io::Epoll)
+}
+
+#[test]
+fn uring_h2c_streams_only_inside_windows() {
+    h2c_streams_only_inside_windows(Io::Uring)
+}
+
+fn h2c_connections_reopen_only_inside_windows(io: Io) {
+    // Servers that send a graceful GOAWAY after 2 streams a connection (nginx's
+    // http2_max_requests), and a client that closes its own after 5
+    // (requests_per_connection): the streams the server left unanswered, or that the
+    // connection had no room for, go again on a new connection, opened inside the target's
+    // windows only. After a window's end each connection answers 2 at most, and is not
+    // opened again until the next window.
+    let how = H2cServer {
+        goaway_after: Some(2),
+        ..H2cServer::default()
+    };
+    let (pa, a) = serve_h2c(how);
+    let (pb, b) = serve_h2c(how);
+    let spec = h2c_plan(&[pa, pb], io, 8);
+    let r = slices::run(&spec).unwrap();
+    assert_eq!(r.slices.len(), 8, "two targets x four rounds");
+    let seen = [a, b];
+    for (t, target) in r.targets.iter().enumerate() {
+        only_inside_windows(&seen[t], &r, t, 4, 2);
+        assert!(target.reopened >= 10, "target {t}: {}", target.reopened);
+    }
+    let (pa, a) = serve_h2c(H2cServer::default());
+    let (pb, b) = serve_h2c(H2cServer::default());
+    let mut spec = h2c_plan(&[pa, pb], io, 4);
+    spec.load.requests_per_connection = 5;
+    let r = slices::run(&spec).unwrap();
+    let seen = [a, b];
+    for (t, target) in r.targets.iter().enumerate() {
+        only_inside_windows(&seen[t], &r, t, 8, 2);
+        // every connection but the ones open at the end served its 5 streams
+        assert!(
+            target.established * 5 >= target.requests
+                && target.established <= target.requests / 5 + 2,
+            "target {t}: {} established for {} requests",
+            target.established,
+            target.requests
+        );
+    }
+}
+
+#[test]
+fn epoll_h2c_connections_reopen_only_inside_windows() {
+    h2c_connections_reopen_only_inside_windows(Io::Epoll)
+}
+
+#[test]
+fn uring_h2c_connections_reopen_only_inside_windows() {
+    h2c_connections_reopen_only_inside_windows(Io::Uring)
+}
+
+/// A WebSocket echo server: it answers the upgrade (after `upgrade_delay`), echoes every
+/// binary message in one frame, and records the messages (as requests) and its accepts.
+fn serve_ws(upgrade_delay: Duration) -> (u16, Arc<Seen>) {
+    serve_each(move |s, seen| ws_echo(s, upgrade_delay, seen))
+}
+
+fn ws_echo(mut s: TcpStream, upgrade_delay: Duration, seen: &Seen) -> std::io::Result<()> {
+    let (mut buf, mut chunk) = (Vec::new(), [0u8; 65536]);
+    let Some(head) = common::read_head(&mut s, &mut buf)? else {
+        return Ok(());
+    };
+    thread::sleep(upgrade_delay);
+    s.write_all(common::ws_upgrade_answer(&head).as_bytes())?;
+    loop {
+        let mut out = Vec::new();
+        // client frames: masked, short lengths (the tests' messages are 64 bytes)
+        while buf.len() >= 6 && buf.len() >= 6 + (buf[1] & 0x7f) as usize {
+            let len = (buf[1] & 0x7f) as usize;
+            let (op, mask) = (buf[0] & 0x0f, [buf[2], buf[3], buf[4], buf[5]]);
+            let mut payload = buf[6..6 + len].to_vec();
+            buf.drain(..6 + len);
+            ws::apply_mask(&mut payload, mask);
+            if op == ws::OP_CLOSE {
+                return Ok(());
+            }
+            seen.requests.lock().unwrap().push(unix_now());
+            out.extend_from_slice(&[0x80 | op, len as u8]);
+            out.extend_from_slice(&payload);
+        }
+        if !out.is_empty() {
+            s.write_all(&out)?;
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn ws_plan(ports: &[u16], io: Io) -> SlicedSpec {
+    let mut spec = plan(ports, io, 4);
+    spec.load.protocol = Protocol::Ws;
+    spec.targets = ports
+        .iter()
+        .map(|p| format!("ws://127.0.0.1:{p}/ws"))
+        .collect();
+    spec
+}
+
+fn websocket_messages_only_inside_windows(io: Io) {
+    // Keep-alive WebSocket connections: upgraded once, kept across the windows, a message
+    // in flight on each at a window's end at most.
+    let (pa, a) = serve_ws(Duration::ZERO);
+    let (pb, b) = serve_ws(Duration::ZERO);
+    let spec = ws_plan(&[pa, pb], io);
+    let r = slices::run(&spec).unwrap();
+    kept_and_one_at_a_time(&[a, b], &r, 4, 4);
+}
+
+#[test]
+fn epoll_websocket_messages_only_inside_windows() {
+    websocket_messages_only_inside_windows(Io::Epoll)
+}
+
+#[test]
+fn uring_websocket_messages_only_inside_windows() {
+    websocket_messages_only_inside_windows(Io::Uring)
+}
+
+fn websocket_connections_reopen_only_inside_windows(io: Io) {
+    // One message a connection, 8 filled at once (pipeline 8, requests_per_connection 1):
+    // 7 of them wait for a new connection each, opened (and upgraded) inside the target's
+    // windows only.
+    let (pa, a) = serve_ws(Duration::ZERO);
+    let (pb, b) = serve_ws(Duration::ZERO);
+    let mut spec = ws_plan(&[pa, pb], io);
+    spec.load.connections = 2;
+    spec.load.pipeline = 8;
+    spec.load.requests_per_connection = 1;
+    let r = slices::run(&spec).unwrap();
+    for (t, seen) in [a, b].iter().enumerate() {
+        only_inside_windows(seen, &r, t, 2, 2);
+    }
+}
+
+#[test]
+fn epoll_websocket_connections_reopen_only_inside_windows() {
+    websocket_connections_reopen_only_inside_windows(Io::Epoll)
+}
+
+#[test]
+fn uring_websocket_connections_reopen_only_inside_windows() {
+    websocket_connections_reopen_only_inside_windows(Io::Uring)
+}
+
+fn a_websocket_connection_per_message_in_slices(io: Io) {
+    // A connection per message, to servers that take 0.2 s to answer the upgrade: each
+    // window (0.3 s) opens a connection on each slot, whose message is echoed in the window,
+    // then another, whose upgrade is answered 0.1 s after the window's end. Its message is
+    // not sent then but with the target's next window's first writes: after the messages in
+    // flight at the switch (read by the server within 0.06 s) the server gets none until
+    // the next window, and every slice counts (the held messages are sent).
+    let delay = Duration::from_millis(200);
+    let (pa, a) = serve_ws(delay);
+    let (pb, b) = serve_ws(delay);
+    let mut spec = ws_plan(&[pa, pb], io);
+    spec.load.keepalive = false;
+    let r = slices::run(&spec).unwrap();
+    let seen = [a, b];
+    for (t, target) in r.targets.iter().enumerate() {
+        only_inside_windows(&seen[t], &r, t, 4, 4);
+        let late = between_windows(&seen[t].requests, &r, t, 0.06);
+        assert!(
+            late.iter().all(|&n| n == 0),
+            "target {t}: messages sent after its windows closed {late:?}"
+        );
+        assert!(target.established >= target.requests, "target {t}");
+    }
+}
+
+#[test]
+fn epoll_a_websocket_connection_per_message_in_slices() {
+    a_websocket_connection_per_message_in_slices(Io::Epoll)
+}
+
+#[test]
+fn uring_a_websocket_connection_per_message_in_slices() {
+    a_websocket_connection_per_message_in_slices(Io::Uring)
 }
 
 /// A private directory for the test's unix sockets (removed on drop).

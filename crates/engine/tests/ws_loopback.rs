@@ -3,7 +3,9 @@
 //! pings between the fragments), a connection per message, the open loop, and the ways a
 //! server goes wrong (a refused upgrade, a corrupted echo, a close mid-frame).
 
-use pywebbench_engine::ws::{accept_for, apply_mask};
+mod common;
+
+use pywebbench_engine::ws::apply_mask;
 use pywebbench_engine::{run, Io, LoadSpec, Protocol};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -102,38 +104,18 @@ fn client_frame(buf: &[u8], seen: &Seen) -> Option<(u8, Vec<u8>, usize)> {
 fn conn(mut s: TcpStream, b: Behaviour, seen: &Seen) -> std::io::Result<()> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 65536];
-    let head_end = loop {
-        let n = s.read(&mut chunk)?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
+    let Some(head) = common::read_head(&mut s, &mut buf)? else {
+        return Ok(());
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
     if let Behaviour::Mute = b {
         while s.read(&mut chunk)? > 0 {}
         return Ok(());
     }
-    buf.drain(..head_end);
     if let Behaviour::Reject(status) = b {
         let r = format!("HTTP/1.1 {status} Nope\r\nContent-Length: 4\r\n\r\nnope");
         return s.write_all(r.as_bytes());
     }
-    let key = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Sec-WebSocket-Key: "))
-        .unwrap_or("")
-        .trim()
-        .to_string();
-    let answer = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Accept: {}\r\n\r\n",
-        accept_for(&key)
-    );
-    s.write_all(answer.as_bytes())?;
+    s.write_all(common::ws_upgrade_answer(&head).as_bytes())?;
     seen.handshakes.fetch_add(1, Relaxed);
     let mut echoed = 0usize;
     loop {

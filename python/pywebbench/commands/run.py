@@ -106,7 +106,7 @@ def command(**options: Any) -> None:
     Each group: provision (cached) -> start --replicates server processes of every stack ->
     verify -> slices, every process once a round, until each is warm and the ratios are
     within --ci-target (or --group-budget) -> stop. Cells a group cannot hold (--faults,
-    --slo, --syscalls, h2c, WebSocket, ...) take the per-cell path, and run
+    --slo, --syscalls, --flamegraph, ...) take the per-cell path, and run
     says which and why; so does every cell with --design sequential (the
     version study's design): provision -> start the server -> verify -> warm-up iterations ->
     measured iterations -> stop, each replicate a fresh server.

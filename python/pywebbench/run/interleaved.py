@@ -140,10 +140,6 @@ def why_not_interleaved(cell: CellPlan, load: LoadConfig) -> str | None:
         return f"--warmup {load.warmup}: a warm-up of each server of its own"
     if load.server_scope == "stack":
         return "--server-scope stack: one server serves a stack's cells in turn"
-    if cell.workload.websocket:
-        return "WebSocket: slices speak HTTP"
-    if cell.protocol != "http1":
-        return "--protocol h2c: per cell"
     return None
 
 
@@ -151,7 +147,9 @@ def group_key(cell: CellPlan) -> tuple[str, str, str, str]:
     """The cells that share the server cores in one interleaved group: one workload (and its
     parameters), one load point, whatever the interpreter (CPython's and PyPy's stacks are
     compared in the same rounds; each interpreter's processes keep their own variance in
-    the fit, and PyPy's their longer slices)."""
+    the fit, and PyPy's their longer slices). The load point names the protocol (``c64
+    h2c``) and a WebSocket workload is its own, so a group speaks one protocol: the sliced
+    run's load is one spec for every target."""
     return (
         cell.workload.name,
         json.dumps(cell.params, sort_keys=True),

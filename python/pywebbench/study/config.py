@@ -265,10 +265,11 @@ class LoadConfig(Table):
             "over server processes (docs/steady-state.md#the-interleaved-study). sequential: a "
             "fresh server per replicate of each cell, the replicates spread over the study in "
             "rounds. Cells an interleaved group cannot hold (faults, knee, per-cell windows, "
-            "h2c, WebSocket, load agents) take the sequential path either way; run says which "
-            "and why, and the report marks them. A connection mode (close, N per connection), "
-            "a unix bind and an open loop's rate are load points, each its own group (an open "
-            "loop's figures are each stack's p50 and p99 with CIs over server processes).",
+            "load agents) take the sequential path either way; run says which and why, and the "
+            "report marks them. A connection mode (close, N per connection), a unix bind, an "
+            "open loop's rate and h2c are load points, each its own group, as is a WebSocket "
+            "workload (an open loop's figures are each stack's p50 and p99 with CIs over "
+            "server processes).",
         )
     )
     group_budget_s: Annotated[

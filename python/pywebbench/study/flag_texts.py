@@ -43,10 +43,10 @@ DESIGN_HELP = (
     " order; figures are ratios to the group's reference with CIs over the processes (an "
     "open loop's: each stack's p50 and p99 at the same rate). sequential: a fresh server "
     "per replicate of each cell, one after another. --faults, --slo, --syscalls, "
-    "--flamegraph, --warmup fixed/deep, --server-scope stack, h2c and WebSocket cells "
-    "always take the sequential path (run says which; the report marks them); "
-    "--connection-mode close/N, unix binds and --rate are groups of their own (a group is "
-    "one load point); --instructions counts after a group, on fresh servers."
+    "--flamegraph, --warmup fixed/deep and --server-scope stack always take the sequential "
+    "path (run says which; the report marks them); --connection-mode close/N, unix binds, "
+    "--rate, h2c and WebSocket cells are groups of their own (a group is one load point and "
+    "one protocol); --instructions counts after a group, on fresh servers."
 )
 BIND_HELP = (
     "Where the server listens, a sweep: tcp (default: a loopback port) and/or unix (a "

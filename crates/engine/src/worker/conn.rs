@@ -279,8 +279,10 @@ impl Worker {
     /// After a close: reconnect (keep-alive pools), or, open loop with a connection per
     /// request, serve the oldest queued send on a new connection (the pool otherwise: a
     /// queued send must not wait behind later arrivals, or its wait would never be counted).
-    /// Outside an interleaved run's windows a keep-alive connection is opened again only
-    /// when the next window opens (`slice_refill`), never during another target's.
+    /// Interleaved slices: never outside the thread's windows, not even for requests put
+    /// back unsent (pipelined ones the server did not answer, h2c streams above a GOAWAY's
+    /// last, a draining connection's rest): the next window opens it (`slice_refill`),
+    /// never during another target's.
     pub(super) fn reopen(&mut self, i: usize, now: u64) {
         if self.open && !self.keepalive {
             if self.conns[i].unsent > 0 {
@@ -288,7 +290,7 @@ impl Worker {
             } else {
                 self.conn_idle(i, now);
             }
-        } else if self.may_issue() || self.conns[i].unsent > 0 || (self.open && self.slice_open) {
+        } else if self.slice_open && (self.may_issue() || self.conns[i].unsent > 0 || self.open) {
             self.start_connect(i, now);
         }
     }
@@ -526,7 +528,9 @@ impl Worker {
             return self.ws_take_batch(i, now);
         }
         let c = &mut self.conns[i];
-        if c.unsent == 0 {
+        if c.unsent == 0 || !self.slice_open {
+            // (Interleaved slices: requests put back unsent on a connection that opened
+            // after its window closed wait for the next window.)
             return false;
         }
         let mut k = c.unsent.min(self.depth);

@@ -134,7 +134,10 @@ impl Worker {
         let Some(h) = c.h2.as_mut() else { return false };
         h.out.clear();
         std::mem::swap(&mut h.out, &mut h.pending);
-        if !h.draining && c.unsent > 0 {
+        // Interleaved slices: control frames go out at any time, new streams only inside
+        // the thread's windows (requests queued behind the server's stream limit, or put
+        // back by a GOAWAY, wait for the next window: `slice_refill`).
+        if !h.draining && c.unsent > 0 && self.slice_open {
             let limit = self.depth.min(h.peer_max) as usize;
             let mut k = (c.unsent as usize).min(limit.saturating_sub(h.streams.len()));
             let ids_left = ((MAX_STREAM_ID - h.next_id) / 2 + 1) as usize;

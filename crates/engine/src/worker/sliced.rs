@@ -1,8 +1,13 @@
 //! A thread's part of an interleaved run (crate::slices): it issues requests only inside its
 //! target's windows, counts each slice in a tally of its own, and hands the slice to the
-//! board when its window ends. Keep-alive connections stay open between windows; a
-//! connection closed outside them (a connection per request, a few requests per connection,
-//! a server's keep-alive timeout) is opened again when the next window opens.
+//! board when its window ends. Keep-alive connections (HTTP/1.1, h2c, WebSocket) stay open
+//! between windows; a connection closed outside them (a connection per request, a few
+//! requests per connection, a server's keep-alive timeout, an h2c GOAWAY) is opened again
+//! when the next window opens. Outside the windows a connection writes no request (h2c: no
+//! new stream; WebSocket: no message), only what the protocol asks of it (SETTINGS and PING
+//! acknowledgements, WINDOW_UPDATEs, pongs, and the preface or upgrade of a connection that
+//! opened outside a window: the pool opened at the start, a connect under way at a window's
+//! end).
 //!
 //! An open loop's arrivals start afresh at each window's `load_start`, at the target's rate,
 //! and stop at the window's end: a send due in the window but not sent by its end (queued,
@@ -179,20 +184,24 @@ impl Worker {
         }
     }
 
-    /// A window opened: put requests on every idle open connection (an open loop's wait in
-    /// its pool for their arrivals), and open the closed ones: those closed while the
-    /// thread was outside its windows (a keep-alive timeout
-    /// shorter than the gap between windows, a connection that served its
-    /// `requests_per_connection`, or with a connection per request every one, whose request
-    /// was answered after the window's end; the reconnect is not done at the close, where it
-    /// would load the server during another target's slice), and with a connection per
-    /// request, the ones never opened (no pool is opened at the start then).
+    /// A window opened: put requests on every idle open connection (not in an open loop,
+    /// whose idle connections wait in its pool for the arrivals) and send the ones waiting
+    /// unsent (h2c streams queued behind the server's stream limit, a WebSocket message
+    /// filled before its upgrade was answered), and open the closed connections: those
+    /// closed while the thread was outside its windows (a keep-alive timeout shorter than
+    /// the gap between windows, a connection that served its `requests_per_connection`, an
+    /// h2c connection drained after a GOAWAY, or with a connection per request every one,
+    /// whose request was answered after the window's end; the reconnect is not done at the
+    /// close, where it would load the server during another target's slice), and with a
+    /// connection per request, the ones never opened (no pool is opened at the start then).
     fn slice_refill(&mut self, now: u64) {
         for i in 0..self.conns.len() {
             let c = &self.conns[i];
             match c.state {
                 // (An open loop's idle connections wait in its pool for the arrivals.)
-                CState::Open if c.inflight.len() < self.depth as usize && !self.open => {
+                CState::Open
+                    if !self.open && (c.unsent > 0 || c.inflight.len() < self.depth as usize) =>
+                {
                     self.fill(i);
                     self.flush(i, now);
                 }

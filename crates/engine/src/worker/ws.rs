@@ -97,7 +97,10 @@ impl Worker {
                 w.out.extend_from_slice(&self.plan.request);
                 w.hs_sent = sys::now_ns().max(now);
             }
-        } else if c.unsent > 0 {
+        } else if c.unsent > 0 && self.slice_open {
+            // (Interleaved slices: pongs go out at any time, messages only inside the
+            // thread's windows; one filled before the upgrade was answered waits for the
+            // next window when this one closed meanwhile: `slice_refill`.)
             let mut k = c.unsent as usize;
             if self.per_conn_limit > 0 {
                 // `requests_per_connection`: never send more than the connection will echo
