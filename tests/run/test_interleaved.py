@@ -46,9 +46,7 @@ from pywebbench.run.rotation import (
     Member,
     first_touch_s,
     judge,
-    memory_budget,
     memory_budgets,
-    to_stop_for_memory,
 )
 from pywebbench.run.schedule import CellProgress
 from pywebbench.store import Phase
@@ -501,48 +499,6 @@ def test_a_process_over_the_memory_budget_is_stopped_and_the_group_goes_on(
     assert len(failed) == 1 and failed[0]["failure_reason"].startswith("memory budget")
     assert '"stopped"' in failed[0]["leak_json"] and '"curve"' in failed[0]["leak_json"]
     assert '"leaking": true' in failed[0]["leak_json"]  # marked leak, with its curve
-    assert not any(_alive(s.pid) for s in servers)
-
-
-def test_a_share_of_the_machines_memory_binds_only_when_the_group_is_full() -> None:
-    """Sized from the machine, a budget is a share: a process past it is stopped only while
-    the group holds more than its shares together, the most past its own first."""
-    mib = 2**20
-    shares = [100 * mib] * 4
-    # one process at 3x its share, the others at a fifth of theirs: the group fits
-    assert to_stop_for_memory([300 * mib, 20 * mib, 20 * mib, 20 * mib], shares, pooled=True) == []
-    # a set budget binds each process
-    assert to_stop_for_memory([300 * mib, 20 * mib, 20 * mib, 20 * mib], shares, pooled=False) == [
-        0
-    ]
-    # the group past its 400 MiB: the one most past its share goes, then the rest fit
-    assert to_stop_for_memory([300 * mib, 150 * mib, 20 * mib, 20 * mib], shares, pooled=True) == [
-        0
-    ]
-    # still past after it: the next most past its share goes too
-    assert to_stop_for_memory([300 * mib, 260 * mib, 250 * mib, 20 * mib], shares, pooled=True) == [
-        0,
-        1,
-    ]
-
-
-def test_a_process_past_its_share_stays_while_the_group_fits(servers: list[Served]) -> None:
-    """No budget set: the slow stack's second process holds twice its share of the machine
-    while the others hold 40 MiB; the group goes on with every process."""
-    share = memory_budget(None, 4)
-    big: set[int] = set()
-
-    def rss(pid: int) -> int | None:
-        if not big and len(servers) == 4:
-            big.add(servers[3].pid)
-        return 2 * share if pid in big else 40 * 2**20
-
-    run = _group(servers, [_cell("fast", 1.0), _cell("slow", 4.0)], rss=rss)
-    outcomes = run_group(run)
-    assert [o.failure for o in outcomes] == [None, None]
-    assert [o.ok for o in outcomes] == [2, 2]
-    assert not any(m.stopped for m in run.members)
-    assert any(m.memory and m.memory[-1][1] == 2 * share for m in run.members)
     assert not any(_alive(s.pid) for s in servers)
 
 

@@ -640,9 +640,7 @@ class Rotation:
                 a.sample()
             if now - state["memory_at"] >= MEMORY_EVERY_S:
                 state["memory_at"] = now
-                self._sample_memory(
-                    live, now, budgets, trees, pooled=settings.memory_budget_bytes is None
-                )
+                self._sample_memory(live, now, budgets, trees)
             complete = _complete_rounds(snap.slices, n)
             if complete <= state["rounds"]:
                 return False
@@ -704,61 +702,24 @@ class Rotation:
         return after.then(rotated) if after is not None else rotated
 
     def _sample_memory(
-        self,
-        live: Sequence[Member],
-        now: float,
-        budgets: Sequence[int],
-        trees: Trees,
-        *,
-        pooled: bool,
+        self, live: Sequence[Member], now: float, budgets: Sequence[int], trees: Trees
     ) -> None:
         read = trees.rss() if self._rss is None else [self._rss(m.server.pid) for m in live]
-        held: list[tuple[Member, int, int]] = []
         for m, rss, budget in zip(live, read, budgets, strict=True):
-            if m.stopped is None and rss is not None:
-                m.memory.append((now, rss))
-                held.append((m, rss, budget))
-        rss_of = [rss for _, rss, _ in held]
-        shares = [budget for _, _, budget in held]
-        for i in to_stop_for_memory(rss_of, shares, pooled=pooled):
-            m, rss, budget = held[i]
-            m.stopped = (
-                f"{OVER_BUDGET}: {rss / 2**20:,.0f} MiB passed the memory budget of "
-                f"{budget / 2**20:,.0f} MiB"
-            )
-            if pooled:
-                m.stopped += (
-                    f", with the group's processes holding {sum(rss_of) / 2**20:,.0f} MiB of "
-                    f"the {sum(shares) / 2**20:,.0f} MiB they share"
+            if m.stopped is not None:
+                continue
+            if rss is None:
+                continue
+            m.memory.append((now, rss))
+            if rss > budget:
+                m.stopped = (
+                    f"{OVER_BUDGET}: {rss / 2**20:,.0f} MiB passed the memory budget of "
+                    f"{budget / 2**20:,.0f} MiB"
                 )
-            m.stopped_at = now
-            self._say(f"{m.stack} process {m.k + 1}: {m.stopped}; stopped")
-            with no_sigint():
-                self.pool.stop(m.server)
-
-
-def to_stop_for_memory(rss: Sequence[int], budgets: Sequence[int], *, pooled: bool) -> list[int]:
-    """Which processes (indexes) are stopped for memory, given what each holds (``rss``) and
-    its budget. A budget the user set (``pooled`` False) binds each process. A budget sized
-    from the machine (``pooled``) is a share: a process past its own is stopped only while
-    the group's processes together hold more than their shares' sum, those most past theirs
-    first, until the rest fit. A PyPy process collects nothing until its heap reaches a floor
-    its collector sized from the CPU's cache (1.9 GiB on a VM that reports a 480 MiB cache),
-    and CPython's processes leave most of their shares unused: granian on PyPy passed its
-    share (861-1,004 MiB) in every quick and version study of 2026-12-07, its collector not
-    yet started, while the group held a fraction of the machine. Whether a process leaks is
-    the leak test's verdict on its memory curve, not this rule's."""
-    over = [i for i, (held, budget) in enumerate(zip(rss, budgets, strict=True)) if held > budget]
-    if not pooled:
-        return over
-    total, pool = sum(rss), sum(budgets)
-    stopped = []
-    for i in sorted(over, key=lambda i: budgets[i] - rss[i]):  # the most past its share first
-        if total <= pool:
-            break
-        stopped.append(i)
-        total -= rss[i]
-    return stopped
+                m.stopped_at = now
+                self._say(f"{m.stack} process {m.k + 1}: {m.stopped}; stopped")
+                with no_sigint():
+                    self.pool.stop(m.server)
 
 
 def burst_rule(

@@ -326,8 +326,7 @@ class LoadConfig(Table):
         Flag(
             "--memory-budget",
             help="interleaved: MiB one server process may hold; one over it is stopped and "
-            "marked leak (default: a share of 75% of the machine's memory, binding only while "
-            "the group's processes together hold more than that).",
+            "marked leak (default: 75% of the machine's memory over the group's processes).",
         ),
     ] = Field(
         None,
@@ -335,9 +334,7 @@ class LoadConfig(Table):
         description="interleaved: the most memory (MiB, RSS of the process tree) one server "
         "process may hold; one that passes it is stopped, marked leak with its memory curve, "
         "and the group goes on without it. Unset: 75% of the machine's memory shared by the "
-        "group's processes (a PyPy process 6 shares), and a process past its share is stopped "
-        "only while the group together holds more than the 75%, the most past its share "
-        "first.",
+        "group's processes.",
     )
     reference: Annotated[
         str | None,
