@@ -206,6 +206,8 @@ def synthetic_sliced(
     n = len(plan.targets)
     slices: list[SliceStats] = []
     clock = 1_000_000.0 + sum(plan.warmup_s_of(t) for t in range(n))
+    touched = [t for t in range(n) if plan.warmup_s_of(t) > 0]
+    before = touched[-1] if touched else None  # the target the next settle drains
     stopped = False
     for rnd in range(plan.rounds):
         host = 1.0 + rng.uniform(-model.host, model.host)
@@ -213,7 +215,8 @@ def synthetic_sliced(
         order.shuffle(targets)
         for target in targets:
             jitter = 1.0 + rng.uniform(-model.noise, model.noise)
-            clock += plan.settle_s
+            clock += plan.settle_s_after(before)
+            before = target
             slice_s = plan.slice_s_of(target)
             rate = plan.load.rate
             if rate is None:
@@ -277,12 +280,16 @@ class FakeAgent:
     name: str = "fake"
     loads: int = 0
     sliced: SlicedModel | None = None
+    #: The requests/s a plain load of a URL serves, by a part of the URL (its port); other
+    #: URLs: :func:`synthetic_result`'s pattern.
+    rates: dict[str, float] = field(default_factory=dict)
 
     def run(self, spec: LoadSpec, progress: Any = None) -> LoadResult:
         self.timeline.add("load", spec=json.loads(spec.to_json()))
         result = synthetic_result(spec, self.loads, progress)
         self.loads += 1
-        return result
+        rps = next((v for k, v in self.rates.items() if k in spec.url), None)
+        return result if rps is None else result.model_copy(update={"rps": rps})
 
     def run_sliced(
         self,
@@ -300,6 +307,7 @@ class FakeAgent:
             rounds=plan.rounds,
             slice_s=[plan.slice_s_of(t) for t in range(len(plan.targets))],
             touch_s=[plan.warmup_s_of(t) for t in range(len(plan.targets))],
+            settle_s=[plan.settle_s_after(t) for t in range(len(plan.targets))],
         )
         assert self.sliced is not None, "a sliced run needs a SlicedModel"
         return synthetic_sliced(plan, self.sliced, progress)

@@ -85,6 +85,28 @@ def test_each_target_gets_its_own_slice_length_and_first_touch(
     assert abs(result.elapsed_s - (plan.planned_s() + TAIL_S)) <= ELAPSED_S, result.elapsed_s
 
 
+def test_each_window_starts_with_the_settle_of_the_target_before_it(
+    refserver: RefServer, refserver_1ms: RefServer
+) -> None:
+    """Target 1's settle is 0.3 s, target 0's 0.05 s: the gap between one slice's end and
+    the next slice's counted start is the settle of the target whose slice ended."""
+    plan = _plan(refserver, refserver_1ms, settle_s_by_target=[0.05, 0.3], rounds=4)
+    result = run_sliced(plan, interval_s=0.2)
+    assert not result.interrupted and result.spec["settle_s_by_target"] == [0.05, 0.3]
+    ordered = sorted(result.slices, key=lambda s: s.index)
+    assert len(ordered) == 8
+    # the first window follows target 1's first touch (the last one)
+    pairs = zip(ordered, ordered[1:], strict=False)
+    gaps = [(a.target, b.started_at - a.ended_at) for a, b in pairs]
+    for before, gap in gaps:
+        want = plan.settle_s_by_target[before]
+        assert want - 1e-3 <= gap <= want + LATE_S, (before, gaps)
+    planned = sum(plan.warmup_s_by_target) + plan.settle_s_after(1)
+    planned += sum(plan.slice_s_of(s.target) for s in ordered)
+    planned += sum(plan.settle_s_after(b) for b, _ in gaps)
+    assert abs(result.elapsed_s - (planned + TAIL_S)) <= ELAPSED_S, (result.elapsed_s, planned)
+
+
 def test_per_target_lengths_are_checked_by_the_engine(
     refserver: RefServer, refserver_1ms: RefServer
 ) -> None:
@@ -96,6 +118,8 @@ def test_per_target_lengths_are_checked_by_the_engine(
         run_sliced(_plan(refserver, refserver_1ms, warmup_s_by_target=[3.0]))
     with pytest.raises(ValueError, match=r"^warmup_s_by_target: -1 for target 0: "):
         run_sliced(_plan(refserver, refserver_1ms, warmup_s_by_target=[-1.0, 0.5]))
+    with pytest.raises(ValueError, match=r"^settle_s_by_target: 1 values for 2 targets$"):
+        run_sliced(_plan(refserver, refserver_1ms, settle_s_by_target=[0.1]))
 
 
 def test_the_plan_without_per_target_lengths_is_as_before() -> None:

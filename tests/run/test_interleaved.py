@@ -642,7 +642,7 @@ def test_a_unix_group_loads_each_process_over_its_own_socket() -> None:
     (plan,) = [e for e in timeline.entries if e["entry"] == "sliced"]
     assert plan["unix_sockets"] == sockets
     assert plan["load_unix_socket"] is None
-    loads = [e["spec"] for e in timeline.entries if e["entry"] == "load"]  # the probes
+    loads = [e["spec"] for e in timeline.entries if e["entry"] == "load"]  # the first touches
     assert loads and all(not spec["keepalive"] for spec in loads)
     assert all(spec["unix_socket"] in sockets for spec in loads)
     a, b = (o.group for o in outcomes)
@@ -697,11 +697,14 @@ def test_cpython_and_pypy_in_one_group_each_with_its_slices_and_its_spread() -> 
     assert {plan["slice_s"][i] for i in jit} == {JIT_SLICE_S}
     others = {plan["slice_s"][i] for i in range(9) if i not in jit}
     assert len(others) == 1 and others.pop() < JIT_SLICE_S
-    # every process touched alone before the probe and the rounds: PyPy's for longer
+    # every process touched alone before the rounds, PyPy's for longer, the touch's last
+    # part counted (it sizes the settles): no further probe
     first = timeline.entries.index(plan)
-    loads = [e["spec"]["duration_s"] for e in timeline.entries[:first] if e["entry"] == "load"]
-    touches = sorted(loads[:9])  # then the probe of one process of each stack
+    loads = [e["spec"] for e in timeline.entries[:first] if e["entry"] == "load"]
+    assert len(loads) == 9
+    touches = sorted(spec["warmup_s"] + spec["duration_s"] for spec in loads)
     assert touches == [first_touch_s(False)] * 6 + [first_touch_s(True)] * 3
+    assert all(0 < spec["duration_s"] < spec["warmup_s"] + spec["duration_s"] for spec in loads)
     assert set(plan["touch_s"]) == {LEG_TOUCH_S}  # the sliced run only reconnects
     a, b, p = (o.group for o in outcomes)
     assert a is not None and b is not None and p is not None
@@ -714,11 +717,11 @@ def test_cpython_and_pypy_in_one_group_each_with_its_slices_and_its_spread() -> 
     assert budgets[1] == JIT_MEMORY_SHARES * budgets[0]
 
 
-def test_a_settle_sized_by_a_cold_probe_is_shortened_once_every_process_is_warm() -> None:
-    """The probe read 1,000-1,300 req/s (a JIT's cold process), which over 400 connections
-    calls for 0.4-s settles; the processes, warm, serve 10,000-15,000 (40 ms for 400
-    requests in flight): once every process is warm the group ends its leg and goes on
-    with 0.05-s settles, its rounds continuing, and reads the true ratio."""
+def test_a_settle_sized_by_a_cold_touch_is_shortened_once_every_process_is_warm() -> None:
+    """The first touches read 1,000-1,300 req/s (a JIT's cold process), which over 400
+    connections calls for 0.3-0.4-s settles; the processes, warm, serve 10,000-15,000 (40
+    ms for 400 requests in flight): once every process is warm the group ends its leg and
+    goes on with 0.05-s settles, its rounds continuing, and reads the true ratio."""
     levels = [10_000.0, 15_000.0, 10_100.0, 14_850.0, 9_900.0, 15_150.0]
     run = _synthetic_group(SlicedModel(levels, seed=3), ["a", "b"], budget_s=900.0)
     for p in run.cells:
@@ -726,8 +729,9 @@ def test_a_settle_sized_by_a_cold_probe_is_shortened_once_every_process_is_warm(
     outcomes = run_group(run)
     assert [o.failure for o in outcomes] == [None, None]
     assert run.replanned is not None
-    before, after = run.replanned["settle_s"]
-    assert before >= 0.35 and after == 0.05
+    before, after = run.replanned["round_s"]
+    assert after < before / 2
+    assert set(run.replanned["settle_s_by_stack"].values()) == {0.05}
     timeline = cast(FakeAgent, run.rotation.agent).timeline
     legs = [e for e in timeline.entries if e["entry"] == "sliced"]
     assert len(legs) == 2
@@ -740,7 +744,32 @@ def test_a_settle_sized_by_a_cold_probe_is_shortened_once_every_process_is_warm(
     assert rounds == list(range(len(rounds)))  # one numbering across both legs
 
 
-def test_a_settle_the_probe_sized_right_is_kept() -> None:
+def test_each_stack_gets_a_settle_of_its_own_response_time() -> None:
+    """A fast stack (20,000 req/s) and a slow one (200) over 16 connections: the window after
+    a slow process's slice starts with 80 ms of settle (its requests in flight drain), the
+    one after a fast process's with the 0.05-s floor, so the rounds are shorter than with
+    the slow stack's settle everywhere; the plan is stored with the group's figures."""
+    levels = [20_000.0, 200.0, 20_200.0, 204.0, 19_800.0, 202.0]  # fast, slow, ...
+    run = _synthetic_group(SlicedModel(levels, seed=3), ["fast", "slow"])
+    agent = cast(FakeAgent, run.rotation.agent)
+    agent.rates = {f":{9001 + i}/": level for i, level in enumerate(levels)}
+    outcomes = run_group(run)
+    assert [o.failure for o in outcomes] == [None, None]
+    plan = next(e for e in agent.timeline.entries if e["entry"] == "sliced")
+    stack_of = {m.index: m.stack for m in run.members}
+    settles = {stack_of[i]: s for i, s in enumerate(plan["settle_s"])}
+    assert settles == {"fast": 0.05, "slow": 0.08}
+    assert run.replanned is None  # the touches read the warm rates here
+    fast, slow = (o.group for o in outcomes)
+    assert fast is not None and slow is not None
+    stored = slow["plan"]
+    assert stored["settle_s_by_stack"] == {"fast": 0.05, "slow": 0.08}
+    assert stored["round_s"] == pytest.approx(6 * stored["slice_s"] + 3 * (0.05 + 0.08))
+    assert stored["legs"] == 1
+    assert abs(fast["vs"]["slow"][0] - 100.0) < 1.5
+
+
+def test_a_settle_the_touches_sized_right_is_kept() -> None:
     levels = [1000.0, 1500.0, 1010.0, 1485.0, 990.0, 1515.0]
     run = _synthetic_group(SlicedModel(levels, seed=3), ["a", "b"])
     run_group(run)

@@ -77,9 +77,16 @@ pub struct SlicedSpec {
     /// per target; empty: `load.warmup_s` for every target.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warmup_s_by_target: Vec<f64>,
-    /// Uncounted seconds of load at the start of each slice.
+    /// Uncounted seconds of load at the start of each slice, while the previous target's
+    /// requests in flight drain.
     #[serde(default = "default_settle")]
     pub settle_s: f64,
+    /// The settle that follows each target's slices (and its first touch), one per target:
+    /// the next window's uncounted start is sized by the target whose requests drain in it
+    /// (a slow stack needs a longer one than a fast one); empty: `settle_s` after every
+    /// target. The first window after no touch at all starts with `settle_s`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settle_s_by_target: Vec<f64>,
     /// Rounds planned; the caller may stop earlier (`RunningSlices::finish_early`).
     pub rounds: u32,
     /// Seed of the order within rounds.
@@ -131,6 +138,7 @@ impl SlicedSpec {
         if !(self.settle_s.is_finite() && self.settle_s >= 0.0) {
             return Err("settle_s: must be >= 0".into());
         }
+        check_by_target("settle_s_by_target", &self.settle_s_by_target, n, 0.0)?;
         if self.rounds == 0 {
             return Err("rounds: must be >= 1".into());
         }
@@ -186,14 +194,38 @@ impl SlicedSpec {
             .unwrap_or(self.load.warmup_s)
     }
 
+    /// The settle at the start of the window after one of target `t`'s (None: after no
+    /// window at all).
+    pub fn settle_s_after(&self, t: Option<usize>) -> f64 {
+        t.and_then(|t| self.settle_s_by_target.get(t).copied())
+            .unwrap_or(self.settle_s)
+    }
+
+    /// The last target with a first touch: the one the first round's first settle drains.
+    fn last_touched(&self) -> Option<usize> {
+        (0..self.targets.len())
+            .rev()
+            .find(|&t| self.warmup_s_of(t) > 0.0)
+    }
+
     /// Seconds the whole plan lasts (warm-up windows included): every target's first touch,
     /// then `rounds` times one settle and one slice of every target (pywebbench.load.sliced's
-    /// `SlicePlan.planned_s` sums alike).
+    /// `SlicePlan.planned_s` sums alike). With settles of their own per target, each
+    /// window's settle is the one of the target before it, in the rounds' order.
     pub fn planned_s(&self) -> f64 {
         let n = self.targets.len();
         let touches: f64 = (0..n).map(|t| self.warmup_s_of(t)).sum();
-        let round: f64 = (0..n).map(|t| self.settle_s + self.slice_s_of(t)).sum();
-        touches + self.rounds as f64 * round
+        if self.settle_s_by_target.is_empty() {
+            let round: f64 = (0..n).map(|t| self.settle_s + self.slice_s_of(t)).sum();
+            return touches + self.rounds as f64 * round;
+        }
+        let mut before = self.last_touched();
+        let mut total = touches;
+        for t in self.order().into_iter().flatten() {
+            total += self.settle_s_after(before) + self.slice_s_of(t);
+            before = Some(t);
+        }
+        total
     }
 
     /// The order of the targets in each round (seeded shuffles).
@@ -236,20 +268,20 @@ impl SlicedSpec {
             }
         }
         let mut board = Vec::new();
-        let settle = ns(self.settle_s);
-        let step: Vec<u64> = (0..n)
-            .map(|t| ns(self.settle_s + self.slice_s_of(t)))
-            .collect();
+        let mut before = self.last_touched();
         for (r, order) in self.order().into_iter().enumerate() {
             for t in order {
+                let settle = self.settle_s_after(before);
+                let step = ns(settle + self.slice_s_of(t));
                 per[t].push(Window {
                     slice: Some(board.len()),
                     load_start: at,
-                    count_start: at + settle,
-                    end: at + step[t],
+                    count_start: at + ns(settle),
+                    end: at + step,
                 });
                 board.push((t, r as u32));
-                at += step[t];
+                at += step;
+                before = Some(t);
             }
         }
         (per, board)
@@ -759,6 +791,7 @@ mod tests {
             slice_s_by_target: Vec::new(),
             warmup_s_by_target: Vec::new(),
             settle_s: 0.25,
+            settle_s_by_target: Vec::new(),
             rounds,
             seed: 7,
         }
@@ -859,6 +892,45 @@ mod tests {
         assert!((s.planned_s() - planned).abs() < 1e-9, "{}", s.planned_s());
         let last = all.last().unwrap().end - t0;
         assert!(last.abs_diff(s_ns(planned)) <= 24, "{last} ns");
+    }
+
+    #[test]
+    fn each_settle_is_sized_by_the_target_before_it() {
+        let mut s = spec_by_target(6);
+        s.settle_s = 0.5; // only before a first window that follows no touch
+        s.settle_s_by_target = vec![0.05, 0.2, 0.1];
+        s.validate().unwrap();
+        let t0 = 1_000;
+        let (per, board) = s.windows(t0);
+        let s_ns = |s: f64| (s * 1e9).round() as u64;
+        let mut before = Some(1); // the last target with a first touch
+        for (i, &(t, _)) in board.iter().enumerate() {
+            let w = per[t].iter().find(|w| w.slice == Some(i)).unwrap();
+            let want = s_ns(s.settle_s_by_target[before.unwrap()]);
+            assert_eq!(w.count_start - w.load_start, want, "slice {i}");
+            before = Some(t);
+        }
+        let mut all: Vec<Window> = per.iter().flatten().copied().collect();
+        all.sort_by_key(|w| w.load_start);
+        for pair in all.windows(2) {
+            assert_eq!(pair[0].end, pair[1].load_start, "no gap, no overlap");
+        }
+        let last = all.last().unwrap().end - t0;
+        assert!(last.abs_diff(s_ns(s.planned_s())) <= 24, "{last} ns");
+        let common = 3.5 + 6.0 * (0.25 + 0.5 + 0.3) + 18.0 * 0.05;
+        assert!(
+            s.planned_s() > common,
+            "longer than with the shortest settle"
+        );
+        let mut bad = s.clone();
+        bad.settle_s_by_target = vec![0.1, -0.1, 0.1];
+        let e = bad.validate().unwrap_err();
+        assert!(e.starts_with("settle_s_by_target: "), "{e}");
+        bad.settle_s_by_target = vec![0.1];
+        assert_eq!(
+            bad.validate().unwrap_err(),
+            "settle_s_by_target: 1 values for 3 targets"
+        );
     }
 
     #[test]

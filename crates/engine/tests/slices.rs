@@ -127,6 +127,7 @@ fn plan(ports: &[u16], io: Io, rounds: u32) -> SlicedSpec {
         slice_s_by_target: Vec::new(),
         warmup_s_by_target: Vec::new(),
         settle_s: 0.1,
+        settle_s_by_target: Vec::new(),
         rounds,
         seed: 3,
     }

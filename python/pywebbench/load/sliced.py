@@ -81,6 +81,12 @@ class SlicePlan(_Record):
         "target (>= 0 each); empty: load.warmup_s for every target.",
     )
     settle_s: float = Field(0.2, description="Uncounted seconds of load before each slice.")
+    settle_s_by_target: list[float] = Field(
+        default_factory=list,
+        description="The settle after each target's slices (and first touch), one per target "
+        "(>= 0 each): the next window's uncounted start, while that target's requests in "
+        "flight drain; empty: settle_s after every target.",
+    )
     rounds: int = Field(description="Rounds planned (one slice per target each).")
     seed: int = 0
 
@@ -96,14 +102,22 @@ class SlicePlan(_Record):
         """Seconds of ``target``'s first touch (its warm-up window)."""
         return self.warmup_s_by_target[target] if self.warmup_s_by_target else self.load.warmup_s
 
+    def settle_s_after(self, target: int | None) -> float:
+        """The settle of the window after one of ``target``'s (None: after none)."""
+        if target is None or not self.settle_s_by_target:
+            return self.settle_s
+        return self.settle_s_by_target[target]
+
     def planned_s(self) -> float:
         """Seconds the whole plan lasts (warm-up windows included), summed as the engine's
         ``SlicedSpec::planned_s``: every target's first touch, then ``rounds`` times one
-        settle and one slice of every target."""
+        settle and one slice of every target. With settles per target the engine sums each
+        window's settle in the rounds' order, which it alone draws: this is within one
+        settle of its figure."""
         touches = one_round = 0.0
         for t in range(len(self.targets)):  # in order, uncompensated (not sum()): as Rust's
             touches += self.warmup_s_of(t)
-            one_round += self.settle_s + self.slice_s_of(t)
+            one_round += self.settle_s_after(t) + self.slice_s_of(t)
         return touches + self.rounds * one_round
 
     def to_json(self) -> str:

@@ -39,7 +39,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +58,7 @@ from pywebbench.load.sliced import SlicedResult, SliceStats
 from pywebbench.run.measure import no_sigint
 from pywebbench.run.rotation import (
     JIT_SLICE_S,
+    LEAST_ROUNDS,
     MEMORY_EVERY_S,
     OVER_BUDGET,
     SLICE_BOUNDS,
@@ -69,6 +70,7 @@ from pywebbench.run.rotation import (
     Rounds,
     judge,
     memory_budgets,
+    settle_for,
     slots,
 )
 from pywebbench.run.rows import slice_iteration, started_server_columns
@@ -104,6 +106,9 @@ GROW_OVERRUN = 0.25
 #: already measured reconnect; the new ones were warmed first, :data:`~pywebbench.run.rotation.
 #: JIT_FIRST_TOUCH_S` on a JIT interpreter).
 LEG_TOUCH_S = 0.25
+#: A group sizes its settles again, once every process is warm, when its rounds would take
+#: at most this share of their time (and give back more than the further run's reconnects).
+REPLAN_WHEN = 0.9
 
 
 #: A stack whose idle processes take more than this share of a core each during the others'
@@ -183,7 +188,7 @@ class GroupOptions:
     budget_s: float = 150.0
     jit_budget_s: float = 300.0  # on a JIT interpreter (PyPy)
     ci_width: float = DEFAULT_CI_WIDTH
-    slice_s: float | None = None  # None: sized by the probe (slots)
+    slice_s: float | None = None  # None: sized by the first touches (slots)
     memory_budget_bytes: int | None = None  # None: sized from the machine's memory
     interference_max: float = 0.05
     seed: int = 0
@@ -280,6 +285,8 @@ class GroupRun:
         #: The settle shortened once every process was warm (:meth:`_slowest_warm`): the
         #: settles before and after, the slowest warm rate, the round it began; None: not.
         self.replanned: dict[str, Any] | None = None
+        #: How the rounds were planned (:meth:`measure`), stored with the group's figures.
+        self.plan: dict[str, Any] = {}
 
     @property
     def result(self) -> SlicedResult | None:
@@ -425,23 +432,29 @@ class GroupRun:
         budget_s = self.options.jit_budget_s if jit else self.options.budget_s
         started = time.monotonic()
 
-        # every process's first touch before the probe: a JIT's cold process serves a
-        # fraction of its rate, and a settle sized by it stretched every slice of a quick
-        # study's group (0.25-0.5-s settles where its warm processes needed 0.05 s); the
-        # sliced run then only reconnects (LEG_TOUCH_S)
-        if not self.rotation.touch(live, self._spec_of):
+        # every process's first touch, alone, its last part counted: what each stack's
+        # slowest process serves sizes the settle after that stack's slices (a JIT's cold
+        # process serves a fraction of its rate: once every process is warm the settles
+        # are sized again); the sliced run then only reconnects (LEG_TOUCH_S)
+        touched = self.rotation.touch(live, self._spec_of)
+        if touched is None:
             raise KeyboardInterrupt
-        # the settle drains the slowest, whatever the slice
-        rps = self.rotation.slowest_rps(live, self._spec_of)
+        rates: dict[str, float] = {}
+        for m, rps in zip(live, touched, strict=True):
+            rates[m.stack] = min(rps, rates.get(m.stack, math.inf))
+        self._say("probed: " + ", ".join(f"{s} {r:,.0f} req/s" for s, r in rates.items()))
         connections = first.progress.cell.connections
+        touched_s = time.monotonic() - started
 
-        def planned(rps: float, left_s: float) -> RotationSettings:
-            """The rotation's settings for ``live`` with ``left_s`` of budget left and the
-            slowest at ``rps``: a sliced run whose processes were touched already (each
-            reconnects for :data:`LEG_TOUCH_S`)."""
+        def planned(rates: Mapping[str, float], left_s: float) -> RotationSettings:
+            """The rotation's settings for ``live`` with ``left_s`` of budget left and each
+            stack's slowest process at ``rates``: a sliced run whose processes were touched
+            already (each reconnects for :data:`LEG_TOUCH_S`). The slice holds two response
+            times of the slowest stack; each stack's settle one of its own."""
             touches = len(live) * LEG_TOUCH_S
             slice_s, settle_s, rounds = slots(
-                len(live), left_s - touches, connections, rps, self.options.slice_s,
+                len(live), left_s - touches, connections, min(rates.values()),
+                self.options.slice_s,
                 shortest=JIT_SLICE_S if jit and not both else SLICE_BOUNDS[0],
             )  # fmt: skip
             settings = RotationSettings(
@@ -453,29 +466,36 @@ class GroupRun:
                 core_speed=self.options.core_speed,
                 interference_max=self.options.interference_max,
                 memory_budget_bytes=self.options.memory_budget_bytes,
+                settle_s_by_stack={s: settle_for(connections, r) for s, r in rates.items()},
             )
-            if not both:
-                return settings
-            # each process its own slice and first touch: PyPy's longer, CPython's as sized
-            settings = dataclasses.replace(settings, jit_slice_s=max(slice_s, JIT_SLICE_S))
-            rounds = max(
-                leg_rounds(self.options.rule),
-                int((left_s - touches) / settings.round_s(live) + 1e-9),
-            )
+            if both:  # each process its own slice: PyPy's longer, CPython's as sized
+                settings = dataclasses.replace(settings, jit_slice_s=max(slice_s, JIT_SLICE_S))
+            least = leg_rounds(self.options.rule) if both else LEAST_ROUNDS
+            rounds = max(least, int((left_s - touches) / settings.round_s(live) + 1e-9))
             return dataclasses.replace(settings, rounds=rounds)
 
-        settings = planned(rps, budget_s - (time.monotonic() - started))
+        settings = planned(rates, budget_s - touched_s)
+        #: how the rounds were planned, stored with the group's figures (``group.plan``)
+        self.plan = {
+            "touch_s": round(touched_s, 1),
+            "slice_s": settings.slice_s,
+            "jit_slice_s": settings.jit_slice_s,
+            "settle_s_by_stack": dict(settings.settle_s_by_stack),
+            "round_s": round(settings.round_s(live), 2),
+            "rounds_planned": settings.rounds,
+        }
         slices_said = f"{settings.slice_s:g} s slices" + (
             f" ({settings.jit_slice_s:g} s on a JIT)" if both else ""
         )
+        settles = sorted(settings.settle_s_by_stack.values())
         self._say(
             f"measuring {len({m.stack for m in live})} stacks x {self.options.processes} "
-            f"processes interleaved: {slices_said}, {settings.settle_s:g} s settles, at most "
-            f"{settings.rounds} rounds ({settings.planned_s(live):.0f} s)"
+            f"processes interleaved: {slices_said}, {settles[0]:g}-{settles[-1]:g} s settles, "
+            f"at most {settings.rounds} rounds ({settings.planned_s(live):.0f} s)"
         )
         grow: list[Disagreement] = []  # what ended a leg to give a stack more processes
-        #: the warm rate of the slowest process, when it ended a leg to shorten the settle
-        replan: list[float] = []
+        #: each stack's warm rate, when it ended a leg to shorten the settles
+        replan: list[dict[str, float]] = []
 
         def stop(so_far: Rounds) -> bool:
             members = [m for m in self.members if m.stopped is None]
@@ -496,12 +516,17 @@ class GroupRun:
                 return True
             left_s = budget_s - (time.monotonic() - started)
             if self.replanned is None:
-                slowest = self._slowest_warm(j, so_far)
-                if slowest is not None:
-                    shorter = planned(slowest, left_s)
+                warm_rates = self._warm_rates(j, so_far)
+                if warm_rates is not None:
+                    shorter = planned(warm_rates, left_s)
                     needed = self._leg_s(shorter, members)
-                    if shorter.settle_s <= settings.settle_s / 2 and left_s >= needed:
-                        replan.append(slowest)
+                    # a further leg reconnects every process: worth it when the rounds get
+                    # shorter by a tenth or more and give back more than that in those left
+                    now, then = settings.round_s(members), shorter.round_s(members)
+                    saved = (now - then) * max(0, settings.rounds - so_far.complete)
+                    cost = 2 * len(members) * LEG_TOUCH_S
+                    if then <= REPLAN_WHEN * now and saved > cost and left_s >= needed:
+                        replan.append(warm_rates)
                         return True
             found = self._to_grow(j, left_s + GROW_OVERRUN * budget_s, settings, len(self.grown))
             if found is not None:
@@ -517,16 +542,17 @@ class GroupRun:
             if self.rotated.interrupted:
                 break
             if replan:
-                before = settings.settle_s
+                before = settings.round_s(live)
                 settings = planned(replan[0], budget_s - (time.monotonic() - started))
                 self.replanned = {
-                    "settle_s": [before, settings.settle_s],
-                    "slowest_rps": round(replan[0], 1),
+                    "round_s": [round(before, 2), round(settings.round_s(live), 2)],
+                    "settle_s_by_stack": dict(settings.settle_s_by_stack),
+                    "warm_rps": {s: round(r, 1) for s, r in replan[0].items()},
                     "round": self.rotated.next_round(),
                 }
                 self._say(
-                    f"every process warm, the slowest at {replan[0]:,.0f} req/s: settles of "
-                    f"{settings.settle_s:g} s instead of {before:g} s from round "
+                    f"every process warm: settles sized again, rounds of "
+                    f"{settings.round_s(live):.1f} s instead of {before:.1f} s from round "
                     f"{self.rotated.next_round()}"
                 )
                 continue
@@ -562,23 +588,23 @@ class GroupRun:
             members
         )
 
-    def _slowest_warm(self, j: GroupJudgement, so_far: Rounds) -> float | None:
-        """The slowest live process's median requests/s over its warm slices, once every
-        live process is warm (None before, or without a slice to read): what the settle
-        must drain, read warm. The probe that sized the settle read each stack's process
-        after its first touch, and a JIT may be far from warm then."""
+    def _warm_rates(self, j: GroupJudgement, so_far: Rounds) -> dict[str, float] | None:
+        """Each stack's slowest live process's median requests/s over its warm slices, once
+        every live process is warm (None before, or without a slice to read): what each
+        settle must drain, read warm. The first touches that sized the settles read each
+        process cold, and a JIT may be far from warm then."""
         live = [m for m in self.members if m.stopped is None]
         if not live or j.unsettled(live):
             return None
-        rates = []
+        rates: dict[str, float] = {}
         for m in live:
             start = j.starts.get(m.index)
             mine = [s.rps for s in so_far.slices if s.target == m.index and start is not None
                     and s.round >= start and s.requests > 0]  # fmt: skip
             if not mine:
                 return None
-            rates.append(statistics.median(mine))
-        return min(rates)
+            rates[m.stack] = min(statistics.median(mine), rates.get(m.stack, math.inf))
+        return rates
 
     def _to_grow(
         self, j: GroupJudgement, left_s: float, settings: RotationSettings, growths: int
@@ -630,7 +656,7 @@ class GroupRun:
                 continue
             added.append(m)
             touched = self.rotation.touch([m], self._spec_of)
-            if not touched and self.rotated is not None:  # stored as it stands
+            if touched is None and self.rotated is not None:  # stored as it stands
                 self.rotated = dataclasses.replace(
                     self.rotated,
                     result=self.rotated.result.model_copy(update={"interrupted": True}),
@@ -793,6 +819,10 @@ class GroupRun:
                 out[p.cell_id]["grown"] = self.grown
             if self.replanned is not None:
                 out[p.cell_id]["replanned"] = self.replanned
+            if self.plan:
+                out[p.cell_id]["plan"] = self.plan | {
+                    "legs": self.rotated.legs if self.rotated is not None else 0
+                }
             if burners:
                 out[p.cell_id]["idle_burn"] = burners
         return out

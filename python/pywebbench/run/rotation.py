@@ -7,13 +7,16 @@ A :class:`Rotation` takes processes already started and verified (a
 :class:`~pywebbench.bringup.ServerPool`'s), each a :class:`Member`: the engine target
 ``index``, the stack (or side) it is a process of. It
 
-- probes one process of each stack to size the slices (:func:`slots`: the settle drains the
-  slowest stack's requests in flight, the slice holds two of its response times);
+- reads what its processes serve to size the slices (:func:`slots`: the slice holds two
+  response times of the slowest stack; :func:`settle_for`: the settle after a process's
+  slice drains its requests in flight; ``ab`` probes one process of each side
+  (:meth:`Rotation.slowest_rps`), a study's group reads every process's first touch
+  (:meth:`Rotation.touch`));
 - runs one sliced engine run through the load agent
   (:meth:`pywebbench.load.LoadAgent.run_sliced`): every process gets ``touch_s`` of load
   alone first (its *first touch*: connections, imports, a JIT's first compilations; a
-  study's group gives it with :meth:`Rotation.touch` before the probe, and its sliced run
-  only reconnects), then
+  study's group gives it with :meth:`Rotation.touch` first, and its sliced run only
+  reconnects), then
   one slice a round in a seeded random order (keep-alive connections kept open across
   slices; with a connection per request, or N per connection, connections are opened inside
   a process's slices only), each process at its own URL or unix socket;
@@ -77,6 +80,9 @@ PROBE_S = 1.0
 LEAST_PROBE_S = 0.25
 #: Seconds of load a process on a JIT interpreter gets before its probe is counted.
 JIT_PROBE_WARMUP_S = 1.0
+#: The counted end of a JIT process's first touch (:meth:`Rotation.touch`): a cold JIT's
+#: rate moves within the second.
+JIT_PROBE_S = 1.0
 #: A slice whose server used less than this share of a core gives no per-CPU figure (too
 #: few of the kernel's clock ticks to divide by).
 MIN_CPU_SHARE = 0.02
@@ -137,8 +143,7 @@ def slots(
     slice now and then); the rounds fill the budget (never fewer than ``least_rounds``: a
     budget too small for them is exceeded)."""
     low, high = SLICE_BOUNDS
-    latency = connections / rps if rps > 0 else 0.25
-    settle = round(min(SETTLE_BOUNDS[1], max(SETTLE_BOUNDS[0], latency)), 3)
+    settle = settle_for(connections, rps)
     if slice_s is None:
         # short: the host's speed moves within a second, so many short slices average it
         # out better than a few long ones; long enough to hold two response times
@@ -149,6 +154,13 @@ def slots(
             slice_s = round(min(high, max(low, shortest, settle)), 3)
     rounds = max(least_rounds, int(budget_s / (targets * (slice_s + settle)) + 1e-9))
     return slice_s, settle, rounds
+
+
+def settle_for(connections: int, rps: float) -> float:
+    """The settle after a slice of a process serving ``rps`` over ``connections``: one
+    response time, within :data:`SETTLE_BOUNDS` (as :func:`slots` sizes the common one)."""
+    latency = connections / rps if rps > 0 else 0.25
+    return round(min(SETTLE_BOUNDS[1], max(SETTLE_BOUNDS[0], latency)), 3)
 
 
 def memory_budget(budget_bytes: int | None, processes: int) -> int:
@@ -217,14 +229,22 @@ class RotationSettings:
     #: A JIT process's slice, in a rotation of both kinds (None: as the others'): its
     #: collector's pauses need longer slices (:data:`JIT_SLICE_S`).
     jit_slice_s: float | None = None
+    #: The settle after each stack's slices (:func:`settle_for`: one response time of its
+    #: slowest process); a stack not in it: ``settle_s``. A settle drains the requests the
+    #: slice before it left in flight, so a fast stack's need not wait as a slow one's.
+    settle_s_by_stack: Mapping[str, float] = field(default_factory=dict)
 
     def slice_for(self, m: Member) -> float:
         """The counted seconds of ``m``'s slices."""
         return self.jit_slice_s if m.jit and self.jit_slice_s is not None else self.slice_s
 
+    def settle_after(self, m: Member) -> float:
+        """The settle of the window after one of ``m``'s slices."""
+        return self.settle_s_by_stack.get(m.stack, self.settle_s)
+
     def round_s(self, members: Sequence[Member]) -> float:
         """Seconds one round of ``members`` takes."""
-        return sum(self.slice_for(m) + self.settle_s for m in members)
+        return sum(self.slice_for(m) + self.settle_after(m) for m in members)
 
     def planned_s(self, members: Sequence[Member]) -> float:
         """Seconds the whole plan takes, first touches included."""
@@ -518,16 +538,21 @@ class Rotation:
         #: Seconds of load given so far (probes and runs).
         self.loaded_s = 0.0
 
-    def touch(self, members: Sequence[M], spec: Callable[[M], LoadSpec]) -> bool:
+    def touch(self, members: Sequence[M], spec: Callable[[M], LoadSpec]) -> list[float] | None:
         """Each of ``members`` loaded alone for its first touch (:func:`first_touch_s`),
-        continuous, one after another; False when Ctrl-C ended one (the others untouched)."""
+        continuous, one after another: the requests/s of each over the touch's last part
+        (:data:`LEAST_PROBE_S`, a JIT's :data:`JIT_PROBE_S`), which sizes the settle after
+        its slices; None when Ctrl-C ended one (the others untouched)."""
+        rates = []
         for m in members:
             each = first_touch_s(m.jit)
-            touched = self.agent.run(spec(m).replace(duration_s=each, warmup_s=0.0))
+            counted = JIT_PROBE_S if m.jit else LEAST_PROBE_S
+            touched = self.agent.run(spec(m).replace(duration_s=counted, warmup_s=each - counted))
             self.loaded_s += each
             if touched.interrupted:
-                return False
-        return True
+                return None
+            rates.append(touched.rps)
+        return rates
 
     def slowest_rps(self, live: Sequence[M], spec: Callable[[M], LoadSpec]) -> float:
         """The lowest requests/s of a short probe of one process of each stack (``spec``:
@@ -572,6 +597,7 @@ class Rotation:
         joins both (:meth:`Rotated.then`)."""
         n = len(live)
         slices = [settings.slice_for(m) for m in live]
+        settles = [settings.settle_after(m) for m in live]
         sockets = [m.unix_socket or "" for m in live]
         plan = SlicePlan(
             load=load.replace(warmup_s=settings.touch_s, unix_socket=None),
@@ -584,6 +610,7 @@ class Rotation:
             seed=settings.seed + (after.legs if after is not None else 0),
             # a rotation of both kinds: each process its own slice
             slice_s_by_target=slices if len(set(slices)) > 1 else [],
+            settle_s_by_target=settles if len(set(settles)) > 1 else [],
         )
         if after is None:
             for i, m in enumerate(live):
