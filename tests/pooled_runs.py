@@ -29,14 +29,16 @@ def key(server: str) -> str:
     return f"cpython3.11/{server}/raw-wsgi"
 
 
-def run_row(i: int, *, hours: float = 3.0, status: str = "completed") -> Run:
-    """Run ``run{i}``, on one of two machines by parity, ``hours * i`` after the first."""
+def run_row(i: int, *, hours: float = 3.0, status: str = "completed", machines: int = 2) -> Run:
+    """Run ``run{i}``, on one of ``machines`` machines in turn, ``hours * i`` after the
+    first."""
     start = 60 * int(hours * 60 * i)  # seconds
     day, rest = divmod(start, 86400)
     stamp = f"2026-12-{5 + day:02d}T{rest // 3600:02d}:{rest % 3600 // 60:02d}:00.000+00:00"
-    cpu = XEON if i % 2 == 0 else EPYC
+    cpu = XEON if i % machines == 0 else EPYC
     return Run(
-        f"run{i}", stamp, stamp, status, "quick", f"host{i % 2}", cpu, 2, "6.1", None, None,
+        f"run{i}", stamp, stamp, status, "quick", f"host{i % machines}", cpu, 2, "6.1", None,
+        None,
         "Linux", "0.1.0", "3.11", "[0]", "[1]", json.dumps({"load": {"seed": 100 + i}}),
         json.dumps(HOST_EXTRA),
     )  # fmt: skip
@@ -67,12 +69,14 @@ def study(
     lacking: int | None = None,
     hours: float = 3.0,
     shift: dict[int, float] | None = None,
+    machines: int = 2,
 ) -> Study:
-    """``runs`` runs (``run0``...); run ``lacking`` has no waitress; ``shift`` moves a run's
-    granian level by a further log amount (a run that lands elsewhere)."""
+    """``runs`` runs (``run0``...) on ``machines`` machines in turn; run ``lacking`` has no
+    waitress; ``shift`` moves a run's granian level by a further log amount (a run that
+    lands elsewhere)."""
     out = Study()
     for r in range(runs):
-        out.runs.append(run_row(r, hours=hours))
+        out.runs.append(run_row(r, hours=hours, machines=machines))
         names = [s for s in STACKS if not (r == lacking and s == "waitress")]
         moved = WOBBLE[r % len(WOBBLE)] + (shift or {}).get(r, 0.0)
         logs = {s: BASE[s] + (moved if s == "granian-wsgi" else 0.0) for s in names}

@@ -10,7 +10,19 @@ from pathlib import Path
 import pytest
 from pooled_runs import key, study
 from pywebbench.reference.record import dumps, read_folder, record_of
-from pywebbench.reference.table import PAGE, RECORDS, build, generate, main, render
+from pywebbench.reference.table import (
+    BEGIN,
+    END,
+    PAGE,
+    README,
+    RECORDS,
+    build,
+    generate,
+    main,
+    readme_block,
+    render,
+    with_readme_block,
+)
 
 
 def _folder(tmp_path: Path, runs: int, **kw: float) -> Path:
@@ -25,6 +37,33 @@ def test_the_committed_page_is_what_the_committed_records_give() -> None:
         "docs/reference-table.md is stale: python -m pywebbench.reference.table"
     )
     assert main(["--check"]) == 0
+
+
+def test_the_readmes_headline_table_is_what_the_committed_records_give() -> None:
+    """The README's table between its markers is the records' (issue 65: the pooled table
+    is the README's headline table), one row per stack, one column per workload."""
+    text = README.read_text(encoding="utf-8")
+    table = build(read_folder(RECORDS))
+    block = readme_block(table)
+    assert block in text, "README.md's table is stale: python -m pywebbench.reference.table"
+    rows = [line for line in block.splitlines() if line.startswith("| ") and "---" not in line]
+    stacks = {p.key.stack for p in table.rows}
+    assert len(rows) == 1 + len(stacks)  # the header and one row a stack
+    assert "prediction interval" in block and "](docs/reference-table.md)" in block
+
+
+def test_the_readme_block_replaces_only_what_lies_between_its_markers(tmp_path: Path) -> None:
+    table = build(read_folder(_folder(tmp_path, 6, hours=3.0)))
+    block = readme_block(table)
+    assert block.startswith(BEGIN) and block.endswith(END)
+    readme = f"# x\n\nbefore\n\n{BEGIN}\nold\n{END}\n\nafter\n"
+    new = with_readme_block(readme, block)
+    assert new == f"# x\n\nbefore\n\n{block}\n\nafter\n"
+    assert with_readme_block(new, block) == new
+    assert "| granian-wsgi" not in block  # stacks are written as the README writes them
+    assert "| cpython3.11 · granian-wsgi · raw-wsgi | " in block
+    with pytest.raises(ValueError, match="no lines"):
+        with_readme_block("# no markers\n", block)
 
 
 def test_with_no_records_the_page_says_there_are_none_yet(tmp_path: Path) -> None:
@@ -57,6 +96,28 @@ def test_six_runs_from_two_machines_a_day_apart_meet_the_bar(tmp_path: Path) -> 
     assert "| run0 | " in text and "| 1.0 MiB, 32.0 MiB |" in text and "0123456789" in text
 
 
+def test_six_runs_from_one_machine_8_hours_apart_are_published_saying_so(
+    tmp_path: Path,
+) -> None:
+    """Issue 65: if all the work happens on one machine, pool runs at least 8 hours apart
+    and say so; three runs a day apart on one machine stay provisional."""
+    folder = tmp_path / "one"
+    folder.mkdir()
+    s = study(6, hours=3.0, machines=1)
+    for r in s.runs:
+        (folder / f"{r.id}.json").write_text(dumps(record_of(s, r.id)))
+    table = build(read_folder(folder))
+    assert table.one_machine and not table.provisional
+    assert table.shortfalls() == ["1 machine(s), 2 needed"]
+    first = render(table).splitlines()[2]
+    assert first.startswith("**Published from one machine**: 6 run(s) from 1 machine(s), the "
+                            "first and last 15.0 hours apart.")  # fmt: skip
+    assert "(1 machine, 15 hours apart)" in readme_block(table)
+    (tmp_path / "short").mkdir()
+    short = build(read_folder(_folder(tmp_path / "short", 3, hours=12.0)))
+    assert short.provisional and not short.one_machine
+
+
 def test_a_run_without_a_stack_keeps_the_table_provisional(tmp_path: Path) -> None:
     table = build(read_folder(_folder(tmp_path, 6, hours=3.0, lacking=2)))
     assert table.shortfalls() == ["6 of 6 cells pooled from fewer than 6 runs or from one machine"]
@@ -68,11 +129,20 @@ def test_a_bad_record_stops_the_generator_in_one_line(
 ) -> None:
     (tmp_path / "x.json").write_text("[]")
     page = tmp_path / "page.md"
-    assert main(["--records", str(tmp_path), "-o", str(page)]) == 2
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# r\n{BEGIN}\n{END}\n")
+    out = ["-o", str(page), "--readme", str(readme)]
+    assert main(["--records", str(tmp_path), *out]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "not a reference record" in err and "\n" not in err
     assert not page.exists()
-    assert main(["--records", str(tmp_path / "none"), "-o", str(page)]) == 0
-    assert main(["--records", str(tmp_path / "none"), "-o", str(page), "--check"]) == 0
+    assert main(["--records", str(tmp_path / "none"), *out]) == 0
+    assert "No runs are recorded yet" in readme.read_text()
+    assert main(["--records", str(tmp_path / "none"), *out, "--check"]) == 0
     page.write_text("edited")
-    assert main(["--records", str(tmp_path / "none"), "-o", str(page), "--check"]) == 1
+    assert main(["--records", str(tmp_path / "none"), *out, "--check"]) == 1
+    readme.write_text("# r, no markers\n")
+    capsys.readouterr()
+    assert main(["--records", str(tmp_path / "none"), *out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {readme}: no lines") and "\n" not in err

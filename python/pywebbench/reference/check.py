@@ -80,7 +80,13 @@ def lines(
 
 def describe(check: RunCheck, table: Table, label: Callable[[str], str] = str) -> list[str]:
     """:func:`lines` of a comparison already made."""
-    status = "provisional" if table.provisional else "bar met"
+    status = (
+        "provisional"
+        if table.provisional
+        else "one machine so far"
+        if table.one_machine
+        else "bar met"
+    )
     head = (
         f"Against the published table ({PAGE_NAME}: {table.runs} runs, "
         f"{table.machines} machine(s), {status}): "

@@ -2,11 +2,14 @@
 (:mod:`pywebbench.analysis.pooling`), rendered as docs/reference-table.md.
 
 The page is generated, never edited: ``python -m pywebbench.reference.table`` writes it from
-the records, ``--check`` says whether it is what they give (the suite checks that too). It
-says which machines the runs came from, how many runs and how many hours apart, and whether
-issue 65's bar is met (at least :data:`MIN_RUNS` runs, from :data:`MIN_MACHINES` machines,
-:data:`MIN_HOURS` hours apart, in every cell); when it is not, the page opens by saying the
-table is provisional.
+the records, with the README's headline table (between :data:`BEGIN` and :data:`END`),
+``--check`` says whether both are what they give (the suite checks that too). It says which
+machines the runs came from, how many runs and how many hours apart, and whether issue 65's
+bar is met (at least :data:`MIN_RUNS` runs, from :data:`MIN_MACHINES` machines,
+:data:`MIN_HOURS` hours apart, in every cell). Runs from one machine that meet the rest of
+the bar are published as such (issue 65: "if all the work happens on one machine, pool runs
+at least 8 hours apart, say so"); short of that, the page opens by saying the table is
+provisional.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ ROOT = Path(pywebbench.__file__).resolve().parents[2]
 #: Where the records are kept, and the page they make.
 RECORDS = ROOT / "reference" / "runs"
 PAGE = ROOT / "docs" / "reference-table.md"
+#: The README, whose headline table the records make too, between these two lines.
+README = ROOT / "README.md"
+BEGIN = "<!-- reference table: python -m pywebbench.reference.table writes it; do not edit -->"
+END = "<!-- end of the reference table -->"
 #: Issue 65's bar for a table that is not provisional.
 MIN_RUNS = 6
 MIN_MACHINES = 2
@@ -69,28 +76,36 @@ class Table:
             return None
         return (max(starts) - min(starts)).total_seconds() / 3600
 
-    def shortfalls(self) -> list[str]:
-        """What the table lacks against the bar, in words; empty when it is met."""
+    def shortfalls(self, machines: int = MIN_MACHINES) -> list[str]:
+        """What the table lacks against the bar (with ``machines`` machines at least), in
+        words; empty when it is met."""
         out = []
         if self.runs < MIN_RUNS:
             out.append(f"{self.runs} run(s), {MIN_RUNS} needed")
-        if self.machines < MIN_MACHINES:
-            out.append(f"{self.machines} machine(s), {MIN_MACHINES} needed")
+        if self.machines < machines:
+            out.append(f"{self.machines} machine(s), {machines} needed")
         hours = self.hours_apart
         if hours is None or hours < MIN_HOURS:
             apart = f"{hours:.1f} hours apart" if hours is not None else "no span of hours"
             out.append(f"{apart}, {MIN_HOURS:g} needed")
-        thin = [p for p in self.rows if p.runs < MIN_RUNS or len(_machines(self, p)) < 2]
+        thin = [p for p in self.rows if p.runs < MIN_RUNS or len(_machines(self, p)) < machines]
         if self.rows and thin and not out:
+            several = " or from one machine" if machines > 1 else ""
             out.append(
                 f"{len(thin)} of {len(self.rows)} cells pooled from fewer than {MIN_RUNS} "
-                f"runs or from one machine"
+                f"runs{several}"
             )
         return out
 
     @property
     def provisional(self) -> bool:
-        return bool(self.shortfalls())
+        """Short of the bar, even from one machine (:attr:`one_machine`)."""
+        return bool(self.shortfalls(machines=1))
+
+    @property
+    def one_machine(self) -> bool:
+        """The bar met but for the second machine: published, saying so."""
+        return not self.provisional and bool(self.shortfalls())
 
 
 def _machines(table: Table, p: Pooled) -> set[str]:
@@ -208,12 +223,20 @@ def render(table: Table) -> str:
     span = f", the first and last {hours:.1f} hours apart" if hours is not None else ""
     facts = f"{table.runs} run(s) from {table.machines} machine(s){span}"
     short = table.shortfalls()
-    if short:
+    if table.provisional:
         out.append(
             f"**Provisional**: {facts}; issue 65's bar is at least {MIN_RUNS} runs from at "
             f"least {MIN_MACHINES} machines, {MIN_HOURS:g} hours apart, in every cell, and "
             f"this table has {'; '.join(short)}. Its prediction intervals are not yet a "
             "figure that travels."
+        )
+    elif table.one_machine:
+        out.append(
+            f"**Published from one machine**: {facts}. Issue 65's bar asks for "
+            f"{MIN_MACHINES} machines; all the work so far ran on one, so its runs are at "
+            f"least {MIN_HOURS:g} hours apart instead, and the next machine's runs join them "
+            "when the project lands there. Its prediction intervals say where a run on this "
+            "machine lands hours later, not yet on another machine."
         )
     else:
         out.append(
@@ -315,6 +338,74 @@ def _summary(table: Table) -> list[str]:
     return out
 
 
+def _stack_name(key: str) -> str:
+    """``cpython3.11/granian-wsgi/raw-wsgi@w1t4`` as the README writes stacks."""
+    return key.split("@")[0].replace("/", " · ")
+
+
+def readme_block(table: Table) -> str:
+    """The README's headline table, with its markers: each stack's pooled ratio at each
+    workload and load point, and the prediction interval for one more run."""
+    out = [BEGIN]
+    if not table.rows:
+        out += ["", "No runs are recorded yet ([reference table](docs/reference-table.md)).", ""]
+        return "\n".join([*out, END])
+    points = sorted({(p.key.workload, p.key.load_point) for p in table.rows})
+    by: dict[tuple[str, tuple[str, str]], Pooled] = {
+        (p.key.stack, (p.key.workload, p.key.load_point)): p for p in table.rows
+    }
+    stacks = sorted(
+        {p.key.stack for p in table.rows},
+        key=lambda k: (
+            table.interpreters.get(k, ""),
+            -next((by[k, pt].ratio for pt in points if (k, pt) in by), 0.0),
+        ),
+    )
+    hours = table.hours_apart
+    span = f", {hours:.0f} hours apart" if hours is not None else ""
+    machines = f"{table.machines} machine" + ("s" if table.machines != 1 else "")
+    status = "provisional, " if table.provisional else ""
+    check = table.coverage
+    held = (
+        f" Leaving one run out, {fmt.percent(check.share)} of the runs' ratios fell inside "
+        "the others' prediction intervals."
+        if check is not None and check.checked
+        else ""
+    )
+    out += [
+        "",
+        f"The quick study pooled over {table.runs} runs ({status}{machines}{span}): each "
+        "stack's req/s over the geometric mean of its interpreter's stacks in the same "
+        f"rounds, and where one more run's ratio lands (95% prediction interval).{held} "
+        "[Every cell, tau and the runs](docs/reference-table.md).",
+        "",
+        "| stack | " + " | ".join(f"{w} @ {lp}" for w, lp in points) + " |",
+        "|---|" + "---:|" * len(points),
+    ]
+    for k in stacks:
+        cells = []
+        for pt in points:
+            p = by.get((k, pt))
+            if p is None:
+                cells.append("not measured")
+            elif p.pred_low is None or p.pred_high is None:
+                cells.append(f"{p.ratio:.2f}{fmt.TIMES}")
+            else:
+                cells.append(f"{p.ratio:.2f}{fmt.TIMES} ({p.pred_low:.2f}-{p.pred_high:.2f})")
+        out.append(f"| {_stack_name(k)} | " + " | ".join(cells) + " |")
+    out.append("")
+    return "\n".join([*out, END])
+
+
+def with_readme_block(readme: str, block: str) -> str:
+    """``readme`` with its headline table replaced by ``block``; ValueError when it has no
+    :data:`BEGIN` ... :data:`END` lines."""
+    start, end = readme.find(BEGIN), readme.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"no lines {BEGIN!r} ... {END!r} to write the table between")
+    return readme[:start] + block + readme[end + len(END) :]
+
+
 def generate(folder: Path = RECORDS) -> str:
     """The page the records in ``folder`` make; RecordError for a bad record."""
     return render(build(read_folder(folder)))
@@ -331,28 +422,40 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--records", type=Path, default=RECORDS, help="the records' folder")
     parser.add_argument("-o", "--output", type=Path, default=PAGE, help="the page to write")
     parser.add_argument(
+        "--readme", type=Path, default=README,
+        help="the README whose headline table to write (between its two marker lines)",
+    )  # fmt: skip
+    parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if the page is stale"
     )
     args = parser.parse_args(list(argv) if argv is not None else None)
     try:
         table = build(read_folder(args.records))
+        readme = args.readme.read_text(encoding="utf-8")
+        new_readme = with_readme_block(readme, readme_block(table))
     except RecordError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
+        print(f"error: {args.readme}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
         return 2
     text = render(table)
     if args.check:
         current = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
-        if current != text:
-            print(f"{args.output} is not what {args.records} gives: regenerate it with "
+        pairs = ((args.output, current, text), (args.readme, readme, new_readme))
+        stale = [str(f) for f, now, want in pairs if now != want]
+        if stale:
+            print(f"{' and '.join(stale)}: not what {args.records} gives: regenerate with "
                   "python -m pywebbench.reference.table", file=sys.stderr)  # fmt: skip
             return 1
         return 0
     try:
         write_atomic(args.output, text)
+        write_atomic(args.readme, new_readme)
     except OSError as exc:
-        print(f"error: {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    print(f"wrote {args.output} ({table.runs} run(s))", file=sys.stderr)
+    print(f"wrote {args.output} and {args.readme}'s table ({table.runs} run(s))", file=sys.stderr)
     return 0
 
 
