@@ -13,7 +13,7 @@ memory budget and goes on, fails a stack that does not verify, and leaves no pro
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -531,15 +531,21 @@ def test_the_rotation_seed_is_the_groups_own_and_moves_with_the_studys_seed() ->
 # ------------------------------------------------------- a whole group on synthetic slices
 
 
+#: Where the pids of a :class:`SyntheticPool` with pids of its own start (none is real).
+FAKE_PID = 10**7
+
+
 class SyntheticPool(ServerPool):
     """A pool whose processes are names only: the rotation's slices come from a
     :class:`~fake_bench.SlicedModel`, so nothing listens behind these URLs (or, with
     ``bind`` unix, these sockets)."""
 
-    def __init__(self, bind: str = "tcp") -> None:
+    def __init__(self, bind: str = "tcp", *, own_pids: bool = False) -> None:
         super().__init__(lambda cell: (cast(Any, None), cast(Any, None)))  # never launched
         self.started = 0
         self.bind = bind
+        #: each process a pid of its own (FAKE_PID + its number), none of them real
+        self.own_pids = own_pids
 
     def _start_process(self, cell: Any, k: int) -> Any:
         self.started += 1
@@ -547,7 +553,7 @@ class SyntheticPool(ServerPool):
         if self.bind == "unix":  # each process its own socket, as launch/server.py's
             base_url = f"unix:/tmp/pwb-fake{self.started}/server.sock:"
         return SimpleNamespace(
-            pid=os.getpid(),
+            pid=FAKE_PID + self.started if self.own_pids else os.getpid(),
             base_url=base_url,
             log_path="-",
             cold_start_s=0.0,
@@ -568,6 +574,7 @@ def _synthetic_group(
     bind: str = "tcp",
     keepalive: bool = True,
     rate: float | None = None,
+    rss: Callable[[int], int | None] = lambda pid: 40 * 2**20,
     **options: Any,
 ) -> GroupRun:
     """A group of ``stacks`` (three processes each, in the engine's target order: process 1
@@ -593,10 +600,10 @@ def _synthetic_group(
         progress,
         GroupOptions(**(defaults | options)),
         store=cast(Any, FakeStore()),
-        pool=SyntheticPool(bind),
+        pool=SyntheticPool(bind, own_pids=True),
         agent=FakeAgent(Timeline(), sliced=model),
         load_spec=load_spec,
-        rss=lambda pid: 40 * 2**20,
+        rss=rss,
     )
 
 
@@ -769,6 +776,38 @@ def test_each_stack_gets_a_settle_of_its_own_response_time() -> None:
     assert abs(fast["vs"]["slow"][0] - 100.0) < 1.5
 
 
+def test_processes_stopped_for_their_memory_leave_the_rounds_in_a_further_leg() -> None:
+    """Stack p's three processes pass their memory budget at the first sample: their windows
+    would stay in the engine's plan, empty, for every round left, so the group ends its leg
+    and goes on without them (the rounds' numbering continuing); a and b are ranked from the
+    same rounds, p fails with its reason, and the stored plan says what was left out."""
+    levels = {":9001/": 1000.0, ":9002/": 1500.0, ":9004/": 1010.0, ":9005/": 1485.0,
+              ":9007/": 990.0, ":9008/": 1515.0, ":9003/": 800.0, ":9006/": 800.0,
+              ":9009/": 800.0}  # fmt: skip
+    heavy = {FAKE_PID + n for n in (3, 6, 9)}  # p's processes: 3rd, 6th and 9th started
+
+    def rss(pid: int) -> int:
+        return 2**30 if pid in heavy else 40 * 2**20
+
+    model = SlicedModel([], seed=3, by_url=levels)
+    run = _synthetic_group(model, ["a", "b", "p"], rss=rss, memory_budget_bytes=500 * 2**20)
+    outcomes = run_group(run)
+    a, b, p = outcomes
+    assert a.failure is None and b.failure is None
+    assert p.failure is not None and "memory budget" in p.failure.reason
+    timeline = cast(FakeAgent, run.rotation.agent).timeline
+    legs = [e for e in timeline.entries if e["entry"] == "sliced"]
+    assert [len(leg["targets"]) for leg in legs] == [9, 6]
+    assert not any(url.startswith("http://127.0.0.1:9003") for url in legs[1]["targets"])
+    assert run.left_out and run.left_out[0]["processes"] == 3
+    assert a.group is not None and b.group is not None
+    assert b.group["plan"]["left_out"] == run.left_out and b.group["plan"]["legs"] == 2
+    assert abs(b.group["vs"]["a"][0] - 1.5) < 0.015
+    assert run.result is not None
+    rounds = sorted({s.round for s in run.result.slices})
+    assert rounds == list(range(len(rounds)))  # one numbering across both legs
+
+
 def test_a_settle_the_touches_sized_right_is_kept() -> None:
     levels = [1000.0, 1500.0, 1010.0, 1485.0, 990.0, 1515.0]
     run = _synthetic_group(SlicedModel(levels, seed=3), ["a", "b"])
@@ -835,6 +874,22 @@ def test_no_process_is_added_past_the_memory_budget() -> None:
     assert len(run.members) == 6
     b = outcomes[1].group
     assert b is not None and "disagree" in b["wide_because"]
+    assert b["wide_because"].endswith(
+        "; none were added: with 2 more processes each would get 50 MiB, under 1.5x the "
+        "40 MiB one holds"
+    )
+
+
+def test_a_group_without_the_time_for_more_processes_says_so() -> None:
+    """The same disagreement with a budget that leaves no time for a further leg: the group
+    ends at its budget and says what a further leg would have needed."""
+    run = _disagreeing(budget_s=20.0)
+    outcomes = run_group(run)
+    assert run.grown == []
+    b = outcomes[1].group
+    assert b is not None
+    assert "; none were added: a further leg of " in b["wide_because"]
+    assert "the budget (with its overrun) had " in b["wide_because"]
 
 
 def test_processes_that_agree_get_rounds_not_processes() -> None:

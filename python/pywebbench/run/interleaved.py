@@ -287,6 +287,12 @@ class GroupRun:
         self.replanned: dict[str, Any] | None = None
         #: How the rounds were planned (:meth:`measure`), stored with the group's figures.
         self.plan: dict[str, Any] = {}
+        #: Legs ended to leave out the windows of processes stopped in them (their memory):
+        #: the round the next leg began with, and how many were left out.
+        self.left_out: list[dict[str, Any]] = []
+        #: Why the group last declined to start more processes of a stack whose processes
+        #: disagree (:meth:`_to_grow`), said with its wide intervals; None: it never had to.
+        self.not_grown: str | None = None
 
     @property
     def result(self) -> SlicedResult | None:
@@ -494,6 +500,9 @@ class GroupRun:
             f"at most {settings.rounds} rounds ({settings.planned_s(live):.0f} s)"
         )
         grow: list[Disagreement] = []  # what ended a leg to give a stack more processes
+        #: processes stopped in this leg, when they ended it: their windows would stay empty
+        dead: list[GroupMember] = []
+        leg_first = 0  # the round this leg began with
         #: each stack's warm rate, when it ended a leg to shorten the settles
         replan: list[dict[str, float]] = []
 
@@ -515,6 +524,17 @@ class GroupRun:
             if enough(j, self.members, self.options):
                 return True
             left_s = budget_s - (time.monotonic() - started)
+            stopped = [m for m in live if m.stopped is not None]
+            if stopped and len(live) - len(stopped) >= 2:
+                # a stopped process's windows stay in the leg's plan, empty: end the leg
+                # when they would take longer than a further leg's reconnects
+                rounds_left = settings.rounds - (so_far.complete - leg_first)
+                empty = rounds_left * sum(
+                    settings.slice_for(m) + settings.settle_after(m) for m in stopped
+                )
+                if empty > 2 * len(live) * LEG_TOUCH_S:
+                    dead.extend(stopped)
+                    return True
             if self.replanned is None:
                 warm_rates = self._warm_rates(j, so_far)
                 if warm_rates is not None:
@@ -537,10 +557,22 @@ class GroupRun:
         while True:
             grow.clear()
             replan.clear()
+            dead.clear()
+            leg_first = self.rotated.next_round() if self.rotated is not None else 0
             self.measured.update(m.index for m in live)
             self.rotated = self.rotation.run(live, base, settings, stop, after=self.rotated)
             if self.rotated.interrupted:
                 break
+            done = self.rotated.next_round() - leg_first
+            live = [m for m in self.members if m.stopped is None]
+            if dead:
+                self.left_out.append({"round": self.rotated.next_round(), "processes": len(dead)})
+                self._say(
+                    f"{len(dead)} processes stopped: the rounds go on without their windows "
+                    f"from round {self.rotated.next_round()}"
+                )
+                settings = dataclasses.replace(settings, rounds=max(1, settings.rounds - done))
+                continue
             if replan:
                 before = settings.round_s(live)
                 settings = planned(replan[0], budget_s - (time.monotonic() - started))
@@ -628,15 +660,25 @@ class GroupRun:
             return None
         mine = [m for m in live if m.stack == found.stack]
         if len(mine) + GROW_BY > MOST_PROCESSES * self.options.processes:
+            self.not_grown = f"{found.stack} has {len(mine)} processes, the most it may have"
             return None
         after = live + mine[:1] * GROW_BY  # the processes with the new ones
         budgets = memory_budgets(self.options.memory_budget_bytes, [m.jit for m in after])
         for m, budget in zip(after, budgets, strict=True):
             largest = max((o.memory[-1][1] for o in live if o.memory and o.jit == m.jit), default=0)
             if budget < MEMORY_HEADROOM * largest:
+                self.not_grown = (
+                    f"with {GROW_BY} more processes each would get {budget / 2**20:,.0f} MiB, "
+                    f"under {MEMORY_HEADROOM:g}x the {largest / 2**20:,.0f} MiB one holds"
+                )
                 return None
         needed_s = self._leg_s(settings, after)
         if left_s < needed_s:
+            self.not_grown = (
+                f"a further leg of {leg_rounds(self.options.rule)} rounds with "
+                f"{GROW_BY} more processes needs {needed_s:.0f} s, and the budget (with its "
+                f"overrun) had {max(0.0, left_s):.0f} s left"
+            )
             return None
         return found
 
@@ -821,7 +863,8 @@ class GroupRun:
                 out[p.cell_id]["replanned"] = self.replanned
             if self.plan:
                 out[p.cell_id]["plan"] = self.plan | {
-                    "legs": self.rotated.legs if self.rotated is not None else 0
+                    "legs": self.rotated.legs if self.rotated is not None else 0,
+                    "left_out": self.left_out,
                 }
             if burners:
                 out[p.cell_id]["idle_burn"] = burners
@@ -895,6 +938,8 @@ class GroupRun:
         if found is None:
             return None
         why = found.describe(lambda i: str(by_index[i].k + 1))
+        if self.not_grown is not None:
+            why += f"; none were added: {self.not_grown}"
         self._say(f"wide intervals: {why}")
         return why
 
