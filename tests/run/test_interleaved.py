@@ -41,6 +41,7 @@ from pywebbench.run.interleaved import (
 )
 from pywebbench.run.rotation import (
     JIT_MEMORY_SHARES,
+    JIT_SETTLE_S,
     JIT_SLICE_S,
     MIN_ROUNDS,
     Member,
@@ -704,6 +705,9 @@ def test_cpython_and_pypy_in_one_group_each_with_its_slices_and_its_spread() -> 
     assert {plan["slice_s"][i] for i in jit} == {JIT_SLICE_S}
     others = {plan["slice_s"][i] for i in range(9) if i not in jit}
     assert len(others) == 1 and others.pop() < JIT_SLICE_S
+    # a JIT's process's collector holds its last requests: a longer settle after its slices
+    assert {plan["settle_s"][i] for i in jit} == {JIT_SETTLE_S}
+    assert max(plan["settle_s"][i] for i in range(9) if i not in jit) < JIT_SETTLE_S
     # every process touched alone before the rounds, PyPy's for longer, the touch's last
     # part counted (it sizes the settles): no further probe
     first = timeline.entries.index(plan)
@@ -738,7 +742,7 @@ def test_a_settle_sized_by_a_cold_touch_is_shortened_once_every_process_is_warm(
     assert run.replanned is not None
     before, after = run.replanned["round_s"]
     assert after < before / 2
-    assert set(run.replanned["settle_s_by_stack"].values()) == {0.05}
+    assert all(s <= 0.1 for s in run.replanned["settle_s_by_stack"].values())
     timeline = cast(FakeAgent, run.rotation.agent).timeline
     legs = [e for e in timeline.entries if e["entry"] == "sliced"]
     assert len(legs) == 2
@@ -753,9 +757,10 @@ def test_a_settle_sized_by_a_cold_touch_is_shortened_once_every_process_is_warm(
 
 def test_each_stack_gets_a_settle_of_its_own_response_time() -> None:
     """A fast stack (20,000 req/s) and a slow one (200) over 16 connections: the window after
-    a slow process's slice starts with 80 ms of settle (its requests in flight drain), the
-    one after a fast process's with the 0.05-s floor, so the rounds are shorter than with
-    the slow stack's settle everywhere; the plan is stored with the group's figures."""
+    a slow process's slice starts with two of its response times of settle (160 ms: its
+    requests in flight drain while the next process's load has begun), the one after a fast
+    process's with the 0.05-s floor, so the rounds are shorter than with the slow stack's
+    settle everywhere; the plan is stored with the group's figures."""
     levels = [20_000.0, 200.0, 20_200.0, 204.0, 19_800.0, 202.0]  # fast, slow, ...
     run = _synthetic_group(SlicedModel(levels, seed=3), ["fast", "slow"])
     agent = cast(FakeAgent, run.rotation.agent)
@@ -765,13 +770,13 @@ def test_each_stack_gets_a_settle_of_its_own_response_time() -> None:
     plan = next(e for e in agent.timeline.entries if e["entry"] == "sliced")
     stack_of = {m.index: m.stack for m in run.members}
     settles = {stack_of[i]: s for i, s in enumerate(plan["settle_s"])}
-    assert settles == {"fast": 0.05, "slow": 0.08}
+    assert settles == {"fast": 0.05, "slow": 0.16}
     assert run.replanned is None  # the touches read the warm rates here
     fast, slow = (o.group for o in outcomes)
     assert fast is not None and slow is not None
     stored = slow["plan"]
-    assert stored["settle_s_by_stack"] == {"fast": 0.05, "slow": 0.08}
-    assert stored["round_s"] == pytest.approx(6 * stored["slice_s"] + 3 * (0.05 + 0.08))
+    assert stored["settle_s_by_stack"] == {"fast": 0.05, "slow": 0.16}
+    assert stored["round_s"] == pytest.approx(6 * stored["slice_s"] + 3 * (0.05 + 0.16))
     assert stored["legs"] == 1
     assert abs(fast["vs"]["slow"][0] - 100.0) < 1.5
 

@@ -70,7 +70,7 @@ from pywebbench.run.rotation import (
     Rounds,
     judge,
     memory_budgets,
-    settle_for,
+    settle_after,
     slots,
 )
 from pywebbench.run.rows import slice_iteration, started_server_columns
@@ -446,6 +446,7 @@ class GroupRun:
         if touched is None:
             raise KeyboardInterrupt
         rates: dict[str, float] = {}
+        jits = {m.stack for m in live if m.jit}
         for m, rps in zip(live, touched, strict=True):
             rates[m.stack] = min(rps, rates.get(m.stack, math.inf))
         self._say("probed: " + ", ".join(f"{s} {r:,.0f} req/s" for s, r in rates.items()))
@@ -472,7 +473,9 @@ class GroupRun:
                 core_speed=self.options.core_speed,
                 interference_max=self.options.interference_max,
                 memory_budget_bytes=self.options.memory_budget_bytes,
-                settle_s_by_stack={s: settle_for(connections, r) for s, r in rates.items()},
+                settle_s_by_stack={
+                    s: settle_after(connections, r, s in jits) for s, r in rates.items()
+                },
             )
             if both:  # each process its own slice: PyPy's longer, CPython's as sized
                 settings = dataclasses.replace(settings, jit_slice_s=max(slice_s, JIT_SLICE_S))
