@@ -282,8 +282,9 @@ class GroupRun:
         self.grown: list[dict[str, Any]] = []
         #: The members loaded in the engine run's legs (by index).
         self.measured: set[int] = set()
-        #: The settle shortened once every process was warm (:meth:`_slowest_warm`): the
-        #: settles before and after, the slowest warm rate, the round it began; None: not.
+        #: The settles sized again once every process was warm (:meth:`_warm_rates`): a
+        #: round's seconds before and after, each stack's settle and warm rate, the round it
+        #: began; None: not.
         self.replanned: dict[str, Any] | None = None
         #: How the rounds were planned (:meth:`measure`), stored with the group's figures.
         self.plan: dict[str, Any] = {}
@@ -457,7 +458,8 @@ class GroupRun:
             """The rotation's settings for ``live`` with ``left_s`` of budget left and each
             stack's slowest process at ``rates``: a sliced run whose processes were touched
             already (each reconnects for :data:`LEG_TOUCH_S`). The slice holds two response
-            times of the slowest stack; each stack's settle one of its own."""
+            times of the slowest stack; each stack's settle two of its own
+            (:func:`~pywebbench.run.rotation.settle_after`)."""
             touches = len(live) * LEG_TOUCH_S
             slice_s, settle_s, rounds = slots(
                 len(live), left_s - touches, connections, min(rates.values()),
