@@ -147,3 +147,31 @@ def test_a_process_whose_stop_failed_stays_in_the_pool_for_close(
     with pytest.raises(RuntimeError, match="survived SIGKILL"):
         pool.close()
     assert other.stopped and not pool.running
+
+
+def test_the_pool_stops_its_processes_at_once(tmp_path: Path) -> None:
+    """Each stop waits for its process group to exit; a group's 48 processes waited one
+    after another between two groups of a study. Here every stop waits at a barrier for all
+    the others: stopped one after another, the first would wait in vain."""
+    import threading
+
+    n = 6
+    barrier = threading.Barrier(n, timeout=5.0)
+    stopped: list[str] = []
+
+    def start(stack: Any, env: Any, options: Any, ready: str) -> Recorded:
+        return Recorded(name=env)
+
+    def stop(server: Recorded) -> float:
+        barrier.wait()  # raises BrokenBarrierError unless all n stop together
+        stopped.append(server.name)
+        return 0.0
+
+    _, cell = _cell()
+    options = bringup.launch_options(cell.variant, log_dir=tmp_path)
+    envs = iter(str(k) for k in range(n))
+    steps = bringup.BringUp(start=cast(Any, start), stop=cast(Any, stop))
+    with bringup.ServerPool(lambda c: (cast(Any, next(envs)), options), steps=steps) as pool:
+        for k in range(n):
+            pool.start(cell, k)
+    assert sorted(stopped) == [str(k) for k in range(n)] and not pool.running

@@ -503,6 +503,45 @@ def test_a_process_over_the_memory_budget_is_stopped_and_the_group_goes_on(
     assert not any(_alive(s.pid) for s in servers)
 
 
+def test_a_process_bound_to_pass_its_budget_is_stopped_before_it_does(
+    servers: list[Served], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process growing 100 MiB a second below its collector's floor (4 GiB, as PyPy's
+    1.9 GiB on a large-cache host), with a 1-GiB budget and seconds of rounds to go: it is
+    stopped once its samples show it bound to pass, below the budget, said so, and the group
+    goes on without it (it held its windows for seconds, not until it passed)."""
+    import time
+
+    from pywebbench.run import interleaved, rotation
+
+    monkeypatch.setattr(rotation, "MEMORY_EVERY_S", 0.2)
+    monkeypatch.setattr(rotation, "FORESEE_AFTER_S", 2.0)
+    monkeypatch.setattr(interleaved, "leak_floors", lambda interpreter: (0.0, 4.0 * 2**30))
+    began: list[float] = []
+
+    def rss(pid: int) -> int | None:
+        if pid != servers[3].pid:  # the slow stack's second process grows
+            return 40 * 2**20
+        began.append(began[0] if began else time.time())
+        return int((100 + 100 * (time.time() - began[0])) * 2**20)
+
+    run = _group(
+        servers,
+        [_cell("fast", 1.0), _cell("slow", 4.0)],
+        rss=rss,
+        memory_budget_bytes=2**30,
+        budget_s=16.0,
+    )
+    outcomes = run_group(run)
+    assert [o.failure for o in outcomes] == [None, None]
+    assert outcomes[1].ok == 1 and outcomes[0].ok >= 2  # (a noisy host may grow the fast)
+    (stopped,) = [m for m in run.members if m.stopped]
+    assert stopped.stopped is not None and "it would pass the memory budget" in stopped.stopped
+    assert stopped.memory[-1][1] < 2**30  # before it passed
+    assert all(m.memory[-1][1] == 40 * 2**20 for m in run.members if not m.stopped)
+    assert not any(_alive(s.pid) for s in servers)
+
+
 def test_a_stack_that_fails_verification_leaves_the_group(servers: list[Served]) -> None:
     def verify(server: Any, cell: Any) -> StackFailure | None:
         return StackFailure(Phase.VERIFY, "wrong body") if cell.variant.key == "slow" else None
@@ -716,7 +755,11 @@ def test_cpython_and_pypy_in_one_group_each_with_its_slices_and_its_spread() -> 
     touches = sorted(spec["warmup_s"] + spec["duration_s"] for spec in loads)
     assert touches == [first_touch_s(False)] * 6 + [first_touch_s(True)] * 3
     assert all(0 < spec["duration_s"] < spec["warmup_s"] + spec["duration_s"] for spec in loads)
-    assert set(plan["touch_s"]) == {LEG_TOUCH_S}  # the sliced run only reconnects
+    # the first leg's first round opens the connections again (the warm-up rule never
+    # judges it); a further leg's processes, measured already, reconnect alone first
+    assert set(plan["touch_s"]) == {0.0}
+    further = [e for e in timeline.entries if e["entry"] == "sliced"][1:]
+    assert further and all(set(e["touch_s"]) == {LEG_TOUCH_S} for e in further)
     a, b, p = (o.group for o in outcomes)
     assert a is not None and b is not None and p is not None
     assert a["group"] == p["group"]  # one group, one ranking

@@ -8,7 +8,14 @@ import os
 from pywebbench.ab.session import AbOptions, least_budget_s, sized
 from pywebbench.load.sliced import SliceStats
 from pywebbench.meter.slice_interference import CoreAccounting
-from pywebbench.run.rotation import LEAST_ROUNDS, burst_rule, idle_figures, slots
+from pywebbench.run.rotation import (
+    FORESEE_AFTER_S,
+    LEAST_ROUNDS,
+    burst_rule,
+    idle_figures,
+    slots,
+    will_pass,
+)
 
 
 def _slice(index: int, start: float, duration: float, rnd: int = 0) -> SliceStats:
@@ -162,3 +169,40 @@ def test_each_trees_idle_cost_is_its_share_of_the_core_during_the_others_slices(
     cost = idle_figures(slices, acc)[1]
     assert [round(x, 3) for x in cost[2]] == [0.03, 0.03]
     assert cost[0] == [0.0, 0.0] and cost[1] == [0.0, 0.0]
+
+
+MiB = 2**20
+
+
+def _growing(
+    seconds: float, mib_a_second: float, start_mib: float = 300.0
+) -> list[tuple[float, int]]:
+    """A memory sample a second over ``seconds``, growing by ``mib_a_second`` with a 10-MiB
+    staircase's jitter (PyPy's arenas)."""
+    return [
+        (1000.0 + t, int((start_mib + mib_a_second * t + 10 * (t % 3 == 0)) * MiB))
+        for t in range(int(seconds) + 1)
+    ]
+
+
+def test_a_process_bound_to_pass_its_budget_below_its_collectors_floor_is_foreseen() -> None:
+    """Granian's PyPy processes on a host whose PyPy collects nothing below 1.9 GiB grew 5-9
+    MB per 1,000 requests and passed a 1,004-MiB budget in the rounds' last minute, having
+    held every round's windows until then. Growing 5 MiB a second at 500 MiB with 120 s of
+    rounds left, one is bound to pass 1,004 MiB: said once 30 s of samples show it."""
+    floor = 1.9 * 2**30
+    memory = _growing(FORESEE_AFTER_S + 10, 5.0)
+    now = memory[-1][0]
+    why = will_pass(memory, 1004 * MiB, floor, end_at=now + 120)
+    assert why is not None and why.startswith("memory budget: 500 MiB and growing ")
+    assert "nothing collected below 1.9 GiB" in why and "memory budget of 1,004 MiB" in why
+    # too few seconds of samples to say yet
+    assert will_pass(memory[:20], 1004 * MiB, floor, end_at=now + 120) is None
+    # the rounds end before it gets there (500 + 5 x 60 s < 1,004)
+    assert will_pass(memory, 1004 * MiB, floor, end_at=now + 60) is None
+    # a collector that collects below the budget may stop the growth; none known: neither
+    assert will_pass(memory, 1004 * MiB, 900 * MiB, end_at=now + 120) is None
+    assert will_pass(memory, 1004 * MiB, None, end_at=now + 120) is None
+    # growth that stopped in the later half (JIT warm-up's): not foreseen
+    flat = memory + [(now + t, memory[-1][1]) for t in range(1, 60)]
+    assert will_pass(flat, 1004 * MiB, floor, end_at=flat[-1][0] + 1000) is None

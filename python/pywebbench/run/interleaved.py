@@ -349,6 +349,7 @@ class GroupRun:
             url="",
             jit=p.cell.variant.stack.interpreter.is_pypy,
             family=p.cell.variant.stack.interpreter.name,
+            collects_from=leak_floors(p.cell.variant.stack.interpreter)[1],
             progress=p,
             replicate_id=rep_id,
         )
@@ -442,7 +443,9 @@ class GroupRun:
         # every process's first touch, alone, its last part counted: what each stack's
         # slowest process serves sizes the settle after that stack's slices (a JIT's cold
         # process serves a fraction of its rate: once every process is warm the settles
-        # are sized again); the sliced run then only reconnects (LEG_TOUCH_S)
+        # are sized again); the sliced run's first round then opens the connections again
+        # (the warm-up rule never judges a first round), a further leg's reconnects alone
+        # first (LEG_TOUCH_S)
         touched = self.rotation.touch(live, self._spec_of)
         if touched is None:
             raise KeyboardInterrupt
@@ -454,13 +457,16 @@ class GroupRun:
         connections = first.progress.cell.connections
         touched_s = time.monotonic() - started
 
-        def planned(rates: Mapping[str, float], left_s: float) -> RotationSettings:
+        def planned(
+            rates: Mapping[str, float], left_s: float, touch_s: float = LEG_TOUCH_S
+        ) -> RotationSettings:
             """The rotation's settings for ``live`` with ``left_s`` of budget left and each
             stack's slowest process at ``rates``: a sliced run whose processes were touched
-            already (each reconnects for :data:`LEG_TOUCH_S`). The slice holds two response
-            times of the slowest stack; each stack's settle two of its own
-            (:func:`~pywebbench.run.rotation.settle_after`)."""
-            touches = len(live) * LEG_TOUCH_S
+            already (each reconnects alone for ``touch_s`` first: a further leg's
+            :data:`LEG_TOUCH_S`; the first leg's 0, its first round unjudged). The slice
+            holds two response times of the slowest stack; each stack's settle two of its
+            own (:func:`~pywebbench.run.rotation.settle_after`)."""
+            touches = len(live) * touch_s
             slice_s, settle_s, rounds = slots(
                 len(live), left_s - touches, connections, min(rates.values()),
                 self.options.slice_s,
@@ -471,7 +477,7 @@ class GroupRun:
                 settle_s=settle_s,
                 rounds=rounds,
                 seed=self.options.seed,
-                touch_s=LEG_TOUCH_S,
+                touch_s=touch_s,
                 core_speed=self.options.core_speed,
                 interference_max=self.options.interference_max,
                 memory_budget_bytes=self.options.memory_budget_bytes,
@@ -485,7 +491,7 @@ class GroupRun:
             rounds = max(least, int((left_s - touches) / settings.round_s(live) + 1e-9))
             return dataclasses.replace(settings, rounds=rounds)
 
-        settings = planned(rates, budget_s - touched_s)
+        settings = planned(rates, budget_s - touched_s, touch_s=0.0)
         #: how the rounds were planned, stored with the group's figures (``group.plan``)
         self.plan = {
             "touch_s": round(touched_s, 1),
@@ -576,7 +582,9 @@ class GroupRun:
                     f"{len(dead)} processes stopped: the rounds go on without their windows "
                     f"from round {self.rotated.next_round()}"
                 )
-                settings = dataclasses.replace(settings, rounds=max(1, settings.rounds - done))
+                settings = dataclasses.replace(
+                    settings, rounds=max(1, settings.rounds - done), touch_s=LEG_TOUCH_S
+                )
                 continue
             if replan:
                 before = settings.round_s(live)
@@ -600,6 +608,7 @@ class GroupRun:
             n = len(live)
             settings = dataclasses.replace(
                 settings,
+                touch_s=LEG_TOUCH_S,
                 rounds=max(
                     leg_rounds(self.options.rule),
                     int((left_s - n * LEG_TOUCH_S) / settings.round_s(live)),
@@ -1021,9 +1030,9 @@ def run_group(
                 why = "fewer than two server processes of the group were up"
             elif mine and len(leaks) == len(mine):
                 why = (
-                    f"leak: all {len(mine)} server processes passed the memory budget "
-                    f"(first: {leaks[0].removeprefix(OVER_BUDGET + ': ')}); their memory "
-                    "curves are in the replicates"
+                    f"leak: all {len(mine)} server processes were stopped at the memory "
+                    f"budget (first: {leaks[0].removeprefix(OVER_BUDGET + ': ')}); their "
+                    "memory curves are in the replicates"
                 )
             else:
                 why = "no measured slice (every process stopped or unsettled)"

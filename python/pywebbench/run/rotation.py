@@ -52,7 +52,7 @@ from pywebbench.analysis.group import (
     fit_percentile,
     widest,
 )
-from pywebbench.analysis.steady import preload
+from pywebbench.analysis.steady import preload, slope_bounds
 from pywebbench.analysis.warmup import WarmRule, round_shares, warm_round
 from pywebbench.load.sliced import SlicedResult, SlicePlan, SliceProgress, SliceStats
 from pywebbench.meter.core_speed import CORE_SPEED_THREAD
@@ -108,6 +108,9 @@ JIT_MEMORY_SHARES = 6
 WHY_BURST = "interference burst"
 #: How the reason of a process stopped for its memory begins.
 OVER_BUDGET = "memory budget"
+#: Seconds of memory samples a process's growth is read from before it may be stopped ahead
+#: of its budget (:func:`will_pass`), the later half of them judged.
+FORESEE_AFTER_S = 30.0
 #: Rounds a group plans at least: the warm-up rule's window, then the measured rounds.
 LEAST_ROUNDS = 20
 #: The shortest slice that counts anything much, and the longest worth having.
@@ -223,6 +226,11 @@ class Member:
     family: str = ""
     #: (unix time, RSS bytes of its tree) samples.
     memory: list[tuple[float, int]] = field(default_factory=list)
+    #: Bytes below which its collector collects nothing (PyPy's first major collection,
+    #: :mod:`pywebbench.meter.pypy_gc`; None: none known). A process growing below it keeps
+    #: growing, and one bound to pass its budget before the rounds end is stopped early
+    #: (:func:`will_pass`).
+    collects_from: float | None = None
     #: Why it was stopped before the end (None: it ran to the end).
     stopped: str | None = None
     stopped_at: float | None = None
@@ -664,7 +672,8 @@ class Rotation:
         )
         sampled = [a for a in (accounting, generator) if a is not None]
         trees = Trees(pids)
-        state = {"rounds": 0, "memory_at": 0.0}
+        # the run's planned end, by which a process must not pass its memory budget
+        state = {"rounds": 0, "memory_at": 0.0, "end_at": time.time() + plan.planned_s()}
         limit = settings.interference_max
         restore: list[Callable[[], None]] = []
 
@@ -686,7 +695,7 @@ class Rotation:
                 a.sample()
             if now - state["memory_at"] >= MEMORY_EVERY_S:
                 state["memory_at"] = now
-                self._sample_memory(live, now, budgets, trees)
+                self._sample_memory(live, now, budgets, trees, state["end_at"])
             complete = _complete_rounds(snap.slices, n)
             if complete <= state["rounds"]:
                 return False
@@ -748,8 +757,15 @@ class Rotation:
         return after.then(rotated) if after is not None else rotated
 
     def _sample_memory(
-        self, live: Sequence[Member], now: float, budgets: Sequence[int], trees: Trees
+        self,
+        live: Sequence[Member],
+        now: float,
+        budgets: Sequence[int],
+        trees: Trees,
+        end_at: float,
     ) -> None:
+        """Each live process's memory now; one over its budget, or bound to pass it
+        before ``end_at`` (the run's planned end, :func:`will_pass`), is stopped."""
         read = trees.rss() if self._rss is None else [self._rss(m.server.pid) for m in live]
         for m, rss, budget in zip(live, read, budgets, strict=True):
             if m.stopped is not None:
@@ -762,10 +778,42 @@ class Rotation:
                     f"{OVER_BUDGET}: {rss / 2**20:,.0f} MiB passed the memory budget of "
                     f"{budget / 2**20:,.0f} MiB"
                 )
+            else:
+                m.stopped = will_pass(m.memory, budget, m.collects_from, end_at)
+            if m.stopped is not None:
                 m.stopped_at = now
                 self._say(f"{m.stack} process {m.k + 1}: {m.stopped}; stopped")
                 with no_sigint():
                     self.pool.stop(m.server)
+
+
+def will_pass(
+    memory: Sequence[tuple[float, int]],
+    budget: int,
+    collects_from: float | None,
+    end_at: float,
+) -> str | None:
+    """Why a process whose ``memory`` samples ((unix time, bytes), the last one now) are
+    below ``budget`` will pass it before ``end_at`` (None: it may not): its collector
+    collects nothing below ``collects_from``, above the budget, so nothing will stop its
+    growth, and even the low end of the growth's 95% interval (Theil-Sen, over the later
+    half of at least :data:`FORESEE_AFTER_S` of samples) takes it past the budget by then.
+    A process on such a host (PyPy's 1.9-GiB floor) would hold every round's windows until
+    it passed, then be stopped all the same."""
+    if collects_from is None or collects_from <= budget or len(memory) < 8:
+        return None
+    now, rss = memory[-1]
+    if now - memory[0][0] < FORESEE_AFTER_S or rss > budget:
+        return None
+    later = memory[len(memory) // 2 :]
+    _, low, _ = slope_bounds([t for t, _ in later], [float(b) for _, b in later], 0.95)
+    if not math.isfinite(low) or low <= 0 or rss + low * (end_at - now) <= budget:
+        return None
+    return (
+        f"{OVER_BUDGET}: {rss / 2**20:,.0f} MiB and growing {low * 60 / 2**20:,.0f} MiB a "
+        f"minute or more, nothing collected below {collects_from / 2**30:,.1f} GiB: it would "
+        f"pass the memory budget of {budget / 2**20:,.0f} MiB before the rounds end"
+    )
 
 
 def burst_rule(
