@@ -146,3 +146,33 @@ def test_a_bad_record_stops_the_generator_in_one_line(
     assert main(["--records", str(tmp_path / "none"), *out]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {readme}: no lines") and "\n" not in err
+
+
+def test_a_cell_measured_in_fewer_than_half_the_runs_is_shown_not_held_to_the_bar(
+    tmp_path: Path,
+) -> None:
+    """Granian's PyPy hello stacks are stopped at their memory budget in every quick study on
+    the developers' VM; once, one process of three was kept, and that run's cell made the
+    whole table provisional. A cell measured in fewer than half the runs is shown, without a
+    prediction interval, named, and not held to the bar; one in half of them is."""
+    from dataclasses import replace
+
+    table = build(read_folder(_folder(tmp_path, 6, hours=3.0)))
+    assert table.shortfalls() == []
+    model = table.rows[0]
+    once = replace(
+        model,
+        key=replace(model.key, stack="pypy3.9/granian-wsgi/flask"),
+        run_ids=model.run_ids[:1],
+        pred_low=None,
+        pred_high=None,
+    )
+    table.rows.append(once)
+    assert table.seldom == [once] and table.shortfalls() == [] and not table.provisional
+    text = render(table)
+    assert "not held to the bar: pypy3.9/granian-wsgi/flask @ " in text.splitlines()[2]
+    assert f"{once.ratio:.2f}× (once: no interval)" in readme_block(table)
+    table.rows[-1] = replace(once, run_ids=model.run_ids[:3])  # half the runs: held
+    assert table.seldom == [] and table.shortfalls() == [
+        "1 of 7 cells pooled from fewer than 6 runs or from one machine"
+    ]
