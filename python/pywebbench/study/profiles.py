@@ -123,5 +123,5 @@ PROFILE_DATA["versions"]["load"] = copy.deepcopy(PROFILE_DATA["quick"]["load"])
 # Interleaved, as every profile: every interpreter shares one group per workload
 # (run/interleaved.py, group_key), so the interpreters' ratios come from the same rounds.
 # With 4 interpreters (3.11, 3.13, 3.13t, PyPy) a group holds 48 processes and the study took
-# 13 minutes here, its CPython cells at +-1.8% (median; docs/measurements.md); with "all"
+# 13 minutes here (780 s), its CPython cells at +-2.3% (median; docs/measurements.md); with "all"
 # (7 interpreters here) 84 processes a group, each round about twice as long.
