@@ -41,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -136,6 +137,7 @@ class WrkAtClose:
     engine_readings: dict[int, list[float]] = field(default_factory=dict)
     cpu_before: dict[str, float] | None = None
     cpu_group: dict[str, float] = field(default_factory=dict)
+    _stopping: threading.Lock = field(default_factory=threading.Lock)
 
     def seams(self) -> Seams:
         return Seams(bringup=replace(self.base, check=self.check, stop=self.stop))
@@ -154,12 +156,15 @@ class WrkAtClose:
         return found
 
     def stop(self, server: Any) -> float:
-        if self.up and len(self.up) > 1 and not self.readings:
-            after = thread_cpu()
-            before = self.cpu_before or {}
-            self.cpu_group = {k: v - before.get(k, 0.0) for k, v in after.items()}
-            self.readings = self.wrk_pass("after the group")
-        self.up.pop(server.pid, None)
+        # the pool stops its processes all at once, each in a thread: the first one here
+        # loads them all with wrk while the others wait, still up
+        with self._stopping:
+            if self.up and len(self.up) > 1 and not self.readings:
+                after = thread_cpu()
+                before = self.cpu_before or {}
+                self.cpu_group = {k: v - before.get(k, 0.0) for k, v in after.items()}
+                self.readings = self.wrk_pass("after the group")
+            self.up.pop(server.pid, None)
         return self.base.stop(server)
 
     def wrk_pass(self, when: str) -> dict[int, list[float]]:
