@@ -206,3 +206,15 @@ def test_a_process_bound_to_pass_its_budget_below_its_collectors_floor_is_forese
     # growth that stopped in the later half (JIT warm-up's): not foreseen
     flat = memory + [(now + t, memory[-1][1]) for t in range(1, 60)]
     assert will_pass(flat, 1004 * MiB, floor, end_at=flat[-1][0] + 1000) is None
+
+
+def test_a_long_series_is_thinned_before_its_growth_is_fitted() -> None:
+    """Ten minutes of samples (600) fitted on at most FORESEE_POINTS of the later half: the
+    same verdicts as on a short series, growing or flat."""
+    floor = 1.9 * 2**30
+    memory = _growing(600, 0.5, start_mib=200.0)  # 500 MiB now, +0.5 MiB a second
+    now = memory[-1][0]
+    assert will_pass(memory, 1004 * MiB, floor, end_at=now + 1200) is not None
+    assert will_pass(memory, 1004 * MiB, floor, end_at=now + 600) is None
+    flat = [(t, 500 * MiB + (t % 3 == 0) * 10 * MiB) for t, _ in memory]
+    assert will_pass(flat, 1004 * MiB, floor, end_at=now + 10_000) is None

@@ -795,8 +795,8 @@ class GroupRun:
             cls = WarmupClass.NO_STEADY_STATE
         trend = drift(measured_part)
         requests, memory = _requests_at(mine, m.memory)
-        floor, collector_floor = leak_floors(m.progress.cell.variant.stack.interpreter)
-        grows = leak(requests, memory, floor=floor, collector_floor=collector_floor)
+        floor, _ = leak_floors(m.progress.cell.variant.stack.interpreter)
+        grows = leak(requests, memory, floor=floor, collector_floor=m.collects_from)
         leak_doc: dict[str, Any] = grows.to_dict()
         if m.stopped is not None and m.stopped.startswith(OVER_BUDGET):
             leak_doc["leaking"] = True  # passed the budget: marked leak, with its curve

@@ -111,6 +111,9 @@ OVER_BUDGET = "memory budget"
 #: Seconds of memory samples a process's growth is read from before it may be stopped ahead
 #: of its budget (:func:`will_pass`), the later half of them judged.
 FORESEE_AFTER_S = 30.0
+#: The most of those samples the growth is fitted on (evenly thinned): the judging runs on
+#: the generator's core, once a second per process, beside the engine.
+FORESEE_POINTS = 60
 #: Rounds a group plans at least: the warm-up rule's window, then the measured rounds.
 LEAST_ROUNDS = 20
 #: The shortest slice that counts anything much, and the longest worth having.
@@ -806,6 +809,9 @@ def will_pass(
     if now - memory[0][0] < FORESEE_AFTER_S or rss > budget:
         return None
     later = memory[len(memory) // 2 :]
+    if len(later) > FORESEE_POINTS:
+        step = len(later) / FORESEE_POINTS
+        later = [later[int(k * step)] for k in range(FORESEE_POINTS)] + [later[-1]]
     _, low, _ = slope_bounds([t for t, _ in later], [float(b) for _, b in later], 0.95)
     if not math.isfinite(low) or low <= 0 or rss + low * (end_at - now) <= budget:
         return None
