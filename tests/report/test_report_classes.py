@@ -136,3 +136,27 @@ def test_growth_below_pypys_collection_floor_is_uncollected_not_a_leak() -> None
     both = cell_flags([rep(0, leaking), rep(1, leaking)], its)
     assert both["leak"] is True and "uncollected" not in both
     assert flag_notes(both)[0].startswith("leak (")
+
+
+def test_processes_stopped_at_their_memory_share_below_the_floor_are_no_leak() -> None:
+    """Processes of an interleaved group stopped at their memory budget (failed replicates,
+    their ``leak_json`` naming the stop) mark the cell: ``memory share`` with how many, when
+    each was below its collector's floor (PyPy's heap on a machine shared among too many
+    processes), ``leak`` when one had passed it."""
+    its = [_iteration(k, 3000.0) for k in range(2)]
+    kept = {"leaking": False, "bytes_per_1k": 1e3}
+
+    def rep(k: int, status: str, leak: dict[str, object]) -> Replicate:
+        return Replicate(None, 1, k, status, "", leak_json=json.dumps(leak))
+
+    share = {"leaking": False, "uncollected": True, "over_share": True, "stopped": "memory budget"}
+    flags = cell_flags([rep(0, "ok", kept), rep(1, "failed", share), rep(2, "failed", share)], its)
+    assert flags["leak"] is False and flags["over_share"] == 2 and flags["uncollected"] is True
+    notes = flag_notes(flags)
+    assert notes == ["uncollected", "memory share (2 stopped)"]
+    assert "not a leak" in flag_help(notes[1])
+    passed = {"leaking": True, "stopped": "memory budget"}
+    both = [rep(0, "ok", kept), rep(1, "failed", passed), rep(2, "failed", share)]
+    leaked = cell_flags(both, its)
+    assert leaked["leak"] is True and "over_share" not in leaked
+    assert "over_share" not in cell_flags([rep(0, "ok", kept), rep(1, "ok", kept)], its)

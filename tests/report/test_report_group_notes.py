@@ -9,7 +9,11 @@ from typing import Any, cast
 from pywebbench.report.tables import group_notes
 
 
-def _ranking(processes: dict[str, int], grown: list[dict[str, Any]] | None) -> Any:
+def _ranking(
+    processes: dict[str, int],
+    grown: list[dict[str, Any]] | None,
+    interpreters: dict[str, str] | None = None,
+) -> Any:
     rows = []
     for label, k in processes.items():
         group: dict[str, Any] = {
@@ -25,7 +29,10 @@ def _ranking(processes: dict[str, int], grown: list[dict[str, Any]] | None) -> A
         if grown:
             group["grown"] = grown
         rows.append(
-            SimpleNamespace(stack=SimpleNamespace(label=label), point=SimpleNamespace(group=group))
+            SimpleNamespace(
+                stack=SimpleNamespace(label=label, interpreter=(interpreters or {}).get(label, "")),
+                point=SimpleNamespace(group=group),
+            )
         )
     return cast(Any, SimpleNamespace(ranked=rows))
 
@@ -42,6 +49,15 @@ def test_a_stack_given_more_processes_is_named_with_its_count_and_why() -> None:
     (note,) = group_notes(_ranking({"a": 3, "b": 5, "c": 3}, grown))
     assert "3 stacks x 3 server processes (b: 5)," in note.summary
     assert f"b got 2 more processes, as {why}." in note.summary
+
+
+def test_an_interpreter_given_its_own_count_is_named_once_not_stack_by_stack() -> None:
+    """``jit_replicates``: PyPy's stacks got 3 where CPython's got 4, and one PyPy stack got
+    2 more where its processes disagreed."""
+    processes = {"a": 4, "b": 4, "c": 4, "pa": 3, "pb": 5}
+    family = {"a": "cpython", "b": "cpython", "c": "cpython", "pa": "pypy", "pb": "pypy"}
+    (note,) = group_notes(_ranking(processes, None, family))
+    assert "5 stacks x 4 server processes (pypy: 3, pb: 5)," in note.summary
 
 
 def test_a_stack_whose_idle_processes_burn_cpu_is_named_with_what_they_took() -> None:

@@ -12,6 +12,7 @@ memory budget and goes on, fails a stack that does not verify, and leaves no pro
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -537,7 +538,13 @@ def test_a_process_bound_to_pass_its_budget_is_stopped_before_it_does(
     assert outcomes[1].ok == 1 and outcomes[0].ok >= 2  # (a noisy host may grow the fast)
     (stopped,) = [m for m in run.members if m.stopped]
     assert stopped.stopped is not None and "it would pass the memory budget" in stopped.stopped
+    assert "nothing collected below 4.0 GiB" in stopped.stopped
     assert stopped.memory[-1][1] < 2**30  # before it passed
+    # below its collector's floor: stored as the machine's share, not as a leak
+    store = cast(FakeStore, run.store)
+    (failed,) = [r for r in store.replicates.values() if r["status"] == "failed"]
+    doc = json.loads(failed["leak_json"])
+    assert doc["leaking"] is False and doc["over_share"] is True and doc["stopped"]
     assert all(m.memory[-1][1] == 40 * 2**20 for m in run.members if not m.stopped)
     assert not any(_alive(s.pid) for s in servers)
 
@@ -771,6 +778,33 @@ def test_cpython_and_pypy_in_one_group_each_with_its_slices_and_its_spread() -> 
     assert budgets[1] == JIT_MEMORY_SHARES * budgets[0]
 
 
+def test_a_pypy_stack_starts_its_own_count_of_processes() -> None:
+    """``jit_replicates`` (GroupOptions.jit_processes): CPython's stacks a and b start 3
+    processes, PyPy's p 2, interleaved (process 1 of each, process 2 of each, then a's and
+    b's third); the outcome counts each stack's own and the group ranks all three."""
+    # by start order: a on ports 9001, 9004, 9007; b on 9002, 9005, 9008; p on 9003, 9006
+    # (a PyPy process the group adds, p's 2 disagreeing beyond their slices' noise: 9009 on)
+    levels = {":9001/": 1000.0, ":9002/": 1500.0, ":9003/": 2000.0, ":9004/": 1000.0,
+              ":9005/": 1500.0, ":9006/": 2000.0, ":9007/": 1000.0, ":9008/": 1500.0,
+              **{f":{port}/": 2000.0 for port in range(9009, 9020)}}  # fmt: skip
+    run = _synthetic_group(
+        SlicedModel([], seed=3, by_url=levels), ["a", "b", "p"], pypy=["p"], jit_processes=2,
+        budget_s=400.0,
+    )  # fmt: skip
+    a, b, p = run_group(run)
+    assert [o.failure for o in (a, b, p)] == [None, None, None]
+    timeline = cast(FakeAgent, run.rotation.agent).timeline
+    first = next(e for e in timeline.entries if e["entry"] == "sliced")
+    assert len(first["targets"]) == 8  # the rounds began with p's 2 and a's and b's 3
+    started = [m.stack for m in run.members]
+    assert started[:8] == ["a", "b", "p", "a", "b", "p", "a", "b"]
+    assert set(started[8:]) <= {"p"}  # only p's were added, if any
+    assert (a.ok, b.ok) == (3, 3) and a.next_rep == 3
+    assert p.ok == p.next_rep == 2 + len(started[8:])
+    assert p.group is not None and a.group is not None and a.group["processes"] == 3
+    assert abs(p.group["vs"]["a"][0] - 2.0) < 0.05
+
+
 def test_a_settle_sized_by_a_cold_touch_is_shortened_once_every_process_is_warm() -> None:
     """The first touches read 1,000-1,300 req/s (a JIT's cold process), which over 400
     connections calls for 0.3-0.4-s settles; the processes, warm, serve 10,000-15,000 (40
@@ -854,6 +888,37 @@ def test_processes_stopped_for_their_memory_leave_the_rounds_in_a_further_leg() 
     assert run.result is not None
     rounds = sorted({s.round for s in run.result.slices})
     assert rounds == list(range(len(rounds)))  # one numbering across both legs
+
+
+def test_pypy_processes_stopped_below_their_collector_floor_fail_as_memory_not_leak(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stack p (PyPy, its collector collecting nothing below 4 GiB) holds 1 GiB a process
+    against a 500-MiB share: all three are stopped at the budget below that floor. Its
+    failure says the machine's memory was shared among too many processes and is no leak,
+    with what to do; the same processes with no floor (CPython) fail as a leak."""
+    from pywebbench.run import interleaved
+
+    heavy = {FAKE_PID + n for n in (3, 6, 9)}  # p's processes: 3rd, 6th and 9th started
+
+    def rss(pid: int) -> int:
+        return 2**30 if pid in heavy else 40 * 2**20
+
+    # by start order: a on ports 9001, 9004, 9007; b on 9002, 9005, 9008; p on the rest
+    levels = {f":{9001 + k}/": (1000.0, 1500.0, 800.0)[k % 3] for k in range(9)}
+    for floor, word in ((4.0 * 2**30, "memory: "), (None, "leak: ")):
+        monkeypatch.setattr(interleaved, "leak_floors", lambda interpreter, f=floor: (0.0, f))
+        run = _synthetic_group(
+            SlicedModel([], seed=3, by_url=levels), ["a", "b", "p"], pypy=["p"], rss=rss,
+            memory_budget_bytes=500 * 2**20,
+        )  # fmt: skip
+        a, b, p = run_group(run)
+        assert a.failure is None and b.failure is None
+        assert p.failure is not None and p.failure.reason.startswith(word), p.failure.reason
+        if floor is not None:
+            assert "among the group's 9 processes" in p.failure.reason
+            assert "not a leak" in p.failure.reason and "--python" in p.failure.reason
+            assert "nothing collected below 4.0 GiB" in p.failure.reason
 
 
 def test_a_settle_the_touches_sized_right_is_kept() -> None:

@@ -273,6 +273,20 @@ def test_the_planned_replicates_always_run() -> None:
     assert most_rounds(load) == 5
 
 
+def test_a_jit_interpreters_cells_plan_their_own_replicates() -> None:
+    """``jit_replicates`` is a PyPy cell's planned count, and the rounds reach the larger of
+    the two; unset, a PyPy cell plans ``replicates``."""
+    load = LoadConfig(replicates=2, jit_replicates=4, max_replicates=3)
+    assert [wants_another_replicate(ok, load, lambda: [], jit=True) for ok in range(5)] == [
+        True, True, True, True, False,
+    ]  # fmt: skip
+    assert not wants_another_replicate(2, load, lambda: [[1.0], [1.0]])
+    assert most_rounds(load) == 4
+    unset = LoadConfig(replicates=2, max_replicates=2)
+    assert unset.replicates_for(True) == unset.replicates_for(False) == 2
+    assert not wants_another_replicate(2, unset, lambda: [[1.0], [1.0]], jit=True)
+
+
 def test_replicates_that_settle_at_different_levels_get_more_up_to_the_most() -> None:
     load = LoadConfig(replicates=3, max_replicates=5)
     modes = [[2940.0], [1162.0], [3044.0]]  # one process at ~1,160, two at ~3,000

@@ -28,6 +28,24 @@ def test_profiles_resolve() -> None:
     assert quick.workers_threads("granian-wsgi") == [(1, 1)]
 
 
+def test_a_given_replicates_count_goes_for_every_interpreter_unless_pypys_is_given() -> None:
+    """The quick profile starts 4 processes a CPython stack and 3 a PyPy one; a file or a flag
+    that gives ``replicates`` alone gives that count to PyPy's stacks too (``--replicates 1``
+    is one process a stack), and ``jit_replicates`` given above it still counts."""
+    quick = resolve().load
+    assert (quick.replicates_for(False), quick.replicates_for(True)) == (4, 3)
+    versions = resolve(profile="versions").load
+    assert (versions.replicates_for(False), versions.replicates_for(True)) == (3, 2)
+    one = resolve(None, {"load": {"replicates": 1}}).load
+    assert (one.replicates_for(False), one.replicates_for(True)) == (1, 1)
+    both = resolve({"load": {"replicates": 2, "jit_replicates": 5}}).load
+    assert (both.replicates_for(False), both.replicates_for(True)) == (2, 5)
+    flag = resolve({"load": {"replicates": 2, "jit_replicates": 5}}, {"load": {"replicates": 6}})
+    assert (flag.load.replicates_for(False), flag.load.replicates_for(True)) == (6, 6)
+    jit = resolve(None, {"load": {"jit_replicates": 4}}).load
+    assert (jit.replicates_for(False), jit.replicates_for(True)) == (4, 4)
+
+
 def test_file_then_overrides() -> None:
     cfg = resolve(
         {"load": {"duration_s": 7, "connections": [1, 16]}, "matrix": {"servers": ["a"]}},

@@ -352,15 +352,22 @@ def _load_plan(config: StudyConfig, matrix: Matrix) -> str:
             else load.group_budget_s
             for g in groups
         )
+        each = f"{max(2, load.replicates)} server processes a stack"
+        jit = any(c.variant.stack.interpreter.is_pypy for c in together)
+        if jit and load.replicates_for(True) != load.replicates:
+            each += f", {max(2, load.replicates_for(True))} on PyPy"
         parts.append(
-            f"{n} interleaved group{'s' if n > 1 else ''} ({max(2, load.replicates)} server "
-            f"processes a stack), at most {most / 60:.1f} min of load"
+            f"{n} interleaved group{'s' if n > 1 else ''} ({each}), at most "
+            f"{most / 60:.1f} min of load"
         )
     if alone:
-        per_cell = load.replicates * load.iterations_per_replicate
-        least, most = (len(alone) * load.replicates * w / 60 for w in load.window_s())
+        of = [load.replicates_for(c.variant.stack.interpreter.is_pypy) for c in alone]
+        k = sorted({n * load.iterations_per_replicate for n in of})
+        per_cell = str(k[0]) if len(k) == 1 else f"{k[0]}-{k[-1]}"
+        reps = sum(of)
+        least, most = (reps * w / 60 for w in load.window_s())
         if load.slo:  # each replicate's knee search may take up to its budget (docs/slo.md)
-            most += len(alone) * load.replicates * load.slo_budget_s / 60
+            most += reps * load.slo_budget_s / 60
         span = f"~{least:.1f} min" if least == most else f"{least:.1f}-{most:.1f} min"
         parts.append(
             f"{len(alone)} cells of {per_cell} iterations each, one after another: load "
@@ -420,7 +427,7 @@ def _execute(
     with executor, Store(store_path) as store:
         done = done_keys(store.cells(run_id)) if run_id else set()
         total = sum(
-            load.replicates * load.iterations_per_replicate
+            load.replicates_for(c.variant.stack.interpreter.is_pypy) * load.iterations_per_replicate
             for c in matrix.cells
             if c.key not in done
         )

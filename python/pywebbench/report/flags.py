@@ -27,6 +27,12 @@ FLAG_HELP: dict[str, str] = {
     "no major collection, as the installed PyPy reported it on this host (its nursery sized "
     "from the cache the CPU reports): nothing was collected yet, so it is not called a leak; "
     "the host's figures are in the report's host facts (docs/interpreters.md#pypys-collector)",
+    "memory share": "server processes of its interleaved group were stopped at their share "
+    "of this machine's memory (load.memory_budget_mib, else 75% of it shared among the "
+    "group's processes, a PyPy process six shares), before their collector's first major "
+    "collection: not a leak, the group held more processes than this machine's memory "
+    "gives that interpreter's heap; the stack is measured from the processes left, if any "
+    "(docs/interpreters.md#pypys-collector)",
     "inconsistent": "the replicates (server processes) settled at different levels, more than "
     "1.25x apart: the modes are shown, not folded into one median (docs/steady-state.md)",
     "classes": "Barrett's class of each replicate: flat, warm-up (settled at its best), "
@@ -80,6 +86,9 @@ def flag_notes(flags: Mapping[str, Any], *, generator_bound: bool = False) -> li
         notes.append(_leak_note(flags))
     elif flags.get("uncollected"):
         notes.append("uncollected")
+    over = flags.get("over_share")
+    if isinstance(over, int) and not isinstance(over, bool) and over > 0:
+        notes.append(f"memory share ({over} stopped)")
     if flags.get("interfered"):
         notes.append("interfered")
     remeasured = flags.get("remeasured")

@@ -656,11 +656,20 @@ def open_loop_latency(rows: Sequence[RankingRow]) -> str:
 
 
 def _processes(rows: Sequence[RankingRow]) -> str:
-    """How many server processes each stack of a group got: "3 server processes", or with a
-    stack given more where its processes disagreed, "3 server processes (b: 5)"."""
+    """How many server processes each stack of a group got: "3 server processes", with an
+    interpreter whose stacks got another count ("4 server processes (pypy: 3)",
+    ``jit_replicates``), and a stack given more where its processes disagreed
+    ("3 server processes (b: 5)")."""
     counts = {r.stack.label: (r.point.group or {}).get("processes") for r in rows}
-    usual = Counter(counts.values()).most_common(1)[0][0]
-    more = [f"{label}: {k}" for label, k in counts.items() if k != usual]
+    family = {r.stack.label: getattr(r.stack, "interpreter", "") for r in rows}
+
+    def usual_of(labels: Sequence[str]) -> object:
+        return Counter(counts[label] for label in labels).most_common(1)[0][0]
+
+    usual = usual_of(list(counts))
+    own = {f: usual_of([x for x in counts if family[x] == f]) for f in set(family.values())}
+    more = [f"{f}: {k}" for f, k in sorted(own.items()) if k != usual]
+    more += [f"{label}: {k}" for label, k in counts.items() if k != own[family[label]]]
     return f"{usual} server processes" + (f" ({', '.join(more)})" if more else "")
 
 

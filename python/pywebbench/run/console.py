@@ -246,16 +246,22 @@ def summary_tables(study: Study) -> list[Table]:
         notes = legend([f for r in rows for f in r["flags"]])
         ties = any(r["tied"] for r in rows)
         grouped: dict[tuple[str, str], dict[str, Any]] = {}
+        counts: dict[tuple[str, str], set[int]] = {}  # each group's processes a stack
         for r in rows:
             g = r["flags_raw"].get("group")
             if isinstance(g, dict):
-                grouped.setdefault((str(g.get("group")), str(g.get("span"))), g)
+                key = (str(g.get("group")), str(g.get("span")))
+                grouped.setdefault(key, g)
+                if isinstance(g.get("processes"), int):
+                    counts.setdefault(key, set()).add(g["processes"])
         if grouped:  # interleaved groups: say what their req/s are
             spans = []
-            for g in grouped.values():
+            for key, g in grouped.items():
                 start, end = (str(t)[11:16] for t in g.get("span", ["", ""]))
+                k = sorted(counts.get(key) or {0})
+                each = str(k[0]) if len(k) == 1 else f"{k[0]}-{k[-1]}"
                 spans.append(
-                    f"{g.get('group')}: {g.get('stacks')} stacks x {g.get('processes')} server "
+                    f"{g.get('group')}: {g.get('stacks')} stacks x {each} server "
                     f"processes, {g.get('rounds')} rounds, {start}-{end} UTC"
                 )
             head = (

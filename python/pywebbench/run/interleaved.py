@@ -13,8 +13,9 @@ it judges every process's warm-up against the round and the stacks' intervals
 (:mod:`pywebbench.analysis.group`), and ends the run once every process is warm, has
 ``MIN_ROUNDS`` measured rounds, and every stack's ratio to the group's reference is as narrow
 as asked (or the group's budget is spent). While it runs, each process's memory is sampled;
-one over the memory budget is stopped, marked ``leak`` with its memory curve, and the group
-goes on without it.
+one over the memory budget is stopped with its memory curve (marked ``leak``, or ``memory
+share`` below its collector's floor: :func:`over_budget_failure`), and the group goes on
+without it.
 
 What is stored is what a sequential study stores, so the report, ``compare``, ``history``
 and the exports read it as they are: a replicate per server process, an iteration per slice
@@ -68,6 +69,7 @@ from pywebbench.run.rotation import (
     Rotation,
     RotationSettings,
     Rounds,
+    below_collector,
     judge,
     memory_budgets,
     settle_after,
@@ -119,6 +121,30 @@ IDLE_BURN = 0.01
 #: The largest process's memory a process's budget must hold this many times over before a
 #: group starts more processes (each process's share of the machine shrinks with them).
 MEMORY_HEADROOM = 1.5
+
+
+def over_budget_failure(stopped: Sequence[Member], processes: int) -> str:
+    """Why a stack fails whose server processes (``stopped``, every one of them) were all
+    stopped at their memory budget in a group of ``processes``: a leak when some had
+    passed their collector's floor (or have none: CPython), else this machine's memory
+    shared among too many processes for that interpreter's heap (not a leak)."""
+    first = (stopped[0].stopped or "").removeprefix(OVER_BUDGET + ": ")
+    if any(not below_collector(m) for m in stopped):
+        return (
+            f"leak: all {len(stopped)} server processes were stopped at the memory budget "
+            f"(first: {first}); their memory curves are in the replicates"
+        )
+    return (
+        f"memory: all {len(stopped)} server processes were stopped at their share of this "
+        f"machine's memory among the group's {processes} processes, before their collector "
+        f"ran (first: {first}); not a leak: measure fewer stacks at once (--python one "
+        "interpreter, fewer servers or frameworks) or set load.memory_budget_mib"
+    )
+
+
+def _jit(p: CellProgress) -> bool:
+    """Whether ``p``'s stack runs on a JIT interpreter (PyPy)."""
+    return p.cell.variant.stack.interpreter.is_pypy
 
 
 def leg_rounds(rule: WarmRule) -> int:
@@ -185,6 +211,8 @@ class GroupOptions:
     """How a group is measured."""
 
     processes: int = 3
+    #: Processes of a stack on a JIT interpreter (PyPy); None: ``processes``.
+    jit_processes: int | None = None
     budget_s: float = 150.0
     jit_budget_s: float = 300.0  # on a JIT interpreter (PyPy)
     ci_width: float = DEFAULT_CI_WIDTH
@@ -203,6 +231,7 @@ class GroupOptions:
         budget = load.memory_budget_mib
         return cls(
             processes=max(2, load.replicates),
+            jit_processes=max(2, load.jit_replicates) if load.jit_replicates else None,
             budget_s=load.group_budget_s,
             jit_budget_s=load.jit_group_budget_s,
             ci_width=load.ci_target if load.ci_target is not None else DEFAULT_CI_WIDTH,
@@ -213,6 +242,11 @@ class GroupOptions:
             core_speed=load.core_speed,
             slice_s=load.slice_s,
         )
+
+    def processes_for(self, jit: bool) -> int:
+        """The processes a stack starts with: ``jit_processes`` on a JIT interpreter, when
+        set, else ``processes``."""
+        return self.jit_processes if jit and self.jit_processes is not None else self.processes
 
 
 @dataclass(kw_only=True)
@@ -316,11 +350,11 @@ class GroupRun:
         """Start and verify every stack's processes, the stacks interleaved (process 1 of
         each, then process 2 of each, ...), so that no stack's processes are all older. A
         stack that fails to start or verify fails its cell; the others go on."""
-        k_total = self.options.processes
-        for k in range(k_total):
+        asked = {p.cell_id: self.options.processes_for(_jit(p)) for p in self.cells}
+        for k in range(max(asked.values(), default=0)):
             for p in self.cells:
-                if p.failure is None:
-                    self._start(p, k, f"process {k + 1} of {k_total}")
+                if p.failure is None and k < asked[p.cell_id]:
+                    self._start(p, k, f"process {k + 1} of {asked[p.cell_id]}")
 
     def _start(
         self, p: CellProgress, k: int, which: str, *, fails_cell: bool = True
@@ -506,8 +540,8 @@ class GroupRun:
         )
         settles = sorted(settings.settle_s_by_stack.values())
         self._say(
-            f"measuring {len({m.stack for m in live})} stacks x {self.options.processes} "
-            f"processes interleaved: {slices_said}, {settles[0]:g}-{settles[-1]:g} s settles, "
+            f"measuring {len({m.stack for m in live})} stacks, {len(live)} processes "
+            f"interleaved: {slices_said}, {settles[0]:g}-{settles[-1]:g} s settles, "
             f"at most {settings.rounds} rounds ({settings.planned_s(live):.0f} s)"
         )
         grow: list[Disagreement] = []  # what ended a leg to give a stack more processes
@@ -673,7 +707,7 @@ class GroupRun:
         if found is None:
             return None
         mine = [m for m in live if m.stack == found.stack]
-        if len(mine) + GROW_BY > MOST_PROCESSES * self.options.processes:
+        if len(mine) + GROW_BY > MOST_PROCESSES * self.options.processes_for(mine[0].jit):
             self.not_grown = f"{found.stack} has {len(mine)} processes, the most it may have"
             return None
         after = live + mine[:1] * GROW_BY  # the processes with the new ones
@@ -799,8 +833,13 @@ class GroupRun:
         grows = leak(requests, memory, floor=floor, collector_floor=m.collects_from)
         leak_doc: dict[str, Any] = grows.to_dict()
         if m.stopped is not None and m.stopped.startswith(OVER_BUDGET):
-            leak_doc["leaking"] = True  # passed the budget: marked leak, with its curve
             leak_doc["stopped"] = m.stopped
+            if below_collector(m):
+                # stopped before its collector's first major collection: no evidence of a
+                # leak, the group's processes wanted more than this machine's share each
+                leak_doc.update(leaking=False, uncollected=True, over_share=True)
+            else:
+                leak_doc["leaking"] = True  # passed the budget: marked leak, with its curve
         leak_doc["curve"] = [[round(t - t0, 2), rss] for t, rss in m.memory]
         warm_s = next((s.started_at - t0 for s in mine if s.round == first), None)
         status = CellStatus.OK if m.stopped is None and measured_part else CellStatus.FAILED
@@ -1025,22 +1064,18 @@ def run_group(
         failure = p.failure
         if failure is None and p.cell_id not in flags:
             mine = [m for m in run.members if m.progress is p]
-            leaks = [m.stopped for m in mine if m.stopped and m.stopped.startswith(OVER_BUDGET)]
+            over = [m for m in mine if m.stopped and m.stopped.startswith(OVER_BUDGET)]
             if j is None:
                 why = "fewer than two server processes of the group were up"
-            elif mine and len(leaks) == len(mine):
-                why = (
-                    f"leak: all {len(mine)} server processes were stopped at the memory "
-                    f"budget (first: {leaks[0].removeprefix(OVER_BUDGET + ': ')}); their "
-                    "memory curves are in the replicates"
-                )
+            elif mine and len(over) == len(mine):
+                why = over_budget_failure(over, len(run.members))
             else:
                 why = "no measured slice (every process stopped or unsettled)"
             failure = StackFailure(Phase.MEASURE, why)
         out.append(
             CellOutcome(
                 p.ok + ok if failure is None else p.ok,
-                p.next_rep + run.started.get(p.cell_id, run.options.processes),
+                p.next_rep + run.started.get(p.cell_id, run.options.processes_for(_jit(p))),
                 failure,
                 None,
                 flags.get(p.cell_id),

@@ -108,6 +108,10 @@ JIT_MEMORY_SHARES = 6
 WHY_BURST = "interference burst"
 #: How the reason of a process stopped for its memory begins.
 OVER_BUDGET = "memory budget"
+#: What such a reason says when the process had not yet reached its collector's floor
+#: (PyPy's, asked of that PyPy): its growth is no evidence of a leak, the group's processes
+#: took more memory than this machine gives each of them (:func:`below_collector`).
+NOT_COLLECTED = "nothing collected below"
 #: Seconds of memory samples a process's growth is read from before it may be stopped ahead
 #: of its budget (:func:`will_pass`), the later half of them judged.
 FORESEE_AFTER_S = 30.0
@@ -781,6 +785,8 @@ class Rotation:
                     f"{OVER_BUDGET}: {rss / 2**20:,.0f} MiB passed the memory budget of "
                     f"{budget / 2**20:,.0f} MiB"
                 )
+                if m.collects_from is not None and rss < m.collects_from:
+                    m.stopped += f", {NOT_COLLECTED} {m.collects_from / 2**30:,.1f} GiB"
             else:
                 m.stopped = will_pass(m.memory, budget, m.collects_from, end_at)
             if m.stopped is not None:
@@ -788,6 +794,13 @@ class Rotation:
                 self._say(f"{m.stack} process {m.k + 1}: {m.stopped}; stopped")
                 with no_sigint():
                     self.pool.stop(m.server)
+
+
+def below_collector(m: Member) -> bool:
+    """Whether process ``m``'s last memory sample is below the floor under which its
+    collector runs no major collection (PyPy's: ``m.collects_from``): its growth so far is
+    no evidence of a leak (:func:`pywebbench.analysis.steady.leak`'s ``collector_floor``)."""
+    return m.collects_from is not None and bool(m.memory) and m.memory[-1][1] < m.collects_from
 
 
 def will_pass(
@@ -817,7 +830,7 @@ def will_pass(
         return None
     return (
         f"{OVER_BUDGET}: {rss / 2**20:,.0f} MiB and growing {low * 60 / 2**20:,.0f} MiB a "
-        f"minute or more, nothing collected below {collects_from / 2**30:,.1f} GiB: it would "
+        f"minute or more, {NOT_COLLECTED} {collects_from / 2**30:,.1f} GiB: it would "
         f"pass the memory budget of {budget / 2**20:,.0f} MiB before the rounds end"
     )
 

@@ -280,6 +280,15 @@ def cell_flags(
         "interfered": any(i.interfered for i in measured),
         "remeasured": sum(len(i.remeasured) for i in measured),
     }
+    # processes of an interleaved group stopped at their memory budget (failed, so not
+    # among ``reps``): a leak when one had passed its collector's floor or has none, else
+    # the machine's share of memory among the group's processes (run/interleaved.py)
+    stopped = [r.leak for r in replicates if r.leak.get("stopped")]
+    if any(x.get("leaking") for x in stopped):
+        flags["leak"] = True
+    elif stopped:
+        flags["uncollected"] = True
+        flags["over_share"] = len(stopped)
     if any(x.get("uncollected") for x in leaks):
         # growth that stayed below PyPy's collection floor: no major collection yet, so no
         # evidence of a leak (meter/pypy_gc.py); set only when true, as leak_json sets it

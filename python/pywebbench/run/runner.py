@@ -236,7 +236,8 @@ class StudyRunner:
         self._speed_groups[cell_id] = _speed_group(cell)
         progress = CellProgress.resumed(cell, cell_id, self.store.replicates(cell_id))
         per_rep = cfg.iterations_per_replicate
-        self.events.cell_start(cell, (cfg.replicates - progress.ok) * per_rep)
+        planned = cfg.replicates_for(cell.variant.stack.interpreter.is_pypy)
+        self.events.cell_start(cell, (planned - progress.ok) * per_rep)
         self.store.update_cell(cell_id, status=CellStatus.RUNNING, started_at=utcnow())
         return progress
 
@@ -299,7 +300,8 @@ class StudyRunner:
                 self._speed(p),
             )
 
-        return wants_another_replicate(p.ok, self.config.load, rps)
+        jit = p.cell.variant.stack.interpreter.is_pypy
+        return wants_another_replicate(p.ok, self.config.load, rps, jit=jit)
 
     def _speed(self, p: CellProgress) -> SpeedScaling:
         """How the cell's req/s are put at one core speed: its group's (same interpreter,
@@ -365,14 +367,10 @@ class StudyRunner:
             # its iterations are slices: a few bound by a burst do not make the stack so
             flags["generator_bound"] = slices_generator_bound(iterations)
         stopped = [
-            r.failure_reason
-            for r in replicates
-            if r.failure_reason and r.failure_reason.startswith(OVER_BUDGET)
+            r for r in replicates if r.failure_reason and r.failure_reason.startswith(OVER_BUDGET)
         ]
-        if stopped:  # a process of its interleaved group passed the memory budget
-            flags["leak"] = True
-            if p.group is not None:
-                p.group["stopped"] = stopped
+        if stopped and p.group is not None:  # stopped at the memory budget (cell_flags)
+            p.group["stopped"] = [r.failure_reason for r in stopped]
         return flags
 
 

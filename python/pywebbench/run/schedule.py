@@ -117,11 +117,15 @@ def most_rounds(load: LoadConfig) -> int:
     """The most rounds a study can take: its replicates, or the budget's most (the budget
     may add replicates to a cell whose replicates settle at different levels, so it is
     open even without ``ci_target``)."""
-    return max(load.replicates, load.max_replicates)
+    return max(load.replicates_for(False), load.replicates_for(True), load.max_replicates)
 
 
 def wants_another_replicate(
-    ok: int, load: LoadConfig, replicate_rps: Callable[[], Sequence[Sequence[float]]]
+    ok: int,
+    load: LoadConfig,
+    replicate_rps: Callable[[], Sequence[Sequence[float]]],
+    *,
+    jit: bool = False,
 ) -> bool:
     """Another replicate for a cell with ``ok`` completed ones? The planned ones, then more,
     up to ``max_replicates``, while its replicates settle at different levels
@@ -133,7 +137,7 @@ def wants_another_replicate(
     The budget judges a CI only from :data:`BUDGET_MIN_REPLICATES` on: 2 values that happen
     to agree give a narrow interval by luck, and stopping on it would leave the cells that
     stopped early with intervals that cover less than they claim."""
-    if ok < load.replicates:
+    if ok < load.replicates_for(jit):  # the planned ones (``jit``: on a JIT interpreter)
         return True
     if ok >= load.max_replicates:
         return False

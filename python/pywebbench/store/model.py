@@ -95,6 +95,9 @@ class CellFlags(TypedDict, total=False):
     leak: bool  # memory keeps growing with requests once steady
     leak_bytes_per_1k: float  # the leak's slope, median over replicates
     uncollected: bool  # memory grew below PyPy's collection floor (meter/pypy_gc.py)
+    #: Server processes of its interleaved group stopped at their share of the machine's
+    #: memory before their collector's floor (not a leak: run/interleaved.py)
+    over_share: int
     interfered: bool  # other processes took CPU from its cores (docs/interference.md)
     remeasured: int  # interfered iterations measured again
     classes: dict[str, int]  # Barrett's class -> replicates (docs/steady-state.md#classes)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -166,6 +167,24 @@ class LoadConfig(Table):
         description="Server processes per cell: fresh ones one after the other (sequential), "
         "or kept up together and loaded in turn in the cell's group (interleaved: at least 2; "
         "the intervals are over them).",
+    )
+    jit_replicates: Annotated[
+        int | None,
+        Flag(
+            "--jit-replicates",
+            help="Server processes per cell on a JIT interpreter (PyPy) (default: "
+            "--replicates). Its own count: in a group each PyPy process costs a longer slice "
+            "and a JIT warm-up, and the intervals of each interpreter are over its own "
+            "processes.",
+        ),
+    ] = Field(
+        None,
+        ge=1,
+        le=100,
+        description="Server processes per cell on a JIT interpreter (PyPy); unset: replicates. "
+        "In an interleaved group each interpreter's intervals are over its own processes, and "
+        "a PyPy process costs a longer slice and its own JIT warm-up, so a study can spend its "
+        "processes where its question is (docs/steady-state.md#the-interleaved-study).",
     )
     ci_target: Annotated[float | None, Flag("--ci-target", help=CI_TARGET_HELP)] = Field(
         None,
@@ -325,15 +344,17 @@ class LoadConfig(Table):
         int | None,
         Flag(
             "--memory-budget",
-            help="interleaved: MiB one server process may hold; one over it is stopped and "
-            "marked leak (default: 75% of the machine's memory over the group's processes).",
+            help="interleaved: MiB one server process may hold; one over it is stopped "
+            "(default: 75% of the machine's memory over the group's processes, a PyPy "
+            "process six shares).",
         ),
     ] = Field(
         None,
         ge=16,
         description="interleaved: the most memory (MiB, RSS of the process tree) one server "
-        "process may hold; one that passes it is stopped, marked leak with its memory curve, "
-        "and the group goes on without it. Unset: 75% of the machine's memory shared by the "
+        "process may hold; one that passes it is stopped with its memory curve (marked leak, "
+        "or memory share when it was below its collector's floor: PyPy's), and the group goes "
+        "on without it. Unset: 75% of the machine's memory shared by the "
         "group's processes.",
     )
     reference: Annotated[
@@ -544,6 +565,11 @@ class LoadConfig(Table):
         """Warm-up iterations per replicate: one adaptive one, or the fixed number."""
         return self.warmup_iterations if self.warmup == "fixed" else 1
 
+    def replicates_for(self, jit: bool) -> int:
+        """Server processes per cell: ``jit_replicates`` on a JIT interpreter (``jit``),
+        when set, else ``replicates``."""
+        return self.jit_replicates if jit and self.jit_replicates is not None else self.replicates
+
     @property
     def iterations_per_replicate(self) -> int:
         return self.warmups + self.iterations
@@ -710,6 +736,7 @@ def resolve(
     data = _merge(PROFILE_DATA[chosen], file_data)
     data = _merge(data, overrides)
     data["profile"] = chosen
+    data["load"]["jit_replicates"] = _jit_replicates([PROFILE_DATA[chosen], file_data, overrides])
     app = data.get("app")
     if isinstance(app, dict) and app.get("mix") is not None and "paths" in app:
         raise ConfigError(
@@ -721,6 +748,21 @@ def resolve(
         raise ConfigError(format_validation_error(exc, "options")) from None
     check(config)
     return config
+
+
+def _jit_replicates(layers: Sequence[Mapping[str, Any]]) -> int | None:
+    """``load.jit_replicates`` from the profile, file and flags (``layers``, lowest first):
+    the layer that gives ``replicates`` last gives every interpreter that count unless it
+    gives ``jit_replicates`` too (``--replicates 1`` on the quick profile starts one process
+    a stack, PyPy's too); one that gives ``jit_replicates`` alone sets it."""
+    found: int | None = None
+    for layer in layers:
+        load = layer.get("load")
+        if not isinstance(load, Mapping):
+            continue
+        if "replicates" in load or "jit_replicates" in load:
+            found = load.get("jit_replicates")
+    return found
 
 
 #: Defaults a stored run's configuration lacks the key of, as they were when it was stored:

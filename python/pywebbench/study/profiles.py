@@ -35,9 +35,15 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
             # (docs/steady-state.md#the-jit-cap)
             "jit_warmup_cap_s": 30.0,
             "iterations": 1,
-            # 3: a 95% t interval from 2 replicates spans +-9 standard deviations, from 3
-            # +-2.5 (docs/steady-state.md); the study has no time left for a planned 4th
-            "replicates": 3,
+            # server processes a stack, where the variance lives (Kalibera & Jones): a
+            # group's intervals are over its processes, each interpreter's over its own.
+            # CPython's sit 1-2% apart, and a 4th process a stack narrows their intervals by
+            # about 1.2x (t over 18 degrees of freedom, not 12) for 6 more processes of a
+            # fraction of a second a round. A PyPy process costs a 0.75-s slot a round and
+            # its own JIT warm-up: 3 (a 95% t interval from 2 spans +-9 standard deviations,
+            # from 3 +-2.5: docs/steady-state.md)
+            "replicates": 4,
+            "jit_replicates": 3,
             # a fresh server for every replicate of every cell: what a PyPy server served
             # first decides where its JIT settles (fib cpu at ~2,850 req/s met first, ~6,200
             # after hello: docs/steady-state.md#no-order-effects), so no cell may follow another
@@ -120,6 +126,10 @@ PROFILE_DATA: dict[str, dict[str, Any]] = {
     },
 }
 PROFILE_DATA["versions"]["load"] = copy.deepcopy(PROFILE_DATA["quick"]["load"])
+# The study's question is the CPython versions: 3 processes a CPython stack (+-2.1% median
+# on 2026-12-07; leaving one out of each read +-2.3-3.0%), 2 a PyPy stack, whose slots took
+# 45% of each round with 3 (its cells then read wider: +-4.2-9.9% with one of 3 left out).
+PROFILE_DATA["versions"]["load"].update(replicates=3, jit_replicates=2)
 # Interleaved, as every profile: every interpreter shares one group per workload
 # (run/interleaved.py, group_key), so the interpreters' ratios come from the same rounds.
 # With 4 interpreters (3.11, 3.13, 3.13t, PyPy) a group holds 48 processes and the study took
