@@ -15,8 +15,8 @@ _WSGI_SERVERS = ["gunicorn-gthread", "granian-wsgi"]
 _ASGI_SERVERS = ["uvicorn-h11", "granian-asgi"]
 
 PROFILE_DATA: dict[str, dict[str, Any]] = {
-    # The README's main job: 21-25 minutes on this 2-core machine (README), most of it
-    # warm-ups until steady (PyPy's JIT alone takes half the load time).
+    # The README's main job: about 13 minutes on this 2-core machine (759-765 s on
+    # 2026-12-07: docs/measurements.md), two groups of CPython's and PyPy's stacks.
     "quick": {
         "matrix": {
             "servers": _WSGI_SERVERS + _ASGI_SERVERS,
@@ -132,6 +132,6 @@ PROFILE_DATA["versions"]["load"] = copy.deepcopy(PROFILE_DATA["quick"]["load"])
 PROFILE_DATA["versions"]["load"].update(replicates=3, jit_replicates=2)
 # Interleaved, as every profile: every interpreter shares one group per workload
 # (run/interleaved.py, group_key), so the interpreters' ratios come from the same rounds.
-# With 4 interpreters (3.11, 3.13, 3.13t, PyPy) a group holds 48 processes and the study took
-# 13 minutes here (780 s), its CPython cells at +-2.3% (median; docs/measurements.md); with "all"
-# (7 interpreters here) 84 processes a group, each round about twice as long.
+# With 4 interpreters (3.11, 3.13, 3.13t, PyPy) a group holds 44 processes and the study took
+# 11 minutes here (662 s), its CPython cells at +-2.2% (median; docs/measurements.md); with
+# "all" (7 interpreters here) about twice the processes a group, each round twice as long.
