@@ -86,6 +86,11 @@ def test_dry_run_lists_the_quick_matrix(tmp_path: Path) -> None:
     frameworks = {c.split("/")[2].split("@")[0].split(" ")[0] for c in cells}
     workloads = {c.split(" ")[1] for c in cells}
     assert len(servers) >= 4 and len(frameworks) >= 3 and workloads == {"hello", "cpu"}
+    # each interpreter's processes, and the rounds a group plans beyond its budget
+    # (CPython's and PyPy's stacks: PyPy is part of the suite's set-up)
+    plan = " ".join(out.stdout.split())
+    assert "2 interleaved groups (4 server processes a stack, 3 on PyPy), 10.0 min" in plan
+    assert "the rounds they plan at least come to 12.6 min or more" in plan
     assert not (tmp_path / "res").exists()  # a dry run writes nothing
 
 

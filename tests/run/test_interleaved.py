@@ -44,6 +44,7 @@ from pywebbench.run.rotation import (
     JIT_MEMORY_SHARES,
     JIT_SETTLE_S,
     JIT_SLICE_S,
+    LEAST_ROUNDS,
     MIN_ROUNDS,
     Member,
     first_touch_s,
@@ -803,6 +804,26 @@ def test_a_pypy_stack_starts_its_own_count_of_processes() -> None:
     assert p.ok == p.next_rep == 2 + len(started[8:])
     assert p.group is not None and a.group is not None and a.group["processes"] == 3
     assert abs(p.group["vs"]["a"][0] - 2.0) < 0.05
+
+
+def test_the_least_load_a_group_plans_is_its_touches_and_least_rounds_of_shortest_slots() -> None:
+    """``least_load_s``: the quick profile's group (6 CPython stacks x 4 processes, 6 PyPy x
+    3) plans 66 s of first touches (24 x 0.5 s, 18 x 3 s) and 15 rounds of 20.7 s (24 x
+    0.25 + 0.05, 18 x 0.5 + 0.25) at least, which is what its hello group planned on
+    2026-12-07 (66.3 s, 20.7-s rounds); CPython alone plans 20 rounds."""
+    from pywebbench.run.interleaved import least_load_s
+    from pywebbench.study.config import LoadConfig
+
+    load = LoadConfig(replicates=4, jit_replicates=3)
+    cells = [_cell(f"c{k}", 1.0) for k in range(6)]
+    cells += [_cell(f"p{k}", 1.0, pypy=True) for k in range(6)]
+    assert least_load_s(cells, load) == pytest.approx(66.0 + 15 * 20.7)
+    assert least_load_s(cells[:6], load) == pytest.approx(12.0 + LEAST_ROUNDS * 7.2)
+    # a slice asked for is every process's shortest, PyPy's no shorter than its own
+    sliced = LoadConfig(replicates=2, slice_s=1.0)
+    assert least_load_s(cells[:1] + cells[6:7], sliced) == pytest.approx(
+        2 * 0.5 + 2 * 3.0 + 15 * (2 * 1.05 + 2 * 1.25)
+    )
 
 
 def test_a_settle_sized_by_a_cold_touch_is_shortened_once_every_process_is_warm() -> None:

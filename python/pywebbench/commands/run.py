@@ -337,7 +337,7 @@ def _per_cell_reasons(config: StudyConfig, matrix: Matrix) -> list[tuple[str, in
 
 def _load_plan(config: StudyConfig, matrix: Matrix) -> str:
     """How the cells will be loaded and how long the load windows take, in a phrase."""
-    from pywebbench.run.interleaved import interleaved_groups, why_not_interleaved
+    from pywebbench.run.interleaved import interleaved_groups, least_load_s, why_not_interleaved
 
     load = config.load
     together = [c for c in matrix.cells if why_not_interleaved(c, load) is None]
@@ -346,19 +346,31 @@ def _load_plan(config: StudyConfig, matrix: Matrix) -> str:
     if together:
         groups = interleaved_groups(together)
         n = len(groups)
-        most = sum(
+        budgets = [
             load.jit_group_budget_s
             if any(c.variant.stack.interpreter.is_pypy for c in g)
             else load.group_budget_s
             for g in groups
-        )
+        ]
+        most = sum(budgets)
         each = f"{max(2, load.replicates)} server processes a stack"
         jit = any(c.variant.stack.interpreter.is_pypy for c in together)
         if jit and load.replicates_for(True) != load.replicates:
             each += f", {max(2, load.replicates_for(True))} on PyPy"
+        # a group plans its least rounds whatever its budget: with many processes (or
+        # PyPy's slots) those alone can outlast it
+        least = sum(
+            max(least_load_s(g, load), budget) for g, budget in zip(groups, budgets, strict=True)
+        )
         parts.append(
-            f"{n} interleaved group{'s' if n > 1 else ''} ({each}), at most "
-            f"{most / 60:.1f} min of load"
+            f"{n} interleaved group{'s' if n > 1 else ''} ({each}), {most / 60:.1f} min of "
+            "load budgeted"
+            + (
+                f"; the rounds they plan at least come to {least / 60:.1f} min or more "
+                "(fewer when their intervals narrow sooner or processes leave)"
+                if least > most
+                else ""
+            )
         )
     if alone:
         of = [load.replicates_for(c.variant.stack.interpreter.is_pypy) for c in alone]

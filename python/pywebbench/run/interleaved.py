@@ -58,10 +58,12 @@ from pywebbench.bringup import ServerPool, StackFailure
 from pywebbench.load.sliced import SlicedResult, SliceStats
 from pywebbench.run.measure import no_sigint
 from pywebbench.run.rotation import (
+    JIT_SETTLE_S,
     JIT_SLICE_S,
     LEAST_ROUNDS,
     MEMORY_EVERY_S,
     OVER_BUDGET,
+    SETTLE_BOUNDS,
     SLICE_BOUNDS,
     GroupJudgement,
     Member,
@@ -70,6 +72,7 @@ from pywebbench.run.rotation import (
     RotationSettings,
     Rounds,
     below_collector,
+    first_touch_s,
     judge,
     memory_budgets,
     settle_after,
@@ -152,6 +155,26 @@ def leg_rounds(rule: WarmRule) -> int:
     one: the new processes' warm-up (the rule's first skipped rounds and its window), then
     their measured rounds."""
     return rule.skip + rule.window + MIN_ROUNDS
+
+
+def least_load_s(cells: Sequence[CellPlan], load: LoadConfig) -> float:
+    """The fewest seconds of load a group of ``cells`` plans, whatever its budget: every
+    process's first touch, then the least rounds a group plans (with both interpreters the
+    new processes' warm-up and measured rounds, :func:`leg_rounds`) of the shortest slots a
+    round can have (each process's shortest slice and settle; a JIT process's
+    :data:`JIT_SLICE_S` and :data:`JIT_SETTLE_S`). The slices the first touches size, and
+    the settles, are longer for slower stacks: this is a floor."""
+    jit = [c.variant.stack.interpreter.is_pypy for c in cells]
+    processes = [max(2, load.replicates_for(j)) for j in jit]
+    both = any(jit) and not all(jit)
+    shortest = load.slice_s or (JIT_SLICE_S if any(jit) and not both else SLICE_BOUNDS[0])
+    touches = sum(n * first_touch_s(j) for n, j in zip(processes, jit, strict=True))
+    slots = sum(
+        n * (max(shortest, JIT_SLICE_S) + JIT_SETTLE_S if j else shortest + SETTLE_BOUNDS[0])
+        for n, j in zip(processes, jit, strict=True)
+    )
+    rounds = leg_rounds(WarmRule()) if both else LEAST_ROUNDS
+    return touches + rounds * slots
 
 
 def why_not_interleaved(cell: CellPlan, load: LoadConfig) -> str | None:
