@@ -133,5 +133,5 @@ PROFILE_DATA["versions"]["load"].update(replicates=3, jit_replicates=2)
 # Interleaved, as every profile: every interpreter shares one group per workload
 # (run/interleaved.py, group_key), so the interpreters' ratios come from the same rounds.
 # With 4 interpreters (3.11, 3.13, 3.13t, PyPy) a group holds 44 processes and the study took
-# 11 minutes here (662 s), its CPython cells at +-2.2% (median; docs/measurements.md); with
+# 11 minutes here (649-662 s), its CPython cells at +-1.6-2.2% (median; docs/measurements.md); with
 # "all" (7 interpreters here) about twice the processes a group, each round twice as long.
