@@ -337,7 +337,12 @@ def _per_cell_reasons(config: StudyConfig, matrix: Matrix) -> list[tuple[str, in
 
 def _load_plan(config: StudyConfig, matrix: Matrix) -> str:
     """How the cells will be loaded and how long the load windows take, in a phrase."""
-    from pywebbench.run.interleaved import interleaved_groups, least_load_s, why_not_interleaved
+    from pywebbench.run.interleaved import (
+        GroupOptions,
+        interleaved_groups,
+        least_load_s,
+        why_not_interleaved,
+    )
 
     load = config.load
     together = [c for c in matrix.cells if why_not_interleaved(c, load) is None]
@@ -353,10 +358,11 @@ def _load_plan(config: StudyConfig, matrix: Matrix) -> str:
             for g in groups
         ]
         most = sum(budgets)
-        each = f"{max(2, load.replicates)} server processes a stack"
+        options = GroupOptions.of(load)
+        each = f"{options.processes} server processes a stack"
         jit = any(c.variant.stack.interpreter.is_pypy for c in together)
-        if jit and load.replicates_for(True) != load.replicates:
-            each += f", {max(2, load.replicates_for(True))} on PyPy"
+        if jit and options.processes_for(True) != options.processes:
+            each += f", {options.processes_for(True)} on PyPy"
         # a group plans its least rounds whatever its budget: with many processes (or
         # PyPy's slots) those alone can outlast it
         least = sum(

@@ -165,7 +165,8 @@ def least_load_s(cells: Sequence[CellPlan], load: LoadConfig) -> float:
     :data:`JIT_SLICE_S` and :data:`JIT_SETTLE_S`). The slices the first touches size, and
     the settles, are longer for slower stacks: this is a floor."""
     jit = [c.variant.stack.interpreter.is_pypy for c in cells]
-    processes = [max(2, load.replicates_for(j)) for j in jit]
+    options = GroupOptions.of(load)
+    processes = [options.processes_for(j) for j in jit]
     both = any(jit) and not all(jit)
     shortest = load.slice_s or (JIT_SLICE_S if any(jit) and not both else SLICE_BOUNDS[0])
     touches = sum(n * first_touch_s(j) for n, j in zip(processes, jit, strict=True))
