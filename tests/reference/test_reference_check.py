@@ -175,3 +175,20 @@ def test_the_report_shows_the_latest_run_against_the_table(
     assert view.pooled is not None
     view.pooled.published = said
     assert said[0] in render_markdown(view) and "6 of 6 ratios fall inside" in render_html(view)
+
+
+def test_a_run_on_a_cpu_the_table_never_saw_says_so() -> None:
+    """Stacks' ratios move between CPU kinds: a run on an AMD EPYC held against a table of
+    Intel Xeon runs says its CPU is not the table's; a run on the table's CPU does not."""
+    s = study(7, machines=1)
+    records = _records(s, *(f"run{i}" for i in range(6)))
+    assert "another CPU" not in " ".join(lines(_user(s, "run6"), records))
+    next(r for r in s.runs if r.id == "run6").cpu_model = "AMD EPYC 7B13"
+    said = lines(_user(s, "run6"), records)
+    assert said[0].startswith("Against the published table (docs/reference-table.md: 6 runs, "
+                              "1 machine(s)")  # fmt: skip
+    assert said[1] == (
+        "  The table's runs are all from another CPU (Intel Xeon E5) than this run's (AMD "
+        "EPYC 7B13): stacks' ratios move between CPU kinds, so a ratio outside may be the "
+        "machine's and not this run's."
+    )

@@ -162,3 +162,18 @@ def test_a_record_without_a_ratio_or_recorded_twice_is_refused(tmp_path: Path) -
     with pytest.raises(RecordError, match="recorded twice"):
         read_folder(tmp_path)
     assert read_folder(tmp_path / "none") == []
+
+
+def test_machines_sharing_a_hostname_are_told_apart_by_their_cpu() -> None:
+    """VMs share hostnames (an Intel Xeon and an AMD EPYC VM were both ``vm``): a record's
+    machine is its hostname with the CPU and caches it reported, so two CPU kinds under one
+    name are two machines, and one name on one CPU kind stays one."""
+    s = study(4, machines=2)
+    for run in s.runs:
+        run.hostname = "vm"
+    records = [Record(None, record_of(s, f"run{i}")) for i in range(4)]
+    assert {r.doc["host"]["machine"] for r in records} == {machine_id("vm")}
+    by_cpu = {(r.doc["host"]["cpu_model"], r.machine) for r in records}
+    assert len(by_cpu) == 2 and len({m for _, m in by_cpu}) == 2
+    assert records[0].machine == records[2].machine != records[1].machine
+    assert "vm" not in records[0].machine and len(records[0].machine) == 12

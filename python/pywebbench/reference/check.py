@@ -67,6 +67,15 @@ def lines(
             rows += [p for p in pool(rebased(estimates, basis)) if p.key not in have]
     check = check_run(rows, run)
     said = describe(check, table, label)
+    cpus = {e.host for e in run}
+    if not any(r.host in cpus for r in others):
+        theirs = ", ".join(sorted({r.host for r in others}))
+        said.insert(
+            1,
+            f"  The table's runs are all from another CPU ({theirs}) than this run's "
+            f"({', '.join(sorted(cpus))}): stacks' ratios move between CPU kinds, so a ratio "
+            "outside may be the machine's and not this run's.",
+        )
     moved = sum(1 for e in run if e.key.basis in bases and any(p.key == e.key for p in rows))
     if moved:
         line = (

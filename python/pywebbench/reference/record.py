@@ -17,9 +17,10 @@ The format (``"format": "pywebbench-reference-run"``, :data:`VERSION`)::
                  "cells": {"<stack key>": {"ratio", "low", "high", "rps", "rps_low",
                                            "rps_high", "processes"}}}]}
 
-``machine`` tells machines apart without publishing a hostname (the first 12 hex digits of
-its SHA-256); ``not_pooled`` counts the run's measured cells without group figures (cells
-measured one after another). A reader refuses a newer version than it knows, and any
+``machine`` is the hostname's SHA-256 (its first 12 hex digits), never the name itself;
+with ``cpu_model`` and ``cpu_cache_bytes`` it tells machines apart (:func:`machine_key`).
+``not_pooled`` counts the run's measured cells without group figures (cells measured one
+after another). A reader refuses a newer version than it knows, and any
 record that lacks what pooling needs (:class:`RecordError`, one line naming the file).
 """
 
@@ -50,8 +51,18 @@ class RecordError(ValueError):
 
 
 def machine_id(hostname: str) -> str:
-    """What tells two machines apart in a record without naming them."""
+    """A hostname in a record without naming it (the first 12 hex digits of its SHA-256)."""
     return hashlib.sha256(hostname.encode()).hexdigest()[:12]
+
+
+def machine_key(machine: str, cpu_model: str, caches: Any) -> str:
+    """What tells two records' machines apart: the hostname's :func:`machine_id` with the
+    CPU and caches the machine reported. A hostname alone does not: VMs and containers
+    share names such as ``vm`` or ``localhost`` (an Intel Xeon and an AMD EPYC VM were both
+    ``vm``). The same name on the same CPU kind stays one machine."""
+    if not machine:
+        return ""
+    return machine_id(f"{machine}|{cpu_model}|{caches}")
 
 
 def record_of(study: Study, run_id: str) -> dict[str, Any]:
@@ -168,7 +179,13 @@ class Record:
 
     @property
     def machine(self) -> str:
-        return str(self.doc["host"].get("machine") or "")
+        """What tells the run's machine apart (:func:`machine_key`)."""
+        host = self.doc["host"]
+        return machine_key(
+            str(host.get("machine") or ""),
+            str(host.get("cpu_model") or ""),
+            host.get("cpu_cache_bytes"),
+        )
 
     @property
     def host(self) -> str:

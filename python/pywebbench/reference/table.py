@@ -262,8 +262,9 @@ def render(table: Table) -> str:
         )
     out += ["", INTRO, "", ADD, "", "## Runs pooled", ""]
     out.append(
-        "Machines are told apart by a hash of their hostname; the caches are those the CPU "
-        "reports (PyPy sizes its nursery from them)."
+        "Machines are told apart by a hash of their hostname, CPU model and caches (VMs "
+        "share hostnames); the caches are those the CPU reports (PyPy sizes its nursery "
+        "from them)."
     )
     out.append("")
     out.append("| run | machine | CPU | cores | caches | kernel | PyPy nursery | "
