@@ -6,11 +6,13 @@ Every interleaved group of a stored study (``pywebbench run``, the interleaved d
 fitted again with the group's own fit (:func:`pywebbench.analysis.group.fit_group`, each
 interpreter its own process variance) on its measured slices: once with every process, then
 with one process of every stack of one interpreter left out (its first, second, ... in
-turn). Per fit it prints the median and worst CI half-width of the CPython and the PyPy
-cells' ratios to their interpreter's geometric mean, and of the ratios between a PyPy stack
-and the CPython stack of the same server and framework. How the widths move with one
-process fewer says where the variance lives, and what a count per interpreter
-(``replicates``, ``jit_replicates``) buys (docs/steady-state.md, issue 63).
+turn). First, per group and interpreter, how far its processes spread against what the
+slices' noise alone explains (more rounds narrow the latter only). Per fit it prints the
+median and worst CI half-width of the CPython and the PyPy cells' ratios to their
+interpreter's geometric mean, and of the ratios between a PyPy stack and the CPython stack
+of the same server and framework. How the widths move with one process fewer says where the
+variance lives, and what a count per interpreter (``replicates``, ``jit_replicates``) buys
+(docs/steady-state.md, issue 63).
 """
 
 from __future__ import annotations
@@ -96,6 +98,34 @@ def widths(groups: dict[str, list[Slice]], left_out: str | None, k: int) -> dict
     return out
 
 
+def spreads(groups: dict[str, list[Slice]]) -> list[str]:
+    """Per group and interpreter: the processes' spread about their stacks' levels and the
+    spread the slices' noise alone gives a process's level (standard deviations, from the
+    group's own fit), and their ratio of variances: near 1, more rounds would narrow the
+    intervals; well above it, only more processes would."""
+    out = []
+    for span, mine in groups.items():
+        family = {s.stack: s.family for s in mine}
+        fit = fit_group(
+            [Observation(s.round, s.process, s.rps) for s in mine],
+            {s.process: s.stack for s in mine},
+            families=family,
+        )
+        if fit is None:
+            continue
+        rounds = len({s.round for s in mine})
+        parts = fit.by_family or {"": (fit.variance, fit.df, fit.slice_noise)}
+        for f, (variance, df, noise) in sorted(parts.items()):
+            if not (math.isfinite(variance) and noise > 0):
+                continue
+            out.append(
+                f"  group from {json.loads(span)[0]}, {f or 'all'}: processes "
+                f"{math.sqrt(variance):.2%} apart (sd, {df} df), the slices' noise "
+                f"{math.sqrt(noise):.2%} after {rounds} rounds: {variance / noise:.1f}x"
+            )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("store", type=Path, help="a results directory's pywebbench.sqlite")
@@ -111,6 +141,8 @@ def main() -> None:
             default=0,
         )  # fmt: skip
         fits += [(f"one {family} process out ({k + 1})", family, k) for k in range(most)]
+    print("where the variance lives:")
+    print("\n".join(spreads(groups)))
     print("CI half-width, median (worst): CPython cells; PyPy cells; PyPy/CPython ratios")
     for name, family, k in fits:
         got = widths(groups, family, k)

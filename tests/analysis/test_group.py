@@ -401,3 +401,34 @@ def test_the_disagreeing_interpreter_is_the_one_named() -> None:
     fit = fit_group(obs, stack_of, families=family)
     assert fit is not None
     assert disagreement(fit, stack_of, at_least=4.0) is None
+
+
+def test_where_the_variance_lives_tells_processes_apart_from_slices_noise() -> None:
+    """benchmarks/processes_left_out.py's first lines (docs/measurements.md): processes set
+    10% apart with 1% noise a slice read as processes spread far beyond their noise; the
+    same processes at one level read near 1x, what more rounds would narrow."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "processes_left_out.py"
+    spec = importlib.util.spec_from_file_location("processes_left_out", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    rng = random.Random(5)
+
+    def group(apart: float) -> list[object]:
+        out = []
+        for p in range(9):
+            offset = apart * (p % 3 - 1)
+            for r in range(20):
+                rps = 1000.0 * (1 + p // 3) * math.exp(offset + 0.1 * r / 20 + rng.gauss(0, 0.01))
+                out.append(mod.Slice(f"s{p // 3}", "cpython", p, r, rps))
+        return out
+
+    apart, level = (mod.spreads({f'["{k}"]': group(a)}) for k, a in (("a", 0.1), ("b", 0.0)))
+    ratio = [float(line.rsplit(": ", 1)[1].rstrip("x")) for line in (*apart, *level)]
+    assert len(ratio) == 2 and ratio[0] > 50 and 0.3 < ratio[1] < 3
+    assert apart[0].startswith("  group from a, all: processes ") and "after 20 rounds" in apart[0]

@@ -186,7 +186,7 @@ def test_a_run_on_a_cpu_the_table_never_saw_says_so() -> None:
     next(r for r in s.runs if r.id == "run6").cpu_model = "AMD EPYC 7B13"
     said = lines(_user(s, "run6"), records)
     assert said[0].startswith("Against the published table (docs/reference-table.md: 6 runs, "
-                              "1 machine(s)")  # fmt: skip
+                              "1 machine(s), one machine so far)")  # fmt: skip
     assert said[1] == (
         "  The table's runs are all from another CPU (Intel Xeon E5) than this run's (AMD "
         "EPYC 7B13): stacks' ratios move between CPU kinds, so a ratio outside may be the "

@@ -176,3 +176,23 @@ def test_a_cell_measured_in_fewer_than_half_the_runs_is_shown_not_held_to_the_ba
     assert table.seldom == [] and table.shortfalls() == [
         "1 of 7 cells pooled from fewer than 6 runs or from one machine"
     ]
+
+
+def test_a_table_from_two_machines_names_its_cells_from_one(tmp_path: Path) -> None:
+    """Runs from two machines, one cell measured on one of them only (a stack that fails on
+    the other, or pools to another reference there): the page says the table comes from two
+    machines and names that cell with its machine, rather than saying all the work ran on
+    one machine."""
+    from dataclasses import replace
+
+    table = build(read_folder(_folder(tmp_path, 12, hours=3.0)))
+    assert table.machines == 2 and table.shortfalls() == []
+    model = table.rows[0]
+    xeon = [r.run_id for r in table.records if "Xeon" in r.doc["host"]["cpu_model"]]
+    table.rows[0] = replace(model, run_ids=tuple(xeon))
+    assert table.thin() == [table.rows[0]] and table.one_machine
+    first = render(table).splitlines()[2]
+    assert first.startswith("**Published, some cells from one machine**: 12 run(s) from 2 "
+                            "machine(s)")  # fmt: skip
+    assert f"these have one: {model.key.stack} @ {model.key.workload} c64 (Intel Xeon E5)" in first
+    assert "all the work so far ran on one" not in first

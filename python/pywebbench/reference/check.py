@@ -92,6 +92,8 @@ def describe(check: RunCheck, table: Table, label: Callable[[str], str] = str) -
     status = (
         "provisional"
         if table.provisional
+        else "some cells from one machine"
+        if table.one_machine and table.machines > 1
         else "one machine so far"
         if table.one_machine
         else "bar met"

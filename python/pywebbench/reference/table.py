@@ -92,8 +92,7 @@ class Table:
         if hours is None or hours < MIN_HOURS:
             apart = f"{hours:.1f} hours apart" if hours is not None else "no span of hours"
             out.append(f"{apart}, {MIN_HOURS:g} needed")
-        held = [p for p in self.rows if p not in self.seldom]
-        thin = [p for p in held if p.runs < MIN_RUNS or len(_machines(self, p)) < machines]
+        thin = self.thin(machines)
         if self.rows and thin and not out:
             several = " or from one machine" if machines > 1 else ""
             out.append(
@@ -101,6 +100,12 @@ class Table:
                 f"runs{several}"
             )
         return out
+
+    def thin(self, machines: int = MIN_MACHINES) -> list[Pooled]:
+        """The cells held to the bar (not :attr:`seldom`) pooled from fewer than
+        :data:`MIN_RUNS` runs or from fewer than ``machines`` machines."""
+        held = [p for p in self.rows if p not in self.seldom]
+        return [p for p in held if p.runs < MIN_RUNS or len(_machines(self, p)) < machines]
 
     @property
     def seldom(self) -> list[Pooled]:
@@ -116,6 +121,16 @@ class Table:
     def one_machine(self) -> bool:
         """The bar met but for the second machine: published, saying so."""
         return not self.provisional and bool(self.shortfalls())
+
+
+def _place(p: Pooled) -> str:
+    return f"{p.key.stack} @ {p.key.workload} {p.key.load_point}"
+
+
+def _machines_of(table: Table, p: Pooled) -> str:
+    """The CPUs of the machines ``p`` was pooled from, as the page names them."""
+    by_run = {r.run_id: str(r.doc["host"].get("cpu_model") or r.machine) for r in table.records}
+    return ", ".join(sorted({by_run.get(run, run) for run in p.run_ids}))
 
 
 def _machines(table: Table, p: Pooled) -> set[str]:
@@ -239,6 +254,14 @@ def render(table: Table) -> str:
             f"least {MIN_MACHINES} machines, {MIN_HOURS:g} hours apart, in every cell, and "
             f"this table has {'; '.join(short)}. Its prediction intervals are not yet a "
             "figure that travels."
+        )
+    elif table.one_machine and table.machines >= MIN_MACHINES:
+        names = ", ".join(f"{_place(p)} ({_machines_of(table, p)})" for p in table.thin())
+        out.append(
+            f"**Published, some cells from one machine**: {facts}. Issue 65's bar asks for "
+            f"every cell from {MIN_MACHINES} machines; these have one: {names}. Their "
+            "prediction intervals say where a run on that machine lands hours later; the "
+            "others', where a run lands on any of these machines."
         )
     elif table.one_machine:
         out.append(
