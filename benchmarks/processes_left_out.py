@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from pywebbench.analysis.group import Observation, fit_group
+from pywebbench.analysis.group import GroupFit, Observation, fit_group
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,15 @@ def slices(store: Path) -> dict[str, list[Slice]]:
     return groups
 
 
+def refit(kept: list[Slice]) -> GroupFit | None:
+    """The group's own fit of ``kept`` slices, each interpreter its own process variance."""
+    return fit_group(
+        [Observation(s.round, s.process, s.rps) for s in kept],
+        {s.process: s.stack for s in kept},
+        families={s.stack: s.family for s in kept},
+    )
+
+
 def widths(groups: dict[str, list[Slice]], left_out: str | None, k: int) -> dict[str, list[float]]:
     """CI half-widths by kind ("cpython", "pypy", "pypy/cpython") over every group, with the
     ``k``-th process (in turn, modulo its count) of every ``left_out`` stack left out."""
@@ -78,13 +87,8 @@ def widths(groups: dict[str, list[Slice]], left_out: str | None, k: int) -> dict
             for stack, ps in processes.items()
             if left_out is not None and any(s.family == left_out for s in mine if s.stack == stack)
         }
-        kept = [s for s in mine if s.process not in gone]
         family = {s.stack: s.family for s in mine}
-        fit = fit_group(
-            [Observation(s.round, s.process, s.rps) for s in kept],
-            {s.process: s.stack for s in kept},
-            families=family,
-        )
+        fit = refit([s for s in mine if s.process not in gone])
         if fit is None:
             continue
         for stack in fit.levels:
@@ -105,12 +109,7 @@ def spreads(groups: dict[str, list[Slice]]) -> list[str]:
     intervals; well above it, only more processes would."""
     out = []
     for span, mine in groups.items():
-        family = {s.stack: s.family for s in mine}
-        fit = fit_group(
-            [Observation(s.round, s.process, s.rps) for s in mine],
-            {s.process: s.stack for s in mine},
-            families=family,
-        )
+        fit = refit(mine)
         if fit is None:
             continue
         rounds = len({s.round for s in mine})
