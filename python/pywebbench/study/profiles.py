@@ -15,8 +15,9 @@ _WSGI_SERVERS = ["gunicorn-gthread", "granian-wsgi"]
 _ASGI_SERVERS = ["uvicorn-h11", "granian-asgi"]
 
 PROFILE_DATA: dict[str, dict[str, Any]] = {
-    # The README's main job: about 13 minutes on this 2-core machine (759-765 s on
-    # 2026-12-07: docs/measurements.md), two groups of CPython's and PyPy's stacks.
+    # The README's main job: 13-14 minutes on the project's 2-core VMs (759-765 s on an
+    # Intel Xeon, 828 s on an AMD EPYC, 2026-12-07: docs/measurements.md), two groups of
+    # CPython's and PyPy's stacks.
     "quick": {
         "matrix": {
             "servers": _WSGI_SERVERS + _ASGI_SERVERS,
