@@ -17,6 +17,10 @@ from socketify import App, AppListenOptions
 
 import pwb_common as c
 
+# launch_common, beside this app's folder, holds the fix of socketify's listen on PyPy
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launchers"))
+from launch_common import keep_socketify_listen_host  # noqa: E402
+
 
 def _send(res, body, ctype, status=200):
     res.write_status(status)
@@ -107,6 +111,7 @@ def make_app():
 def main(argv=None):
     args = c.native_args(argv, "pywebbench workloads on socketify's own HTTP server")
     c.fork_workers(args.workers)
+    keep_socketify_listen_host()
     app = make_app()
 
     listening = threading.Event()

@@ -137,3 +137,40 @@ def serve_workers(workers, serve):
             status = code if code > 0 else 128 - code
             forward(signal.SIGTERM, None)
     sys.exit(status)
+
+
+def keep_socketify_listen_host():
+    """Keep the host string socketify hands to uSockets alive until the bind.
+
+    socketify's ``App.listen`` copies the host into a temporary ``ffi.new("char[]")`` that
+    nothing keeps: on PyPy a minor collection frees it before uSockets reads it, and the bind
+    fails ("Failed to listen on port N") on a free port. A small nursery makes that likely
+    (PyPy sized from a 1 MB cache failed 3 of 14 launches, each of three attempts; from a 480 MB
+    cache, rarely). Each ``listen`` runs with the module's ``ffi`` behind a proxy that keeps
+    what ``new`` returns on the app."""
+    import socketify.socketify as s
+
+    original = s.App.listen
+    if getattr(original, "pwb_keeps_host", False):
+        return
+
+    def listen(self, *args, **kwargs):
+        real, kept = s.ffi, []
+
+        class Keeping:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def new(self, *a, **kw):
+                kept.append(real.new(*a, **kw))
+                return kept[-1]
+
+        s.ffi = Keeping()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            s.ffi = real
+            self.pwb_listen_buffers = kept
+
+    listen.pwb_keeps_host = True
+    s.App.listen = listen

@@ -11,7 +11,7 @@ import threading
 
 from socketify import ASGI, WSGI, AppListenOptions
 
-from launch_common import load_app, parse_args
+from launch_common import keep_socketify_listen_host, load_app, parse_args
 
 LISTEN_TIMEOUT_S = 15
 
@@ -40,6 +40,7 @@ def main():
 
     threading.Thread(target=watchdog, daemon=True).start()
 
+    keep_socketify_listen_host()
     server = server_cls(app)
     server.listen(AppListenOptions(port=args.port, host=args.host), on_listen)
     server.run(workers=args.workers)
