@@ -124,6 +124,7 @@ class Table:
 
 
 def _place(p: Pooled) -> str:
+    """A cell as the page names it: ``stack @ workload load point``."""
     return f"{p.key.stack} @ {p.key.workload} {p.key.load_point}"
 
 
@@ -277,9 +278,7 @@ def render(table: Table) -> str:
             f"{MIN_MACHINES} machines."
         )
     if table.seldom:
-        names = ", ".join(
-            f"{p.key.stack} @ {p.key.workload} {p.key.load_point}" for p in table.seldom
-        )
+        names = ", ".join(_place(p) for p in table.seldom)
         out[-1] += (
             f" Measured in fewer than half the runs, and so shown but not held to the bar: {names}."
         )
