@@ -113,7 +113,7 @@ def spreads(groups: dict[str, list[Slice]]) -> list[str]:
         if fit is None:
             continue
         rounds = len({s.round for s in mine})
-        parts = fit.by_family or {"": (fit.variance, fit.df, fit.slice_noise)}
+        parts = fit.by_pool or {"": (fit.variance, fit.df, fit.slice_noise)}
         for f, (variance, df, noise) in sorted(parts.items()):
             if not (math.isfinite(variance) and noise > 0):
                 continue

@@ -344,7 +344,7 @@ def test_each_interpreter_keeps_its_own_process_variance() -> None:
         {p: s for p, s in stack_of.items() if family[s] == "cpython"},
     )
     assert pooled is not None and apart is not None and alone is not None
-    assert set(apart.by_family) == {"cpython", "pypy"}
+    assert set(apart.by_pool) == {"cpython", "pypy"}
     # CPython's pair: as narrow as in a group of its own, where pooling with PyPy's spread
     # widens it several times
     ab = apart.ratio("b", "a").half_width
@@ -432,3 +432,62 @@ def test_where_the_variance_lives_tells_processes_apart_from_slices_noise() -> N
     ratio = [float(line.rsplit(": ", 1)[1].rstrip("x")) for line in (*apart, *level)]
     assert len(ratio) == 2 and ratio[0] > 50 and 0.3 < ratio[1] < 3
     assert apart[0].startswith("  group from a, all: processes ") and "after 20 rounds" in apart[0]
+
+
+def six_stacks(
+    seed: int, *, outlier: float = 0.0, process_sd: float = 0.03, processes: int = 4
+) -> tuple[list[Observation], dict[int, str], dict[str, float]]:
+    """Six stacks of one interpreter, ``processes`` each ``process_sd`` apart, 20 rounds,
+    slices 5% apart; the first process of stack "u" ``outlier`` (log) off its stack's
+    other processes."""
+    true = {name: 1.0 + 0.2 * i for i, name in enumerate("abcdeu")}
+    obs, stack_of = simulate(
+        true, processes=processes, rounds=20, process_sd=process_sd, slice_sd=0.05,
+        host_sd=0.2, seed=seed,
+    )  # fmt: skip
+    first_u = min(p for p, s in stack_of.items() if s == "u")
+    shift = math.exp(outlier)
+    obs = [
+        Observation(o.round, o.process, o.rps * shift) if o.process == first_u else o for o in obs
+    ]
+    return obs, stack_of, true
+
+
+def test_a_stack_whose_processes_spread_apart_carries_its_own_spread() -> None:
+    """One uvicorn process 22% below its three peers (the EPYC's first quick study,
+    2026-12-07) widened every CPython stack's interval; now that stack carries its own."""
+    from pywebbench.analysis.group import disagreement
+
+    obs, stack_of, _ = six_stacks(1, outlier=-0.25)
+    fit = fit_group(obs, stack_of)
+    assert fit is not None and fit.apart() == ["u"]
+    without = fit_group(
+        [o for o in obs if stack_of[o.process] != "u"],
+        {p: s for p, s in stack_of.items() if s != "u"},
+    )
+    assert without is not None and without.apart() == []
+    # the other stacks' intervals: as in a group without "u"
+    assert fit.ratio("b", "a").half_width == pytest.approx(
+        without.ratio("b", "a").half_width, rel=0.1
+    )
+    # "u"'s own: wide, from its processes' spread on their 3 degrees of freedom
+    assert fit.ratio("u", "a").half_width > 3 * fit.ratio("b", "a").half_width
+    assert fit.ratio("u", "a").df < 6
+    # and the disagreement is named in it
+    found = disagreement(fit, stack_of)
+    assert found is not None and found.stack == "u" and found.off < -0.15
+
+
+def test_stacks_rarely_set_apart_when_their_processes_spread_alike() -> None:
+    """Six stacks whose processes spread alike: few fits set one apart (a 5% test over
+    the family), and the ratios' intervals cover the truth as often as they say."""
+    trials, split, covered = 200, 0, 0
+    for seed in range(trials):
+        obs, stack_of, true = six_stacks(seed)
+        fit = fit_group(obs, stack_of)
+        assert fit is not None
+        split += bool(fit.apart())
+        iv = fit.ratio("e", "a")
+        covered += iv.low <= true["e"] / true["a"] <= iv.high
+    assert split <= 0.1 * trials, split
+    assert covered >= 0.9 * trials, covered

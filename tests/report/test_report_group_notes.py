@@ -66,3 +66,18 @@ def test_a_stack_whose_idle_processes_burn_cpu_is_named_with_what_they_took() ->
         row.point.group["idle_burn"] = {"b": 0.031}
     (note,) = group_notes(ranking)
     assert "b's idle processes took 3.1% of a core each during the others' slices" in note.summary
+
+
+def test_a_stack_whose_processes_spread_apart_is_named() -> None:
+    """:func:`pywebbench.analysis.group.stacks_apart`: its intervals carry its own spread,
+    and the note says so, so that its width is not read as the group's."""
+    ranking = _ranking({"a": 4, "b": 4, "c": 4}, None)
+    for row in ranking.ranked:
+        row.point.group["apart"] = ["b"]
+    (note,) = group_notes(ranking)
+    assert (
+        "b's processes spread apart from the other stacks' (an F test at 5%): its intervals "
+        "carry its own spread." in note.summary
+    )
+    (plain,) = group_notes(_ranking({"a": 4, "b": 4, "c": 4}, None))
+    assert "spread apart" not in plain.summary

@@ -1026,12 +1026,48 @@ def test_a_group_without_the_time_for_more_processes_says_so() -> None:
     assert "the budget (with its overrun) had " in b["wide_because"]
 
 
+def test_a_stack_whose_processes_spread_apart_is_stored_as_such() -> None:
+    """Three stacks, b's processes 10% apart where a's and c's agree within 1%: b's spread
+    is its own (analysis/group.py, "Stacks apart"), and every cell's figures say so, for the
+    report to name it; no process is added within the short budget."""
+    levels = [1000.0, 1500.0, 2000.0, 1010.0, 1650.0, 2020.0, 990.0, 1350.0, 1980.0]
+    run = _synthetic_group(SlicedModel(levels, seed=7), ["a", "b", "c"], budget_s=20.0)
+    outcomes = run_group(run)
+    assert [o.failure for o in outcomes] == [None, None, None]
+    for o in outcomes:
+        assert o.group is not None and o.group["apart"] == ["b"]
+    a, b, c = (o.group for o in outcomes)
+    assert a is not None and b is not None and c is not None
+    # a/c from a's and c's agreeing processes, b's ratios from its own spread
+    assert b["high"] / b["low"] > 1.2 > a["high"] / a["low"]
+
+
 def test_processes_that_agree_get_rounds_not_processes() -> None:
     """Processes 1% apart: more rounds narrow the interval, and none is added."""
     levels = [1000.0, 1500.0, 1010.0, 1485.0, 990.0, 1515.0]
     run = _synthetic_group(SlicedModel(levels, seed=3), ["a", "b"])
     run_group(run)
     assert run.grown == [] and len(run.members) == 6
+
+
+def test_a_group_whose_budget_ends_before_its_slices_noise_says_how_many_rounds() -> None:
+    """Processes that agree, a target no budget this short reaches: the group says the
+    budget ended first, how noisy a slice was, and about how many times its rounds (and
+    which flag) would reach the target; no process is added."""
+    levels = [1000.0, 1500.0, 1000.0, 1500.0, 1000.0, 1500.0]
+    model = SlicedModel(levels, seed=3, noise=0.1)
+    run = _synthetic_group(model, ["a", "b"], budget_s=20.0, ci_width=0.002)
+    outcomes = run_group(run)
+    assert run.grown == []
+    b = outcomes[1].group
+    assert b is not None
+    why = b["wide_because"]
+    assert why.startswith("the budget ended at +-") and "against the +-0.2% asked" in why
+    assert "a slice " in why and " off its round and process, sd)" in why
+    rounds = b["rounds"]
+    factor = float(why.split("about ", 1)[1].split("x its ", 1)[0])
+    assert factor > 1.5 and f"x its {rounds} rounds (--group-budget)" in why
+    assert why.endswith("or a quieter machine")
 
 
 # ------------------------------------------------------------------------ open loops

@@ -36,6 +36,17 @@ and a PyPy/CPython ratio carries both spreads. The geometric-mean reference is t
 family's own (:meth:`GroupFit.basis`): a CPython stack's ratio to it is what it would be
 without PyPy in the group.
 
+**Stacks apart.** One process of one stack far from its peers widened every stack of its
+family: in the EPYC's first quick study (2026-12-07) one uvicorn process read 22% below its
+stack's other three, and the pooled spread put every CPython ratio at +-6.5% where the other
+stacks' processes alone gave +-5.2%. A stack whose processes spread more than the family's
+other stacks' do, by an F test of its variance against theirs at :data:`APART_P` (Bonferroni
+over the stacks tested), gets a variance of its own (:func:`stacks_apart`, the worst first,
+as long as two stacks stay pooled). Its intervals then carry its own spread on its own few
+degrees of freedom (wide, as they should be), and the others' carry theirs. The *pools*
+(:attr:`GroupFit.pools`) are the families with those stacks taken out; the geometric mean
+stays the family's.
+
 **What a stop rule judges** (:meth:`GroupFit.for_stopping`, :func:`widest`). A run stops
 once its intervals are narrow enough, and it asks after every round. The spread of a few
 process effects (6 degrees of freedom for 3 stacks of 3) is itself noisy: stopping at the
@@ -71,6 +82,9 @@ import numpy as np
 
 #: The group's reference when no stack is named: the geometric mean of every stack's level.
 GEOMETRIC_MEAN = "geometric mean"
+#: The F test's level, over the stacks tested, at which a stack's processes spread apart
+#: from its family's others (module doc, "Stacks apart").
+APART_P = 0.05
 
 
 @dataclass(frozen=True)
@@ -136,23 +150,33 @@ class GroupFit:
     #: The variance a process effect has from its slices' noise alone: the fit's residual
     #: variance times the mean of 1 / (a process's slices). 0 when unknown.
     slice_noise: float = 0.0
+    #: How far a slice sits off its round and process: the fit's residual standard deviation
+    #: (log scale; 0.08: about 8%). 0 when unknown.
+    slice_sd: float = 0.0
     #: Stack name -> its family (module doc, "Families"); empty: one family, the group.
     families: Mapping[str, str] = field(default_factory=dict)
-    #: Family -> (its pooled process variance, its degrees of freedom, its slice noise):
-    #: set when the stacks fall in two or more families.
-    by_family: Mapping[str, tuple[float, int, float]] = field(default_factory=dict)
+    #: Stack name -> the pool its process variance is read from: its family, or itself when
+    #: its processes spread apart from the family's others (module doc, "Stacks apart");
+    #: empty: one pool, the group.
+    pools: Mapping[str, str] = field(default_factory=dict)
+    #: Pool -> (its pooled process variance, its degrees of freedom, its slice noise): set
+    #: when the stacks fall in two or more pools.
+    by_pool: Mapping[str, tuple[float, int, float]] = field(default_factory=dict)
 
     def for_stopping(self) -> GroupFit:
         """The fit a stop rule judges: its process variance no lower than
         :attr:`slice_noise` (module doc: a lucky low spread must not stop a run), each
-        family's no lower than its own."""
+        pool's no lower than its own."""
         return replace(
             self,
             variance=max(self.variance, self.slice_noise),
-            by_family={
-                f: (max(v, noise), df, noise) for f, (v, df, noise) in self.by_family.items()
-            },
+            by_pool={f: (max(v, noise), df, noise) for f, (v, df, noise) in self.by_pool.items()},
         )
+
+    def apart(self) -> list[str]:
+        """The stacks whose intervals carry their own process spread (module doc, "Stacks
+        apart")."""
+        return sorted(s for s, pool in self.pools.items() if pool == s)
 
     def rps(self, stack: str) -> float:
         """The stack's requests/s at the group's average round."""
@@ -202,19 +226,19 @@ class GroupFit:
     def variance_of(self, weights: Mapping[str, float]) -> tuple[float, float]:
         """The variance of a contrast of the levels whose squared coefficients over their
         processes are ``weights`` (stack -> c**2 / K), and its degrees of freedom: the
-        group's pooled variance, or with families each family's part, the degrees of
-        freedom by Welch-Satterthwaite. NaN variance: no interval can be had."""
-        if not self.by_family:
+        group's pooled variance, or with pools each pool's part, the degrees of freedom by
+        Welch-Satterthwaite. NaN variance: no interval can be had."""
+        if not self.by_pool:
             if self.df < 1 or not math.isfinite(self.variance):
                 return math.nan, 0.0
             return self.variance * sum(weights.values()), float(self.df)
         parts: dict[str, float] = {}
         for s, w in weights.items():
-            f = self.families.get(s, "")
+            f = self.pools.get(s, "")
             parts[f] = parts.get(f, 0.0) + w
         total, spread = 0.0, 0.0
         for f, w in parts.items():
-            variance, df, _ = self.by_family.get(f, (math.nan, 0, 0.0))
+            variance, df, _ = self.by_pool.get(f, (math.nan, 0, 0.0))
             if w <= 0:
                 continue
             if df < 1 or not math.isfinite(variance):
@@ -247,7 +271,8 @@ def fit_group(
     or when the slices fall into groups of processes that share no round (their levels
     cannot be compared). Processes missing from ``stack_of`` are left out. ``families``
     (stack -> family, e.g. its interpreter) gives each family its own process variance
-    when the stacks fall in two or more (module doc, "Families")."""
+    when the stacks fall in two or more (module doc, "Families"); a stack whose processes
+    spread apart from its family's others gets its own (:func:`stacks_apart`)."""
     obs = [o for o in observations if o.process in stack_of and o.rps > 0]
     if not obs:
         return None
@@ -278,20 +303,32 @@ def fit_group(
     df = len(procs) - len(by_stack)
     spread = sum((e - levels[s]) ** 2 for s, v in by_stack.items() for e in v)
     family_of = {s: (families or {}).get(s, "") for s in by_stack}
-    by_family: dict[str, tuple[float, int, float]] = {}
-    if len(set(family_of.values())) > 1:
-        for f in set(family_of.values()):
-            mine = [s for s in by_stack if family_of[s] == f]
-            f_procs = [p for p in procs if family_of[stack_of[p]] == f]
-            f_df = len(f_procs) - len(mine)
-            f_spread = sum((e - levels[s]) ** 2 for s in mine for e in by_stack[s])
-            # the residual variance of the family's own slices, the fit's residual degrees
-            # of freedom shared out by slices (a JIT's slices are noisier than CPython's)
-            rows = [i for i, o in enumerate(obs) if family_of[stack_of[o.process]] == f]
-            f_res_df = residual_df * len(rows) / len(obs)
-            f_res = float(np.sum(residuals[rows] ** 2)) / f_res_df if f_res_df > 0 else 0.0
-            noise = f_res * sum(1.0 / slices_of[p] for p in f_procs) / len(f_procs)
-            by_family[f] = (f_spread / f_df if f_df > 0 else math.nan, f_df, noise)
+    squares = {s: sum((e - levels[s]) ** 2 for e in v) for s, v in by_stack.items()}
+    counts = {s: len(v) for s, v in by_stack.items()}
+
+    def noise_of(stacks: list[str]) -> float:
+        """The variance the slices' noise alone gives a process effect of ``stacks``: the
+        residual variance of their own slices (the fit's residual degrees of freedom shared
+        out by slices: a JIT's slices are noisier than CPython's) over a process's slices."""
+        rows = [i for i, o in enumerate(obs) if stack_of[o.process] in stacks]
+        mine = [p for p in procs if stack_of[p] in stacks]
+        res_df = residual_df * len(rows) / len(obs)
+        res = float(np.sum(residuals[rows] ** 2)) / res_df if res_df > 0 else 0.0
+        return res * sum(1.0 / slices_of[p] for p in mine) / len(mine)
+
+    pool_of = dict(family_of)
+    for f in set(family_of.values()):
+        mine = [s for s in by_stack if family_of[s] == f]
+        floor = noise_of(mine)
+        for s in stacks_apart({s: squares[s] for s in mine}, counts, floor):
+            pool_of[s] = s
+    by_pool: dict[str, tuple[float, int, float]] = {}
+    if len(set(pool_of.values())) > 1:
+        for f in set(pool_of.values()):
+            mine = [s for s in by_stack if pool_of[s] == f]
+            f_df = sum(counts[s] for s in mine) - len(mine)
+            f_spread = sum(squares[s] for s in mine)
+            by_pool[f] = (f_spread / f_df if f_df > 0 else math.nan, f_df, noise_of(mine))
     return GroupFit(
         levels=levels,
         counts={s: len(v) for s, v in by_stack.items()},
@@ -301,9 +338,57 @@ def fit_group(
         df=df,
         level=level,
         slice_noise=residual_var * sum(1.0 / n for n in slices_of.values()) / len(slices_of),
-        families=family_of if by_family else {},
-        by_family=by_family,
+        slice_sd=math.sqrt(residual_var),
+        families=family_of if len(set(family_of.values())) > 1 else {},
+        pools=pool_of if by_pool else {},
+        by_pool=by_pool,
     )
+
+
+def stacks_apart(
+    squares: Mapping[str, float],
+    counts: Mapping[str, int],
+    floor: float = 0.0,
+    *,
+    p: float = APART_P,
+) -> list[str]:
+    """The stacks of one family whose processes spread apart from the others' (module doc,
+    "Stacks apart"), worst first. ``squares``: each stack's sum of squared process effects
+    about its level; ``counts``: its processes; ``floor``: the variance the slices' noise
+    alone gives a process effect. A stack is apart when the F test of its variance against
+    the other stacks' pooled one falls below ``p`` over the stacks tested (Bonferroni); the
+    worst such is taken out and the rest tested again, as long as two stacks stay pooled.
+    The others' variance is judged no lower than ``floor`` (then as known: F on infinite
+    degrees of freedom): once a spread stack is out, the stacks left may spread less than
+    their slices' noise by chance, and each would in turn look apart from them."""
+    import scipy.stats
+
+    pooled = [s for s in sorted(squares) if counts[s] > 1]
+    apart: list[str] = []
+    while len(pooled) > 2:
+        worst: tuple[float, str] | None = None
+        for s in pooled:
+            rest_df = sum(counts[o] - 1 for o in pooled if o != s)
+            rest = sum(squares[o] for o in pooled if o != s) / rest_df
+            mine = squares[s] / (counts[s] - 1)
+            if mine <= 0:
+                continue
+            if rest < floor:
+                rest, rest_df = floor, 0  # known: F(d, inf) is chi-squared(d) / d
+            if rest <= 0:
+                chance = 0.0
+            elif rest_df == 0:
+                d = counts[s] - 1
+                chance = float(scipy.stats.chi2.sf(d * mine / rest, d))
+            else:
+                chance = float(scipy.stats.f.sf(mine / rest, counts[s] - 1, rest_df))
+            if chance < p / len(pooled) and (worst is None or chance < worst[0]):
+                worst = (chance, s)
+        if worst is None:
+            break
+        apart.append(worst[1])
+        pooled.remove(worst[1])
+    return apart
 
 
 def fit_percentile(
@@ -333,9 +418,10 @@ def fit_percentile(
     return replace(
         fit,
         slice_noise=noise.slice_noise,
-        by_family={
-            f: (v, df, noise.by_family.get(f, (0.0, 0, 0.0))[2])
-            for f, (v, df, _) in fit.by_family.items()
+        slice_sd=noise.slice_sd,
+        by_pool={
+            f: (v, df, noise.by_pool.get(f, (0.0, 0, noise.slice_noise))[2])
+            for f, (v, df, _) in fit.by_pool.items()
         },
     )
 
@@ -404,15 +490,13 @@ def disagreement(
     """Where the variance lives when it is between processes (Kalibera & Jones): None when
     the process effects spread no more than ``at_least`` times what the slices' noise gives
     a process effect (more rounds would then narrow the intervals), or without a spread.
-    With families (module doc), each family is judged on its own spread and noise, and the
-    one whose processes disagree most beyond their noise is named."""
+    With pools (module doc: families, stacks apart), each pool is judged on its own spread
+    and noise, and the one whose processes disagree most beyond their noise is named."""
     candidates: list[tuple[float, set[str]]] = []
-    if fit.by_family:
-        for f, (variance, df, noise) in fit.by_family.items():
+    if fit.by_pool:
+        for f, (variance, df, noise) in fit.by_pool.items():
             if df > 0 and math.isfinite(variance) and noise > 0:
-                candidates.append(
-                    (variance / noise, {s for s, g in fit.families.items() if g == f})
-                )
+                candidates.append((variance / noise, {s for s, g in fit.pools.items() if g == f}))
     elif fit.df > 0 and math.isfinite(fit.variance) and fit.slice_noise > 0:
         candidates.append((fit.variance / fit.slice_noise, set(fit.levels)))
     if not candidates:

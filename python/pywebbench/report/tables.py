@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pywebbench import formatting as fmt
+from pywebbench.analysis.group import APART_P
 from pywebbench.analysis.modes import modes, replicate_figures
 from pywebbench.analysis.ratio import ratio
 from pywebbench.analysis.ties import group_id
@@ -594,6 +595,11 @@ def group_notes(ranking: Ranking) -> list[GroupNote]:
                         f" {stack}'s idle processes took {share:.1%} of a core each during "
                         "the others' slices, which the other stacks' figures lack."
                         for stack, share in (g.get("idle_burn") or {}).items()
+                    )
+                    + "".join(
+                        f" {stack}'s processes spread apart from the other stacks' (an F test"
+                        f" at {APART_P:.0%}): its intervals carry its own spread."
+                        for stack in g.get("apart") or []
                     )
                     + (f" Its intervals stayed wide: {wide}." if wide else "")
                 ),

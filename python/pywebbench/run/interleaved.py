@@ -934,6 +934,8 @@ class GroupRun:
                 out[p.cell_id].update(self._open_loop_flags(j, p, out[p.cell_id]))
             if wide is not None:
                 out[p.cell_id]["wide_because"] = wide
+            if fit.apart():
+                out[p.cell_id]["apart"] = fit.apart()
             if self.grown:
                 out[p.cell_id]["grown"] = self.grown
             if self.replanned is not None:
@@ -1003,17 +1005,28 @@ class GroupRun:
         return burners
 
     def _why_wide(self, j: GroupJudgement, reference: str | None) -> str | None:
-        """Why the group ended wider than asked, when its processes disagree more than its
-        slices do (:func:`pywebbench.analysis.group.disagreement`): said, and stored with
-        the group's figures; None when it ended as narrow as asked, or more rounds would
-        have narrowed it."""
+        """Why the group ended wider than asked: said, and stored with the group's figures;
+        None when it ended as narrow as asked. Its processes disagree more than its slices
+        do (:func:`pywebbench.analysis.group.disagreement`: more processes would narrow
+        it), or they agree within the slices' noise and the budget ended first (more rounds
+        would: how many, and the flag that gives them)."""
         fit = j.judged
-        if fit is None or j.widest(reference) <= self.options.ci_width:
+        width = j.widest(reference)
+        if fit is None or not width > self.options.ci_width:
             return None
         by_index = {m.index: m for m in self.members}
         found = disagreement(fit, {i: m.stack for i, m in by_index.items()})
         if found is None:
-            return None
+            jit = any(m.jit for m in self.members)
+            why = (
+                f"the budget ended at +-{width:.1%} against the +-{self.options.ci_width:.1%} "
+                f"asked; the processes agree within their slices' noise (a slice "
+                f"{fit.slice_sd:.1%} off its round and process, sd), which more rounds "
+                f"narrow: about {(width / self.options.ci_width) ** 2:.1f}x its {j.rounds} rounds "
+                f"({'--jit-group-budget' if jit else '--group-budget'}), or a quieter machine"
+            )
+            self._say(f"wide intervals: {why}")
+            return why
         why = found.describe(lambda i: str(by_index[i].k + 1))
         if self.not_grown is not None:
             why += f"; none were added: {self.not_grown}"
