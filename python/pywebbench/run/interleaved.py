@@ -1019,11 +1019,13 @@ class GroupRun:
         if found is None:
             jit = any(m.jit for m in self.members)
             why = (
-                f"the budget ended at +-{width:.1%} against the +-{self.options.ci_width:.1%} "
-                f"asked; the processes agree within their slices' noise (a slice "
-                f"{fit.slice_sd:.1%} off its round and process, sd), which more rounds "
-                f"narrow: about {(width / self.options.ci_width) ** 2:.1f}x its {j.rounds} rounds "
-                f"({'--jit-group-budget' if jit else '--group-budget'}), or a quieter machine"
+                f"the budget ended before its slices' noise allowed the "
+                f"+-{self.options.ci_width:.1%} asked: judged no narrower than that noise "
+                f"gives, its widest interval was +-{width:.1%}. The processes agree within it "
+                f"(a slice {fit.slice_sd:.1%} off its round and process, sd), and more rounds "
+                f"narrow it: about {(width / self.options.ci_width) ** 2:.1f}x its {j.rounds} "
+                f"rounds ({'--jit-group-budget' if jit else '--group-budget'}), or a quieter "
+                "machine"
             )
             self._say(f"wide intervals: {why}")
             return why
