@@ -34,10 +34,13 @@ class Slice:
     """A measured slice of a group: its stack, the stack's interpreter, its process."""
 
     stack: str
-    family: str  # "cpython", "pypy"
+    family: str  # "cpython", "pypy": what the widths are counted under
     process: int  # cell id * 1000 + replicate
     round: int
     rps: float
+    #: The stack's interpreter ("cpython3.13t"), whose processes share a process variance in
+    #: the group's fit as in the run's; "": ``family``.
+    interpreter: str = ""
 
 
 def slices(store: Path) -> dict[str, list[Slice]]:
@@ -60,16 +63,20 @@ def slices(store: Path) -> dict[str, list[Slice]]:
         if not got or got["rps"] <= 0:
             continue
         label = json.dumps(group.get("span"))  # type: ignore[union-attr]
-        groups[label].append(Slice(key, impl, cid * 1000 + replicate, got["round"], got["rps"]))
+        interpreter = key.split("/", 1)[0]
+        groups[label].append(
+            Slice(key, impl, cid * 1000 + replicate, got["round"], got["rps"], interpreter)
+        )
     return groups
 
 
 def refit(kept: list[Slice]) -> GroupFit | None:
-    """The group's own fit of ``kept`` slices, each interpreter its own process variance."""
+    """The group's own fit of ``kept`` slices, each interpreter its own process variance
+    (each CPython version its own, as the run's fit gives them)."""
     return fit_group(
         [Observation(s.round, s.process, s.rps) for s in kept],
         {s.process: s.stack for s in kept},
-        families={s.stack: s.family for s in kept},
+        families={s.stack: s.interpreter or s.family for s in kept},
     )
 
 
