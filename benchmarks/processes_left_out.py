@@ -62,7 +62,7 @@ def slices(store: Path) -> dict[str, list[Slice]]:
         got = json.loads(result or "{}").get("ab_slice") if isinstance(group, dict) else None
         if not got or got["rps"] <= 0:
             continue
-        label = json.dumps(group.get("span"))  # type: ignore[union-attr]
+        label = json.dumps(group.get("span"))
         interpreter = key.split("/", 1)[0]
         groups[label].append(
             Slice(key, impl, cid * 1000 + replicate, got["round"], got["rps"], interpreter)
@@ -150,8 +150,8 @@ def main() -> None:
     print("where the variance lives:")
     print("\n".join(spreads(groups)))
     print("CI half-width, median (worst): CPython cells; PyPy cells; PyPy/CPython ratios")
-    for name, family, k in fits:
-        got = widths(groups, family, k)
+    for name, left_out, k in fits:
+        got = widths(groups, left_out, k)
         said = [
             f"{statistics.median(v):.2%} ({max(v):.2%})" if v and math.isfinite(max(v)) else "-"
             for v in (got["cpython"], got["pypy"], got["pypy/cpython"])
