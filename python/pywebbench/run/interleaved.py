@@ -899,6 +899,7 @@ class GroupRun:
             reference = None
         wide = self._why_wide(j, reference)
         burners = self._idle_burners()
+        apart = fit.apart()
         for p in self.cells:
             key = p.cell.variant.key
             if key not in fit.levels:
@@ -934,8 +935,8 @@ class GroupRun:
                 out[p.cell_id].update(self._open_loop_flags(j, p, out[p.cell_id]))
             if wide is not None:
                 out[p.cell_id]["wide_because"] = wide
-            if fit.apart():
-                out[p.cell_id]["apart"] = fit.apart()
+            if apart:
+                out[p.cell_id]["apart"] = apart
             if self.grown:
                 out[p.cell_id]["grown"] = self.grown
             if self.replanned is not None:
@@ -1012,11 +1013,15 @@ class GroupRun:
         would: how many, and the flag that gives them)."""
         fit = j.judged
         width = j.widest(reference)
-        if fit is None or not width > self.options.ci_width:
+        if fit is None or width <= self.options.ci_width:
             return None
         by_index = {m.index: m for m in self.members}
         found = disagreement(fit, {i: m.stack for i, m in by_index.items()})
-        if found is None:
+        if found is not None:
+            why = found.describe(lambda i: str(by_index[i].k + 1))
+            if self.not_grown is not None:
+                why += f"; none were added: {self.not_grown}"
+        elif math.isfinite(width):
             jit = any(m.jit for m in self.members)
             why = (
                 f"the budget ended before its slices' noise allowed the "
@@ -1027,11 +1032,8 @@ class GroupRun:
                 f"rounds ({'--jit-group-budget' if jit else '--group-budget'}), or a quieter "
                 "machine"
             )
-            self._say(f"wide intervals: {why}")
-            return why
-        why = found.describe(lambda i: str(by_index[i].k + 1))
-        if self.not_grown is not None:
-            why += f"; none were added: {self.not_grown}"
+        else:
+            return None
         self._say(f"wide intervals: {why}")
         return why
 
